@@ -1,0 +1,3 @@
+from herdless.cli.main import main
+
+main()

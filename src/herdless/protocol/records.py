@@ -1,0 +1,234 @@
+"""Record batches (magic v2), kept opaque: parse the header, validate, rewrite the base offset.
+
+The broker stores batches exactly as producers sent them. Only the base offset
+(bytes 0-7) is rewritten, which lies outside the CRC, so no checksum is recomputed.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import IntEnum
+
+import cramjam
+import crc32c
+
+# Layout of the batch header, in byte offsets from the start of the batch.
+BASE_OFFSET = 0
+BATCH_LENGTH = 8
+PARTITION_LEADER_EPOCH = 12
+MAGIC = 16
+CRC = 17
+ATTRIBUTES = 21
+RECORD_COUNT = 57
+HEADER_SIZE = 61
+# batchLength counts the bytes after its own field.
+LENGTH_PREFIX = 12
+
+_HEADER = struct.Struct(">qiiBIhiqqqhii")
+_BASE_OFFSET = struct.Struct(">q")
+
+NO_PRODUCER_ID = -1
+NO_SEQUENCE = -1
+
+
+class Compression(IntEnum):
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+
+class InvalidBatch(ValueError):
+    """A batch that must not be stored. `corrupt` tells CORRUPT_MESSAGE from INVALID_RECORD."""
+
+    def __init__(self, message: str, *, corrupt: bool = True) -> None:
+        super().__init__(message)
+        self.corrupt = corrupt
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size(self) -> int:
+        return self.batch_length + LENGTH_PREFIX
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & 0x07
+
+    @property
+    def log_append_time(self) -> bool:
+        return bool(self.attributes & 0x08)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & 0x10)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & 0x20)
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
+
+
+def parse_header(buf: bytes | memoryview, pos: int = 0) -> BatchHeader:
+    if len(buf) - pos < HEADER_SIZE:
+        raise InvalidBatch("record batch shorter than its header")
+    return BatchHeader(*_HEADER.unpack_from(buf, pos))
+
+
+def crc_matches(buf: bytes | memoryview, header: BatchHeader, pos: int = 0) -> bool:
+    return crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES : pos + header.size]) == header.crc
+
+
+def rewrite_base_offset(batch: bytearray | memoryview, base_offset: int, pos: int = 0) -> None:
+    _BASE_OFFSET.pack_into(batch, pos, base_offset)
+
+
+def iter_batches(buf: bytes | memoryview) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield (position, header) of each complete batch; stop at the first incomplete one."""
+    pos = 0
+    end = len(buf)
+    while end - pos >= HEADER_SIZE:
+        header = parse_header(buf, pos)
+        if header.batch_length < HEADER_SIZE - LENGTH_PREFIX or pos + header.size > end:
+            return
+        yield pos, header
+        pos += header.size
+
+
+def split_batches(buf: bytes | memoryview, max_batch_size: int) -> list[tuple[BatchHeader, memoryview]]:
+    """Split a produce request's records into validated batches.
+
+    Raises InvalidBatch for anything a broker must refuse: torn data, a wrong
+    magic, CRC or record count, or a batch over `max_batch_size`.
+    """
+    view = memoryview(buf)
+    batches: list[tuple[BatchHeader, memoryview]] = []
+    pos = 0
+    if len(view) == 0:
+        raise InvalidBatch("empty record set", corrupt=False)
+    while pos < len(view):
+        header = parse_header(view, pos)
+        if header.magic != 2:
+            raise InvalidBatch(f"unsupported record batch magic {header.magic}", corrupt=False)
+        if header.batch_length < HEADER_SIZE - LENGTH_PREFIX:
+            raise InvalidBatch("record batch length smaller than its header")
+        if pos + header.size > len(view):
+            raise InvalidBatch("record batch longer than the data sent")
+        if header.size > max_batch_size:
+            raise InvalidBatch("record batch too large", corrupt=False)
+        batch = view[pos : pos + header.size]
+        validate_batch(batch, header)
+        batches.append((header, batch))
+        pos += header.size
+    return batches
+
+
+def validate_batch(batch: memoryview, header: BatchHeader) -> None:
+    if not crc_matches(batch, header):
+        raise InvalidBatch("record batch CRC mismatch")
+    if header.record_count <= 0:
+        raise InvalidBatch("record batch without records", corrupt=False)
+    if header.last_offset_delta != header.record_count - 1:
+        raise InvalidBatch("record batch lastOffsetDelta disagrees with its record count")
+    if header.is_control:
+        raise InvalidBatch("control batches are not accepted from producers", corrupt=False)
+    payload = decompress(header.compression, batch[HEADER_SIZE:])
+    check_records(payload, header.record_count)
+
+
+def decompress(compression: int, data: memoryview) -> memoryview:
+    try:
+        if compression == Compression.NONE:
+            return data
+        if compression == Compression.GZIP:
+            return memoryview(cramjam.gzip.decompress(data))
+        if compression == Compression.SNAPPY:
+            return memoryview(_snappy_decompress(data))
+        if compression == Compression.LZ4:
+            return memoryview(cramjam.lz4.decompress(data))
+        if compression == Compression.ZSTD:
+            return memoryview(cramjam.zstd.decompress(data))
+    except cramjam.DecompressionError as exc:
+        raise InvalidBatch(f"record batch does not decompress: {exc}") from exc
+    raise InvalidBatch(f"unknown compression codec {compression}", corrupt=False)
+
+
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+
+
+def _snappy_decompress(data: memoryview) -> bytes:
+    # The Java client frames snappy the xerial way; librdkafka and others send raw blocks.
+    if bytes(data[:8]) != _XERIAL_MAGIC:
+        return bytes(cramjam.snappy.decompress_raw(data))
+    out = bytearray()
+    pos = 16
+    while pos < len(data):
+        if len(data) - pos < 4:
+            raise InvalidBatch("torn xerial snappy block")
+        (size,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        out += cramjam.snappy.decompress_raw(data[pos : pos + size])
+        pos += size
+    return bytes(out)
+
+
+def _varint(buf: memoryview, pos: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        if pos >= len(buf) or shift > 63:
+            raise InvalidBatch("record truncated inside a varint")
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+
+
+def check_records(payload: memoryview, record_count: int) -> None:
+    """Walk the records: their lengths must tile the payload and offset deltas run 0..n-1."""
+    pos = 0
+    end = len(payload)
+    for expected_delta in range(record_count):
+        length, pos = _varint(payload, pos)
+        record_end = pos + length
+        if length < 3 or record_end > end:
+            raise InvalidBatch("record length runs past the batch")
+        pos += 1  # attributes
+        _, pos = _varint(payload, pos)  # timestamp delta
+        offset_delta, pos = _varint(payload, pos)
+        if offset_delta != expected_delta:
+            raise InvalidBatch("record offset deltas are not consecutive", corrupt=False)
+        if pos > record_end:
+            raise InvalidBatch("record header runs past its length")
+        pos = record_end
+    if pos != end:
+        raise InvalidBatch("record count disagrees with the records in the batch")
