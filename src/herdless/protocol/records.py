@@ -14,6 +14,8 @@ from enum import IntEnum
 import cramjam
 import crc32c
 
+from herdless.protocol.errors import ErrorCode
+
 # Layout of the batch header, in byte offsets from the start of the batch.
 BASE_OFFSET = 0
 BATCH_LENGTH = 8
@@ -42,11 +44,11 @@ class Compression(IntEnum):
 
 
 class InvalidBatch(ValueError):
-    """A batch that must not be stored. `corrupt` tells CORRUPT_MESSAGE from INVALID_RECORD."""
+    """A batch that must not be stored, with the error code a producer gets for it."""
 
-    def __init__(self, message: str, *, corrupt: bool = True) -> None:
+    def __init__(self, message: str, error: ErrorCode = ErrorCode.CORRUPT_MESSAGE) -> None:
         super().__init__(message)
-        self.corrupt = corrupt
+        self.error = error
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +124,9 @@ def iter_batches(buf: bytes | memoryview) -> Iterator[tuple[int, BatchHeader]]:
         pos += header.size
 
 
-def split_batches(buf: bytes | memoryview, max_batch_size: int) -> list[tuple[BatchHeader, memoryview]]:
+def split_batches(
+    buf: bytes | memoryview, max_batch_size: int
+) -> list[tuple[BatchHeader, memoryview]]:
     """Split a produce request's records into validated batches.
 
     Raises InvalidBatch for anything a broker must refuse: torn data, a wrong
@@ -132,17 +136,20 @@ def split_batches(buf: bytes | memoryview, max_batch_size: int) -> list[tuple[Ba
     batches: list[tuple[BatchHeader, memoryview]] = []
     pos = 0
     if len(view) == 0:
-        raise InvalidBatch("empty record set", corrupt=False)
+        raise InvalidBatch("empty record set", ErrorCode.INVALID_RECORD)
     while pos < len(view):
         header = parse_header(view, pos)
         if header.magic != 2:
-            raise InvalidBatch(f"unsupported record batch magic {header.magic}", corrupt=False)
+            raise InvalidBatch(
+                f"unsupported record batch magic {header.magic}",
+                ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+            )
         if header.batch_length < HEADER_SIZE - LENGTH_PREFIX:
             raise InvalidBatch("record batch length smaller than its header")
         if pos + header.size > len(view):
             raise InvalidBatch("record batch longer than the data sent")
         if header.size > max_batch_size:
-            raise InvalidBatch("record batch too large", corrupt=False)
+            raise InvalidBatch("record batch too large", ErrorCode.MESSAGE_TOO_LARGE)
         batch = view[pos : pos + header.size]
         validate_batch(batch, header)
         batches.append((header, batch))
@@ -154,11 +161,13 @@ def validate_batch(batch: memoryview, header: BatchHeader) -> None:
     if not crc_matches(batch, header):
         raise InvalidBatch("record batch CRC mismatch")
     if header.record_count <= 0:
-        raise InvalidBatch("record batch without records", corrupt=False)
+        raise InvalidBatch("record batch without records", ErrorCode.INVALID_RECORD)
     if header.last_offset_delta != header.record_count - 1:
         raise InvalidBatch("record batch lastOffsetDelta disagrees with its record count")
     if header.is_control:
-        raise InvalidBatch("control batches are not accepted from producers", corrupt=False)
+        raise InvalidBatch(
+            "control batches are not accepted from producers", ErrorCode.INVALID_RECORD
+        )
     payload = decompress(header.compression, batch[HEADER_SIZE:])
     check_records(payload, header.record_count)
 
@@ -177,7 +186,9 @@ def decompress(compression: int, data: memoryview) -> memoryview:
             return memoryview(cramjam.zstd.decompress(data))
     except cramjam.DecompressionError as exc:
         raise InvalidBatch(f"record batch does not decompress: {exc}") from exc
-    raise InvalidBatch(f"unknown compression codec {compression}", corrupt=False)
+    raise InvalidBatch(
+        f"unknown compression codec {compression}", ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    )
 
 
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
@@ -226,7 +237,7 @@ def check_records(payload: memoryview, record_count: int) -> None:
         _, pos = _varint(payload, pos)  # timestamp delta
         offset_delta, pos = _varint(payload, pos)
         if offset_delta != expected_delta:
-            raise InvalidBatch("record offset deltas are not consecutive", corrupt=False)
+            raise InvalidBatch("record offset deltas are not consecutive", ErrorCode.INVALID_RECORD)
         if pos > record_end:
             raise InvalidBatch("record header runs past its length")
         pos = record_end

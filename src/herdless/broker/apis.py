@@ -1,0 +1,73 @@
+"""The APIs herdless serves, with the version ranges it advertises.
+
+The ranges are what is implemented, shaped by what real clients need
+(docs: CLIENTS.md in the design notes): minimums stay low because librdkafka
+needs exact overlaps, and kafka-python infers the broker's release from them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from herdless.broker.handlers import admin, cluster, fetch, list_offsets, produce
+from herdless.protocol.codec import Request, encode_response, response_class
+from herdless.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from herdless.broker.broker import Broker
+
+Handler = Callable[["Broker", Request], Awaitable[Any]]
+
+API_VERSIONS_KEY = 18
+
+
+@dataclass(frozen=True, slots=True)
+class Api:
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    handler: Handler
+
+
+async def _api_versions(broker: Broker, request: Request) -> Any:
+    response = response_class(API_VERSIONS_KEY)
+    return response(
+        error_code=ErrorCode.NONE,
+        api_keys=_advertised(),
+        throttle_time_ms=0,
+    )
+
+
+def _advertised() -> list[Any]:
+    entry = response_class(API_VERSIONS_KEY).ApiVersion
+    return [
+        entry(api_key=api.key, min_version=api.min_version, max_version=api.max_version)
+        for api in APIS.values()
+    ]
+
+
+def unsupported_api_versions(correlation_id: int) -> bytes:
+    response = response_class(API_VERSIONS_KEY)(
+        error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=_advertised()
+    )
+    return encode_response(response, 0, correlation_id)
+
+
+_TABLE = [
+    Api(0, "Produce", 0, 9, produce.handle_produce),
+    Api(1, "Fetch", 4, 12, fetch.handle_fetch),
+    Api(2, "ListOffsets", 1, 7, list_offsets.handle_list_offsets),
+    Api(3, "Metadata", 0, 12, cluster.handle_metadata),
+    Api(18, "ApiVersions", 0, 4, _api_versions),
+    Api(19, "CreateTopics", 0, 7, admin.handle_create_topics),
+    Api(20, "DeleteTopics", 0, 6, admin.handle_delete_topics),
+    Api(22, "InitProducerId", 0, 4, produce.handle_init_producer_id),
+    Api(32, "DescribeConfigs", 0, 4, admin.handle_describe_configs),
+    Api(37, "CreatePartitions", 0, 3, admin.handle_create_partitions),
+    Api(60, "DescribeCluster", 0, 1, cluster.handle_describe_cluster),
+]
+
+APIS: dict[int, Api] = {api.key: api for api in _TABLE}

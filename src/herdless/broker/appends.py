@@ -1,0 +1,47 @@
+"""Wakes long-polling fetches when a partition they wait on gets new records."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterable
+
+TopicPartition = tuple[str, int]
+
+
+class AppendNotifier:
+    def __init__(self) -> None:
+        self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+
+    def notify(self, topic: str, partition: int) -> None:
+        for waiter in self._waiters.pop((topic, partition), ()):
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def notify_all(self) -> None:
+        """Release every waiter, e.g. at shutdown so parked fetches answer at once."""
+        for waiters in self._waiters.values():
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+        self._waiters.clear()
+
+    async def wait(self, partitions: Iterable[TopicPartition], timeout_s: float) -> bool:
+        """Wait until one of `partitions` is appended to; False if the timeout came first."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        keys = list(partitions)
+        for key in keys:
+            self._waiters.setdefault(key, set()).add(waiter)
+        try:
+            await asyncio.wait_for(waiter, timeout_s)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            for key in keys:
+                waiters = self._waiters.get(key)
+                if waiters is not None:
+                    waiters.discard(waiter)
+                    if not waiters:
+                        with contextlib.suppress(KeyError):
+                            del self._waiters[key]

@@ -1,0 +1,135 @@
+"""Broker settings, named after Kafka's broker configs so a properties file reads the same."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from herdless.storage import LogConfig
+
+# Kafka broker property -> (BrokerConfig field, parser). Topic defaults use their log.* names.
+_BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
+    "node.id": ("node_id", int),
+    "auto.create.topics.enable": ("auto_create_topics", bool),
+    "num.partitions": ("num_partitions", int),
+    "socket.request.max.bytes": ("max_request_bytes", int),
+    "log.retention.check.interval.ms": ("retention_check_interval_ms", int),
+    "log.flush.scheduler.interval.ms": ("flush_scheduler_interval_ms", int),
+    "delete.topic.enable": ("delete_topic_enable", bool),
+}
+
+# Broker-wide topic defaults: Kafka's log.* name -> topic config name.
+_TOPIC_DEFAULTS: dict[str, str] = {
+    "log.segment.bytes": "segment.bytes",
+    "log.roll.ms": "segment.ms",
+    "log.retention.ms": "retention.ms",
+    "log.retention.bytes": "retention.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "log.cleanup.policy": "cleanup.policy",
+    "message.max.bytes": "max.message.bytes",
+    "log.message.timestamp.type": "message.timestamp.type",
+}
+
+_HOURS = {"log.retention.hours": 3_600_000, "log.retention.minutes": 60_000, "log.roll.hours": 3_600_000}
+
+
+class ConfigError(ValueError):
+    """A broker setting that cannot be used; the message names it."""
+
+
+@dataclass
+class BrokerConfig:
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    data_dir: Path = Path("herdless-data")
+    node_id: int = 0
+    auto_create_topics: bool = True
+    num_partitions: int = 1
+    max_request_bytes: int = 104_857_600
+    retention_check_interval_ms: int = 300_000
+    flush_scheduler_interval_ms: int = 1_000
+    delete_topic_enable: bool = True
+    topic_defaults: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def advertised_address(self) -> tuple[str, int]:
+        host = self.advertised_host or self.host
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        return host, self.advertised_port or self.port
+
+    def log_config(self) -> LogConfig:
+        return LogConfig.from_topic_configs(self.topic_defaults)
+
+    def apply_properties(self, properties: dict[str, str]) -> None:
+        """Apply Kafka-style broker properties; unknown or bad ones raise ConfigError."""
+        for key, raw in properties.items():
+            value = raw.strip()
+            if key in _BROKER_PROPERTIES:
+                name, kind = _BROKER_PROPERTIES[key]
+                setattr(self, name, _parse(key, value, kind))
+            elif key in _TOPIC_DEFAULTS:
+                self.topic_defaults[_TOPIC_DEFAULTS[key]] = value
+            elif key in _HOURS:
+                target = "log.roll.ms" if key == "log.roll.hours" else "log.retention.ms"
+                millis = _parse(key, value, int) * _HOURS[key]
+                self.topic_defaults[_TOPIC_DEFAULTS[target]] = str(millis)
+            elif key in ("listeners", "advertised.listeners"):
+                host, port = _parse_listener(key, value)
+                if key == "listeners":
+                    self.host, self.port = host, port
+                else:
+                    self.advertised_host, self.advertised_port = host, port
+            elif key == "log.dirs" or key == "log.dir":
+                self.data_dir = Path(value.split(",")[0])
+            else:
+                known = sorted([*_BROKER_PROPERTIES, *_TOPIC_DEFAULTS, *_HOURS, "listeners"])
+                raise ConfigError(f"unknown broker setting {key!r}; known: {', '.join(known)}")
+        try:
+            self.log_config()
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+
+
+def _parse(key: str, value: str, kind: type) -> object:
+    if kind is bool:
+        if value.lower() not in ("true", "false"):
+            raise ConfigError(f"{key} must be true or false, not {value!r}")
+        return value.lower() == "true"
+    try:
+        return kind(value)
+    except ValueError:
+        raise ConfigError(f"{key} must be an integer, not {value!r}") from None
+
+
+def _parse_listener(key: str, value: str) -> tuple[str, int]:
+    # PLAINTEXT://host:port; only the first listener is used.
+    address = value.split(",")[0].split("://")[-1]
+    host, _, port = address.rpartition(":")
+    if not port.isdigit():
+        raise ConfigError(f"{key} must look like PLAINTEXT://host:port, not {value!r}")
+    return host or "0.0.0.0", int(port)
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Read a Java-style properties file: key=value lines, # and ! comments."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    properties: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#!":
+            continue
+        key, sep, value = stripped.partition("=")
+        if not sep:
+            key, sep, value = stripped.partition(":")
+        if not sep:
+            raise ConfigError(f"{path}:{number}: expected key=value, got {stripped!r}")
+        properties[key.strip()] = value.strip()
+    return properties

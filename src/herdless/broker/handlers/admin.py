@@ -1,0 +1,232 @@
+"""Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from herdless.protocol.codec import Request, response_class
+from herdless.protocol.errors import ErrorCode
+from herdless.storage import (
+    InvalidConfigError,
+    InvalidPartitions,
+    InvalidTopicName,
+    LogConfig,
+    StorageError,
+    TopicAlreadyExists,
+    validate_topic_name,
+)
+
+if TYPE_CHECKING:
+    from herdless.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+CREATE_TOPICS = 19
+DELETE_TOPICS = 20
+DESCRIBE_CONFIGS = 32
+CREATE_PARTITIONS = 37
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+# DescribeConfigs config_source values.
+SOURCE_TOPIC = 1
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+
+
+def _storage_error_code(exc: StorageError) -> ErrorCode:
+    if isinstance(exc, TopicAlreadyExists):
+        return ErrorCode.TOPIC_ALREADY_EXISTS
+    if isinstance(exc, InvalidTopicName):
+        return ErrorCode.INVALID_TOPIC_EXCEPTION
+    if isinstance(exc, InvalidPartitions):
+        return ErrorCode.INVALID_PARTITIONS
+    if isinstance(exc, InvalidConfigError):
+        return ErrorCode.INVALID_CONFIG
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+async def handle_create_topics(broker: Broker, request: Request) -> Any:
+    body = request.body
+    Response = response_class(CREATE_TOPICS)
+    Result = Response.CreatableTopicResult
+    results = []
+    for wanted in body.topics:
+        result = Result(name=wanted.name, error_code=ErrorCode.NONE, error_message=None)
+        results.append(result)
+        num_partitions = wanted.num_partitions
+        if wanted.assignments:
+            num_partitions = len(wanted.assignments)
+            if any(set(a.broker_ids) != {broker.node_id} for a in wanted.assignments):
+                result.error_code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+                result.error_message = f"this cluster has one broker, id {broker.node_id}"
+                continue
+        elif num_partitions == -1:
+            num_partitions = broker.config.num_partitions
+        if wanted.replication_factor not in (-1, 1) and not wanted.assignments:
+            result.error_code = ErrorCode.INVALID_REPLICATION_FACTOR
+            result.error_message = (
+                f"replication factor {wanted.replication_factor} is larger than"
+                " the 1 broker available"
+            )
+            continue
+        configs = {c.name: c.value for c in wanted.configs}
+        try:
+            validate_topic_name(wanted.name)
+            LogConfig.from_topic_configs(configs, broker.logs.default_config)
+            if wanted.name in broker.logs.topics:
+                raise TopicAlreadyExists(f"topic {wanted.name!r} already exists")
+            if num_partitions < 1:
+                raise InvalidPartitions(f"number of partitions must be at least 1, not {num_partitions}")
+            if body.validate_only:
+                topic = None
+            else:
+                topic = broker.logs.create_topic(wanted.name, num_partitions, configs)
+                log.info("created topic %s with %d partitions", wanted.name, num_partitions)
+        except StorageError as exc:
+            result.error_code = _storage_error_code(exc)
+            result.error_message = str(exc)
+            continue
+        result.num_partitions = num_partitions
+        result.replication_factor = 1
+        result.configs = _topic_configs(broker, wanted.name, Result.CreatableTopicConfigs, configs)
+        if topic is not None:
+            result.topic_id = topic.topic_id
+    return Response(throttle_time_ms=0, topics=results)
+
+
+def _topic_configs(broker: Broker, name: str, Entry: Any, explicit: dict[str, str]) -> list[Any]:
+    config = LogConfig.from_topic_configs(explicit, broker.logs.default_config)
+    return [
+        Entry(
+            name=key,
+            value=value,
+            read_only=False,
+            config_source=SOURCE_TOPIC if key in explicit else SOURCE_DEFAULT,
+            is_sensitive=False,
+        )
+        for key, value in sorted(config.to_topic_configs().items())
+    ]
+
+
+async def handle_delete_topics(broker: Broker, request: Request) -> Any:
+    body = request.body
+    Response = response_class(DELETE_TOPICS)
+    Result = Response.DeletableTopicResult
+    if request.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in body.topics]
+    else:
+        wanted = [(name, None) for name in body.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        topic = broker.logs.topics.get(name) if name else broker.logs.topic_by_id(topic_id)
+        result = Result(name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None)
+        results.append(result)
+        if topic is None:
+            missing_by_id = not name and topic_id is not None
+            result.error_code = (
+                ErrorCode.UNKNOWN_TOPIC_ID if missing_by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            )
+            continue
+        if not broker.config.delete_topic_enable:
+            result.error_code = ErrorCode.POLICY_VIOLATION
+            result.error_message = "topic deletion is disabled (delete.topic.enable=false)"
+            continue
+        result.name, result.topic_id = topic.name, topic.topic_id
+        for partition_log in topic.partitions:
+            broker.forget_log(partition_log)
+        broker.logs.delete_topic(topic.name)
+        log.info("deleted topic %s", topic.name)
+    return Response(throttle_time_ms=0, responses=results)
+
+
+async def handle_create_partitions(broker: Broker, request: Request) -> Any:
+    body = request.body
+    Response = response_class(CREATE_PARTITIONS)
+    Result = Response.CreatePartitionsTopicResult
+    results = []
+    for wanted in body.topics:
+        result = Result(name=wanted.name, error_code=ErrorCode.NONE, error_message=None)
+        results.append(result)
+        topic = broker.logs.topics.get(wanted.name)
+        if topic is None:
+            result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            continue
+        if wanted.count <= len(topic.partitions):
+            result.error_code = ErrorCode.INVALID_PARTITIONS
+            result.error_message = (
+                f"topic {wanted.name!r} has {len(topic.partitions)} partitions;"
+                f" the new count {wanted.count} must be larger"
+            )
+            continue
+        if not body.validate_only:
+            broker.logs.create_partitions(wanted.name, wanted.count)
+            log.info("topic %s now has %d partitions", wanted.name, wanted.count)
+    return Response(throttle_time_ms=0, results=results)
+
+
+async def handle_describe_configs(broker: Broker, request: Request) -> Any:
+    Response = response_class(DESCRIBE_CONFIGS)
+    Result = Response.DescribeConfigsResult
+    Entry = Result.DescribeConfigsResourceResult
+    results = []
+    for resource in request.body.resources:
+        result = Result(
+            error_code=ErrorCode.NONE,
+            error_message=None,
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+            configs=[],
+        )
+        results.append(result)
+        if resource.resource_type == RESOURCE_TOPIC:
+            topic = broker.logs.topics.get(resource.resource_name)
+            if topic is None:
+                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                result.error_message = f"topic {resource.resource_name!r} does not exist"
+                continue
+            values = topic.config.to_topic_configs()
+            explicit = set(topic.explicit_configs)
+            source_of = {k: SOURCE_TOPIC if k in explicit else SOURCE_DEFAULT for k in values}
+        elif resource.resource_type == RESOURCE_BROKER:
+            values = _broker_configs(broker)
+            source_of = dict.fromkeys(values, SOURCE_STATIC_BROKER)
+        else:
+            result.error_code = ErrorCode.INVALID_REQUEST
+            result.error_message = f"resource type {resource.resource_type} is not described"
+            continue
+        keys = resource.configuration_keys
+        result.configs = [
+            Entry(
+                name=key,
+                value=value,
+                read_only=resource.resource_type == RESOURCE_BROKER,
+                config_source=source_of[key],
+                is_default=source_of[key] == SOURCE_DEFAULT,
+                is_sensitive=False,
+                synonyms=[],
+                config_type=0,
+                documentation=None,
+            )
+            for key, value in sorted(values.items())
+            if not keys or key in keys
+        ]
+    return Response(throttle_time_ms=0, results=results)
+
+
+def _broker_configs(broker: Broker) -> dict[str, str]:
+    config = broker.config
+    host, port = config.advertised_address
+    return {
+        "node.id": str(config.node_id),
+        "broker.id": str(config.node_id),
+        "listeners": f"PLAINTEXT://{config.host}:{broker.bound_port}",
+        "advertised.listeners": f"PLAINTEXT://{host}:{port}",
+        "log.dirs": str(config.data_dir),
+        "auto.create.topics.enable": str(config.auto_create_topics).lower(),
+        "num.partitions": str(config.num_partitions),
+        "socket.request.max.bytes": str(config.max_request_bytes),
+        "delete.topic.enable": str(config.delete_topic_enable).lower(),
+        **{f"log.{k}": v for k, v in broker.logs.default_config.to_topic_configs().items()},
+    }

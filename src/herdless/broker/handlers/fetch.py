@@ -1,0 +1,79 @@
+"""Fetch with long polling: a fetch short of min_bytes parks until an append wakes it.
+
+Fetch sessions (KIP-227) are declined by answering session id 0, which every
+client accepts by sending full fetch requests.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from herdless.protocol.codec import Request, response_class
+from herdless.protocol.errors import ErrorCode
+from herdless.storage import OffsetOutOfRange
+
+if TYPE_CHECKING:
+    from herdless.broker.broker import Broker
+
+FETCH = 1
+
+
+async def handle_fetch(broker: Broker, request: Request) -> Any:
+    body = request.body
+    deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
+    wanted = [(topic.topic, p.partition) for topic in body.topics for p in topic.partitions]
+    while True:
+        responses, size = _read(broker, body)
+        remaining = deadline - time.monotonic()
+        if size >= body.min_bytes or remaining <= 0 or broker.stopping:
+            break
+        await broker.appends.wait(wanted, remaining)
+    return response_class(FETCH)(
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        session_id=0,
+        responses=responses,
+    )
+
+
+def _read(broker: Broker, body: Any) -> tuple[list[Any], int]:
+    TopicResponse = response_class(FETCH).FetchableTopicResponse
+    PartitionData = TopicResponse.PartitionData
+    budget = body.max_bytes if body.max_bytes is not None else 0x7FFFFFFF
+    total = 0
+    topics = []
+    for topic in body.topics:
+        partitions = []
+        for wanted in topic.partitions:
+            data = PartitionData(
+                partition_index=wanted.partition,
+                error_code=ErrorCode.NONE,
+                high_watermark=-1,
+                last_stable_offset=-1,
+                log_start_offset=-1,
+                aborted_transactions=None,
+                preferred_read_replica=-1,
+                records=b"",
+            )
+            partitions.append(data)
+            partition_log = broker.logs.partition(topic.topic, wanted.partition)
+            if partition_log is None:
+                data.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            data.high_watermark = data.last_stable_offset = partition_log.high_watermark
+            data.log_start_offset = partition_log.log_start_offset
+            # Past the response budget a partition still reports its offsets, without records;
+            # the first one always gets a whole batch so a large batch cannot stall a consumer.
+            limit = min(wanted.partition_max_bytes, budget - total)
+            if limit <= 0 and total > 0:
+                continue
+            try:
+                records = partition_log.read(wanted.fetch_offset, max(limit, 1))
+            except OffsetOutOfRange:
+                data.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                continue
+            data.records = records
+            total += len(records)
+        topics.append(TopicResponse(topic=topic.topic, partitions=partitions))
+    return topics, total

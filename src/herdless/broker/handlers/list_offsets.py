@@ -1,0 +1,61 @@
+"""ListOffsets: earliest, latest, max timestamp, or the first offset at or after a time."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from herdless.protocol.codec import Request, response_class
+from herdless.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from herdless.broker.broker import Broker
+    from herdless.storage import PartitionLog
+
+LIST_OFFSETS = 2
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+
+
+async def handle_list_offsets(broker: Broker, request: Request) -> Any:
+    Response = response_class(LIST_OFFSETS)
+    TopicResponse = Response.ListOffsetsTopicResponse
+    PartitionResponse = TopicResponse.ListOffsetsPartitionResponse
+    topics = []
+    for topic in request.body.topics:
+        partitions = []
+        for wanted in topic.partitions:
+            result = PartitionResponse(
+                partition_index=wanted.partition_index,
+                error_code=ErrorCode.NONE,
+                old_style_offsets=[],
+                timestamp=-1,
+                offset=-1,
+                leader_epoch=0,
+            )
+            partition_log = broker.logs.partition(topic.name, wanted.partition_index)
+            if partition_log is None:
+                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                result.timestamp, result.offset = _lookup(partition_log, wanted.timestamp)
+                result.old_style_offsets = [result.offset]
+            partitions.append(result)
+        topics.append(TopicResponse(name=topic.name, partitions=partitions))
+    return Response(throttle_time_ms=0, topics=topics)
+
+
+def _lookup(partition_log: PartitionLog, timestamp: int) -> tuple[int, int]:
+    """(timestamp, offset) as Kafka answers: -1 timestamp for the special lookups."""
+    if timestamp == LATEST:
+        return -1, partition_log.high_watermark
+    if timestamp == EARLIEST:
+        return -1, partition_log.log_start_offset
+    if timestamp == MAX_TIMESTAMP:
+        found = partition_log.max_timestamp_offset()
+        return (found[1], found[0]) if found is not None else (-1, -1)
+    found = partition_log.offset_for_timestamp(timestamp)
+    if found is None:
+        # No record that late: Kafka answers offset -1 and clients treat it as the end.
+        return -1, -1
+    offset, record_timestamp = found
+    return record_timestamp, offset

@@ -1,0 +1,28 @@
+"""The `herdless` command."""
+
+from __future__ import annotations
+
+import typer
+
+from herdless import __version__
+from herdless.cli.serve import serve
+from herdless.cli.topics import topics_app
+
+app = typer.Typer(
+    help="herdless: a Kafka-compatible broker built around consumer groups.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command()(serve)
+app.add_typer(topics_app, name="topics")
+
+
+@app.command()
+def version() -> None:
+    """Print the herdless version."""
+    typer.echo(__version__)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,105 @@
+"""`herdless serve`: run the broker until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from herdless.broker.broker import Broker
+from herdless.broker.config import BrokerConfig, ConfigError, read_properties
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def serve(
+    host: Annotated[
+        str | None, typer.Option(help="Address to listen on [default: 127.0.0.1].")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option(help="Port to listen on, 0 for any free one [default: 9092].")
+    ] = None,
+    advertised_host: Annotated[
+        str | None, typer.Option(help="Host clients are told to connect to.")
+    ] = None,
+    advertised_port: Annotated[
+        int | None, typer.Option(help="Port clients are told to connect to.")
+    ] = None,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Where partition logs live [default: ./herdless-data].")
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(help="Kafka-style broker properties file (e.g. num.partitions=3)."),
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="A broker property, key=value; repeatable."),
+    ] = None,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+) -> None:
+    """Run a broker with its data on local disk."""
+    if log_level.lower() not in LOG_LEVELS:
+        raise typer.BadParameter(f"must be one of {', '.join(LOG_LEVELS)}", param_hint="--log-level")
+    logging.basicConfig(
+        level=log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    broker_config = BrokerConfig()
+    try:
+        if config is not None:
+            broker_config.apply_properties(read_properties(config))
+        overrides = {}
+        for item in set_ or []:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ConfigError(f"--set expects key=value, got {item!r}")
+            overrides[key.strip()] = value
+        broker_config.apply_properties(overrides)
+    except ConfigError as exc:
+        typer.secho(f"error: {exc}", fg="red", err=True)
+        raise typer.Exit(2) from None
+    # Options given on the command line win over the file.
+    if host is not None:
+        broker_config.host = host
+    if port is not None:
+        broker_config.port = port
+    if data_dir is not None:
+        broker_config.data_dir = data_dir
+    if advertised_host is not None:
+        broker_config.advertised_host = advertised_host
+    if advertised_port is not None:
+        broker_config.advertised_port = advertised_port
+    try:
+        _run(broker_config)
+    except OSError as exc:
+        where = f"{broker_config.host}:{broker_config.port}"
+        typer.secho(f"error: cannot serve on {where}: {exc.strerror}", fg="red", err=True)
+        raise typer.Exit(1) from None
+
+
+def _run(config: BrokerConfig) -> None:
+    try:
+        import uvloop
+    except ImportError:  # uvloop is optional off Linux/macOS
+        runner = asyncio.run
+    else:
+        runner = uvloop.run
+    runner(_serve_until_signal(config))
+
+
+async def _serve_until_signal(config: BrokerConfig) -> None:
+    broker = Broker(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await broker.start()
+    try:
+        await stop.wait()
+    finally:
+        await broker.stop()

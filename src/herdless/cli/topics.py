@@ -1,0 +1,132 @@
+"""`herdless topics`: create, list, describe and delete topics on a running broker.
+
+It is a Kafka client like any other (kafka-python's admin client), so it works
+against any Kafka-compatible broker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated
+
+import typer
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+from kafka.errors import KafkaError, NoBrokersAvailable
+from rich.console import Console
+from rich.table import Table
+
+topics_app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
+console = Console()
+
+Bootstrap = Annotated[
+    str, typer.Option("--bootstrap-server", "-b", help="host:port of a broker.")
+]
+
+
+def fail(message: str) -> typer.Exit:
+    console.print(f"[red]error:[/red] {message}", highlight=False)
+    return typer.Exit(1)
+
+
+@contextmanager
+def admin_client(bootstrap: str) -> Iterator[KafkaAdminClient]:
+    try:
+        client = KafkaAdminClient(
+            bootstrap_servers=bootstrap, request_timeout_ms=10_000, client_id="herdless-cli"
+        )
+    except NoBrokersAvailable:
+        raise fail(f"no broker answers at {bootstrap}") from None
+    try:
+        yield client
+    except KafkaError as exc:
+        raise fail(str(exc)) from None
+    finally:
+        client.close()
+
+
+@topics_app.command("create")
+def create(
+    name: str,
+    partitions: Annotated[int, typer.Option("--partitions", "-p", min=1)] = 1,
+    replication_factor: Annotated[int, typer.Option(min=1)] = 1,
+    config: Annotated[
+        list[str] | None, typer.Option("--config", "-c", help="key=value; repeatable.")
+    ] = None,
+    bootstrap: Bootstrap = "127.0.0.1:9092",
+) -> None:
+    """Create a topic."""
+    configs = {}
+    for item in config or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise fail(f"--config expects key=value, got {item!r}")
+        configs[key] = value
+    with admin_client(bootstrap) as admin:
+        admin.create_topics(
+            [NewTopic(name, partitions, replication_factor, topic_configs=configs)],
+            raise_errors=True,
+        )
+    console.print(f"created topic [bold]{name}[/bold] with {partitions} partitions")
+
+
+@topics_app.command("list")
+def list_topics(bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
+    """List topics with their partition counts."""
+    with admin_client(bootstrap) as admin:
+        described = admin.describe_topics()
+    table = Table("topic", "partitions", "internal")
+    for topic in sorted(described, key=lambda t: t["topic"]):
+        table.add_row(topic["topic"], str(len(topic["partitions"])), str(topic["is_internal"]))
+    console.print(table)
+
+
+@topics_app.command("describe")
+def describe(name: str, bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
+    """Show a topic's partitions, their offsets, and its configs."""
+    with admin_client(bootstrap) as admin:
+        described = admin.describe_topics([name])
+        if not described or described[0]["error_code"] != 0:
+            raise fail(f"topic {name!r} does not exist")
+        configs = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
+    partitions = sorted(p["partition"] for p in described[0]["partitions"])
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="herdless-cli")
+    try:
+        tps = [TopicPartition(name, p) for p in partitions]
+        starts = consumer.beginning_offsets(tps)
+        ends = consumer.end_offsets(tps)
+    finally:
+        consumer.close()
+    table = Table("partition", "leader", "log start offset", "log end offset", "records")
+    for tp in tps:
+        table.add_row(
+            str(tp.partition), "0", str(starts[tp]), str(ends[tp]), str(ends[tp] - starts[tp])
+        )
+    console.print(f"[bold]{name}[/bold]  id {described[0].get('topic_id', '')}")
+    console.print(table)
+    config_table = Table("config", "value")
+    for resource in configs:
+        for entry in _config_entries(resource):
+            config_table.add_row(*entry)
+    console.print(config_table)
+
+
+def _config_entries(resource: object) -> list[tuple[str, str]]:
+    results = getattr(resource, "results", None) or getattr(resource, "resources", None) or []
+    entries = []
+    for result in results:
+        configs = result.configs if hasattr(result, "configs") else result[4]
+        for config in configs:
+            name = config.name if hasattr(config, "name") else config[0]
+            value = config.value if hasattr(config, "value") else config[1]
+            entries.append((name, str(value)))
+    return sorted(entries)
+
+
+@topics_app.command("delete")
+def delete(name: str, bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
+    """Delete a topic and all its data."""
+    with admin_client(bootstrap) as admin:
+        admin.delete_topics([name])
+    console.print(f"deleted topic [bold]{name}[/bold]")
