@@ -1,0 +1,85 @@
+"""Record batch validation on real batches built by kafka-python's record builder."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from herdless.protocol.errors import ErrorCode
+from herdless.protocol.records import (
+    InvalidBatch,
+    parse_header,
+    rewrite_base_offset,
+    split_batches,
+)
+
+CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def build(count: int, codec: int = 0, base_sequence: int = -1) -> bytes:
+    builder = DefaultRecordBatchBuilder(
+        magic=2, compression_type=codec, is_transactional=False, producer_id=-1,
+        producer_epoch=-1, base_sequence=base_sequence, batch_size=1 << 22,
+    )
+    for i in range(count):
+        builder.append(i, timestamp=1_700_000_000_000 + i, key=b"key-%d" % i,
+                       value=b"value " * (i % 50), headers=[("h", b"%d" % i)])
+    return bytes(builder.build())
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_valid_batches_of_every_codec_pass(codec: str) -> None:
+    data = build(500, CODECS[codec]) + build(3, CODECS[codec])
+    batches = split_batches(data, 1 << 22)
+    assert [h.record_count for h, _ in batches] == [500, 3]
+    assert batches[0][0].compression == CODECS[codec]
+
+
+def test_rewriting_the_base_offset_keeps_the_batch_valid() -> None:
+    batch = bytearray(build(10))
+    rewrite_base_offset(batch, 12345)
+    header, _ = split_batches(batch, 1 << 22)[0]
+    assert header.base_offset == 12345
+    assert header.last_offset == 12354
+
+
+def test_batch_over_the_limit_is_message_too_large() -> None:
+    data = build(100)
+    with pytest.raises(InvalidBatch) as raised:
+        split_batches(data, len(data) - 1)
+    assert raised.value.error == ErrorCode.MESSAGE_TOO_LARGE
+
+
+def test_wrong_record_count_is_refused() -> None:
+    batch = bytearray(build(5))
+    batch[57:61] = (6).to_bytes(4, "big")
+    with pytest.raises(InvalidBatch):
+        split_batches(batch, 1 << 22)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_any_corruption_under_the_crc_is_caught(data: st.DataObject) -> None:
+    codec = data.draw(st.sampled_from(list(CODECS.values())))
+    batch = bytearray(build(data.draw(st.integers(1, 20)), codec))
+    position = data.draw(st.integers(17, len(batch) - 1))
+    batch[position] ^= data.draw(st.integers(1, 255))
+    with pytest.raises(InvalidBatch):
+        split_batches(batch, 1 << 22)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200))
+def test_garbage_never_passes(garbage: bytes) -> None:
+    with pytest.raises(InvalidBatch):
+        split_batches(garbage, 1 << 22)
+
+
+def test_header_fields() -> None:
+    header = parse_header(build(7, base_sequence=40))
+    assert header.magic == 2
+    assert header.record_count == 7
+    assert header.base_sequence == 40
+    assert header.last_sequence == 46
