@@ -23,6 +23,7 @@ PARTITION_LEADER_EPOCH = 12
 MAGIC = 16
 CRC = 17
 ATTRIBUTES = 21
+MAX_TIMESTAMP = 35
 RECORD_COUNT = 57
 HEADER_SIZE = 61
 # batchLength counts the bytes after its own field.
@@ -30,6 +31,12 @@ LENGTH_PREFIX = 12
 
 _HEADER = struct.Struct(">qiiBIhiqqqhii")
 _BASE_OFFSET = struct.Struct(">q")
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+_UINT32 = struct.Struct(">I")
+
+LOG_APPEND_TIME_FLAG = 0x08
 
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
@@ -110,6 +117,26 @@ def crc_matches(buf: bytes | memoryview, header: BatchHeader, pos: int = 0) -> b
 
 def rewrite_base_offset(batch: bytearray | memoryview, base_offset: int, pos: int = 0) -> None:
     _BASE_OFFSET.pack_into(batch, pos, base_offset)
+
+
+def set_partition_leader_epoch(batch: bytearray | memoryview, epoch: int, pos: int = 0) -> None:
+    # Outside the CRC, like the base offset: no checksum to recompute.
+    _INT32.pack_into(batch, pos + PARTITION_LEADER_EPOCH, epoch)
+
+
+def set_log_append_time(batch: bytearray | memoryview, timestamp: int, pos: int = 0) -> None:
+    """Stamp a batch with the broker's clock, as LogAppendTime topics do; recomputes the CRC.
+
+    Only the timestamp type bit and maxTimestamp change: readers take every
+    record's timestamp from maxTimestamp when the bit is set.
+    """
+    view = memoryview(batch)
+    (attributes,) = _INT16.unpack_from(view, pos + ATTRIBUTES)
+    _INT16.pack_into(view, pos + ATTRIBUTES, attributes | LOG_APPEND_TIME_FLAG)
+    _INT64.pack_into(view, pos + MAX_TIMESTAMP, timestamp)
+    (length,) = _INT32.unpack_from(view, pos + BATCH_LENGTH)
+    crc = crc32c.crc32c(view[pos + ATTRIBUTES : pos + LENGTH_PREFIX + length])
+    _UINT32.pack_into(view, pos + CRC, crc)
 
 
 def iter_batches(buf: bytes | memoryview) -> Iterator[tuple[int, BatchHeader]]:
@@ -243,3 +270,21 @@ def check_records(payload: memoryview, record_count: int) -> None:
         pos = record_end
     if pos != end:
         raise InvalidBatch("record count disagrees with the records in the batch")
+
+
+def iter_record_timestamps(batch: memoryview, header: BatchHeader) -> Iterator[tuple[int, int]]:
+    """Yield (offset, timestamp) of each record of a validated batch, decompressing if needed."""
+    if header.log_append_time:
+        for delta in range(header.record_count):
+            yield header.base_offset + delta, header.max_timestamp
+        return
+    payload = decompress(header.compression, batch[HEADER_SIZE : header.size])
+    pos = 0
+    for _ in range(header.record_count):
+        length, pos = _varint(payload, pos)
+        record_end = pos + length
+        pos += 1  # attributes
+        timestamp_delta, pos = _varint(payload, pos)
+        offset_delta, pos = _varint(payload, pos)
+        yield header.base_offset + offset_delta, header.base_timestamp + timestamp_delta
+        pos = record_end

@@ -1,0 +1,61 @@
+"""What the storage layer refuses, as exceptions the broker maps onto Kafka error codes.
+
+Each class names the Kafka error code it stands for, so the mapping lives in one
+place; the message says what was wrong, for the error_message field of responses.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from herdless.protocol.errors import ErrorCode
+
+
+class StorageError(Exception):
+    error_code: ClassVar[ErrorCode] = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+class StorageIOError(StorageError):
+    """A read, write or fsync of log files failed (Kafka's KAFKA_STORAGE_ERROR, code 56)."""
+
+
+class LogClosed(StorageError):
+    """The partition log was closed or deleted while a request still held it."""
+
+    error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+class OffsetOutOfRange(StorageError):
+    error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+class RecordTooLarge(StorageError):
+    error_code = ErrorCode.MESSAGE_TOO_LARGE
+
+
+class InvalidProducerEpoch(StorageError):
+    error_code = ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+class OutOfOrderSequence(StorageError):
+    error_code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+class UnknownTopicOrPartition(StorageError):
+    error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+class TopicAlreadyExists(StorageError):
+    error_code = ErrorCode.TOPIC_ALREADY_EXISTS
+
+
+class InvalidTopicName(StorageError):
+    error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+class InvalidPartitions(StorageError):
+    error_code = ErrorCode.INVALID_PARTITIONS
+
+
+class InvalidConfigError(StorageError, ValueError):
+    error_code = ErrorCode.INVALID_CONFIG

@@ -1,0 +1,664 @@
+"""The log of one partition: a directory of segments, as Kafka lays it out.
+
+    <topic>-<partition>/
+        00000000000000000000.log  .index  .timeindex
+        00000000000000004821.log  .index  .timeindex    <- active segment, takes appends
+        log-start-offset       DeleteRecords and retention can leave it inside a segment
+        recovery-point         base offset of the oldest segment that may hold unsynced bytes
+
+Threads: the broker calls everything from its event loop except flush(), which
+it runs in a worker thread. `_lock` guards the segment list, the descriptors and
+the counters, and is held only briefly by flush(), which fsyncs duplicated
+descriptors outside it; `_flush_lock` keeps two flushes (or a flush and a
+delete) from interleaving.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from herdless.protocol import records
+from herdless.protocol.records import BatchHeader
+from herdless.storage import checkpoint
+from herdless.storage.config import LogConfig
+from herdless.storage.errors import LogClosed, OffsetOutOfRange, RecordTooLarge, StorageIOError
+from herdless.storage.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    PendingBatch,
+    ProducerStateManager,
+)
+from herdless.storage.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SEGMENT_SUFFIXES,
+    TIME_INDEX_SUFFIX,
+    BatchPlacement,
+    Segment,
+    parse_base_offset,
+    segment_file,
+)
+
+log = logging.getLogger(__name__)
+
+LOG_START_OFFSET_FILE = "log-start-offset"
+RECOVERY_POINT_FILE = "recovery-point"
+# Left behind by an interrupted compaction, deletion or checkpoint; never complete data.
+_STRAY_SUFFIXES = (".cleaned", ".swap", ".deleted", checkpoint.TMP_SUFFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    # The broker's clock when the topic uses LogAppendTime, else -1 (the produce response field).
+    log_append_time_ms: int
+    log_start_offset: int
+    # A producer retry of batches already written: nothing was appended, offsets are the originals.
+    duplicate: bool = False
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class PartitionLog:
+    def __init__(
+        self,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        segments: list[Segment],
+        log_start_offset: int,
+        recovery_point: int,
+        producers: ProducerStateManager,
+        producer_id_expiration_ms: int,
+        now_ms: int,
+    ) -> None:
+        self.directory = directory
+        self.topic = topic
+        self.partition = partition
+        # Replaced whole when the topic's configs change; read once per operation.
+        self.config = config
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._log_start = log_start_offset
+        self._recovery_point = recovery_point
+        self._producers = producers
+        self._producer_id_expiration_ms = producer_id_expiration_ms
+        self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+        self._closed = False
+        self._dir_dirty = True
+        # Records appended and records known synced; only the loop thread writes the
+        # first and only flush() the second, so neither needs the lock.
+        self._appended_messages = 0
+        self._flushed_messages = 0
+        self.last_flush_ms = now_ms
+
+    def __repr__(self) -> str:
+        return f"PartitionLog({self.name}, {self._log_start}..{self.log_end_offset})"
+
+    # -- opening ------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        now_ms: int,
+        *,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ) -> PartitionLog:
+        """Open the log in `directory`, creating it if absent, recovering it if it was cut short.
+
+        A log interrupted at any byte opens: the active segment, and any segment
+        not known to be synced, is checked batch by batch and cut at the first
+        torn or corrupt one.
+        """
+        directory.mkdir(parents=True, exist_ok=True)
+        _remove_strays(directory)
+        checkpointed_start = checkpoint.read_offset(directory / LOG_START_OFFSET_FILE)
+        # Absent, every segment gets checked: slow but safe.
+        recovery_point = checkpoint.read_offset(directory / RECOVERY_POINT_FILE) or 0
+        bases = _segment_bases(directory, checkpointed_start or 0)
+        segments: list[Segment] = []
+        try:
+            for i, base in enumerate(bases):
+                active = i == len(bases) - 1
+                segment = Segment.open(
+                    directory,
+                    base,
+                    config.segment_index_bytes,
+                    index_interval_bytes=config.index_interval_bytes,
+                    offset_limit=None if active else bases[i + 1],
+                    recover=base >= recovery_point,
+                    active=active,
+                )
+                segments.append(segment)
+                if not active and segment.cut_bytes:
+                    # Kafka's rule: what follows a corrupt batch cannot be trusted either.
+                    _drop_segments_after(directory, bases[i + 1 :])
+                    segment.open_indexes_for_append()
+                    break
+            if not segments:
+                start = checkpointed_start or 0
+                segments.append(Segment.create(directory, start, config.segment_index_bytes))
+            active_segment = segments[-1]
+            assert active_segment.next_offset is not None
+            log_end = active_segment.next_offset
+            log_start = max(checkpointed_start or 0, segments[0].base_offset)
+            if log_start > log_end:
+                # The tail below the checkpointed start was lost: start empty at the log
+                # start offset rather than hand out offsets consumers have already seen.
+                log.warning(
+                    "%s: log end %d is below log start %d; starting empty",
+                    directory,
+                    log_end,
+                    log_start,
+                )
+                for segment in segments:
+                    segment.delete()
+                segments = [Segment.create(directory, log_start, config.segment_index_bytes)]
+                active_segment = segments[0]
+            if active_segment.size > 0:
+                active_segment.first_append_ms = _estimate_first_append(active_segment, now_ms)
+            producers = _rebuild_producers(segments, log_start, now_ms, producer_id_expiration_ms)
+        except BaseException:
+            for segment in segments:
+                segment.close()
+            raise
+        return cls(
+            directory,
+            topic,
+            partition,
+            config,
+            segments,
+            log_start,
+            recovery_point,
+            producers,
+            producer_id_expiration_ms,
+            now_ms,
+        )
+
+    # -- state ------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next appended record gets."""
+        next_offset = self._segments[-1].next_offset
+        assert next_offset is not None
+        return next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        # One replica: everything appended is committed.
+        return self.log_end_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segment_base_offsets(self) -> list[int]:
+        return list(self._bases)
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._appended_messages - self._flushed_messages
+
+    @property
+    def producers(self) -> ProducerStateManager:
+        return self._producers
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def flush_due(self, now_ms: int) -> bool:
+        """Whether flush.messages or flush.ms asks for a flush now."""
+        unflushed = self.unflushed_messages
+        if unflushed == 0:
+            return False
+        config = self.config
+        if config.flush_messages is not None and unflushed >= config.flush_messages:
+            return True
+        return config.flush_ms is not None and now_ms - self.last_flush_ms >= config.flush_ms
+
+    # -- appending --------------------------------------------------------------
+
+    def append(
+        self,
+        batches: list[tuple[BatchHeader, memoryview]],
+        now_ms: int,
+        *,
+        leader_epoch: int | None = None,
+    ) -> AppendInfo:
+        """Append validated batches (records.split_batches) as they are, assigning offsets.
+
+        Only the base offset is rewritten, plus the partition leader epoch when
+        given and the timestamp on LogAppendTime topics. All batches go to one
+        segment, rolled first if they would overflow it.
+        """
+        if not batches:
+            raise ValueError("append needs at least one batch")
+        config = self.config
+        for header, _ in batches:
+            if header.size > config.max_message_bytes:
+                raise RecordTooLarge(
+                    f"a batch of {header.size} bytes exceeds max.message.bytes"
+                    f" {config.max_message_bytes} of {self.name}"
+                )
+        log_append_time = config.log_append_time
+        with self._lock:
+            self._check_open()
+            first_offset = next_offset = self.log_end_offset
+            pending = []
+            for header, _ in batches:
+                last = next_offset + header.last_offset_delta
+                timestamp = now_ms if log_append_time else header.max_timestamp
+                pending.append(PendingBatch(header, next_offset, last, timestamp))
+                next_offset = last + 1
+            plan = self._producers.plan(pending)
+            if plan.duplicate is not None:
+                original = plan.duplicate
+                return AppendInfo(
+                    first_offset=original.first_offset,
+                    last_offset=original.last_offset,
+                    log_append_time_ms=original.timestamp if log_append_time else -1,
+                    log_start_offset=self._log_start,
+                    duplicate=True,
+                )
+            data = bytearray(sum(header.size for header, _ in batches))
+            placements: list[BatchPlacement] = []
+            position = 0
+            for (header, view), batch in zip(batches, pending, strict=True):
+                data[position : position + header.size] = view
+                records.rewrite_base_offset(data, batch.first_offset, position)
+                if leader_epoch is not None:
+                    records.set_partition_leader_epoch(data, leader_epoch, position)
+                if log_append_time:
+                    records.set_log_append_time(data, now_ms, position)
+                placements.append((position, header.size, batch.last_offset, batch.timestamp))
+                position += header.size
+            segment = self._segment_for(len(data), next_offset - 1, now_ms)
+            segment.append(data, placements, config.index_interval_bytes, now_ms)
+            self._producers.commit(plan)
+            self._appended_messages += sum(header.record_count for header, _ in batches)
+            return AppendInfo(
+                first_offset=first_offset,
+                last_offset=next_offset - 1,
+                log_append_time_ms=now_ms if log_append_time else -1,
+                log_start_offset=self._log_start,
+            )
+
+    def _segment_for(self, size: int, last_offset: int, now_ms: int) -> Segment:
+        """The active segment, rolled first if these bytes should start a new one."""
+        active = self._segments[-1]
+        if active.size == 0:
+            return active
+        config = self.config
+        started = active.first_append_ms
+        if (
+            active.size + size > config.segment_bytes
+            or (started is not None and now_ms - started > config.segment_ms)
+            or active.indexes_full
+            or not active.fits_relative(last_offset)
+        ):
+            self._roll()
+        return self._segments[-1]
+
+    def roll(self) -> None:
+        """Start a new active segment (if the current one holds anything)."""
+        with self._lock:
+            self._check_open()
+            self._roll()
+
+    def _roll(self) -> None:
+        active = self._segments[-1]
+        if active.size == 0:
+            return
+        active.seal()
+        segment = Segment.create(
+            self.directory, self.log_end_offset, self.config.segment_index_bytes
+        )
+        self._segments.append(segment)
+        self._bases.append(segment.base_offset)
+        self._dir_dirty = True
+
+    # -- reading ----------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        """Whole batches from the one holding `offset`, up to `max_bytes`.
+
+        The first batch comes whole even if larger than `max_bytes`, so a
+        consumer is never stuck behind a big batch. It may start before
+        `offset`; consumers skip records below the offset they asked for.
+        """
+        with self._lock:
+            self._check_open()
+            log_end = self.log_end_offset
+            if not self._log_start <= offset <= log_end:
+                raise OffsetOutOfRange(
+                    f"offset {offset} is outside {self._log_start}..{log_end} of {self.name}"
+                )
+            parts: list[bytes] = []
+            total = 0
+            index = max(bisect_right(self._bases, offset) - 1, 0)
+            for segment in self._segments[index:]:
+                if not parts:
+                    found = segment.find(offset)
+                    if found is None:
+                        continue
+                    position, header = found
+                    if header.size >= max_bytes:
+                        return segment.read(position, header.size)
+                else:
+                    position = 0
+                budget = max_bytes - total
+                chunk = segment.read(position, min(budget, segment.size - position))
+                whole = _whole_batches_length(chunk)
+                if whole:
+                    parts.append(chunk[:whole] if whole < len(chunk) else chunk)
+                    total += whole
+                if whole < len(chunk) or total >= max_bytes:
+                    break
+            return b"".join(parts)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record stamped at or after `timestamp_ms`.
+
+        As in Kafka, "first" is by offset within the first segment whose largest
+        timestamp reaches `timestamp_ms`; with CreateTime, timestamps need not grow.
+        """
+        with self._lock:
+            self._check_open()
+            for segment in self._segments:
+                if segment.offset_of_max_timestamp < 0 or segment.max_timestamp < timestamp_ms:
+                    continue
+                found = segment.find_timestamp(timestamp_ms, self._log_start)
+                if found is not None:
+                    return found
+            return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with the largest timestamp (ListOffsets -3)."""
+        with self._lock:
+            self._check_open()
+            best: Segment | None = None
+            for segment in self._segments:
+                if segment.offset_of_max_timestamp < 0:
+                    continue
+                if best is None or segment.max_timestamp > best.max_timestamp:
+                    best = segment
+            if best is None:
+                return None
+            offset = best.record_with_timestamp(best.offset_of_max_timestamp, best.max_timestamp)
+            return max(offset, self._log_start), best.max_timestamp
+
+    # -- durability -------------------------------------------------------------
+
+    def flush(self, now_ms: int | None = None) -> None:
+        """fsync everything appended so far. Safe to run in a thread beside appends.
+
+        Descriptors are duplicated under the lock and synced outside it, so an
+        append or a roll waits only for the bookkeeping, and a segment closed or
+        deleted meanwhile is never synced through a stale descriptor.
+        """
+        with self._flush_lock:
+            with self._lock:
+                if self._closed:
+                    return
+                dirty = [s for s in self._segments if s.dirty]
+                dir_dirty = self._dir_dirty
+                handles: list[int] = []
+                try:
+                    for segment in dirty:
+                        handles.extend(segment.take_sync_handles())
+                    if dir_dirty:
+                        handles.append(os.open(self.directory, os.O_RDONLY))
+                except OSError as exc:
+                    _close_all(handles)
+                    raise StorageIOError(f"cannot flush {self.name}: {exc}") from exc
+                self._dir_dirty = False
+                appended = self._appended_messages
+                recovery_point = self._segments[-1].base_offset
+            try:
+                for fd in handles:
+                    os.fsync(fd)
+            except OSError as exc:
+                with self._lock:
+                    for segment in dirty:
+                        segment.dirty = True
+                    self._dir_dirty = self._dir_dirty or dir_dirty
+                raise StorageIOError(f"fsync failed for {self.name}: {exc}") from exc
+            finally:
+                _close_all(handles)
+            self._flushed_messages = appended
+            self.last_flush_ms = _wall_ms() if now_ms is None else now_ms
+            if recovery_point != self._recovery_point:
+                # Everything below the active segment is synced: no need to check it
+                # after a crash. Written only when the active segment changed.
+                checkpoint.write_offset(self.directory / RECOVERY_POINT_FILE, recovery_point)
+                self._recovery_point = recovery_point
+
+    # -- retention --------------------------------------------------------------
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete whole segments past retention.ms or retention.bytes; returns how many.
+
+        Only for cleanup.policy with "delete"; segments wholly below the log
+        start offset go under any policy. As in Kafka, an expired active segment
+        is rolled first so that it can go too.
+        """
+        with self._lock:
+            if self._closed:
+                return 0
+            config = self.config
+            deleted = 0
+            if config.deletes and config.retention_ms >= 0:
+                retention_ms = config.retention_ms
+                deleted += self._delete_oldest(
+                    lambda s, _: now_ms - s.largest_timestamp > retention_ms
+                )
+            if config.deletes and config.retention_bytes >= 0:
+                excess = self.size_bytes - config.retention_bytes
+
+                def over_size(segment: Segment, _: Segment | None) -> bool:
+                    nonlocal excess
+                    if excess - segment.size < 0:
+                        return False
+                    excess -= segment.size
+                    return True
+
+                deleted += self._delete_oldest(over_size)
+            deleted += self._delete_below_log_start()
+            self._producers.remove_expired(now_ms, self._producer_id_expiration_ms)
+            return deleted
+
+    def delete_records(self, before_offset: int) -> int:
+        """Advance the log start offset (DeleteRecords); -1 means the high watermark.
+
+        Returns the new log start offset (the low watermark).
+        """
+        with self._lock:
+            self._check_open()
+            log_end = self.log_end_offset
+            if before_offset == -1:
+                before_offset = log_end
+            if not 0 <= before_offset <= log_end:
+                raise OffsetOutOfRange(
+                    f"cannot delete records before {before_offset}: {self.name} ends at {log_end}"
+                )
+            if before_offset > self._log_start:
+                self._set_log_start(before_offset)
+                self._delete_below_log_start()
+            return self._log_start
+
+    def _delete_below_log_start(self) -> int:
+        return self._delete_oldest(
+            lambda _, nxt: nxt is not None and nxt.base_offset <= self._log_start
+        )
+
+    def _delete_oldest(self, doomed: Callable[[Segment, Segment | None], bool]) -> int:
+        """Delete segments from the oldest on while `doomed(segment, next)` holds."""
+        count = 0
+        for i, segment in enumerate(self._segments):
+            following = self._segments[i + 1] if i + 1 < len(self._segments) else None
+            if following is None and segment.size == 0:
+                break
+            if not doomed(segment, following):
+                break
+            count += 1
+        if count == 0:
+            return 0
+        if count == len(self._segments):
+            self._roll()
+        victims = self._segments[:count]
+        del self._segments[:count]
+        del self._bases[:count]
+        for segment in victims:
+            segment.delete()
+        self._dir_dirty = True
+        if self._segments[0].base_offset > self._log_start:
+            self._set_log_start(self._segments[0].base_offset)
+        log.info("%s: deleted %d segments, log start offset %d", self.name, count, self._log_start)
+        return count
+
+    def _set_log_start(self, offset: int) -> None:
+        self._log_start = offset
+        checkpoint.write_offset(self.directory / LOG_START_OFFSET_FILE, offset)
+        self._producers.truncate_head(offset)
+
+    # -- closing ----------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush and close. Later calls on this log raise LogClosed."""
+        if self._closed:
+            return
+        try:
+            self.flush()
+        finally:
+            with self._lock:
+                self._close_segments()
+
+    def delete(self) -> None:
+        """Close without flushing and remove the partition directory."""
+        with self._flush_lock, self._lock:
+            self._close_segments()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _close_segments(self) -> None:
+        self._closed = True
+        for segment in self._segments:
+            segment.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosed(f"the log of {self.name} is closed")
+
+
+def _whole_batches_length(chunk: bytes) -> int:
+    end = 0
+    for position, header in records.iter_batches(chunk):
+        end = position + header.size
+    return end
+
+
+def _close_all(handles: list[int]) -> None:
+    for fd in handles:
+        os.close(fd)
+
+
+def _remove_strays(directory: Path) -> None:
+    logs = {p.name.removesuffix(LOG_SUFFIX) for p in directory.glob("*" + LOG_SUFFIX)}
+    for path in directory.iterdir():
+        name = path.name
+        orphan_index = name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)) and (
+            name.rsplit(".", 1)[0] not in logs
+        )
+        if path.is_file() and (name.endswith(_STRAY_SUFFIXES) or orphan_index):
+            log.info("%s: removing stray file %s", directory, name)
+            path.unlink()
+
+
+def _segment_bases(directory: Path, log_start: int) -> list[int]:
+    """Base offsets of the segments worth opening, after dropping the ones that hold nothing.
+
+    An empty segment other than the last adds no offsets, and a segment wholly
+    below the log start offset is one that retention was deleting at the crash.
+    """
+    bases = sorted(
+        base
+        for path in directory.glob("*" + LOG_SUFFIX)
+        if (base := parse_base_offset(path.name)) is not None
+    )
+    kept = []
+    for i, base in enumerate(bases):
+        last = i == len(bases) - 1
+        empty = segment_file(directory, base, LOG_SUFFIX).stat().st_size == 0
+        below_start = not last and bases[i + 1] <= log_start
+        if not last and (empty or below_start):
+            _unlink_segment(directory, base)
+            continue
+        kept.append(base)
+    return kept
+
+
+def _drop_segments_after(directory: Path, bases: list[int]) -> None:
+    for base in bases:
+        log.warning("%s: deleting segment %d, which follows a corrupt one", directory, base)
+        _unlink_segment(directory, base)
+
+
+def _unlink_segment(directory: Path, base: int) -> None:
+    for suffix in SEGMENT_SUFFIXES:
+        segment_file(directory, base, suffix).unlink(missing_ok=True)
+
+
+def _estimate_first_append(segment: Segment, now_ms: int) -> int:
+    # The wall-clock time of the first append is not on disk; the first batch's
+    # timestamp is the best estimate, capped at now against producers' clocks
+    # running ahead. Kafka itself rolls by record timestamps.
+    first = next(segment.scan(), None)
+    if first is None or first[1].max_timestamp < 0:
+        return now_ms
+    return min(now_ms, first[1].max_timestamp)
+
+
+def _rebuild_producers(
+    segments: list[Segment], log_start: int, now_ms: int, expiration_ms: int
+) -> ProducerStateManager:
+    """Replay batch headers into producer state, O(batches), skipping what has expired.
+
+    A sealed segment whose newest batch is older than the expiration holds only
+    producers that would be expired anyway, so it is not read.
+    """
+    producers = ProducerStateManager()
+    horizon = now_ms - expiration_ms
+    for segment in segments:
+        if segment.sealed and 0 <= segment.max_timestamp < horizon:
+            continue
+        for _, header in segment.scan():
+            if header.last_offset >= log_start:
+                producers.replay(header, header.max_timestamp)
+    producers.remove_expired(now_ms, expiration_ms)
+    return producers

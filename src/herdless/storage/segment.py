@@ -1,0 +1,446 @@
+"""One segment of a partition log: a .log file of record batches and its two sparse indexes.
+
+Files are named by the segment's base offset, zero-padded to 20 digits, as
+Kafka names them: 00000000000000012345.log / .index / .timeindex.
+
+A Segment is not thread-safe on its own; PartitionLog serialises access.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from herdless.protocol.records import (
+    HEADER_SIZE,
+    LENGTH_PREFIX,
+    BatchHeader,
+    InvalidBatch,
+    crc_matches,
+    iter_record_timestamps,
+    parse_header,
+)
+from herdless.storage.errors import StorageIOError
+from herdless.storage.index import INT32_MAX, IndexCorrupt, OffsetIndex, TimeIndex
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+_OFFSET_DIGITS = 20
+# Enough to hold many small batches per read, small enough to waste little on big ones.
+_CHUNK = 64 * 1024
+_MIN_BATCH_LENGTH = HEADER_SIZE - LENGTH_PREFIX
+
+# (position within the appended bytes, size, last offset, max timestamp) of one batch.
+BatchPlacement = tuple[int, int, int, int]
+
+
+def segment_file(directory: Path, base_offset: int, suffix: str) -> Path:
+    return directory / f"{base_offset:0{_OFFSET_DIGITS}d}{suffix}"
+
+
+def parse_base_offset(name: str, suffix: str = LOG_SUFFIX) -> int | None:
+    stem = name.removesuffix(suffix)
+    if stem == name or len(stem) != _OFFSET_DIGITS or not stem.isdigit():
+        return None
+    return int(stem)
+
+
+class Segment:
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        fd: int,
+        size: int,
+        max_index_bytes: int,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.size = size
+        self._fd: int | None = fd
+        self._max_index_bytes = max_index_bytes
+        self.offset_index, self.time_index = self._empty_indexes()
+        # Offset after the last batch, when known: always for the active segment.
+        self.next_offset: int | None = base_offset if size == 0 else None
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        # Wall-clock time of the first append, for segment.ms; estimated after a restart.
+        self.first_append_ms: int | None = None
+        self.sealed = False
+        self.dirty = False
+        # Bytes recovery cut off the end of the file.
+        self.cut_bytes = 0
+        self._bytes_since_index_entry = 0
+
+    # -- lifecycle ----------------------------------------------------------
+
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, max_index_bytes: int) -> Segment:
+        fd = os.open(
+            segment_file(directory, base_offset, LOG_SUFFIX),
+            os.O_RDWR | os.O_CREAT | os.O_TRUNC,
+            0o644,
+        )
+        segment = cls(directory, base_offset, fd, 0, max_index_bytes)
+        segment.offset_index.open_for_append(truncate=True)
+        segment.time_index.open_for_append(truncate=True)
+        segment.dirty = True
+        return segment
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        base_offset: int,
+        max_index_bytes: int,
+        *,
+        index_interval_bytes: int,
+        offset_limit: int | None,
+        recover: bool,
+        active: bool,
+    ) -> Segment:
+        """Open an existing segment; the active (last) one is always recovered.
+
+        With `recover`, every batch is checked and the indexes rebuilt: the
+        segment may hold bytes that never reached the disk whole. Without it,
+        the index files are only sanity-checked, and rebuilt if they fail.
+        `offset_limit` is the next segment's base offset, if any.
+        """
+        fd = os.open(segment_file(directory, base_offset, LOG_SUFFIX), os.O_RDWR)
+        try:
+            size = os.fstat(fd).st_size
+        except OSError:
+            os.close(fd)
+            raise
+        segment = cls(directory, base_offset, fd, size, max_index_bytes)
+        try:
+            rebuild = recover or active
+            if not rebuild:
+                try:
+                    segment._load_indexes(offset_limit)
+                except IndexCorrupt as exc:
+                    log.warning("%s: %s; rebuilding the indexes", directory, exc)
+                    rebuild = True
+            if rebuild:
+                segment.recover(index_interval_bytes)
+                if not active:
+                    segment.seal()
+                segment.offset_index.write_file()
+                segment.time_index.write_file()
+            if active:
+                segment.open_indexes_for_append()
+        except BaseException:
+            segment.close()
+            raise
+        return segment
+
+    def _empty_indexes(self) -> tuple[OffsetIndex, TimeIndex]:
+        # Kafka sizes both indexes by segment.index.bytes.
+        return (
+            OffsetIndex(self.path(INDEX_SUFFIX), self.base_offset, self._max_index_bytes // 8),
+            TimeIndex(self.path(TIME_INDEX_SUFFIX), self.base_offset, self._max_index_bytes // 12),
+        )
+
+    def _load_indexes(self, offset_limit: int | None) -> None:
+        max_offsets = self._max_index_bytes // 8
+        max_times = self._max_index_bytes // 12
+        self.offset_index = OffsetIndex.load(
+            self.path(INDEX_SUFFIX), self.base_offset, max_offsets, self.size, offset_limit
+        )
+        self.time_index = TimeIndex.load(
+            self.path(TIME_INDEX_SUFFIX), self.base_offset, max_times, offset_limit
+        )
+        last = self.time_index.last_entry
+        if last is not None:
+            # Sealing wrote the segment's largest timestamp as the last entry.
+            self.max_timestamp, self.offset_of_max_timestamp = last
+        if self.size > 0 and last is None:
+            # Sealing always leaves the largest timestamp behind; without it retention
+            # would have to guess the segment's age.
+            raise IndexCorrupt(f"{self.time_index.path.name} is empty")
+        self.sealed = True
+
+    def recover(self, index_interval_bytes: int) -> int:
+        """Check every batch, cut the file at the first bad one, rebuild both indexes in memory.
+
+        Returns how many bytes were cut. A batch is good when its header is
+        sane, it lies wholly inside the file, its CRC matches and its base
+        offset follows the previous batch (offsets are dense until compaction
+        exists; the cleaner will have to relax this for cleaned segments).
+        """
+        fd = self._require_fd()
+        file_size = os.fstat(fd).st_size
+        self.offset_index.close()
+        self.time_index.close()
+        self.offset_index, self.time_index = self._empty_indexes()
+        self.max_timestamp = self.offset_of_max_timestamp = -1
+        self._bytes_since_index_entry = 0
+        window = _Window(fd, file_size)
+        expected = self.base_offset
+        position = 0
+        problem: str | None = None
+        while position < file_size:
+            if file_size - position < HEADER_SIZE:
+                problem = "a torn batch header"
+                break
+            header = parse_header(window.get(position, HEADER_SIZE))
+            problem = _header_problem(header, position, file_size, expected)
+            if problem is None and not crc_matches(window.get(position, header.size), header):
+                problem = "a CRC mismatch"
+            if problem is not None:
+                break
+            self._index_batch(
+                position,
+                header.size,
+                header.last_offset,
+                header.max_timestamp,
+                index_interval_bytes,
+            )
+            expected = header.last_offset + 1
+            position += header.size
+        if position < file_size:
+            log.warning(
+                "%s: cutting %d bytes at position %d of segment %d: %s",
+                self.directory,
+                file_size - position,
+                position,
+                self.base_offset,
+                problem,
+            )
+            os.ftruncate(fd, position)
+            os.fsync(fd)
+        self.size = position
+        self.next_offset = expected
+        self.cut_bytes = file_size - position
+        return self.cut_bytes
+
+    def open_indexes_for_append(self) -> None:
+        self.offset_index.open_for_append()
+        self.time_index.open_for_append()
+        self.sealed = False
+
+    def seal(self) -> None:
+        """Stop taking appends: record the largest timestamp as the last time index entry.
+
+        Kafka does the same on roll, so retention can read a sealed segment's
+        age from its time index without scanning it.
+        """
+        if self.offset_of_max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.sealed = True
+
+    def close(self) -> None:
+        self.offset_index.close()
+        self.time_index.close()
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+
+    def delete(self) -> None:
+        self.close()
+        for suffix in SEGMENT_SUFFIXES:
+            self.path(suffix).unlink(missing_ok=True)
+
+    # -- writing ----------------------------------------------------------------
+
+    def append(
+        self,
+        data: bytes | bytearray,
+        placements: Sequence[BatchPlacement],
+        index_interval_bytes: int,
+        now_ms: int,
+    ) -> None:
+        fd = self._require_fd()
+        position = self.size
+        try:
+            _pwrite_all(fd, data, position)
+        except OSError as exc:
+            # Leave no partial batch behind for the next append to follow.
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, position)
+            raise StorageIOError(f"cannot write to {self.path(LOG_SUFFIX)}: {exc}") from exc
+        self.size += len(data)
+        for relative, size, last_offset, max_timestamp in placements:
+            self._index_batch(
+                position + relative, size, last_offset, max_timestamp, index_interval_bytes
+            )
+        self.next_offset = placements[-1][2] + 1
+        if self.first_append_ms is None:
+            self.first_append_ms = now_ms
+        self.dirty = True
+
+    def _index_batch(
+        self, position: int, size: int, last_offset: int, max_timestamp: int, interval: int
+    ) -> None:
+        # Kafka's rule (LogSegment.append): an entry once more than index.interval.bytes
+        # went by since the last one, so the first batch of a segment never gets one.
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = last_offset
+        if self._bytes_since_index_entry > interval and not self.indexes_full:
+            self.offset_index.append(last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index_entry = 0
+        self._bytes_since_index_entry += size
+
+    @property
+    def indexes_full(self) -> bool:
+        return self.offset_index.is_full or self.time_index.is_full
+
+    def fits_relative(self, offset: int) -> bool:
+        return offset - self.base_offset <= INT32_MAX
+
+    def take_sync_handles(self) -> list[int]:
+        """Duplicates of every descriptor with unsynced data, for fsync outside the lock.
+
+        fsync works on the file, not the descriptor, and a duplicate stays valid
+        even if the segment is closed or deleted meanwhile.
+        """
+        handles = [os.dup(self._require_fd())]
+        for index in (self.offset_index, self.time_index):
+            fd = index.dup_fd()
+            if fd is not None:
+                handles.append(fd)
+            if self.sealed:
+                # Complete and now covered by the duplicate: no need to keep it open.
+                index.close()
+        self.dirty = False
+        return handles
+
+    # -- reading ----------------------------------------------------------------
+
+    def path(self, suffix: str) -> Path:
+        return segment_file(self.directory, self.base_offset, suffix)
+
+    def read(self, position: int, size: int) -> bytes:
+        return _pread_exact(self._require_fd(), size, position)
+
+    def scan(self, position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch from `position`, reading only around headers."""
+        end = self.size
+        window = _Window(self._require_fd(), end)
+        while end - position >= HEADER_SIZE:
+            header = parse_header(window.get(position, HEADER_SIZE))
+            if header.batch_length < _MIN_BATCH_LENGTH or position + header.size > end:
+                return
+            yield position, header
+            position += header.size
+
+    def find(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """The first batch whose last offset is at or after `offset`."""
+        for position, header in self.scan(self.offset_index.lookup(offset)):
+            if header.last_offset >= offset:
+                return position, header
+        return None
+
+    def find_timestamp(self, timestamp: int, min_offset: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after `timestamp` and `min_offset`."""
+        start = max(self.time_index.lookup(timestamp), min_offset)
+        for position, header in self.scan(self.offset_index.lookup(start)):
+            if header.last_offset < min_offset or header.max_timestamp < timestamp:
+                continue
+            batch = memoryview(self.read(position, header.size))
+            try:
+                for offset, record_timestamp in iter_record_timestamps(batch, header):
+                    if offset >= min_offset and record_timestamp >= timestamp:
+                        return offset, record_timestamp
+            except InvalidBatch as exc:
+                log.warning(
+                    "%s: skipping unreadable batch at %d: %s", self.directory, position, exc
+                )
+        return None
+
+    def record_with_timestamp(self, offset: int, timestamp: int) -> int:
+        """Offset of the first record stamped `timestamp` in the batch holding `offset`."""
+        found = self.find(offset)
+        if found is None:
+            return offset
+        position, header = found
+        try:
+            batch = memoryview(self.read(position, header.size))
+            for record_offset, record_timestamp in iter_record_timestamps(batch, header):
+                if record_timestamp == timestamp:
+                    return record_offset
+        except InvalidBatch:
+            pass
+        return offset
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Kafka's rule for retention: the largest record timestamp, else the file's mtime."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return int(os.stat(self.path(LOG_SUFFIX)).st_mtime * 1000)
+
+    def _require_fd(self) -> int:
+        if self._fd is None:
+            raise StorageIOError(f"segment {self.path(LOG_SUFFIX)} is closed")
+        return self._fd
+
+
+def _header_problem(
+    header: BatchHeader, position: int, file_size: int, expected: int
+) -> str | None:
+    if header.magic != 2:
+        return f"magic {header.magic}"
+    if header.batch_length < _MIN_BATCH_LENGTH:
+        return f"a batch length of {header.batch_length}"
+    if position + header.size > file_size:
+        return "a batch running past the end of the file"
+    if header.base_offset != expected:
+        return f"base offset {header.base_offset} where {expected} was due"
+    if header.last_offset_delta < 0:
+        return "a negative last offset delta"
+    return None
+
+
+class _Window:
+    """Reads a file through one buffer, refilled in chunks, so header scans are cheap."""
+
+    def __init__(self, fd: int, end: int) -> None:
+        self._fd = fd
+        self._end = end
+        self._start = 0
+        self._buf = b""
+
+    def get(self, position: int, size: int) -> memoryview:
+        offset = position - self._start
+        if offset < 0 or offset + size > len(self._buf):
+            length = min(max(size, _CHUNK), self._end - position)
+            self._buf = _pread_exact(self._fd, length, position)
+            self._start = position
+            offset = 0
+        return memoryview(self._buf)[offset : offset + size]
+
+
+def _pread_exact(fd: int, size: int, position: int) -> bytes:
+    try:
+        data = os.pread(fd, size, position)
+        if len(data) == size:
+            return data
+        parts = [data]
+        got = len(data)
+        while got < size:
+            more = os.pread(fd, size - got, position + got)
+            if not more:
+                raise StorageIOError(f"short read at {position}: file ends early")
+            parts.append(more)
+            got += len(more)
+        return b"".join(parts)
+    except OSError as exc:
+        raise StorageIOError(f"read failed at {position}: {exc}") from exc
+
+
+def _pwrite_all(fd: int, data: bytes | bytearray, position: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, position)
+        view = view[written:]
+        position += written

@@ -1,0 +1,65 @@
+"""Real Kafka record batches for storage tests, built by kafka-python's own builder."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+from herdless.protocol.records import BatchHeader, split_batches
+
+NONE = 0
+GZIP = 1
+
+
+def build(
+    values: Sequence[bytes],
+    *,
+    timestamps: Sequence[int] | None = None,
+    compression: int = NONE,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> bytes:
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=compression,
+        is_transactional=False,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        batch_size=1 << 30,
+    )
+    for i, value in enumerate(values):
+        timestamp = timestamps[i] if timestamps is not None else 1_000 + i
+        builder.append(i, timestamp=timestamp, key=None, value=value, headers=[])
+    return bytes(builder.build())
+
+
+def batch(count: int = 1, *, size: int = 10, first_timestamp: int = 1_000, **kwargs: int) -> bytes:
+    """`count` records of `size` bytes, stamped first_timestamp, +1, +2..."""
+    values = [bytes([65 + i % 26]) * size for i in range(count)]
+    timestamps = [first_timestamp + i for i in range(count)]
+    return build(values, timestamps=timestamps, **kwargs)
+
+
+def split(*raw: bytes) -> list[tuple[BatchHeader, memoryview]]:
+    return split_batches(b"".join(raw), 1 << 30)
+
+
+def records_of(data: bytes) -> list[tuple[int, int, bytes | None]]:
+    """(offset, timestamp, value) of every record in a read's bytes, decoded by kafka-python."""
+    out = []
+    position = 0
+    while position < len(data):
+        length = int.from_bytes(data[position + 8 : position + 12], "big", signed=True) + 12
+        decoded = DefaultRecordBatch(data[position : position + length])
+        assert decoded.validate_crc()
+        for record in decoded:
+            out.append((record.offset, record.timestamp, record.value))
+        position += length
+    return out
+
+
+def offsets_of(data: bytes) -> list[int]:
+    return [offset for offset, _, _ in records_of(data)]
