@@ -59,22 +59,30 @@ def api_versions_works(broker: BrokerProcess) -> None:
 
 def valid_batch(count: int = 3, base_sequence: int = -1) -> bytearray:
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=0, is_transactional=False,
-        producer_id=-1, producer_epoch=-1, base_sequence=base_sequence, batch_size=1 << 20,
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=base_sequence,
+        batch_size=1 << 20,
     )
     for i in range(count):
-        builder.append(i, timestamp=1_700_000_000_000 + i, key=b"k%d" % i, value=b"v%d" % i,
-                       headers=[])
+        builder.append(
+            i, timestamp=1_700_000_000_000 + i, key=b"k%d" % i, value=b"v%d" % i, headers=[]
+        )
     return bytearray(builder.build())
 
 
 def produce(broker: BrokerProcess, topic: str, records: bytes, version: int = 7) -> int:
     Topic = ProduceRequest.TopicProduceData
     request = ProduceRequest[version](
-        transactional_id=None, acks=-1, timeout_ms=5000,
-        topic_data=[Topic(name=topic, partition_data=[
-            Topic.PartitionProduceData(index=0, records=records)
-        ])],
+        transactional_id=None,
+        acks=-1,
+        timeout_ms=5000,
+        topic_data=[
+            Topic(name=topic, partition_data=[Topic.PartitionProduceData(index=0, records=records)])
+        ],
     )
     response = exchange(broker, request_frame(request))
     assert response is not None, "produce got no answer"
@@ -115,8 +123,15 @@ def test_random_requests_get_an_answer_or_a_close(
 @SETTINGS
 @given(st.data())
 def test_mutated_metadata_requests(broker: BrokerProcess, data: st.DataObject) -> None:
-    frame = bytearray(request_frame(MetadataRequest[9](topics=None, allow_auto_topic_creation=False,
-                                                       include_topic_authorized_operations=False)))
+    frame = bytearray(
+        request_frame(
+            MetadataRequest[9](
+                topics=None,
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            )
+        )
+    )
     for _ in range(data.draw(st.integers(1, 4))):
         position = data.draw(st.integers(4, len(frame) - 1))
         frame[position] = data.draw(st.integers(0, 255))
@@ -149,8 +164,15 @@ def test_corrupt_batches_are_refused_and_never_stored(
     batch = valid_batch(count=data.draw(st.integers(1, 5)))
     # Flip bytes from the batch length on, skipping the partition leader epoch,
     # which no checksum covers and a broker may overwrite.
-    for _ in range(data.draw(st.integers(1, 3))):
-        position = data.draw(st.sampled_from([*range(8, 12), *range(16, len(batch))]))
+    positions = data.draw(
+        st.lists(
+            st.sampled_from([*range(8, 12), *range(16, len(batch))]),
+            min_size=1,
+            max_size=3,
+            unique=True,
+        )
+    )
+    for position in positions:
         batch[position] ^= data.draw(st.integers(1, 255))
     code = produce(broker, topic, bytes(batch))
     assert code != 0, "a corrupted batch was accepted"
@@ -166,10 +188,15 @@ def test_truncated_batch_and_wrong_count_are_refused(broker: BrokerProcess, topi
 def test_produce_to_missing_partition(broker: BrokerProcess, topic: str) -> None:
     Topic = ProduceRequest.TopicProduceData
     request = ProduceRequest[7](
-        transactional_id=None, acks=1, timeout_ms=5000,
-        topic_data=[Topic(name=topic, partition_data=[
-            Topic.PartitionProduceData(index=99, records=bytes(valid_batch()))
-        ])],
+        transactional_id=None,
+        acks=1,
+        timeout_ms=5000,
+        topic_data=[
+            Topic(
+                name=topic,
+                partition_data=[Topic.PartitionProduceData(index=99, records=bytes(valid_batch()))],
+            )
+        ],
     )
     response = exchange(broker, request_frame(request))
     assert response is not None
@@ -182,8 +209,13 @@ def test_only_good_batches_are_in_the_log(broker: BrokerProcess, topic: str) -> 
     assert produce(broker, topic, bytes(valid_batch(count=2))) == 0
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "bad-input-check",
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "bad-input-check",
+            "enable.auto.commit": False,
+        }
+    )
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     values = []
     while True:

@@ -56,7 +56,11 @@ def test_confluent_kafka_round_trip_lz4(broker: BrokerProcess) -> None:
     assert errors == []
 
     consumer = Consumer(
-        {"bootstrap.servers": broker.bootstrap, "group.id": "ck-reader", "enable.auto.commit": False}
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "ck-reader",
+            "enable.auto.commit": False,
+        }
     )
     consumer.assign([CkTopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
     received: list[Received] = []
@@ -152,9 +156,21 @@ def test_kcat_round_trip_zstd(broker: BrokerProcess) -> None:
     assert kcat, "kcat is not installed: apt-get install -y kcat"
     topic = "kcat-zstd"
     subprocess.run(
-        [sys.executable, "-m", "herdless", "topics", "create", topic,
-         "--partitions", str(PARTITIONS), "--bootstrap-server", broker.bootstrap],
-        check=True, capture_output=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "herdless",
+            "topics",
+            "create",
+            topic,
+            "--partitions",
+            str(PARTITIONS),
+            "--bootstrap-server",
+            broker.bootstrap,
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
     )
     # kcat sets the same headers on every record it produces from stdin.
     headers = (("source", b"kcat"), ("codec", b"zstd"))
@@ -164,16 +180,49 @@ def test_kcat_round_trip_zstd(broker: BrokerProcess) -> None:
     ]
     lines = b"".join(r.key + b"\t" + r.value + b"\n" for r in sent)
     subprocess.run(
-        [kcat, "-P", "-b", broker.bootstrap, "-t", topic, "-K", "\t",
-         "-z", "zstd", "-X", "acks=all", "-H", "source=kcat", "-H", "codec=zstd"],
-        input=lines, check=True, capture_output=True, timeout=180,
+        [
+            kcat,
+            "-P",
+            "-b",
+            broker.bootstrap,
+            "-t",
+            topic,
+            "-K",
+            "\t",
+            "-z",
+            "zstd",
+            "-X",
+            "acks=all",
+            "-H",
+            "source=kcat",
+            "-H",
+            "codec=zstd",
+        ],
+        input=lines,
+        check=True,
+        capture_output=True,
+        timeout=180,
     )
     # One line per record: partition, offset, key, value, headers, with separators
     # that the test values never contain.
     out = subprocess.run(
-        [kcat, "-C", "-b", broker.bootstrap, "-t", topic, "-o", "beginning", "-e", "-q",
-         "-f", "%p\x1f%o\x1f%k\x1f%s\x1f%h\x1e"],
-        check=True, capture_output=True, timeout=180,
+        [
+            kcat,
+            "-C",
+            "-b",
+            broker.bootstrap,
+            "-t",
+            topic,
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+            "-f",
+            "%p\x1f%o\x1f%k\x1f%s\x1f%h\x1e",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=180,
     ).stdout
     received = []
     for line in out.split(b"\x1e"):
@@ -181,7 +230,8 @@ def test_kcat_round_trip_zstd(broker: BrokerProcess) -> None:
             continue
         partition, offset, key, value, header_text = line.split(b"\x1f")
         parsed = tuple(
-            (name.decode(), raw) for name, _, raw in (h.partition(b"=") for h in header_text.split(b","))
+            (name.decode(), raw)
+            for name, _, raw in (h.partition(b"=") for h in header_text.split(b","))
         )
         received.append(Received(int(partition), int(offset), key, value, parsed))
     assert_same_records(sent, received)

@@ -67,11 +67,13 @@ def test_kill_9_during_produce_loses_no_acknowledged_record(own_broker: BrokerPr
     stop = threading.Event()
 
     def produce(worker: int) -> None:
-        producer = Producer({
-            "bootstrap.servers": own_broker.bootstrap,
-            "linger.ms": 2,
-            "message.timeout.ms": 30_000,
-        })
+        producer = Producer(
+            {
+                "bootstrap.servers": own_broker.bootstrap,
+                "linger.ms": 2,
+                "message.timeout.ms": 30_000,
+            }
+        )
 
         def on_delivery(err: object, msg: object) -> None:
             if err is None:
@@ -81,7 +83,9 @@ def test_kill_9_during_produce_loses_no_acknowledged_record(own_broker: BrokerPr
         i = 0
         while not stop.is_set():
             try:
-                producer.produce("load", value=f"w{worker}-{i}".encode() * 8, on_delivery=on_delivery)
+                producer.produce(
+                    "load", value=f"w{worker}-{i}".encode() * 8, on_delivery=on_delivery
+                )
                 i += 1
             except (BufferError, KafkaException):
                 producer.poll(0.05)

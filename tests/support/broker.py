@@ -33,9 +33,16 @@ class BrokerProcess:
 
     def start(self) -> BrokerProcess:
         command = [
-            sys.executable, "-m", "herdless", "serve",
-            "--host", "127.0.0.1", "--port", str(self.port),
-            "--data-dir", str(self.data_dir),
+            sys.executable,
+            "-m",
+            "herdless",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--data-dir",
+            str(self.data_dir),
             *self.extra_args,
         ]
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it

@@ -116,7 +116,10 @@ class Broker:
             if flush_ms is None:
                 continue
             for partition_log in topic.partitions:
-                if partition_log.unflushed_messages and now - partition_log.last_flush_ms >= flush_ms:
+                if (
+                    partition_log.unflushed_messages
+                    and now - partition_log.last_flush_ms >= flush_ms
+                ):
                     await self.flush(partition_log)
 
     # -- services for handlers ---------------------------------------------

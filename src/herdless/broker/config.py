@@ -32,7 +32,11 @@ _TOPIC_DEFAULTS: dict[str, str] = {
     "log.message.timestamp.type": "message.timestamp.type",
 }
 
-_HOURS = {"log.retention.hours": 3_600_000, "log.retention.minutes": 60_000, "log.roll.hours": 3_600_000}
+_HOURS = {
+    "log.retention.hours": 3_600_000,
+    "log.retention.minutes": 60_000,
+    "log.roll.hours": 3_600_000,
+}
 
 
 class ConfigError(ValueError):

@@ -93,9 +93,7 @@ class Connection:
             raise ConnectionClosed(str(exc)) from None
         response = await api.handler(self._broker, request)
         if response is not None:
-            await self._send(
-                encode_response(response, request.api_version, request.correlation_id)
-            )
+            await self._send(encode_response(response, request.api_version, request.correlation_id))
 
     async def _send(self, data: bytes) -> None:
         self._writer.write(data)

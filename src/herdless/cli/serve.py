@@ -44,7 +44,9 @@ def serve(
 ) -> None:
     """Run a broker with its data on local disk."""
     if log_level.lower() not in LOG_LEVELS:
-        raise typer.BadParameter(f"must be one of {', '.join(LOG_LEVELS)}", param_hint="--log-level")
+        raise typer.BadParameter(
+            f"must be one of {', '.join(LOG_LEVELS)}", param_hint="--log-level"
+        )
     logging.basicConfig(
         level=log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

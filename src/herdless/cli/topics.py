@@ -13,16 +13,14 @@ from typing import Annotated
 import typer
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
-from kafka.errors import KafkaError, NoBrokersAvailable
+from kafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from rich.console import Console
 from rich.table import Table
 
 topics_app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
 console = Console()
 
-Bootstrap = Annotated[
-    str, typer.Option("--bootstrap-server", "-b", help="host:port of a broker.")
-]
+Bootstrap = Annotated[str, typer.Option("--bootstrap-server", "-b", help="host:port of a broker.")]
 
 
 def fail(message: str) -> typer.Exit:
@@ -36,7 +34,7 @@ def admin_client(bootstrap: str) -> Iterator[KafkaAdminClient]:
         client = KafkaAdminClient(
             bootstrap_servers=bootstrap, request_timeout_ms=10_000, client_id="herdless-cli"
         )
-    except NoBrokersAvailable:
+    except (KafkaConnectionError, KafkaTimeoutError):
         raise fail(f"no broker answers at {bootstrap}") from None
     try:
         yield client
@@ -77,8 +75,8 @@ def list_topics(bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
     with admin_client(bootstrap) as admin:
         described = admin.describe_topics()
     table = Table("topic", "partitions", "internal")
-    for topic in sorted(described, key=lambda t: t["topic"]):
-        table.add_row(topic["topic"], str(len(topic["partitions"])), str(topic["is_internal"]))
+    for topic in sorted(described, key=lambda t: t["name"]):
+        table.add_row(topic["name"], str(len(topic["partitions"])), str(topic["is_internal"]))
     console.print(table)
 
 
@@ -90,10 +88,10 @@ def describe(name: str, bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
         if not described or described[0]["error_code"] != 0:
             raise fail(f"topic {name!r} does not exist")
         configs = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
-    partitions = sorted(p["partition"] for p in described[0]["partitions"])
+    leaders = {p["partition_index"]: p["leader_id"] for p in described[0]["partitions"]}
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="herdless-cli")
     try:
-        tps = [TopicPartition(name, p) for p in partitions]
+        tps = [TopicPartition(name, p) for p in sorted(leaders)]
         starts = consumer.beginning_offsets(tps)
         ends = consumer.end_offsets(tps)
     finally:
@@ -101,27 +99,18 @@ def describe(name: str, bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
     table = Table("partition", "leader", "log start offset", "log end offset", "records")
     for tp in tps:
         table.add_row(
-            str(tp.partition), "0", str(starts[tp]), str(ends[tp]), str(ends[tp] - starts[tp])
+            str(tp.partition),
+            str(leaders[tp.partition]),
+            str(starts[tp]),
+            str(ends[tp]),
+            str(ends[tp] - starts[tp]),
         )
     console.print(f"[bold]{name}[/bold]  id {described[0].get('topic_id', '')}")
     console.print(table)
-    config_table = Table("config", "value")
-    for resource in configs:
-        for entry in _config_entries(resource):
-            config_table.add_row(*entry)
+    config_table = Table("config", "value", "source")
+    for key, entry in sorted(configs["topic"][name].items()):
+        config_table.add_row(key, str(entry["value"]), entry["config_source"].lower())
     console.print(config_table)
-
-
-def _config_entries(resource: object) -> list[tuple[str, str]]:
-    results = getattr(resource, "results", None) or getattr(resource, "resources", None) or []
-    entries = []
-    for result in results:
-        configs = result.configs if hasattr(result, "configs") else result[4]
-        for config in configs:
-            name = config.name if hasattr(config, "name") else config[0]
-            value = config.value if hasattr(config, "value") else config[1]
-            entries.append((name, str(value)))
-    return sorted(entries)
 
 
 @topics_app.command("delete")

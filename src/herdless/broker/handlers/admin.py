@@ -7,15 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
-from herdless.storage import (
-    InvalidConfigError,
-    InvalidPartitions,
-    InvalidTopicName,
-    LogConfig,
-    StorageError,
-    TopicAlreadyExists,
-    validate_topic_name,
-)
+from herdless.storage import ConfigSource, LogConfig, StorageError
 
 if TYPE_CHECKING:
     from herdless.broker.broker import Broker
@@ -29,22 +21,6 @@ CREATE_PARTITIONS = 37
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
-# DescribeConfigs config_source values.
-SOURCE_TOPIC = 1
-SOURCE_STATIC_BROKER = 4
-SOURCE_DEFAULT = 5
-
-
-def _storage_error_code(exc: StorageError) -> ErrorCode:
-    if isinstance(exc, TopicAlreadyExists):
-        return ErrorCode.TOPIC_ALREADY_EXISTS
-    if isinstance(exc, InvalidTopicName):
-        return ErrorCode.INVALID_TOPIC_EXCEPTION
-    if isinstance(exc, InvalidPartitions):
-        return ErrorCode.INVALID_PARTITIONS
-    if isinstance(exc, InvalidConfigError):
-        return ErrorCode.INVALID_CONFIG
-    return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 async def handle_create_topics(broker: Broker, request: Request) -> Any:
@@ -73,19 +49,14 @@ async def handle_create_topics(broker: Broker, request: Request) -> Any:
             continue
         configs = {c.name: c.value for c in wanted.configs}
         try:
-            validate_topic_name(wanted.name)
-            LogConfig.from_topic_configs(configs, broker.logs.default_config)
-            if wanted.name in broker.logs.topics:
-                raise TopicAlreadyExists(f"topic {wanted.name!r} already exists")
-            if num_partitions < 1:
-                raise InvalidPartitions(f"number of partitions must be at least 1, not {num_partitions}")
             if body.validate_only:
+                broker.logs.check_new_topic(wanted.name, num_partitions, configs)
                 topic = None
             else:
                 topic = broker.logs.create_topic(wanted.name, num_partitions, configs)
                 log.info("created topic %s with %d partitions", wanted.name, num_partitions)
         except StorageError as exc:
-            result.error_code = _storage_error_code(exc)
+            result.error_code = exc.error_code
             result.error_message = str(exc)
             continue
         result.num_partitions = num_partitions
@@ -103,7 +74,7 @@ def _topic_configs(broker: Broker, name: str, Entry: Any, explicit: dict[str, st
             name=key,
             value=value,
             read_only=False,
-            config_source=SOURCE_TOPIC if key in explicit else SOURCE_DEFAULT,
+            config_source=config.config_source(key),
             is_sensitive=False,
         )
         for key, value in sorted(config.to_topic_configs().items())
@@ -126,7 +97,9 @@ async def handle_delete_topics(broker: Broker, request: Request) -> Any:
         if topic is None:
             missing_by_id = not name and topic_id is not None
             result.error_code = (
-                ErrorCode.UNKNOWN_TOPIC_ID if missing_by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                ErrorCode.UNKNOWN_TOPIC_ID
+                if missing_by_id
+                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             )
             continue
         if not broker.config.delete_topic_enable:
@@ -187,11 +160,10 @@ async def handle_describe_configs(broker: Broker, request: Request) -> Any:
                 result.error_message = f"topic {resource.resource_name!r} does not exist"
                 continue
             values = topic.config.to_topic_configs()
-            explicit = set(topic.explicit_configs)
-            source_of = {k: SOURCE_TOPIC if k in explicit else SOURCE_DEFAULT for k in values}
+            source_of = {k: topic.config.config_source(k) for k in values}
         elif resource.resource_type == RESOURCE_BROKER:
             values = _broker_configs(broker)
-            source_of = dict.fromkeys(values, SOURCE_STATIC_BROKER)
+            source_of = dict.fromkeys(values, ConfigSource.STATIC_BROKER_CONFIG)
         else:
             result.error_code = ErrorCode.INVALID_REQUEST
             result.error_message = f"resource type {resource.resource_type} is not described"
@@ -203,7 +175,7 @@ async def handle_describe_configs(broker: Broker, request: Request) -> Any:
                 value=value,
                 read_only=resource.resource_type == RESOURCE_BROKER,
                 config_source=source_of[key],
-                is_default=source_of[key] == SOURCE_DEFAULT,
+                is_default=source_of[key] == ConfigSource.DEFAULT_CONFIG,
                 is_sensitive=False,
                 synonyms=[],
                 config_type=0,

@@ -39,7 +39,9 @@ async def handle_metadata(broker: Broker, request: Request) -> Any:
     for name in names:
         topic = broker.logs.topics.get(name)
         if topic is None:
-            error = _auto_create(broker, name) if auto_create else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            error = (
+                _auto_create(broker, name) if auto_create else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            )
             topic = broker.logs.topics.get(name)
             if topic is None:
                 topics.append(TopicResponse(error_code=error, name=name, partitions=[]))

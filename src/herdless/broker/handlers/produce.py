@@ -9,7 +9,7 @@ from herdless.broker.clock import now_ms
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.records import InvalidBatch, split_batches
-from herdless.storage import InvalidProducerEpoch, OutOfOrderSequence, PartitionLog
+from herdless.storage import PartitionLog, StorageError
 
 if TYPE_CHECKING:
     from herdless.broker.broker import Broker
@@ -71,12 +71,8 @@ def _append(
         return
     try:
         info = partition_log.append(batches, now_ms())
-    except OutOfOrderSequence as exc:
-        result.error_code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
-        result.error_message = str(exc)
-        return
-    except InvalidProducerEpoch as exc:
-        result.error_code = ErrorCode.INVALID_PRODUCER_EPOCH
+    except StorageError as exc:
+        result.error_code = exc.error_code
         result.error_message = str(exc)
         return
     result.error_code = ErrorCode.NONE
