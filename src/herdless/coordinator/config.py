@@ -1,0 +1,21 @@
+"""The coordinator's settings, with Kafka's broker defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+_DAY_MS = 24 * 3600 * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorConfig:
+    min_session_timeout_ms: int = 6_000  # group.min.session.timeout.ms
+    max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
+    initial_rebalance_delay_ms: int = 3_000  # group.initial.rebalance.delay.ms
+    # Not configurable in Kafka (GroupCoordinatorConfig.CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS).
+    new_member_join_timeout_ms: int = 300_000
+    max_group_size: int = 2**31 - 1  # group.max.size
+    offsets_retention_ms: int = 7 * _DAY_MS  # offsets.retention.minutes
+    offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
+    offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
+    rebalance_history_size: int = 16

@@ -1,0 +1,76 @@
+"""A bounded log of each group's rebalances, for describe and for operators.
+
+It is soft state like parked requests: rebuilt empty after a reload, because
+Kafka's record formats have no place for it and tooling must keep decoding
+our `__consumer_offsets`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import replace
+from enum import Enum
+
+from herdless.coordinator.messages import RebalanceRecord
+
+
+class RebalanceCause(Enum):
+    MEMBER_JOINED = "member joined"
+    MEMBER_METADATA_CHANGED = "member metadata changed"
+    LEADER_REJOINED = "leader rejoined"
+    MEMBER_LEFT = "member left"
+    SESSION_EXPIRED = "session expired"
+    NEW_MEMBER_JOIN_TIMEOUT = "new member join timed out"
+    SYNC_EXPIRED = "members did not sync"
+    STATIC_MEMBER_REPLACED = "static member replaced"
+
+
+class RebalanceHistory:
+    def __init__(self, size: int) -> None:
+        self._entries: deque[RebalanceRecord] = deque(maxlen=size)
+        self._open = False
+
+    def started(
+        self,
+        cause: RebalanceCause,
+        detail: str,
+        generation: int,
+        now_ms: int,
+        members: tuple[str, ...],
+    ) -> None:
+        if self._open:
+            # A rebalance restarted from CompletingRebalance is the same rebalance
+            # continuing; the first cause is the one worth reporting.
+            return
+        self._entries.append(
+            RebalanceRecord(cause.value, detail, generation, None, now_ms, None, members, None)
+        )
+        self._open = True
+
+    def ended(self, generation: int, now_ms: int, members: tuple[str, ...]) -> None:
+        if not self._open:
+            return
+        last = self._entries[-1]
+        self._entries[-1] = replace(
+            last, to_generation=generation, ended_ms=now_ms, members_after=members
+        )
+        self._open = False
+
+    def event(
+        self,
+        cause: RebalanceCause,
+        detail: str,
+        generation: int,
+        now_ms: int,
+        before: tuple[str, ...],
+        after: tuple[str, ...],
+    ) -> None:
+        """A membership change that completed without a rebalance (a static member's return)."""
+        self._entries.append(
+            RebalanceRecord(
+                cause.value, detail, generation, generation, now_ms, now_ms, before, after
+            )
+        )
+
+    def entries(self) -> tuple[RebalanceRecord, ...]:
+        return tuple(self._entries)

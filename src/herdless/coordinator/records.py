@@ -1,0 +1,368 @@
+"""Kafka's own `__consumer_offsets` record formats, byte for byte.
+
+A record key starts with an int16 that Kafka calls the key version and, since
+the KIP-848 coordinator, the record type: 0 and 1 are offset commits, 2 is
+group metadata, anything higher belongs to group types we do not run. A value
+starts with its own int16 version. Versions 0-3 are plain structs; version 4
+of both values is "flexible" (compact lengths, tagged fields), which Kafka
+reads but does not write yet, so we read it and write what Kafka 3.x writes.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+OFFSET_COMMIT_KEY_VERSION = 1
+GROUP_METADATA_KEY_VERSION = 2
+# Kafka writes GroupMetadataValue v3 and OffsetCommitValue v3, or v1 when the
+# commit carries an explicit expire timestamp (OffsetCommit v2-v4 retention).
+GROUP_METADATA_VALUE_VERSION = 3
+OFFSET_COMMIT_VALUE_VERSION = 3
+OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
+NO_TIMESTAMP = -1
+NO_LEADER_EPOCH = -1
+
+
+class RecordFormatError(ValueError):
+    """Bytes that are not a record of a known version."""
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataKey:
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitValue:
+    offset: int
+    metadata: str
+    commit_timestamp: int
+    leader_epoch: int = NO_LEADER_EPOCH
+    expire_timestamp: int = NO_TIMESTAMP
+
+
+@dataclass(frozen=True, slots=True)
+class MemberMetadata:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout: int  # -1 when read from v0, which predates it
+    session_timeout: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataValue:
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp: int = NO_TIMESTAMP
+    members: tuple[MemberMetadata, ...] = ()
+
+
+RecordKey = OffsetCommitKey | GroupMetadataKey
+
+
+# --- primitive codec -------------------------------------------------------
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+
+class _Writer:
+    def __init__(self, flexible: bool = False) -> None:
+        self.out = bytearray()
+        self.flexible = flexible
+
+    def int16(self, v: int) -> None:
+        self.out += _I16.pack(v)
+
+    def int32(self, v: int) -> None:
+        self.out += _I32.pack(v)
+
+    def int64(self, v: int) -> None:
+        self.out += _I64.pack(v)
+
+    def uvarint(self, v: int) -> None:
+        while v >= 0x80:
+            self.out.append((v & 0x7F) | 0x80)
+            v >>= 7
+        self.out.append(v)
+
+    def string(self, v: str | None) -> None:
+        if v is None:
+            if self.flexible:
+                self.uvarint(0)
+            else:
+                self.int16(-1)
+            return
+        data = v.encode("utf-8")
+        if self.flexible:
+            self.uvarint(len(data) + 1)
+        else:
+            self.int16(len(data))
+        self.out += data
+
+    def bytes_(self, v: bytes) -> None:
+        if self.flexible:
+            self.uvarint(len(v) + 1)
+        else:
+            self.int32(len(v))
+        self.out += v
+
+    def array_len(self, n: int) -> None:
+        if self.flexible:
+            self.uvarint(n + 1)
+        else:
+            self.int32(n)
+
+    def no_tagged_fields(self) -> None:
+        if self.flexible:
+            self.uvarint(0)
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data = memoryview(data)
+        self.pos = 0
+        self.flexible = False
+
+    def _take(self, n: int) -> memoryview:
+        if n < 0 or self.pos + n > len(self.data):
+            raise RecordFormatError("record truncated")
+        chunk = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return chunk
+
+    def int16(self) -> int:
+        return int(_I16.unpack(self._take(2))[0])
+
+    def int32(self) -> int:
+        return int(_I32.unpack(self._take(4))[0])
+
+    def int64(self) -> int:
+        return int(_I64.unpack(self._take(8))[0])
+
+    def uvarint(self) -> int:
+        shift = result = 0
+        while True:
+            b = self._take(1)[0]
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return result
+            shift += 7
+            if shift > 28:
+                raise RecordFormatError("varint too long")
+
+    def nullable_string(self) -> str | None:
+        n = self.uvarint() - 1 if self.flexible else self.int16()
+        if n == -1:
+            return None
+        try:
+            return bytes(self._take(n)).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise RecordFormatError("string is not UTF-8") from e
+
+    def string(self) -> str:
+        s = self.nullable_string()
+        if s is None:
+            raise RecordFormatError("null where a string is required")
+        return s
+
+    def bytes_(self) -> bytes:
+        n = self.uvarint() - 1 if self.flexible else self.int32()
+        if n < 0:
+            raise RecordFormatError("null where bytes are required")
+        return bytes(self._take(n))
+
+    def array_len(self) -> int:
+        n = self.uvarint() - 1 if self.flexible else self.int32()
+        if n < 0:
+            raise RecordFormatError("null where an array is required")
+        return n
+
+    def skip_tagged_fields(self) -> None:
+        if not self.flexible:
+            return
+        for _ in range(self.uvarint()):
+            self.uvarint()  # tag
+            self._take(self.uvarint())
+
+    def end(self) -> None:
+        # Kafka ignores trailing bytes of values written by newer versions; so do we.
+        pass
+
+
+# --- keys ------------------------------------------------------------------
+
+
+def encode_key(key: RecordKey) -> bytes:
+    w = _Writer()
+    if isinstance(key, OffsetCommitKey):
+        w.int16(OFFSET_COMMIT_KEY_VERSION)
+        w.string(key.group)
+        w.string(key.topic)
+        w.int32(key.partition)
+    else:
+        w.int16(GROUP_METADATA_KEY_VERSION)
+        w.string(key.group)
+    return bytes(w.out)
+
+
+def decode_key(data: bytes) -> RecordKey | None:
+    """The key, or None for record types of group protocols we do not run."""
+    r = _Reader(data)
+    version = r.int16()
+    if version in (0, 1):
+        return OffsetCommitKey(r.string(), r.string(), r.int32())
+    if version == 2:
+        return GroupMetadataKey(r.string())
+    if version < 0:
+        raise RecordFormatError(f"negative key version {version}")
+    return None
+
+
+# --- offset commit value -----------------------------------------------------
+
+
+def offset_commit_value_version(value: OffsetCommitValue) -> int:
+    if value.expire_timestamp != NO_TIMESTAMP:
+        return OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY
+    return OFFSET_COMMIT_VALUE_VERSION
+
+
+def encode_offset_commit_value(value: OffsetCommitValue, version: int | None = None) -> bytes:
+    if version is None:
+        version = offset_commit_value_version(value)
+    if not 0 <= version <= 4:
+        raise RecordFormatError(f"OffsetCommitValue version {version}")
+    w = _Writer(flexible=version >= 4)
+    w.int16(version)
+    w.int64(value.offset)
+    if version >= 3:
+        w.int32(value.leader_epoch)
+    w.string(value.metadata)
+    w.int64(value.commit_timestamp)
+    if version == 1:
+        w.int64(value.expire_timestamp)
+    w.no_tagged_fields()
+    return bytes(w.out)
+
+
+def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
+    r = _Reader(data)
+    version = r.int16()
+    if not 0 <= version <= 4:
+        raise RecordFormatError(f"OffsetCommitValue version {version}")
+    r.flexible = version >= 4
+    offset = r.int64()
+    leader_epoch = r.int32() if version >= 3 else NO_LEADER_EPOCH
+    metadata = r.string()
+    commit_timestamp = r.int64()
+    expire_timestamp = r.int64() if version == 1 else NO_TIMESTAMP
+    r.skip_tagged_fields()
+    return OffsetCommitValue(offset, metadata, commit_timestamp, leader_epoch, expire_timestamp)
+
+
+# --- group metadata value ----------------------------------------------------
+
+
+def encode_group_metadata_value(
+    value: GroupMetadataValue, version: int = GROUP_METADATA_VALUE_VERSION
+) -> bytes:
+    if not 0 <= version <= 4:
+        raise RecordFormatError(f"GroupMetadataValue version {version}")
+    w = _Writer(flexible=version >= 4)
+    w.int16(version)
+    w.string(value.protocol_type)
+    w.int32(value.generation)
+    w.string(value.protocol)
+    w.string(value.leader)
+    if version >= 2:
+        w.int64(value.current_state_timestamp)
+    w.array_len(len(value.members))
+    for m in value.members:
+        w.string(m.member_id)
+        if version >= 3:
+            w.string(m.group_instance_id)
+        w.string(m.client_id)
+        w.string(m.client_host)
+        if version >= 1:
+            w.int32(m.rebalance_timeout)
+        w.int32(m.session_timeout)
+        w.bytes_(m.subscription)
+        w.bytes_(m.assignment)
+        w.no_tagged_fields()
+    w.no_tagged_fields()
+    return bytes(w.out)
+
+
+def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
+    r = _Reader(data)
+    version = r.int16()
+    if not 0 <= version <= 4:
+        raise RecordFormatError(f"GroupMetadataValue version {version}")
+    r.flexible = version >= 4
+    protocol_type = r.string()
+    generation = r.int32()
+    protocol = r.nullable_string()
+    leader = r.nullable_string()
+    current_state_timestamp = r.int64() if version >= 2 else NO_TIMESTAMP
+    members = []
+    for _ in range(r.array_len()):
+        member_id = r.string()
+        group_instance_id = r.nullable_string() if version >= 3 else None
+        client_id = r.string()
+        client_host = r.string()
+        rebalance_timeout = r.int32() if version >= 1 else -1
+        session_timeout = r.int32()
+        subscription = r.bytes_()
+        assignment = r.bytes_()
+        r.skip_tagged_fields()
+        members.append(
+            MemberMetadata(
+                member_id,
+                group_instance_id,
+                client_id,
+                client_host,
+                rebalance_timeout,
+                session_timeout,
+                subscription,
+                assignment,
+            )
+        )
+    r.skip_tagged_fields()
+    return GroupMetadataValue(
+        protocol_type, generation, protocol, leader, current_state_timestamp, tuple(members)
+    )
+
+
+# --- whole records -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One `__consumer_offsets` record as the log stores it; value None is a tombstone."""
+
+    key: bytes
+    value: bytes | None
+
+
+def offset_commit_record(key: OffsetCommitKey, value: OffsetCommitValue | None) -> Record:
+    return Record(encode_key(key), None if value is None else encode_offset_commit_value(value))
+
+
+def group_metadata_record(key: GroupMetadataKey, value: GroupMetadataValue | None) -> Record:
+    return Record(encode_key(key), None if value is None else encode_group_metadata_value(value))

@@ -1,0 +1,84 @@
+"""What every coordinator operation hands back to the broker.
+
+The contract: the broker appends `records` to the shard's `__consumer_offsets`
+partition, and sends `replies` only once every record of this result and of
+all earlier results of the same shard is durable. Releasing in order is what
+makes a reply that wrote nothing (an OffsetFetch, a parked SyncGroup completed
+by someone else's write) safe: it can never reveal state the log might lose.
+This is Kafka's CoordinatorRuntime rule (a response waits for the high
+watermark to pass the last offset written before it).
+
+If an append fails, the shard's in-memory state is ahead of the log; the
+broker should unload the shard (`CoordinatorShard.unload`) and load it again
+by replay, which rebuilds exactly what the log holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from herdless.coordinator.records import Record
+
+
+class TimerKind(Enum):
+    HEARTBEAT = "heartbeat"  # session expiry of one member (and the new-member join timeout)
+    JOIN = "join"  # end of the join phase of a group's rebalance
+    SYNC = "sync"  # members that never sent SyncGroup
+    RETENTION = "retention"  # periodic offset expiry of the whole shard
+
+
+@dataclass(frozen=True, slots=True)
+class TimerKey:
+    kind: TimerKind
+    group_id: str = ""
+    member_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleTimer:
+    """Fire `key` at `deadline_ms`, replacing any deadline the key had."""
+
+    key: TimerKey
+    deadline_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class CancelTimer:
+    key: TimerKey
+
+
+TimerChange = ScheduleTimer | CancelTimer
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A response for the request the caller identified by `token`.
+
+    Tokens are opaque to the coordinator; the result of one operation can carry
+    replies to other, parked requests (the JoinGroups a rebalance completes).
+    """
+
+    token: Hashable
+    response: Any
+
+
+@dataclass(slots=True)
+class Result:
+    records: list[Record] = field(default_factory=list)
+    replies: list[Reply] = field(default_factory=list)
+    timers: list[TimerChange] = field(default_factory=list)
+
+    def extend(self, other: Result) -> None:
+        self.records += other.records
+        self.replies += other.replies
+        self.timers += other.timers
+
+    def reply_to(self, token: Hashable) -> Any:
+        """The response for `token` in this result, or None if it is still parked."""
+        for reply in self.replies:
+            if reply.token == token:
+                return reply.response
+        return None
