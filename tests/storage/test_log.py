@@ -7,12 +7,12 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch
 
 from herdless.protocol.records import parse_header
-from herdless.storage import LogClosed, OffsetOutOfRange, RecordTooLarge
+from herdless.storage import LogClosed, OffsetOutOfRange, PartitionLog, RecordTooLarge
 from tests.storage.batches import GZIP, batch, build, offsets_of, records_of, split
 from tests.storage.conftest import OpenLog
 
 
-def consume(partition_log, start: int, max_bytes: int) -> list[int]:  # type: ignore[no-untyped-def]
+def consume(partition_log: PartitionLog, start: int, max_bytes: int) -> list[int]:
     """Fetch like a consumer: from `start` to the end, skipping records below the position."""
     offsets: list[int] = []
     position = start
