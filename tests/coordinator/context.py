@@ -1,0 +1,311 @@
+"""A fake broker around one CoordinatorShard: a clock, a log, a timer table.
+
+Like Kafka's GroupMetadataManagerTestContext: `sleep(ms)` advances the clock and
+fires due timers through the shard; every result's records go to `log` and its
+timer changes to `timers`, which must always agree with the shard's own table.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+from collections.abc import Hashable
+from dataclasses import replace
+from typing import Any
+
+from herdless.coordinator import (
+    CancelTimer,
+    CoordinatorConfig,
+    CoordinatorShard,
+    Result,
+    ScheduleTimer,
+    TimerKey,
+)
+from herdless.coordinator.consumer_protocol import encode_subscription
+from herdless.coordinator.messages import (
+    CommitPartition,
+    CommitTopic,
+    FetchTopic,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeavingMember,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
+    Protocol,
+    SyncGroupRequest,
+)
+from herdless.coordinator.records import Record
+from herdless.protocol.errors import ErrorCode
+
+TEST_CONFIG = CoordinatorConfig(initial_rebalance_delay_ms=0)
+
+
+def subscription(*topics: str) -> bytes:
+    return encode_subscription(list(topics))
+
+
+def range_protocols(*topics: str) -> tuple[Protocol, ...]:
+    return (Protocol("range", subscription(*topics)),)
+
+
+def encode_assignment(partitions: list[tuple[str, int]]) -> bytes:
+    """A compact test assignment: count, then (topic, partition) pairs."""
+    out = bytearray(struct.pack(">i", len(partitions)))
+    for topic, p in partitions:
+        t = topic.encode()
+        out += struct.pack(">h", len(t)) + t + struct.pack(">i", p)
+    return bytes(out)
+
+
+def decode_assignment(data: bytes) -> list[tuple[str, int]]:
+    if not data:
+        return []
+    (n,), pos, out = struct.unpack_from(">i", data), 4, []
+    for _ in range(n):
+        (tl,) = struct.unpack_from(">h", data, pos)
+        topic = data[pos + 2 : pos + 2 + tl].decode()
+        (p,) = struct.unpack_from(">i", data, pos + 2 + tl)
+        pos += 2 + tl + 4
+        out.append((topic, p))
+    return out
+
+
+def range_assign(member_ids: list[str], topic: str, partitions: int) -> dict[str, bytes]:
+    """Kafka's range assignor for one topic, over members sorted by id."""
+    ordered = sorted(member_ids)
+    per, extra = divmod(partitions, len(ordered))
+    result, start = {}, 0
+    for i, m in enumerate(ordered):
+        n = per + (1 if i < extra else 0)
+        result[m] = encode_assignment([(topic, p) for p in range(start, start + n)])
+        start += n
+    return result
+
+
+class Context:
+    def __init__(self, config: CoordinatorConfig = TEST_CONFIG, now_ms: int = 0) -> None:
+        self.config = config
+        self.now = now_ms
+        self._uuids = itertools.count()
+        self._tokens = itertools.count()
+        self.shard = CoordinatorShard(config, new_uuid=lambda: f"uuid{next(self._uuids)}")
+        self.log: list[Record] = []
+        self.timers: dict[TimerKey, int] = {}
+        self.replies: dict[Hashable, Any] = {}
+        self.apply(self.shard.on_loaded(self.now))
+
+    # --- plumbing ----------------------------------------------------------------
+
+    def apply(self, result: Result) -> Result:
+        self.log += result.records
+        for change in result.timers:
+            if isinstance(change, ScheduleTimer):
+                self.timers.pop(change.key, None)  # re-insert: ties fire in scheduling order
+                self.timers[change.key] = change.deadline_ms
+            else:
+                assert isinstance(change, CancelTimer)
+                del self.timers[change.key]
+        for reply in result.replies:
+            self.replies[reply.token] = reply.response
+        assert self.timers == self.shard.scheduled()
+        return result
+
+    def token(self) -> int:
+        return next(self._tokens)
+
+    def sleep(self, ms: int) -> Result:
+        self.now += ms
+        total = Result()
+        while True:
+            due = [(d, i, k) for i, (k, d) in enumerate(self.timers.items()) if d <= self.now]
+            if not due:
+                return total
+            _, _, key = min(due)
+            del self.timers[key]  # a timer that fires is gone from the broker's table
+            total.extend(self.apply(self.shard.fire_timer(key, self.now)))
+
+    def restart(self) -> None:
+        """A new shard loaded by replaying everything written so far."""
+        shard = CoordinatorShard(self.config, new_uuid=lambda: f"uuid{next(self._uuids)}")
+        for record in self.log:
+            shard.replay(record.key, record.value)
+        self.apply(self.shard.unload())
+        self.shard = shard
+        self.timers = {}
+        self.apply(shard.on_loaded(self.now))
+
+    # --- requests ------------------------------------------------------------------
+
+    def join(
+        self,
+        group_id: str,
+        member_id: str = "",
+        *,
+        instance_id: str | None = None,
+        protocols: tuple[Protocol, ...] | None = None,
+        protocol_type: str = "consumer",
+        session_ms: int = 10_000,
+        rebalance_ms: int = 30_000,
+        version: int = 9,
+        client_id: str = "client",
+    ) -> tuple[int, Result]:
+        req = JoinGroupRequest(
+            group_id=group_id,
+            session_timeout_ms=session_ms,
+            rebalance_timeout_ms=rebalance_ms,
+            member_id=member_id,
+            protocol_type=protocol_type,
+            protocols=protocols if protocols is not None else range_protocols("t"),
+            group_instance_id=instance_id,
+            client_id=client_id,
+            client_host="/127.0.0.1",
+            api_version=version,
+        )
+        token = self.token()
+        return token, self.apply(self.shard.join_group(req, token, self.now))
+
+    def join_new_member(self, group_id: str, **kw: Any) -> tuple[int, str]:
+        """JoinGroup twice, as a v4+ client does: get an id, then join with it (parked)."""
+        token, result = self.join(group_id, **kw)
+        first = result.reply_to(token)
+        assert first.error_code is ErrorCode.MEMBER_ID_REQUIRED, first
+        token, _ = self.join(group_id, first.member_id, **kw)
+        return token, first.member_id
+
+    def sync(
+        self,
+        group_id: str,
+        member_id: str,
+        generation: int,
+        assignments: dict[str, bytes] | None = None,
+        instance_id: str | None = None,
+        protocol_name: str | None = None,
+    ) -> tuple[int, Result]:
+        req = SyncGroupRequest(
+            group_id,
+            generation,
+            member_id,
+            tuple((assignments or {}).items()),
+            group_instance_id=instance_id,
+            protocol_type="consumer",
+            protocol_name=protocol_name,
+        )
+        token = self.token()
+        return token, self.apply(self.shard.sync_group(req, token, self.now))
+
+    def heartbeat(
+        self, group_id: str, member_id: str, generation: int, instance_id: str | None = None
+    ) -> ErrorCode:
+        token = self.token()
+        req = HeartbeatRequest(group_id, generation, member_id, instance_id)
+        return self.apply(self.shard.heartbeat(req, token, self.now)).reply_to(token).error_code
+
+    def leave(self, group_id: str, *members: LeavingMember) -> Any:
+        token = self.token()
+        result = self.apply(self.shard.leave_group(LeaveGroupRequest(group_id, members), token, self.now))
+        return result.reply_to(token)
+
+    def commit(
+        self,
+        group_id: str,
+        offsets: dict[tuple[str, int], int],
+        *,
+        generation: int = -1,
+        member_id: str = "",
+        instance_id: str | None = None,
+        metadata: str | None = "",
+        retention_ms: int = -1,
+        version: int = 8,
+    ) -> tuple[Any, Result]:
+        topics: dict[str, list[CommitPartition]] = {}
+        for (topic, p), offset in offsets.items():
+            topics.setdefault(topic, []).append(CommitPartition(p, offset, metadata))
+        req = OffsetCommitRequest(
+            group_id,
+            tuple(CommitTopic(t, tuple(ps)) for t, ps in topics.items()),
+            generation_id=generation,
+            member_id=member_id,
+            group_instance_id=instance_id,
+            retention_time_ms=retention_ms,
+            api_version=version,
+        )
+        token = self.token()
+        result = self.apply(self.shard.offset_commit(req, token, self.now))
+        return result.reply_to(token), result
+
+    def fetch(self, group_id: str, topics: dict[str, list[int]] | None = None) -> Any:
+        req = OffsetFetchRequest(
+            group_id,
+            None if topics is None else tuple(FetchTopic(t, tuple(ps)) for t, ps in topics.items()),
+        )
+        token = self.token()
+        return self.apply(self.shard.offset_fetch(req, token, self.now)).reply_to(token)
+
+    def committed(self, group_id: str) -> dict[tuple[str, int], int]:
+        return {
+            (t.name, p.partition): p.offset
+            for t in self.fetch(group_id).topics
+            for p in t.partitions
+        }
+
+    def offset_delete(self, group_id: str, topics: dict[str, list[int]]) -> tuple[Any, Result]:
+        req = OffsetDeleteRequest(group_id, tuple(FetchTopic(t, tuple(ps)) for t, ps in topics.items()))
+        token = self.token()
+        result = self.apply(self.shard.offset_delete(req, token, self.now))
+        return result.reply_to(token), result
+
+    def delete_groups(self, *group_ids: str) -> tuple[Any, Result]:
+        token = self.token()
+        result = self.apply(self.shard.delete_groups(group_ids, token, self.now))
+        return result.reply_to(token), result
+
+    def list_groups(self, *states: str) -> Any:
+        token = self.token()
+        return self.apply(self.shard.list_groups(token, states)).reply_to(token)
+
+    def describe(self, group_id: str, version: int = 5) -> Any:
+        token = self.token()
+        return self.apply(self.shard.describe_groups([group_id], token, version)).reply_to(token)[0]
+
+    # --- whole scenarios ----------------------------------------------------------------
+
+    def stable_group(
+        self, group_id: str, n: int, *, partitions: int = 4, static: bool = False, **kw: Any
+    ) -> list[str]:
+        """n members joined, leader synced a range assignment of topic t, followers synced."""
+        tokens, members = [], []
+        for i in range(n):
+            if static:
+                token, result = self.join(group_id, instance_id=f"i{i}", **kw)
+                tokens.append(token)
+                members.append(None)
+            else:
+                token, member_id = self.join_new_member(group_id, **kw)
+                tokens.append(token)
+                members.append(member_id)
+        self.sleep(0)
+        self.sleep(self.config.initial_rebalance_delay_ms)
+        responses: list[JoinGroupResponse] = [self.replies[t] for t in tokens]
+        assert all(r is not None and r.error_code is ErrorCode.NONE for r in responses), responses
+        members = [r.member_id for r in responses]
+        leader = responses[0].leader
+        generation = responses[0].generation_id
+        assignment = range_assign(members, "t", partitions)
+        self.sync(group_id, leader, generation, assignment, instance_id=self._instance(leader))
+        for m in members:
+            if m != leader:
+                self.sync(group_id, m, generation, instance_id=self._instance(m))
+        return members
+
+    def _instance(self, member_id: str) -> str | None:
+        for group in self.shard.groups.values():
+            if member_id in group.members:
+                return group.members[member_id].group_instance_id
+        return None
+
+
+def resp(response: Any, **changes: Any) -> Any:
+    return replace(response, **changes)
