@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.handlers import admin, cluster, fetch, list_offsets, produce
+from herdless.broker.handlers import admin, cluster, coordinator, fetch, list_offsets, produce
 from herdless.protocol.codec import Request, encode_response, response_class
 from herdless.protocol.errors import ErrorCode
 
@@ -61,6 +61,7 @@ _TABLE = [
     Api(1, "Fetch", 4, 12, fetch.handle_fetch),
     Api(2, "ListOffsets", 1, 7, list_offsets.handle_list_offsets),
     Api(3, "Metadata", 0, 12, cluster.handle_metadata),
+    Api(10, "FindCoordinator", 0, 6, coordinator.handle_find_coordinator),
     Api(18, "ApiVersions", 0, 4, _api_versions),
     Api(19, "CreateTopics", 0, 7, admin.handle_create_topics),
     Api(20, "DeleteTopics", 0, 6, admin.handle_delete_topics),
