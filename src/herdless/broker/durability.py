@@ -23,11 +23,13 @@ class GroupCommit:
 
     async def flush(self) -> None:
         """Return once everything appended before this call is on disk."""
-        if self._next is None:
-            self._next = asyncio.get_running_loop().create_future()
+        waiters = self._next
+        if waiters is None:
+            waiters = self._next = asyncio.get_running_loop().create_future()
             if self._running is None:
                 self._start()
-        await asyncio.shield(self._next)
+        # Shielded: a cancelled waiter must not cancel the fsync others share.
+        await asyncio.shield(waiters)
 
     def _start(self) -> None:
         waiters, self._next = self._next, None

@@ -1,0 +1,330 @@
+"""Produce, fetch and offsets as clients rely on them: idempotence, long polls, lookups, admin."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
+from kafka import KafkaProducer
+from kafka.protocol.consumer import FetchRequest, FetchResponse
+from kafka.protocol.producer import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from tests.support.broker import BrokerProcess
+
+
+class Wire:
+    """A raw protocol connection, for what client libraries hide (sequences, waits)."""
+
+    def __init__(self, broker: BrokerProcess) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", broker.port), timeout=30)
+        self.correlation_id = 0
+
+    def call(self, request: object, response_class: type) -> object:
+        self.correlation_id += 1
+        request.with_header(correlation_id=self.correlation_id, client_id="wire-test")
+        body = bytes(request.encode(header=True))
+        self.sock.sendall(struct.pack(">i", len(body)) + body)
+        size = struct.unpack(">i", self._read(4))[0]
+        response = response_class.decode(self._read(size), version=request.API_VERSION, header=True)
+        assert response.header.correlation_id == self.correlation_id
+        return response
+
+    def _read(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            assert chunk, "broker closed the connection"
+            data += chunk
+        return data
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def batch(values: list[bytes], producer_id: int = -1, epoch: int = -1, sequence: int = -1) -> bytes:
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        base_sequence=sequence,
+        batch_size=1 << 20,
+    )
+    for i, value in enumerate(values):
+        builder.append(i, timestamp=int(time.time() * 1000), key=None, value=value, headers=[])
+    return bytes(builder.build())
+
+
+def produce_raw(wire: Wire, topic: str, records: bytes, acks: int = -1) -> object:
+    Topic = ProduceRequest.TopicProduceData
+    request = ProduceRequest[8](
+        transactional_id=None,
+        acks=acks,
+        timeout_ms=10_000,
+        topic_data=[
+            Topic(name=topic, partition_data=[Topic.PartitionProduceData(index=0, records=records)])
+        ],
+    )
+    return wire.call(request, ProduceResponse).responses[0].partition_responses[0]
+
+
+def create_topic(broker: BrokerProcess, name: str, partitions: int = 1, **configs: str) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1, config=configs)])[name].result(30)
+
+
+def consume_values(broker: BrokerProcess, topic: str, partitions: int = 1) -> list[bytes]:
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "check", "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    values = []
+    while messages := consumer.consume(10_000, timeout=3):
+        values += [m.value() for m in messages if m.error() is None]
+    consumer.close()
+    return values
+
+
+def test_idempotent_retry_is_stored_once_and_gaps_are_refused(broker: BrokerProcess) -> None:
+    create_topic(broker, "idem")
+    wire = Wire(broker)
+    init = wire.call(
+        InitProducerIdRequest[2](transactional_id=None, transaction_timeout_ms=60_000),
+        InitProducerIdResponse,
+    )
+    assert init.error_code == 0 and init.producer_id >= 0
+    pid, epoch = init.producer_id, init.producer_epoch
+
+    first = produce_raw(wire, "idem", batch([b"a", b"b"], pid, epoch, 0))
+    assert (first.error_code, first.base_offset) == (0, 0)
+    retry = produce_raw(wire, "idem", batch([b"a", b"b"], pid, epoch, 0))
+    assert (retry.error_code, retry.base_offset) == (0, 0), "a retry must get the original offset"
+    gap = produce_raw(wire, "idem", batch([b"c"], pid, epoch, 5))
+    assert gap.error_code == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+    following = produce_raw(wire, "idem", batch([b"c"], pid, epoch, 2))
+    assert (following.error_code, following.base_offset) == (0, 2)
+    wire.close()
+    assert consume_values(broker, "idem") == [b"a", b"b", b"c"]
+
+
+def test_producer_ids_are_unique(broker: BrokerProcess) -> None:
+    wire = Wire(broker)
+    ids = {
+        wire.call(
+            InitProducerIdRequest[1](transactional_id=None, transaction_timeout_ms=1000),
+            InitProducerIdResponse,
+        ).producer_id
+        for _ in range(50)
+    }
+    wire.close()
+    assert len(ids) == 50
+
+
+def test_idempotent_clients_produce_exactly_once(broker: BrokerProcess) -> None:
+    create_topic(broker, "idem-clients", 2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+    for i in range(5000):
+        producer.produce("idem-clients", key=str(i).encode(), value=b"ck-%d" % i)
+    assert producer.flush(30) == 0
+    kp = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=True)
+    futures = [kp.send("idem-clients", key=b"%d" % i, value=b"kp-%d" % i) for i in range(5000)]
+    kp.flush(30)
+    assert all(f.get(0) for f in futures)
+    kp.close()
+    values = consume_values(broker, "idem-clients", 2)
+    assert sorted(values) == sorted(
+        [b"ck-%d" % i for i in range(5000)] + [b"kp-%d" % i for i in range(5000)]
+    )
+
+
+def test_acks_0_gets_no_answer_but_is_stored(broker: BrokerProcess) -> None:
+    create_topic(broker, "fire-and-forget")
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks=0)
+    for i in range(100):
+        producer.send("fire-and-forget", value=b"%d" % i)
+    producer.flush(10)
+    producer.close()
+    deadline = time.monotonic() + 10
+    values: list[bytes] = []
+    while len(values) < 100 and time.monotonic() < deadline:
+        values = consume_values(broker, "fire-and-forget")
+    assert values == [b"%d" % i for i in range(100)]
+
+
+def test_fetch_long_poll_is_woken_by_an_append(broker: BrokerProcess) -> None:
+    create_topic(broker, "long-poll")
+    wire = Wire(broker)
+    Topic = FetchRequest.FetchTopic
+    request = FetchRequest[11](
+        replica_id=-1,
+        max_wait_ms=20_000,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            Topic(
+                topic="long-poll",
+                partitions=[
+                    Topic.FetchPartition(
+                        partition=0,
+                        current_leader_epoch=-1,
+                        fetch_offset=0,
+                        log_start_offset=-1,
+                        partition_max_bytes=1 << 20,
+                    )
+                ],
+            )
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+
+    def produce_later() -> None:
+        time.sleep(1.0)
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        producer.produce("long-poll", value=b"wake up")
+        producer.flush(10)
+
+    threading.Thread(target=produce_later).start()
+    started = time.monotonic()
+    response = wire.call(request, FetchResponse)
+    waited = time.monotonic() - started
+    wire.close()
+    partition = response.responses[0].partitions[0]
+    assert partition.error_code == 0
+    assert partition.high_watermark == 1
+    assert b"wake up" in partition.records
+    # The fetch parked (it did not answer empty at once) and the append woke it long
+    # before its 20 s max wait ran out.
+    assert 0.5 < waited < 15
+
+
+def test_fetch_out_of_range_and_unknown_partition(broker: BrokerProcess) -> None:
+    create_topic(broker, "ranges")
+    wire = Wire(broker)
+    Topic = FetchRequest.FetchTopic
+    request = FetchRequest[11](
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            Topic(
+                topic="ranges",
+                partitions=[
+                    Topic.FetchPartition(
+                        partition=0,
+                        current_leader_epoch=-1,
+                        fetch_offset=500,
+                        log_start_offset=-1,
+                        partition_max_bytes=1 << 20,
+                    ),
+                    Topic.FetchPartition(
+                        partition=7,
+                        current_leader_epoch=-1,
+                        fetch_offset=0,
+                        log_start_offset=-1,
+                        partition_max_bytes=1 << 20,
+                    ),
+                ],
+            )
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+    partitions = wire.call(request, FetchResponse).responses[0].partitions
+    wire.close()
+    assert [p.error_code for p in partitions] == [
+        1,
+        3,
+    ]  # OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_list_offsets_earliest_latest_and_by_time(broker: BrokerProcess) -> None:
+    create_topic(broker, "times")
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    base = 1_700_000_000_000
+    for i in range(10):
+        producer.produce("times", value=b"%d" % i, timestamp=base + i * 1000)
+        producer.flush(10)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "times"})
+    low, high = consumer.get_watermark_offsets(TopicPartition("times", 0), timeout=10)
+    assert (low, high) == (0, 10)
+    found = consumer.offsets_for_times([TopicPartition("times", 0, base + 4500)], timeout=10)
+    assert found[0].offset == 5
+    late = consumer.offsets_for_times([TopicPartition("times", 0, base + 99_000)], timeout=10)
+    assert late[0].offset == -1  # no record that late: the end
+    consumer.close()
+
+
+def test_admin_configs_partitions_and_cluster(broker: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    create_topic(broker, "admin-t", 2, **{"retention.ms": "60000", "cleanup.policy": "delete"})
+    described = admin.describe_configs([ConfigResource("topic", "admin-t")])
+    configs = next(iter(described.values())).result(30)
+    assert configs["retention.ms"].value == "60000"
+    assert not configs["retention.ms"].is_default
+    assert configs["segment.bytes"].value == "1073741824"
+
+    admin.create_partitions([NewPartitions("admin-t", 5)])["admin-t"].result(30)
+    metadata = admin.list_topics("admin-t", timeout=10)
+    assert len(metadata.topics["admin-t"].partitions) == 5
+    with pytest.raises(KafkaException, match="INVALID_PARTITIONS|partitions"):
+        admin.create_partitions([NewPartitions("admin-t", 3)])["admin-t"].result(30)
+
+    with pytest.raises(KafkaException, match="TOPIC_ALREADY_EXISTS|already exists"):
+        admin.create_topics([NewTopic("admin-t", 1, 1)])["admin-t"].result(30)
+    with pytest.raises(KafkaException, match="INVALID_CONFIG|retention.ms"):
+        admin.create_topics([NewTopic("bad-config", 1, 1, config={"retention.ms": "soon"})])[
+            "bad-config"
+        ].result(30)
+    with pytest.raises(KafkaException, match="INVALID_REPLICATION_FACTOR|replication"):
+        admin.create_topics([NewTopic("three-copies", 1, 3)])["three-copies"].result(30)
+
+    cluster = admin.describe_cluster().result(30)
+    assert [node.port for node in cluster.nodes] == [broker.port]
+    assert cluster.cluster_id
+
+    admin.delete_topics(["admin-t"])["admin-t"].result(30)
+    assert "admin-t" not in admin.list_topics(timeout=10).topics
+
+
+def test_invalid_topic_name_is_refused(broker: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    with pytest.raises(KafkaException, match="INVALID_TOPIC|topic name"):
+        admin.create_topics([NewTopic("no spaces/allowed", 1, 1)])["no spaces/allowed"].result(30)
+
+
+def test_flush_every_message_topic(broker: BrokerProcess) -> None:
+    """flush.messages=1: each answer waits for an fsync, which concurrent producers share."""
+    create_topic(broker, "synced", 1, **{"flush.messages": "1"})
+    producers = [
+        Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0}) for _ in range(4)
+    ]
+    for i in range(400):
+        producers[i % 4].produce("synced", value=b"%d" % i)
+    for producer in producers:
+        assert producer.flush(30) == 0
+    assert sorted(consume_values(broker, "synced")) == sorted(b"%d" % i for i in range(400))
