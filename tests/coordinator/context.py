@@ -205,7 +205,9 @@ class Context:
 
     def leave(self, group_id: str, *members: LeavingMember) -> Any:
         token = self.token()
-        result = self.apply(self.shard.leave_group(LeaveGroupRequest(group_id, members), token, self.now))
+        result = self.apply(
+            self.shard.leave_group(LeaveGroupRequest(group_id, members), token, self.now)
+        )
         return result.reply_to(token)
 
     def commit(
@@ -252,7 +254,9 @@ class Context:
         }
 
     def offset_delete(self, group_id: str, topics: dict[str, list[int]]) -> tuple[Any, Result]:
-        req = OffsetDeleteRequest(group_id, tuple(FetchTopic(t, tuple(ps)) for t, ps in topics.items()))
+        req = OffsetDeleteRequest(
+            group_id, tuple(FetchTopic(t, tuple(ps)) for t, ps in topics.items())
+        )
         token = self.token()
         result = self.apply(self.shard.offset_delete(req, token, self.now))
         return result.reply_to(token), result

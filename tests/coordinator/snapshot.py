@@ -31,7 +31,7 @@ def snapshot(shard: CoordinatorShard) -> dict[str, Any]:
                     m.client_host,
                     m.rebalance_timeout_ms,
                     m.session_timeout_ms,
-                    m.metadata(g.protocol_name),
+                    m.metadata(g.protocol_name) if g.protocol_name is not None else None,
                     m.assignment,
                 )
                 for m in g.members.values()

@@ -257,8 +257,14 @@ def test_static_member_rejoining_in_stable_keeps_assignment_without_rebalance() 
                 10,
                 tuple(
                     MemberMetadata(
-                        m, f"i{i}", "client", "/127.0.0.1", 30_000, 10_000,
-                        subscription("t"), group.members[m].assignment,
+                        m,
+                        f"i{i}",
+                        "client",
+                        "/127.0.0.1",
+                        30_000,
+                        10_000,
+                        subscription("t"),
+                        group.members[m].assignment,
                     )
                     for i, m in enumerate([a, new_b])
                 ),

@@ -89,9 +89,9 @@ def test_member_commit_fencing() -> None:
     assert _errors(ctx.commit("nope", {("t", 0): 1}, generation=1, member_id="m")[0]) == {
         ("t", 0): ErrorCode.ILLEGAL_GENERATION
     }
-    assert _errors(ctx.commit("nope", {("t", 0): 1}, generation=1, member_id="m", version=9)[0]) == {
-        ("t", 0): ErrorCode.GROUP_ID_NOT_FOUND
-    }
+    assert _errors(
+        ctx.commit("nope", {("t", 0): 1}, generation=1, member_id="m", version=9)[0]
+    ) == {("t", 0): ErrorCode.GROUP_ID_NOT_FOUND}
     assert _errors(ctx.commit("", {("t", 0): 1})[0]) == {("t", 0): ErrorCode.INVALID_GROUP_ID}
 
 
@@ -122,7 +122,9 @@ def test_offset_delete() -> None:
         ErrorCode.NONE,
         (
             TopicErrors("t", (PartitionError(0, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC),)),
-            TopicErrors("old", (PartitionError(0, ErrorCode.NONE), PartitionError(1, ErrorCode.NONE))),
+            TopicErrors(
+                "old", (PartitionError(0, ErrorCode.NONE), PartitionError(1, ErrorCode.NONE))
+            ),
         ),
     )
     assert result.records == [offset_commit_record(OffsetCommitKey("g", "old", 0), None)]
@@ -170,7 +172,10 @@ def test_list_and_describe_groups() -> None:
     assert ctx.list_groups("STABLE") == (ListedGroup("s", "consumer", "Stable"),)
     d = ctx.describe("s")
     assert (d.group_state, d.protocol_type, d.protocol_data, d.generation_id) == (
-        "Stable", "consumer", "range", 1,
+        "Stable",
+        "consumer",
+        "range",
+        1,
     )
     assert [m.member_id for m in d.members] == [a, b] and d.members[0].member_assignment
     ctx.join("s", a)

@@ -21,21 +21,29 @@ from herdless.coordinator.records import (
 
 # Hand-assembled from Kafka's JSON schemas: int16 version, then the fields, strings
 # as int16 length + UTF-8, nullable strings with length -1.
-OFFSET_KEY_BYTES = bytes.fromhex("0001" "0001" "67" "0001" "74" "00000007")
-OFFSET_VALUE_V3_BYTES = bytes.fromhex(
-    "0003" "0000000000000005" "00000002" "0001" "6d" "00000000000003e8"
-)
-GROUP_KEY_BYTES = bytes.fromhex("0002" "0002" "6731")
+OFFSET_KEY_BYTES = bytes.fromhex("000100016700017400000007")
+OFFSET_VALUE_V3_BYTES = bytes.fromhex("000300000000000000050000000200016d00000000000003e8")
+GROUP_KEY_BYTES = bytes.fromhex("000200026731")
 GROUP_VALUE_V3_BYTES = bytes.fromhex(
     "0003"
     "0008" + b"consumer".hex() + "00000003"  # protocol type, generation
-    "0005" + b"range".hex() + "0002" + b"m1".hex()  # protocol, leader
+    "0005"
+    + b"range".hex()
+    + "0002"
+    + b"m1".hex()  # protocol, leader
     + "0000000000000064"  # current state timestamp
     "00000001"  # one member
     "0002" + b"m1".hex() + "ffff"  # member id, null instance id
-    "0002" + b"c1".hex() + "0002" + b"/h".hex()  # client id, host
-    + "00007530" "00002710"  # rebalance 30000, session 10000
-    "00000001" "aa" "00000002" "bbcc"  # subscription, assignment
+    "0002"
+    + b"c1".hex()
+    + "0002"
+    + b"/h".hex()  # client id, host
+    + "00007530"
+    "00002710"  # rebalance 30000, session 10000
+    "00000001"
+    "aa"
+    "00000002"
+    "bbcc"  # subscription, assignment
 )
 
 
@@ -56,7 +64,7 @@ def test_offset_commit_value_v3_bytes() -> None:
 def test_offset_commit_value_with_expiry_is_written_as_v1() -> None:
     value = OffsetCommitValue(5, "m", 1000, expire_timestamp=2000)
     data = encode_offset_commit_value(value)
-    assert data == bytes.fromhex("0001" "0000000000000005" "0001" "6d" "00000000000003e8" "00000000000007d0")
+    assert data == bytes.fromhex("0001000000000000000500016d00000000000003e800000000000007d0")
     # v1 has no leader epoch
     assert decode_offset_commit_value(data) == OffsetCommitValue(5, "m", 1000, -1, 2000)
 
@@ -167,7 +175,9 @@ def test_group_value_round_trip(
 
 
 def test_flexible_v4_reads_tagged_fields() -> None:
-    value = GroupMetadataValue("consumer", 1, "range", "m", 5, (MemberMetadata("m", "i", "c", "h", 1, 2, b"s", b"a"),))
+    value = GroupMetadataValue(
+        "consumer", 1, "range", "m", 5, (MemberMetadata("m", "i", "c", "h", 1, 2, b"s", b"a"),)
+    )
     data = bytearray(encode_group_metadata_value(value, 4))
     # Replace the trailing empty top-level tag buffer with one unknown tagged field.
     assert data[-1] == 0

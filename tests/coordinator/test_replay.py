@@ -66,7 +66,9 @@ def test_replay_handles_tombstones_old_versions_and_foreign_records() -> None:
     ctx = Context()
     shard = ctx.shard
     member = MemberMetadata("m", None, "c", "h", -1, 7000, subscription("t"), b"as")
-    v0 = encode_group_metadata_value(GroupMetadataValue("consumer", 4, "range", "m", -1, (member,)), 0)
+    v0 = encode_group_metadata_value(
+        GroupMetadataValue("consumer", 4, "range", "m", -1, (member,)), 0
+    )
     shard.replay(encode_key(GroupMetadataKey("old")), v0)
     group = shard.groups["old"]
     # v0 predates rebalance timeouts: the session timeout stands in, as in Kafka.

@@ -22,10 +22,16 @@ E, P, C, S, D = (
 
 LEGAL = {
     (P, E),
-    (S, P), (C, P), (E, P),
+    (S, P),
+    (C, P),
+    (E, P),
     (P, C),
     (C, S),
-    (S, D), (P, D), (C, D), (E, D), (D, D),
+    (S, D),
+    (P, D),
+    (C, D),
+    (E, D),
+    (D, D),
 }
 
 
@@ -41,7 +47,11 @@ def test_transition_table_is_kafkas(current: GroupState, target: GroupState) -> 
 
 def test_names_are_kafkas() -> None:
     assert [str(s) for s in GroupState] == [
-        "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead",
+        "Empty",
+        "PreparingRebalance",
+        "CompletingRebalance",
+        "Stable",
+        "Dead",
     ]
     assert VALID_PREVIOUS[P] == {S, C, E}
 

@@ -44,7 +44,9 @@ def test_leader_sync_delivers_assignment_to_parked_followers_and_writes_metadata
     assert result.reply_to(leader_token) == SyncGroupResponse(ErrorCode.NONE, assignment[a], **ok)
     assert result.reply_to(follower_token) == SyncGroupResponse(ErrorCode.NONE, assignment[b], **ok)
     members = tuple(
-        MemberMetadata(m, None, "client", "/127.0.0.1", 30_000, 10_000, subscription("t"), assignment[m])
+        MemberMetadata(
+            m, None, "client", "/127.0.0.1", 30_000, 10_000, subscription("t"), assignment[m]
+        )
         for m in (a, b)
     )
     assert result.records == [
@@ -204,7 +206,9 @@ def test_last_member_leaving_writes_empty_group() -> None:
     result = ctx.apply(ctx.shard.leave_group(LeaveGroupRequest("g", (LeavingMember(a),)), token, 7))
     assert result.reply_to(token).members == (LeftMember(a, None, ErrorCode.NONE),)
     assert result.records == [
-        group_metadata_record(GroupMetadataKey("g"), GroupMetadataValue("consumer", 2, None, None, 7))
+        group_metadata_record(
+            GroupMetadataKey("g"), GroupMetadataValue("consumer", 2, None, None, 7)
+        )
     ]
     assert ctx.shard.groups["g"].state is GroupState.EMPTY
 
