@@ -984,10 +984,16 @@ class CoordinatorShard:
         return out
 
     def _expire_offsets_and_reschedule(self, out: Result, now_ms: int) -> None:
-        self.expire_offsets(out, now_ms)
+        self._expire_offsets(out, now_ms)
         self._schedule_retention(out, now_ms)
 
-    def expire_offsets(self, out: Result, now_ms: int) -> None:
+    def expire_offsets(self, now_ms: int) -> Result:
+        """Run the retention check now (the RETENTION timer runs it periodically)."""
+        out = Result()
+        self._expire_offsets(out, now_ms)
+        return out
+
+    def _expire_offsets(self, out: Result, now_ms: int) -> None:
         """Tombstone expired offsets; delete Empty groups left with none (KIP-211)."""
         for group_id in list(self.groups):
             group = self.groups[group_id]
