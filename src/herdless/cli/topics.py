@@ -87,7 +87,9 @@ def describe(name: str, bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
         described = admin.describe_topics([name])
         if not described or described[0]["error_code"] != 0:
             raise fail(f"topic {name!r} does not exist")
-        configs = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
+        configs = admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, name)], config_filter="all"
+        )
     leaders = {p["partition_index"]: p["leader_id"] for p in described[0]["partitions"]}
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="herdless-cli")
     try:

@@ -132,25 +132,8 @@ class PartitionLog:
         # Absent, every segment gets checked: slow but safe.
         recovery_point = checkpoint.read_offset(directory / RECOVERY_POINT_FILE) or 0
         bases = _segment_bases(directory, checkpointed_start or 0)
-        segments: list[Segment] = []
+        segments = _open_segments(directory, config, bases, recovery_point)
         try:
-            for i, base in enumerate(bases):
-                active = i == len(bases) - 1
-                segment = Segment.open(
-                    directory,
-                    base,
-                    config.segment_index_bytes,
-                    index_interval_bytes=config.index_interval_bytes,
-                    offset_limit=None if active else bases[i + 1],
-                    recover=base >= recovery_point,
-                    active=active,
-                )
-                segments.append(segment)
-                if not active and segment.cut_bytes:
-                    # Kafka's rule: what follows a corrupt batch cannot be trusted either.
-                    _drop_segments_after(directory, bases[i + 1 :])
-                    segment.open_indexes_for_append()
-                    break
             if not segments:
                 start = checkpointed_start or 0
                 segments.append(Segment.create(directory, start, config.segment_index_bytes))
@@ -621,6 +604,35 @@ def _segment_bases(directory: Path, log_start: int) -> list[int]:
             continue
         kept.append(base)
     return kept
+
+
+def _open_segments(
+    directory: Path, config: LogConfig, bases: list[int], recovery_point: int
+) -> list[Segment]:
+    segments: list[Segment] = []
+    try:
+        for i, base in enumerate(bases):
+            active = i == len(bases) - 1
+            segment = Segment.open(
+                directory,
+                base,
+                config.segment_index_bytes,
+                index_interval_bytes=config.index_interval_bytes,
+                offset_limit=None if active else bases[i + 1],
+                recover=base >= recovery_point,
+                active=active,
+            )
+            segments.append(segment)
+            if not active and segment.cut_bytes:
+                # Kafka's rule: what follows a corrupt batch cannot be trusted either.
+                _drop_segments_after(directory, bases[i + 1 :])
+                segment.open_indexes_for_append()
+                break
+    except BaseException:
+        for segment in segments:
+            segment.close()
+        raise
+    return segments
 
 
 def _drop_segments_after(directory: Path, bases: list[int]) -> None:

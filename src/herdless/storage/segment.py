@@ -234,6 +234,8 @@ class Segment:
         """
         if self.offset_of_max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            # That entry must reach the disk before the recovery point passes this segment.
+            self.dirty = self.dirty or self.time_index.writable
         self.sealed = True
 
     def close(self) -> None:

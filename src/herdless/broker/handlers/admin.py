@@ -182,7 +182,7 @@ async def handle_describe_configs(broker: Broker, request: Request) -> Any:
                 documentation=None,
             )
             for key, value in sorted(values.items())
-            if not keys or key in keys
+            if keys is None or key in keys
         ]
     return Response(throttle_time_ms=0, results=results)
 
