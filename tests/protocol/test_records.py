@@ -20,12 +20,22 @@ CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 def build(count: int, codec: int = 0, base_sequence: int = -1) -> bytes:
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=codec, is_transactional=False, producer_id=-1,
-        producer_epoch=-1, base_sequence=base_sequence, batch_size=1 << 22,
+        magic=2,
+        compression_type=codec,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=base_sequence,
+        batch_size=1 << 22,
     )
     for i in range(count):
-        builder.append(i, timestamp=1_700_000_000_000 + i, key=b"key-%d" % i,
-                       value=b"value " * (i % 50), headers=[("h", b"%d" % i)])
+        builder.append(
+            i,
+            timestamp=1_700_000_000_000 + i,
+            key=b"key-%d" % i,
+            value=b"value " * (i % 50),
+            headers=[("h", b"%d" % i)],
+        )
     return bytes(builder.build())
 
 
