@@ -11,7 +11,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.handlers import admin, cluster, coordinator, fetch, list_offsets, produce
+from herdless.broker.handlers import (
+    admin,
+    cluster,
+    coordinator,
+    fetch,
+    groups,
+    list_offsets,
+    produce,
+)
 from herdless.protocol.codec import Request, encode_response, response_class
 from herdless.protocol.errors import ErrorCode
 
@@ -61,13 +69,23 @@ _TABLE = [
     Api(1, "Fetch", 4, 12, fetch.handle_fetch),
     Api(2, "ListOffsets", 1, 7, list_offsets.handle_list_offsets),
     Api(3, "Metadata", 0, 12, cluster.handle_metadata),
+    Api(8, "OffsetCommit", 0, 9, groups.handle_offset_commit),
+    Api(9, "OffsetFetch", 0, 9, groups.handle_offset_fetch),
     Api(10, "FindCoordinator", 0, 6, coordinator.handle_find_coordinator),
+    Api(11, "JoinGroup", 0, 9, groups.handle_join_group),
+    Api(12, "Heartbeat", 0, 4, groups.handle_heartbeat),
+    Api(13, "LeaveGroup", 0, 5, groups.handle_leave_group),
+    Api(14, "SyncGroup", 0, 5, groups.handle_sync_group),
+    Api(15, "DescribeGroups", 0, 5, groups.handle_describe_groups),
+    Api(16, "ListGroups", 0, 5, groups.handle_list_groups),
     Api(18, "ApiVersions", 0, 4, _api_versions),
     Api(19, "CreateTopics", 0, 7, admin.handle_create_topics),
     Api(20, "DeleteTopics", 0, 6, admin.handle_delete_topics),
     Api(22, "InitProducerId", 0, 4, produce.handle_init_producer_id),
     Api(32, "DescribeConfigs", 0, 4, admin.handle_describe_configs),
     Api(37, "CreatePartitions", 0, 3, admin.handle_create_partitions),
+    Api(42, "DeleteGroups", 0, 2, groups.handle_delete_groups),
+    Api(47, "OffsetDelete", 0, 0, groups.handle_offset_delete),
     Api(60, "DescribeCluster", 0, 1, cluster.handle_describe_cluster),
 ]
 

@@ -16,6 +16,7 @@ from herdless.broker.clock import now_ms
 from herdless.broker.config import BrokerConfig
 from herdless.broker.connection import Connection
 from herdless.broker.durability import GroupCommit
+from herdless.broker.group_coordinator import GroupCoordinator
 from herdless.broker.producer_ids import ProducerIdManager
 from herdless.storage import LogManager, PartitionLog
 
@@ -32,6 +33,9 @@ class Broker:
         self.logs = LogManager(config.data_dir, config.log_config())
         self.appends = AppendNotifier()
         self.cluster_id = ""
+        self.groups = GroupCoordinator(
+            self, config.coordinator_config(), config.offsets_topic_num_partitions
+        )
         self.stopping = False
         self._group_commits: dict[int, GroupCommit] = {}
         self._producer_ids: ProducerIdManager | None = None
@@ -55,6 +59,7 @@ class Broker:
             data_dir,
             time.monotonic() - started,
         )
+        self.groups.start()
         self._server = await asyncio.start_server(
             self._accept, self.config.host, self.config.port, reuse_address=True
         )
@@ -85,6 +90,7 @@ class Broker:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
+        self.groups.close()
         self.logs.close()
         log.info("herdless stopped; logs flushed and closed")
 

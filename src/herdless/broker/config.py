@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from herdless.coordinator import CoordinatorConfig
 from herdless.storage import LogConfig
 
 # Kafka broker property -> (BrokerConfig field, parser). Topic defaults use their log.* names.
@@ -16,6 +17,14 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     "log.retention.check.interval.ms": ("retention_check_interval_ms", int),
     "log.flush.scheduler.interval.ms": ("flush_scheduler_interval_ms", int),
     "delete.topic.enable": ("delete_topic_enable", bool),
+    "offsets.topic.num.partitions": ("offsets_topic_num_partitions", int),
+    "group.min.session.timeout.ms": ("group_min_session_timeout_ms", int),
+    "group.max.session.timeout.ms": ("group_max_session_timeout_ms", int),
+    "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", int),
+    "group.max.size": ("group_max_size", int),
+    "offsets.retention.minutes": ("offsets_retention_minutes", int),
+    "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", int),
+    "offset.metadata.max.bytes": ("offset_metadata_max_bytes", int),
 }
 
 # Broker-wide topic defaults: Kafka's log.* name -> topic config name.
@@ -58,6 +67,14 @@ class BrokerConfig:
     flush_scheduler_interval_ms: int = 1_000
     delete_topic_enable: bool = True
     topic_defaults: dict[str, str] = field(default_factory=dict)
+    offsets_topic_num_partitions: int = 50
+    group_min_session_timeout_ms: int = 6_000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_initial_rebalance_delay_ms: int = 3_000
+    group_max_size: int = 2**31 - 1
+    offsets_retention_minutes: int = 7 * 24 * 60
+    offsets_retention_check_interval_ms: int = 600_000
+    offset_metadata_max_bytes: int = 4096
 
     @property
     def advertised_address(self) -> tuple[str, int]:
@@ -65,6 +82,17 @@ class BrokerConfig:
         if host in ("0.0.0.0", "::", ""):
             host = "127.0.0.1"
         return host, self.advertised_port or self.port
+
+    def coordinator_config(self) -> CoordinatorConfig:
+        return CoordinatorConfig(
+            min_session_timeout_ms=self.group_min_session_timeout_ms,
+            max_session_timeout_ms=self.group_max_session_timeout_ms,
+            initial_rebalance_delay_ms=self.group_initial_rebalance_delay_ms,
+            max_group_size=self.group_max_size,
+            offsets_retention_ms=self.offsets_retention_minutes * 60_000,
+            offsets_retention_check_interval_ms=self.offsets_retention_check_interval_ms,
+            offset_metadata_max_bytes=self.offset_metadata_max_bytes,
+        )
 
     def log_config(self) -> LogConfig:
         return LogConfig.from_topic_configs(self.topic_defaults)

@@ -39,6 +39,7 @@ class Connection:
         self._writer = writer
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.host = f"/{peer[0]}" if peer else ""
         # True while waiting for the next request: shutdown may then close at once.
         self.idle = True
 
@@ -88,7 +89,7 @@ class Connection:
             await self._send(unsupported_api_versions(prefix.correlation_id))
             return
         try:
-            request = decode_request(frame, prefix)
+            request = decode_request(frame, prefix, self.host)
         except MalformedRequest as exc:
             raise ConnectionClosed(str(exc)) from None
         response = await api.handler(self._broker, request)

@@ -61,6 +61,8 @@ class Request:
     correlation_id: int
     client_id: str | None
     body: Any
+    # The peer's address, which the group coordinator reports as client_host.
+    client_host: str = ""
 
 
 def read_prefix(frame: bytes | memoryview) -> RequestPrefix:
@@ -69,7 +71,9 @@ def read_prefix(frame: bytes | memoryview) -> RequestPrefix:
     return RequestPrefix(*_PREFIX.unpack_from(frame, 0))
 
 
-def decode_request(frame: bytes | memoryview, prefix: RequestPrefix) -> Request:
+def decode_request(
+    frame: bytes | memoryview, prefix: RequestPrefix, client_host: str = ""
+) -> Request:
     """Decode a whole request; the caller has checked the key and version are served."""
     cls = REQUESTS[prefix.api_key]
     try:
@@ -82,6 +86,7 @@ def decode_request(frame: bytes | memoryview, prefix: RequestPrefix) -> Request:
         correlation_id=prefix.correlation_id,
         client_id=body.header.client_id,
         body=body,
+        client_host=client_host,
     )
 
 

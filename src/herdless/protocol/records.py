@@ -288,3 +288,80 @@ def iter_record_timestamps(batch: memoryview, header: BatchHeader) -> Iterator[t
         offset_delta, pos = _varint(payload, pos)
         yield header.base_offset + offset_delta, header.base_timestamp + timestamp_delta
         pos = record_end
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+
+
+def iter_records(batch: memoryview, header: BatchHeader) -> Iterator[Record]:
+    """Yield the records of a validated batch with their keys and values (headers skipped)."""
+    payload = decompress(header.compression, batch[HEADER_SIZE : header.size])
+    pos = 0
+    for _ in range(header.record_count):
+        length, pos = _varint(payload, pos)
+        record_end = pos + length
+        pos += 1  # attributes
+        timestamp_delta, pos = _varint(payload, pos)
+        offset_delta, pos = _varint(payload, pos)
+        key, pos = _varint_bytes(payload, pos)
+        value, pos = _varint_bytes(payload, pos)
+        timestamp = (
+            header.max_timestamp
+            if header.log_append_time
+            else header.base_timestamp + timestamp_delta
+        )
+        yield Record(header.base_offset + offset_delta, timestamp, key, value)
+        pos = record_end
+
+
+def _varint_bytes(buf: memoryview, pos: int) -> tuple[bytes | None, int]:
+    length, pos = _varint(buf, pos)
+    if length < 0:
+        return None, pos
+    return bytes(buf[pos : pos + length]), pos + length
+
+
+def _zigzag(value: int) -> bytes:
+    encoded = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while encoded > 0x7F:
+        out.append((encoded & 0x7F) | 0x80)
+        encoded >>= 7
+    out.append(encoded)
+    return bytes(out)
+
+
+def build_batch(entries: list[tuple[bytes | None, bytes | None]], timestamp_ms: int) -> bytes:
+    """An uncompressed magic v2 batch of (key, value) records, base offset 0, no producer.
+
+    For the broker's own writes (e.g. `__consumer_offsets`); the log assigns the offset.
+    """
+    body = bytearray()
+    for delta, (key, value) in enumerate(entries):
+        record = bytearray(b"\x00")  # attributes
+        record += _zigzag(0)  # timestamp delta
+        record += _zigzag(delta)
+        for field in (key, value):
+            if field is None:
+                record += _zigzag(-1)
+            else:
+                record += _zigzag(len(field)) + field
+        record += _zigzag(0)  # no headers
+        body += _zigzag(len(record)) + record
+    count = len(entries)
+    after_crc = _AFTER_CRC.pack(
+        0, count - 1, timestamp_ms, timestamp_ms, NO_PRODUCER_ID, -1, NO_SEQUENCE, count
+    ) + bytes(body)
+    crc = crc32c.crc32c(after_crc)
+    batch_length = HEADER_SIZE - LENGTH_PREFIX + len(body)
+    return _BEFORE_CRC.pack(0, batch_length, -1, 2, crc) + after_crc
+
+
+# The header split at the CRC, which covers everything after itself.
+_BEFORE_CRC = struct.Struct(">qiibI")
+_AFTER_CRC = struct.Struct(">hiqqqhii")

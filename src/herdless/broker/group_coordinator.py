@@ -1,0 +1,266 @@
+"""The coordinator runtime: runs the sans-IO shards with real time, a real log and real sockets.
+
+One shard per `__consumer_offsets` partition. For each operation the runtime
+calls the shard with `now`, appends the records it returns to the shard's
+partition, and releases the replies once those records, and every record an
+earlier operation of the same shard wrote, are durable. Timers are armed on the
+event loop at the shard's next deadline.
+
+A shard is built by replaying its partition before it serves anyone; until
+then its groups get COORDINATOR_LOAD_IN_PROGRESS and clients retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Any
+
+from herdless.broker.clock import now_ms
+from herdless.coordinator import CoordinatorConfig, CoordinatorShard, Result, partition_for
+from herdless.protocol.errors import ErrorCode
+from herdless.protocol.records import build_batch, iter_batches, iter_records, parse_header
+from herdless.storage import PartitionLog
+
+if TYPE_CHECKING:
+    from herdless.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+# Kafka's settings for the internal topic: compacted, 100 MiB segments.
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
+# How much of the partition one replay step reads before yielding to the loop.
+LOAD_READ_BYTES = 4 * 1024 * 1024
+
+Operation = Callable[[CoordinatorShard, Hashable, int], Result]
+
+
+class CoordinatorError(Exception):
+    """The group cannot be served here now; `error_code` tells the client what to do."""
+
+    def __init__(self, error_code: ErrorCode) -> None:
+        super().__init__(error_code.name)
+        self.error_code = error_code
+
+
+class ShardState(enum.Enum):
+    LOADING = "loading"
+    ACTIVE = "active"
+    FAILED = "failed"
+
+
+class ShardRuntime:
+    def __init__(
+        self, broker: Broker, partition: int, log: PartitionLog, config: CoordinatorConfig
+    ):
+        self.broker = broker
+        self.partition = partition
+        self.log = log
+        self.config = config
+        self.shard = CoordinatorShard(config)
+        self.state = ShardState.LOADING
+        self.loaded_records = 0
+        self._waiting: dict[Hashable, asyncio.Future[Any]] = {}
+        # Completes when every record written so far is durable and its replies are out.
+        self._tail: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    # -- loading ---------------------------------------------------------------
+
+    async def load(self) -> None:
+        """Replay the partition into a fresh shard, yielding to the loop between reads."""
+        started = time.monotonic()
+        shard = CoordinatorShard(self.config)
+        offset = self.log.log_start_offset
+        count = 0
+        while offset < self.log.log_end_offset:
+            data = self.log.read(offset, LOAD_READ_BYTES)
+            if not data:
+                break
+            view = memoryview(data)
+            for position, header in iter_batches(view):
+                batch = view[position : position + header.size]
+                for record in iter_records(batch, header):
+                    if record.offset >= offset and record.key is not None:
+                        shard.replay(record.key, record.value)
+                        count += 1
+                offset = header.last_offset + 1
+            await asyncio.sleep(0)
+        self.shard = shard
+        self.loaded_records = count
+        self.state = ShardState.ACTIVE
+        self._apply(shard.on_loaded(now_ms()))
+        if count:
+            log.info(
+                "loaded %s-%d: %d records, %d groups in %.2fs",
+                OFFSETS_TOPIC,
+                self.partition,
+                count,
+                len(shard.groups),
+                time.monotonic() - started,
+            )
+
+    # -- operations ------------------------------------------------------------
+
+    async def run(self, operation: Operation) -> Any:
+        """Run one operation; return its response once it may be sent."""
+        if self.state is not ShardState.ACTIVE:
+            raise CoordinatorError(
+                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+                if self.state is ShardState.LOADING
+                else ErrorCode.COORDINATOR_NOT_AVAILABLE
+            )
+        token = object()
+        waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiting[token] = waiter
+        try:
+            self._apply(operation(self.shard, token, now_ms()))
+            return await waiter
+        finally:
+            self._waiting.pop(token, None)
+
+    def _apply(self, result: Result) -> None:
+        """Append the records now; release the replies once they are durable, in order."""
+        if result.records:
+            batch = build_batch([(r.key, r.value) for r in result.records], now_ms())
+            try:
+                self.log.append([(parse_header(batch), memoryview(batch))], now_ms())
+            except Exception:
+                log.exception("append to %s-%d failed; reloading it", OFFSETS_TOPIC, self.partition)
+                self._fail_and_reload()
+                return
+        previous = self._tail
+        tail: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._tail = tail
+        asyncio.get_running_loop().create_task(
+            self._release(result, previous, tail, durable=bool(result.records))
+        )
+        self._arm_timer()
+
+    async def _release(
+        self,
+        result: Result,
+        previous: asyncio.Future[None] | None,
+        tail: asyncio.Future[None],
+        durable: bool,
+    ) -> None:
+        try:
+            if durable:
+                await self._make_durable()
+            if previous is not None:
+                await previous
+            for reply in result.replies:
+                waiter = self._waiting.get(reply.token)
+                if waiter is not None and not waiter.done():
+                    waiter.set_result(reply.response)
+        except Exception:
+            log.exception("flushing %s-%d failed; reloading it", OFFSETS_TOPIC, self.partition)
+            self._fail_and_reload()
+        finally:
+            tail.set_result(None)
+
+    async def _make_durable(self) -> None:
+        config = self.log.config
+        if (
+            config.flush_messages is not None
+            and self.log.unflushed_messages >= config.flush_messages
+        ):
+            await self.broker.flush(self.log)
+
+    def _fail_and_reload(self) -> None:
+        """State ran ahead of the log: drop it, answer everyone, and rebuild by replay."""
+        self.state = ShardState.LOADING
+        self.shard.unload()
+        for waiter in self._waiting.values():
+            if not waiter.done():
+                waiter.set_exception(CoordinatorError(ErrorCode.NOT_COORDINATOR))
+        if self._timer is not None:
+            self._timer.cancel()
+        asyncio.get_running_loop().create_task(self.load())
+
+    # -- timers ----------------------------------------------------------------
+
+    def _arm_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        deadline = self.shard.next_deadline()
+        if deadline is None or self.state is not ShardState.ACTIVE:
+            return
+        delay = max(deadline - now_ms(), 0) / 1000
+        self._timer = asyncio.get_running_loop().call_later(delay, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        if self.state is ShardState.ACTIVE:
+            self._apply(self.shard.poll(now_ms()))
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        for waiter in self._waiting.values():
+            if not waiter.done():
+                waiter.set_exception(CoordinatorError(ErrorCode.NOT_COORDINATOR))
+
+
+class GroupCoordinator:
+    """All shards of this broker; on one node, every `__consumer_offsets` partition."""
+
+    def __init__(self, broker: Broker, config: CoordinatorConfig, num_partitions: int) -> None:
+        self.broker = broker
+        self.config = config
+        self.num_partitions = num_partitions
+        self.shards: dict[int, ShardRuntime] = {}
+        self._loading: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        logs = self.broker.logs
+        topic = logs.topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            topic = logs.create_topic(OFFSETS_TOPIC, self.num_partitions, OFFSETS_TOPIC_CONFIGS)
+        elif len(topic.partitions) != self.num_partitions:
+            # Placement hashes over the partition count; it cannot change under stored groups.
+            log.warning(
+                "%s has %d partitions; offsets.topic.num.partitions=%d is ignored",
+                OFFSETS_TOPIC,
+                len(topic.partitions),
+                self.num_partitions,
+            )
+            self.num_partitions = len(topic.partitions)
+        self.shards = {
+            p: ShardRuntime(self.broker, p, partition_log, self.config)
+            for p, partition_log in enumerate(topic.partitions)
+        }
+        self._loading = asyncio.get_running_loop().create_task(self._load_all())
+
+    async def _load_all(self) -> None:
+        started = time.monotonic()
+        for shard in self.shards.values():
+            await shard.load()
+        total = sum(s.loaded_records for s in self.shards.values())
+        log.info(
+            "group coordinator loaded %d records from %d partitions in %.2fs",
+            total,
+            len(self.shards),
+            time.monotonic() - started,
+        )
+
+    async def wait_loaded(self) -> None:
+        if self._loading is not None:
+            await asyncio.shield(self._loading)
+
+    def shard_for(self, group_id: str) -> ShardRuntime:
+        return self.shards[partition_for(group_id, self.num_partitions)]
+
+    async def run(self, group_id: str, operation: Operation) -> Any:
+        return await self.shard_for(group_id).run(operation)
+
+    def close(self) -> None:
+        if self._loading is not None:
+            self._loading.cancel()
+        for shard in self.shards.values():
+            shard.close()

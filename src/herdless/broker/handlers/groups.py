@@ -1,0 +1,394 @@
+"""The classic group protocol and offsets: wire messages in, coordinator operations, wire out.
+
+The coordinator speaks its own plain dataclasses (herdless.coordinator.messages);
+this module is the translation, with each version's quirks: v0 JoinGroup has no
+rebalance timeout, LeaveGroup before v3 names one member, OffsetFetch from v8
+batches groups.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from herdless.broker.group_coordinator import CoordinatorError
+from herdless.coordinator import messages as m
+from herdless.protocol.codec import Request, response_class
+from herdless.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from herdless.broker.broker import Broker
+
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 9
+JOIN_GROUP = 11
+HEARTBEAT = 12
+LEAVE_GROUP = 13
+SYNC_GROUP = 14
+DESCRIBE_GROUPS = 15
+LIST_GROUPS = 16
+DELETE_GROUPS = 42
+OFFSET_DELETE = 47
+
+
+async def handle_join_group(broker: Broker, request: Request) -> Any:
+    body = request.body
+    Response = response_class(JOIN_GROUP)
+    join = m.JoinGroupRequest(
+        group_id=body.group_id,
+        session_timeout_ms=body.session_timeout_ms,
+        rebalance_timeout_ms=(
+            body.session_timeout_ms if request.api_version == 0 else body.rebalance_timeout_ms
+        ),
+        member_id=body.member_id,
+        protocol_type=body.protocol_type,
+        protocols=tuple(m.Protocol(p.name, bytes(p.metadata)) for p in body.protocols),
+        group_instance_id=body.group_instance_id,
+        client_id=request.client_id or "",
+        client_host=request.client_host,
+        reason=body.reason,
+        api_version=request.api_version,
+    )
+    try:
+        result = await broker.groups.run(
+            join.group_id, lambda shard, token, now: shard.join_group(join, token, now)
+        )
+    except CoordinatorError as exc:
+        result = m.JoinGroupResponse(exc.error_code, member_id=body.member_id)
+    return Response(
+        throttle_time_ms=0,
+        error_code=result.error_code,
+        generation_id=result.generation_id,
+        protocol_type=result.protocol_type,
+        protocol_name=_name(result.protocol_name, request.api_version, nullable_from=7),
+        leader=result.leader,
+        skip_assignment=result.skip_assignment,
+        member_id=result.member_id,
+        members=[
+            Response.JoinGroupResponseMember(
+                member_id=member.member_id,
+                group_instance_id=member.group_instance_id,
+                metadata=member.metadata,
+            )
+            for member in result.members
+        ],
+    )
+
+
+def _name(value: str | None, version: int, nullable_from: int) -> str | None:
+    """Older versions have no null for this string: send an empty one."""
+    if value is None and version < nullable_from:
+        return ""
+    return value
+
+
+async def handle_sync_group(broker: Broker, request: Request) -> Any:
+    body = request.body
+    sync = m.SyncGroupRequest(
+        group_id=body.group_id,
+        generation_id=body.generation_id,
+        member_id=body.member_id,
+        assignments=tuple((a.member_id, bytes(a.assignment)) for a in body.assignments),
+        group_instance_id=body.group_instance_id,
+        protocol_type=body.protocol_type,
+        protocol_name=body.protocol_name,
+    )
+    try:
+        result = await broker.groups.run(
+            sync.group_id, lambda shard, token, now: shard.sync_group(sync, token, now)
+        )
+    except CoordinatorError as exc:
+        result = m.SyncGroupResponse(exc.error_code)
+    return response_class(SYNC_GROUP)(
+        throttle_time_ms=0,
+        error_code=result.error_code,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        assignment=result.assignment,
+    )
+
+
+async def handle_heartbeat(broker: Broker, request: Request) -> Any:
+    body = request.body
+    heartbeat = m.HeartbeatRequest(
+        group_id=body.group_id,
+        generation_id=body.generation_id,
+        member_id=body.member_id,
+        group_instance_id=body.group_instance_id,
+    )
+    try:
+        result = await broker.groups.run(
+            heartbeat.group_id, lambda shard, token, now: shard.heartbeat(heartbeat, token, now)
+        )
+        error = result.error_code
+    except CoordinatorError as exc:
+        error = exc.error_code
+    return response_class(HEARTBEAT)(throttle_time_ms=0, error_code=error)
+
+
+async def handle_leave_group(broker: Broker, request: Request) -> Any:
+    body = request.body
+    Response = response_class(LEAVE_GROUP)
+    if request.api_version < 3:
+        members: tuple[m.LeavingMember, ...] = (m.LeavingMember(body.member_id),)
+    else:
+        members = tuple(
+            m.LeavingMember(x.member_id, x.group_instance_id, x.reason) for x in body.members
+        )
+    leave = m.LeaveGroupRequest(body.group_id, members)
+    try:
+        result = await broker.groups.run(
+            leave.group_id, lambda shard, token, now: shard.leave_group(leave, token, now)
+        )
+    except CoordinatorError as exc:
+        result = m.LeaveGroupResponse(exc.error_code)
+    error = result.error_code
+    if request.api_version < 3 and error is ErrorCode.NONE and result.members:
+        error = result.members[0].error_code
+    return Response(
+        throttle_time_ms=0,
+        error_code=error,
+        members=[
+            Response.MemberResponse(
+                member_id=x.member_id,
+                group_instance_id=x.group_instance_id,
+                error_code=x.error_code,
+            )
+            for x in result.members
+        ],
+    )
+
+
+async def handle_offset_commit(broker: Broker, request: Request) -> Any:
+    body = request.body
+    Response = response_class(OFFSET_COMMIT)
+    commit = m.OffsetCommitRequest(
+        group_id=body.group_id,
+        topics=tuple(
+            m.CommitTopic(
+                t.name,
+                tuple(
+                    m.CommitPartition(
+                        partition=p.partition_index,
+                        offset=p.committed_offset,
+                        metadata=p.committed_metadata,
+                        leader_epoch=p.committed_leader_epoch,
+                        commit_timestamp=p.commit_timestamp if request.api_version == 1 else -1,
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in body.topics
+        ),
+        generation_id=body.generation_id_or_member_epoch,
+        member_id=body.member_id or "",
+        group_instance_id=body.group_instance_id,
+        retention_time_ms=body.retention_time_ms if 2 <= request.api_version <= 4 else -1,
+        api_version=request.api_version,
+    )
+    try:
+        result = await broker.groups.run(
+            commit.group_id, lambda shard, token, now: shard.offset_commit(commit, token, now)
+        )
+        topics = result.topics
+    except CoordinatorError as exc:
+        topics = _every_partition(commit.topics, exc.error_code)
+    return Response(throttle_time_ms=0, topics=_topic_errors(Response, topics, "OffsetCommit"))
+
+
+def _every_partition(topics: Any, error: ErrorCode) -> tuple[m.TopicErrors, ...]:
+    return tuple(
+        m.TopicErrors(
+            t.name,
+            tuple(
+                m.PartitionError(p if isinstance(p, int) else p.partition, error)
+                for p in t.partitions
+            ),
+        )
+        for t in topics
+    )
+
+
+def _topic_errors(Response: Any, topics: tuple[m.TopicErrors, ...], prefix: str) -> list[Any]:
+    Topic = getattr(Response, f"{prefix}ResponseTopic")
+    Partition = getattr(Topic, f"{prefix}ResponsePartition")
+    return [
+        Topic(
+            name=t.name,
+            partitions=[
+                Partition(partition_index=p.partition, error_code=p.error_code)
+                for p in t.partitions
+            ],
+        )
+        for t in topics
+    ]
+
+
+async def handle_offset_fetch(broker: Broker, request: Request) -> Any:
+    body = request.body
+    Response = response_class(OFFSET_FETCH)
+    if request.api_version < 8:
+        topics = _fetch_topics(body.topics, "partition_indexes")
+        fetched = await _fetch_group(broker, body.group_id, topics, body.require_stable)
+        Topic = Response.OffsetFetchResponseTopic
+        return Response(
+            throttle_time_ms=0,
+            topics=_fetched_topics(Topic, Topic.OffsetFetchResponsePartition, fetched.topics),
+            error_code=fetched.error_code,
+        )
+    Group = Response.OffsetFetchResponseGroup
+    Topic = Group.OffsetFetchResponseTopics
+    groups = []
+    for group in body.groups:
+        topics = _fetch_topics(group.topics, "partition_indexes")
+        fetched = await _fetch_group(broker, group.group_id, topics, body.require_stable)
+        groups.append(
+            Group(
+                group_id=group.group_id,
+                topics=_fetched_topics(Topic, Topic.OffsetFetchResponsePartitions, fetched.topics),
+                error_code=fetched.error_code,
+            )
+        )
+    return Response(throttle_time_ms=0, groups=groups)
+
+
+def _fetch_topics(topics: Any, partitions_field: str) -> tuple[m.FetchTopic, ...] | None:
+    if topics is None:
+        return None
+    return tuple(m.FetchTopic(t.name, tuple(getattr(t, partitions_field))) for t in topics)
+
+
+async def _fetch_group(
+    broker: Broker, group_id: str, topics: tuple[m.FetchTopic, ...] | None, require_stable: bool
+) -> m.OffsetFetchResponse:
+    fetch = m.OffsetFetchRequest(group_id, topics, require_stable)
+    try:
+        return await broker.groups.run(
+            group_id, lambda shard, token, now: shard.offset_fetch(fetch, token, now)
+        )
+    except CoordinatorError as exc:
+        return m.OffsetFetchResponse(group_id, (), exc.error_code)
+
+
+def _fetched_topics(Topic: Any, Partition: Any, topics: tuple[m.FetchedTopic, ...]) -> list[Any]:
+    return [
+        Topic(
+            name=t.name,
+            partitions=[
+                Partition(
+                    partition_index=p.partition,
+                    committed_offset=p.offset,
+                    committed_leader_epoch=p.leader_epoch,
+                    metadata=p.metadata,
+                    error_code=p.error_code,
+                )
+                for p in t.partitions
+            ],
+        )
+        for t in topics
+    ]
+
+
+async def handle_offset_delete(broker: Broker, request: Request) -> Any:
+    body = request.body
+    Response = response_class(OFFSET_DELETE)
+    # OffsetDelete names partitions as structs; flatten to indexes.
+    delete = m.OffsetDeleteRequest(
+        body.group_id,
+        tuple(
+            m.FetchTopic(t.name, tuple(p.partition_index for p in t.partitions))
+            for t in body.topics
+        ),
+    )
+    try:
+        result = await broker.groups.run(
+            delete.group_id, lambda shard, token, now: shard.offset_delete(delete, token, now)
+        )
+    except CoordinatorError as exc:
+        result = m.OffsetDeleteResponse(exc.error_code)
+    return Response(
+        error_code=result.error_code,
+        throttle_time_ms=0,
+        topics=_topic_errors(Response, result.topics, "OffsetDelete"),
+    )
+
+
+async def handle_list_groups(broker: Broker, request: Request) -> Any:
+    body = request.body
+    Response = response_class(LIST_GROUPS)
+    states = body.states_filter or ()
+    types = body.types_filter or ()
+    listed: list[m.ListedGroup] = []
+    error = ErrorCode.NONE
+    for shard in broker.groups.shards.values():
+        try:
+            listed += await shard.run(lambda s, token, now: s.list_groups(token, states, types))
+        except CoordinatorError as exc:
+            # Kafka lists what it can and reports a shard still loading.
+            error = exc.error_code
+    return Response(
+        throttle_time_ms=0,
+        error_code=error,
+        groups=[
+            Response.ListedGroup(
+                group_id=g.group_id,
+                protocol_type=g.protocol_type,
+                group_state=g.group_state,
+                group_type=g.group_type,
+            )
+            for g in listed
+        ],
+    )
+
+
+async def handle_describe_groups(broker: Broker, request: Request) -> Any:
+    Response = response_class(DESCRIBE_GROUPS)
+    Group = Response.DescribedGroup
+    version = request.api_version
+    groups = []
+    for group_id in request.body.groups:
+        try:
+            (described,) = await broker.groups.run(
+                group_id, lambda s, token, now, g=group_id: s.describe_groups([g], token, version)
+            )
+        except CoordinatorError as exc:
+            described = m.DescribedGroup(group_id, exc.error_code, "")
+        groups.append(
+            Group(
+                error_code=described.error_code,
+                error_message=None,
+                group_id=described.group_id,
+                group_state=described.group_state,
+                protocol_type=described.protocol_type,
+                protocol_data=described.protocol_data,
+                members=[
+                    Group.DescribedGroupMember(
+                        member_id=x.member_id,
+                        group_instance_id=x.group_instance_id,
+                        client_id=x.client_id,
+                        client_host=x.client_host,
+                        member_metadata=x.member_metadata,
+                        member_assignment=x.member_assignment,
+                    )
+                    for x in described.members
+                ],
+                authorized_operations=None,
+            )
+        )
+    return Response(throttle_time_ms=0, groups=groups)
+
+
+async def handle_delete_groups(broker: Broker, request: Request) -> Any:
+    Response = response_class(DELETE_GROUPS)
+    results = []
+    for group_id in request.body.groups_names:
+        try:
+            deleted = await broker.groups.run(
+                group_id, lambda s, token, now, g=group_id: s.delete_groups([g], token, now)
+            )
+            results += deleted.results
+        except CoordinatorError as exc:
+            results.append((group_id, exc.error_code))
+    return Response(
+        throttle_time_ms=0,
+        results=[Response.DeletableGroupResult(group_id=g, error_code=e) for g, e in results],
+    )
