@@ -274,6 +274,31 @@ def test_flush_in_a_thread_while_appending_and_rolling(open_log: OpenLog) -> Non
     log.flush()
     assert log.unflushed_messages == 0
     assert log.log_end_offset == 3000
+    assert consume(log, log.log_start_offset, 1 << 16) == list(range(log.log_start_offset, 3000))
+
+
+def test_close_while_a_thread_flushes(open_log: OpenLog) -> None:
+    log = open_log(segment_bytes="2000")
+    for i in range(200):
+        log.append(split(batch(2, size=50)), i)
+    errors: list[BaseException] = []
+    started = threading.Event()
+
+    def flusher() -> None:
+        started.set()
+        try:
+            while not log.closed:
+                log.flush()
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=flusher)
+    thread.start()
+    started.wait()
+    log.close()
+    thread.join()
+    assert not errors
+    assert open_log(segment_bytes="2000").log_end_offset == 400
 
 
 def test_batches_over_max_message_bytes_are_refused(open_log: OpenLog) -> None:

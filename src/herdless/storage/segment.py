@@ -89,8 +89,12 @@ class Segment:
             0o644,
         )
         segment = cls(directory, base_offset, fd, 0, max_index_bytes)
-        segment.offset_index.open_for_append(truncate=True)
-        segment.time_index.open_for_append(truncate=True)
+        try:
+            segment.offset_index.open_for_append(truncate=True)
+            segment.time_index.open_for_append(truncate=True)
+        except BaseException:
+            segment.close()
+            raise
         segment.dirty = True
         return segment
 
