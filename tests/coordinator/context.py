@@ -95,6 +95,8 @@ class Context:
         self.log: list[Record] = []
         self.timers: dict[TimerKey, int] = {}
         self.replies: dict[Hashable, Any] = {}
+        # Completed rebalances the shard reported, as the broker would publish them.
+        self.rebalances: list[tuple[str, Any]] = []
         self.apply(self.shard.on_loaded(self.now))
 
     # --- plumbing ----------------------------------------------------------------
@@ -110,6 +112,7 @@ class Context:
                 del self.timers[change.key]
         for reply in result.replies:
             self.replies[reply.token] = reply.response
+        self.rebalances += result.rebalances
         assert self.timers == self.shard.scheduled()
         return result
 

@@ -220,3 +220,22 @@ def test_parked_join_of_leaving_member_gets_unknown_member_id() -> None:
     response = ctx.leave("g", LeavingMember(a))
     assert response.members[0].error_code is ErrorCode.NONE
     assert ctx.replies[t_a] == JoinGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID)
+
+
+def test_completed_rebalances_are_reported_once_each() -> None:
+    ctx = Context()
+    members = ctx.stable_group("g", 2)
+    assert [(g, e.cause, e.to_generation) for g, e in ctx.rebalances] == [
+        ("g", "member joined", 1)
+    ]
+    assert ctx.rebalances[0][1].members_after == tuple(members)
+    ctx.leave("g", LeavingMember(members[1]))
+    assert len(ctx.rebalances) == 1  # the rebalance the leave started is still open
+    # The remaining member rejoins and syncs: the rebalance ends and is reported.
+    token, result = ctx.join("g", member_id=members[0])
+    response = result.reply_to(token)
+    ctx.sync("g", members[0], response.generation_id, {members[0]: b""})
+    assert [(e.cause, e.from_generation, e.to_generation) for _, e in ctx.rebalances[1:]] == [
+        ("member left", 1, 2)
+    ]
+    assert ctx.describe("g").rebalance_history[-1] == ctx.rebalances[-1][1]

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import json
 import logging
 import time
 from collections.abc import Callable, Hashable
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from herdless.broker.clock import now_ms
 from herdless.coordinator import CoordinatorConfig, CoordinatorShard, Result, partition_for
+from herdless.coordinator.messages import RebalanceRecord
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.records import build_batch, iter_batches, iter_records, parse_header
 from herdless.storage import PartitionLog
@@ -33,6 +36,16 @@ log = logging.getLogger(__name__)
 OFFSETS_TOPIC = "__consumer_offsets"
 # Kafka's settings for the internal topic: compacted, 100 MiB segments.
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
+# Completed rebalances, one JSON record each keyed by group id, for `herdless groups
+# history` and for anyone who wants to alert on them; any Kafka client can read it.
+REBALANCES_TOPIC = "__rebalance_history"
+REBALANCES_TOPIC_CONFIGS = {
+    "cleanup.policy": "delete",
+    "retention.ms": str(7 * 24 * 3600 * 1000),
+    "retention.bytes": str(64 * 1024 * 1024),
+    "segment.bytes": str(16 * 1024 * 1024),
+}
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, REBALANCES_TOPIC})
 # How much of the partition one replay step reads before yielding to the loop.
 LOAD_READ_BYTES = 4 * 1024 * 1024
 
@@ -55,9 +68,15 @@ class ShardState(enum.Enum):
 
 class ShardRuntime:
     def __init__(
-        self, broker: Broker, partition: int, log: PartitionLog, config: CoordinatorConfig
-    ):
+        self,
+        broker: Broker,
+        partition: int,
+        log: PartitionLog,
+        config: CoordinatorConfig,
+        history_log: PartitionLog,
+    ) -> None:
         self.broker = broker
+        self.history_log = history_log
         self.partition = partition
         self.log = log
         self.config = config
@@ -133,6 +152,8 @@ class ShardRuntime:
                 log.exception("append to %s-%d failed; reloading it", OFFSETS_TOPIC, self.partition)
                 self._fail_and_reload()
                 return
+        if result.rebalances:
+            self._publish_rebalances(result.rebalances)
         previous = self._tail
         tail: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._tail = tail
@@ -140,6 +161,30 @@ class ShardRuntime:
             self._release(result, previous, tail, durable=bool(result.records))
         )
         self._arm_timer()
+
+    def _publish_rebalances(self, rebalances: list[tuple[str, RebalanceRecord]]) -> None:
+        entries = []
+        for group_id, entry in rebalances:
+            duration = (entry.ended_ms or entry.started_ms) - entry.started_ms
+            log.info(
+                "group %s: %s (%s); generation %d -> %s in %d ms; %d -> %d members",
+                group_id,
+                entry.cause,
+                entry.detail,
+                entry.from_generation,
+                entry.to_generation,
+                duration,
+                len(entry.members_before),
+                len(entry.members_after or ()),
+            )
+            value = {"group_id": group_id, **asdict(entry), "duration_ms": duration}
+            entries.append((group_id.encode(), json.dumps(value).encode()))
+        batch = build_batch(entries, now_ms())
+        try:
+            self.history_log.append([(parse_header(batch), memoryview(batch))], now_ms())
+        except Exception:
+            # Operator information only: losing it must not disturb the group.
+            log.exception("could not record rebalances in %s", REBALANCES_TOPIC)
 
     async def _release(
         self,
@@ -219,6 +264,9 @@ class GroupCoordinator:
 
     def start(self) -> None:
         logs = self.broker.logs
+        history = logs.topics.get(REBALANCES_TOPIC)
+        if history is None:
+            history = logs.create_topic(REBALANCES_TOPIC, 1, REBALANCES_TOPIC_CONFIGS)
         topic = logs.topics.get(OFFSETS_TOPIC)
         if topic is None:
             topic = logs.create_topic(OFFSETS_TOPIC, self.num_partitions, OFFSETS_TOPIC_CONFIGS)
@@ -232,7 +280,7 @@ class GroupCoordinator:
             )
             self.num_partitions = len(topic.partitions)
         self.shards = {
-            p: ShardRuntime(self.broker, p, partition_log, self.config)
+            p: ShardRuntime(self.broker, p, partition_log, self.config, history.partitions[0])
             for p, partition_log in enumerate(topic.partitions)
         }
         self._loading = asyncio.get_running_loop().create_task(self._load_all())

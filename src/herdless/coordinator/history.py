@@ -47,14 +47,17 @@ class RebalanceHistory:
         )
         self._open = True
 
-    def ended(self, generation: int, now_ms: int, members: tuple[str, ...]) -> None:
+    def ended(
+        self, generation: int, now_ms: int, members: tuple[str, ...]
+    ) -> RebalanceRecord | None:
+        """Close the open entry; return it, complete, or None if none was open."""
         if not self._open:
-            return
+            return None
         last = self._entries[-1]
-        self._entries[-1] = replace(
-            last, to_generation=generation, ended_ms=now_ms, members_after=members
-        )
+        finished = replace(last, to_generation=generation, ended_ms=now_ms, members_after=members)
+        self._entries[-1] = finished
         self._open = False
+        return finished
 
     def event(
         self,
@@ -64,13 +67,13 @@ class RebalanceHistory:
         now_ms: int,
         before: tuple[str, ...],
         after: tuple[str, ...],
-    ) -> None:
+    ) -> RebalanceRecord:
         """A membership change that completed without a rebalance (a static member's return)."""
-        self._entries.append(
-            RebalanceRecord(
-                cause.value, detail, generation, generation, now_ms, now_ms, before, after
-            )
+        entry = RebalanceRecord(
+            cause.value, detail, generation, generation, now_ms, now_ms, before, after
         )
+        self._entries.append(entry)
+        return entry
 
     def entries(self) -> tuple[RebalanceRecord, ...]:
         return tuple(self._entries)

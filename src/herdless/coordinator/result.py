@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from herdless.coordinator.messages import RebalanceRecord
 from herdless.coordinator.records import Record
 
 
@@ -70,11 +71,15 @@ class Result:
     records: list[Record] = field(default_factory=list)
     replies: list[Reply] = field(default_factory=list)
     timers: list[TimerChange] = field(default_factory=list)
+    # Rebalances (and membership changes without one) that completed: (group id, entry).
+    # The broker publishes them for operators; they are not coordinator state.
+    rebalances: list[tuple[str, RebalanceRecord]] = field(default_factory=list)
 
     def extend(self, other: Result) -> None:
         self.records += other.records
         self.replies += other.replies
         self.timers += other.timers
+        self.rebalances += other.rebalances
 
     def reply_to(self, token: Hashable) -> Any:
         """The response for `token` in this result, or None if it is still parked."""

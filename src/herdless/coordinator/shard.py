@@ -484,7 +484,7 @@ class CoordinatorShard:
         if group.is_in(_S):
             if group.protocol_name == group.select_protocol():
                 # Same protocol: keep the assignment, no rebalance, persist the new id.
-                group.history.event(
+                entry = group.history.event(
                     RebalanceCause.STATIC_MEMBER_REPLACED,
                     detail,
                     group.generation,
@@ -492,6 +492,7 @@ class CoordinatorShard:
                     before,
                     group.member_ids(),
                 )
+                out.rebalances.append((group.group_id, entry))
                 self._write(out, self._group_record(group))
                 is_leader = group.is_leader(new_member_id)
                 if waiter.api_version >= _MIN_VERSION_SKIPPING_ASSIGNMENT:
@@ -619,7 +620,7 @@ class CoordinatorShard:
 
         group.init_next_generation(now_ms)
         if group.is_in(_E):
-            group.history.ended(group.generation, now_ms, ())
+            self._rebalance_ended(out, group, now_ms, ())
             group.generation_members = ()
             self._write(out, self._group_record(group))
             return
@@ -745,7 +746,7 @@ class CoordinatorShard:
                 self._propagate_assignment(out, group, ErrorCode.NONE, now_ms)
                 group.transition_to(_S, now_ms)
                 group.generation_members = group.member_ids()
-                group.history.ended(group.generation, now_ms, group.member_ids())
+                self._rebalance_ended(out, group, now_ms, group.member_ids())
                 self._write(out, self._group_record(group))
         else:  # Stable: the assignment is known, hand it out
             self._remove_pending_sync_member(out, group, req.member_id)
@@ -1121,6 +1122,14 @@ class CoordinatorShard:
     # ======================================================================
     # helpers
     # ======================================================================
+
+    @staticmethod
+    def _rebalance_ended(
+        out: Result, group: ClassicGroup, now_ms: int, members: tuple[str, ...]
+    ) -> None:
+        entry = group.history.ended(group.generation, now_ms, members)
+        if entry is not None:
+            out.rebalances.append((group.group_id, entry))
 
     def _new_group(self, group_id: str, now_ms: int | None) -> ClassicGroup:
         return ClassicGroup(group_id, now_ms, self.config.rebalance_history_size)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from herdless.broker.group_coordinator import INTERNAL_TOPICS
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.storage import ConfigSource, LogConfig, StorageError
@@ -102,6 +103,10 @@ async def handle_delete_topics(broker: Broker, request: Request) -> Any:
                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             )
             continue
+        if topic.name in INTERNAL_TOPICS:
+            result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
+            result.error_message = f"{topic.name} is internal and cannot be deleted"
+            continue
         if not broker.config.delete_topic_enable:
             result.error_code = ErrorCode.POLICY_VIOLATION
             result.error_message = "topic deletion is disabled (delete.topic.enable=false)"
@@ -125,6 +130,11 @@ async def handle_create_partitions(broker: Broker, request: Request) -> Any:
         topic = broker.logs.topics.get(wanted.name)
         if topic is None:
             result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            continue
+        if topic.name in INTERNAL_TOPICS:
+            # Groups are placed by hashing over the partition count.
+            result.error_code = ErrorCode.INVALID_PARTITIONS
+            result.error_message = f"{topic.name} is internal; its partition count is fixed"
             continue
         if wanted.count <= len(topic.partitions):
             result.error_code = ErrorCode.INVALID_PARTITIONS

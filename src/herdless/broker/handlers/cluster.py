@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from herdless.broker.group_coordinator import INTERNAL_TOPICS
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.storage import StorageError, Topic, validate_topic_name
@@ -18,7 +19,6 @@ METADATA = 3
 DESCRIBE_CLUSTER = 60
 # Clients call OffsetForLeaderEpoch when the epoch rises; one node never changes leader.
 LEADER_EPOCH = 0
-INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
 
 
 async def handle_metadata(broker: Broker, request: Request) -> Any:

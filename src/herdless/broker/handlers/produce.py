@@ -6,6 +6,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from herdless.broker.clock import now_ms
+from herdless.broker.group_coordinator import INTERNAL_TOPICS
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.records import InvalidBatch, split_batches
@@ -60,6 +61,10 @@ def _append(
     partition_log = broker.logs.partition(topic, partition_data.index)
     if partition_log is None:
         result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return
+    if topic in INTERNAL_TOPICS:
+        result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
+        result.error_message = f"{topic} is internal: only the broker writes to it"
         return
     config = partition_log.config
     try:
