@@ -6,6 +6,7 @@ against any Kafka-compatible broker.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated
@@ -28,8 +29,24 @@ def fail(message: str) -> typer.Exit:
     return typer.Exit(1)
 
 
+def require_reachable(bootstrap: str, timeout_s: float = 5.0) -> None:
+    """Fail fast, naming the address, when no bootstrap server accepts a connection.
+
+    Kafka clients retry an absent broker for tens of seconds before giving up.
+    """
+    for address in bootstrap.split(","):
+        host, _, port = address.strip().rpartition(":")
+        try:
+            with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s):
+                return
+        except (OSError, ValueError):
+            continue
+    raise fail(f"no broker answers at {bootstrap}")
+
+
 @contextmanager
 def admin_client(bootstrap: str) -> Iterator[KafkaAdminClient]:
+    require_reachable(bootstrap)
     try:
         client = KafkaAdminClient(
             bootstrap_servers=bootstrap, request_timeout_ms=10_000, client_id="herdless-cli"

@@ -16,7 +16,9 @@ class StorageError(Exception):
 
 
 class StorageIOError(StorageError):
-    """A read, write or fsync of log files failed (Kafka's KAFKA_STORAGE_ERROR, code 56)."""
+    """A read, write or fsync of log files failed."""
+
+    error_code = ErrorCode.KAFKA_STORAGE_ERROR
 
 
 class LogClosed(StorageError):

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from herdless.broker.group_coordinator import INTERNAL_TOPICS
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
-from herdless.storage import StorageError, Topic, validate_topic_name
+from herdless.storage import StorageError, Topic
 
 if TYPE_CHECKING:
     from herdless.broker.broker import Broker
@@ -60,10 +60,9 @@ async def handle_metadata(broker: Broker, request: Request) -> Any:
 
 def _auto_create(broker: Broker, name: str) -> ErrorCode:
     try:
-        validate_topic_name(name)
-    except StorageError:
-        return ErrorCode.INVALID_TOPIC_EXCEPTION
-    broker.logs.create_topic(name, broker.config.num_partitions, {})
+        broker.logs.create_topic(name, broker.config.num_partitions, {})
+    except StorageError as exc:
+        return exc.error_code
     log.info("auto-created topic %s with %d partitions", name, broker.config.num_partitions)
     # Kafka answers LEADER_NOT_AVAILABLE on creation; the leader is already here, so serve it.
     return ErrorCode.NONE

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
-from herdless.storage import OffsetOutOfRange
+from herdless.storage import StorageError
 
 if TYPE_CHECKING:
     from herdless.broker.broker import Broker
@@ -70,8 +70,9 @@ def _read(broker: Broker, body: Any) -> tuple[list[Any], int]:
                 continue
             try:
                 records = partition_log.read(wanted.fetch_offset, max(limit, 1))
-            except OffsetOutOfRange:
-                data.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+            except StorageError as exc:
+                # Out of range, or the log closed under us (topic deleted, shutdown).
+                data.error_code = exc.error_code
                 continue
             data.records = records
             total += len(records)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from herdless.broker.clock import now_ms
 from herdless.broker.group_coordinator import INTERNAL_TOPICS
+from herdless.broker.handlers.cluster import LEADER_EPOCH
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.records import InvalidBatch, split_batches
@@ -75,7 +76,7 @@ def _append(
         log.info("refused a batch for %s-%d: %s", topic, partition_data.index, exc)
         return
     try:
-        info = partition_log.append(batches, now_ms())
+        info = partition_log.append(batches, now_ms(), leader_epoch=LEADER_EPOCH)
     except StorageError as exc:
         result.error_code = exc.error_code
         result.error_message = str(exc)
