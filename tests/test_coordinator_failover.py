@@ -1,0 +1,151 @@
+"""The coordinator across broker restarts: groups come back from `__consumer_offsets`.
+
+A Stable group whose members keep heartbeating through a restart carries on
+without a rebalance; committed offsets survive a graceful stop and a kill -9.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
+
+from tests.support.broker import BrokerProcess
+
+GROUP = "survivors"
+TOPIC = "failover"
+
+
+@pytest.fixture
+def own_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    process = BrokerProcess(tmp_path / "data", "--set", "group.initial.rebalance.delay.ms=0")
+    process.start()
+    yield process
+    process.kill()
+
+
+class Member(ConsumerRebalanceListener):
+    """A kafka-python group member polling in a thread, counting the rebalances it sees."""
+
+    def __init__(self, bootstrap: str, name: str) -> None:
+        self.assignments: list[set[int]] = []
+        self.consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=GROUP,
+            client_id=name,
+            session_timeout_ms=15_000,
+            heartbeat_interval_ms=1_000,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
+        self.consumer.subscribe([TOPIC], listener=self)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.thread.start()
+
+    def on_partitions_revoked(self, revoked: object) -> None:
+        pass
+
+    def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        self.assignments.append({tp.partition for tp in assigned})
+
+    def _poll(self) -> None:
+        while not self.stop.is_set():
+            self.consumer.poll(timeout_ms=200)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(10)
+        self.consumer.close()
+
+
+def wait_for(condition: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():  # type: ignore[operator]
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def rebalances(bootstrap: str) -> list[dict[str, object]]:
+    """The group's entries in __rebalance_history, read like any topic."""
+    reader = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    tp = TopicPartition("__rebalance_history", 0)
+    reader.assign([tp])
+    reader.seek_to_beginning(tp)
+    end = reader.end_offsets([tp])[tp]
+    entries = []
+    while reader.position(tp) < end:
+        for records in reader.poll(timeout_ms=1000).values():
+            entries += [json.loads(r.value) for r in records if r.key == GROUP.encode()]
+    reader.close()
+    return entries
+
+
+def test_stable_group_survives_a_restart_without_rebalancing(own_broker: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": own_broker.bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 4, 1)])[TOPIC].result(30)
+    members = [Member(own_broker.bootstrap, f"m{i}") for i in range(2)]
+    try:
+        wait_for(
+            lambda: (
+                all(m.assignments for m in members)
+                and sorted(p for m in members for p in m.assignments[-1]) == [0, 1, 2, 3]
+            ),
+            60,
+            "both members to share the 4 partitions",
+        )
+        time.sleep(2)  # let any follow-up rebalance settle
+        seen = [len(m.assignments) for m in members]
+        history = rebalances(own_broker.bootstrap)
+        assert history and history[-1]["cause"] == "member joined", history
+        generation = history[-1]["to_generation"]
+
+        own_broker.restart()
+        time.sleep(8)  # members reconnect and heartbeat into the reloaded group
+
+        assert [len(m.assignments) for m in members] == seen, "members saw a rebalance"
+        after = rebalances(own_broker.bootstrap)
+        assert after == history, f"rebalances after the restart: {after[len(history) :]}"
+        assert generation == after[-1]["to_generation"]
+    finally:
+        for member in members:
+            member.close()
+
+
+@pytest.mark.parametrize("hard", [False, True], ids=["sigterm", "kill-9"])
+def test_committed_offsets_survive_restart(own_broker: BrokerProcess, hard: bool) -> None:
+    producer = Producer({"bootstrap.servers": own_broker.bootstrap})
+    for i in range(100):
+        producer.produce(TOPIC, value=b"%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    consumer = KafkaConsumer(
+        bootstrap_servers=own_broker.bootstrap, group_id="resumers", enable_auto_commit=False
+    )
+    tp = TopicPartition(TOPIC, 0)
+    consumer.assign([tp])
+    consumer.commit({tp: OffsetAndMetadata(42, "", -1)})
+    consumer.close()
+
+    own_broker.restart(hard=hard)
+
+    resumed = KafkaConsumer(
+        bootstrap_servers=own_broker.bootstrap, group_id="resumers", enable_auto_commit=False
+    )
+    resumed.assign([tp])
+    assert resumed.committed(tp) == 42
+    first = None
+    deadline = time.monotonic() + 20
+    while first is None and time.monotonic() < deadline:
+        for records in resumed.poll(timeout_ms=1000).values():
+            first = records[0].value
+    resumed.close()
+    assert first == b"42", "the group did not resume at its committed position"
