@@ -8,15 +8,18 @@ batches groups.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from herdless.broker.group_coordinator import CoordinatorError
+from herdless.broker.group_coordinator import CoordinatorError, Operation
 from herdless.coordinator import messages as m
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from herdless.broker.broker import Broker
+
+T = TypeVar("T")
 
 OFFSET_COMMIT = 8
 OFFSET_FETCH = 9
@@ -28,6 +31,16 @@ DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
 DELETE_GROUPS = 42
 OFFSET_DELETE = 47
+
+
+async def _run(
+    broker: Broker, group_id: str, operation: Operation, on_error: Callable[[ErrorCode], T]
+) -> T:
+    """Run a coordinator operation, or answer as the API does when the group can't be served."""
+    try:
+        return await broker.groups.run(group_id, operation)
+    except CoordinatorError as exc:
+        return on_error(exc.error_code)
 
 
 async def handle_join_group(broker: Broker, request: Request) -> Any:
@@ -48,12 +61,12 @@ async def handle_join_group(broker: Broker, request: Request) -> Any:
         reason=body.reason,
         api_version=request.api_version,
     )
-    try:
-        result = await broker.groups.run(
-            join.group_id, lambda shard, token, now: shard.join_group(join, token, now)
-        )
-    except CoordinatorError as exc:
-        result = m.JoinGroupResponse(exc.error_code, member_id=body.member_id)
+    result = await _run(
+        broker,
+        join.group_id,
+        lambda shard, token, now: shard.join_group(join, token, now),
+        lambda error: m.JoinGroupResponse(error, member_id=body.member_id),
+    )
     return Response(
         throttle_time_ms=0,
         error_code=result.error_code,
@@ -92,12 +105,12 @@ async def handle_sync_group(broker: Broker, request: Request) -> Any:
         protocol_type=body.protocol_type,
         protocol_name=body.protocol_name,
     )
-    try:
-        result = await broker.groups.run(
-            sync.group_id, lambda shard, token, now: shard.sync_group(sync, token, now)
-        )
-    except CoordinatorError as exc:
-        result = m.SyncGroupResponse(exc.error_code)
+    result = await _run(
+        broker,
+        sync.group_id,
+        lambda shard, token, now: shard.sync_group(sync, token, now),
+        lambda error: m.SyncGroupResponse(error),
+    )
     return response_class(SYNC_GROUP)(
         throttle_time_ms=0,
         error_code=result.error_code,
@@ -115,14 +128,13 @@ async def handle_heartbeat(broker: Broker, request: Request) -> Any:
         member_id=body.member_id,
         group_instance_id=body.group_instance_id,
     )
-    try:
-        result = await broker.groups.run(
-            heartbeat.group_id, lambda shard, token, now: shard.heartbeat(heartbeat, token, now)
-        )
-        error = result.error_code
-    except CoordinatorError as exc:
-        error = exc.error_code
-    return response_class(HEARTBEAT)(throttle_time_ms=0, error_code=error)
+    result = await _run(
+        broker,
+        heartbeat.group_id,
+        lambda shard, token, now: shard.heartbeat(heartbeat, token, now),
+        m.HeartbeatResponse,
+    )
+    return response_class(HEARTBEAT)(throttle_time_ms=0, error_code=result.error_code)
 
 
 async def handle_leave_group(broker: Broker, request: Request) -> Any:
@@ -135,12 +147,12 @@ async def handle_leave_group(broker: Broker, request: Request) -> Any:
             m.LeavingMember(x.member_id, x.group_instance_id, x.reason) for x in body.members
         )
     leave = m.LeaveGroupRequest(body.group_id, members)
-    try:
-        result = await broker.groups.run(
-            leave.group_id, lambda shard, token, now: shard.leave_group(leave, token, now)
-        )
-    except CoordinatorError as exc:
-        result = m.LeaveGroupResponse(exc.error_code)
+    result = await _run(
+        broker,
+        leave.group_id,
+        lambda shard, token, now: shard.leave_group(leave, token, now),
+        lambda error: m.LeaveGroupResponse(error),
+    )
     error = result.error_code
     if request.api_version < 3 and error is ErrorCode.NONE and result.members:
         error = result.members[0].error_code
@@ -185,14 +197,15 @@ async def handle_offset_commit(broker: Broker, request: Request) -> Any:
         retention_time_ms=body.retention_time_ms if 2 <= request.api_version <= 4 else -1,
         api_version=request.api_version,
     )
-    try:
-        result = await broker.groups.run(
-            commit.group_id, lambda shard, token, now: shard.offset_commit(commit, token, now)
-        )
-        topics = result.topics
-    except CoordinatorError as exc:
-        topics = _every_partition(commit.topics, exc.error_code)
-    return Response(throttle_time_ms=0, topics=_topic_errors(Response, topics, "OffsetCommit"))
+    result = await _run(
+        broker,
+        commit.group_id,
+        lambda shard, token, now: shard.offset_commit(commit, token, now),
+        lambda error: m.OffsetCommitResponse(_every_partition(commit.topics, error)),
+    )
+    return Response(
+        throttle_time_ms=0, topics=_topic_errors(Response, result.topics, "OffsetCommit")
+    )
 
 
 def _every_partition(topics: Any, error: ErrorCode) -> tuple[m.TopicErrors, ...]:
@@ -261,12 +274,12 @@ async def _fetch_group(
     broker: Broker, group_id: str, topics: tuple[m.FetchTopic, ...] | None, require_stable: bool
 ) -> m.OffsetFetchResponse:
     fetch = m.OffsetFetchRequest(group_id, topics, require_stable)
-    try:
-        return await broker.groups.run(
-            group_id, lambda shard, token, now: shard.offset_fetch(fetch, token, now)
-        )
-    except CoordinatorError as exc:
-        return m.OffsetFetchResponse(group_id, (), exc.error_code)
+    return await _run(
+        broker,
+        group_id,
+        lambda shard, token, now: shard.offset_fetch(fetch, token, now),
+        lambda error: m.OffsetFetchResponse(group_id, (), error),
+    )
 
 
 def _fetched_topics(Topic: Any, Partition: Any, topics: tuple[m.FetchedTopic, ...]) -> list[Any]:
@@ -299,12 +312,12 @@ async def handle_offset_delete(broker: Broker, request: Request) -> Any:
             for t in body.topics
         ),
     )
-    try:
-        result = await broker.groups.run(
-            delete.group_id, lambda shard, token, now: shard.offset_delete(delete, token, now)
-        )
-    except CoordinatorError as exc:
-        result = m.OffsetDeleteResponse(exc.error_code)
+    result = await _run(
+        broker,
+        delete.group_id,
+        lambda shard, token, now: shard.offset_delete(delete, token, now),
+        lambda error: m.OffsetDeleteResponse(error),
+    )
     return Response(
         error_code=result.error_code,
         throttle_time_ms=0,
