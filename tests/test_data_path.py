@@ -6,6 +6,7 @@ import socket
 import struct
 import threading
 import time
+from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
@@ -168,35 +169,37 @@ def test_acks_0_gets_no_answer_but_is_stored(broker: BrokerProcess) -> None:
     assert values == [b"%d" % i for i in range(100)]
 
 
-def test_fetch_long_poll_is_woken_by_an_append(broker: BrokerProcess) -> None:
-    create_topic(broker, "long-poll")
-    wire = Wire(broker)
+def fetch_request(topic: str, offsets: dict[int, int], max_wait_ms: int, min_bytes: int) -> Any:
+    """Fetch v11 of `topic` from {partition: offset}, with no fetch session."""
     Topic = FetchRequest.FetchTopic
-    request = FetchRequest[11](
+    partitions = [
+        Topic.FetchPartition(
+            partition=partition,
+            current_leader_epoch=-1,
+            fetch_offset=offset,
+            log_start_offset=-1,
+            partition_max_bytes=1 << 20,
+        )
+        for partition, offset in offsets.items()
+    ]
+    return FetchRequest[11](
         replica_id=-1,
-        max_wait_ms=20_000,
-        min_bytes=1,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
         max_bytes=1 << 20,
         isolation_level=0,
         session_id=0,
         session_epoch=-1,
-        topics=[
-            Topic(
-                topic="long-poll",
-                partitions=[
-                    Topic.FetchPartition(
-                        partition=0,
-                        current_leader_epoch=-1,
-                        fetch_offset=0,
-                        log_start_offset=-1,
-                        partition_max_bytes=1 << 20,
-                    )
-                ],
-            )
-        ],
+        topics=[Topic(topic=topic, partitions=partitions)],
         forgotten_topics_data=[],
         rack_id="",
     )
+
+
+def test_fetch_long_poll_is_woken_by_an_append(broker: BrokerProcess) -> None:
+    create_topic(broker, "long-poll")
+    wire = Wire(broker)
+    request = fetch_request("long-poll", {0: 0}, max_wait_ms=20_000, min_bytes=1)
 
     def produce_later() -> None:
         time.sleep(1.0)
@@ -221,39 +224,7 @@ def test_fetch_long_poll_is_woken_by_an_append(broker: BrokerProcess) -> None:
 def test_fetch_out_of_range_and_unknown_partition(broker: BrokerProcess) -> None:
     create_topic(broker, "ranges")
     wire = Wire(broker)
-    Topic = FetchRequest.FetchTopic
-    request = FetchRequest[11](
-        replica_id=-1,
-        max_wait_ms=0,
-        min_bytes=0,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            Topic(
-                topic="ranges",
-                partitions=[
-                    Topic.FetchPartition(
-                        partition=0,
-                        current_leader_epoch=-1,
-                        fetch_offset=500,
-                        log_start_offset=-1,
-                        partition_max_bytes=1 << 20,
-                    ),
-                    Topic.FetchPartition(
-                        partition=7,
-                        current_leader_epoch=-1,
-                        fetch_offset=0,
-                        log_start_offset=-1,
-                        partition_max_bytes=1 << 20,
-                    ),
-                ],
-            )
-        ],
-        forgotten_topics_data=[],
-        rack_id="",
-    )
+    request = fetch_request("ranges", {0: 500, 7: 0}, max_wait_ms=0, min_bytes=0)
     partitions = wire.call(request, FetchResponse).responses[0].partitions
     wire.close()
     assert [p.error_code for p in partitions] == [
