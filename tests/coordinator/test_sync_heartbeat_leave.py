@@ -225,9 +225,7 @@ def test_parked_join_of_leaving_member_gets_unknown_member_id() -> None:
 def test_completed_rebalances_are_reported_once_each() -> None:
     ctx = Context()
     members = ctx.stable_group("g", 2)
-    assert [(g, e.cause, e.to_generation) for g, e in ctx.rebalances] == [
-        ("g", "member joined", 1)
-    ]
+    assert [(g, e.cause, e.to_generation) for g, e in ctx.rebalances] == [("g", "member joined", 1)]
     assert ctx.rebalances[0][1].members_after == tuple(members)
     ctx.leave("g", LeavingMember(members[1]))
     assert len(ctx.rebalances) == 1  # the rebalance the leave started is still open
