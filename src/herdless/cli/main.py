@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from herdless import __version__
+from herdless.cli.groups import groups_app
 from herdless.cli.serve import serve
 from herdless.cli.topics import topics_app
 
@@ -16,6 +17,7 @@ app = typer.Typer(
 )
 app.command()(serve)
 app.add_typer(topics_app, name="topics")
+app.add_typer(groups_app, name="groups")
 
 
 @app.command()
