@@ -13,13 +13,14 @@ GZIP = 1
 
 
 def build(
-    values: Sequence[bytes],
+    values: Sequence[bytes | None],
     *,
     timestamps: Sequence[int] | None = None,
     compression: int = NONE,
     producer_id: int = -1,
     producer_epoch: int = -1,
     base_sequence: int = -1,
+    keys: Sequence[bytes | None] | None = None,
 ) -> bytes:
     builder = DefaultRecordBatchBuilder(
         magic=2,
@@ -32,15 +33,24 @@ def build(
     )
     for i, value in enumerate(values):
         timestamp = timestamps[i] if timestamps is not None else 1_000 + i
-        builder.append(i, timestamp=timestamp, key=None, value=value, headers=[])
+        key = keys[i] if keys is not None else None
+        builder.append(i, timestamp=timestamp, key=key, value=value, headers=[])
     return bytes(builder.build())
 
 
-def batch(count: int = 1, *, size: int = 10, first_timestamp: int = 1_000, **kwargs: int) -> bytes:
-    """`count` records of `size` bytes, stamped first_timestamp, +1, +2..."""
+def batch(
+    count: int = 1,
+    *,
+    size: int = 10,
+    first_timestamp: int = 1_000,
+    key: bytes | None = None,
+    **kwargs: int,
+) -> bytes:
+    """`count` records of `size` bytes, stamped first_timestamp, +1, +2..., all keyed `key`."""
     values = [bytes([65 + i % 26]) * size for i in range(count)]
     timestamps = [first_timestamp + i for i in range(count)]
-    return build(values, timestamps=timestamps, **kwargs)
+    keys = [key] * count if key is not None else None
+    return build(values, timestamps=timestamps, keys=keys, **kwargs)
 
 
 def split(*raw: bytes) -> list[tuple[BatchHeader, memoryview]]:
@@ -63,3 +73,17 @@ def records_of(data: bytes) -> list[tuple[int, int, bytes | None]]:
 
 def offsets_of(data: bytes) -> list[int]:
     return [offset for offset, _, _ in records_of(data)]
+
+
+def keyed_records_of(data: bytes) -> list[tuple[int, int, bytes | None, bytes | None]]:
+    """(offset, timestamp, key, value) of each record of a read, decoded by kafka-python."""
+    out = []
+    position = 0
+    while position < len(data):
+        length = int.from_bytes(data[position + 8 : position + 12], "big", signed=True) + 12
+        decoded = DefaultRecordBatch(data[position : position + length])
+        assert decoded.validate_crc()
+        for record in decoded:
+            out.append((record.offset, record.timestamp, record.key, record.value))
+        position += length
+    return out

@@ -209,7 +209,7 @@ def test_retention_by_size_keeps_the_newest_bytes(open_log: OpenLog) -> None:
 def test_compacted_topics_are_not_deleted_by_age(open_log: OpenLog) -> None:
     log = open_log(segment_bytes="14", retention_ms="1", cleanup_policy="compact")
     for _ in range(3):
-        log.append(split(batch()), 0)
+        log.append(split(batch(key=b"k")), 0)
     assert log.apply_retention(now_ms=10**12) == 0
     assert log.segment_base_offsets == [0, 1, 2]
 

@@ -365,3 +365,126 @@ def build_batch(entries: list[tuple[bytes | None, bytes | None]], timestamp_ms: 
 # The header split at the CRC, which covers everything after itself.
 _BEFORE_CRC = struct.Struct(">qiibI")
 _AFTER_CRC = struct.Struct(">hiqqqhii")
+
+
+# -- compaction: reading records out of a stored batch and re-encoding the survivors ----------
+
+
+def iter_offsets_and_timestamps(
+    batch: memoryview, header: BatchHeader
+) -> Iterator[tuple[int, int]]:
+    """Like iter_record_timestamps, but right for batches the log cleaner shrank.
+
+    A cleaned batch keeps its base offset and lastOffsetDelta while records
+    drop out, so offsets can no longer be counted from the base: a
+    LogAppendTime batch is walked like any other unless it is still dense.
+    """
+    if header.log_append_time and header.record_count == header.last_offset_delta + 1:
+        yield from iter_record_timestamps(batch, header)
+        return
+    for record in iter_records(batch, header):
+        yield record.offset, record.timestamp
+
+
+def iter_record_slices(
+    batch: memoryview, header: BatchHeader
+) -> Iterator[tuple[Record, memoryview]]:
+    """Each record of a stored batch with its whole encoding, length varint included.
+
+    The encoding is relative to the batch's base offset and base timestamp, so
+    it can be copied verbatim into a batch that keeps both (rebuild_batch).
+    Raises InvalidBatch if a record runs past the batch.
+    """
+    payload = decompress(header.compression, batch[HEADER_SIZE : header.size])
+    pos = 0
+    for _ in range(header.record_count):
+        start = pos
+        length, pos = _varint(payload, pos)
+        record_end = pos + length
+        if length < 3 or record_end > len(payload):
+            raise InvalidBatch("record length runs past the batch")
+        pos += 1  # attributes
+        timestamp_delta, pos = _varint(payload, pos)
+        offset_delta, pos = _varint(payload, pos)
+        key, pos = _varint_bytes(payload, pos)
+        value, pos = _varint_bytes(payload, pos)
+        if pos > record_end:
+            raise InvalidBatch("record header runs past its length")
+        timestamp = (
+            header.max_timestamp
+            if header.log_append_time
+            else header.base_timestamp + timestamp_delta
+        )
+        yield (
+            Record(header.base_offset + offset_delta, timestamp, key, value),
+            payload[start:record_end],
+        )
+        pos = record_end
+
+
+def first_keyless_offset(batch: memoryview, header: BatchHeader) -> int | None:
+    """The offset of the first record without a key, or None: compacted topics refuse them."""
+    payload = decompress(header.compression, batch[HEADER_SIZE : header.size])
+    pos = 0
+    for _ in range(header.record_count):
+        length, pos = _varint(payload, pos)
+        record_end = pos + length
+        pos += 1  # attributes
+        _, pos = _varint(payload, pos)  # timestamp delta
+        offset_delta, pos = _varint(payload, pos)
+        key_length, pos = _varint(payload, pos)
+        if key_length < 0:
+            return header.base_offset + offset_delta
+        pos = record_end
+    return None
+
+
+def compress(compression: int, data: bytes | memoryview) -> bytes:
+    """The inverse of decompress. Snappy is written as a raw block, as librdkafka writes it;
+    every client reads that as well as the Java client's xerial framing."""
+    if compression == Compression.NONE:
+        return bytes(data)
+    if compression == Compression.GZIP:
+        return bytes(cramjam.gzip.compress(data))
+    if compression == Compression.SNAPPY:
+        return bytes(cramjam.snappy.compress_raw(data))
+    if compression == Compression.LZ4:
+        return bytes(cramjam.lz4.compress(data))
+    if compression == Compression.ZSTD:
+        return bytes(cramjam.zstd.compress(data))
+    raise InvalidBatch(
+        f"unknown compression codec {compression}", ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    )
+
+
+def rebuild_batch(header: BatchHeader, kept: list[bytes | memoryview], max_timestamp: int) -> bytes:
+    """A batch holding `kept` (slices from iter_record_slices of the batch `header` heads).
+
+    As Kafka's cleaner does (MemoryRecords.filterTo): the base offset, base
+    timestamp, lastOffsetDelta and producer fields stay, so the producer's
+    sequence range is unchanged and the records' offset and timestamp deltas
+    stay valid; only the record count, the max timestamp, the length and the
+    CRC change. The codec stays too. With nothing kept it is an empty batch
+    (no records, no compression), which Kafka keeps for a producer's last batch.
+    """
+    attributes = header.attributes if kept else header.attributes & ~0x07
+    body = compress(header.compression, b"".join(kept)) if kept else b""
+    after_crc = (
+        _AFTER_CRC.pack(
+            attributes,
+            header.last_offset_delta,
+            header.base_timestamp,
+            max_timestamp,
+            header.producer_id,
+            header.producer_epoch,
+            header.base_sequence,
+            len(kept),
+        )
+        + body
+    )
+    crc = crc32c.crc32c(after_crc)
+    batch_length = HEADER_SIZE - LENGTH_PREFIX + len(body)
+    return (
+        _BEFORE_CRC.pack(header.base_offset, batch_length, header.partition_leader_epoch, 2, crc)
+        + after_crc
+    )

@@ -42,6 +42,10 @@ class LogConfig:
     max_message_bytes: int = 1048588
     message_timestamp_type: str = "CreateTime"
     delete_retention_ms: int = 86400000
+    # The log cleaner's: clean once this share of a compacted log is dirty...
+    min_cleanable_dirty_ratio: float = 0.5
+    # ...and leave records younger than this as they are.
+    min_compaction_lag_ms: int = 0
     min_insync_replicas: int = 1
     # Kafka names given explicitly for this topic; DescribeConfigs reports them as topic configs.
     overrides: frozenset[str] = frozenset()
@@ -128,6 +132,16 @@ def _long_or_never(low: int) -> Callable[[str, str], int | None]:
     return parse
 
 
+def _ratio(name: str, raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InvalidConfigError(f"topic config {name!r}: {raw!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise InvalidConfigError(f"topic config {name!r}: {value} is outside [0, 1]")
+    return value
+
+
 def _cleanup_policy(name: str, raw: str) -> str:
     policies = [item.strip() for item in raw.split(",")]
     if not raw or any(p not in CLEANUP_POLICIES for p in policies):
@@ -163,6 +177,8 @@ _SPECS: dict[str, _Spec] = {
     "index.interval.bytes": _Spec("index_interval_bytes", _int(0)),
     "max.message.bytes": _Spec("max_message_bytes", _int(0)),
     "message.timestamp.type": _Spec("message_timestamp_type", _timestamp_type),
+    "min.cleanable.dirty.ratio": _Spec("min_cleanable_dirty_ratio", _ratio),
+    "min.compaction.lag.ms": _Spec("min_compaction_lag_ms", _long(0)),
     "min.insync.replicas": _Spec("min_insync_replicas", _int(1)),
     "retention.bytes": _Spec("retention_bytes", _long(-1)),
     "retention.ms": _Spec("retention_ms", _long(-1)),

@@ -35,6 +35,12 @@ class RecordTooLarge(StorageError):
     error_code = ErrorCode.MESSAGE_TOO_LARGE
 
 
+class InvalidRecord(StorageError):
+    """A record the log refuses, such as one without a key in a compacted topic."""
+
+    error_code = ErrorCode.INVALID_RECORD
+
+
 class InvalidProducerEpoch(StorageError):
     error_code = ErrorCode.INVALID_PRODUCER_EPOCH
 

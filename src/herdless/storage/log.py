@@ -6,11 +6,13 @@
         log-start-offset       DeleteRecords and retention can leave it inside a segment
         recovery-point         base offset of the oldest segment that may hold unsynced bytes
 
-Threads: the broker calls everything from its event loop except flush(), which
-it runs in a worker thread. `_lock` guards the segment list, the descriptors and
-the counters, and is held only briefly by flush(), which fsyncs duplicated
-descriptors outside it; `_flush_lock` keeps two flushes (or a flush and a
-delete) from interleaving.
+Threads: the broker calls everything from its event loop except flush() and
+the log cleaner (cleaner.clean), which it runs in worker threads. `_lock` guards
+the segment list, the descriptors and the counters, and is held only briefly by
+flush(), which fsyncs duplicated descriptors outside it, and by the cleaner,
+which reads and rewrites through its own descriptors outside it and takes it
+only to swap the result in. `_flush_lock` keeps two flushes (or a flush and a
+delete) from interleaving; `_clean_lock` does the same for cleanings.
 """
 
 from __future__ import annotations
@@ -23,13 +25,20 @@ import time
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 from herdless.protocol import records
 from herdless.protocol.records import BatchHeader
-from herdless.storage import checkpoint
+from herdless.storage import checkpoint, swap
 from herdless.storage.config import LogConfig
-from herdless.storage.errors import LogClosed, OffsetOutOfRange, RecordTooLarge, StorageIOError
+from herdless.storage.errors import (
+    InvalidRecord,
+    LogClosed,
+    OffsetOutOfRange,
+    RecordTooLarge,
+    StorageIOError,
+)
 from herdless.storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     PendingBatch,
@@ -50,8 +59,9 @@ log = logging.getLogger(__name__)
 
 LOG_START_OFFSET_FILE = "log-start-offset"
 RECOVERY_POINT_FILE = "recovery-point"
-# Left behind by an interrupted compaction, deletion or checkpoint; never complete data.
-_STRAY_SUFFIXES = (".cleaned", ".swap", ".deleted", checkpoint.TMP_SUFFIX)
+# Left behind by an interrupted compaction, deletion or checkpoint once swap.py has
+# completed the committed swaps: never complete data.
+_STRAY_SUFFIXES = (swap.CLEANED_SUFFIX, swap.SWAP_SUFFIX, ".deleted", checkpoint.TMP_SUFFIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +73,29 @@ class AppendInfo:
     log_start_offset: int
     # A producer retry of batches already written: nothing was appended, offsets are the originals.
     duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SealedSegment:
+    """A segment below the active one as the log cleaner sees it, read outside the lock."""
+
+    segment: Segment
+    base_offset: int
+    # The next segment's base: this segment's offsets lie below it.
+    next_base_offset: int
+    size: int
+    largest_timestamp: int
+    # A duplicate of the .log descriptor, or -1; the cleaner closes it.
+    fd: int
+
+
+@dataclass(frozen=True, slots=True)
+class CleaningView:
+    config: LogConfig
+    log_start_offset: int
+    sealed: list[SealedSegment]
+    # Last offsets of the batches the producer state remembers: their headers must stay.
+    producer_batches: frozenset[int]
 
 
 def _wall_ms() -> int:
@@ -96,6 +129,7 @@ class PartitionLog:
         self._producer_id_expiration_ms = producer_id_expiration_ms
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
+        self._clean_lock = threading.Lock()
         self._closed = False
         self._dir_dirty = True
         # Records appended and records known synced; only the loop thread writes the
@@ -127,6 +161,7 @@ class PartitionLog:
         torn or corrupt one.
         """
         directory.mkdir(parents=True, exist_ok=True)
+        swap.complete_interrupted_swaps(directory)
         _remove_strays(directory)
         checkpointed_start = checkpoint.read_offset(directory / LOG_START_OFFSET_FILE)
         # Absent, every segment gets checked: slow but safe.
@@ -244,12 +279,14 @@ class PartitionLog:
         if not batches:
             raise ValueError("append needs at least one batch")
         config = self.config
-        for header, _ in batches:
+        for header, view in batches:
             if header.size > config.max_message_bytes:
                 raise RecordTooLarge(
                     f"a batch of {header.size} bytes exceeds max.message.bytes"
                     f" {config.max_message_bytes} of {self.name}"
                 )
+            if config.compacts:
+                self._check_keyed(header, view)
         log_append_time = config.log_append_time
         with self._lock:
             self._check_open()
@@ -291,6 +328,19 @@ class PartitionLog:
                 last_offset=next_offset - 1,
                 log_append_time_ms=now_ms if log_append_time else -1,
                 log_start_offset=self._log_start,
+            )
+
+    def _check_keyed(self, header: BatchHeader, batch: memoryview) -> None:
+        # Compaction keeps the latest record per key: a record without one has no
+        # place in it. Kafka's LogValidator refuses it the same way.
+        if header.is_control:
+            return
+        keyless = records.first_keyless_offset(batch, header)
+        if keyless is not None:
+            raise InvalidRecord(
+                f"compacted topic cannot accept a record without a key: {self.name} has"
+                f" cleanup.policy={self.config.cleanup_policy}, and record"
+                f" {keyless - header.base_offset} of a batch has a null key"
             )
 
     def _segment_for(self, size: int, last_offset: int, now_ms: int) -> Segment:
@@ -531,6 +581,77 @@ class PartitionLog:
         checkpoint.write_offset(self.directory / LOG_START_OFFSET_FILE, offset)
         self._producers.truncate_head(offset)
 
+    # -- compaction (cleaner.py drives it) ----------------------------------------
+
+    @property
+    def cleaner_lock(self) -> threading.Lock:
+        """Held for a whole cleaning, so that two never overlap and delete() waits for one."""
+        return self._clean_lock
+
+    def view_for_cleaning(self, *, open_files: bool = True) -> CleaningView:
+        """The segments below the active one, with duplicated descriptors if `open_files`.
+
+        Sealed segments never change until the cleaner or retention replaces
+        them, so the caller can read them outside the lock through the duplicates.
+        """
+        with self._lock:
+            self._check_open()
+            sealed: list[SealedSegment] = []
+            try:
+                for segment, following in pairwise(self._segments):
+                    sealed.append(
+                        SealedSegment(
+                            segment,
+                            segment.base_offset,
+                            following.base_offset,
+                            segment.size,
+                            segment.largest_timestamp,
+                            segment.dup_fd() if open_files else -1,
+                        )
+                    )
+            except BaseException:
+                _close_all([s.fd for s in sealed if s.fd >= 0])
+                raise
+            return CleaningView(
+                self.config,
+                self._log_start,
+                sealed,
+                frozenset(self._producers.remembered_last_offsets()),
+            )
+
+    def replace_segments(self, old: list[Segment], cleaned: Segment) -> bool:
+        """Swap the cleaned copy of the consecutive segments `old` in for them (swap.py).
+
+        Returns False, changing nothing, if `old` are no longer all in the log
+        (retention or DeleteRecords got there first) or the log was closed; the
+        caller then deletes `cleaned`. Reads see either the old segments or the
+        new one, never a mix: the swap happens under the lock.
+        """
+        with self._lock:
+            if self._closed or not old or old[0] not in self._segments:
+                return False
+            first = self._segments.index(old[0])
+            last = first + len(old)
+            if last >= len(self._segments) or any(
+                a is not b for a, b in zip(self._segments[first:last], old, strict=True)
+            ):
+                return False
+            swap.install(self.directory, cleaned, old)
+            self._segments[first:last] = [cleaned]
+            self._bases[first:last] = [cleaned.base_offset]
+            if cleaned.size == 0 and first > 0:
+                # Holds nothing and fixes no log start: the segment before covers its range.
+                del self._segments[first]
+                del self._bases[first]
+                cleaned.delete()
+            log.info(
+                "%s: swapped in cleaned segment %d for %d segments",
+                self.name,
+                cleaned.base_offset,
+                len(old),
+            )
+            return True
+
     # -- closing ----------------------------------------------------------------
 
     def close(self) -> None:
@@ -547,7 +668,9 @@ class PartitionLog:
         """Close without flushing and remove the partition directory."""
         with self._flush_lock, self._lock:
             self._close_segments()
-        shutil.rmtree(self.directory, ignore_errors=True)
+        # A cleaning notices the close between batches and stops writing files here.
+        with self._clean_lock:
+            shutil.rmtree(self.directory, ignore_errors=True)
 
     def _close_segments(self) -> None:
         self._closed = True
@@ -586,8 +709,10 @@ def _remove_strays(directory: Path) -> None:
 def _segment_bases(directory: Path, log_start: int) -> list[int]:
     """Base offsets of the segments worth opening, after dropping the ones that hold nothing.
 
-    An empty segment other than the last adds no offsets, and a segment wholly
-    below the log start offset is one that retention was deleting at the crash.
+    An empty segment other than the first and the last adds no offsets, and a
+    segment wholly below the log start offset is one that retention was
+    deleting at the crash. The first stays even if empty (the cleaner can empty
+    it): its base offset is where the log starts.
     """
     bases = sorted(
         base
@@ -599,7 +724,7 @@ def _segment_bases(directory: Path, log_start: int) -> list[int]:
         last = i == len(bases) - 1
         empty = segment_file(directory, base, LOG_SUFFIX).stat().st_size == 0
         below_start = not last and bases[i + 1] <= log_start
-        if not last and (empty or below_start):
+        if not last and ((empty and kept) or below_start):
             _unlink_segment(directory, base)
             continue
         kept.append(base)

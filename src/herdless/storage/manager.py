@@ -29,11 +29,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from herdless.storage import checkpoint
+from herdless.storage import checkpoint, cleaner
 from herdless.storage.config import LogConfig
 from herdless.storage.errors import (
     InvalidPartitions,
     InvalidTopicName,
+    LogClosed,
     StorageError,
     TopicAlreadyExists,
     UnknownTopicOrPartition,
@@ -285,6 +286,30 @@ class LogManager:
                 # One failing disk operation must not stop retention of the other partitions.
                 log.exception("retention of %s failed", partition_log.name)
         return deleted
+
+    def clean(self, now_ms: int) -> int:
+        """Compact every log that asks for it; returns how many were cleaned.
+
+        A log is cleaned when its cleanup.policy has "compact" and the share of
+        its cleanable bytes not yet cleaned exceeds min.cleanable.dirty.ratio.
+        Meant for a worker thread: each log swaps its cleaned segments in under
+        its own lock, so appends, reads and flushes carry on meanwhile. A log
+        deleted or closed meanwhile is skipped.
+        """
+        cleaned = 0
+        for partition_log in list(self.logs()):
+            if not partition_log.config.compacts or partition_log.closed:
+                continue
+            try:
+                if cleaner.needs_cleaning(partition_log, now_ms):
+                    stats = cleaner.clean(partition_log, now_ms)
+                    cleaned += not stats.aborted
+            except LogClosed:
+                continue
+            except Exception:
+                # One unreadable log must not stop the cleaning of the others.
+                log.exception("cleaning %s failed", partition_log.name)
+        return cleaned
 
     # -- internals ------------------------------------------------------------------
 

@@ -150,6 +150,14 @@ class ProducerStateManager:
         )
         self._producers[header.producer_id] = current.with_batch(header.producer_epoch, batch)
 
+    def remembered_last_offsets(self) -> set[int]:
+        """Last offsets of every batch remembered for duplicate detection.
+
+        The log cleaner keeps these batches' headers, even emptied of records,
+        so that rebuilding this state from the log gives it back.
+        """
+        return {batch.last_offset for entry in self._producers.values() for batch in entry.batches}
+
     def truncate_head(self, log_start_offset: int) -> None:
         """Forget batches below the log start offset, and producers left with none.
 

@@ -20,7 +20,7 @@ from herdless.protocol.records import (
     BatchHeader,
     InvalidBatch,
     crc_matches,
-    iter_record_timestamps,
+    iter_offsets_and_timestamps,
     parse_header,
 )
 from herdless.storage.errors import StorageIOError
@@ -60,9 +60,12 @@ class Segment:
         fd: int,
         size: int,
         max_index_bytes: int,
+        file_suffix: str = "",
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
+        # ".cleaned" while the log cleaner writes the segment (see swap.py); "" once installed.
+        self.file_suffix = file_suffix
         self.size = size
         self._fd: int | None = fd
         self._max_index_bytes = max_index_bytes
@@ -82,13 +85,15 @@ class Segment:
     # -- lifecycle ----------------------------------------------------------
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int, max_index_bytes: int) -> Segment:
+    def create(
+        cls, directory: Path, base_offset: int, max_index_bytes: int, file_suffix: str = ""
+    ) -> Segment:
         fd = os.open(
-            segment_file(directory, base_offset, LOG_SUFFIX),
+            segment_file(directory, base_offset, LOG_SUFFIX + file_suffix),
             os.O_RDWR | os.O_CREAT | os.O_TRUNC,
             0o644,
         )
-        segment = cls(directory, base_offset, fd, 0, max_index_bytes)
+        segment = cls(directory, base_offset, fd, 0, max_index_bytes, file_suffix)
         try:
             segment.offset_index.open_for_append(truncate=True)
             segment.time_index.open_for_append(truncate=True)
@@ -133,7 +138,10 @@ class Segment:
                     log.warning("%s: %s; rebuilding the indexes", directory, exc)
                     rebuild = True
             if rebuild:
-                segment.recover(index_interval_bytes)
+                # Only the active segment is never cleaned: elsewhere compaction leaves gaps.
+                segment.recover(
+                    index_interval_bytes, allow_gaps=not active, offset_limit=offset_limit
+                )
                 if not active:
                     segment.seal()
                 segment.offset_index.write_file()
@@ -171,13 +179,22 @@ class Segment:
             raise IndexCorrupt(f"{self.time_index.path.name} is empty")
         self.sealed = True
 
-    def recover(self, index_interval_bytes: int) -> int:
+    def recover(
+        self,
+        index_interval_bytes: int,
+        *,
+        allow_gaps: bool = False,
+        offset_limit: int | None = None,
+    ) -> int:
         """Check every batch, cut the file at the first bad one, rebuild both indexes in memory.
 
         Returns how many bytes were cut. A batch is good when its header is
         sane, it lies wholly inside the file, its CRC matches and its base
-        offset follows the previous batch (offsets are dense until compaction
-        exists; the cleaner will have to relax this for cleaned segments).
+        offset follows the previous batch. With `allow_gaps` (a segment the
+        log cleaner may have rewritten) offsets need only increase, as Kafka
+        allows after compaction, and stay below `offset_limit`, the next
+        segment's base offset: the base offset lies outside the CRC, and this
+        keeps a damaged one from passing.
         """
         fd = self._require_fd()
         file_size = os.fstat(fd).st_size
@@ -195,7 +212,11 @@ class Segment:
                 problem = "a torn batch header"
                 break
             header = parse_header(window.get(position, HEADER_SIZE))
-            problem = _header_problem(header, position, file_size, expected)
+            problem = _header_problem(header, position, file_size, expected, allow_gaps)
+            if problem is None and offset_limit is not None and header.last_offset >= offset_limit:
+                problem = (
+                    f"offset {header.last_offset} at or past the next segment's {offset_limit}"
+                )
             if problem is None and not crc_matches(window.get(position, header.size), header):
                 problem = "a CRC mismatch"
             if problem is not None:
@@ -229,6 +250,12 @@ class Segment:
         self.offset_index.open_for_append()
         self.time_index.open_for_append()
         self.sealed = False
+
+    def set_file_suffix(self, file_suffix: str) -> None:
+        """Follow a rename of the files (by swap.py): the descriptors stay valid across it."""
+        self.file_suffix = file_suffix
+        self.offset_index.path = self.path(INDEX_SUFFIX)
+        self.time_index.path = self.path(TIME_INDEX_SUFFIX)
 
     def seal(self) -> None:
         """Stop taking appends: record the largest timestamp as the last time index entry.
@@ -323,21 +350,22 @@ class Segment:
     # -- reading ----------------------------------------------------------------
 
     def path(self, suffix: str) -> Path:
-        return segment_file(self.directory, self.base_offset, suffix)
+        return segment_file(self.directory, self.base_offset, suffix + self.file_suffix)
 
     def read(self, position: int, size: int) -> bytes:
         return _pread_exact(self._require_fd(), size, position)
 
+    def dup_fd(self) -> int:
+        """A duplicate of the .log descriptor, for reading in another thread.
+
+        It stays valid (and names the same file) even if the segment is closed
+        or deleted meanwhile, where the segment's own number could be reused.
+        """
+        return os.dup(self._require_fd())
+
     def scan(self, position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each batch from `position`, reading only around headers."""
-        end = self.size
-        window = _Window(self._require_fd(), end)
-        while end - position >= HEADER_SIZE:
-            header = parse_header(window.get(position, HEADER_SIZE))
-            if header.batch_length < _MIN_BATCH_LENGTH or position + header.size > end:
-                return
-            yield position, header
-            position += header.size
+        return scan_file(self._require_fd(), self.size, position)
 
     def find(self, offset: int) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is at or after `offset`."""
@@ -354,7 +382,7 @@ class Segment:
                 continue
             batch = memoryview(self.read(position, header.size))
             try:
-                for offset, record_timestamp in iter_record_timestamps(batch, header):
+                for offset, record_timestamp in iter_offsets_and_timestamps(batch, header):
                     if offset >= min_offset and record_timestamp >= timestamp:
                         return offset, record_timestamp
             except InvalidBatch as exc:
@@ -371,7 +399,7 @@ class Segment:
         position, header = found
         try:
             batch = memoryview(self.read(position, header.size))
-            for record_offset, record_timestamp in iter_record_timestamps(batch, header):
+            for record_offset, record_timestamp in iter_offsets_and_timestamps(batch, header):
                 if record_timestamp == timestamp:
                     return record_offset
         except InvalidBatch:
@@ -391,8 +419,23 @@ class Segment:
         return self._fd
 
 
+def scan_file(fd: int, end: int, position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of each whole batch of a .log file up to `end`."""
+    window = _Window(fd, end)
+    while end - position >= HEADER_SIZE:
+        header = parse_header(window.get(position, HEADER_SIZE))
+        if header.batch_length < _MIN_BATCH_LENGTH or position + header.size > end:
+            return
+        yield position, header
+        position += header.size
+
+
+def read_file(fd: int, size: int, position: int) -> bytes:
+    return _pread_exact(fd, size, position)
+
+
 def _header_problem(
-    header: BatchHeader, position: int, file_size: int, expected: int
+    header: BatchHeader, position: int, file_size: int, expected: int, allow_gaps: bool
 ) -> str | None:
     if header.magic != 2:
         return f"magic {header.magic}"
@@ -400,7 +443,7 @@ def _header_problem(
         return f"a batch length of {header.batch_length}"
     if position + header.size > file_size:
         return "a batch running past the end of the file"
-    if header.base_offset != expected:
+    if header.base_offset < expected or (header.base_offset != expected and not allow_gaps):
         return f"base offset {header.base_offset} where {expected} was due"
     if header.last_offset_delta < 0:
         return "a negative last offset delta"

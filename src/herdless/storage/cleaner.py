@@ -1,0 +1,361 @@
+"""The log cleaner: compaction of logs whose cleanup.policy has "compact", after Kafka's LogCleaner.
+
+One cleaning of a partition log:
+
+1. The dirty section runs from the first dirty offset (the end of the last
+   cleaning, kept in `cleaner-offset-checkpoint`) to the first uncleanable
+   offset: the active segment's base, or earlier the base of the first segment
+   holding records younger than min.compaction.lag.ms. The active segment is
+   never cleaned, so the log end offset never changes.
+2. The offset map takes every key of the dirty section to its latest offset.
+3. Every segment below the first uncleanable offset (the clean section too:
+   its keys may have newer records in the dirty one) is copied, in groups of
+   consecutive segments whose sizes add up to at most segment.bytes, keeping a
+   record only if no later offset of its key is in the map. Tombstones (null
+   values) go too once delete.retention.ms has passed since the largest
+   timestamp of the segment they are in: a simpler rule than Kafka's, which
+   counts from the cleaning that first passed them, and like it a consumer
+   that reads the whole log within delete.retention.ms of a deletion sees it.
+   Records without a key, which compacted topics refuse (PartitionLog.append)
+   but a topic switched to compaction may hold, are dropped, as Kafka does.
+4. Each group's copy replaces the group (swap.py, safe against a crash), and
+   the first uncleanable offset becomes the first dirty one.
+
+Batches are copied whole when nothing in them goes. Otherwise they are
+re-encoded as Kafka's cleaner does: same base offset, lastOffsetDelta, base
+timestamp and producer fields, surviving records copied verbatim with their
+original offset deltas, the same compression codec, a new CRC. A batch left
+with no records is dropped, unless the producer state still remembers it
+(each idempotent producer's last five batches): then its header stays as an
+empty batch, so that the state rebuilt from the log after a restart still
+recognises a retry of it. Kafka keeps only each producer's last batch so.
+Offsets keep their gaps: readers and recovery accept offsets that increase
+with holes.
+
+Threads: clean() runs in a worker thread. It reads sealed segments through
+duplicated descriptors and writes the copy without the log's lock, and takes
+the lock only to swap a copy in; appends, reads and flushes carry on meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from herdless.protocol.records import (
+    BatchHeader,
+    crc_matches,
+    iter_record_slices,
+    parse_header,
+    rebuild_batch,
+)
+from herdless.storage import checkpoint
+from herdless.storage.config import INT32_MAX, LogConfig
+from herdless.storage.errors import LogClosed, StorageIOError
+from herdless.storage.log import CleaningView, PartitionLog, SealedSegment
+from herdless.storage.segment import BatchPlacement, Segment, read_file, scan_file
+from herdless.storage.swap import CLEANED_SUFFIX
+
+log = logging.getLogger(__name__)
+
+CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+# Kafka bounds its offset map by log.cleaner.dedupe.buffer.size; a dict entry costs
+# more than Kafka's 24 bytes, so this bounds memory to some hundreds of MiB.
+DEFAULT_MAX_MAP_KEYS = 2_000_000
+# Batches are written to the cleaned segment in chunks of about this size.
+_WRITE_CHUNK = 1 << 20
+
+
+@dataclass(slots=True)
+class CleanStats:
+    """What one cleaning did; `end_offset` is the next cleaning's first dirty offset."""
+
+    first_dirty_offset: int = 0
+    end_offset: int = 0
+    segments_read: int = 0
+    segments_written: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_kept: int = 0
+    tombstones_dropped: int = 0
+    keyless_dropped: int = 0
+    empty_batches_kept: int = 0
+    # Retention, DeleteRecords or a close got to the segments first; try again later.
+    aborted: bool = False
+
+
+class _Aborted(Exception):
+    pass
+
+
+def cleanable_ratio(partition_log: PartitionLog, now_ms: int) -> float:
+    """Dirty bytes over clean plus dirty bytes, as Kafka's LogCleanerManager computes it."""
+    view = partition_log.view_for_cleaning(open_files=False)
+    first_dirty = _first_dirty_offset(partition_log.directory, view)
+    end = _first_uncleanable_offset(view, first_dirty, now_ms)
+    clean_bytes = sum(s.size for s in view.sealed if s.next_base_offset <= first_dirty)
+    dirty_bytes = sum(s.size for s in _dirty_segments(view, first_dirty, end))
+    total = clean_bytes + dirty_bytes
+    return dirty_bytes / total if total else 0.0
+
+
+def needs_cleaning(partition_log: PartitionLog, now_ms: int) -> bool:
+    config = partition_log.config
+    if not config.compacts:
+        return False
+    ratio = cleanable_ratio(partition_log, now_ms)
+    return ratio > 0 and ratio > config.min_cleanable_dirty_ratio
+
+
+def clean(
+    partition_log: PartitionLog, now_ms: int, *, max_map_keys: int = DEFAULT_MAX_MAP_KEYS
+) -> CleanStats:
+    """Compact `partition_log` once, whatever its dirty ratio; see the module docstring.
+
+    Raises LogClosed if the log is closed, StorageIOError if a segment cannot
+    be read or fails its CRC (nothing is swapped in for it then).
+    """
+    with partition_log.cleaner_lock:
+        view = partition_log.view_for_cleaning()
+        try:
+            return _clean(partition_log, view, now_ms, max_map_keys)
+        finally:
+            for sealed in view.sealed:
+                os.close(sealed.fd)
+
+
+def _clean(
+    partition_log: PartitionLog, view: CleaningView, now_ms: int, max_map_keys: int
+) -> CleanStats:
+    stats = CleanStats()
+    if not view.config.compacts:
+        return stats
+    first_dirty = _first_dirty_offset(partition_log.directory, view)
+    end = _first_uncleanable_offset(view, first_dirty, now_ms)
+    stats.first_dirty_offset = stats.end_offset = first_dirty
+    dirty = _dirty_segments(view, first_dirty, end)
+    if not dirty:
+        return stats
+    offset_map, end = _build_offset_map(partition_log, dirty, max_map_keys)
+    stats.end_offset = end
+    to_clean = [s for s in view.sealed if s.next_base_offset <= end]
+    try:
+        for group in _group_by_size(to_clean, view.config):
+            _clean_group(partition_log, view, group, offset_map, now_ms, stats)
+    except _Aborted:
+        stats.aborted = True
+        log.info("%s: cleaning stopped: the log changed under it", partition_log.name)
+        return stats
+    checkpoint.write_offset(partition_log.directory / CLEANER_CHECKPOINT_FILE, end)
+    log.info(
+        "%s: cleaned offsets up to %d: %d segments of %d bytes to %d of %d bytes,"
+        " %d of %d records kept",
+        partition_log.name,
+        end,
+        stats.segments_read,
+        stats.bytes_read,
+        stats.segments_written,
+        stats.bytes_written,
+        stats.records_kept,
+        stats.records_read,
+    )
+    return stats
+
+
+def _first_dirty_offset(directory: Path, view: CleaningView) -> int:
+    if not view.sealed:
+        return view.log_start_offset
+    first = view.sealed[0].base_offset
+    last = view.sealed[-1].next_base_offset
+    checkpointed = checkpoint.read_offset(directory / CLEANER_CHECKPOINT_FILE)
+    if checkpointed is None or not first <= checkpointed <= last:
+        # Never cleaned, or the log moved under the checkpoint: Kafka starts over too.
+        return first
+    return checkpointed
+
+
+def _first_uncleanable_offset(view: CleaningView, first_dirty: int, now_ms: int) -> int:
+    if not view.sealed:
+        return first_dirty
+    end = view.sealed[-1].next_base_offset  # the active segment's base
+    lag = view.config.min_compaction_lag_ms
+    if lag > 0:
+        for sealed in view.sealed:
+            if sealed.next_base_offset > first_dirty and sealed.largest_timestamp > now_ms - lag:
+                return min(end, max(sealed.base_offset, first_dirty))
+    return end
+
+
+def _dirty_segments(view: CleaningView, first_dirty: int, end: int) -> list[SealedSegment]:
+    return [s for s in view.sealed if first_dirty < s.next_base_offset <= end]
+
+
+def _build_offset_map(
+    partition_log: PartitionLog, dirty: list[SealedSegment], max_map_keys: int
+) -> tuple[dict[bytes, int], int]:
+    """key -> latest offset over whole dirty segments, and where they end.
+
+    The map takes whole segments while it has room (the first always), as
+    Kafka's does; the segments it could not take stay dirty for next time.
+    """
+    offset_map: dict[bytes, int] = {}
+    for i, sealed in enumerate(dirty):
+        if i > 0 and len(offset_map) >= max_map_keys:
+            return offset_map, sealed.base_offset
+        for _, header, raw in _batches(partition_log, sealed):
+            if header.is_control:
+                continue
+            for record, _ in iter_record_slices(memoryview(raw), header):
+                if record.key is not None:
+                    offset_map[record.key] = record.offset
+    return offset_map, dirty[-1].next_base_offset
+
+
+def _group_by_size(segments: list[SealedSegment], config: LogConfig) -> list[list[SealedSegment]]:
+    """Consecutive segments whose sizes add up to at most segment.bytes (Kafka's
+    groupSegmentsBySize), so that small cleaned segments merge; the copy of a
+    group has one base offset, so its offsets must also fit the indexes' int32."""
+    groups: list[list[SealedSegment]] = []
+    current: list[SealedSegment] = []
+    size = 0
+    for sealed in segments:
+        if current and (
+            size + sealed.size > config.segment_bytes
+            or sealed.next_base_offset - 1 - current[0].base_offset > INT32_MAX
+        ):
+            groups.append(current)
+            current, size = [], 0
+        current.append(sealed)
+        size += sealed.size
+    if current:
+        groups.append(current)
+    return groups
+
+
+def _clean_group(
+    partition_log: PartitionLog,
+    view: CleaningView,
+    group: list[SealedSegment],
+    offset_map: dict[bytes, int],
+    now_ms: int,
+    stats: CleanStats,
+) -> None:
+    config = view.config
+    cleaned = Segment.create(
+        partition_log.directory, group[0].base_offset, config.segment_index_bytes, CLEANED_SUFFIX
+    )
+    try:
+        # A lone segment from which nothing goes is left as it is.
+        changed = len(group) > 1
+        for sealed in group:
+            drop_tombstones = sealed.largest_timestamp + config.delete_retention_ms < now_ms
+            chunk = bytearray()
+            placements: list[BatchPlacement] = []
+            for _, header, raw in _batches(partition_log, sealed):
+                kept = _filter_batch(
+                    raw, header, offset_map, drop_tombstones, view.producer_batches, stats
+                )
+                if kept is not raw:
+                    changed = True
+                if kept is None:
+                    continue
+                placements.append((len(chunk), len(kept), header.last_offset, _max_timestamp(kept)))
+                chunk += kept
+                if len(chunk) >= _WRITE_CHUNK:
+                    cleaned.append(chunk, placements, config.index_interval_bytes, now_ms)
+                    chunk, placements = bytearray(), []
+            if placements:
+                cleaned.append(chunk, placements, config.index_interval_bytes, now_ms)
+            stats.segments_read += 1
+            stats.bytes_read += sealed.size
+        if not changed:
+            cleaned.delete()
+            return
+        cleaned.seal()
+        _sync(cleaned)
+        if not partition_log.replace_segments([s.segment for s in group], cleaned):
+            raise _Aborted
+    except BaseException:
+        cleaned.delete()
+        raise
+    stats.segments_written += 1
+    stats.bytes_written += cleaned.size
+
+
+def _batches(
+    partition_log: PartitionLog, sealed: SealedSegment
+) -> Iterator[tuple[int, BatchHeader, bytes]]:
+    """(position, header, bytes) of each batch of a sealed segment, CRC checked.
+
+    A batch failing its CRC stops the cleaning: copying it under a new CRC
+    would pass the damage off as good data.
+    """
+    for position, header in scan_file(sealed.fd, sealed.size):
+        if partition_log.closed:
+            raise LogClosed(f"the log of {partition_log.name} was closed while being cleaned")
+        raw = read_file(sealed.fd, header.size, position)
+        if not crc_matches(raw, header):
+            raise StorageIOError(
+                f"{partition_log.name}: the batch at position {position} of segment"
+                f" {sealed.base_offset} fails its CRC; not cleaning"
+            )
+        yield position, header, raw
+
+
+def _filter_batch(
+    raw: bytes,
+    header: BatchHeader,
+    offset_map: dict[bytes, int],
+    drop_tombstones: bool,
+    producer_batches: frozenset[int],
+    stats: CleanStats,
+) -> bytes | None:
+    """The batch as the cleaned log keeps it: `raw` itself if whole, a smaller batch, or None."""
+    if header.is_control:
+        # Transaction markers are not written here; never drop what cannot be judged.
+        return raw
+    kept: list[memoryview] = []
+    max_timestamp = -1
+    for record, encoding in iter_record_slices(memoryview(raw), header):
+        stats.records_read += 1
+        if record.key is None:
+            stats.keyless_dropped += 1
+            continue
+        if record.offset < offset_map.get(record.key, -1):
+            continue
+        if record.value is None and drop_tombstones:
+            stats.tombstones_dropped += 1
+            continue
+        kept.append(encoding)
+        max_timestamp = max(max_timestamp, record.timestamp)
+    stats.records_kept += len(kept)
+    if not kept:
+        if header.producer_id < 0 or header.last_offset not in producer_batches:
+            return None
+        stats.empty_batches_kept += 1
+        return raw if header.record_count == 0 else rebuild_batch(header, [], header.max_timestamp)
+    if len(kept) == header.record_count:
+        return raw
+    if header.log_append_time:
+        # Every record carries the batch's timestamp.
+        max_timestamp = header.max_timestamp
+    return rebuild_batch(header, kept, max_timestamp)
+
+
+def _max_timestamp(batch: bytes) -> int:
+    return parse_header(batch).max_timestamp
+
+
+def _sync(segment: Segment) -> None:
+    # The swap's commit must find the copy whole on disk.
+    handles = segment.take_sync_handles()
+    try:
+        for fd in handles:
+            os.fsync(fd)
+    finally:
+        for fd in handles:
+            os.close(fd)
