@@ -352,6 +352,7 @@ def test_every_command_names_an_unreachable_broker() -> None:
         ["lag", "g"],
         ["reset-offsets", "g", "--all-topics", "--to-earliest", "--execute"],
         ["delete", "g"],
+        ["history", "g"],
     ]
     # In parallel, in case the refused connection is not noticed at once.
     processes = [
@@ -369,3 +370,19 @@ def test_every_command_names_an_unreachable_broker() -> None:
         assert process.returncode == 1, (args, out, err)
         assert f"no broker answers at {address}" in out, (args, out)
         assert "Traceback" not in out + err
+
+
+def test_history_shows_why_and_when_the_group_rebalanced(broker: BrokerProcess, topic: str) -> None:
+    with ActiveMember(broker.bootstrap, "chronicled"):
+        pass  # joins (generation 1), then leaves cleanly: the group empties
+    deadline = time.monotonic() + 20
+    rows: list[list[str]] = []
+    while not (rows and rows[-1][1] == "member left") and time.monotonic() < deadline:
+        rows = table_rows(succeeded(groups(broker, "history", "chronicled")))
+    # kafka-python's leader may rejoin once in between (it rechecks its metadata).
+    assert (rows[0][1], rows[0][2], rows[0][4]) == ("member joined", "0 → 1", "0 → 1"), rows
+    assert (rows[-1][1], rows[-1][4]) == ("member left", "1 → 0"), rows
+    generations = [tuple(int(g) for g in row[2].split(" → ")) for row in rows]
+    assert all(a[1] == b[0] for a, b in zip(generations, generations[1:])), generations
+    assert all(row[3].endswith(" s") for row in rows)
+    assert "no rebalance of group" in succeeded(groups(broker, "history", "never-seen"))

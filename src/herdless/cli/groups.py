@@ -11,8 +11,7 @@ unless --execute.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any
@@ -21,10 +20,7 @@ import typer
 from kafka import KafkaAdminClient, TopicPartition
 from kafka.admin import OffsetSpec, OffsetTimestamp
 from kafka.errors import (
-    BrokerResponseError,
     GroupIdNotFoundError,
-    KafkaError,
-    KafkaTimeoutError,
     NoError,
     NonEmptyGroupError,
     UnsupportedVersionError,
@@ -35,19 +31,14 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from herdless.cli.topics import Bootstrap, console, fail, require_reachable
+from herdless.cli.client import Bootstrap, connect, console, fail
+from herdless.cli.history import history
 
 groups_app = typer.Typer(
     help="List, describe, show the lag of, reset offsets of and delete consumer groups.",
     no_args_is_help=True,
 )
-
-# How long to keep trying to bootstrap from a server that accepts connections but
-# does not answer as a broker (one that refuses them fails at once, in
-# require_reachable). kafka-python waits 30 s by default, long for a command typed
-# at a prompt; a broker that is up answers in milliseconds.
-BOOTSTRAP_TIMEOUT_MS = 5_000
-REQUEST_TIMEOUT_MS = 10_000
+groups_app.command("history")(history)
 
 # The classic protocol's states, spelled as brokers report them; --state accepts
 # any case, as Kafka's tool does.
@@ -56,19 +47,6 @@ STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"
 INACTIVE_STATES = ("Empty", "Dead")
 
 NONE = "-"
-
-
-class _Admin(KafkaAdminClient):
-    """kafka-python's admin client, minus its decoding of ACL operation bits.
-
-    DescribeGroups answers carry the operations the caller may perform; kafka-python
-    turns them into enums and raises ValueError on a bit it does not know, which
-    some Kafka-compatible brokers (tansu) set. This command never shows them.
-    """
-
-    def _process_acl_operations(self, obj: dict[str, Any]) -> dict[str, Any]:
-        obj.pop("authorized_operations", None)
-        return obj
 
 
 # ---------------------------------------------------------------------------
@@ -117,49 +95,6 @@ class PartitionOffsets:
 # ---------------------------------------------------------------------------
 # Talking to the broker
 # ---------------------------------------------------------------------------
-
-
-@contextmanager
-def _connect(bootstrap: str) -> Iterator[KafkaAdminClient]:
-    """An admin client; any failure becomes one line naming it, and exit code 1."""
-    require_reachable(bootstrap)
-    try:
-        admin = _Admin(
-            bootstrap_servers=bootstrap,
-            client_id="herdless-cli",
-            request_timeout_ms=REQUEST_TIMEOUT_MS,
-            bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
-        )
-    except KafkaError:
-        raise fail(f"no broker answers at {bootstrap}") from None
-    except Exception as exc:  # e.g. a malformed address
-        raise fail(f"cannot connect to {bootstrap!r}: {exc}") from None
-    try:
-        yield admin
-    except typer.Exit:
-        raise
-    except KafkaError as exc:
-        raise fail(_explain(exc, bootstrap)) from None
-    except Exception as exc:
-        # An answer the client could not make sense of: still one clear line, since
-        # a traceback tells an operator less than the exception's own words.
-        raise fail(f"unexpected {type(exc).__name__} talking to {bootstrap}: {exc}") from None
-    finally:
-        admin.close()
-
-
-def _explain(exc: KafkaError, bootstrap: str) -> str:
-    if isinstance(exc, KafkaTimeoutError):
-        return f"the broker at {bootstrap} did not answer in time ({exc})"
-    if isinstance(exc, UnsupportedVersionError):
-        return f"the broker at {bootstrap} does not support a request this command needs ({exc})"
-    if isinstance(exc, BrokerResponseError):
-        # kafka-python's own text often embeds the whole request; the error's name,
-        # its description and a short detail are what the operator needs.
-        detail = str(exc.args[0]) if exc.args else ""
-        suffix = f" ({detail})" if detail and len(detail) <= 200 else ""
-        return f"the broker answered {exc.message}: {exc.description}{suffix}"
-    return str(exc)
 
 
 def _describe_many(admin: KafkaAdminClient, group_ids: Iterable[str]) -> dict[str, GroupInfo]:
@@ -309,7 +244,7 @@ def list_groups(
 ) -> None:
     """List consumer groups with their state, protocol type and member count."""
     states = _canonical_states(state or [])
-    with _connect(bootstrap) as admin:
+    with connect(bootstrap) as admin:
         try:
             listed = admin.list_groups(states_filter=states or None)
         except UnsupportedVersionError:
@@ -340,7 +275,7 @@ def describe(
     bootstrap: Bootstrap = "127.0.0.1:9092",
 ) -> None:
     """Show a group's state, members and their partitions, and per-partition offsets and lag."""
-    with _connect(bootstrap) as admin:
+    with connect(bootstrap) as admin:
         group = _describe(admin, group_id)
         _require_group(group)
         rows = _partition_offsets(admin, group)
@@ -429,7 +364,7 @@ def lag(
     bootstrap: Bootstrap = "127.0.0.1:9092",
 ) -> None:
     """Per-partition lag (log end offset - committed offset) of a group, and the total."""
-    with _connect(bootstrap) as admin:
+    with connect(bootstrap) as admin:
 
         def snapshot() -> Renderables:
             group = _describe(admin, group_id)
@@ -563,7 +498,7 @@ def reset_offsets(
         raise fail("give --topic T[:p1,p2] (repeatable) or --all-topics, not both or neither")
     timestamp_ms = _parse_datetime(to_datetime) if to_datetime is not None else None
 
-    with _connect(bootstrap) as admin:
+    with connect(bootstrap) as admin:
         group = _describe(admin, group_id)
         if group.state not in INACTIVE_STATES:
             raise fail(
@@ -646,7 +581,7 @@ def delete(
     bootstrap: Bootstrap = "127.0.0.1:9092",
 ) -> None:
     """Delete inactive consumer groups and their committed offsets."""
-    with _connect(bootstrap) as admin:
+    with connect(bootstrap) as admin:
         results = admin.delete_groups(list(dict.fromkeys(group_ids)))
     failed = False
     for group_id in dict.fromkeys(group_ids):

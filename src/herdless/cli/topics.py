@@ -6,59 +6,16 @@ against any Kafka-compatible broker.
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Annotated
 
 import typer
-from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
-from kafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
-from rich.console import Console
 from rich.table import Table
 
+from herdless.cli.client import Bootstrap, connect, console, fail
+
 topics_app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
-console = Console()
-
-Bootstrap = Annotated[str, typer.Option("--bootstrap-server", "-b", help="host:port of a broker.")]
-
-
-def fail(message: str) -> typer.Exit:
-    console.print(f"[red]error:[/red] {message}", highlight=False)
-    return typer.Exit(1)
-
-
-def require_reachable(bootstrap: str, timeout_s: float = 5.0) -> None:
-    """Fail fast, naming the address, when no bootstrap server accepts a connection.
-
-    Kafka clients retry an absent broker for tens of seconds before giving up.
-    """
-    for address in bootstrap.split(","):
-        host, _, port = address.strip().rpartition(":")
-        try:
-            with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s):
-                return
-        except (OSError, ValueError):
-            continue
-    raise fail(f"no broker answers at {bootstrap}")
-
-
-@contextmanager
-def admin_client(bootstrap: str) -> Iterator[KafkaAdminClient]:
-    require_reachable(bootstrap)
-    try:
-        client = KafkaAdminClient(
-            bootstrap_servers=bootstrap, request_timeout_ms=10_000, client_id="herdless-cli"
-        )
-    except (KafkaConnectionError, KafkaTimeoutError):
-        raise fail(f"no broker answers at {bootstrap}") from None
-    try:
-        yield client
-    except KafkaError as exc:
-        raise fail(str(exc)) from None
-    finally:
-        client.close()
 
 
 @topics_app.command("create")
@@ -78,7 +35,7 @@ def create(
         if not sep:
             raise fail(f"--config expects key=value, got {item!r}")
         configs[key] = value
-    with admin_client(bootstrap) as admin:
+    with connect(bootstrap) as admin:
         admin.create_topics(
             [NewTopic(name, partitions, replication_factor, topic_configs=configs)],
             raise_errors=True,
@@ -89,7 +46,7 @@ def create(
 @topics_app.command("list")
 def list_topics(bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
     """List topics with their partition counts."""
-    with admin_client(bootstrap) as admin:
+    with connect(bootstrap) as admin:
         described = admin.describe_topics()
     table = Table("topic", "partitions", "internal")
     for topic in sorted(described, key=lambda t: t["name"]):
@@ -100,7 +57,7 @@ def list_topics(bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
 @topics_app.command("describe")
 def describe(name: str, bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
     """Show a topic's partitions, their offsets, and its configs."""
-    with admin_client(bootstrap) as admin:
+    with connect(bootstrap) as admin:
         described = admin.describe_topics([name])
         if not described or described[0]["error_code"] != 0:
             raise fail(f"topic {name!r} does not exist")
@@ -135,6 +92,6 @@ def describe(name: str, bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
 @topics_app.command("delete")
 def delete(name: str, bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
     """Delete a topic and all its data."""
-    with admin_client(bootstrap) as admin:
+    with connect(bootstrap) as admin:
         admin.delete_topics([name])
     console.print(f"deleted topic [bold]{name}[/bold]")
