@@ -42,6 +42,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,7 +54,7 @@ from herdless.protocol.records import (
     rebuild_batch,
 )
 from herdless.storage import checkpoint
-from herdless.storage.config import INT32_MAX, LogConfig
+from herdless.storage.config import INT32_MAX, INT64_MAX, LogConfig
 from herdless.storage.errors import LogClosed, StorageIOError
 from herdless.storage.log import CleaningView, PartitionLog, SealedSegment
 from herdless.storage.segment import BatchPlacement, Segment, read_file, scan_file
@@ -84,6 +85,9 @@ class CleanStats:
     tombstones_dropped: int = 0
     keyless_dropped: int = 0
     empty_batches_kept: int = 0
+    tombstones_kept: int = 0
+    # When the first tombstone kept may go: the time for another cleaning even if nothing is dirty.
+    next_tombstone_expiry_ms: int = INT64_MAX
     # Retention, DeleteRecords or a close got to the segments first; try again later.
     aborted: bool = False
 
@@ -94,21 +98,34 @@ class _Aborted(Exception):
 
 def cleanable_ratio(partition_log: PartitionLog, now_ms: int) -> float:
     """Dirty bytes over clean plus dirty bytes, as Kafka's LogCleanerManager computes it."""
-    view = partition_log.view_for_cleaning(open_files=False)
-    first_dirty = _first_dirty_offset(partition_log.directory, view)
-    end = _first_uncleanable_offset(view, first_dirty, now_ms)
-    clean_bytes = sum(s.size for s in view.sealed if s.next_base_offset <= first_dirty)
-    dirty_bytes = sum(s.size for s in _dirty_segments(view, first_dirty, end))
+    clean_bytes, dirty_bytes = _section_bytes(partition_log, now_ms)
     total = clean_bytes + dirty_bytes
     return dirty_bytes / total if total else 0.0
 
 
 def needs_cleaning(partition_log: PartitionLog, now_ms: int) -> bool:
+    """Past min.cleanable.dirty.ratio, or holding a tombstone whose time has come.
+
+    Kafka too cleans a log for its expired tombstones alone (KIP-534). Until a
+    cleaning since the log was opened has told when that is, one is due.
+    """
     config = partition_log.config
     if not config.compacts:
         return False
-    ratio = cleanable_ratio(partition_log, now_ms)
-    return ratio > 0 and ratio > config.min_cleanable_dirty_ratio
+    clean_bytes, dirty_bytes = _section_bytes(partition_log, now_ms)
+    if dirty_bytes and dirty_bytes / (clean_bytes + dirty_bytes) > config.min_cleanable_dirty_ratio:
+        return True
+    expiry = partition_log.tombstone_expiry_ms
+    return clean_bytes > 0 and (expiry is None or expiry <= now_ms)
+
+
+def _section_bytes(partition_log: PartitionLog, now_ms: int) -> tuple[int, int]:
+    view = partition_log.view_for_cleaning()
+    first_dirty = _first_dirty_offset(partition_log.directory, view)
+    end = _first_uncleanable_offset(view, first_dirty, now_ms)
+    clean_bytes = sum(s.size for s in view.sealed if s.next_base_offset <= first_dirty)
+    dirty_bytes = sum(s.size for s in _dirty_segments(view, first_dirty, end))
+    return clean_bytes, dirty_bytes
 
 
 def clean(
@@ -120,12 +137,7 @@ def clean(
     be read or fails its CRC (nothing is swapped in for it then).
     """
     with partition_log.cleaner_lock:
-        view = partition_log.view_for_cleaning()
-        try:
-            return _clean(partition_log, view, now_ms, max_map_keys)
-        finally:
-            for sealed in view.sealed:
-                os.close(sealed.fd)
+        return _clean(partition_log, partition_log.view_for_cleaning(), now_ms, max_map_keys)
 
 
 def _clean(
@@ -138,19 +150,20 @@ def _clean(
     end = _first_uncleanable_offset(view, first_dirty, now_ms)
     stats.first_dirty_offset = stats.end_offset = first_dirty
     dirty = _dirty_segments(view, first_dirty, end)
-    if not dirty:
-        return stats
-    offset_map, end = _build_offset_map(partition_log, dirty, max_map_keys)
-    stats.end_offset = end
-    to_clean = [s for s in view.sealed if s.next_base_offset <= end]
     try:
+        # With nothing dirty the pass still drops tombstones whose time has come.
+        offset_map, end = _build_offset_map(partition_log, dirty, end, max_map_keys)
+        stats.end_offset = end
+        to_clean = [s for s in view.sealed if s.next_base_offset <= end]
         for group in _group_by_size(to_clean, view.config):
             _clean_group(partition_log, view, group, offset_map, now_ms, stats)
     except _Aborted:
         stats.aborted = True
         log.info("%s: cleaning stopped: the log changed under it", partition_log.name)
         return stats
-    checkpoint.write_offset(partition_log.directory / CLEANER_CHECKPOINT_FILE, end)
+    if end != first_dirty or not (partition_log.directory / CLEANER_CHECKPOINT_FILE).exists():
+        checkpoint.write_offset(partition_log.directory / CLEANER_CHECKPOINT_FILE, end)
+    partition_log.tombstone_expiry_ms = stats.next_tombstone_expiry_ms
     log.info(
         "%s: cleaned offsets up to %d: %d segments of %d bytes to %d of %d bytes,"
         " %d of %d records kept",
@@ -195,7 +208,7 @@ def _dirty_segments(view: CleaningView, first_dirty: int, end: int) -> list[Seal
 
 
 def _build_offset_map(
-    partition_log: PartitionLog, dirty: list[SealedSegment], max_map_keys: int
+    partition_log: PartitionLog, dirty: list[SealedSegment], end: int, max_map_keys: int
 ) -> tuple[dict[bytes, int], int]:
     """key -> latest offset over whole dirty segments, and where they end.
 
@@ -203,15 +216,18 @@ def _build_offset_map(
     Kafka's does; the segments it could not take stay dirty for next time.
     """
     offset_map: dict[bytes, int] = {}
+    if not dirty:
+        return offset_map, end
     for i, sealed in enumerate(dirty):
         if i > 0 and len(offset_map) >= max_map_keys:
             return offset_map, sealed.base_offset
-        for _, header, raw in _batches(partition_log, sealed):
-            if header.is_control:
-                continue
-            for record, _ in iter_record_slices(memoryview(raw), header):
-                if record.key is not None:
-                    offset_map[record.key] = record.offset
+        with _open_sealed(sealed) as fd:
+            for _, header, raw in _batches(partition_log, sealed, fd):
+                if header.is_control:
+                    continue
+                for record, _ in iter_record_slices(memoryview(raw), header):
+                    if record.key is not None:
+                        offset_map[record.key] = record.offset
     return offset_map, dirty[-1].next_base_offset
 
 
@@ -245,59 +261,133 @@ def _clean_group(
     stats: CleanStats,
 ) -> None:
     config = view.config
-    cleaned = Segment.create(
-        partition_log.directory, group[0].base_offset, config.segment_index_bytes, CLEANED_SUFFIX
-    )
+    copy = _Copy(partition_log.directory, group[0].base_offset, config, now_ms)
+    tombstones_kept = stats.tombstones_kept
     try:
-        # A lone segment from which nothing goes is left as it is.
-        changed = len(group) > 1
+        if len(group) > 1:
+            copy.start()  # merging is a change in itself
         for sealed in group:
             drop_tombstones = sealed.largest_timestamp + config.delete_retention_ms < now_ms
-            chunk = bytearray()
-            placements: list[BatchPlacement] = []
-            for _, header, raw in _batches(partition_log, sealed):
-                kept = _filter_batch(
-                    raw, header, offset_map, drop_tombstones, view.producer_batches, stats
-                )
-                if kept is not raw:
-                    changed = True
-                if kept is None:
-                    continue
-                placements.append((len(chunk), len(kept), header.last_offset, _max_timestamp(kept)))
-                chunk += kept
-                if len(chunk) >= _WRITE_CHUNK:
-                    cleaned.append(chunk, placements, config.index_interval_bytes, now_ms)
-                    chunk, placements = bytearray(), []
-            if placements:
-                cleaned.append(chunk, placements, config.index_interval_bytes, now_ms)
+            with _open_sealed(sealed) as fd:
+                for position, header, raw in _batches(partition_log, sealed, fd):
+                    kept = _filter_batch(
+                        raw, header, offset_map, drop_tombstones, view.producer_batches, stats
+                    )
+                    if not copy.started:
+                        if kept is raw:
+                            continue
+                        # A lone segment is copied only once something in it goes.
+                        copy.start()
+                        copy.add_unchanged(fd, position)
+                    if kept is not None:
+                        copy.add(kept, header.last_offset)
+            copy.write()
             stats.segments_read += 1
             stats.bytes_read += sealed.size
-        if not changed:
-            cleaned.delete()
+        cleaned = copy.finish()
+        if tombstones_kept < stats.tombstones_kept:
+            largest = cleaned.largest_timestamp if cleaned else group[0].largest_timestamp
+            stats.next_tombstone_expiry_ms = min(
+                stats.next_tombstone_expiry_ms, largest + config.delete_retention_ms + 1
+            )
+        if cleaned is None:
             return
-        cleaned.seal()
-        _sync(cleaned)
         if not partition_log.replace_segments([s.segment for s in group], cleaned):
             raise _Aborted
     except BaseException:
-        cleaned.delete()
+        copy.discard()
         raise
     stats.segments_written += 1
     stats.bytes_written += cleaned.size
 
 
+class _Copy:
+    """The cleaned copy of a group, as `<base>.log.cleaned` and its indexes, made on demand."""
+
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> None:
+        self._directory = directory
+        self._base_offset = base_offset
+        self._config = config
+        self._now_ms = now_ms
+        self._segment: Segment | None = None
+        self._chunk = bytearray()
+        self._placements: list[BatchPlacement] = []
+
+    @property
+    def started(self) -> bool:
+        return self._segment is not None
+
+    def start(self) -> None:
+        self._segment = Segment.create(
+            self._directory, self._base_offset, self._config.segment_index_bytes, CLEANED_SUFFIX
+        )
+
+    def add_unchanged(self, fd: int, end: int) -> None:
+        """Copy the batches of a segment before position `end`, already read and found whole."""
+        for position, header in scan_file(fd, end):
+            self.add(read_file(fd, header.size, position), header.last_offset)
+
+    def add(self, batch: bytes, last_offset: int) -> None:
+        placement = (len(self._chunk), len(batch), last_offset, _max_timestamp(batch))
+        self._placements.append(placement)
+        self._chunk += batch
+        if len(self._chunk) >= _WRITE_CHUNK:
+            self.write()
+
+    def write(self) -> None:
+        if self._segment is not None and self._placements:
+            interval = self._config.index_interval_bytes
+            self._segment.append(self._chunk, self._placements, interval, self._now_ms)
+        self._chunk, self._placements = bytearray(), []
+
+    def finish(self) -> Segment | None:
+        """The copy sealed and synced (the swap's commit must find it whole), if one was made."""
+        segment = self._segment
+        if segment is None:
+            return None
+        self.write()
+        segment.seal()
+        handles = segment.take_sync_handles()
+        try:
+            for fd in handles:
+                os.fsync(fd)
+        finally:
+            for fd in handles:
+                os.close(fd)
+        return segment
+
+    def discard(self) -> None:
+        if self._segment is not None:
+            self._segment.delete()
+            self._segment = None
+
+
+@contextmanager
+def _open_sealed(sealed: SealedSegment) -> Iterator[int]:
+    try:
+        fd = os.open(sealed.path, os.O_RDONLY)
+    except FileNotFoundError:
+        raise _Aborted from None  # retention got there first
+    except OSError as exc:
+        raise StorageIOError(f"cannot read {sealed.path}: {exc}") from exc
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
 def _batches(
-    partition_log: PartitionLog, sealed: SealedSegment
+    partition_log: PartitionLog, sealed: SealedSegment, fd: int
 ) -> Iterator[tuple[int, BatchHeader, bytes]]:
     """(position, header, bytes) of each batch of a sealed segment, CRC checked.
 
     A batch failing its CRC stops the cleaning: copying it under a new CRC
     would pass the damage off as good data.
     """
-    for position, header in scan_file(sealed.fd, sealed.size):
+    for position, header in scan_file(fd, sealed.size):
         if partition_log.closed:
             raise LogClosed(f"the log of {partition_log.name} was closed while being cleaned")
-        raw = read_file(sealed.fd, header.size, position)
+        raw = read_file(fd, header.size, position)
         if not crc_matches(raw, header):
             raise StorageIOError(
                 f"{partition_log.name}: the batch at position {position} of segment"
@@ -327,9 +417,11 @@ def _filter_batch(
             continue
         if record.offset < offset_map.get(record.key, -1):
             continue
-        if record.value is None and drop_tombstones:
-            stats.tombstones_dropped += 1
-            continue
+        if record.value is None:
+            if drop_tombstones:
+                stats.tombstones_dropped += 1
+                continue
+            stats.tombstones_kept += 1
         kept.append(encoding)
         max_timestamp = max(max_timestamp, record.timestamp)
     stats.records_kept += len(kept)
@@ -348,14 +440,3 @@ def _filter_batch(
 
 def _max_timestamp(batch: bytes) -> int:
     return parse_header(batch).max_timestamp
-
-
-def _sync(segment: Segment) -> None:
-    # The swap's commit must find the copy whole on disk.
-    handles = segment.take_sync_handles()
-    try:
-        for fd in handles:
-            os.fsync(fd)
-    finally:
-        for fd in handles:
-            os.close(fd)

@@ -10,8 +10,8 @@ Threads: the broker calls everything from its event loop except flush() and
 the log cleaner (cleaner.clean), which it runs in worker threads. `_lock` guards
 the segment list, the descriptors and the counters, and is held only briefly by
 flush(), which fsyncs duplicated descriptors outside it, and by the cleaner,
-which reads and rewrites through its own descriptors outside it and takes it
-only to swap the result in. `_flush_lock` keeps two flushes (or a flush and a
+which reads sealed segments through descriptors of its own and writes its copy
+outside it, and takes it only to swap the copy in. `_flush_lock` keeps two flushes (or a flush and a
 delete) from interleaving; `_clean_lock` does the same for cleanings.
 """
 
@@ -85,8 +85,9 @@ class SealedSegment:
     next_base_offset: int
     size: int
     largest_timestamp: int
-    # A duplicate of the .log descriptor, or -1; the cleaner closes it.
-    fd: int
+    # Only retention or DeleteRecords could delete it meanwhile, and no other segment
+    # ever takes its name: whatever opens under this path is this segment's data.
+    path: Path
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +138,9 @@ class PartitionLog:
         self._appended_messages = 0
         self._flushed_messages = 0
         self.last_flush_ms = now_ms
+        # When a tombstone the log cleaner kept may be dropped (cleaner.py owns it);
+        # None until a cleaning since the log was opened has told.
+        self.tombstone_expiry_ms: int | None = None
 
     def __repr__(self) -> str:
         return f"PartitionLog({self.name}, {self._log_start}..{self.log_end_offset})"
@@ -588,30 +592,25 @@ class PartitionLog:
         """Held for a whole cleaning, so that two never overlap and delete() waits for one."""
         return self._clean_lock
 
-    def view_for_cleaning(self, *, open_files: bool = True) -> CleaningView:
-        """The segments below the active one, with duplicated descriptors if `open_files`.
+    def view_for_cleaning(self) -> CleaningView:
+        """The segments below the active one, which the cleaner reads outside the lock.
 
-        Sealed segments never change until the cleaner or retention replaces
-        them, so the caller can read them outside the lock through the duplicates.
+        Sealed segments never change until the cleaner itself or retention
+        replaces them, and the cleaner holds cleaner_lock.
         """
         with self._lock:
             self._check_open()
-            sealed: list[SealedSegment] = []
-            try:
-                for segment, following in pairwise(self._segments):
-                    sealed.append(
-                        SealedSegment(
-                            segment,
-                            segment.base_offset,
-                            following.base_offset,
-                            segment.size,
-                            segment.largest_timestamp,
-                            segment.dup_fd() if open_files else -1,
-                        )
-                    )
-            except BaseException:
-                _close_all([s.fd for s in sealed if s.fd >= 0])
-                raise
+            sealed = [
+                SealedSegment(
+                    segment,
+                    segment.base_offset,
+                    following.base_offset,
+                    segment.size,
+                    segment.largest_timestamp,
+                    segment.path(LOG_SUFFIX),
+                )
+                for segment, following in pairwise(self._segments)
+            ]
             return CleaningView(
                 self.config,
                 self._log_start,

@@ -355,14 +355,6 @@ class Segment:
     def read(self, position: int, size: int) -> bytes:
         return _pread_exact(self._require_fd(), size, position)
 
-    def dup_fd(self) -> int:
-        """A duplicate of the .log descriptor, for reading in another thread.
-
-        It stays valid (and names the same file) even if the segment is closed
-        or deleted meanwhile, where the segment's own number could be reused.
-        """
-        return os.dup(self._require_fd())
-
     def scan(self, position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each batch from `position`, reading only around headers."""
         return scan_file(self._require_fd(), self.size, position)
