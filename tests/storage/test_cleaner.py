@@ -18,7 +18,13 @@ from hypothesis import strategies as st
 
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.records import iter_batches
-from herdless.storage import InvalidRecord, LogConfig, LogManager, PartitionLog
+from herdless.storage import (
+    InvalidRecord,
+    LogConfig,
+    LogManager,
+    PartitionLog,
+    StorageIOError,
+)
 from herdless.storage.cleaner import (
     CLEANER_CHECKPOINT_FILE,
     clean,
@@ -406,6 +412,57 @@ def test_cleaning_in_a_thread_while_appending_and_reading(open_log: OpenLog) -> 
     assert latest(rows(log)) == {
         b"k%d" % (o % 7): (o, o, b"k%d" % (o % 7), b"v%d" % o) for o in range(593, 600)
     }
+
+
+def test_a_swap_failing_past_its_commit_completes_on_the_next_open(
+    open_log: OpenLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = open_log(**COMPACT)
+    fill(log, 40)
+    log.roll()
+    expected = sorted(latest(rows(log)).values())
+    log.config = dataclasses.replace(log.config, segment_bytes=100_000)
+    real_replace = os.replace
+
+    def failing_replace(src: object, dst: object) -> None:
+        if str(src).endswith(".log.swap"):
+            raise OSError(5, "Input/output error")
+        real_replace(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(StorageIOError, match="swapping in cleaned segment 0"):
+        clean(log, now_ms=2_000)
+    monkeypatch.undo()
+    assert (log.directory / f"{0:020d}.log.swap").exists()
+    assert log.closed
+    log = open_log(**COMPACT)
+    assert rows(log) == expected
+    assert log.log_end_offset == 40
+
+
+def test_a_swap_failing_before_its_commit_leaves_the_log_as_it_was(
+    open_log: OpenLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = open_log(**COMPACT)
+    fill(log, 40)
+    log.roll()
+    before = rows(log)
+    real_rename = os.rename
+
+    def failing_rename(src: object, dst: object) -> None:
+        if str(src).endswith(".log.cleaned"):
+            raise OSError(5, "Input/output error")
+        real_rename(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "rename", failing_rename)
+    with pytest.raises(StorageIOError, match="before its commit"):
+        clean(log, now_ms=2_000)
+    monkeypatch.undo()
+    assert rows(log) == before and not log.closed
+    assert not [p for p in log.directory.iterdir() if p.suffix in (".cleaned", ".swap")]
+    assert clean(log, now_ms=2_000).records_kept == 4
+    log.close()
+    assert rows(open_log(**COMPACT)) == sorted(latest(before).values())
 
 
 # -- a crash at every step --------------------------------------------------------------------

@@ -32,9 +32,10 @@ recognises a retry of it. Kafka keeps only each producer's last batch so.
 Offsets keep their gaps: readers and recovery accept offsets that increase
 with holes.
 
-Threads: clean() runs in a worker thread. It reads sealed segments through
-duplicated descriptors and writes the copy without the log's lock, and takes
-the lock only to swap a copy in; appends, reads and flushes carry on meanwhile.
+Threads: clean() runs in a worker thread. It opens the sealed segments itself
+(never through the log's descriptors, which a close could free for reuse),
+reads them and writes the copy without the log's lock, and takes the lock only
+to swap a copy in; appends, reads and flushes carry on meanwhile.
 """
 
 from __future__ import annotations
@@ -357,9 +358,14 @@ class _Copy:
         return segment
 
     def discard(self) -> None:
-        if self._segment is not None:
-            self._segment.delete()
-            self._segment = None
+        segment, self._segment = self._segment, None
+        if segment is None:
+            return
+        if segment.file_suffix == CLEANED_SUFFIX:
+            segment.delete()
+        else:
+            # A swap that failed past its commit: the next open completes it.
+            segment.close()
 
 
 @contextmanager

@@ -635,7 +635,17 @@ class PartitionLog:
                 a is not b for a, b in zip(self._segments[first:last], old, strict=True)
             ):
                 return False
-            swap.install(self.directory, cleaned, old)
+            try:
+                swap.install(self.directory, cleaned, old)
+            except OSError as exc:
+                message = f"swapping in cleaned segment {cleaned.base_offset} of {self.name} failed"
+                if cleaned.file_suffix == swap.CLEANED_SUFFIX:
+                    raise StorageIOError(f"{message} before its commit: {exc}") from exc
+                # Some of `old` may be gone already. Serve nothing until the log is opened
+                # again, which completes the swap, as Kafka takes a failed log dir offline.
+                log.error("%s: %s; closing the log until it is reopened", self.name, exc)
+                self._close_segments()
+                raise StorageIOError(f"{message}; the log is closed until reopened: {exc}") from exc
             self._segments[first:last] = [cleaned]
             self._bases[first:last] = [cleaned.base_offset]
             if cleaned.size == 0 and first > 0:

@@ -25,6 +25,7 @@ At open (Kafka's LogLoader does the same), before segments are read:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from pathlib import Path
@@ -59,11 +60,23 @@ def install(directory: Path, cleaned: Segment, replaced: list[Segment]) -> None:
     """
     base = cleaned.base_offset
     assert replaced and replaced[0].base_offset == base, "a cleaned segment keeps its first base"
-    for suffix in _RENAME_ORDER:
-        os.rename(
-            segment_file(directory, base, suffix + CLEANED_SUFFIX),
-            segment_file(directory, base, suffix + SWAP_SUFFIX),
-        )
+    renamed: list[str] = []
+    try:
+        for suffix in _RENAME_ORDER:
+            os.rename(
+                segment_file(directory, base, suffix + CLEANED_SUFFIX),
+                segment_file(directory, base, suffix + SWAP_SUFFIX),
+            )
+            renamed.append(suffix)
+    except OSError:
+        # Not committed: put the indexes back with their .log, for the caller to delete.
+        for suffix in renamed:
+            with contextlib.suppress(OSError):
+                os.rename(
+                    segment_file(directory, base, suffix + SWAP_SUFFIX),
+                    segment_file(directory, base, suffix + CLEANED_SUFFIX),
+                )
+        raise
     cleaned.set_file_suffix(SWAP_SUFFIX)
     fsync_dir(directory)
     for segment in replaced[1:]:
