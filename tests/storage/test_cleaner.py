@@ -342,6 +342,42 @@ def test_manager_cleans_compacted_logs_past_the_dirty_ratio(tmp_path: Path) -> N
         manager.close()
 
 
+def test_manager_cleans_again_when_a_kept_tombstone_expires(tmp_path: Path) -> None:
+    manager = LogManager(tmp_path / "data")
+    manager.open(now_ms=0)
+    try:
+        configs = {"cleanup.policy": "compact", "delete.retention.ms": "1000"}
+        manager.create_topic("c", 1, configs, now_ms=0)
+        c = manager.partition("c", 0)
+        assert c is not None
+        put(c, [(b"a", b"1"), (b"b", b"1")], 1_000)
+        put(c, [(b"a", None)], 1_000)
+        c.roll()
+        assert manager.clean(now_ms=1_500) == 1
+        assert c.tombstone_expiry_ms == 2_001
+        assert manager.clean(now_ms=2_000) == 0
+        assert manager.clean(now_ms=2_001) == 1
+        assert [(r[2], r[3]) for r in rows(c)] == [(b"b", b"1")]
+        assert manager.clean(now_ms=DAY) == 0
+    finally:
+        manager.close()
+
+
+def test_a_full_offset_map_leaves_the_rest_dirty(open_log: OpenLog) -> None:
+    log = open_log(**COMPACT)
+    for i in range(30):
+        put(log, [(b"k%d" % i, b"v")])  # every key new: the map grows with every record
+    log.roll()
+    bases = log.segment_base_offsets
+    stats = clean(log, now_ms=2_000, max_map_keys=1)
+    # The first dirty segment always goes in; the map was full after it.
+    assert stats.end_offset == bases[1]
+    assert cleanable_ratio(log, 2_000) > 0.5
+    assert clean(log, now_ms=2_000, max_map_keys=1).end_offset == bases[2]
+    assert clean(log, now_ms=2_000).end_offset == log.segment_base_offsets[-1]
+    assert len(rows(log)) == 30
+
+
 def test_new_configs_parse_and_render() -> None:
     config = LogConfig.from_topic_configs(
         {"min.cleanable.dirty.ratio": "0.25", "min.compaction.lag.ms": "60000"}
