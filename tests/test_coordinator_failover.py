@@ -149,3 +149,37 @@ def test_committed_offsets_survive_restart(own_broker: BrokerProcess, hard: bool
             first = records[0].value
     resumed.close()
     assert first == b"42", "the group did not resume at its committed position"
+
+
+def test_offsets_topic_is_compacted_and_still_loads(tmp_path: Path) -> None:
+    """Thousands of commits of one partition shrink to a few records; the last one wins."""
+    process = BrokerProcess(
+        tmp_path / "data",
+        "--set",
+        "offsets.topic.segment.bytes=4096",
+        "--set",
+        "log.cleaner.backoff.ms=200",
+    ).start()
+    try:
+        consumer = KafkaConsumer(
+            bootstrap_servers=process.bootstrap, group_id="churn", enable_auto_commit=False
+        )
+        tp = TopicPartition(TOPIC, 0)
+        for offset in range(1, 2001):
+            consumer.commit({tp: OffsetAndMetadata(offset, "", -1)})
+        consumer.close()
+        partition_dirs = list((tmp_path / "data").glob("__consumer_offsets-*"))
+
+        def stored_bytes() -> int:
+            return sum(f.stat().st_size for d in partition_dirs for f in d.glob("*.log"))
+
+        written = 2000 * 60  # each commit record is some 60+ bytes
+        wait_for(lambda: stored_bytes() < written / 10, 30, "the cleaner to compact the commits")
+        process.restart()
+        resumed = KafkaConsumer(
+            bootstrap_servers=process.bootstrap, group_id="churn", enable_auto_commit=False
+        )
+        assert resumed.committed(tp) == 2000
+        resumed.close()
+    finally:
+        process.kill()

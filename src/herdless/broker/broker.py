@@ -34,7 +34,10 @@ class Broker:
         self.appends = AppendNotifier()
         self.cluster_id = ""
         self.groups = GroupCoordinator(
-            self, config.coordinator_config(), config.offsets_topic_num_partitions
+            self,
+            config.coordinator_config(),
+            config.offsets_topic_num_partitions,
+            config.offsets_topic_segment_bytes,
         )
         self.stopping = False
         self._group_commits: dict[int, GroupCommit] = {}
@@ -42,6 +45,7 @@ class Broker:
         self._server: asyncio.Server | None = None
         self._connections: dict[asyncio.Task[None], Connection] = {}
         self._background: list[asyncio.Task[None]] = []
+        self._cleaning: asyncio.Future[int] | None = None
         self.bound_port = config.port
 
     # -- lifecycle ---------------------------------------------------------
@@ -71,6 +75,10 @@ class Broker:
             loop.create_task(self._every(self.config.retention_check_interval_ms, self._retain)),
             loop.create_task(self._every(self.config.flush_scheduler_interval_ms, self._flush_due)),
         ]
+        if self.config.cleaner_enable:
+            self._background.append(
+                loop.create_task(self._every(self.config.cleaner_backoff_ms, self._clean))
+            )
         log.info("herdless listening on %s:%d", self.config.host, self.bound_port)
 
     async def stop(self) -> None:
@@ -90,6 +98,8 @@ class Broker:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
+        if self._cleaning is not None:
+            await asyncio.gather(self._cleaning, return_exceptions=True)
         self.groups.close()
         self.logs.close()
         log.info("herdless stopped; logs flushed and closed")
@@ -114,6 +124,14 @@ class Broker:
 
     async def _retain(self) -> None:
         self.logs.apply_retention(now_ms())
+
+    async def _clean(self) -> None:
+        # Compaction rewrites whole segments: off the event loop, as fsync is. Shielded,
+        # and awaited by stop(), so logs are never closed under a running clean.
+        self._cleaning = asyncio.ensure_future(asyncio.to_thread(self.logs.clean, now_ms()))
+        cleaned = await asyncio.shield(self._cleaning)
+        if cleaned:
+            log.debug("compacted %d logs", cleaned)
 
     async def _flush_due(self) -> None:
         now = now_ms()

@@ -18,6 +18,9 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     "log.flush.scheduler.interval.ms": ("flush_scheduler_interval_ms", int),
     "delete.topic.enable": ("delete_topic_enable", bool),
     "offsets.topic.num.partitions": ("offsets_topic_num_partitions", int),
+    "offsets.topic.segment.bytes": ("offsets_topic_segment_bytes", int),
+    "log.cleaner.enable": ("cleaner_enable", bool),
+    "log.cleaner.backoff.ms": ("cleaner_backoff_ms", int),
     "group.min.session.timeout.ms": ("group_min_session_timeout_ms", int),
     "group.max.session.timeout.ms": ("group_max_session_timeout_ms", int),
     "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", int),
@@ -68,6 +71,9 @@ class BrokerConfig:
     delete_topic_enable: bool = True
     topic_defaults: dict[str, str] = field(default_factory=dict)
     offsets_topic_num_partitions: int = 50
+    offsets_topic_segment_bytes: int = 104_857_600
+    cleaner_enable: bool = True
+    cleaner_backoff_ms: int = 15_000
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3_000

@@ -34,8 +34,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
-# Kafka's settings for the internal topic: compacted, 100 MiB segments.
-OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
 # Completed rebalances, one JSON record each keyed by group id, for `herdless groups
 # history` and for anyone who wants to alert on them; any Kafka client can read it.
 REBALANCES_TOPIC = "__rebalance_history"
@@ -255,10 +253,18 @@ class ShardRuntime:
 class GroupCoordinator:
     """All shards of this broker; on one node, every `__consumer_offsets` partition."""
 
-    def __init__(self, broker: Broker, config: CoordinatorConfig, num_partitions: int) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        config: CoordinatorConfig,
+        num_partitions: int,
+        segment_bytes: int = 104_857_600,
+    ) -> None:
         self.broker = broker
         self.config = config
         self.num_partitions = num_partitions
+        # Kafka's settings for the offsets topic: compacted, 100 MiB segments by default.
+        self.topic_configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
         self.shards: dict[int, ShardRuntime] = {}
         self._loading: asyncio.Task[None] | None = None
 
@@ -269,7 +275,7 @@ class GroupCoordinator:
             history = logs.create_topic(REBALANCES_TOPIC, 1, REBALANCES_TOPIC_CONFIGS)
         topic = logs.topics.get(OFFSETS_TOPIC)
         if topic is None:
-            topic = logs.create_topic(OFFSETS_TOPIC, self.num_partitions, OFFSETS_TOPIC_CONFIGS)
+            topic = logs.create_topic(OFFSETS_TOPIC, self.num_partitions, self.topic_configs)
         elif len(topic.partitions) != self.num_partitions:
             # Placement hashes over the partition count; it cannot change under stored groups.
             log.warning(
