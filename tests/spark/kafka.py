@@ -1,0 +1,61 @@
+"""Plain Kafka client helpers for the Spark tests: topics, producing, committed offsets."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(name, num_partitions=partitions)])
+    futures[name].result(30)
+
+
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: Iterable[tuple[bytes | None, bytes, int | None]],
+    headers: list[tuple[str, bytes]] | None = None,
+) -> int:
+    """Produce (key, value, partition) records and wait for every acknowledgement."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5}
+    )
+    count = 0
+    for key, value, partition in records:
+        extra = {} if partition is None else {"partition": partition}
+        while True:
+            try:
+                producer.produce(topic, value, key, headers=headers, **extra)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        count += 1
+    assert producer.flush(60) == 0
+    return count
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """The group's committed offsets, fetched with OffsetFetch (no joining)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        answer = consumer.committed(
+            [TopicPartition(topic, p) for p in range(partitions)], timeout=10
+        )
+    finally:
+        consumer.close()
+    return {tp.partition: tp.offset for tp in answer if tp.offset >= 0}
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "end-offsets"})
+    try:
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(partitions)
+        }
+    finally:
+        consumer.close()
