@@ -11,8 +11,9 @@ the log cleaner (cleaner.clean), which it runs in worker threads. `_lock` guards
 the segment list, the descriptors and the counters, and is held only briefly by
 flush(), which fsyncs duplicated descriptors outside it, and by the cleaner,
 which reads sealed segments through descriptors of its own and writes its copy
-outside it, and takes it only to swap the copy in. `_flush_lock` keeps two flushes (or a flush and a
-delete) from interleaving; `_clean_lock` does the same for cleanings.
+outside it, and takes it only to swap the copy in. `_flush_lock` keeps two
+flushes (or a flush and a delete) from interleaving; `_clean_lock` does the same
+for two cleanings, and makes delete() wait for a cleaning to notice the close.
 """
 
 from __future__ import annotations
