@@ -42,6 +42,9 @@ _TOPIC_DEFAULTS: dict[str, str] = {
     "log.cleanup.policy": "cleanup.policy",
     "message.max.bytes": "max.message.bytes",
     "log.message.timestamp.type": "message.timestamp.type",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
 }
 
 _HOURS = {
