@@ -136,6 +136,12 @@ class BrokerConfig:
             raise ConfigError(str(exc)) from exc
 
 
+def broker_topic_defaults(config: LogConfig) -> dict[str, str]:
+    """The broker-wide topic defaults under their broker names (log.retention.ms, ...)."""
+    topic_configs = config.to_topic_configs()
+    return {broker: topic_configs[topic] for broker, topic in _TOPIC_DEFAULTS.items()}
+
+
 def _parse(key: str, value: str, kind: type) -> object:
     if kind is bool:
         if value.lower() not in ("true", "false"):

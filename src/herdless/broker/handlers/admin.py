@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from herdless.broker.config import broker_topic_defaults
 from herdless.broker.group_coordinator import INTERNAL_TOPICS
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
@@ -210,5 +211,5 @@ def _broker_configs(broker: Broker) -> dict[str, str]:
         "num.partitions": str(config.num_partitions),
         "socket.request.max.bytes": str(config.max_request_bytes),
         "delete.topic.enable": str(config.delete_topic_enable).lower(),
-        **{f"log.{k}": v for k, v in broker.logs.default_config.to_topic_configs().items()},
+        **broker_topic_defaults(broker.logs.default_config),
     }
