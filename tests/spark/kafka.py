@@ -59,3 +59,13 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
         }
     finally:
         consumer.close()
+
+
+def group_assignment(bootstrap: str, group: str) -> dict[str, set[int]]:
+    """Partitions of each member (by member id) as the coordinator describes the group."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    description = admin.describe_consumer_groups([group])[group].result(10)
+    return {
+        member.member_id: {tp.partition for tp in member.assignment.topic_partitions}
+        for member in description.members
+    }

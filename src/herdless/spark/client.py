@@ -57,8 +57,29 @@ def topic_partitions(
     return {t: available[t] for t in options.topics}
 
 
+def _reason(exc: BaseException) -> str:
+    error = exc.args[0] if exc.args else exc
+    return error.str() if hasattr(error, "str") else str(error)
+
+
+def require_topic(connection: ClientOptions, topic: str) -> None:
+    """Fail unless the topic exists (asking never creates it, whatever the broker's policy)."""
+    consumer = quiet_consumer(connection)
+    try:
+        metadata = consumer.list_topics(timeout=connection.connect_timeout_s)
+    except KafkaException as exc:
+        raise unreachable(connection, exc) from None
+    finally:
+        consumer.close()
+    if topic not in metadata.topics or metadata.topics[topic].error is not None:
+        raise HerdlessSparkError(
+            f"topic {topic} does not exist on the broker at {connection.bootstrap} "
+            f"(create it first, e.g. `herdless topics create {topic} --partitions 3`)"
+        )
+
+
 def unreachable(connection: ClientOptions, exc: BaseException | None = None) -> HerdlessSparkError:
-    detail = f" ({exc.args[0]})" if exc is not None and exc.args else ""
+    detail = f" ({_reason(exc)})" if exc is not None else ""
     return HerdlessSparkError(
         f"no Kafka broker answered at {connection.bootstrap} within "
         f"{connection.connect_timeout_s:g}s{detail}; check kafka.bootstrap.servers "
@@ -81,7 +102,7 @@ def watermarks(
         except KafkaException as exc:
             raise HerdlessSparkError(
                 f"could not read the offsets of {topic}-{partition} from the broker at "
-                f"{connection.bootstrap}: {exc.args[0] if exc.args else exc}"
+                f"{connection.bootstrap}: {_reason(exc)}"
             ) from None
         result[(topic, partition)] = (low, high)
     return result
@@ -99,7 +120,7 @@ def committed_offsets(
     except KafkaException as exc:
         raise HerdlessSparkError(
             f"could not fetch committed offsets from the broker at {connection.bootstrap}: "
-            f"{exc.args[0] if exc.args else exc}"
+            f"{_reason(exc)}"
         ) from None
     # librdkafka reports "no committed offset" as a negative sentinel.
     return {(tp.topic, tp.partition): tp.offset for tp in answered if tp.offset >= 0}

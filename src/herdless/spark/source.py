@@ -12,8 +12,8 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from herdless.spark.batch import HerdlessBatchReader
-from herdless.spark.client import quiet_consumer, topic_partitions
-from herdless.spark.options import read_options, write_options
+from herdless.spark.client import quiet_consumer, require_topic, topic_partitions
+from herdless.spark.options import WriteOptions, read_options, write_options
 from herdless.spark.schema import KAFKA_SCHEMA
 from herdless.spark.stream import HerdlessStreamReader
 from herdless.spark.writer import HerdlessStreamWriter, HerdlessWriter, check_write_schema
@@ -47,11 +47,14 @@ class HerdlessDataSource(DataSource):
         return HerdlessStreamReader(read_options(self.options, "stream"))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        options = write_options(self.options)
-        check_write_schema(schema, options)
-        return HerdlessWriter(options)
+        return HerdlessWriter(self._write_options(schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return HerdlessStreamWriter(self._write_options(schema))
+
+    def _write_options(self, schema: StructType) -> WriteOptions:
         options = write_options(self.options)
         check_write_schema(schema, options)
-        return HerdlessStreamWriter(options)
+        if options.topic is not None:
+            require_topic(options.connection, options.topic)
+        return options
