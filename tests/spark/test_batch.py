@@ -1,4 +1,4 @@
-"""Batch reads and writes: df.write.format("herdless") and spark.read.format("herdless")."""
+"""Batch reads and writes, and the streaming writer: spark.read / df.write / df.writeStream."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from tests.spark.kafka import create_topic, end_offsets, produce
 ROWS = 100_000
 
 
-def test_writer_round_trips_keys_values_and_headers(spark, broker) -> None:
-    create_topic(broker.bootstrap, "roundtrip", 4)
-    source = spark.range(ROWS).select(
+def _source(spark, rows: int):
+    """Rows whose key names an id from which value and headers can be checked."""
+    return spark.range(rows).select(
         F.concat(F.lit("k"), F.col("id").cast("string")).cast("binary").alias("key"),
         F.concat(F.lit("value-"), F.col("id").cast("string")).alias("value"),
         F.array(
@@ -23,33 +23,96 @@ def test_writer_round_trips_keys_values_and_headers(spark, broker) -> None:
             F.struct(F.lit("kind").alias("key"), F.lit(b"click").alias("value")),
         ).alias("headers"),
     )
-    source.write.format("herdless").option("kafka.bootstrap.servers", broker.bootstrap).option(
-        "topic", "roundtrip"
-    ).mode("append").save()
 
-    assert sum(end_offsets(broker.bootstrap, "roundtrip", 4).values()) == ROWS
-    back = (
+
+def _assert_round_trip(back, rows: int) -> None:
+    """Every record checked, in Spark: the key gives the id, the id gives value and headers."""
+    checked = back.select(
+        F.expr("cast(substring(cast(key as string), 2) as bigint)").alias("id"),
+        F.col("value").cast("string").alias("value"),
+        "headers",
+    ).select(
+        "id",
+        (
+            (F.col("value") == F.concat(F.lit("value-"), F.col("id").cast("string")))
+            & (
+                F.col("headers")
+                == F.array(
+                    F.struct(
+                        F.lit("id").alias("key"),
+                        F.col("id").cast("string").cast("binary").alias("value"),
+                    ),
+                    F.struct(F.lit("kind").alias("key"), F.lit(b"click").alias("value")),
+                )
+            )
+        ).alias("intact"),
+    )
+    summary = checked.agg(
+        F.count("*").alias("rows"),
+        F.countDistinct("id").alias("ids"),
+        F.min("id").alias("low"),
+        F.max("id").alias("high"),
+        F.sum(F.when(F.col("intact"), 0).otherwise(1)).alias("damaged"),
+    ).first()
+    assert summary.asDict() == {"rows": rows, "ids": rows, "low": 0, "high": rows - 1, "damaged": 0}
+
+
+def _read(spark, bootstrap: str, topic: str):
+    return (
         spark.read.format("herdless")
-        .option("kafka.bootstrap.servers", broker.bootstrap)
-        .option("subscribe", "roundtrip")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
         .load()
     )
-    rows = back.select(
-        F.col("key").cast("string").alias("key"),
-        F.col("value").cast("string").alias("value"),
-        F.col("headers"),
-    ).collect()
-    assert len(rows) == ROWS
-    seen = set()
-    for row in rows:
-        number = int(row.key[1:])
-        assert row.value == f"value-{number}"
-        assert [(h.key, bytes(h.value)) for h in row.headers] == [
-            ("id", str(number).encode()),
-            ("kind", b"click"),
-        ]
-        seen.add(number)
-    assert seen == set(range(ROWS))
+
+
+def test_writer_round_trips_keys_values_and_headers(spark, broker) -> None:
+    create_topic(broker.bootstrap, "roundtrip", 4)
+    _source(spark, ROWS).write.format("herdless").option(
+        "kafka.bootstrap.servers", broker.bootstrap
+    ).option("topic", "roundtrip").mode("append").save()
+
+    assert sum(end_offsets(broker.bootstrap, "roundtrip", 4).values()) == ROWS
+    _assert_round_trip(_read(spark, broker.bootstrap, "roundtrip"), ROWS)
+
+
+def test_writer_honours_a_partition_column(spark, broker) -> None:
+    create_topic(broker.bootstrap, "placed", 3)
+    spark.range(30).selectExpr(
+        "cast(id as string) as value", "cast(id % 3 as int) as partition"
+    ).write.format("herdless").option("kafka.bootstrap.servers", broker.bootstrap).option(
+        "topic", "placed"
+    ).mode("append").save()
+    rows = _read(spark, broker.bootstrap, "placed").select("partition", "value").collect()
+    assert sorted((r.partition, int(r.value)) for r in rows) == sorted(
+        (i % 3, i) for i in range(30)
+    )
+
+
+def test_stream_writer_copies_a_topic_with_keys_values_and_headers(spark, broker, tmp_path) -> None:
+    create_topic(broker.bootstrap, "copy-from", 2)
+    create_topic(broker.bootstrap, "copy-to", 3)
+    _source(spark, 5000).write.format("herdless").option(
+        "kafka.bootstrap.servers", broker.bootstrap
+    ).option("topic", "copy-from").mode("append").save()
+    query = (
+        spark.readStream.format("herdless")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", "copy-from")
+        .option("group.id", "copier")
+        .option("startingOffsets", "earliest")
+        .load()
+        .select("key", "value", "headers")
+        .writeStream.format("herdless")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("topic", "copy-to")
+        .option("checkpointLocation", str(tmp_path))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert query.exception() is None
+    _assert_round_trip(_read(spark, broker.bootstrap, "copy-to"), 5000)
 
 
 def test_batch_read_between_json_offsets(spark, broker) -> None:

@@ -46,7 +46,8 @@ _READ = _COMMON | {
 _ALLOWED: dict[Mode, set[str]] = {
     "stream": _READ | {"maxoffsetspertrigger", "groupjointimeoutms"},
     "batch": _READ | {"endingoffsets"},
-    "write": _COMMON | {"topic"},
+    # Spark passes a streaming query's checkpointLocation on to its sink.
+    "write": _COMMON | {"topic", "checkpointlocation"},
 }
 _ALLOWED["any"] = _ALLOWED["stream"] | _ALLOWED["batch"]
 # Options that exist, but not for this kind of use: name the right one.
