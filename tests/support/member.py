@@ -1,0 +1,372 @@
+"""One consumer-group member in its own OS process, for the group integration tests.
+
+Run as ``python tests/support/member.py --client confluent-kafka ...``. The member
+subscribes to one topic and then:
+
+- prints one JSON line to stdout for every event: ``started``, each change of
+  its assignment (``assign``, ``revoke``, ``lost``, carrying the change, the
+  whole assignment after it, the generation and member id as the client sees
+  them), ``commit_failed``, ``error`` and finally ``closed``;
+- processes records by appending ``partition offset value`` lines to ``--out``
+  and flushing it, and only then commits the next offsets synchronously
+  (commit after process); partitions being revoked get a last commit of
+  anything processed but not yet committed;
+- on SIGTERM finishes the batch in hand, closes the consumer (which leaves the
+  group, or for a static member just disconnects) and exits 0.
+
+It imports nothing from the tests package so it runs as a plain script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import struct
+import sys
+import time
+from collections.abc import Iterable
+from typing import Any, TextIO
+
+CLIENTS = ("confluent-kafka", "kafka-python", "aiokafka")
+POLL_TIMEOUT_S = 0.2
+MAX_BATCH = 500
+
+
+class Reporter:
+    """Event lines on stdout, processed records in the output file."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.owned: set[int] = set()
+        # Processed but not yet committed: partition -> next offset to commit.
+        self.uncommitted: dict[int, int] = {}
+
+    def emit(self, event: str, **fields: Any) -> None:
+        line = json.dumps({"event": event, "time": time.time(), **fields})
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+    def change(
+        self,
+        kind: str,
+        partitions: Iterable[int],
+        generation: int | None,
+        member_id: str | None,
+    ) -> None:
+        delta = sorted(set(partitions))
+        if kind == "assign":
+            self.owned |= set(delta)
+        else:
+            self.owned -= set(delta)
+        self.emit(
+            kind,
+            delta=delta,
+            partitions=sorted(self.owned),
+            generation=generation,
+            member_id=member_id,
+        )
+
+    def process(self, records: Iterable[tuple[int, int, bytes | None]]) -> dict[int, int]:
+        """Record what was consumed; returns the offsets to commit now."""
+        positions: dict[int, int] = {}
+        for partition, offset, value in records:
+            text = (value or b"").decode(errors="replace")
+            self.out.write(f"{partition} {offset} {text}\n")
+            positions[partition] = max(positions.get(partition, -1), offset + 1)
+        self.out.flush()
+        self.uncommitted.update(positions)
+        return dict(self.uncommitted)
+
+    def committed(self, offsets: dict[int, int]) -> None:
+        for partition, offset in offsets.items():
+            if self.uncommitted.get(partition) == offset:
+                del self.uncommitted[partition]
+
+    def pending_for(self, partitions: Iterable[int]) -> dict[int, int]:
+        return {p: self.uncommitted[p] for p in partitions if p in self.uncommitted}
+
+
+def install_stop_flag() -> list[bool]:
+    stop = [False]
+
+    def on_term(_signum: int, _frame: object) -> None:
+        stop[0] = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    return stop
+
+
+# -- confluent-kafka (librdkafka) ---------------------------------------------
+
+
+def ck_generation(consumer: Any) -> int | None:
+    """The generation from librdkafka's serialized group metadata.
+
+    ``consumer_group_metadata()`` returns ``b"CGMDv2:" + int32 generation (host
+    order) + group id, member id and instance id, each NUL-terminated``.
+    """
+    try:
+        raw = consumer.consumer_group_metadata()
+    except Exception:  # noqa: BLE001 - the generation is a diagnostic extra
+        return None
+    if not isinstance(raw, bytes) or not raw.startswith(b"CGMDv2:"):
+        return None
+    return struct.unpack_from("=i", raw, 7)[0]
+
+
+def run_confluent(args: argparse.Namespace, reporter: Reporter) -> None:
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    config: dict[str, Any] = {
+        "bootstrap.servers": args.bootstrap,
+        "group.id": args.group,
+        "client.id": args.name,
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "session.timeout.ms": args.session_timeout_ms,
+        "heartbeat.interval.ms": args.heartbeat_interval_ms,
+        "max.poll.interval.ms": args.max_poll_interval_ms,
+    }
+    if args.assignor:
+        config["partition.assignment.strategy"] = args.assignor
+    if args.instance_id:
+        config["group.instance.id"] = args.instance_id
+    consumer = Consumer(config)
+    stop = install_stop_flag()
+
+    def commit(offsets: dict[int, int]) -> None:
+        if not offsets:
+            return
+        try:
+            consumer.commit(
+                offsets=[TopicPartition(args.topic, p, o) for p, o in offsets.items()],
+                asynchronous=False,
+            )
+        except KafkaException as exc:
+            reporter.emit("commit_failed", offsets=offsets, error=str(exc))
+            return
+        reporter.committed(offsets)
+
+    def on_assign(c: Any, partitions: list[Any]) -> None:
+        reporter.change(
+            "assign", (tp.partition for tp in partitions), ck_generation(c), c.memberid()
+        )
+
+    def on_revoke(c: Any, partitions: list[Any]) -> None:
+        commit(reporter.pending_for(tp.partition for tp in partitions))
+        reporter.change(
+            "revoke", (tp.partition for tp in partitions), ck_generation(c), c.memberid()
+        )
+
+    def on_lost(c: Any, partitions: list[Any]) -> None:
+        reporter.change("lost", (tp.partition for tp in partitions), ck_generation(c), None)
+
+    consumer.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+    reporter.emit("started", pid=os.getpid(), client=args.client)
+    while not stop[0]:
+        messages = consumer.consume(MAX_BATCH, timeout=POLL_TIMEOUT_S)
+        records = []
+        for message in messages:
+            if message.error() is not None:
+                reporter.emit("error", error=str(message.error()))
+                continue
+            records.append((message.partition(), message.offset(), message.value()))
+        if records:
+            commit(reporter.process(records))
+    consumer.close()
+
+
+# -- kafka-python -------------------------------------------------------------
+
+
+def run_kafka_python(args: argparse.Namespace, reporter: Reporter) -> None:
+    from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    from kafka.errors import KafkaError
+
+    options: dict[str, Any] = {
+        "bootstrap_servers": args.bootstrap,
+        "group_id": args.group,
+        "client_id": args.name,
+        "enable_auto_commit": False,
+        "auto_offset_reset": "earliest",
+        "session_timeout_ms": args.session_timeout_ms,
+        "heartbeat_interval_ms": args.heartbeat_interval_ms,
+        "max_poll_interval_ms": args.max_poll_interval_ms,
+        "partition_assignment_strategy": (RangePartitionAssignor, RoundRobinPartitionAssignor),
+    }
+    if args.instance_id:
+        options["group_instance_id"] = args.instance_id
+    consumer = KafkaConsumer(**options)
+    stop = install_stop_flag()
+
+    def identity() -> tuple[int | None, str | None]:
+        meta = consumer.group_metadata()
+        return meta.generation_id, meta.member_id
+
+    def commit(offsets: dict[int, int]) -> None:
+        if not offsets:
+            return
+        try:
+            consumer.commit(
+                {
+                    TopicPartition(args.topic, p): OffsetAndMetadata(o, "", -1)
+                    for p, o in offsets.items()
+                }
+            )
+        except KafkaError as exc:
+            reporter.emit("commit_failed", offsets=offsets, error=repr(exc))
+            return
+        reporter.committed(offsets)
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            commit(reporter.pending_for(tp.partition for tp in revoked))
+            reporter.change("revoke", (tp.partition for tp in revoked), *identity())
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            # Eager assignors hand over the whole assignment after revoking everything.
+            reporter.change("assign", (tp.partition for tp in assigned), *identity())
+
+        def on_partitions_lost(self, lost: Any) -> None:
+            reporter.change("lost", (tp.partition for tp in lost), *identity())
+
+    # Know the topic's partitions before joining. Otherwise, with the broker's
+    # initial rebalance delay at 0, the JoinGroup can return before the topic's
+    # metadata does: the leader assigns nothing, rejoins when the metadata
+    # arrives, and kafka-python 3.0.12 can lose that rejoin. When a join that was
+    # triggered by a metadata change finishes after poll() has timed out,
+    # join_group_async() finds need_rejoin() False (the new assignment snapshot
+    # matches the metadata) and returns without completing the join, so the
+    # member never gets its assignment and never heartbeats again.
+    deadline = time.monotonic() + 60
+    while not consumer.partitions_for_topic(args.topic):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"no metadata for topic {args.topic} within 60s")
+        time.sleep(0.1)
+    consumer.subscribe([args.topic], listener=Listener())
+    reporter.emit("started", pid=os.getpid(), client=args.client)
+    while not stop[0]:
+        batches = consumer.poll(timeout_ms=int(POLL_TIMEOUT_S * 1000), max_records=MAX_BATCH)
+        records = [(tp.partition, m.offset, m.value) for tp, ms in batches.items() for m in ms]
+        if records:
+            commit(reporter.process(records))
+    consumer.close()
+
+
+# -- aiokafka ------------------------------------------------------------------
+
+
+async def run_aiokafka_async(args: argparse.Namespace, reporter: Reporter) -> None:
+    from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+    from aiokafka.errors import KafkaError
+    from aiokafka.structs import OffsetAndMetadata
+
+    options: dict[str, Any] = {
+        "bootstrap_servers": args.bootstrap,
+        "group_id": args.group,
+        "client_id": args.name,
+        "enable_auto_commit": False,
+        "auto_offset_reset": "earliest",
+        "session_timeout_ms": args.session_timeout_ms,
+        "heartbeat_interval_ms": args.heartbeat_interval_ms,
+        "max_poll_interval_ms": args.max_poll_interval_ms,
+    }
+    if args.instance_id:
+        options["group_instance_id"] = args.instance_id
+    consumer = AIOKafkaConsumer(**options)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+
+    def identity() -> tuple[int | None, str | None]:
+        coordinator = consumer._coordinator  # noqa: SLF001 - no public accessor
+        if coordinator is None:
+            return None, None
+        return coordinator.generation, coordinator.member_id
+
+    async def commit(offsets: dict[int, int]) -> None:
+        if not offsets:
+            return
+        try:
+            await consumer.commit(
+                {
+                    TopicPartition(args.topic, p): OffsetAndMetadata(o, "")
+                    for p, o in offsets.items()
+                }
+            )
+        except KafkaError as exc:
+            reporter.emit("commit_failed", offsets=offsets, error=repr(exc))
+            return
+        reporter.committed(offsets)
+
+    class Listener(ConsumerRebalanceListener):
+        async def on_partitions_revoked(self, revoked: Any) -> None:
+            await commit(reporter.pending_for(tp.partition for tp in revoked))
+            reporter.change("revoke", (tp.partition for tp in revoked), *identity())
+
+        async def on_partitions_assigned(self, assigned: Any) -> None:
+            reporter.change("assign", (tp.partition for tp in assigned), *identity())
+
+    consumer.subscribe([args.topic], listener=Listener())
+    await consumer.start()
+    reporter.emit("started", pid=os.getpid(), client=args.client)
+    try:
+        while not stop.is_set():
+            batches = await consumer.getmany(
+                timeout_ms=int(POLL_TIMEOUT_S * 1000), max_records=MAX_BATCH
+            )
+            records = [(tp.partition, m.offset, m.value) for tp, ms in batches.items() for m in ms]
+            if records:
+                await commit(reporter.process(records))
+    finally:
+        await consumer.stop()
+
+
+def run_aiokafka(args: argparse.Namespace, reporter: Reporter) -> None:
+    asyncio.run(run_aiokafka_async(args, reporter))
+
+
+RUNNERS = {
+    "confluent-kafka": run_confluent,
+    "kafka-python": run_kafka_python,
+    "aiokafka": run_aiokafka,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--client", choices=CLIENTS, required=True)
+    parser.add_argument("--name", required=True, help="client id, unique within the test")
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--out", required=True, help="file of processed records")
+    parser.add_argument("--session-timeout-ms", type=int, default=10_000)
+    parser.add_argument("--heartbeat-interval-ms", type=int, default=500)
+    parser.add_argument("--max-poll-interval-ms", type=int, default=60_000)
+    parser.add_argument("--instance-id", help="group.instance.id: a static member")
+    parser.add_argument("--assignor", help="confluent-kafka partition.assignment.strategy")
+    parser.add_argument("--log-level", default="INFO", help="Python client logging, to stderr")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s %(threadName)s: %(message)s",
+    )
+    with open(args.out, "a", encoding="utf-8") as out:
+        reporter = Reporter(out)
+        RUNNERS[args.client](args, reporter)
+        reporter.emit("closed", uncommitted=reporter.uncommitted)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
