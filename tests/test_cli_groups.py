@@ -6,6 +6,7 @@ each, and the groups commit known offsets.
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -383,6 +384,6 @@ def test_history_shows_why_and_when_the_group_rebalanced(broker: BrokerProcess, 
     assert (rows[0][1], rows[0][2], rows[0][4]) == ("member joined", "0 → 1", "0 → 1"), rows
     assert (rows[-1][1], rows[-1][4]) == ("member left", "1 → 0"), rows
     generations = [tuple(int(g) for g in row[2].split(" → ")) for row in rows]
-    assert all(a[1] == b[0] for a, b in zip(generations, generations[1:])), generations
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(generations)), generations
     assert all(row[3].endswith(" s") for row in rows)
     assert "no rebalance of group" in succeeded(groups(broker, "history", "never-seen"))
