@@ -27,8 +27,15 @@ _quiet.propagate = False
 METADATA_GROUP = "herdless-spark-metadata"  # never joined: librdkafka wants a group.id
 
 
-def quiet_consumer(connection: ClientOptions, group_id: str = METADATA_GROUP, **extra: object):
-    return Consumer({**connection.consumer_config(group_id), **extra, "logger": _quiet})
+def quiet_consumer(
+    connection: ClientOptions,
+    group_id: str = METADATA_GROUP,
+    defaults: dict[str, object] | None = None,
+    **forced: object,
+) -> Consumer:
+    """A consumer with the user's kafka.* settings over `defaults`, under `forced`."""
+    config = {**(defaults or {}), **connection.consumer_config(group_id), **forced}
+    return Consumer({**config, "logger": _quiet})
 
 
 def topic_partitions(

@@ -32,6 +32,9 @@ def read_range(
     consumer = quiet_consumer(
         connection,
         EXECUTOR_GROUP,
+        # librdkafka stops prefetching when its queue is full and, by default,
+        # waits a whole second before fetching again: a 1 s stall in a 0.2 s read.
+        defaults={"fetch.queue.backoff.ms": 10},
         **{
             # Records before the range were deleted: fail loudly, never skip silently.
             "auto.offset.reset": "error",

@@ -42,6 +42,7 @@ from herdless.spark.options import ReadOptions
 log = logging.getLogger(__name__)
 
 POLL_INTERVAL_S = 0.1
+EXIT_DEADLINE_S = 10.0
 
 
 class GroupMember:
@@ -71,6 +72,7 @@ class GroupMember:
             on_revoke=self._on_revoke,
             on_lost=self._on_lost,
         )
+        self._parent = os.getppid()
         self._thread = threading.Thread(target=self._serve, name="herdless-group", daemon=True)
         self._thread.start()
 
@@ -78,6 +80,12 @@ class GroupMember:
 
     def _serve(self) -> None:
         while not self._stopping:
+            if os.getppid() != self._parent:
+                # Spark's JVM died without ending us: a member that heartbeats on
+                # for a dead query would hold its partitions forever.
+                log.warning("Spark went away; leaving group %s", self.options.group_id)
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
             try:
                 self._send_commits()
                 # Every partition is paused, so this returns no records: it drives
@@ -230,6 +238,10 @@ def leave_group_on_sigterm(member: GroupMember) -> None:
     previous = signal.getsignal(signal.SIGTERM)
 
     def leave(signum: int, frame: object) -> None:
+        # Whatever happens to the broker, the process ends soon after SIGTERM.
+        deadline = threading.Timer(EXIT_DEADLINE_S, os._exit, args=(143,))
+        deadline.daemon = True
+        deadline.start()
         started = time.monotonic()
         member.close()
         log.info("left group %s in %.2fs", member.options.group_id, time.monotonic() - started)
