@@ -35,12 +35,12 @@ def start_to_parquet(
     **options: str,
 ):
     """A query that copies (partition, offset, value) of each record into Parquet."""
+    options = {"kafka.session.timeout.ms": "6000", **options}
     frame = (
         spark.readStream.format("herdless")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("group.id", group)
-        .option("kafka.session.timeout.ms", "6000")
         .options(**options)
         .load()
         .select("partition", "offset", F.col("value").cast("string").alias("value"))

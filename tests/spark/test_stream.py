@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from tests.spark.kafka import committed, create_topic, end_offsets, produce
+from tests.spark.kafka import committed, create_topic, end_offsets, group_assignment, produce
 from tests.spark.streams import start_to_parquet, sunk_values, wait_until
 
 
@@ -44,10 +44,19 @@ def test_exactly_once_across_stop_and_restart(spark, broker, tmp_path) -> None:
 
     _produce_values(broker.bootstrap, topic, 3000, 5000, partitions)
     query = start_to_parquet(
-        spark, broker.bootstrap, topic, group, tmp_path, name="eo_second", available_now=True
+        spark,
+        broker.bootstrap,
+        topic,
+        group,
+        tmp_path,
+        name="eo_second",
+        available_now=True,
+        # Long enough that an empty group below means the query left it.
+        **{"kafka.session.timeout.ms": "45000"},
     )
     query.awaitTermination(120)
     assert query.exception() is None
+    wait_until(lambda: group_assignment(broker.bootstrap, group) == {}, 20, "the query to leave")
 
     counts = Counter(sunk_values(spark, tmp_path))
     assert sorted(counts) == sorted(_values(0, 5000)), "a record is missing"

@@ -34,7 +34,7 @@ def read_range(
         EXECUTOR_GROUP,
         # librdkafka stops prefetching when its queue is full and, by default,
         # waits a whole second before fetching again: a 1 s stall in a 0.2 s read.
-        defaults={"fetch.queue.backoff.ms": 10},
+        defaults={"fetch.queue.backoff.ms": 10, "client.id": "herdless-spark-executor"},
         **{
             # Records before the range were deleted: fail loudly, never skip silently.
             "auto.offset.reset": "error",

@@ -57,6 +57,8 @@ class GroupMember:
         self._in_flight = False
         self._committed: dict[TopicPartition, int] = {}
         self._stopping = False
+        self._closer: int | None = None  # the thread running close()
+        self._closed = threading.Event()
         self._failure: str | None = None
         self._pending: dict[TopicPartition, int] = {}  # commits for the thread to send
         # Same group.id, never subscribed: fetches committed offsets without joining.
@@ -64,6 +66,7 @@ class GroupMember:
         self.consumer: Consumer = quiet_consumer(
             options.connection,
             options.group_id,
+            defaults={"client.id": "herdless-spark"},
             **{"error_cb": self._on_error, "partition.assignment.strategy": "range"},
         )
         self.consumer.subscribe(
@@ -221,20 +224,35 @@ class GroupMember:
     def close(self) -> None:
         """Leave the group now, so the others take our partitions without a session timeout."""
         with self._cond:
-            if self._stopping:
+            if self._closer is not None:
+                if self._closer != threading.get_ident():
+                    self._closed.wait(EXIT_DEADLINE_S / 2)
                 return
+            self._closer = threading.get_ident()
             self._stopping = True
             self._cond.notify_all()
-        self._thread.join(timeout=5)
-        self._send_commits()
-        with contextlib.suppress(Exception):
-            self.consumer.close()
-        with contextlib.suppress(Exception):
-            self.lookup.close()
+        try:
+            self._thread.join(timeout=5)
+            self._send_commits()
+            with contextlib.suppress(Exception):
+                self.consumer.close()  # LeaveGroup
+            with contextlib.suppress(Exception):
+                self.lookup.close()
+        finally:
+            self._closed.set()
+
+    def closing_here(self) -> bool:
+        """Is this thread in the middle of close() (a signal handler interrupted it)?"""
+        return self._closer == threading.get_ident() and not self._closed.is_set()
 
 
 def leave_group_on_sigterm(member: GroupMember) -> None:
-    """Spark ends a query's planning process with SIGTERM, never calling reader.stop()."""
+    """Leave the group when Spark ends the query's planning process.
+
+    Spark stops a query by sending that process SIGTERM, without calling
+    reader.stop(); when a query ends by itself (Trigger.AvailableNow) the
+    SIGTERM may land while the process is already in reader.stop().
+    """
     previous = signal.getsignal(signal.SIGTERM)
 
     def leave(signum: int, frame: object) -> None:
@@ -242,6 +260,10 @@ def leave_group_on_sigterm(member: GroupMember) -> None:
         deadline = threading.Timer(EXIT_DEADLINE_S, os._exit, args=(143,))
         deadline.daemon = True
         deadline.start()
+        if member.closing_here():
+            # SIGTERM interrupted reader.stop(): let it finish leaving the group;
+            # Spark's runner exits right after it, and the deadline guards that.
+            return
         started = time.monotonic()
         member.close()
         log.info("left group %s in %.2fs", member.options.group_id, time.monotonic() - started)
