@@ -144,3 +144,30 @@ def test_batch_read_between_json_offsets(spark, broker) -> None:
         "timestampType": "int",
         "headers": "array<struct<key:string,value:binary>>",
     }
+
+
+def test_include_headers_false_drops_the_column(spark, broker) -> None:
+    create_topic(broker.bootstrap, "headless", 1)
+    produce(broker.bootstrap, "headless", [(b"k", b"v", 0)], headers=[("h", b"1")])
+    frame = (
+        spark.read.format("herdless")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", "headless")
+        .option("includeHeaders", "false")
+        .load()
+    )
+    assert "headers" not in frame.columns
+    assert [(bytes(r.key), bytes(r.value)) for r in frame.collect()] == [(b"k", b"v")]
+
+
+def test_subscribe_pattern_reads_every_matching_topic(spark, broker) -> None:
+    for name in ("pattern-a", "pattern-b", "other-c"):
+        create_topic(broker.bootstrap, name, 1)
+        produce(broker.bootstrap, name, [(None, name.encode(), 0)])
+    frame = (
+        spark.read.format("herdless")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribePattern", "pattern-.*")
+        .load()
+    )
+    assert sorted(r.topic for r in frame.select("topic").collect()) == ["pattern-a", "pattern-b"]
