@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -27,7 +28,11 @@ def _job():
 
 def _herdless(*args: str) -> str:
     result = subprocess.run(
-        [sys.executable, "-m", "herdless", *args], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "herdless", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "200"},  # rich tables one row per line
     )
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
@@ -80,3 +85,13 @@ def test_job_counts_per_page_per_minute_and_lag_falls_to_zero(spark, broker, tmp
     # The same, as an operator sees it.
     lag = _herdless("groups", "lag", "clickstream", "-b", broker.bootstrap)
     assert "total lag 0 over 3 partitions" in lag, lag
+    # And per partition in `groups describe`: committed offset == log end offset, lag 0.
+    described = _herdless("groups", "describe", "clickstream", "-b", broker.bootstrap)
+    ends = end_offsets(broker.bootstrap, "clicks", 3)
+    rows = [
+        [cell.strip() for cell in line.split("│")[1:-1]]
+        for line in described.splitlines()
+        if line.startswith("│") and "clicks" in line
+    ]
+    offsets = {int(r[1]): (int(r[2]), int(r[3]), int(r[4])) for r in rows if r[1].isdigit()}
+    assert offsets == {p: (end, end, 0) for p, end in ends.items()}, described
