@@ -45,7 +45,9 @@ class MarshalError(RuntimeError):
     """The coordination log could not be written or read."""
 
 
-def ensure_topic(bootstrap: str, topic: str, partitions: int, config: dict[str, str]) -> int:
+def ensure_topic(
+    bootstrap: str, topic: str, partitions: int, config: dict[str, str], create: bool = True
+) -> int:
     """Create the coordination topic if it is missing; return its partition count.
 
     LogAppendTime makes the broker's clock the log's only clock.
@@ -53,6 +55,8 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, config: dict[str, 
     admin = AdminClient({"bootstrap.servers": bootstrap, **config})
     metadata = admin.list_topics(timeout=TIMEOUT_S)
     if topic not in metadata.topics or metadata.topics[topic].error is not None:
+        if not create:
+            raise MarshalError(f"no coordination topic {topic} at {bootstrap}")
         new = NewTopic(
             topic,
             num_partitions=partitions,
@@ -89,10 +93,11 @@ class CoordinationLog:
         topic: str = DEFAULT_TOPIC,
         partitions: int = DEFAULT_PARTITIONS,
         config: dict[str, str] | None = None,
+        create: bool = True,
     ) -> None:
         config = dict(config or {})
         self.topic = topic
-        self.partitions = ensure_topic(bootstrap, topic, partitions, config)
+        self.partitions = ensure_topic(bootstrap, topic, partitions, config, create)
         self._producer = Producer(
             {
                 "bootstrap.servers": bootstrap,
@@ -239,7 +244,7 @@ def read_state(
     bootstrap: str, topic: str = DEFAULT_TOPIC, config: dict[str, str] | None = None
 ) -> WorldState:
     """Read the whole coordination topic once (what `herdless marshal status` shows)."""
-    coordination = CoordinationLog(bootstrap, topic, config=config)
+    coordination = CoordinationLog(bootstrap, topic, config=config, create=False)
     try:
         return coordination.sync()
     finally:
