@@ -6,6 +6,7 @@ import typer
 
 from herdless import __version__
 from herdless.cli.groups import groups_app
+from herdless.cli.marshal import marshal_app
 from herdless.cli.serve import serve
 from herdless.cli.topics import topics_app
 
@@ -18,6 +19,7 @@ app = typer.Typer(
 app.command()(serve)
 app.add_typer(topics_app, name="topics")
 app.add_typer(groups_app, name="groups")
+app.add_typer(marshal_app, name="marshal")
 
 
 @app.command()
