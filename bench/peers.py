@@ -176,8 +176,14 @@ def tansu(tmpdir: Path | str) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def herdless(tmpdir: Path | str) -> Iterator[str]:
-    """Run ``python -m herdless serve`` on loopback; yield its bootstrap address."""
+def herdless(tmpdir: Path | str, extra_args: Sequence[str] = ()) -> Iterator[str]:
+    """Run ``python -m herdless serve`` on loopback; yield its bootstrap address.
+
+    ``extra_args`` go after the serve options, e.g.
+    ``["--set", "group.initial.rebalance.delay.ms=0"]``. The data directory is
+    ``<tmpdir>/data``, so entering this again with the same ``tmpdir``
+    restarts the broker on the data the last one left.
+    """
     tmpdir = Path(tmpdir)
     data_dir = tmpdir / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -193,6 +199,7 @@ def herdless(tmpdir: Path | str) -> Iterator[str]:
         str(port),
         "--data-dir",
         str(data_dir),
+        *extra_args,
     ]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC_DIR), env.get("PYTHONPATH", "")) if p)
