@@ -16,8 +16,10 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
+from kafka.protocol.consumer import OffsetCommitRequest, OffsetCommitResponse
 
 from tests.support.broker import BrokerProcess
+from tests.support.wire import Wire
 
 GROUP = "survivors"
 TOPIC = "failover"
@@ -161,6 +163,8 @@ def test_offsets_topic_is_compacted_and_still_loads(tmp_path: Path) -> None:
         "log.cleaner.backoff.ms=200",
     ).start()
     try:
+        admin = AdminClient({"bootstrap.servers": process.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
         consumer = KafkaConsumer(
             bootstrap_servers=process.bootstrap, group_id="churn", enable_auto_commit=False
         )
@@ -183,3 +187,43 @@ def test_offsets_topic_is_compacted_and_still_loads(tmp_path: Path) -> None:
         resumed.close()
     finally:
         process.kill()
+
+
+def test_commit_to_a_missing_topic_is_refused(own_broker: BrokerProcess) -> None:
+    """As in Kafka: UNKNOWN_TOPIC_OR_PARTITION, nothing stored; real partitions still commit."""
+    admin = AdminClient({"bootstrap.servers": own_broker.bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
+    Topic = OffsetCommitRequest.OffsetCommitRequestTopic
+    Partition = Topic.OffsetCommitRequestPartition
+    request = OffsetCommitRequest[8](
+        group_id="careful",
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=[
+            Topic(
+                name=name,
+                partitions=[
+                    Partition(
+                        partition_index=0,
+                        committed_offset=offset,
+                        committed_leader_epoch=-1,
+                        committed_metadata="",
+                    )
+                ],
+            )
+            for name, offset in (("no-such-topic", 5), (TOPIC, 3))
+        ],
+    )
+    # The coordinator must be loaded: wait until a fetch of the group answers.
+    consumer = KafkaConsumer(
+        bootstrap_servers=own_broker.bootstrap, group_id="careful", enable_auto_commit=False
+    )
+    assert consumer.committed(TopicPartition(TOPIC, 0)) is None
+    wire = Wire(own_broker)
+    response = wire.call(request, OffsetCommitResponse)
+    wire.close()
+    errors = {t.name: [p.error_code for p in t.partitions] for t in response.topics}
+    assert errors == {"no-such-topic": [3], TOPIC: [0]}
+    assert consumer.committed(TopicPartition(TOPIC, 0)) == 3
+    consumer.close()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-import struct
 import threading
 import time
 from typing import Any
@@ -27,35 +25,7 @@ from kafka.protocol.producer import (
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from tests.support.broker import BrokerProcess
-
-
-class Wire:
-    """A raw protocol connection, for what client libraries hide (sequences, waits)."""
-
-    def __init__(self, broker: BrokerProcess) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", broker.port), timeout=30)
-        self.correlation_id = 0
-
-    def call(self, request: object, response_class: type) -> object:
-        self.correlation_id += 1
-        request.with_header(correlation_id=self.correlation_id, client_id="wire-test")
-        body = bytes(request.encode(header=True))
-        self.sock.sendall(struct.pack(">i", len(body)) + body)
-        size = struct.unpack(">i", self._read(4))[0]
-        response = response_class.decode(self._read(size), version=request.API_VERSION, header=True)
-        assert response.header.correlation_id == self.correlation_id
-        return response
-
-    def _read(self, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            assert chunk, "broker closed the connection"
-            data += chunk
-        return data
-
-    def close(self) -> None:
-        self.sock.close()
+from tests.support.wire import Wire
 
 
 def batch(values: list[bytes], producer_id: int = -1, epoch: int = -1, sequence: int = -1) -> bytes:

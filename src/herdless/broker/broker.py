@@ -64,8 +64,10 @@ class Broker:
             time.monotonic() - started,
         )
         self.groups.start()
+        # A deep accept queue: thousands of clients reconnecting at once (after a
+        # restart, or a group of 10k members) overflowed asyncio's default of 100.
         self._server = await asyncio.start_server(
-            self._accept, self.config.host, self.config.port, reuse_address=True
+            self._accept, self.config.host, self.config.port, reuse_address=True, backlog=4096
         )
         self.bound_port = self._server.sockets[0].getsockname()[1]
         if self.config.advertised_port is None and self.config.port == 0:

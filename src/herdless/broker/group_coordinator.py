@@ -44,8 +44,10 @@ REBALANCES_TOPIC_CONFIGS = {
     "segment.bytes": str(16 * 1024 * 1024),
 }
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, REBALANCES_TOPIC})
-# How much of the partition one replay step reads before yielding to the loop.
-LOAD_READ_BYTES = 4 * 1024 * 1024
+# How much of the partition one replay step reads before yielding to the loop: small
+# enough that groups on loaded partitions keep being served while others load
+# (with 4 MiB, a benchmark saw 1.5 s stalls of OffsetFetch during a 1M-record load).
+LOAD_READ_BYTES = 256 * 1024
 
 Operation = Callable[[CoordinatorShard, Hashable, int], Result]
 
@@ -168,7 +170,8 @@ class ShardRuntime:
                 "group %s: %s (%s); generation %d -> %s in %d ms; %d -> %d members",
                 group_id,
                 entry.cause,
-                entry.detail,
+                # A batch LeaveGroup names every member; the full entry is in the topic.
+                entry.detail if len(entry.detail) <= 200 else entry.detail[:200] + "...",
                 entry.from_generation,
                 entry.to_generation,
                 duration,

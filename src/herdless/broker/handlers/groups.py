@@ -9,6 +9,7 @@ batches groups.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from herdless.broker.group_coordinator import CoordinatorError, Operation
@@ -197,15 +198,34 @@ async def handle_offset_commit(broker: Broker, request: Request) -> Any:
         retention_time_ms=body.retention_time_ms if 2 <= request.api_version <= 4 else -1,
         api_version=request.api_version,
     )
-    result = await _run(
-        broker,
-        commit.group_id,
-        lambda shard, token, now: shard.offset_commit(commit, token, now),
-        lambda error: m.OffsetCommitResponse(_every_partition(commit.topics, error)),
+    # As Kafka does, a partition that does not exist is refused here and never stored.
+    known = tuple(
+        m.CommitTopic(t.name, tuple(p for p in t.partitions if _exists(broker, t.name, p)))
+        for t in commit.topics
     )
-    return Response(
-        throttle_time_ms=0, topics=_topic_errors(Response, result.topics, "OffsetCommit")
+    unknown = tuple(
+        m.CommitTopic(t.name, tuple(p for p in t.partitions if not _exists(broker, t.name, p)))
+        for t in commit.topics
     )
+    known = tuple(t for t in known if t.partitions)
+    answered: tuple[m.TopicErrors, ...] = ()
+    if known:
+        stored = replace(commit, topics=known)
+        result = await _run(
+            broker,
+            commit.group_id,
+            lambda shard, token, now: shard.offset_commit(stored, token, now),
+            lambda error: m.OffsetCommitResponse(_every_partition(stored.topics, error)),
+        )
+        answered = result.topics
+    answered += _every_partition(
+        tuple(t for t in unknown if t.partitions), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    )
+    return Response(throttle_time_ms=0, topics=_topic_errors(Response, answered, "OffsetCommit"))
+
+
+def _exists(broker: Broker, topic: str, partition: m.CommitPartition) -> bool:
+    return broker.logs.partition(topic, partition.partition) is not None
 
 
 def _every_partition(topics: Any, error: ErrorCode) -> tuple[m.TopicErrors, ...]:
