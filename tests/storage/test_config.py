@@ -74,3 +74,11 @@ def test_config_sources() -> None:
     assert topic.config_source("flush.ms") == ConfigSource.DEFAULT_CONFIG
     assert topic.is_default("flush.ms") and not topic.is_default("segment.bytes")
     assert topic.overrides == {"segment.bytes"}
+
+
+def test_compression_type_producer_is_accepted_and_recompression_refused() -> None:
+    config = LogConfig.from_topic_configs({"compression.type": "producer"})
+    assert config.to_topic_configs()["compression.type"] == "producer"
+    assert config.config_source("compression.type") is ConfigSource.TOPIC_CONFIG
+    with pytest.raises(InvalidConfigError, match="only 'producer'"):
+        LogConfig.from_topic_configs({"compression.type": "zstd"})

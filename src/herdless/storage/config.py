@@ -47,6 +47,7 @@ class LogConfig:
     # ...and leave records younger than this as they are.
     min_compaction_lag_ms: int = 0
     min_insync_replicas: int = 1
+    compression_type: str = "producer"
     # Kafka names given explicitly for this topic; DescribeConfigs reports them as topic configs.
     overrides: frozenset[str] = frozenset()
 
@@ -157,6 +158,17 @@ def _timestamp_type(name: str, raw: str) -> str:
     return raw
 
 
+def _compression_type(name: str, raw: str) -> str:
+    # Batches are stored exactly as producers compressed them (the broker never
+    # recompresses), which is Kafka's "producer"; tools commonly set it explicitly.
+    if raw != "producer":
+        raise InvalidConfigError(
+            f"topic config {name!r}: only 'producer' is supported (batches are stored as"
+            f" producers compressed them); set the codec on the producer instead of {raw!r}"
+        )
+    return raw
+
+
 def _render(value: Any) -> str:
     return str(INT64_MAX) if value is None else str(value)
 
@@ -171,6 +183,7 @@ class _Spec:
 # Lower bounds are Kafka's validators (LogConfig.java / TopicConfig).
 _SPECS: dict[str, _Spec] = {
     "cleanup.policy": _Spec("cleanup_policy", _cleanup_policy),
+    "compression.type": _Spec("compression_type", _compression_type),
     "delete.retention.ms": _Spec("delete_retention_ms", _long(0)),
     "flush.messages": _Spec("flush_messages", _long_or_never(1)),
     "flush.ms": _Spec("flush_ms", _long_or_never(0)),
