@@ -16,7 +16,12 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
-from kafka.protocol.consumer import OffsetCommitRequest, OffsetCommitResponse
+from kafka.protocol.consumer import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+)
 
 from tests.support.broker import BrokerProcess
 from tests.support.wire import Wire
@@ -227,3 +232,46 @@ def test_commit_to_a_missing_topic_is_refused(own_broker: BrokerProcess) -> None
     assert errors == {"no-such-topic": [3], TOPIC: [0]}
     assert consumer.committed(TopicPartition(TOPIC, 0)) == 3
     consumer.close()
+
+
+def test_offset_fetch_batches_several_groups(own_broker: BrokerProcess) -> None:
+    """OffsetFetch v8+ asks for many groups at once; each gets its own offsets."""
+    admin = AdminClient({"bootstrap.servers": own_broker.bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 2, 1)])[TOPIC].result(30)
+    for group, offset in (("first", 11), ("second", 22)):
+        consumer = KafkaConsumer(
+            bootstrap_servers=own_broker.bootstrap, group_id=group, enable_auto_commit=False
+        )
+        consumer.commit({TopicPartition(TOPIC, 1): OffsetAndMetadata(offset, "", -1)})
+        consumer.close()
+    Group = OffsetFetchRequest.OffsetFetchRequestGroup
+    request = OffsetFetchRequest[8](
+        groups=[
+            Group(group_id="first", topics=None),
+            Group(
+                group_id="second",
+                topics=[Group.OffsetFetchRequestTopics(name=TOPIC, partition_indexes=[0, 1])],
+            ),
+            Group(group_id="nobody", topics=None),
+        ],
+        require_stable=True,
+    )
+    wire = Wire(own_broker)
+    response = wire.call(request, OffsetFetchResponse)
+    wire.close()
+    found = {
+        g.group_id: (
+            g.error_code,
+            {
+                (t.name, p.partition_index): p.committed_offset
+                for t in g.topics
+                for p in t.partitions
+            },
+        )
+        for g in response.groups
+    }
+    assert found == {
+        "first": (0, {(TOPIC, 1): 11}),
+        "second": (0, {(TOPIC, 0): -1, (TOPIC, 1): 22}),
+        "nobody": (0, {}),
+    }
