@@ -23,6 +23,7 @@ from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
 
 from tests.support.broker import BrokerProcess, free_port
+from tests.support.kafka_python import subscribe_safely
 from tests.test_cli import herdless, table_rows
 
 TOPIC = "cli-groups-events"
@@ -115,7 +116,6 @@ class ActiveMember:
     def _run(self) -> None:
         try:
             consumer = KafkaConsumer(
-                TOPIC,
                 bootstrap_servers=self.bootstrap,
                 group_id=self.group,
                 client_id=CLIENT_ID,
@@ -125,6 +125,7 @@ class ActiveMember:
                 heartbeat_interval_ms=1000,
             )
             try:
+                subscribe_safely(consumer, [TOPIC])
                 while not consumer.assignment():
                     consumer.poll(100)
                 consumer.commit(

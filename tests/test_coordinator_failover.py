@@ -24,6 +24,7 @@ from kafka.protocol.consumer import (
 )
 
 from tests.support.broker import BrokerProcess
+from tests.support.kafka_python import subscribe_safely
 from tests.support.wire import Wire
 
 GROUP = "survivors"
@@ -52,7 +53,7 @@ class Member(ConsumerRebalanceListener):
             enable_auto_commit=False,
             auto_offset_reset="earliest",
         )
-        self.consumer.subscribe([TOPIC], listener=self)
+        subscribe_safely(self.consumer, [TOPIC], listener=self)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._poll, daemon=True)
         self.thread.start()
