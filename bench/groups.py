@@ -44,13 +44,11 @@ from typing import Any, TypeVar
 
 import confluent_kafka
 import kafka
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
 from rich.console import Console
 from rich.table import Table
 
 import simulated_members as sm
-from peers import BrokerError, herdless, tansu
+from peers import BrokerError, PhaseError, create_topic, herdless, tansu
 
 BROKERS = ("herdless", "tansu")
 # The issue's setting for these runs: the first generation of a new group forms
@@ -67,10 +65,6 @@ err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
 out_console = Console(width=None if sys.stdout.isatty() else 140)
 
 T = TypeVar("T")
-
-
-class PhaseError(RuntimeError):
-    """A measurement could not complete; the message says what was seen."""
 
 
 # -- processes ---------------------------------------------------------------
@@ -215,37 +209,6 @@ def start_broker(name: str, tmpdir: Path) -> Iterator[str]:
     else:
         with tansu(tmpdir) as bootstrap:
             yield bootstrap
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> None:
-    """CreateTopics, then wait until metadata shows a leader for every partition.
-
-    The group benchmarks never read the topic, but members subscribe to it and
-    tansu refuses commits for partitions that do not exist.
-    """
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics(
-        [NewTopic(topic, num_partitions=partitions, replication_factor=1)],
-        request_timeout=timeout,
-    )
-    try:
-        futures[topic].result(timeout=timeout)
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise PhaseError(f"CreateTopics {topic} failed: {exc}") from exc
-    deadline = time.monotonic() + timeout
-    while True:
-        meta = admin.list_topics(topic, timeout=timeout).topics.get(topic)
-        if (
-            meta is not None
-            and meta.error is None
-            and len(meta.partitions) == partitions
-            and all(p.leader >= 0 for p in meta.partitions.values())
-        ):
-            return
-        if time.monotonic() > deadline:
-            raise PhaseError(f"topic {topic} has no leader for every partition: {meta}")
-        time.sleep(0.1)
 
 
 async def gather_limited(limit: int, factories: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:

@@ -19,6 +19,9 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
 # The benchmark measures the working tree, not whatever herdless happens to be
 # installed, so the broker child gets the repo's src/ first on its path.
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -208,3 +211,39 @@ def herdless(tmpdir: Path | str, extra_args: Sequence[str] = ()) -> Iterator[str
 
 
 PEERS = {"herdless": herdless, "tansu": tansu}
+
+
+class PhaseError(RuntimeError):
+    """A measurement could not complete; the message says what was seen."""
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> None:
+    """CreateTopics (an existing topic is fine), then wait until every partition has a leader.
+
+    Producing or committing right after CreateTopics can race the broker's metadata.
+    """
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+        request_timeout=timeout,
+    )
+    try:
+        futures[topic].result(timeout=timeout)
+    except TimeoutError as exc:
+        raise PhaseError(f"CreateTopics got no answer within {timeout:.0f}s") from exc
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise PhaseError(f"CreateTopics failed: {exc}") from exc
+    deadline = time.monotonic() + timeout
+    while True:
+        meta = admin.list_topics(topic, timeout=timeout).topics.get(topic)
+        if (
+            meta is not None
+            and meta.error is None
+            and len(meta.partitions) == partitions
+            and all(p.leader >= 0 and p.error is None for p in meta.partitions.values())
+        ):
+            return
+        if time.monotonic() > deadline:
+            raise PhaseError(f"topic {topic} has no leaders for all partitions: {meta}")
+        time.sleep(0.1)

@@ -36,11 +36,10 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic
 from rich.console import Console
 from rich.table import Table
 
-from peers import PEERS, BrokerError
+from peers import PEERS, BrokerError, PhaseError, create_topic
 
 MIB = 1024 * 1024
 # Throughput is reported in MB/s (10**6 bytes of record values per second), the
@@ -51,10 +50,6 @@ MB = 1_000_000
 # unreadable cells in logs; a fixed width keeps rows on one line.
 err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
 out_console = Console(width=None if sys.stdout.isatty() else 120)
-
-
-class PhaseError(RuntimeError):
-    """A produce or consume phase failed or made no progress in time."""
 
 
 @dataclass
@@ -103,36 +98,6 @@ class Progress:
             raise PhaseError(f"{self.what} not done after {self.timeout:.0f}s {detail()}")
         if now - self.last_change > self.stall:
             raise PhaseError(f"{self.what} made no progress for {self.stall:.0f}s {detail()}")
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics(
-        [NewTopic(topic, num_partitions=partitions, replication_factor=1)],
-        request_timeout=timeout,
-    )
-    try:
-        futures[topic].result(timeout=timeout)
-    except TimeoutError as exc:
-        raise PhaseError(f"CreateTopics got no answer within {timeout:.0f}s") from exc
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise PhaseError(f"CreateTopics failed: {exc}") from exc
-    # Producing right after CreateTopics can race the broker's metadata; wait
-    # until every partition has a leader so the produce timer measures data.
-    deadline = time.monotonic() + timeout
-    while True:
-        meta = admin.list_topics(topic, timeout=timeout).topics.get(topic)
-        if (
-            meta is not None
-            and meta.error is None
-            and len(meta.partitions) == partitions
-            and all(p.leader >= 0 and p.error is None for p in meta.partitions.values())
-        ):
-            return
-        if time.monotonic() > deadline:
-            raise PhaseError(f"topic {topic} has no leaders for all partitions: {meta}")
-        time.sleep(0.1)
 
 
 def produce(
