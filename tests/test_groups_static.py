@@ -20,6 +20,7 @@ from tests.support.members import (
     MemberSet,
     assert_group_matches,
     describe_group,
+    rebalance_history,
     wait_balanced,
     wait_until,
 )
@@ -77,12 +78,14 @@ def restart_without_rebalance(
         assert after.generation == generation, (
             f"generation moved from {generation} to {after.generation} on a static rejoin:\n"
             + after.describe()
+            + "\n"
+            + rebalance_history(bootstrap, group.group)
         )
     for member in others:
         moved = member.assignment_events()[marks[member.name] :]
         assert not moved, (
             f"{member.name} saw a rebalance when static member {after.instance_id} "
-            f"restarted: {[str(e) for e in moved]}"
+            f"restarted: {[str(e) for e in moved]}\n" + rebalance_history(bootstrap, group.group)
         )
         if generation is not None:
             assert member.generation == generation, (

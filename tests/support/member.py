@@ -14,7 +14,8 @@ subscribes to one topic and then:
 - on SIGTERM finishes the batch in hand, closes the consumer (which leaves the
   group, or for a static member just disconnects) and exits 0.
 
-It imports nothing from the tests package so it runs as a plain script.
+It imports nothing from the tests package, only kafka_python.py beside it, so it
+runs as a plain script.
 """
 
 from __future__ import annotations
@@ -189,6 +190,7 @@ def run_kafka_python(args: argparse.Namespace, reporter: Reporter) -> None:
     from kafka.coordinator.assignors.range import RangePartitionAssignor
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
     from kafka.errors import KafkaError
+    from kafka_python import subscribe_safely  # beside this script
 
     options: dict[str, Any] = {
         "bootstrap_servers": args.bootstrap,
@@ -237,20 +239,7 @@ def run_kafka_python(args: argparse.Namespace, reporter: Reporter) -> None:
         def on_partitions_lost(self, lost: Any) -> None:
             reporter.change("lost", (tp.partition for tp in lost), *identity())
 
-    # Know the topic's partitions before joining. Otherwise, with the broker's
-    # initial rebalance delay at 0, the JoinGroup can return before the topic's
-    # metadata does: the leader assigns nothing, rejoins when the metadata
-    # arrives, and kafka-python 3.0.12 can lose that rejoin. When a join that was
-    # triggered by a metadata change finishes after poll() has timed out,
-    # join_group_async() finds need_rejoin() False (the new assignment snapshot
-    # matches the metadata) and returns without completing the join, so the
-    # member never gets its assignment and never heartbeats again.
-    deadline = time.monotonic() + 60
-    while not consumer.partitions_for_topic(args.topic):
-        if time.monotonic() > deadline:
-            raise SystemExit(f"no metadata for topic {args.topic} within 60s")
-        time.sleep(0.1)
-    consumer.subscribe([args.topic], listener=Listener())
+    subscribe_safely(consumer, [args.topic], listener=Listener())
     reporter.emit("started", pid=os.getpid(), client=args.client)
     while not stop[0]:
         batches = consumer.poll(timeout_ms=int(POLL_TIMEOUT_S * 1000), max_records=MAX_BATCH)

@@ -557,6 +557,20 @@ def describe_group(bootstrap: str, group: str, topic: str) -> GroupDescription:
     )
 
 
+def rebalance_history(bootstrap: str, group: str) -> str:
+    """The group's rebalances as ``herdless groups history`` prints them: for failure messages."""
+    command = [sys.executable, "-m", "herdless", "groups", "history", group, "--members"]
+    result = subprocess.run(
+        [*command, "-b", bootstrap],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    return f"rebalance history of {group}:\n{result.stdout}{result.stderr}"
+
+
 def assert_group_matches(
     bootstrap: str, members: list[Member], partitions: int, timeout: float = 30.0
 ) -> GroupDescription:
