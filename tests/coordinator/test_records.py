@@ -183,3 +183,27 @@ def test_flexible_v4_reads_tagged_fields() -> None:
     assert data[-1] == 0
     data[-1:] = bytes([1, 7, 2, 0xAB, 0xCD])
     assert decode_group_metadata_value(bytes(data)) == value
+
+
+@given(st.integers(0, 4), names, names, st.data())
+def test_every_truncation_is_a_format_error(
+    version: int, group: str, metadata: str, data: st.DataObject
+) -> None:
+    # A torn or garbled record must fail as RecordFormatError, never as struct.error
+    # or IndexError, so that loading reports the record instead of crashing.
+    value = OffsetCommitValue(
+        7,
+        metadata,
+        9,
+        leader_epoch=3 if version >= 3 else -1,
+        expire_timestamp=11 if version == 1 else -1,
+    )
+    encoded = [
+        (decode_key, encode_key(OffsetCommitKey(group, "t", 1))),
+        (decode_key, encode_key(GroupMetadataKey(group))),
+        (decode_offset_commit_value, encode_offset_commit_value(value, version)),
+    ]
+    for decode, whole in encoded:
+        cut = data.draw(st.integers(0, len(whole) - 1))
+        with pytest.raises(RecordFormatError):
+            decode(whole[:cut])

@@ -134,24 +134,33 @@ class CoordinatorShard:
             self._replay_group(decoded, value)
 
     def _replay_offset(self, key: OffsetCommitKey, value: bytes | None) -> None:
-        if value is None:
+        offset = None
+        if value is not None:
+            offset = OffsetAndMetadata.from_record(decode_offset_commit_value(value))
+        self._apply_offset(key, offset)
+
+    def _apply_offset(self, key: OffsetCommitKey, offset: OffsetAndMetadata | None) -> None:
+        """The state change of one offset record, shared by live writes and replay."""
+        if offset is None:
             self.offsets.remove(key.group, key.topic, key.partition)
             return
         if key.group not in self.groups:
             # Offsets without membership: a "simple" group, Empty with no protocol type.
             self.groups[key.group] = self._new_group(key.group, None)
-        offset = OffsetAndMetadata.from_record(decode_offset_commit_value(value))
         self.offsets.put(key.group, key.topic, key.partition, offset)
 
     def _replay_group(self, key: GroupMetadataKey, value: bytes | None) -> None:
         if value is None:
-            group = self.groups.pop(key.group, None)
-            if group is not None:
-                group.transition_to(_D, group.current_state_timestamp or 0)
+            self._apply_group_tombstone(key.group)
             return
         self.groups[key.group] = ClassicGroup.from_metadata(
             key.group, decode_group_metadata_value(value), self.config.rebalance_history_size
         )
+
+    def _apply_group_tombstone(self, group_id: str) -> None:
+        group = self.groups.pop(group_id, None)
+        if group is not None:
+            group.transition_to(_D, group.current_state_timestamp or 0)
 
     def on_loaded(self, now_ms: int) -> Result:
         """After replaying the partition: start members' session timers and offset expiry."""
@@ -897,7 +906,7 @@ class CoordinatorShard:
                 commit_ts = now_ms if p.commit_timestamp == -1 else p.commit_timestamp
                 value = OffsetAndMetadata(p.offset, p.leader_epoch, metadata, commit_ts, expire)
                 key = OffsetCommitKey(req.group_id, topic.name, p.partition)
-                self._write(out, offset_commit_record(key, value.to_record()), apply=True)
+                self._write_offset(out, key, value)
                 results.append(PartitionError(p.partition, ErrorCode.NONE))
             topics.append(TopicErrors(topic.name, tuple(results)))
         out.replies.append(Reply(token, OffsetCommitResponse(tuple(topics))))
@@ -977,8 +986,7 @@ class CoordinatorShard:
                     results.append(PartitionError(p, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC))
                     continue
                 if self.offsets.get(req.group_id, t.name, p) is not None:
-                    key = OffsetCommitKey(req.group_id, t.name, p)
-                    self._write(out, offset_commit_record(key, None), apply=True)
+                    self._write_offset(out, OffsetCommitKey(req.group_id, t.name, p), None)
                 results.append(PartitionError(p, ErrorCode.NONE))
             topics.append(TopicErrors(t.name, tuple(results)))
         out.replies.append(Reply(token, OffsetDeleteResponse(ErrorCode.NONE, tuple(topics))))
@@ -999,9 +1007,7 @@ class CoordinatorShard:
         for group_id in list(self.groups):
             group = self.groups[group_id]
             if self._expire_group_offsets(out, group, now_ms) and group.is_in(_E):
-                self._write(
-                    out, group_metadata_record(GroupMetadataKey(group_id), None), apply=True
-                )
+                self._write_group_tombstone(out, group_id)
 
     def _expire_group_offsets(self, out: Result, group: ClassicGroup, now_ms: int) -> bool:
         """True when the group has no offsets left."""
@@ -1013,8 +1019,7 @@ class CoordinatorShard:
             if group.is_subscribed_to_topic(topic):
                 continue
             if is_expired(offset, now_ms, retention, base):
-                key = OffsetCommitKey(group.group_id, topic, partition)
-                self._write(out, offset_commit_record(key, None), apply=True)
+                self._write_offset(out, OffsetCommitKey(group.group_id, topic, partition), None)
         return not self.offsets.has_group(group.group_id)
 
     @staticmethod
@@ -1049,13 +1054,10 @@ class CoordinatorShard:
                 error = state_answer(Op.DELETE_GROUP, group.state)
             if error is ErrorCode.NONE:
                 for topic, partition, _ in self.offsets.entries(group_id):
-                    key = OffsetCommitKey(group_id, topic, partition)
-                    self._write(out, offset_commit_record(key, None), apply=True)
+                    self._write_offset(out, OffsetCommitKey(group_id, topic, partition), None)
                 self._cancel(out, TimerKey(TimerKind.JOIN, group_id))
                 self._cancel(out, TimerKey(TimerKind.SYNC, group_id))
-                self._write(
-                    out, group_metadata_record(GroupMetadataKey(group_id), None), apply=True
-                )
+                self._write_group_tombstone(out, group_id)
             results.append((group_id, error))
         out.replies.append(Reply(token, DeleteGroupsResponse(tuple(results))))
         return out
@@ -1137,10 +1139,20 @@ class CoordinatorShard:
     def _group_record(self, group: ClassicGroup) -> Record:
         return group_metadata_record(GroupMetadataKey(group.group_id), group.metadata_value())
 
-    def _write(self, out: Result, record: Record, apply: bool = False) -> None:
+    def _write(self, out: Result, record: Record) -> None:
         out.records.append(record)
-        if apply:
-            self.replay(record.key, record.value)
+
+    def _write_offset(
+        self, out: Result, key: OffsetCommitKey, offset: OffsetAndMetadata | None
+    ) -> None:
+        """Append an offset record (None: a tombstone) and apply it as replay would."""
+        value = None if offset is None else offset.to_record()
+        out.records.append(offset_commit_record(key, value))
+        self._apply_offset(key, offset)
+
+    def _write_group_tombstone(self, out: Result, group_id: str) -> None:
+        out.records.append(group_metadata_record(GroupMetadataKey(group_id), None))
+        self._apply_group_tombstone(group_id)
 
     @staticmethod
     def _add(out: Result, reply: Reply | None) -> None:

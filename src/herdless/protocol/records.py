@@ -238,6 +238,11 @@ def _snappy_decompress(data: memoryview) -> bytes:
 
 
 def _varint(buf: memoryview, pos: int) -> tuple[int, int]:
+    if pos < len(buf) and buf[pos] < 0x80:
+        # One byte, the usual case for attributes, deltas and short lengths: every
+        # record of every produced batch is walked, so this path is kept short.
+        byte = buf[pos]
+        return (byte >> 1) ^ -(byte & 1), pos + 1
     result = 0
     shift = 0
     while True:
@@ -327,6 +332,8 @@ def _varint_bytes(buf: memoryview, pos: int) -> tuple[bytes | None, int]:
 
 
 def _zigzag(value: int) -> bytes:
+    if -64 <= value < 64:
+        return _ZIGZAG_ONE_BYTE[value]
     encoded = (value << 1) ^ (value >> 63)
     out = bytearray()
     while encoded > 0x7F:
@@ -336,6 +343,10 @@ def _zigzag(value: int) -> bytes:
     return bytes(out)
 
 
+# Deltas, short lengths and -1 (null) fit one byte; build_batch writes several per record.
+_ZIGZAG_ONE_BYTE = {v: bytes([(v << 1) ^ (v >> 63)]) for v in range(-64, 64)}
+
+
 def build_batch(entries: list[tuple[bytes | None, bytes | None]], timestamp_ms: int) -> bytes:
     """An uncompressed magic v2 batch of (key, value) records, base offset 0, no producer.
 
@@ -343,16 +354,18 @@ def build_batch(entries: list[tuple[bytes | None, bytes | None]], timestamp_ms: 
     """
     body = bytearray()
     for delta, (key, value) in enumerate(entries):
-        record = bytearray(b"\x00")  # attributes
-        record += _zigzag(0)  # timestamp delta
-        record += _zigzag(delta)
+        # attributes 0 and timestamp delta 0, then the offset delta
+        parts = [b"\x00\x00", _zigzag(delta)]
         for field in (key, value):
             if field is None:
-                record += _zigzag(-1)
+                parts.append(_zigzag(-1))
             else:
-                record += _zigzag(len(field)) + field
-        record += _zigzag(0)  # no headers
-        body += _zigzag(len(record)) + record
+                parts.append(_zigzag(len(field)))
+                parts.append(field)
+        parts.append(b"\x00")  # no headers
+        record = b"".join(parts)
+        body += _zigzag(len(record))
+        body += record
     count = len(entries)
     after_crc = _AFTER_CRC.pack(
         0, count - 1, timestamp_ms, timestamp_ms, NO_PRODUCER_ID, -1, NO_SEQUENCE, count
