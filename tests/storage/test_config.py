@@ -55,6 +55,18 @@ def test_long_max_means_never() -> None:
         ("message.timestamp.type", "createtime", "message.timestamp.type"),
         ("min.insync.replicas", "0", "outside"),
         ("flush.messages", "0", "outside"),
+        ("compression.type", "brotli", "compression.type"),
+        ("compression.gzip.level", "0", "between 1 and 9"),
+        ("compression.gzip.level", "10", "outside"),
+        ("compression.lz4.level", "18", "outside"),
+        ("compression.zstd.level", "23", "outside"),
+        ("segment.jitter.ms", "-1", "outside"),
+        ("max.compaction.lag.ms", "0", "outside"),
+        ("message.timestamp.before.max.ms", "-1", "outside"),
+        ("preallocate", "yes", "true or false"),
+        ("leader.replication.throttled.replicas", "0-1", "partitionId:brokerId"),
+        ("message.format.version", "latest", "not a Kafka version"),
+        ("local.retention.ms", "-3", "outside"),
     ],
 )
 def test_bad_configs_are_named(name: str, value: str, complaint: str) -> None:
@@ -76,9 +88,89 @@ def test_config_sources() -> None:
     assert topic.overrides == {"segment.bytes"}
 
 
-def test_compression_type_producer_is_accepted_and_recompression_refused() -> None:
-    config = LogConfig.from_topic_configs({"compression.type": "producer"})
-    assert config.to_topic_configs()["compression.type"] == "producer"
-    assert config.config_source("compression.type") is ConfigSource.TOPIC_CONFIG
-    with pytest.raises(InvalidConfigError, match="only 'producer'"):
-        LogConfig.from_topic_configs({"compression.type": "zstd"})
+def test_compression_types_and_levels() -> None:
+    assert LogConfig().target_compression is None  # "producer": batches stay as sent
+    zstd = LogConfig.from_topic_configs({"compression.type": "zstd", "compression.zstd.level": "7"})
+    assert zstd.target_compression == (4, 7)
+    assert LogConfig.from_topic_configs(
+        {"compression.type": "uncompressed"}
+    ).target_compression == (
+        0,
+        None,
+    )
+    gzip = LogConfig.from_topic_configs({"compression.type": "gzip"})
+    assert gzip.target_compression == (1, -1)  # -1: the codec's default level
+
+
+def test_every_kafka_topic_config_is_known() -> None:
+    # Kafka 3.9's topic configs: tools may set any of them, and DescribeConfigs lists them.
+    kafka_39 = {
+        "cleanup.policy", "compression.type", "compression.gzip.level", "compression.lz4.level",
+        "compression.zstd.level", "delete.retention.ms", "file.delete.delay.ms",
+        "flush.messages", "flush.ms", "follower.replication.throttled.replicas",
+        "index.interval.bytes", "leader.replication.throttled.replicas",
+        "local.retention.bytes", "local.retention.ms", "max.compaction.lag.ms",
+        "max.message.bytes", "message.downconversion.enable", "message.format.version",
+        "message.timestamp.after.max.ms", "message.timestamp.before.max.ms",
+        "message.timestamp.difference.max.ms", "message.timestamp.type",
+        "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "min.insync.replicas",
+        "preallocate", "remote.log.copy.disable", "remote.log.delete.on.disable",
+        "remote.storage.enable", "retention.bytes", "retention.ms", "segment.bytes",
+        "segment.index.bytes", "segment.jitter.ms", "segment.ms",
+        "unclean.leader.election.enable",
+    }  # fmt: skip
+    assert set(TOPIC_CONFIG_NAMES) == kafka_39
+    defaults = LogConfig().to_topic_configs()
+    assert defaults["preallocate"] == "false"
+    assert defaults["message.downconversion.enable"] == "true"
+    assert defaults["max.compaction.lag.ms"] == "9223372036854775807"
+    assert defaults["local.retention.ms"] == "-2"
+    assert defaults["compression.lz4.level"] == "9"
+
+
+def test_settings_with_nothing_to_act_on_are_kept_and_reported() -> None:
+    given = {
+        "unclean.leader.election.enable": "true",
+        "leader.replication.throttled.replicas": "0:1, 1:1",
+        "follower.replication.throttled.replicas": "*",
+        "preallocate": "true",
+        "file.delete.delay.ms": "1000",
+        "message.format.version": "2.8-IV1",
+    }
+    config = LogConfig.from_topic_configs(given)
+    assert config.explicit_topic_configs() == {
+        **given,
+        "leader.replication.throttled.replicas": "0:1,1:1",
+    }
+
+
+def test_cross_config_checks() -> None:
+    with pytest.raises(InvalidConfigError, match="min.compaction.lag.ms"):
+        LogConfig.from_topic_configs(
+            {"min.compaction.lag.ms": "5000", "max.compaction.lag.ms": "1000"}
+        )
+    with pytest.raises(InvalidConfigError, match="tiered storage"):
+        LogConfig.from_topic_configs({"remote.storage.enable": "true"})
+
+
+def test_timestamp_bounds_fall_back_to_the_deprecated_difference() -> None:
+    assert LogConfig().timestamp_bounds == (None, None)
+    config = LogConfig.from_topic_configs(
+        {"message.timestamp.difference.max.ms": "100", "message.timestamp.after.max.ms": "5"}
+    )
+    assert config.timestamp_bounds == (100, 5)
+    appended = LogConfig.from_topic_configs(
+        {"message.timestamp.before.max.ms": "1", "message.timestamp.type": "LogAppendTime"}
+    )
+    assert appended.timestamp_bounds == (None, None)  # the broker's clock stamps them
+
+
+def test_compaction_lag_bounds_how_long_a_segment_stays_active() -> None:
+    compact = {"cleanup.policy": "compact", "segment.ms": "10000"}
+    assert LogConfig.from_topic_configs(compact).max_segment_ms == 10000
+    lagged = LogConfig.from_topic_configs({**compact, "max.compaction.lag.ms": "3000"})
+    assert lagged.max_segment_ms == 3000
+    deleting = LogConfig.from_topic_configs(
+        {"segment.ms": "10000", "max.compaction.lag.ms": "3000"}
+    )
+    assert deleting.max_segment_ms == 10000

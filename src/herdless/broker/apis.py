@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from herdless.broker.handlers import (
     admin,
     cluster,
+    configs,
     coordinator,
     fetch,
     groups,
@@ -82,9 +83,11 @@ _TABLE = [
     Api(19, "CreateTopics", 0, 7, admin.handle_create_topics),
     Api(20, "DeleteTopics", 0, 6, admin.handle_delete_topics),
     Api(22, "InitProducerId", 0, 4, produce.handle_init_producer_id),
-    Api(32, "DescribeConfigs", 0, 4, admin.handle_describe_configs),
+    Api(32, "DescribeConfigs", 0, 4, configs.handle_describe_configs),
+    Api(33, "AlterConfigs", 0, 2, configs.handle_alter_configs),
     Api(37, "CreatePartitions", 0, 3, admin.handle_create_partitions),
     Api(42, "DeleteGroups", 0, 2, groups.handle_delete_groups),
+    Api(44, "IncrementalAlterConfigs", 0, 1, configs.handle_incremental_alter_configs),
     Api(47, "OffsetDelete", 0, 0, groups.handle_offset_delete),
     Api(60, "DescribeCluster", 0, 1, cluster.handle_describe_cluster),
 ]

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 from kafka import KafkaConsumer, TopicPartition
-from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType, NewTopic
 from rich.table import Table
 
 from herdless.cli.client import Bootstrap, connect, console, fail
@@ -29,18 +29,55 @@ def create(
     bootstrap: Bootstrap = "127.0.0.1:9092",
 ) -> None:
     """Create a topic."""
-    configs = {}
-    for item in config or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise fail(f"--config expects key=value, got {item!r}")
-        configs[key] = value
+    configs = _key_values(config)
     with connect(bootstrap) as admin:
         admin.create_topics(
             [NewTopic(name, partitions, replication_factor, topic_configs=configs)],
             raise_errors=True,
         )
     console.print(f"created topic [bold]{name}[/bold] with {partitions} partitions")
+
+
+def _key_values(items: list[str] | None) -> dict[str, str]:
+    configs = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise fail(f"--config expects key=value, got {item!r}")
+        configs[key.strip()] = value
+    return configs
+
+
+@topics_app.command("alter")
+def alter(
+    name: str,
+    config: Annotated[
+        list[str] | None, typer.Option("--config", "-c", help="key=value to set; repeatable.")
+    ] = None,
+    delete_config: Annotated[
+        list[str] | None,
+        typer.Option("--delete-config", "-d", help="key to set back to its default; repeatable."),
+    ] = None,
+    bootstrap: Bootstrap = "127.0.0.1:9092",
+) -> None:
+    """Change some of a topic's configs; the others keep their values."""
+    changes: dict[str, object] = dict(_key_values(config))
+    for key in delete_config or []:
+        if key in changes:
+            raise fail(f"{key!r} is both set and deleted")
+        changes[key] = (AlterConfigOp.DELETE, None)
+    if not changes:
+        raise fail("nothing to change: give --config key=value or --delete-config key")
+    with connect(bootstrap) as admin:
+        result = admin.alter_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, name, configs=changes)],
+            incremental=True,
+            raise_on_unknown=False,  # the broker knows its configs; it names a bad one
+        )
+    outcome = result.get("topic", {}).get(name)
+    if outcome != "OK":
+        raise fail(f"topic {name!r}: {outcome}")
+    console.print(f"changed {len(changes)} config(s) of topic [bold]{name}[/bold]")
 
 
 @topics_app.command("list")

@@ -40,6 +40,7 @@ LOG_APPEND_TIME_FLAG = 0x08
 
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
+NO_TIMESTAMP = -1
 
 
 class Compression(IntEnum):
@@ -452,22 +453,41 @@ def first_keyless_offset(batch: memoryview, header: BatchHeader) -> int | None:
     return None
 
 
-def compress(compression: int, data: bytes | memoryview) -> bytes:
+# Kafka's default levels; cramjam's own defaults differ (zstd 11, gzip 6).
+DEFAULT_LEVELS = {Compression.GZIP: 6, Compression.LZ4: 9, Compression.ZSTD: 3}
+
+
+def compress(compression: int, data: bytes | memoryview, level: int | None = None) -> bytes:
     """The inverse of decompress. Snappy is written as a raw block, as librdkafka writes it;
-    every client reads that as well as the Java client's xerial framing."""
+    every client reads that as well as the Java client's xerial framing. `level` None
+    (or -1 for gzip) is Kafka's default for the codec."""
     if compression == Compression.NONE:
         return bytes(data)
-    if compression == Compression.GZIP:
-        return bytes(cramjam.gzip.compress(data))
     if compression == Compression.SNAPPY:
         return bytes(cramjam.snappy.compress_raw(data))
-    if compression == Compression.LZ4:
-        return bytes(cramjam.lz4.compress(data))
-    if compression == Compression.ZSTD:
-        return bytes(cramjam.zstd.compress(data))
+    if compression in DEFAULT_LEVELS:
+        if level is None or (compression == Compression.GZIP and level == -1):
+            level = DEFAULT_LEVELS[Compression(compression)]
+        if compression == Compression.GZIP:
+            return bytes(cramjam.gzip.compress(data, level=level))
+        if compression == Compression.LZ4:
+            return bytes(cramjam.lz4.compress(data, level=level))
+        return bytes(cramjam.zstd.compress(data, level=level))
     raise InvalidBatch(
         f"unknown compression codec {compression}", ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
     )
+
+
+def recompress_batch(
+    batch: memoryview, header: BatchHeader, compression: int, level: int | None = None
+) -> bytes:
+    """A validated batch with its records stored under another codec (a topic's
+    compression.type). As in Kafka, everything else stays: offsets and timestamps
+    (the records' deltas are unchanged), producer id, epoch, sequence, flags."""
+    payload = decompress(header.compression, batch[HEADER_SIZE : header.size])
+    body = compress(compression, payload, level)
+    attributes = (header.attributes & ~0x07) | compression
+    return _assemble(header, attributes, header.record_count, header.max_timestamp, body)
 
 
 def rebuild_batch(header: BatchHeader, kept: list[bytes | memoryview], max_timestamp: int) -> bytes:
@@ -482,6 +502,13 @@ def rebuild_batch(header: BatchHeader, kept: list[bytes | memoryview], max_times
     """
     attributes = header.attributes if kept else header.attributes & ~0x07
     body = compress(header.compression, b"".join(kept)) if kept else b""
+    return _assemble(header, attributes, len(kept), max_timestamp, body)
+
+
+def _assemble(
+    header: BatchHeader, attributes: int, record_count: int, max_timestamp: int, body: bytes
+) -> bytes:
+    """`header`'s batch around a new body: base offset, deltas and producer fields kept."""
     after_crc = (
         _AFTER_CRC.pack(
             attributes,
@@ -491,7 +518,7 @@ def rebuild_batch(header: BatchHeader, kept: list[bytes | memoryview], max_times
             header.producer_id,
             header.producer_epoch,
             header.base_sequence,
-            len(kept),
+            record_count,
         )
         + body
     )

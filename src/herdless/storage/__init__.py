@@ -3,12 +3,18 @@
 Knows nothing of groups: __consumer_offsets is an ordinary compacted topic here.
 """
 
-from herdless.storage.config import TOPIC_CONFIG_NAMES, ConfigSource, LogConfig
+from herdless.storage.config import (
+    LIST_TOPIC_CONFIGS,
+    TOPIC_CONFIG_NAMES,
+    ConfigSource,
+    LogConfig,
+)
 from herdless.storage.errors import (
     InvalidConfigError,
     InvalidPartitions,
     InvalidProducerEpoch,
     InvalidRecord,
+    InvalidTimestamp,
     InvalidTopicName,
     LogClosed,
     OffsetOutOfRange,
@@ -23,6 +29,7 @@ from herdless.storage.log import AppendInfo, PartitionLog
 from herdless.storage.manager import LogManager, Topic, validate_topic_name
 
 __all__ = [
+    "LIST_TOPIC_CONFIGS",
     "TOPIC_CONFIG_NAMES",
     "AppendInfo",
     "ConfigSource",
@@ -30,6 +37,7 @@ __all__ = [
     "InvalidPartitions",
     "InvalidProducerEpoch",
     "InvalidRecord",
+    "InvalidTimestamp",
     "InvalidTopicName",
     "LogClosed",
     "LogConfig",

@@ -105,28 +105,42 @@ def cleanable_ratio(partition_log: PartitionLog, now_ms: int) -> float:
 
 
 def needs_cleaning(partition_log: PartitionLog, now_ms: int) -> bool:
-    """Past min.cleanable.dirty.ratio, or holding a tombstone whose time has come.
+    """Past min.cleanable.dirty.ratio, past max.compaction.lag.ms, or holding a
+    tombstone whose time has come.
 
     Kafka too cleans a log for its expired tombstones alone (KIP-534). Until a
-    cleaning since the log was opened has told when that is, one is due.
+    cleaning since the log was opened has told when that is, one is due. A
+    dirty segment is overdue once its newest record is older than
+    max.compaction.lag.ms (Kafka looks at its oldest); as compacted topics roll
+    segments at most that long after their first append, no record waits much
+    more than twice the lag.
     """
     config = partition_log.config
     if not config.compacts:
         return False
-    clean_bytes, dirty_bytes = _section_bytes(partition_log, now_ms)
+    clean_bytes, dirty = _sections(partition_log, now_ms)
+    dirty_bytes = sum(s.size for s in dirty)
     if dirty_bytes and dirty_bytes / (clean_bytes + dirty_bytes) > config.min_cleanable_dirty_ratio:
+        return True
+    max_lag = config.max_compaction_lag_ms
+    if max_lag is not None and any(s.largest_timestamp < now_ms - max_lag for s in dirty):
         return True
     expiry = partition_log.tombstone_expiry_ms
     return clean_bytes > 0 and (expiry is None or expiry <= now_ms)
 
 
 def _section_bytes(partition_log: PartitionLog, now_ms: int) -> tuple[int, int]:
+    clean_bytes, dirty = _sections(partition_log, now_ms)
+    return clean_bytes, sum(s.size for s in dirty)
+
+
+def _sections(partition_log: PartitionLog, now_ms: int) -> tuple[int, list[SealedSegment]]:
+    """The clean section's bytes and the dirty section's segments."""
     view = partition_log.view_for_cleaning()
     first_dirty = _first_dirty_offset(partition_log.directory, view)
     end = _first_uncleanable_offset(view, first_dirty, now_ms)
     clean_bytes = sum(s.size for s in view.sealed if s.next_base_offset <= first_dirty)
-    dirty_bytes = sum(s.size for s in _dirty_segments(view, first_dirty, end))
-    return clean_bytes, dirty_bytes
+    return clean_bytes, _dirty_segments(view, first_dirty, end)
 
 
 def clean(

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
+from herdless.protocol.records import Compression
 from herdless.storage.errors import InvalidConfigError
 
 INT32_MAX = 2**31 - 1
@@ -48,6 +49,32 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     min_insync_replicas: int = 1
     compression_type: str = "producer"
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
+    # A segment rolls after segment.ms less a random jitter of up to this, drawn per segment.
+    segment_jitter_ms: int = 0
+    # None is Long.MAX_VALUE: no record waits longer than this to be compacted.
+    max_compaction_lag_ms: int | None = None
+    # Producer timestamps further in the past / future than these are refused (CreateTime).
+    message_timestamp_before_max_ms: int | None = None
+    message_timestamp_after_max_ms: int | None = None
+    message_timestamp_difference_max_ms: int | None = None  # deprecated: both of the above
+    # Accepted and reported as Kafka does, with nothing to act on in one local broker:
+    # files are unlinked at once (open readers keep theirs), segments are not
+    # preallocated, there is one replica and no remote tier.
+    file_delete_delay_ms: int = 60000
+    preallocate: bool = False
+    unclean_leader_election_enable: bool = False
+    leader_replication_throttled_replicas: str = ""
+    follower_replication_throttled_replicas: str = ""
+    message_downconversion_enable: bool = True
+    message_format_version: str = "3.0-IV1"
+    remote_storage_enable: bool = False
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
     # Kafka names given explicitly for this topic; DescribeConfigs reports them as topic configs.
     overrides: frozenset[str] = frozenset()
 
@@ -69,7 +96,23 @@ class LogConfig:
                 raise InvalidConfigError(f"topic config {name!r} must be a string, got {raw!r}")
             changes[spec.field] = spec.parse(name, raw.strip())
         start = base if base is not None else cls()
-        return dataclasses.replace(start, overrides=frozenset(configs), **changes)
+        config = dataclasses.replace(start, overrides=frozenset(configs), **changes)
+        config._check_combination()
+        return config
+
+    def _check_combination(self) -> None:
+        """Kafka's cross-config checks (LogConfig.validate)."""
+        max_lag = INT64_MAX if self.max_compaction_lag_ms is None else self.max_compaction_lag_ms
+        if self.min_compaction_lag_ms > max_lag:
+            raise InvalidConfigError(
+                f"conflict topic config setting min.compaction.lag.ms"
+                f" ({self.min_compaction_lag_ms}) > max.compaction.lag.ms ({max_lag})"
+            )
+        if self.remote_storage_enable:
+            raise InvalidConfigError(
+                "remote.storage.enable=true: tiered storage is not available in herdless;"
+                " topics are kept on local disk"
+            )
 
     def to_topic_configs(self) -> dict[str, str]:
         return {name: spec.render(getattr(self, spec.field)) for name, spec in _SPECS.items()}
@@ -103,6 +146,40 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def timestamp_bounds(self) -> tuple[int | None, int | None]:
+        """How far before and after the broker's clock a CreateTime timestamp may be.
+
+        As in Kafka 3.9: message.timestamp.difference.max.ms stands in for either
+        bound left at its default.
+        """
+        if self.log_append_time:
+            return None, None
+        fallback = self.message_timestamp_difference_max_ms
+        before = self.message_timestamp_before_max_ms
+        after = self.message_timestamp_after_max_ms
+        return (fallback if before is None else before, fallback if after is None else after)
+
+    @property
+    def max_segment_ms(self) -> int:
+        """How long a segment may stay active; when compacting, max.compaction.lag.ms too."""
+        if self.compacts and self.max_compaction_lag_ms is not None:
+            return min(self.segment_ms, self.max_compaction_lag_ms)
+        return self.segment_ms
+
+    @property
+    def target_compression(self) -> tuple[Compression, int | None] | None:
+        """The codec and level the topic stores batches in, or None to keep the producer's."""
+        if self.compression_type == "producer":
+            return None
+        codec = _CODECS[self.compression_type]
+        level = {
+            Compression.GZIP: self.compression_gzip_level,
+            Compression.LZ4: self.compression_lz4_level,
+            Compression.ZSTD: self.compression_zstd_level,
+        }.get(codec)
+        return codec, level
 
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
@@ -158,18 +235,69 @@ def _timestamp_type(name: str, raw: str) -> str:
     return raw
 
 
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+_CODECS = {
+    "uncompressed": Compression.NONE,
+    "gzip": Compression.GZIP,
+    "snappy": Compression.SNAPPY,
+    "lz4": Compression.LZ4,
+    "zstd": Compression.ZSTD,
+}
+
+
 def _compression_type(name: str, raw: str) -> str:
-    # Batches are stored exactly as producers compressed them (the broker never
-    # recompresses), which is Kafka's "producer"; tools commonly set it explicitly.
-    if raw != "producer":
-        raise InvalidConfigError(
-            f"topic config {name!r}: only 'producer' is supported (batches are stored as"
-            f" producers compressed them); set the codec on the producer instead of {raw!r}"
-        )
+    return _one_of(name, raw.lower(), COMPRESSION_TYPES)
+
+
+def _one_of(name: str, raw: str, allowed: tuple[str, ...]) -> str:
+    if raw not in allowed:
+        raise InvalidConfigError(f"topic config {name!r}: {raw!r} is not one of {list(allowed)}")
+    return raw
+
+
+def _gzip_level(name: str, raw: str) -> int:
+    value = _integer(name, raw, -1, 9)
+    if value == 0:
+        raise InvalidConfigError(f"topic config {name!r}: must be between 1 and 9 or equal to -1")
+    return value
+
+
+def _range(low: int, high: int) -> Callable[[str, str], int]:
+    return lambda name, raw: _integer(name, raw, low, high)
+
+
+def _boolean(name: str, raw: str) -> bool:
+    if raw.lower() not in ("true", "false"):
+        raise InvalidConfigError(f"topic config {name!r}: {raw!r} is not true or false")
+    return raw.lower() == "true"
+
+
+_THROTTLED_REPLICA = re.compile(r"[0-9]+:[0-9]+")
+
+
+def _throttled_replicas(name: str, raw: str) -> str:
+    items = [item.strip() for item in raw.split(",") if item.strip()]
+    if items == ["*"] or all(_THROTTLED_REPLICA.fullmatch(item) for item in items):
+        return ",".join(items)
+    raise InvalidConfigError(
+        f"topic config {name!r}: {raw!r} must be the literal '*' or a list of replicas"
+        " in the form partitionId:brokerId"
+    )
+
+
+_FORMAT_VERSION = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?(-IV[0-9]+)?")
+
+
+def _format_version(name: str, raw: str) -> str:
+    # Ignored since Kafka 3.0 (message format v2 always); only its shape is checked.
+    if not _FORMAT_VERSION.fullmatch(raw):
+        raise InvalidConfigError(f"topic config {name!r}: {raw!r} is not a Kafka version")
     return raw
 
 
 def _render(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
     return str(INT64_MAX) if value is None else str(value)
 
 
@@ -198,7 +326,43 @@ _SPECS: dict[str, _Spec] = {
     "segment.bytes": _Spec("segment_bytes", _int(14)),
     "segment.index.bytes": _Spec("segment_index_bytes", _int(4)),
     "segment.ms": _Spec("segment_ms", _long(1)),
+    "compression.gzip.level": _Spec("compression_gzip_level", _gzip_level),
+    "compression.lz4.level": _Spec("compression_lz4_level", _range(1, 17)),
+    "compression.zstd.level": _Spec("compression_zstd_level", _range(-131072, 22)),
+    "segment.jitter.ms": _Spec("segment_jitter_ms", _long(0)),
+    "max.compaction.lag.ms": _Spec("max_compaction_lag_ms", _long_or_never(1)),
+    "message.timestamp.before.max.ms": _Spec("message_timestamp_before_max_ms", _long_or_never(0)),
+    "message.timestamp.after.max.ms": _Spec("message_timestamp_after_max_ms", _long_or_never(0)),
+    "message.timestamp.difference.max.ms": _Spec(
+        "message_timestamp_difference_max_ms", _long_or_never(0)
+    ),
+    "file.delete.delay.ms": _Spec("file_delete_delay_ms", _long(0)),
+    "preallocate": _Spec("preallocate", _boolean),
+    "unclean.leader.election.enable": _Spec("unclean_leader_election_enable", _boolean),
+    "leader.replication.throttled.replicas": _Spec(
+        "leader_replication_throttled_replicas", _throttled_replicas
+    ),
+    "follower.replication.throttled.replicas": _Spec(
+        "follower_replication_throttled_replicas", _throttled_replicas
+    ),
+    "message.downconversion.enable": _Spec("message_downconversion_enable", _boolean),
+    "message.format.version": _Spec("message_format_version", _format_version),
+    "remote.storage.enable": _Spec("remote_storage_enable", _boolean),
+    "local.retention.ms": _Spec("local_retention_ms", _long(-2)),
+    "local.retention.bytes": _Spec("local_retention_bytes", _long(-2)),
+    "remote.log.copy.disable": _Spec("remote_log_copy_disable", _boolean),
+    "remote.log.delete.on.disable": _Spec("remote_log_delete_on_disable", _boolean),
 }
+
+# Configs whose value is a comma-separated list: IncrementalAlterConfigs may
+# append to them and subtract from them.
+LIST_TOPIC_CONFIGS = frozenset(
+    {
+        "cleanup.policy",
+        "leader.replication.throttled.replicas",
+        "follower.replication.throttled.replicas",
+    }
+)
 
 TOPIC_CONFIG_NAMES = tuple(_SPECS)
 _KAFKA_DEFAULTS = LogConfig()

@@ -41,6 +41,12 @@ class InvalidRecord(StorageError):
     error_code = ErrorCode.INVALID_RECORD
 
 
+class InvalidTimestamp(StorageError):
+    """A CreateTime record outside message.timestamp.before/after.max.ms of the broker's clock."""
+
+    error_code = ErrorCode.INVALID_TIMESTAMP
+
+
 class InvalidProducerEpoch(StorageError):
     error_code = ErrorCode.INVALID_PRODUCER_EPOCH
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import shutil
 import threading
 import time
@@ -35,6 +36,7 @@ from herdless.storage import checkpoint, swap
 from herdless.storage.config import LogConfig
 from herdless.storage.errors import (
     InvalidRecord,
+    InvalidTimestamp,
     LogClosed,
     OffsetOutOfRange,
     RecordTooLarge,
@@ -134,6 +136,7 @@ class PartitionLog:
         self._clean_lock = threading.Lock()
         self._closed = False
         self._dir_dirty = True
+        self.roll_jitter_ms = self._draw_roll_jitter()
         # Records appended and records known synced; only the loop thread writes the
         # first and only flush() the second, so neither needs the lock.
         self._appended_messages = 0
@@ -284,6 +287,8 @@ class PartitionLog:
         if not batches:
             raise ValueError("append needs at least one batch")
         config = self.config
+        if config.target_compression is not None:
+            batches = [self._in_topic_codec(header, view) for header, view in batches]
         for header, view in batches:
             if header.size > config.max_message_bytes:
                 raise RecordTooLarge(
@@ -292,6 +297,7 @@ class PartitionLog:
                 )
             if config.compacts:
                 self._check_keyed(header, view)
+            self._check_timestamps(header, view, now_ms)
         log_append_time = config.log_append_time
         with self._lock:
             self._check_open()
@@ -335,6 +341,33 @@ class PartitionLog:
                 log_start_offset=self._log_start,
             )
 
+    def _in_topic_codec(
+        self, header: BatchHeader, batch: memoryview
+    ) -> tuple[BatchHeader, memoryview]:
+        """The batch under the topic's compression.type, recompressed if it differs."""
+        target = self.config.target_compression
+        if target is None or header.is_control or header.compression == target[0]:
+            return header, batch
+        rebuilt = memoryview(records.recompress_batch(batch, header, *target))
+        return records.parse_header(rebuilt), rebuilt
+
+    def _check_timestamps(self, header: BatchHeader, batch: memoryview, now_ms: int) -> None:
+        before, after = self.config.timestamp_bounds
+        if (before is None and after is None) or header.is_control:
+            return
+        low = None if before is None else now_ms - before
+        high = None if after is None else now_ms + after
+        for offset, timestamp in records.iter_record_timestamps(batch, header):
+            if timestamp == records.NO_TIMESTAMP:
+                continue
+            if (low is not None and timestamp < low) or (high is not None and timestamp > high):
+                raise InvalidTimestamp(
+                    f"timestamp {timestamp} of record {offset - header.base_offset} of a batch"
+                    f" is out of range for {self.name}: it should be within"
+                    f" [{'-inf' if low is None else low}, {'inf' if high is None else high}]"
+                    " (message.timestamp.before.max.ms / after.max.ms of the broker's clock)"
+                )
+
     def _check_keyed(self, header: BatchHeader, batch: memoryview) -> None:
         # Compaction keeps the latest record per key: a record without one has no
         # place in it. Kafka's LogValidator refuses it the same way.
@@ -355,9 +388,10 @@ class PartitionLog:
             return active
         config = self.config
         started = active.first_append_ms
+        max_age = config.max_segment_ms - self.roll_jitter_ms
         if (
             active.size + size > config.segment_bytes
-            or (started is not None and now_ms - started > config.segment_ms)
+            or (started is not None and now_ms - started > max_age)
             or active.indexes_full
             or not active.fits_relative(last_offset)
         ):
@@ -381,6 +415,13 @@ class PartitionLog:
         self._segments.append(segment)
         self._bases.append(segment.base_offset)
         self._dir_dirty = True
+        self.roll_jitter_ms = self._draw_roll_jitter()
+
+    def _draw_roll_jitter(self) -> int:
+        """segment.jitter.ms, drawn per active segment as Kafka does, so that logs
+        created together do not all roll at the same moment."""
+        bound = min(self.config.segment_jitter_ms, self.config.max_segment_ms)
+        return random.randrange(bound) if bound > 0 else 0
 
     # -- reading ----------------------------------------------------------------
 

@@ -1,15 +1,14 @@
-"""Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs."""
+"""Topic administration: CreateTopics, DeleteTopics, CreatePartitions."""
 
 from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.config import broker_topic_defaults
 from herdless.broker.group_coordinator import INTERNAL_TOPICS
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
-from herdless.storage import ConfigSource, LogConfig, StorageError
+from herdless.storage import LogConfig, StorageError
 
 if TYPE_CHECKING:
     from herdless.broker.broker import Broker
@@ -18,11 +17,7 @@ log = logging.getLogger(__name__)
 
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
-DESCRIBE_CONFIGS = 32
 CREATE_PARTITIONS = 37
-
-RESOURCE_TOPIC = 2
-RESOURCE_BROKER = 4
 
 
 async def handle_create_topics(broker: Broker, request: Request) -> Any:
@@ -148,68 +143,3 @@ async def handle_create_partitions(broker: Broker, request: Request) -> Any:
             broker.logs.create_partitions(wanted.name, wanted.count)
             log.info("topic %s now has %d partitions", wanted.name, wanted.count)
     return Response(throttle_time_ms=0, results=results)
-
-
-async def handle_describe_configs(broker: Broker, request: Request) -> Any:
-    Response = response_class(DESCRIBE_CONFIGS)
-    Result = Response.DescribeConfigsResult
-    Entry = Result.DescribeConfigsResourceResult
-    results = []
-    for resource in request.body.resources:
-        result = Result(
-            error_code=ErrorCode.NONE,
-            error_message=None,
-            resource_type=resource.resource_type,
-            resource_name=resource.resource_name,
-            configs=[],
-        )
-        results.append(result)
-        if resource.resource_type == RESOURCE_TOPIC:
-            topic = broker.logs.topics.get(resource.resource_name)
-            if topic is None:
-                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                result.error_message = f"topic {resource.resource_name!r} does not exist"
-                continue
-            values = topic.config.to_topic_configs()
-            source_of = {k: topic.config.config_source(k) for k in values}
-        elif resource.resource_type == RESOURCE_BROKER:
-            values = _broker_configs(broker)
-            source_of = dict.fromkeys(values, ConfigSource.STATIC_BROKER_CONFIG)
-        else:
-            result.error_code = ErrorCode.INVALID_REQUEST
-            result.error_message = f"resource type {resource.resource_type} is not described"
-            continue
-        keys = resource.configuration_keys
-        result.configs = [
-            Entry(
-                name=key,
-                value=value,
-                read_only=resource.resource_type == RESOURCE_BROKER,
-                config_source=source_of[key],
-                is_default=source_of[key] == ConfigSource.DEFAULT_CONFIG,
-                is_sensitive=False,
-                synonyms=[],
-                config_type=0,
-                documentation=None,
-            )
-            for key, value in sorted(values.items())
-            if keys is None or key in keys
-        ]
-    return Response(throttle_time_ms=0, results=results)
-
-
-def _broker_configs(broker: Broker) -> dict[str, str]:
-    config = broker.config
-    host, port = config.advertised_address
-    return {
-        "node.id": str(config.node_id),
-        "broker.id": str(config.node_id),
-        "listeners": f"PLAINTEXT://{config.host}:{broker.bound_port}",
-        "advertised.listeners": f"PLAINTEXT://{host}:{port}",
-        "log.dirs": str(config.data_dir),
-        "auto.create.topics.enable": str(config.auto_create_topics).lower(),
-        "num.partitions": str(config.num_partitions),
-        "socket.request.max.bytes": str(config.max_request_bytes),
-        "delete.topic.enable": str(config.delete_topic_enable).lower(),
-        **broker_topic_defaults(broker.logs.default_config),
-    }

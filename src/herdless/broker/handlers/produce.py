@@ -20,6 +20,8 @@ log = logging.getLogger(__name__)
 
 PRODUCE = 0
 INIT_PRODUCER_ID = 22
+# One broker: every partition has one replica, always in sync.
+IN_SYNC_REPLICAS = 1
 
 
 async def handle_produce(broker: Broker, request: Request) -> Any:
@@ -44,7 +46,7 @@ async def handle_produce(broker: Broker, request: Request) -> Any:
             if refusal is not None:
                 result.error_code = refusal
             else:
-                _append(broker, topic_data.name, partition_data, result, to_flush)
+                _append(broker, topic_data.name, partition_data, acks, result, to_flush)
             partitions.append(result)
         topics.append(TopicResponse(name=topic_data.name, partition_responses=partitions))
 
@@ -57,7 +59,12 @@ async def handle_produce(broker: Broker, request: Request) -> Any:
 
 
 def _append(
-    broker: Broker, topic: str, partition_data: Any, result: Any, to_flush: list[PartitionLog]
+    broker: Broker,
+    topic: str,
+    partition_data: Any,
+    acks: int,
+    result: Any,
+    to_flush: list[PartitionLog],
 ) -> None:
     partition_log = broker.logs.partition(topic, partition_data.index)
     if partition_log is None:
@@ -68,6 +75,15 @@ def _append(
         result.error_message = f"{topic} is internal: only the broker writes to it"
         return
     config = partition_log.config
+    if acks == -1 and config.min_insync_replicas > IN_SYNC_REPLICAS:
+        # As a one-broker Kafka answers: acks=all cannot be met with fewer in-sync
+        # replicas than the topic demands, so nothing is written.
+        result.error_code = ErrorCode.NOT_ENOUGH_REPLICAS
+        result.error_message = (
+            f"{topic} has min.insync.replicas={config.min_insync_replicas}; this broker"
+            f" keeps {IN_SYNC_REPLICAS} replica, so acks=all cannot be satisfied"
+        )
+        return
     try:
         batches = split_batches(partition_data.records or b"", config.max_message_bytes)
     except InvalidBatch as exc:

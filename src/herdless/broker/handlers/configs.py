@@ -1,0 +1,220 @@
+"""Configs: DescribeConfigs, and AlterConfigs / IncrementalAlterConfigs for topics.
+
+Topic configs are Kafka's names with Kafka's validation (storage.config); a
+change is persisted with the topic and applies to its partitions at once.
+Broker configs are static here: they come from the config file and --set,
+so altering one is refused with a message that says where to set it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from herdless.broker.config import broker_topic_defaults
+from herdless.broker.group_coordinator import OFFSETS_TOPIC
+from herdless.protocol.codec import Request, response_class
+from herdless.protocol.errors import ErrorCode
+from herdless.storage import LIST_TOPIC_CONFIGS, ConfigSource, StorageError
+
+if TYPE_CHECKING:
+    from herdless.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+DESCRIBE_CONFIGS = 32
+ALTER_CONFIGS = 33
+INCREMENTAL_ALTER_CONFIGS = 44
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+
+# IncrementalAlterConfigs operations (KIP-339)
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+
+class ConfigChangeError(Exception):
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+async def handle_alter_configs(broker: Broker, request: Request) -> Any:
+    """The legacy AlterConfigs: the given configs replace the topic's explicit ones."""
+    body = request.body
+    results = []
+    for resource in body.resources:
+        changes = {c.name: c.value for c in resource.configs}
+        results.append(
+            _alter(broker, resource, changes, replace=True, validate_only=body.validate_only)
+        )
+    Response = response_class(ALTER_CONFIGS)
+    return Response(throttle_time_ms=0, responses=[_result(Response, r) for r in results])
+
+
+async def handle_incremental_alter_configs(broker: Broker, request: Request) -> Any:
+    body = request.body
+    results = []
+    for resource in body.resources:
+        try:
+            changes = _incremental_changes(broker, resource)
+        except ConfigChangeError as exc:
+            results.append((resource, exc.error_code, str(exc)))
+            continue
+        results.append(
+            _alter(broker, resource, changes, replace=False, validate_only=body.validate_only)
+        )
+    Response = response_class(INCREMENTAL_ALTER_CONFIGS)
+    return Response(throttle_time_ms=0, responses=[_result(Response, r) for r in results])
+
+
+def _incremental_changes(broker: Broker, resource: Any) -> dict[str, str | None]:
+    """The operations as values to set (None: back to the default)."""
+    if resource.resource_type != RESOURCE_TOPIC:
+        return {}  # refused by _alter with the reason
+    topic = broker.logs.topics.get(resource.resource_name)
+    current = topic.config.to_topic_configs() if topic is not None else {}
+    changes: dict[str, str | None] = {}
+    seen: set[str] = set()
+    for c in resource.configs:
+        if c.name in seen:
+            raise ConfigChangeError(
+                ErrorCode.INVALID_REQUEST, f"config {c.name!r} appears more than once"
+            )
+        seen.add(c.name)
+        if c.config_operation == OP_SET:
+            changes[c.name] = c.value
+        elif c.config_operation == OP_DELETE:
+            changes[c.name] = None
+        elif c.config_operation in (OP_APPEND, OP_SUBTRACT):
+            if c.name not in LIST_TOPIC_CONFIGS:
+                verb = "append" if c.config_operation == OP_APPEND else "subtract"
+                raise ConfigChangeError(
+                    ErrorCode.INVALID_CONFIG,
+                    f"config {c.name!r} is not a list: {verb} is only for list configs",
+                )
+            items = [i for i in (current.get(c.name) or "").split(",") if i]
+            given = [i.strip() for i in (c.value or "").split(",") if i.strip()]
+            if c.config_operation == OP_APPEND:
+                items += [i for i in given if i not in items]
+            else:
+                items = [i for i in items if i not in given]
+            changes[c.name] = ",".join(items)
+        else:
+            raise ConfigChangeError(
+                ErrorCode.INVALID_REQUEST, f"unknown config operation {c.config_operation}"
+            )
+    return changes
+
+
+def _alter(
+    broker: Broker,
+    resource: Any,
+    changes: Mapping[str, str | None],
+    *,
+    replace: bool,
+    validate_only: bool,
+) -> tuple[Any, ErrorCode, str | None]:
+    if resource.resource_type == RESOURCE_BROKER:
+        return (
+            resource,
+            ErrorCode.INVALID_CONFIG,
+            "broker configs cannot be changed while herdless runs: set them in the"
+            " config file or with 'herdless serve --set name=value' and restart",
+        )
+    if resource.resource_type != RESOURCE_TOPIC:
+        return (
+            resource,
+            ErrorCode.INVALID_REQUEST,
+            f"resource type {resource.resource_type} has no configs here",
+        )
+    name = resource.resource_name
+    try:
+        config = broker.logs.alter_topic_configs(name, changes, replace=replace, validate_only=True)
+        if name == OFFSETS_TOPIC and not config.compacts:
+            # Retention would delete acknowledged commits.
+            raise ConfigChangeError(
+                ErrorCode.INVALID_CONFIG, f"{OFFSETS_TOPIC} must keep cleanup.policy=compact"
+            )
+        if not validate_only:
+            broker.logs.alter_topic_configs(name, changes, replace=replace)
+            log.info("topic %s configs changed: %s", name, dict(changes))
+    except (StorageError, ConfigChangeError) as exc:
+        return resource, exc.error_code, str(exc)
+    return resource, ErrorCode.NONE, None
+
+
+def _result(Response: Any, result: tuple[Any, ErrorCode, str | None]) -> Any:
+    resource, error_code, message = result
+    return Response.AlterConfigsResourceResponse(
+        error_code=error_code,
+        error_message=message,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+    )
+
+
+async def handle_describe_configs(broker: Broker, request: Request) -> Any:
+    Response = response_class(DESCRIBE_CONFIGS)
+    Result = Response.DescribeConfigsResult
+    Entry = Result.DescribeConfigsResourceResult
+    results = []
+    for resource in request.body.resources:
+        result = Result(
+            error_code=ErrorCode.NONE,
+            error_message=None,
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+            configs=[],
+        )
+        results.append(result)
+        if resource.resource_type == RESOURCE_TOPIC:
+            topic = broker.logs.topics.get(resource.resource_name)
+            if topic is None:
+                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                result.error_message = f"topic {resource.resource_name!r} does not exist"
+                continue
+            values = topic.config.to_topic_configs()
+            source_of = {k: topic.config.config_source(k) for k in values}
+        elif resource.resource_type == RESOURCE_BROKER:
+            values = _broker_configs(broker)
+            source_of = dict.fromkeys(values, ConfigSource.STATIC_BROKER_CONFIG)
+        else:
+            result.error_code = ErrorCode.INVALID_REQUEST
+            result.error_message = f"resource type {resource.resource_type} is not described"
+            continue
+        keys = resource.configuration_keys
+        result.configs = [
+            Entry(
+                name=key,
+                value=value,
+                read_only=resource.resource_type == RESOURCE_BROKER,
+                config_source=source_of[key],
+                is_default=source_of[key] == ConfigSource.DEFAULT_CONFIG,
+                is_sensitive=False,
+                synonyms=[],
+                config_type=0,
+                documentation=None,
+            )
+            for key, value in sorted(values.items())
+            if keys is None or key in keys
+        ]
+    return Response(throttle_time_ms=0, results=results)
+
+
+def _broker_configs(broker: Broker) -> dict[str, str]:
+    config = broker.config
+    host, port = config.advertised_address
+    return {
+        "node.id": str(config.node_id),
+        "broker.id": str(config.node_id),
+        "listeners": f"PLAINTEXT://{config.host}:{broker.bound_port}",
+        "advertised.listeners": f"PLAINTEXT://{host}:{port}",
+        "log.dirs": str(config.data_dir),
+        "auto.create.topics.enable": str(config.auto_create_topics).lower(),
+        "num.partitions": str(config.num_partitions),
+        "socket.request.max.bytes": str(config.max_request_bytes),
+        "delete.topic.enable": str(config.delete_topic_enable).lower(),
+        **broker_topic_defaults(broker.logs.default_config),
+    }
