@@ -2,33 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from confluent_kafka import Producer
 
 from tests.support.broker import BrokerProcess, free_port
-
-
-def herdless(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "herdless", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "COLUMNS": "200"},
-    )
-
-
-def table_rows(output: str) -> list[list[str]]:
-    """The body rows of the rich tables in a command's output, cells stripped."""
-    return [
-        [cell.strip() for cell in line.split("│")[1:-1]]
-        for line in output.splitlines()
-        if line.startswith("│")
-    ]
+from tests.support.cli import herdless, table_rows
 
 
 def test_topics_create_list_describe_delete(broker: BrokerProcess) -> None:

@@ -23,8 +23,8 @@ from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
 
 from tests.support.broker import BrokerProcess, free_port
+from tests.support.cli import herdless, table_rows
 from tests.support.kafka_python import subscribe_safely
-from tests.test_cli import herdless, table_rows
 
 TOPIC = "cli-groups-events"
 PARTITIONS = 3

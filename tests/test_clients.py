@@ -22,23 +22,17 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 from kafka.admin import NewTopic as KpNewTopic
 
-from herdless.protocol.records import iter_batches
 from tests.support.broker import BrokerProcess
-from tests.support.data import Received, Sent, assert_same_records, make_records
+from tests.support.data import (
+    Received,
+    Sent,
+    assert_same_records,
+    make_records,
+    stored_codecs,
+)
 
 COUNT = 100_000
 PARTITIONS = 4
-CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-
-
-def stored_codecs(broker: BrokerProcess, topic: str) -> set[str]:
-    """The codecs of the batches on disk: the broker must keep what producers compressed."""
-    names = {v: k for k, v in CODEC_IDS.items()}
-    codecs = set()
-    for segment in broker.data_dir.glob(f"{topic}-*/*.log"):
-        for _, header in iter_batches(segment.read_bytes()):
-            codecs.add(names[header.compression])
-    return codecs
 
 
 def assert_compressed_with(broker: BrokerProcess, topic: str, codec: str) -> None:

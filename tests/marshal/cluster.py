@@ -24,17 +24,6 @@ ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
 
 
-def herdless(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """The `herdless` command, wide enough that tables do not wrap."""
-    return subprocess.run(
-        [sys.executable, "-m", "herdless", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "COLUMNS": "200"},
-    )
-
-
 def create_topic(bootstrap: str, topic: str, partitions: int, records: int) -> None:
     """A topic with records spread evenly over its partitions."""
     admin = AdminClient({"bootstrap.servers": bootstrap})

@@ -5,8 +5,9 @@ from __future__ import annotations
 import time
 
 from herdless.marshal import Marshaler
-from tests.marshal.cluster import COORDINATION_PARTITIONS, create_topic, herdless, wait_for
+from tests.marshal.cluster import COORDINATION_PARTITIONS, create_topic, wait_for
 from tests.support.broker import BrokerProcess
+from tests.support.cli import herdless
 
 
 def test_status_shows_owner_offset_age_and_freshness(broker: BrokerProcess) -> None:

@@ -1,9 +1,12 @@
-"""Keyed test records and the check that a consumer got exactly them back."""
+"""Keyed test records, the check that a consumer got exactly them back, and what is on disk."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+
+from herdless.protocol.records import iter_batches
+from tests.support.broker import BrokerProcess
 
 
 @dataclass(frozen=True)
@@ -59,3 +62,16 @@ def assert_same_records(sent: list[Sent], received: list[Received]) -> None:
             seen.add(i)
         assert order == sorted(order), f"partition {partition}: records out of produce order"
     assert len(seen) == len(sent)
+
+
+CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def stored_codecs(broker: BrokerProcess, topic: str) -> set[str]:
+    """The codecs of the batches of `topic` as they lie on the broker's disk."""
+    names = {v: k for k, v in CODEC_IDS.items()}
+    codecs = set()
+    for segment in broker.data_dir.glob(f"{topic}-*/*.log"):
+        for _, header in iter_batches(segment.read_bytes()):
+            codecs.add(names[header.compression])
+    return codecs

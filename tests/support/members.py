@@ -30,6 +30,8 @@ from typing import Any
 from confluent_kafka import KafkaException, Producer
 from kafka.admin import KafkaAdminClient
 
+from tests.support.cli import herdless
+
 MEMBER_SCRIPT = Path(__file__).with_name("member.py")
 PYTHON_CLIENTS = ("confluent-kafka", "kafka-python", "aiokafka")
 CLIENTS = (*PYTHON_CLIENTS, "kcat")
@@ -559,15 +561,7 @@ def describe_group(bootstrap: str, group: str, topic: str) -> GroupDescription:
 
 def rebalance_history(bootstrap: str, group: str) -> str:
     """The group's rebalances as ``herdless groups history`` prints them: for failure messages."""
-    command = [sys.executable, "-m", "herdless", "groups", "history", group, "--members"]
-    result = subprocess.run(
-        [*command, "-b", bootstrap],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, "COLUMNS": "200"},
-    )
+    result = herdless("groups", "history", group, "--members", "-b", bootstrap)
     return f"rebalance history of {group}:\n{result.stdout}{result.stderr}"
 
 
