@@ -163,13 +163,23 @@ def test_legacy_alter_configs_replaces_the_explicit_set(broker: BrokerProcess) -
         assert configs[name].is_default, configs[name]
 
 
-def test_changes_survive_a_restart(tmp_path_factory: pytest.TempPathFactory) -> None:
-    process = BrokerProcess(tmp_path_factory.mktemp("configs") / "data").start()
+def test_changes_survive_a_restart_and_broker_defaults_apply(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    process = BrokerProcess(
+        tmp_path_factory.mktemp("configs") / "data",
+        *("--set", "compression.type=zstd", "--set", "log.roll.jitter.ms=5000"),
+    ).start()
     try:
         create(process, "kept")
         incremental(process, "kept", op("retention.bytes", AlterConfigOpType.SET, "123456"))
         process.restart()
-        assert described(process, "kept")["retention.bytes"].value == "123456"
+        configs = described(process, "kept")
+        assert configs["retention.bytes"].value == "123456"
+        # Broker-wide defaults under Kafka's broker names reach every topic.
+        assert configs["compression.type"].value == "zstd"
+        assert configs["segment.jitter.ms"].value == "5000"
+        assert not configs["segment.jitter.ms"].is_default
     finally:
         _ADMINS.pop(process.bootstrap, None)
         process.stop()
