@@ -17,6 +17,7 @@ from herdless.broker.config import BrokerConfig
 from herdless.broker.connection import Connection
 from herdless.broker.durability import GroupCommit
 from herdless.broker.group_coordinator import GroupCoordinator
+from herdless.broker.metrics import BrokerMetrics, serve_metrics
 from herdless.broker.producer_ids import ProducerIdManager
 from herdless.storage import LogManager, PartitionLog
 
@@ -47,6 +48,9 @@ class Broker:
         self._background: list[asyncio.Task[None]] = []
         self._cleaning: asyncio.Future[int] | None = None
         self.bound_port = config.port
+        self.metrics = BrokerMetrics(self)
+        self._metrics_server: asyncio.Server | None = None
+        self.metrics_port: int | None = None
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -82,12 +86,20 @@ class Broker:
                 loop.create_task(self._every(self.config.cleaner_backoff_ms, self._clean))
             )
         log.info("herdless listening on %s:%d", self.config.host, self.bound_port)
+        if self.config.metrics_port is not None:
+            self._metrics_server = await serve_metrics(
+                self.metrics, self.config.host, self.config.metrics_port
+            )
+            self.metrics_port = self._metrics_server.sockets[0].getsockname()[1]
+            log.info("metrics at http://%s:%d/metrics", self.config.host, self.metrics_port)
 
     async def stop(self) -> None:
         """Stop accepting, answer requests in flight, then flush and close every log."""
         self.stopping = True
         if self._server is not None:
             self._server.close()
+        if self._metrics_server is not None:
+            self._metrics_server.close()
         for task in self._background:
             task.cancel()
         self.appends.notify_all()

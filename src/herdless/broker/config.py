@@ -28,6 +28,8 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     "offsets.retention.minutes": ("offsets_retention_minutes", int),
     "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", int),
     "offset.metadata.max.bytes": ("offset_metadata_max_bytes", int),
+    # herdless's own: where Prometheus scrapes /metrics; unset, no endpoint.
+    "metrics.port": ("metrics_port", int),
 }
 
 # Broker-wide topic defaults: Kafka's log.* name -> topic config name.
@@ -84,6 +86,7 @@ class BrokerConfig:
     advertised_port: int | None = None
     data_dir: Path = Path("herdless-data")
     node_id: int = 0
+    metrics_port: int | None = None
     auto_create_topics: bool = True
     num_partitions: int = 1
     max_request_bytes: int = 104_857_600

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from herdless.broker.apis import API_VERSIONS_KEY, APIS, unsupported_api_versions
@@ -92,9 +93,11 @@ class Connection:
             request = decode_request(frame, prefix, self.host)
         except MalformedRequest as exc:
             raise ConnectionClosed(str(exc)) from None
+        started = time.perf_counter()
         response = await api.handler(self._broker, request)
         if response is not None:
             await self._send(encode_response(response, request.api_version, request.correlation_id))
+        self._broker.metrics.observe_request(api.name, time.perf_counter() - started)
 
     async def _send(self, data: bytes) -> None:
         self._writer.write(data)

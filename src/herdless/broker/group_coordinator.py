@@ -178,6 +178,7 @@ class ShardRuntime:
                 len(entry.members_before),
                 len(entry.members_after or ()),
             )
+            self.broker.metrics.rebalanced(group_id, str(entry.cause))
             value = {"group_id": group_id, **asdict(entry), "duration_ms": duration}
             entries.append((group_id.encode(), json.dumps(value).encode()))
         batch = build_batch(entries, now_ms())

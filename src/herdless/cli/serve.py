@@ -33,6 +33,15 @@ def serve(
     data_dir: Annotated[
         Path | None, typer.Option(help="Where partition logs live [default: ./herdless-data].")
     ] = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            help="Serve Prometheus metrics (group lag, members, requests) on this port"
+            " at /metrics; 0 for any free one [default: off].",
+            min=0,
+            max=65535,
+        ),
+    ] = None,
     config: Annotated[
         Path | None,
         typer.Option(help="Kafka-style broker properties file (e.g. num.partitions=3)."),
@@ -73,6 +82,8 @@ def serve(
         broker_config.port = port
     if data_dir is not None:
         broker_config.data_dir = data_dir
+    if metrics_port is not None:
+        broker_config.metrics_port = metrics_port
     if advertised_host is not None:
         broker_config.advertised_host = advertised_host
     if advertised_port is not None:

@@ -1,0 +1,136 @@
+"""The Prometheus endpoint of `herdless serve --metrics-port`: what a lag dashboard reads."""
+
+from __future__ import annotations
+
+import socket
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support.broker import BrokerProcess, free_port
+from tests.support.members import wait_until
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+@pytest.fixture(scope="module")
+def metered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, int]]:
+    port = free_port()
+    process = BrokerProcess(
+        tmp_path_factory.mktemp("metrics") / "data",
+        *("--metrics-port", str(port), "--set", "group.initial.rebalance.delay.ms=0"),
+    ).start()
+    yield process, port
+    assert process.stop() == 0, process.log()
+
+
+def get(port: int, path: str) -> tuple[int, str, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as answer:
+            return answer.status, answer.headers["Content-Type"], answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers["Content-Type"], exc.read().decode()
+
+
+def scrape(port: int) -> Samples:
+    status, kind, body = get(port, "/metrics")
+    assert status == 200 and kind.startswith("text/plain"), (status, kind)
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(body)
+        for s in family.samples
+    }
+
+
+def value(samples: Samples, name: str, **labels: str) -> float | None:
+    return samples.get((name, frozenset(labels.items())))
+
+
+def test_lag_members_and_requests_as_prometheus_reads_them(
+    metered: tuple[BrokerProcess, int],
+) -> None:
+    broker, port = metered
+    wait_until(lambda: _answers(port), 30, "the metrics endpoint answers", broker.log)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("metered", 3, 1)])["metered"].result(30)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for partition in range(3):
+        for i in range(10):
+            producer.produce("metered", b"%d" % i, partition=partition)
+    assert producer.flush(30) == 0
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "dashboard",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe(["metered"])
+    deadline = time.monotonic() + 30
+    while len(consumer.assignment()) < 3 and time.monotonic() < deadline:
+        consumer.poll(0.2)
+    assert len(consumer.assignment()) == 3
+    consumer.commit(
+        offsets=[TopicPartition("metered", 0, 10), TopicPartition("metered", 1, 4)],
+        asynchronous=False,
+    )
+
+    samples = scrape(port)
+    group = {"group": "dashboard"}
+    assert value(samples, "herdless_group_members", **group) == 1
+    assert value(samples, "herdless_group_state", **group, state="Stable") == 1
+    assert value(samples, "herdless_group_state", **group, state="Empty") == 0
+    assert value(samples, "herdless_group_generation", **group) == 1
+    lag = {p: value(samples, "herdless_group_lag", **group, topic="metered", partition=p)
+           for p in ("0", "1", "2")}  # fmt: skip
+    assert lag == {"0": 0, "1": 6, "2": None}  # partition 2 has no commit yet
+    assert value(samples, "herdless_group_lag_sum", **group, topic="metered") == 6
+    committed = value(
+        samples, "herdless_group_committed_offset", **group, topic="metered", partition="1"
+    )
+    assert committed == 4
+    assert value(samples, "herdless_group_rebalances_total", **group, cause="member joined") == 1
+    for p in ("0", "1", "2"):
+        labels = {"topic": "metered", "partition": p}
+        assert value(samples, "herdless_partition_log_end_offset", **labels) == 10
+        assert value(samples, "herdless_partition_log_start_offset", **labels) == 0
+        assert value(samples, "herdless_partition_size_bytes", **labels) > 0
+    assert value(samples, "herdless_request_seconds_count", api="Produce") >= 1
+    assert value(samples, "herdless_request_seconds_count", api="OffsetCommit") >= 1
+    assert value(samples, "herdless_coordinator_shards_loading") == 0
+
+    consumer.close()  # leaves the group
+    samples = scrape(port)
+    assert value(samples, "herdless_group_members", **group) == 0
+    assert value(samples, "herdless_group_state", **group, state="Empty") == 1
+    # The commits stay, and so does the lag they define.
+    assert value(samples, "herdless_group_lag_sum", **group, topic="metered") == 6
+
+
+def _answers(port: int) -> bool:
+    try:
+        return get(port, "/metrics")[0] == 200
+    except OSError:
+        return False
+
+
+def test_other_paths_and_garbage_get_http_errors(metered: tuple[BrokerProcess, int]) -> None:
+    broker, port = metered
+    wait_until(lambda: _answers(port), 30, "the metrics endpoint answers", broker.log)
+    assert get(port, "/nope")[0] == 404
+    for garbage in (b"\x00\x01\x02\x03\r\n\r\n", b"POST /metrics HTTP/1.1\r\n\r\n", b"x" * 70_000):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(garbage)
+            sock.shutdown(socket.SHUT_WR)
+            answer = sock.recv(100)
+        assert answer == b"" or answer.startswith(b"HTTP/1.1 405"), answer
+    assert _answers(port)
+    assert broker.alive()
