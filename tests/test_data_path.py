@@ -7,7 +7,14 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AdminClient,
     ConfigResource,
@@ -269,3 +276,34 @@ def test_flush_every_message_topic(broker: BrokerProcess) -> None:
     for producer in producers:
         assert producer.flush(30) == 0
     assert sorted(consume_values(broker, "synced")) == sorted(b"%d" % i for i in range(400))
+
+
+def test_delete_records_moves_the_start_for_readers(broker: BrokerProcess) -> None:
+    create_topic(broker, "trimmed", partitions=2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(10):
+        producer.produce("trimmed", b"%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def delete(*wanted: TopicPartition) -> dict[int, Any]:
+        futures = admin.delete_records(list(wanted))
+        out = {}
+        for tp, future in futures.items():
+            try:
+                out[tp.partition] = future.result(30).low_watermark
+            except KafkaException as exc:
+                out[tp.partition] = exc.args[0].code()
+        return out
+
+    assert delete(TopicPartition("trimmed", 0, 4), TopicPartition("trimmed", 1, 0)) == {0: 4, 1: 0}
+    assert consume_values(broker, "trimmed") == [b"%d" % i for i in range(4, 10)]
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "wm"})
+    assert consumer.get_watermark_offsets(TopicPartition("trimmed", 0), timeout=10) == (4, 10)
+    consumer.close()
+    # Past the high watermark is refused; -1 means up to it.
+    assert delete(TopicPartition("trimmed", 0, 11)) == {0: KafkaError.OFFSET_OUT_OF_RANGE}
+    assert delete(TopicPartition("trimmed", 0, -1)) == {0: 10}
+    assert consume_values(broker, "trimmed") == []
+    internal = delete(TopicPartition("__consumer_offsets", 0, -1))
+    assert internal == {0: KafkaError.TOPIC_EXCEPTION}

@@ -82,6 +82,7 @@ _TABLE = [
     Api(18, "ApiVersions", 0, 4, _api_versions),
     Api(19, "CreateTopics", 0, 7, admin.handle_create_topics),
     Api(20, "DeleteTopics", 0, 6, admin.handle_delete_topics),
+    Api(21, "DeleteRecords", 0, 2, admin.handle_delete_records),
     Api(22, "InitProducerId", 0, 4, produce.handle_init_producer_id),
     Api(32, "DescribeConfigs", 0, 4, configs.handle_describe_configs),
     Api(33, "AlterConfigs", 0, 2, configs.handle_alter_configs),

@@ -1,4 +1,4 @@
-"""Topic administration: CreateTopics, DeleteTopics, CreatePartitions."""
+"""Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
 CREATE_PARTITIONS = 37
+DELETE_RECORDS = 21
 
 
 async def handle_create_topics(broker: Broker, request: Request) -> Any:
@@ -143,3 +144,38 @@ async def handle_create_partitions(broker: Broker, request: Request) -> Any:
             broker.logs.create_partitions(wanted.name, wanted.count)
             log.info("topic %s now has %d partitions", wanted.name, wanted.count)
     return Response(throttle_time_ms=0, results=results)
+
+
+async def handle_delete_records(broker: Broker, request: Request) -> Any:
+    """Move partitions' log start offsets forward; offset -1 means the high watermark."""
+    Response = response_class(DELETE_RECORDS)
+    TopicResult = Response.DeleteRecordsTopicResult
+    PartitionResult = TopicResult.DeleteRecordsPartitionResult
+    topics = []
+    for wanted in request.body.topics:
+        results = []
+        for p in wanted.partitions:
+            result = PartitionResult(
+                partition_index=p.partition_index, low_watermark=-1, error_code=ErrorCode.NONE
+            )
+            results.append(result)
+            partition_log = broker.logs.partition(wanted.name, p.partition_index)
+            if partition_log is None:
+                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif wanted.name in INTERNAL_TOPICS:
+                # As Kafka: the coordinator's own records are not for clients to cut.
+                result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
+            else:
+                try:
+                    result.low_watermark = partition_log.delete_records(p.offset)
+                except StorageError as exc:
+                    result.error_code = exc.error_code
+                else:
+                    log.info(
+                        "%s-%d: records before %d deleted",
+                        wanted.name,
+                        p.partition_index,
+                        result.low_watermark,
+                    )
+        topics.append(TopicResult(name=wanted.name, partitions=results))
+    return Response(throttle_time_ms=0, topics=topics)
