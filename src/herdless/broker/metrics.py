@@ -1,10 +1,12 @@
 """Prometheus metrics: consumer-group lag and membership, partitions, requests.
 
 Group and partition figures are read from the broker's state when Prometheus
-scrapes, so they cost nothing between scrapes and are never stale. Requests
-are timed per API as they are answered. The endpoint is served on the broker's
-own event loop, as plain HTTP on `metrics.port`: scrapes read the same state
-the loop mutates, with no lock and no thread.
+scrapes, so they cost nothing between scrapes and are never stale. The read
+is a plain snapshot taken on the event loop that owns the state (no lock);
+the text is rendered from it in a worker thread, because rendering is the
+slow part: 100,000 committed partitions take over a second to render, which
+on the loop would stall every heartbeat. Requests are timed per API as they
+are answered. The endpoint is plain HTTP on `metrics.port`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from prometheus_client import (
@@ -39,9 +42,11 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 
 
 class BrokerMetrics:
-    """One broker's registry: request timings, rebalance counts, and state read at scrape."""
+    """One broker's metrics: request timings and rebalance counts as they happen,
+    groups and partitions as a snapshot at each scrape."""
 
     def __init__(self, broker: Broker) -> None:
+        self._broker = broker
         self.registry = CollectorRegistry(auto_describe=False)
         self._requests = Histogram(
             "herdless_request_seconds",
@@ -57,7 +62,6 @@ class BrokerMetrics:
             registry=self.registry,
         )
         self._observers: dict[str, Callable[[float], None]] = {}
-        self.registry.register(_StateCollector(broker))
 
     def observe_request(self, api: str, seconds: float) -> None:
         observe = self._observers.get(api)
@@ -68,13 +72,62 @@ class BrokerMetrics:
     def rebalanced(self, group: str, cause: str) -> None:
         self._rebalances.labels(group, cause).inc()
 
-    def exposition(self) -> bytes:
-        return generate_latest(self.registry)
+    async def exposition(self) -> bytes:
+        """The text format; call on the broker's loop."""
+        state = snapshot(self._broker)
+        return await asyncio.to_thread(self.render, state)
+
+    def render(self, state: Snapshot) -> bytes:
+        """Thread-safe: prometheus_client's metrics lock themselves, the snapshot is a copy."""
+        snapshot_registry = CollectorRegistry(auto_describe=False)
+        snapshot_registry.register(_SnapshotCollector(state))
+        return generate_latest(self.registry) + generate_latest(snapshot_registry)
 
 
-class _StateCollector(Collector):
-    def __init__(self, broker: Broker) -> None:
-        self._broker = broker
+@dataclass
+class Snapshot:
+    # (group, members, generation, state)
+    groups: list[tuple[str, int, int, GroupState]] = field(default_factory=list)
+    # (group, topic, partition, committed offset, high watermark or None)
+    offsets: list[tuple[str, str, int, int, int | None]] = field(default_factory=list)
+    # (topic, partition, log start offset, log end offset, bytes)
+    partitions: list[tuple[str, int, int, int, int]] = field(default_factory=list)
+    shards_loading: int = 0
+
+
+def snapshot(broker: Broker) -> Snapshot:
+    """Copy what the metrics need; on the loop, between any two state changes."""
+    state = Snapshot()
+    logs = broker.logs
+    for runtime in broker.groups.shards.values():
+        if runtime.state is ShardState.LOADING:
+            state.shards_loading += 1
+        if runtime.state is not ShardState.ACTIVE:
+            continue
+        shard = runtime.shard
+        for group_id, group in shard.groups.items():
+            state.groups.append((group_id, len(group.members), group.generation, group.state))
+            for topic, partition, offset in shard.offsets.entries(group_id):
+                partition_log = logs.partition(topic, partition)
+                high_watermark = None if partition_log is None else partition_log.high_watermark
+                state.offsets.append((group_id, topic, partition, offset.offset, high_watermark))
+    for name, topic in logs.topics.items():
+        for partition_log in topic.partitions:
+            state.partitions.append(
+                (
+                    name,
+                    partition_log.partition,
+                    partition_log.log_start_offset,
+                    partition_log.log_end_offset,
+                    partition_log.size_bytes,
+                )
+            )
+    return state
+
+
+class _SnapshotCollector(Collector):
+    def __init__(self, state: Snapshot) -> None:
+        self._state = state
 
     def collect(self) -> Iterator[Metric]:
         yield from self._groups()
@@ -109,30 +162,23 @@ class _StateCollector(Collector):
             "herdless_coordinator_shards_loading",
             "__consumer_offsets partitions still being replayed.",
         )
-        logs = self._broker.logs
-        shards = self._broker.groups.shards.values()
-        loading.add_metric([], sum(1 for s in shards if s.state is ShardState.LOADING))
-        for runtime in shards:
-            if runtime.state is not ShardState.ACTIVE:
+        loading.add_metric([], self._state.shards_loading)
+        for group_id, count, gen, current in self._state.groups:
+            members.add_metric([group_id], count)
+            generation.add_metric([group_id], gen)
+            for s in GroupState:
+                state.add_metric([group_id, s.value], 1.0 if current is s else 0.0)
+        sums: dict[tuple[str, str], int] = {}
+        for group_id, topic, partition, offset, high_watermark in self._state.offsets:
+            labels = [group_id, topic, str(partition)]
+            committed.add_metric(labels, offset)
+            if high_watermark is None or offset < 0:
                 continue
-            shard = runtime.shard
-            for group_id, group in shard.groups.items():
-                members.add_metric([group_id], len(group.members))
-                generation.add_metric([group_id], group.generation)
-                for s in GroupState:
-                    state.add_metric([group_id, s.value], 1.0 if group.state is s else 0.0)
-                sums: dict[str, int] = {}
-                for topic, partition, offset in shard.offsets.entries(group_id):
-                    labels = [group_id, topic, str(partition)]
-                    committed.add_metric(labels, offset.offset)
-                    partition_log = logs.partition(topic, partition)
-                    if partition_log is None or offset.offset < 0:
-                        continue
-                    behind = max(partition_log.high_watermark - offset.offset, 0)
-                    lag.add_metric(labels, behind)
-                    sums[topic] = sums.get(topic, 0) + behind
-                for topic, behind in sums.items():
-                    total_lag.add_metric([group_id, topic], behind)
+            behind = max(high_watermark - offset, 0)
+            lag.add_metric(labels, behind)
+            sums[group_id, topic] = sums.get((group_id, topic), 0) + behind
+        for (group_id, topic), behind in sums.items():
+            total_lag.add_metric([group_id, topic], behind)
         yield from (members, generation, state, committed, lag, total_lag, loading)
 
     def _partitions(self) -> Iterator[Metric]:
@@ -151,12 +197,11 @@ class _StateCollector(Collector):
             "Bytes of a partition's segments on disk.",
             labels=["topic", "partition"],
         )
-        for name, topic in self._broker.logs.topics.items():
-            for partition_log in topic.partitions:
-                labels = [name, str(partition_log.partition)]
-                end.add_metric(labels, partition_log.log_end_offset)
-                start.add_metric(labels, partition_log.log_start_offset)
-                size.add_metric(labels, partition_log.size_bytes)
+        for name, partition, log_start, log_end, size_bytes in self._state.partitions:
+            labels = [name, str(partition)]
+            end.add_metric(labels, log_end)
+            start.add_metric(labels, log_start)
+            size.add_metric(labels, size_bytes)
         yield from (end, start, size)
 
 
@@ -173,7 +218,7 @@ async def serve_metrics(metrics: BrokerMetrics, host: str, port: int) -> asyncio
             if method not in ("GET", "HEAD"):
                 status, body, kind = "405 Method Not Allowed", b"only GET\n", "text/plain"
             elif path in ("/metrics", "/"):
-                status, body, kind = "200 OK", metrics.exposition(), CONTENT_TYPE_LATEST
+                status, body, kind = "200 OK", await metrics.exposition(), CONTENT_TYPE_LATEST
             else:
                 status, body, kind = "404 Not Found", b"try /metrics\n", "text/plain"
             writer.write(
