@@ -7,6 +7,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -134,3 +135,27 @@ def test_other_paths_and_garbage_get_http_errors(metered: tuple[BrokerProcess, i
         assert answer == b"" or answer.startswith(b"HTTP/1.1 405"), answer
     assert _answers(port)
     assert broker.alive()
+
+
+def test_lag_per_topic_only_when_partitions_would_be_too_many(tmp_path: Path) -> None:
+    port = free_port()
+    process = BrokerProcess(
+        tmp_path / "data",
+        *("--metrics-port", str(port), "--set", "metrics.lag.per.partition=false"),
+    ).start()
+    try:
+        wait_until(lambda: _answers(port), 30, "the metrics endpoint answers", process.log)
+        producer = Producer({"bootstrap.servers": process.bootstrap})
+        for i in range(5):
+            producer.produce("few-series", b"%d" % i)
+        assert producer.flush(30) == 0
+        consumer = Consumer({"bootstrap.servers": process.bootstrap, "group.id": "coarse"})
+        consumer.commit(offsets=[TopicPartition("few-series", 0, 2)], asynchronous=False)
+        consumer.close()
+        samples = scrape(port)
+        assert value(samples, "herdless_group_lag_sum", group="coarse", topic="few-series") == 3
+        names = {name for name, _ in samples}
+        assert "herdless_group_lag" not in names
+        assert "herdless_group_committed_offset" not in names
+    finally:
+        assert process.stop() == 0, process.log()

@@ -30,6 +30,8 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     "offset.metadata.max.bytes": ("offset_metadata_max_bytes", int),
     # herdless's own: where Prometheus scrapes /metrics; unset, no endpoint.
     "metrics.port": ("metrics_port", int),
+    # false: lag per group and topic only, not per partition (fewer series).
+    "metrics.lag.per.partition": ("metrics_lag_per_partition", bool),
 }
 
 # Broker-wide topic defaults: Kafka's log.* name -> topic config name.
@@ -87,6 +89,7 @@ class BrokerConfig:
     data_dir: Path = Path("herdless-data")
     node_id: int = 0
     metrics_port: int | None = None
+    metrics_lag_per_partition: bool = True
     auto_create_topics: bool = True
     num_partitions: int = 1
     max_request_bytes: int = 104_857_600

@@ -80,7 +80,8 @@ class BrokerMetrics:
     def render(self, state: Snapshot) -> bytes:
         """Thread-safe: prometheus_client's metrics lock themselves, the snapshot is a copy."""
         snapshot_registry = CollectorRegistry(auto_describe=False)
-        snapshot_registry.register(_SnapshotCollector(state))
+        per_partition = self._broker.config.metrics_lag_per_partition
+        snapshot_registry.register(_SnapshotCollector(state, per_partition))
         return generate_latest(self.registry) + generate_latest(snapshot_registry)
 
 
@@ -126,8 +127,9 @@ def snapshot(broker: Broker) -> Snapshot:
 
 
 class _SnapshotCollector(Collector):
-    def __init__(self, state: Snapshot) -> None:
+    def __init__(self, state: Snapshot, lag_per_partition: bool) -> None:
         self._state = state
+        self._lag_per_partition = lag_per_partition
 
     def collect(self) -> Iterator[Metric]:
         yield from self._groups()
@@ -169,13 +171,16 @@ class _SnapshotCollector(Collector):
             for s in GroupState:
                 state.add_metric([group_id, s.value], 1.0 if current is s else 0.0)
         sums: dict[tuple[str, str], int] = {}
+        per_partition = self._lag_per_partition
         for group_id, topic, partition, offset, high_watermark in self._state.offsets:
             labels = [group_id, topic, str(partition)]
-            committed.add_metric(labels, offset)
+            if per_partition:
+                committed.add_metric(labels, offset)
             if high_watermark is None or offset < 0:
                 continue
             behind = max(high_watermark - offset, 0)
-            lag.add_metric(labels, behind)
+            if per_partition:
+                lag.add_metric(labels, behind)
             sums[group_id, topic] = sums.get((group_id, topic), 0) + behind
         for (group_id, topic), behind in sums.items():
             total_lag.add_metric([group_id, topic], behind)
