@@ -75,6 +75,17 @@ def test_incremental_alter_sets_appends_and_deletes(broker: BrokerProcess) -> No
     assert configs["cleanup.policy"].value == "delete,compact"
     assert configs["retention.ms"].value == "604800000" and configs["retention.ms"].is_default
     assert configs["unclean.leader.election.enable"].value == "true"
+    # Admin UIs show each config's type (DescribeConfigs v3+), as kafka-python decodes it.
+    typed = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        entries = typed.describe_configs(
+            [KpConfigResource(ConfigResourceType.TOPIC, "ica")], config_filter="all"
+        )["topic"]["ica"]
+    finally:
+        typed.close()
+    kinds = {name: entry["config_type"] for name, entry in entries.items()}
+    assert kinds["cleanup.policy"] == "LIST" and kinds["segment.ms"] == "LONG"
+    assert kinds["preallocate"] == "BOOLEAN" and kinds["min.cleanable.dirty.ratio"] == "DOUBLE"
 
     incremental(broker, "ica", op("cleanup.policy", AlterConfigOpType.SUBTRACT, "delete"))
     assert described(broker, "ica")["cleanup.policy"].value == "compact"

@@ -5,6 +5,7 @@ import dataclasses
 import pytest
 
 from herdless.storage import TOPIC_CONFIG_NAMES, ConfigSource, InvalidConfigError, LogConfig
+from herdless.storage.config import TOPIC_CONFIG_TYPES
 
 
 def test_kafka_defaults() -> None:
@@ -120,6 +121,7 @@ def test_every_kafka_topic_config_is_known() -> None:
         "unclean.leader.election.enable",
     }  # fmt: skip
     assert set(TOPIC_CONFIG_NAMES) == kafka_39
+    assert set(TOPIC_CONFIG_TYPES) == kafka_39  # DescribeConfigs reports each one's type
     defaults = LogConfig().to_topic_configs()
     assert defaults["preallocate"] == "false"
     assert defaults["message.downconversion.enable"] == "true"

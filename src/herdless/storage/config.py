@@ -354,15 +354,49 @@ _SPECS: dict[str, _Spec] = {
     "remote.log.delete.on.disable": _Spec("remote_log_delete_on_disable", _boolean),
 }
 
+# Kafka's type of each topic config, as DescribeConfigs reports it (ConfigDef.Type).
+TOPIC_CONFIG_TYPES: dict[str, str] = {
+    "cleanup.policy": "LIST",
+    "compression.type": "STRING",
+    "delete.retention.ms": "LONG",
+    "flush.messages": "LONG",
+    "flush.ms": "LONG",
+    "index.interval.bytes": "INT",
+    "max.message.bytes": "INT",
+    "message.timestamp.type": "STRING",
+    "min.cleanable.dirty.ratio": "DOUBLE",
+    "min.compaction.lag.ms": "LONG",
+    "min.insync.replicas": "INT",
+    "retention.bytes": "LONG",
+    "retention.ms": "LONG",
+    "segment.bytes": "INT",
+    "segment.index.bytes": "INT",
+    "segment.ms": "LONG",
+    "compression.gzip.level": "INT",
+    "compression.lz4.level": "INT",
+    "compression.zstd.level": "INT",
+    "segment.jitter.ms": "LONG",
+    "max.compaction.lag.ms": "LONG",
+    "message.timestamp.before.max.ms": "LONG",
+    "message.timestamp.after.max.ms": "LONG",
+    "message.timestamp.difference.max.ms": "LONG",
+    "file.delete.delay.ms": "LONG",
+    "preallocate": "BOOLEAN",
+    "unclean.leader.election.enable": "BOOLEAN",
+    "leader.replication.throttled.replicas": "LIST",
+    "follower.replication.throttled.replicas": "LIST",
+    "message.downconversion.enable": "BOOLEAN",
+    "message.format.version": "STRING",
+    "remote.storage.enable": "BOOLEAN",
+    "local.retention.ms": "LONG",
+    "local.retention.bytes": "LONG",
+    "remote.log.copy.disable": "BOOLEAN",
+    "remote.log.delete.on.disable": "BOOLEAN",
+}
+
 # Configs whose value is a comma-separated list: IncrementalAlterConfigs may
 # append to them and subtract from them.
-LIST_TOPIC_CONFIGS = frozenset(
-    {
-        "cleanup.policy",
-        "leader.replication.throttled.replicas",
-        "follower.replication.throttled.replicas",
-    }
-)
+LIST_TOPIC_CONFIGS = frozenset(name for name, kind in TOPIC_CONFIG_TYPES.items() if kind == "LIST")
 
 TOPIC_CONFIG_NAMES = tuple(_SPECS)
 _KAFKA_DEFAULTS = LogConfig()

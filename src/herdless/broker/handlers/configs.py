@@ -17,6 +17,7 @@ from herdless.broker.group_coordinator import OFFSETS_TOPIC
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.storage import LIST_TOPIC_CONFIGS, ConfigSource, StorageError
+from herdless.storage.config import TOPIC_CONFIG_TYPES
 
 if TYPE_CHECKING:
     from herdless.broker.broker import Broker
@@ -29,6 +30,17 @@ INCREMENTAL_ALTER_CONFIGS = 44
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+
+# DescribeConfigs v3+ config_type codes (Kafka's DescribeConfigsResponse.ConfigType).
+CONFIG_TYPE_CODES = {
+    "BOOLEAN": 1,
+    "STRING": 2,
+    "INT": 3,
+    "SHORT": 4,
+    "LONG": 5,
+    "DOUBLE": 6,
+    "LIST": 7,
+}
 
 # IncrementalAlterConfigs operations (KIP-339)
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
@@ -194,7 +206,7 @@ async def handle_describe_configs(broker: Broker, request: Request) -> Any:
                 is_default=source_of[key] == ConfigSource.DEFAULT_CONFIG,
                 is_sensitive=False,
                 synonyms=[],
-                config_type=0,
+                config_type=CONFIG_TYPE_CODES.get(TOPIC_CONFIG_TYPES.get(key, ""), 0),
                 documentation=None,
             )
             for key, value in sorted(values.items())
