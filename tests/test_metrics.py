@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import socket
 import time
 import urllib.error
@@ -17,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.support.broker import BrokerProcess, free_port
 from tests.support.members import wait_until
 
+DASHBOARD = Path(__file__).parents[1] / "examples" / "grafana" / "herdless-groups.json"
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
@@ -159,3 +162,28 @@ def test_lag_per_topic_only_when_partitions_would_be_too_many(tmp_path: Path) ->
         assert "herdless_group_committed_offset" not in names
     finally:
         assert process.stop() == 0, process.log()
+
+
+def test_the_grafana_dashboard_queries_only_exported_metrics(
+    metered: tuple[BrokerProcess, int],
+) -> None:
+    broker, port = metered
+    wait_until(lambda: _answers(port), 30, "the metrics endpoint answers", broker.log)
+    # Make sure every family has samples: a group with a commit, a request, a rebalance.
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce("plotted", b"x")  # creates the topic
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "plotted"})
+    consumer.subscribe(["plotted"])
+    deadline = time.monotonic() + 30
+    while not consumer.assignment() and time.monotonic() < deadline:
+        consumer.poll(0.2)
+    consumer.commit(offsets=[TopicPartition("plotted", 0, 0)], asynchronous=False)
+    exported = {name for name, _ in scrape(port)}
+    consumer.close()
+    dashboard = json.loads(DASHBOARD.read_text())
+    queries = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    queries += [v["query"] for v in dashboard["templating"]["list"] if v["type"] == "query"]
+    used = {name for query in queries for name in re.findall(r"herdless_[a-z_]+", query)}
+    assert len(used) >= 6
+    assert used <= exported, f"the dashboard queries metrics nobody exports: {used - exported}"
