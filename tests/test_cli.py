@@ -36,6 +36,10 @@ def test_topics_create_list_describe_delete(broker: BrokerProcess) -> None:
     assert again.returncode == 1
     assert "already exists" in again.stdout + again.stderr
     assert "Traceback" not in again.stdout + again.stderr
+    bad = herdless("topics", "create", "bad-config", "-c", "compression.type=brotli", *b)
+    assert bad.returncode == 1
+    # The broker's own words, naming the config and what it accepts.
+    assert "compression.type" in bad.stdout and "zstd" in bad.stdout, bad.stdout
 
     deleted = herdless("topics", "delete", "cli-topic", *b)
     assert deleted.returncode == 0, deleted.stderr

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 from kafka import KafkaConsumer, TopicPartition
+from kafka import errors as Errors
 from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType, NewTopic
 from rich.table import Table
 
@@ -31,10 +32,14 @@ def create(
     """Create a topic."""
     configs = _key_values(config)
     with connect(bootstrap) as admin:
-        admin.create_topics(
+        result = admin.create_topics(
             [NewTopic(name, partitions, replication_factor, topic_configs=configs)],
-            raise_errors=True,
+            raise_errors=False,  # kafka-python's exception drops the broker's message
         )
+    for topic in result.get("topics", []):
+        if topic["error_code"] != 0:
+            reason = topic["error_message"] or Errors.for_code(topic["error_code"]).__name__
+            raise fail(f"cannot create topic {name!r}: {reason}")
     console.print(f"created topic [bold]{name}[/bold] with {partitions} partitions")
 
 
