@@ -281,8 +281,9 @@ class PartitionLog:
         """Append validated batches (records.split_batches) as they are, assigning offsets.
 
         Only the base offset is rewritten, plus the partition leader epoch when
-        given and the timestamp on LogAppendTime topics. All batches go to one
-        segment, rolled first if they would overflow it.
+        given and the timestamp on LogAppendTime topics; a topic whose
+        compression.type names a codec gets batches of other codecs recompressed.
+        All batches go to one segment, rolled first if they would overflow it.
         """
         if not batches:
             raise ValueError("append needs at least one batch")
