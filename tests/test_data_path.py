@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +22,7 @@ from confluent_kafka.admin import (
     NewPartitions,
     NewTopic,
 )
-from kafka import KafkaProducer
+from kafka import KafkaAdminClient, KafkaProducer
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.producer import (
     InitProducerIdRequest,
@@ -307,3 +308,27 @@ def test_delete_records_moves_the_start_for_readers(broker: BrokerProcess) -> No
     assert consume_values(broker, "trimmed") == []
     internal = delete(TopicPartition("__consumer_offsets", 0, -1))
     assert internal == {0: KafkaError.TOPIC_EXCEPTION}
+
+
+def test_describe_log_dirs_reports_partition_sizes(broker: BrokerProcess) -> None:
+    create_topic(broker, "sized", partitions=2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for _ in range(50):
+        producer.produce("sized", b"v" * 200, partition=0)
+    assert producer.flush(30) == 0
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        [answer] = admin.describe_log_dirs(topic_partitions={"sized": [0, 1], "absent": [0]})
+    finally:
+        admin.close()
+    [log_dir] = answer["log_dirs"]
+    assert log_dir["error_code"] == 0
+    assert Path(log_dir["log_dir"]) == broker.data_dir.resolve()
+    assert 0 < log_dir["usable_bytes"] <= log_dir["total_bytes"]
+    [topic] = log_dir["topics"]  # the absent topic is left out, as Kafka does
+    sizes = {p["partition_index"]: p["partition_size"] for p in topic["partitions"]}
+    on_disk = {
+        p: sum(f.stat().st_size for f in (broker.data_dir / f"sized-{p}").glob("*.log"))
+        for p in (0, 1)
+    }
+    assert sizes == on_disk and sizes[0] > 50 * 200 and sizes[1] == 0

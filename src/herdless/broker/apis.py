@@ -86,6 +86,7 @@ _TABLE = [
     Api(22, "InitProducerId", 0, 4, produce.handle_init_producer_id),
     Api(32, "DescribeConfigs", 0, 4, configs.handle_describe_configs),
     Api(33, "AlterConfigs", 0, 2, configs.handle_alter_configs),
+    Api(35, "DescribeLogDirs", 0, 4, admin.handle_describe_log_dirs),
     Api(37, "CreatePartitions", 0, 3, admin.handle_create_partitions),
     Api(42, "DeleteGroups", 0, 2, groups.handle_delete_groups),
     Api(44, "IncrementalAlterConfigs", 0, 1, configs.handle_incremental_alter_configs),

@@ -1,8 +1,11 @@
-"""Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords."""
+"""Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords,
+DescribeLogDirs."""
 
 from __future__ import annotations
 
 import logging
+import shutil
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from herdless.broker.group_coordinator import INTERNAL_TOPICS
@@ -19,6 +22,7 @@ CREATE_TOPICS = 19
 DELETE_TOPICS = 20
 CREATE_PARTITIONS = 37
 DELETE_RECORDS = 21
+DESCRIBE_LOG_DIRS = 35
 
 
 async def handle_create_topics(broker: Broker, request: Request) -> Any:
@@ -179,3 +183,43 @@ async def handle_delete_records(broker: Broker, request: Request) -> Any:
                     )
         topics.append(TopicResult(name=wanted.name, partitions=results))
     return Response(throttle_time_ms=0, topics=topics)
+
+
+async def handle_describe_log_dirs(broker: Broker, request: Request) -> Any:
+    """The one data directory, with the size of each partition in it (admin UIs show these)."""
+    Response = response_class(DESCRIBE_LOG_DIRS)
+    Result = Response.DescribeLogDirsResult
+    TopicEntry = Result.DescribeLogDirsTopic
+    PartitionEntry = TopicEntry.DescribeLogDirsPartition
+    wanted = request.body.topics
+    if wanted is None:
+        selection = {name: None for name in broker.logs.topics}
+    else:
+        selection = {t.topic: set(t.partitions) for t in wanted}
+    topics = []
+    for name, partitions in selection.items():
+        topic = broker.logs.topics.get(name)
+        if topic is None:
+            continue  # as Kafka: partitions not in this directory are left out
+        entries = [
+            PartitionEntry(
+                partition_index=partition_log.partition,
+                partition_size=partition_log.size_bytes,
+                offset_lag=0,  # the only replica is the leader
+                is_future_key=False,
+            )
+            for partition_log in topic.partitions
+            if partitions is None or partition_log.partition in partitions
+        ]
+        if entries:
+            topics.append(TopicEntry(name=name, partitions=entries))
+    data_dir = Path(broker.config.data_dir).resolve()
+    usage = shutil.disk_usage(data_dir)
+    result = Result(
+        error_code=ErrorCode.NONE,
+        log_dir=str(data_dir),
+        topics=topics,
+        total_bytes=usage.total,
+        usable_bytes=usage.free,
+    )
+    return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, results=[result])
