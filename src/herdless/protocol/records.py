@@ -257,8 +257,37 @@ def _varint(buf: memoryview, pos: int) -> tuple[int, int]:
         shift += 7
 
 
+def _walk(payload: memoryview, record_count: int) -> Iterator[tuple[int, int, int, int, int]]:
+    """The records of a batch's (decompressed) payload, one at a time: each one's
+    start, end, timestamp delta and offset delta, and the position of its key.
+
+    The one walk every reader shares; raises InvalidBatch when a record's length
+    or header runs past where it must end.
+    """
+    pos = 0
+    end = len(payload)
+    for _ in range(record_count):
+        start = pos
+        length, pos = _varint(payload, pos)
+        record_end = pos + length
+        if length < 3 or record_end > end:
+            raise InvalidBatch("record length runs past the batch")
+        pos += 1  # attributes
+        timestamp_delta, pos = _varint(payload, pos)
+        offset_delta, pos = _varint(payload, pos)
+        if pos > record_end:
+            raise InvalidBatch("record header runs past its length")
+        yield start, record_end, timestamp_delta, offset_delta, pos
+        pos = record_end
+
+
 def check_records(payload: memoryview, record_count: int) -> None:
-    """Walk the records: their lengths must tile the payload and offset deltas run 0..n-1."""
+    """Walk the records: their lengths must tile the payload and offset deltas run 0..n-1.
+
+    _walk's checks, inlined: this runs on every record of every produced batch,
+    and going through the shared generator measured 9% slower (1000-record
+    batch, best of 5: 0.92 -> 1.01 ms).
+    """
     pos = 0
     end = len(payload)
     for expected_delta in range(record_count):
@@ -285,15 +314,8 @@ def iter_record_timestamps(batch: memoryview, header: BatchHeader) -> Iterator[t
             yield header.base_offset + delta, header.max_timestamp
         return
     payload = decompress(header.compression, batch[HEADER_SIZE : header.size])
-    pos = 0
-    for _ in range(header.record_count):
-        length, pos = _varint(payload, pos)
-        record_end = pos + length
-        pos += 1  # attributes
-        timestamp_delta, pos = _varint(payload, pos)
-        offset_delta, pos = _varint(payload, pos)
+    for _, _, timestamp_delta, offset_delta, _ in _walk(payload, header.record_count):
         yield header.base_offset + offset_delta, header.base_timestamp + timestamp_delta
-        pos = record_end
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,23 +328,8 @@ class Record:
 
 def iter_records(batch: memoryview, header: BatchHeader) -> Iterator[Record]:
     """Yield the records of a validated batch with their keys and values (headers skipped)."""
-    payload = decompress(header.compression, batch[HEADER_SIZE : header.size])
-    pos = 0
-    for _ in range(header.record_count):
-        length, pos = _varint(payload, pos)
-        record_end = pos + length
-        pos += 1  # attributes
-        timestamp_delta, pos = _varint(payload, pos)
-        offset_delta, pos = _varint(payload, pos)
-        key, pos = _varint_bytes(payload, pos)
-        value, pos = _varint_bytes(payload, pos)
-        timestamp = (
-            header.max_timestamp
-            if header.log_append_time
-            else header.base_timestamp + timestamp_delta
-        )
-        yield Record(header.base_offset + offset_delta, timestamp, key, value)
-        pos = record_end
+    for record, _ in iter_record_slices(batch, header):
+        yield record
 
 
 def _varint_bytes(buf: memoryview, pos: int) -> tuple[bytes | None, int]:
@@ -410,16 +417,9 @@ def iter_record_slices(
     Raises InvalidBatch if a record runs past the batch.
     """
     payload = decompress(header.compression, batch[HEADER_SIZE : header.size])
-    pos = 0
-    for _ in range(header.record_count):
-        start = pos
-        length, pos = _varint(payload, pos)
-        record_end = pos + length
-        if length < 3 or record_end > len(payload):
-            raise InvalidBatch("record length runs past the batch")
-        pos += 1  # attributes
-        timestamp_delta, pos = _varint(payload, pos)
-        offset_delta, pos = _varint(payload, pos)
+    for start, record_end, timestamp_delta, offset_delta, pos in _walk(
+        payload, header.record_count
+    ):
         key, pos = _varint_bytes(payload, pos)
         value, pos = _varint_bytes(payload, pos)
         if pos > record_end:
@@ -433,23 +433,15 @@ def iter_record_slices(
             Record(header.base_offset + offset_delta, timestamp, key, value),
             payload[start:record_end],
         )
-        pos = record_end
 
 
 def first_keyless_offset(batch: memoryview, header: BatchHeader) -> int | None:
     """The offset of the first record without a key, or None: compacted topics refuse them."""
     payload = decompress(header.compression, batch[HEADER_SIZE : header.size])
-    pos = 0
-    for _ in range(header.record_count):
-        length, pos = _varint(payload, pos)
-        record_end = pos + length
-        pos += 1  # attributes
-        _, pos = _varint(payload, pos)  # timestamp delta
-        offset_delta, pos = _varint(payload, pos)
-        key_length, pos = _varint(payload, pos)
+    for _, _, _, offset_delta, pos in _walk(payload, header.record_count):
+        key_length, _ = _varint(payload, pos)
         if key_length < 0:
             return header.base_offset + offset_delta
-        pos = record_end
     return None
 
 
