@@ -185,13 +185,8 @@ def run_confluent(args: argparse.Namespace, reporter: Reporter) -> None:
 # -- kafka-python -------------------------------------------------------------
 
 
-def run_kafka_python(args: argparse.Namespace, reporter: Reporter) -> None:
-    from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
-    from kafka.coordinator.assignors.range import RangePartitionAssignor
-    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
-    from kafka.errors import KafkaError
-    from kafka_python import subscribe_safely  # beside this script
-
+def python_client_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The consumer settings kafka-python and aiokafka share, under the same names."""
     options: dict[str, Any] = {
         "bootstrap_servers": args.bootstrap,
         "group_id": args.group,
@@ -201,10 +196,21 @@ def run_kafka_python(args: argparse.Namespace, reporter: Reporter) -> None:
         "session_timeout_ms": args.session_timeout_ms,
         "heartbeat_interval_ms": args.heartbeat_interval_ms,
         "max_poll_interval_ms": args.max_poll_interval_ms,
-        "partition_assignment_strategy": (RangePartitionAssignor, RoundRobinPartitionAssignor),
     }
     if args.instance_id:
         options["group_instance_id"] = args.instance_id
+    return options
+
+
+def run_kafka_python(args: argparse.Namespace, reporter: Reporter) -> None:
+    from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    from kafka.errors import KafkaError
+    from kafka_python import subscribe_safely  # beside this script
+
+    options = python_client_options(args)
+    options["partition_assignment_strategy"] = (RangePartitionAssignor, RoundRobinPartitionAssignor)
     consumer = KafkaConsumer(**options)
     stop = install_stop_flag()
 
@@ -257,18 +263,7 @@ async def run_aiokafka_async(args: argparse.Namespace, reporter: Reporter) -> No
     from aiokafka.errors import KafkaError
     from aiokafka.structs import OffsetAndMetadata
 
-    options: dict[str, Any] = {
-        "bootstrap_servers": args.bootstrap,
-        "group_id": args.group,
-        "client_id": args.name,
-        "enable_auto_commit": False,
-        "auto_offset_reset": "earliest",
-        "session_timeout_ms": args.session_timeout_ms,
-        "heartbeat_interval_ms": args.heartbeat_interval_ms,
-        "max_poll_interval_ms": args.max_poll_interval_ms,
-    }
-    if args.instance_id:
-        options["group_instance_id"] = args.instance_id
+    options = python_client_options(args)
     consumer = AIOKafkaConsumer(**options)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
