@@ -59,16 +59,7 @@ def split(*raw: bytes) -> list[tuple[BatchHeader, memoryview]]:
 
 def records_of(data: bytes) -> list[tuple[int, int, bytes | None]]:
     """(offset, timestamp, value) of every record in a read's bytes, decoded by kafka-python."""
-    out = []
-    position = 0
-    while position < len(data):
-        length = int.from_bytes(data[position + 8 : position + 12], "big", signed=True) + 12
-        decoded = DefaultRecordBatch(data[position : position + length])
-        assert decoded.validate_crc()
-        for record in decoded:
-            out.append((record.offset, record.timestamp, record.value))
-        position += length
-    return out
+    return [(offset, timestamp, value) for offset, timestamp, _, value in keyed_records_of(data)]
 
 
 def offsets_of(data: bytes) -> list[int]:
