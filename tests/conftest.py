@@ -1,17 +1,24 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from tests.support.broker import BrokerProcess
+from tests.support.broker import BrokerProcess, module_broker
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """One broker process shared by a test module."""
-    process = BrokerProcess(tmp_path_factory.mktemp("broker") / "data").start()
+    with module_broker(tmp_path_factory.mktemp("broker") / "data") as process:
+        yield process
+
+
+@pytest.fixture
+def own_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    """A broker this test may stop, kill and restart; groups form without delay."""
+    process = BrokerProcess(tmp_path / "data", "--set", "group.initial.rebalance.delay.ms=0")
+    process.start()
     yield process
-    if process.alive():
-        code = process.stop()
-        assert code == 0, f"broker exited with {code} on SIGTERM:\n{process.log()}"
+    process.kill()

@@ -22,7 +22,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
 
-from tests.support.broker import BrokerProcess, free_port
+from tests.support.broker import BrokerProcess, free_port, module_broker
 from tests.support.cli import herdless, table_rows
 from tests.support.kafka_python import subscribe_safely
 
@@ -40,11 +40,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """The conftest broker, except that a group's first join is not held back the 3 s
     of Kafka's default initial rebalance delay (design: 0 in tests)."""
     data = tmp_path_factory.mktemp("cli-groups") / "data"
-    process = BrokerProcess(data, "--set", "group.initial.rebalance.delay.ms=0").start()
-    yield process
-    if process.alive():
-        code = process.stop()
-        assert code == 0, f"broker exited with {code} on SIGTERM:\n{process.log()}"
+    with module_broker(data, "--set", "group.initial.rebalance.delay.ms=0") as process:
+        yield process
 
 
 @pytest.fixture(scope="module")

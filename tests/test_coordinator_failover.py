@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,14 +28,6 @@ from tests.support.wire import Wire
 
 GROUP = "survivors"
 TOPIC = "failover"
-
-
-@pytest.fixture
-def own_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path / "data", "--set", "group.initial.rebalance.delay.ms=0")
-    process.start()
-    yield process
-    process.kill()
 
 
 class Member(ConsumerRebalanceListener):

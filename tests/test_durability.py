@@ -4,22 +4,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.broker import BrokerProcess
-
-
-@pytest.fixture
-def own_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    """A broker this test may stop, kill and restart."""
-    process = BrokerProcess(tmp_path / "data").start()
-    yield process
-    process.kill()
 
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:

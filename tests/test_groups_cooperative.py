@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.broker import BrokerProcess
+from tests.support.broker import BrokerProcess, module_broker
 from tests.support.members import (
     BackgroundProducer,
     Member,
@@ -34,12 +34,10 @@ GROUP_BROKER_ARGS = ("--set", "group.initial.rebalance.delay.ms=0")
 
 @pytest.fixture(scope="module")
 def group_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("cooperative") / "data", *GROUP_BROKER_ARGS)
-    process.start()
-    yield process
-    if process.alive():
-        code = process.stop()
-        assert code == 0, f"broker exited with {code} on SIGTERM:\n{process.log()}"
+    with module_broker(
+        tmp_path_factory.mktemp("cooperative") / "data", *GROUP_BROKER_ARGS
+    ) as process:
+        yield process
 
 
 def events_since(member: Member, mark: int) -> list[str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.broker import BrokerProcess
+from tests.support.broker import BrokerProcess, module_broker
 from tests.support.members import (
     CLIENTS,
     BackgroundProducer,
@@ -43,12 +43,8 @@ SETTLE_TIMEOUT_S = 60.0  # generous: a loaded 2-core machine runs the broker and
 
 @pytest.fixture(scope="module")
 def group_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("groups") / "data", *GROUP_BROKER_ARGS)
-    process.start()
-    yield process
-    if process.alive():
-        code = process.stop()
-        assert code == 0, f"broker exited with {code} on SIGTERM:\n{process.log()}"
+    with module_broker(tmp_path_factory.mktemp("groups") / "data", *GROUP_BROKER_ARGS) as process:
+        yield process
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = PARTITIONS) -> None:

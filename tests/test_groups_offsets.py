@@ -10,10 +10,7 @@ at the committed offset.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import TopicPartition as KpTopicPartition
@@ -26,15 +23,6 @@ PER_PARTITION = 50
 TOPIC = "durable-offsets"
 GROUP = "durable-group"
 TIMEOUT_S = 60.0
-
-
-@pytest.fixture
-def own_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    """A broker this test may stop, kill and restart."""
-    process = BrokerProcess(tmp_path / "data", "--set", "group.initial.rebalance.delay.ms=0")
-    process.start()
-    yield process
-    process.kill()
 
 
 def produce(bootstrap: str, counts: dict[int, int], start: dict[int, int]) -> None:

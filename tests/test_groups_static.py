@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.broker import BrokerProcess
+from tests.support.broker import BrokerProcess, module_broker
 from tests.support.members import (
     Member,
     MemberSet,
@@ -36,14 +36,9 @@ STATIC_CLIENTS = ("confluent-kafka", "kafka-python", "aiokafka")
 
 @pytest.fixture(scope="module")
 def group_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(
-        tmp_path_factory.mktemp("static") / "data", "--set", "group.initial.rebalance.delay.ms=0"
-    )
-    process.start()
-    yield process
-    if process.alive():
-        code = process.stop()
-        assert code == 0, f"broker exited with {code} on SIGTERM:\n{process.log()}"
+    data_dir = tmp_path_factory.mktemp("static") / "data"
+    with module_broker(data_dir, "--set", "group.initial.rebalance.delay.ms=0") as process:
+        yield process
 
 
 def restart_without_rebalance(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.broker import BrokerProcess
+from tests.support.broker import BrokerProcess, module_broker
 
 CONF_DIR = Path(__file__).parent / "conf"
 
@@ -52,12 +52,6 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """A broker whose groups form at once (no initial rebalance delay)."""
-    process = BrokerProcess(
-        tmp_path_factory.mktemp("broker") / "data",
-        "--set",
-        "group.initial.rebalance.delay.ms=0",
-    ).start()
-    yield process
-    if process.alive():
-        code = process.stop()
-        assert code == 0, f"broker exited with {code} on SIGTERM:\n{process.log()}"
+    data_dir = tmp_path_factory.mktemp("broker") / "data"
+    with module_broker(data_dir, "--set", "group.initial.rebalance.delay.ms=0") as process:
+        yield process

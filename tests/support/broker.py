@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 STARTUP_TIMEOUT_S = 60.0
@@ -87,3 +89,13 @@ class BrokerProcess:
             return self.log_path.read_text(errors="replace")[-5000:]
         except OSError:
             return ""
+
+
+@contextlib.contextmanager
+def module_broker(data_dir: Path, *extra_args: str) -> Iterator[BrokerProcess]:
+    """A broker a test module shares; at the end SIGTERM must stop it with exit code 0."""
+    process = BrokerProcess(data_dir, *extra_args).start()
+    yield process
+    if process.alive():
+        code = process.stop()
+        assert code == 0, f"broker exited with {code} on SIGTERM:\n{process.log()}"
