@@ -288,8 +288,9 @@ class PartitionLog:
         if not batches:
             raise ValueError("append needs at least one batch")
         config = self.config
-        if config.target_compression is not None:
-            batches = [self._in_topic_codec(header, view) for header, view in batches]
+        target = config.target_compression
+        if target is not None:
+            batches = [self._in_codec(header, view, *target) for header, view in batches]
         for header, view in batches:
             if header.size > config.max_message_bytes:
                 raise RecordTooLarge(
@@ -342,14 +343,14 @@ class PartitionLog:
                 log_start_offset=self._log_start,
             )
 
-    def _in_topic_codec(
-        self, header: BatchHeader, batch: memoryview
+    @staticmethod
+    def _in_codec(
+        header: BatchHeader, batch: memoryview, compression: int, level: int | None
     ) -> tuple[BatchHeader, memoryview]:
         """The batch under the topic's compression.type, recompressed if it differs."""
-        target = self.config.target_compression
-        if target is None or header.is_control or header.compression == target[0]:
+        if header.is_control or header.compression == compression:
             return header, batch
-        rebuilt = memoryview(records.recompress_batch(batch, header, *target))
+        rebuilt = memoryview(records.recompress_batch(batch, header, compression, level))
         return records.parse_header(rebuilt), rebuilt
 
     def _check_timestamps(self, header: BatchHeader, batch: memoryview, now_ms: int) -> None:
