@@ -40,7 +40,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import confluent_kafka
 import kafka
@@ -339,26 +339,59 @@ async def rebalance_once(
 
 
 def run_rebalance(args: argparse.Namespace) -> list[RebalanceResult]:
-    results: list[RebalanceResult] = []
-    for round_no in range(1, args.rebalance_rounds + 1):
+    def describe(n: int, r: RebalanceResult) -> str:
+        return (
+            f"{n} members: join {fmt_s(r.join_s)} (generation {r.join_generation}), "
+            f"+1 {fmt_s(r.change_s)} (after last rejoin {fmt_s(r.change_after_rejoin_s)})"
+        )
+
+    return run_rounds(
+        args,
+        "rebalance",
+        args.rebalance_rounds,
+        args.sizes,
+        rebalance_once,
+        describe,
+        lambda broker, round_no, error: RebalanceResult(broker, round_no, 0, error=error),
+    )
+
+
+class _Measured(Protocol):
+    error: str | None
+
+
+R = TypeVar("R", bound=_Measured)
+
+
+def run_rounds(
+    args: argparse.Namespace,
+    phase: str,
+    rounds: int,
+    sizes: Sequence[int],
+    measure: Callable[[str, str, int, int, argparse.Namespace], Awaitable[R]],
+    describe: Callable[[int, R], str],
+    failed: Callable[[str, int, str], R],
+) -> list[R]:
+    """Each round runs every broker fresh, the order flipped every round, and
+    measures each size on it; a broker that fails gives one failed result."""
+    results: list[R] = []
+    for round_no in range(1, rounds + 1):
         order = args.brokers if round_no % 2 else args.brokers[::-1]
         for broker in order:
-            err_console.log(f"rebalance round {round_no}: {broker} ...")
+            err_console.log(f"{phase} round {round_no}: {broker} ...")
             with tempfile.TemporaryDirectory(prefix=f"bench-groups-{broker}-") as tmp:
                 try:
                     with start_broker(broker, Path(tmp)) as bootstrap:
                         create_topic(bootstrap, TOPIC, args.topic_partitions)
-                        for n in args.sizes:
-                            r = asyncio.run(rebalance_once(bootstrap, broker, round_no, n, args))
+                        for size in sizes:
+                            r = asyncio.run(measure(bootstrap, broker, round_no, size, args))
                             results.append(r)
                             err_console.log(
-                                f"  {broker} {n} members: join {fmt_s(r.join_s)} "
-                                f"(generation {r.join_generation}), +1 {fmt_s(r.change_s)} "
-                                f"(after last rejoin {fmt_s(r.change_after_rejoin_s)})"
+                                f"  {broker} {describe(size, r)}"
                                 + (f" [red]{r.error}[/red]" if r.error else "")
                             )
                 except (BrokerError, PhaseError, sm.ProtocolError, OSError, TimeoutError) as exc:
-                    results.append(RebalanceResult(broker, round_no, 0, error=str(exc)))
+                    results.append(failed(broker, round_no, str(exc)))
                     err_console.log(f"[red]{broker} failed[/red]: {exc}")
     return results
 
@@ -620,27 +653,21 @@ async def commit_run(
 
 
 def run_commits(args: argparse.Namespace) -> list[CommitResult]:
-    results: list[CommitResult] = []
-    for round_no in range(1, args.commit_rounds + 1):
-        order = args.brokers if round_no % 2 else args.brokers[::-1]
-        for broker in order:
-            err_console.log(f"commits round {round_no}: {broker} ...")
-            with tempfile.TemporaryDirectory(prefix=f"bench-groups-{broker}-") as tmp:
-                try:
-                    with start_broker(broker, Path(tmp)) as bootstrap:
-                        create_topic(bootstrap, TOPIC, args.topic_partitions)
-                        for k in args.committers:
-                            r = asyncio.run(commit_run(bootstrap, broker, round_no, k, args))
-                            results.append(r)
-                            err_console.log(
-                                f"  {broker} {k} committers: {fmt(r.commits_per_s, 0)} commits/s, "
-                                f"p50 {fmt_ms(r.p50_ms)} p99 {fmt_ms(r.p99_ms)}"
-                                + (f" [red]{r.error}[/red]" if r.error else "")
-                            )
-                except (BrokerError, PhaseError, sm.ProtocolError, OSError, TimeoutError) as exc:
-                    results.append(CommitResult(broker, round_no, 0, error=str(exc)))
-                    err_console.log(f"[red]{broker} failed[/red]: {exc}")
-    return results
+    def describe(k: int, r: CommitResult) -> str:
+        return (
+            f"{k} committers: {fmt(r.commits_per_s, 0)} commits/s, "
+            f"p50 {fmt_ms(r.p50_ms)} p99 {fmt_ms(r.p99_ms)}"
+        )
+
+    return run_rounds(
+        args,
+        "commits",
+        args.commit_rounds,
+        args.committers,
+        commit_run,
+        describe,
+        lambda broker, round_no, error: CommitResult(broker, round_no, 0, error=error),
+    )
 
 
 # -- offset load at start ----------------------------------------------------
