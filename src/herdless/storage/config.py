@@ -305,94 +305,62 @@ def _render(value: Any) -> str:
 class _Spec:
     field: str
     parse: Callable[[str, str], Any]
+    kind: str  # Kafka's ConfigDef.Type: BOOLEAN, STRING, INT, LONG, DOUBLE or LIST
     render: Callable[[Any], str] = _render
 
 
 # Lower bounds are Kafka's validators (LogConfig.java / TopicConfig).
 _SPECS: dict[str, _Spec] = {
-    "cleanup.policy": _Spec("cleanup_policy", _cleanup_policy),
-    "compression.type": _Spec("compression_type", _compression_type),
-    "delete.retention.ms": _Spec("delete_retention_ms", _long(0)),
-    "flush.messages": _Spec("flush_messages", _long_or_never(1)),
-    "flush.ms": _Spec("flush_ms", _long_or_never(0)),
-    "index.interval.bytes": _Spec("index_interval_bytes", _int(0)),
-    "max.message.bytes": _Spec("max_message_bytes", _int(0)),
-    "message.timestamp.type": _Spec("message_timestamp_type", _timestamp_type),
-    "min.cleanable.dirty.ratio": _Spec("min_cleanable_dirty_ratio", _ratio),
-    "min.compaction.lag.ms": _Spec("min_compaction_lag_ms", _long(0)),
-    "min.insync.replicas": _Spec("min_insync_replicas", _int(1)),
-    "retention.bytes": _Spec("retention_bytes", _long(-1)),
-    "retention.ms": _Spec("retention_ms", _long(-1)),
-    "segment.bytes": _Spec("segment_bytes", _int(14)),
-    "segment.index.bytes": _Spec("segment_index_bytes", _int(4)),
-    "segment.ms": _Spec("segment_ms", _long(1)),
-    "compression.gzip.level": _Spec("compression_gzip_level", _gzip_level),
-    "compression.lz4.level": _Spec("compression_lz4_level", _range(1, 17)),
-    "compression.zstd.level": _Spec("compression_zstd_level", _range(-131072, 22)),
-    "segment.jitter.ms": _Spec("segment_jitter_ms", _long(0)),
-    "max.compaction.lag.ms": _Spec("max_compaction_lag_ms", _long_or_never(1)),
-    "message.timestamp.before.max.ms": _Spec("message_timestamp_before_max_ms", _long_or_never(0)),
-    "message.timestamp.after.max.ms": _Spec("message_timestamp_after_max_ms", _long_or_never(0)),
-    "message.timestamp.difference.max.ms": _Spec(
-        "message_timestamp_difference_max_ms", _long_or_never(0)
+    "cleanup.policy": _Spec("cleanup_policy", _cleanup_policy, "LIST"),
+    "compression.type": _Spec("compression_type", _compression_type, "STRING"),
+    "delete.retention.ms": _Spec("delete_retention_ms", _long(0), "LONG"),
+    "flush.messages": _Spec("flush_messages", _long_or_never(1), "LONG"),
+    "flush.ms": _Spec("flush_ms", _long_or_never(0), "LONG"),
+    "index.interval.bytes": _Spec("index_interval_bytes", _int(0), "INT"),
+    "max.message.bytes": _Spec("max_message_bytes", _int(0), "INT"),
+    "message.timestamp.type": _Spec("message_timestamp_type", _timestamp_type, "STRING"),
+    "min.cleanable.dirty.ratio": _Spec("min_cleanable_dirty_ratio", _ratio, "DOUBLE"),
+    "min.compaction.lag.ms": _Spec("min_compaction_lag_ms", _long(0), "LONG"),
+    "min.insync.replicas": _Spec("min_insync_replicas", _int(1), "INT"),
+    "retention.bytes": _Spec("retention_bytes", _long(-1), "LONG"),
+    "retention.ms": _Spec("retention_ms", _long(-1), "LONG"),
+    "segment.bytes": _Spec("segment_bytes", _int(14), "INT"),
+    "segment.index.bytes": _Spec("segment_index_bytes", _int(4), "INT"),
+    "segment.ms": _Spec("segment_ms", _long(1), "LONG"),
+    "compression.gzip.level": _Spec("compression_gzip_level", _gzip_level, "INT"),
+    "compression.lz4.level": _Spec("compression_lz4_level", _range(1, 17), "INT"),
+    "compression.zstd.level": _Spec("compression_zstd_level", _range(-131072, 22), "INT"),
+    "segment.jitter.ms": _Spec("segment_jitter_ms", _long(0), "LONG"),
+    "max.compaction.lag.ms": _Spec("max_compaction_lag_ms", _long_or_never(1), "LONG"),
+    "message.timestamp.before.max.ms": _Spec(
+        "message_timestamp_before_max_ms", _long_or_never(0), "LONG"
     ),
-    "file.delete.delay.ms": _Spec("file_delete_delay_ms", _long(0)),
-    "preallocate": _Spec("preallocate", _boolean),
-    "unclean.leader.election.enable": _Spec("unclean_leader_election_enable", _boolean),
+    "message.timestamp.after.max.ms": _Spec(
+        "message_timestamp_after_max_ms", _long_or_never(0), "LONG"
+    ),
+    "message.timestamp.difference.max.ms": _Spec(
+        "message_timestamp_difference_max_ms", _long_or_never(0), "LONG"
+    ),
+    "file.delete.delay.ms": _Spec("file_delete_delay_ms", _long(0), "LONG"),
+    "preallocate": _Spec("preallocate", _boolean, "BOOLEAN"),
+    "unclean.leader.election.enable": _Spec("unclean_leader_election_enable", _boolean, "BOOLEAN"),
     "leader.replication.throttled.replicas": _Spec(
-        "leader_replication_throttled_replicas", _throttled_replicas
+        "leader_replication_throttled_replicas", _throttled_replicas, "LIST"
     ),
     "follower.replication.throttled.replicas": _Spec(
-        "follower_replication_throttled_replicas", _throttled_replicas
+        "follower_replication_throttled_replicas", _throttled_replicas, "LIST"
     ),
-    "message.downconversion.enable": _Spec("message_downconversion_enable", _boolean),
-    "message.format.version": _Spec("message_format_version", _format_version),
-    "remote.storage.enable": _Spec("remote_storage_enable", _boolean),
-    "local.retention.ms": _Spec("local_retention_ms", _long(-2)),
-    "local.retention.bytes": _Spec("local_retention_bytes", _long(-2)),
-    "remote.log.copy.disable": _Spec("remote_log_copy_disable", _boolean),
-    "remote.log.delete.on.disable": _Spec("remote_log_delete_on_disable", _boolean),
+    "message.downconversion.enable": _Spec("message_downconversion_enable", _boolean, "BOOLEAN"),
+    "message.format.version": _Spec("message_format_version", _format_version, "STRING"),
+    "remote.storage.enable": _Spec("remote_storage_enable", _boolean, "BOOLEAN"),
+    "local.retention.ms": _Spec("local_retention_ms", _long(-2), "LONG"),
+    "local.retention.bytes": _Spec("local_retention_bytes", _long(-2), "LONG"),
+    "remote.log.copy.disable": _Spec("remote_log_copy_disable", _boolean, "BOOLEAN"),
+    "remote.log.delete.on.disable": _Spec("remote_log_delete_on_disable", _boolean, "BOOLEAN"),
 }
 
 # Kafka's type of each topic config, as DescribeConfigs reports it (ConfigDef.Type).
-TOPIC_CONFIG_TYPES: dict[str, str] = {
-    "cleanup.policy": "LIST",
-    "compression.type": "STRING",
-    "delete.retention.ms": "LONG",
-    "flush.messages": "LONG",
-    "flush.ms": "LONG",
-    "index.interval.bytes": "INT",
-    "max.message.bytes": "INT",
-    "message.timestamp.type": "STRING",
-    "min.cleanable.dirty.ratio": "DOUBLE",
-    "min.compaction.lag.ms": "LONG",
-    "min.insync.replicas": "INT",
-    "retention.bytes": "LONG",
-    "retention.ms": "LONG",
-    "segment.bytes": "INT",
-    "segment.index.bytes": "INT",
-    "segment.ms": "LONG",
-    "compression.gzip.level": "INT",
-    "compression.lz4.level": "INT",
-    "compression.zstd.level": "INT",
-    "segment.jitter.ms": "LONG",
-    "max.compaction.lag.ms": "LONG",
-    "message.timestamp.before.max.ms": "LONG",
-    "message.timestamp.after.max.ms": "LONG",
-    "message.timestamp.difference.max.ms": "LONG",
-    "file.delete.delay.ms": "LONG",
-    "preallocate": "BOOLEAN",
-    "unclean.leader.election.enable": "BOOLEAN",
-    "leader.replication.throttled.replicas": "LIST",
-    "follower.replication.throttled.replicas": "LIST",
-    "message.downconversion.enable": "BOOLEAN",
-    "message.format.version": "STRING",
-    "remote.storage.enable": "BOOLEAN",
-    "local.retention.ms": "LONG",
-    "local.retention.bytes": "LONG",
-    "remote.log.copy.disable": "BOOLEAN",
-    "remote.log.delete.on.disable": "BOOLEAN",
-}
+TOPIC_CONFIG_TYPES: dict[str, str] = {name: spec.kind for name, spec in _SPECS.items()}
 
 # Configs whose value is a comma-separated list: IncrementalAlterConfigs may
 # append to them and subtract from them.
