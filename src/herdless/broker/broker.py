@@ -50,7 +50,6 @@ class Broker:
         self.bound_port = config.port
         self.metrics = BrokerMetrics(self)
         self._metrics_server: asyncio.Server | None = None
-        self.metrics_port: int | None = None
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -90,8 +89,8 @@ class Broker:
             self._metrics_server = await serve_metrics(
                 self.metrics, self.config.host, self.config.metrics_port
             )
-            self.metrics_port = self._metrics_server.sockets[0].getsockname()[1]
-            log.info("metrics at http://%s:%d/metrics", self.config.host, self.metrics_port)
+            port = self._metrics_server.sockets[0].getsockname()[1]
+            log.info("metrics at http://%s:%d/metrics", self.config.host, port)
 
     async def stop(self) -> None:
         """Stop accepting, answer requests in flight, then flush and close every log."""
