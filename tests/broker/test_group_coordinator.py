@@ -8,7 +8,10 @@ from typing import Any
 
 import pytest
 
+from herdless.broker.clock import now_ms
+from herdless.broker.durability import Durability
 from herdless.broker.group_coordinator import CoordinatorError, GroupCoordinator
+from herdless.broker.replicas import ReplicaManager
 from herdless.coordinator import CoordinatorConfig
 from herdless.coordinator import messages as m
 from herdless.protocol.errors import ErrorCode
@@ -17,21 +20,30 @@ from herdless.storage import LogConfig, LogManager, PartitionLog
 PARTITIONS = 4
 
 
+class GatedDurability(Durability):
+    """The broker's flush policy with a gate that can hold fsyncs back."""
+
+    def __init__(self) -> None:
+        super().__init__(now_ms)
+        self.flush_gate = asyncio.Event()
+        self.flush_gate.set()
+        self.flushes = 0
+
+    async def flush(self, partition_log: PartitionLog) -> None:
+        await self.flush_gate.wait()
+        partition_log.flush()
+        self.flushes += 1
+
+
 class BrokerStub:
-    """What the runtime uses of the broker: the logs and a flush it can hold back."""
+    """What the runtime uses of the broker: real logs, and a flush it can hold back."""
 
     def __init__(self, data_dir: Path, flush_messages: int | None = None) -> None:
         configs = {} if flush_messages is None else {"flush.messages": str(flush_messages)}
         self.logs = LogManager(data_dir, LogConfig.from_topic_configs(configs))
         self.logs.open(0)
-        self.flush_gate = asyncio.Event()
-        self.flush_gate.set()
-        self.flushes = 0
-
-    async def flush(self, log: PartitionLog) -> None:
-        await self.flush_gate.wait()
-        log.flush()
-        self.flushes += 1
+        self.durability = GatedDurability()
+        self.replicas = ReplicaManager(self.logs, self.durability, now_ms)
 
 
 def commit(group: str, offsets: dict[int, int]) -> Any:
@@ -51,7 +63,8 @@ def committed(response: m.OffsetFetchResponse) -> dict[int, int]:
 
 
 def coordinator(broker: BrokerStub) -> GroupCoordinator:
-    return GroupCoordinator(broker, CoordinatorConfig(initial_rebalance_delay_ms=0), PARTITIONS)  # type: ignore[arg-type]
+    config = CoordinatorConfig(initial_rebalance_delay_ms=0)
+    return GroupCoordinator(broker.logs, broker.replicas, config, PARTITIONS)
 
 
 def test_commits_survive_a_restart_by_replay(tmp_path: Path) -> None:
@@ -106,7 +119,7 @@ def test_no_reply_overtakes_an_earlier_write_that_is_not_yet_durable(tmp_path: P
         groups = coordinator(broker)
         groups.start()
         await groups.wait_loaded()
-        broker.flush_gate.clear()
+        broker.durability.flush_gate.clear()
         order: list[str] = []
 
         async def run(name: str, operation: Any) -> Any:
@@ -118,10 +131,10 @@ def test_no_reply_overtakes_an_earlier_write_that_is_not_yet_durable(tmp_path: P
         fetching = asyncio.create_task(run("fetch", fetch("g")))
         await asyncio.sleep(0.05)
         assert order == [], "a reply left before the write it follows was durable"
-        broker.flush_gate.set()
+        broker.durability.flush_gate.set()
         await asyncio.gather(committing, fetching)
         assert committed(fetching.result()) == {0: 7}
-        assert broker.flushes >= 1
+        assert broker.durability.flushes >= 1
         groups.close()
         broker.logs.close()
         return order

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from herdless.broker.context import BrokerContext
 from herdless.broker.handlers import (
     admin,
     cluster,
@@ -24,10 +25,7 @@ from herdless.broker.handlers import (
 from herdless.protocol.codec import Request, encode_response, response_class
 from herdless.protocol.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from herdless.broker.broker import Broker
-
-Handler = Callable[["Broker", Request], Awaitable[Any]]
+Handler = Callable[[BrokerContext, Request], Awaitable[Any]]
 
 API_VERSIONS_KEY = 18
 
@@ -41,7 +39,7 @@ class Api:
     handler: Handler
 
 
-async def _api_versions(broker: Broker, request: Request) -> Any:
+async def _api_versions(context: BrokerContext, request: Request) -> Any:
     response = response_class(API_VERSIONS_KEY)
     return response(
         error_code=ErrorCode.NONE,

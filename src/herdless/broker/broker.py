@@ -11,15 +11,17 @@ import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from herdless.broker.appends import AppendNotifier
 from herdless.broker.clock import now_ms
 from herdless.broker.config import BrokerConfig
 from herdless.broker.connection import Connection
-from herdless.broker.durability import GroupCommit
+from herdless.broker.context import BrokerContext
+from herdless.broker.durability import Durability
 from herdless.broker.group_coordinator import GroupCoordinator
+from herdless.broker.metadata import LocalMetadata
 from herdless.broker.metrics import BrokerMetrics, serve_metrics
 from herdless.broker.producer_ids import ProducerIdManager
-from herdless.storage import LogManager, PartitionLog
+from herdless.broker.replicas import ReplicaManager
+from herdless.storage import LogManager
 
 log = logging.getLogger(__name__)
 
@@ -28,27 +30,29 @@ SHUTDOWN_GRACE_S = 10.0
 
 
 class Broker:
+    """Builds the broker's parts, owns their lifecycle, accepts connections."""
+
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.node_id = config.node_id
         self.logs = LogManager(config.data_dir, config.log_config())
-        self.appends = AppendNotifier()
-        self.cluster_id = ""
+        self.durability = Durability(now_ms)
+        self.replicas = ReplicaManager(self.logs, self.durability, now_ms)
+        self.metadata = LocalMetadata(config.node_id, lambda: config.advertised_address, self.logs)
+        self.metrics = BrokerMetrics(config.metrics_lag_per_partition)
         self.groups = GroupCoordinator(
-            self,
+            self.logs,
+            self.replicas,
             config.coordinator_config(),
             config.offsets_topic_num_partitions,
             config.offsets_topic_segment_bytes,
+            on_rebalance=self.metrics.rebalanced,
         )
-        self.stopping = False
-        self._group_commits: dict[int, GroupCommit] = {}
-        self._producer_ids: ProducerIdManager | None = None
+        self.metrics.attach(self.groups, self.logs)
+        self.context: BrokerContext | None = None
         self._server: asyncio.Server | None = None
         self._connections: dict[asyncio.Task[None], Connection] = {}
         self._background: list[asyncio.Task[None]] = []
         self._cleaning: asyncio.Future[int] | None = None
-        self.bound_port = config.port
-        self.metrics = BrokerMetrics(self)
         self._metrics_server: asyncio.Server | None = None
 
     # -- lifecycle ---------------------------------------------------------
@@ -56,8 +60,8 @@ class Broker:
     async def start(self) -> None:
         data_dir = Path(self.config.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
-        self.cluster_id = _load_cluster_id(data_dir, self.node_id)
-        self._producer_ids = ProducerIdManager(data_dir / "producer-id-block")
+        self.metadata.cluster_id = _load_cluster_id(data_dir, self.config.node_id)
+        producer_ids = ProducerIdManager(data_dir / "producer-id-block")
         started = time.monotonic()
         self.logs.open(now_ms())
         log.info(
@@ -67,14 +71,17 @@ class Broker:
             time.monotonic() - started,
         )
         self.groups.start()
+        context = self.context = BrokerContext(
+            self.config, self.logs, self.replicas, self.metadata, self.groups, producer_ids
+        )
         # A deep accept queue: thousands of clients reconnecting at once (after a
         # restart, or a group of 10k members) overflowed asyncio's default of 100.
         self._server = await asyncio.start_server(
             self._accept, self.config.host, self.config.port, reuse_address=True, backlog=4096
         )
-        self.bound_port = self._server.sockets[0].getsockname()[1]
+        context.bound_port = self._server.sockets[0].getsockname()[1]
         if self.config.advertised_port is None and self.config.port == 0:
-            self.config.advertised_port = self.bound_port
+            self.config.advertised_port = context.bound_port
         loop = asyncio.get_running_loop()
         self._background = [
             loop.create_task(self._every(self.config.retention_check_interval_ms, self._retain)),
@@ -84,7 +91,7 @@ class Broker:
             self._background.append(
                 loop.create_task(self._every(self.config.cleaner_backoff_ms, self._clean))
             )
-        log.info("herdless listening on %s:%d", self.config.host, self.bound_port)
+        log.info("herdless listening on %s:%d", self.config.host, context.bound_port)
         if self.config.metrics_port is not None:
             self._metrics_server = await serve_metrics(
                 self.metrics, self.config.host, self.config.metrics_port
@@ -94,14 +101,15 @@ class Broker:
 
     async def stop(self) -> None:
         """Stop accepting, answer requests in flight, then flush and close every log."""
-        self.stopping = True
+        if self.context is not None:
+            self.context.stopping = True
         if self._server is not None:
             self._server.close()
         if self._metrics_server is not None:
             self._metrics_server.close()
         for task in self._background:
             task.cancel()
-        self.appends.notify_all()
+        self.replicas.appends.notify_all()
         for task, connection in list(self._connections.items()):
             if connection.idle:
                 task.cancel()
@@ -118,7 +126,8 @@ class Broker:
         log.info("herdless stopped; logs flushed and closed")
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        connection = Connection(self, reader, writer)
+        assert self.context is not None
+        connection = Connection(self.context, self.metrics, reader, writer)
         task = asyncio.current_task()
         assert task is not None
         self._connections[task] = connection
@@ -147,32 +156,7 @@ class Broker:
             log.debug("compacted %d logs", cleaned)
 
     async def _flush_due(self) -> None:
-        now = now_ms()
-        for topic in list(self.logs.topics.values()):
-            flush_ms = topic.config.flush_ms
-            if flush_ms is None:
-                continue
-            for partition_log in topic.partitions:
-                if (
-                    partition_log.unflushed_messages
-                    and now - partition_log.last_flush_ms >= flush_ms
-                ):
-                    await self.flush(partition_log)
-
-    # -- services for handlers ---------------------------------------------
-
-    def next_producer_id(self) -> int:
-        assert self._producer_ids is not None
-        return self._producer_ids.next_id()
-
-    async def flush(self, partition_log: PartitionLog) -> None:
-        group_commit = self._group_commits.get(id(partition_log))
-        if group_commit is None:
-            group_commit = self._group_commits[id(partition_log)] = GroupCommit(partition_log)
-        await group_commit.flush()
-
-    def forget_log(self, partition_log: PartitionLog) -> None:
-        self._group_commits.pop(id(partition_log), None)
+        await self.durability.flush_due(self.logs.logs())
 
 
 def _load_cluster_id(data_dir: Path, node_id: int) -> str:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
 
 from herdless.broker.apis import API_VERSIONS_KEY, APIS, unsupported_api_versions
+from herdless.broker.context import BrokerContext
+from herdless.broker.metrics import BrokerMetrics
 from herdless.protocol.codec import (
     FRAME_SIZE,
     MalformedRequest,
@@ -20,9 +21,6 @@ from herdless.protocol.codec import (
     encode_response,
     read_prefix,
 )
-
-if TYPE_CHECKING:
-    from herdless.broker.broker import Broker
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +31,14 @@ class ConnectionClosed(Exception):
 
 class Connection:
     def __init__(
-        self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        context: BrokerContext,
+        metrics: BrokerMetrics,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
     ) -> None:
-        self._broker = broker
+        self._context = context
+        self._metrics = metrics
         self._reader = reader
         self._writer = writer
         peer = writer.get_extra_info("peername")
@@ -46,7 +49,7 @@ class Connection:
 
     async def serve(self) -> None:
         try:
-            while not self._broker.stopping:
+            while not self._context.stopping:
                 self.idle = True
                 frame = await self._read_frame()
                 self.idle = False
@@ -65,9 +68,9 @@ class Connection:
     async def _read_frame(self) -> bytes:
         size_bytes = await self._reader.readexactly(FRAME_SIZE.size)
         (size,) = FRAME_SIZE.unpack(size_bytes)
-        if size < 0 or size > self._broker.config.max_request_bytes:
+        if size < 0 or size > self._context.config.max_request_bytes:
             raise ConnectionClosed(
-                f"frame of {size} bytes is outside 0..{self._broker.config.max_request_bytes}"
+                f"frame of {size} bytes is outside 0..{self._context.config.max_request_bytes}"
                 " (socket.request.max.bytes)"
             )
         return await self._reader.readexactly(size)
@@ -94,10 +97,10 @@ class Connection:
         except MalformedRequest as exc:
             raise ConnectionClosed(str(exc)) from None
         started = time.perf_counter()
-        response = await api.handler(self._broker, request)
+        response = await api.handler(self._context, request)
         if response is not None:
             await self._send(encode_response(response, request.api_version, request.correlation_id))
-        self._broker.metrics.observe_request(api.name, time.perf_counter() - started)
+        self._metrics.observe_request(api.name, time.perf_counter() - started)
 
     async def _send(self, data: bytes) -> None:
         self._writer.write(data)

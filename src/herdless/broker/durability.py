@@ -1,14 +1,21 @@
-"""Group commit: producers waiting on one partition's fsync share it.
+"""When appended records reach the disk: the flush policy, and group commit.
 
-fsync runs in a worker thread so the event loop never blocks on the disk. While
-one fsync runs, later waiters gather behind a single follow-up fsync instead of
-queueing one each.
+The policy is the topic's `flush.messages` / `flush.ms` (PartitionLog.flush_due
+says when one is met); this module is the one place that acts on it, after an
+append and on the broker's flush schedule.
+
+Group commit: fsync runs in a worker thread so the event loop never blocks on
+the disk. While one fsync runs, later waiters gather behind a single follow-up
+fsync instead of queueing one each.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterable
 from typing import Protocol
+
+from herdless.storage import PartitionLog
 
 
 class Flushable(Protocol):
@@ -47,3 +54,32 @@ class GroupCommit:
             self._running = None
             if self._next is not None:
                 self._start()
+
+
+class Durability:
+    """Flushes partition logs when their topic's flush policy asks, sharing fsyncs."""
+
+    def __init__(self, clock: Callable[[], int]) -> None:
+        self._clock = clock
+        self._group_commits: dict[int, GroupCommit] = {}
+
+    async def flush(self, partition_log: PartitionLog) -> None:
+        group_commit = self._group_commits.get(id(partition_log))
+        if group_commit is None:
+            group_commit = self._group_commits[id(partition_log)] = GroupCommit(partition_log)
+        await group_commit.flush()
+
+    async def after_append(self, partition_log: PartitionLog) -> None:
+        """Return once an append just made is as durable as the topic asks."""
+        if partition_log.flush_due(self._clock()):
+            await self.flush(partition_log)
+
+    async def flush_due(self, logs: Iterable[PartitionLog]) -> None:
+        """The flush schedule: flush every log whose policy is met now (flush.ms)."""
+        now = self._clock()
+        for partition_log in list(logs):
+            if partition_log.flush_due(now):
+                await self.flush(partition_log)
+
+    def forget(self, partition_log: PartitionLog) -> None:
+        self._group_commits.pop(id(partition_log), None)

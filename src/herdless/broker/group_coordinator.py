@@ -19,17 +19,15 @@ import logging
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from herdless.broker.clock import now_ms
+from herdless.broker.replicas import ACKS_ALL, ReplicaManager
 from herdless.coordinator import CoordinatorConfig, CoordinatorShard, Result, partition_for
 from herdless.coordinator.messages import RebalanceRecord
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.records import build_batch, iter_batches, iter_records, parse_header
-from herdless.storage import PartitionLog
-
-if TYPE_CHECKING:
-    from herdless.broker.broker import Broker
+from herdless.storage import LogManager, PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +48,8 @@ INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, REBALANCES_TOPIC})
 LOAD_READ_BYTES = 256 * 1024
 
 Operation = Callable[[CoordinatorShard, Hashable, int], Result]
+# Told of every completed rebalance: (group id, cause).
+RebalanceListener = Callable[[str, str], None]
 
 
 class CoordinatorError(Exception):
@@ -69,13 +69,15 @@ class ShardState(enum.Enum):
 class ShardRuntime:
     def __init__(
         self,
-        broker: Broker,
+        replicas: ReplicaManager,
         partition: int,
         log: PartitionLog,
         config: CoordinatorConfig,
         history_log: PartitionLog,
+        on_rebalance: RebalanceListener,
     ) -> None:
-        self.broker = broker
+        self.replicas = replicas
+        self.on_rebalance = on_rebalance
         self.history_log = history_log
         self.partition = partition
         self.log = log
@@ -147,7 +149,9 @@ class ShardRuntime:
         if result.records:
             batch = build_batch([(r.key, r.value) for r in result.records], now_ms())
             try:
-                self.log.append([(parse_header(batch), memoryview(batch))], now_ms())
+                records = [(parse_header(batch), memoryview(batch))]
+                # Waited on as acks=all: an answer leaves only once its records are committed.
+                self.replicas.append(self.log, records, ACKS_ALL)
             except Exception:
                 log.exception("append to %s-%d failed; reloading it", OFFSETS_TOPIC, self.partition)
                 self._fail_and_reload()
@@ -178,12 +182,12 @@ class ShardRuntime:
                 len(entry.members_before),
                 len(entry.members_after or ()),
             )
-            self.broker.metrics.rebalanced(group_id, str(entry.cause))
+            self.on_rebalance(group_id, str(entry.cause))
             value = {"group_id": group_id, **asdict(entry), "duration_ms": duration}
             entries.append((group_id.encode(), json.dumps(value).encode()))
         batch = build_batch(entries, now_ms())
         try:
-            self.history_log.append([(parse_header(batch), memoryview(batch))], now_ms())
+            self.replicas.append(self.history_log, [(parse_header(batch), memoryview(batch))], 1)
         except Exception:
             # Operator information only: losing it must not disturb the group.
             log.exception("could not record rebalances in %s", REBALANCES_TOPIC)
@@ -197,7 +201,7 @@ class ShardRuntime:
     ) -> None:
         try:
             if durable:
-                await self._make_durable()
+                await self.replicas.committed(self.log, ACKS_ALL)
             if previous is not None:
                 await previous
             for reply in result.replies:
@@ -209,14 +213,6 @@ class ShardRuntime:
             self._fail_and_reload()
         finally:
             tail.set_result(None)
-
-    async def _make_durable(self) -> None:
-        config = self.log.config
-        if (
-            config.flush_messages is not None
-            and self.log.unflushed_messages >= config.flush_messages
-        ):
-            await self.broker.flush(self.log)
 
     def _fail_and_reload(self) -> None:
         """State ran ahead of the log: drop it, answer everyone, and rebuild by replay."""
@@ -259,12 +255,16 @@ class GroupCoordinator:
 
     def __init__(
         self,
-        broker: Broker,
+        logs: LogManager,
+        replicas: ReplicaManager,
         config: CoordinatorConfig,
         num_partitions: int,
         segment_bytes: int = 104_857_600,
+        on_rebalance: RebalanceListener = lambda group, cause: None,
     ) -> None:
-        self.broker = broker
+        self.logs = logs
+        self.replicas = replicas
+        self.on_rebalance = on_rebalance
         self.config = config
         self.num_partitions = num_partitions
         # Kafka's settings for the offsets topic: compacted, 100 MiB segments by default.
@@ -273,7 +273,7 @@ class GroupCoordinator:
         self._loading: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        logs = self.broker.logs
+        logs = self.logs
         history = logs.topics.get(REBALANCES_TOPIC)
         if history is None:
             history = logs.create_topic(REBALANCES_TOPIC, 1, REBALANCES_TOPIC_CONFIGS)
@@ -290,7 +290,14 @@ class GroupCoordinator:
             )
             self.num_partitions = len(topic.partitions)
         self.shards = {
-            p: ShardRuntime(self.broker, p, partition_log, self.config, history.partitions[0])
+            p: ShardRuntime(
+                self.replicas,
+                p,
+                partition_log,
+                self.config,
+                history.partitions[0],
+                self.on_rebalance,
+            )
             for p, partition_log in enumerate(topic.partitions)
         }
         self._loading = asyncio.get_running_loop().create_task(self._load_all())

@@ -15,7 +15,6 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -27,11 +26,9 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from herdless.broker.group_coordinator import ShardState
+from herdless.broker.group_coordinator import GroupCoordinator, ShardState
 from herdless.coordinator.state import GroupState
-
-if TYPE_CHECKING:
-    from herdless.broker.broker import Broker
+from herdless.storage import LogManager
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +42,11 @@ class BrokerMetrics:
     """One broker's metrics: request timings and rebalance counts as they happen,
     groups and partitions as a snapshot at each scrape."""
 
-    def __init__(self, broker: Broker) -> None:
-        self._broker = broker
+    def __init__(self, lag_per_partition: bool = True) -> None:
+        self._lag_per_partition = lag_per_partition
+        # Attached once the broker has built them (they report rebalances here).
+        self._groups: GroupCoordinator | None = None
+        self._logs: LogManager | None = None
         self.registry = CollectorRegistry(auto_describe=False)
         self._requests = Histogram(
             "herdless_request_seconds",
@@ -63,6 +63,10 @@ class BrokerMetrics:
         )
         self._observers: dict[str, Callable[[float], None]] = {}
 
+    def attach(self, groups: GroupCoordinator, logs: LogManager) -> None:
+        """What each scrape snapshots."""
+        self._groups, self._logs = groups, logs
+
     def observe_request(self, api: str, seconds: float) -> None:
         observe = self._observers.get(api)
         if observe is None:
@@ -74,13 +78,14 @@ class BrokerMetrics:
 
     async def exposition(self) -> bytes:
         """The text format; call on the broker's loop."""
-        state = snapshot(self._broker)
+        assert self._groups is not None and self._logs is not None
+        state = snapshot(self._groups, self._logs)
         return await asyncio.to_thread(self.render, state)
 
     def render(self, state: Snapshot) -> bytes:
         """Thread-safe: prometheus_client's metrics lock themselves, the snapshot is a copy."""
         snapshot_registry = CollectorRegistry(auto_describe=False)
-        per_partition = self._broker.config.metrics_lag_per_partition
+        per_partition = self._lag_per_partition
         snapshot_registry.register(_SnapshotCollector(state, per_partition))
         return generate_latest(self.registry) + generate_latest(snapshot_registry)
 
@@ -96,11 +101,10 @@ class Snapshot:
     shards_loading: int = 0
 
 
-def snapshot(broker: Broker) -> Snapshot:
+def snapshot(groups: GroupCoordinator, logs: LogManager) -> Snapshot:
     """Copy what the metrics need; on the loop, between any two state changes."""
     state = Snapshot()
-    logs = broker.logs
-    for runtime in broker.groups.shards.values():
+    for runtime in groups.shards.values():
         if runtime.state is ShardState.LOADING:
             state.shards_loading += 1
         if runtime.state is not ShardState.ACTIVE:

@@ -14,7 +14,7 @@ from herdless.protocol.errors import ErrorCode
 from herdless.storage import LogConfig, StorageError
 
 if TYPE_CHECKING:
-    from herdless.broker.broker import Broker
+    from herdless.broker.context import BrokerContext
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ DELETE_RECORDS = 21
 DESCRIBE_LOG_DIRS = 35
 
 
-async def handle_create_topics(broker: Broker, request: Request) -> Any:
+async def handle_create_topics(context: BrokerContext, request: Request) -> Any:
     body = request.body
     Response = response_class(CREATE_TOPICS)
     Result = Response.CreatableTopicResult
@@ -36,12 +36,12 @@ async def handle_create_topics(broker: Broker, request: Request) -> Any:
         num_partitions = wanted.num_partitions
         if wanted.assignments:
             num_partitions = len(wanted.assignments)
-            if any(set(a.broker_ids) != {broker.node_id} for a in wanted.assignments):
+            if any(set(a.broker_ids) != {context.node_id} for a in wanted.assignments):
                 result.error_code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
-                result.error_message = f"this cluster has one broker, id {broker.node_id}"
+                result.error_message = f"this cluster has one broker, id {context.node_id}"
                 continue
         elif num_partitions == -1:
-            num_partitions = broker.config.num_partitions
+            num_partitions = context.config.num_partitions
         if wanted.replication_factor not in (-1, 1) and not wanted.assignments:
             result.error_code = ErrorCode.INVALID_REPLICATION_FACTOR
             result.error_message = (
@@ -52,10 +52,10 @@ async def handle_create_topics(broker: Broker, request: Request) -> Any:
         configs = {c.name: c.value for c in wanted.configs}
         try:
             if body.validate_only:
-                broker.logs.check_new_topic(wanted.name, num_partitions, configs)
+                context.logs.check_new_topic(wanted.name, num_partitions, configs)
                 topic = None
             else:
-                topic = broker.logs.create_topic(wanted.name, num_partitions, configs)
+                topic = context.logs.create_topic(wanted.name, num_partitions, configs)
                 log.info("created topic %s with %d partitions", wanted.name, num_partitions)
         except StorageError as exc:
             result.error_code = exc.error_code
@@ -63,14 +63,16 @@ async def handle_create_topics(broker: Broker, request: Request) -> Any:
             continue
         result.num_partitions = num_partitions
         result.replication_factor = 1
-        result.configs = _topic_configs(broker, wanted.name, Result.CreatableTopicConfigs, configs)
+        result.configs = _topic_configs(context, wanted.name, Result.CreatableTopicConfigs, configs)
         if topic is not None:
             result.topic_id = topic.topic_id
     return Response(throttle_time_ms=0, topics=results)
 
 
-def _topic_configs(broker: Broker, name: str, Entry: Any, explicit: dict[str, str]) -> list[Any]:
-    config = LogConfig.from_topic_configs(explicit, broker.logs.default_config)
+def _topic_configs(
+    context: BrokerContext, name: str, Entry: Any, explicit: dict[str, str]
+) -> list[Any]:
+    config = LogConfig.from_topic_configs(explicit, context.logs.default_config)
     return [
         Entry(
             name=key,
@@ -83,7 +85,7 @@ def _topic_configs(broker: Broker, name: str, Entry: Any, explicit: dict[str, st
     ]
 
 
-async def handle_delete_topics(broker: Broker, request: Request) -> Any:
+async def handle_delete_topics(context: BrokerContext, request: Request) -> Any:
     body = request.body
     Response = response_class(DELETE_TOPICS)
     Result = Response.DeletableTopicResult
@@ -93,7 +95,7 @@ async def handle_delete_topics(broker: Broker, request: Request) -> Any:
         wanted = [(name, None) for name in body.topic_names]
     results = []
     for name, topic_id in wanted:
-        topic = broker.logs.topics.get(name) if name else broker.logs.topic_by_id(topic_id)
+        topic = context.logs.topics.get(name) if name else context.logs.topic_by_id(topic_id)
         result = Result(name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None)
         results.append(result)
         if topic is None:
@@ -108,19 +110,19 @@ async def handle_delete_topics(broker: Broker, request: Request) -> Any:
             result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
             result.error_message = f"{topic.name} is internal and cannot be deleted"
             continue
-        if not broker.config.delete_topic_enable:
+        if not context.config.delete_topic_enable:
             result.error_code = ErrorCode.POLICY_VIOLATION
             result.error_message = "topic deletion is disabled (delete.topic.enable=false)"
             continue
         result.name, result.topic_id = topic.name, topic.topic_id
         for partition_log in topic.partitions:
-            broker.forget_log(partition_log)
-        broker.logs.delete_topic(topic.name)
+            context.replicas.forget(partition_log)
+        context.logs.delete_topic(topic.name)
         log.info("deleted topic %s", topic.name)
     return Response(throttle_time_ms=0, responses=results)
 
 
-async def handle_create_partitions(broker: Broker, request: Request) -> Any:
+async def handle_create_partitions(context: BrokerContext, request: Request) -> Any:
     body = request.body
     Response = response_class(CREATE_PARTITIONS)
     Result = Response.CreatePartitionsTopicResult
@@ -128,7 +130,7 @@ async def handle_create_partitions(broker: Broker, request: Request) -> Any:
     for wanted in body.topics:
         result = Result(name=wanted.name, error_code=ErrorCode.NONE, error_message=None)
         results.append(result)
-        topic = broker.logs.topics.get(wanted.name)
+        topic = context.logs.topics.get(wanted.name)
         if topic is None:
             result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             continue
@@ -145,12 +147,12 @@ async def handle_create_partitions(broker: Broker, request: Request) -> Any:
             )
             continue
         if not body.validate_only:
-            broker.logs.create_partitions(wanted.name, wanted.count)
+            context.logs.create_partitions(wanted.name, wanted.count)
             log.info("topic %s now has %d partitions", wanted.name, wanted.count)
     return Response(throttle_time_ms=0, results=results)
 
 
-async def handle_delete_records(broker: Broker, request: Request) -> Any:
+async def handle_delete_records(context: BrokerContext, request: Request) -> Any:
     """Move partitions' log start offsets forward; offset -1 means the high watermark."""
     Response = response_class(DELETE_RECORDS)
     TopicResult = Response.DeleteRecordsTopicResult
@@ -163,7 +165,7 @@ async def handle_delete_records(broker: Broker, request: Request) -> Any:
                 partition_index=p.partition_index, low_watermark=-1, error_code=ErrorCode.NONE
             )
             results.append(result)
-            partition_log = broker.logs.partition(wanted.name, p.partition_index)
+            partition_log = context.logs.partition(wanted.name, p.partition_index)
             if partition_log is None:
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif wanted.name in INTERNAL_TOPICS:
@@ -185,7 +187,7 @@ async def handle_delete_records(broker: Broker, request: Request) -> Any:
     return Response(throttle_time_ms=0, topics=topics)
 
 
-async def handle_describe_log_dirs(broker: Broker, request: Request) -> Any:
+async def handle_describe_log_dirs(context: BrokerContext, request: Request) -> Any:
     """The one data directory, with the size of each partition in it (admin UIs show these)."""
     Response = response_class(DESCRIBE_LOG_DIRS)
     Result = Response.DescribeLogDirsResult
@@ -193,12 +195,12 @@ async def handle_describe_log_dirs(broker: Broker, request: Request) -> Any:
     PartitionEntry = TopicEntry.DescribeLogDirsPartition
     wanted = request.body.topics
     if wanted is None:
-        selection = {name: None for name in broker.logs.topics}
+        selection = {name: None for name in context.logs.topics}
     else:
         selection = {t.topic: set(t.partitions) for t in wanted}
     topics = []
     for name, partitions in selection.items():
-        topic = broker.logs.topics.get(name)
+        topic = context.logs.topics.get(name)
         if topic is None:
             continue  # as Kafka: partitions not in this directory are left out
         entries = [
@@ -213,7 +215,7 @@ async def handle_describe_log_dirs(broker: Broker, request: Request) -> Any:
         ]
         if entries:
             topics.append(TopicEntry(name=name, partitions=entries))
-    data_dir = Path(broker.config.data_dir).resolve()
+    data_dir = Path(context.config.data_dir).resolve()
     usage = shutil.disk_usage(data_dir)
     result = Result(
         error_code=ErrorCode.NONE,

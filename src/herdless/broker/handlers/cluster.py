@@ -1,4 +1,4 @@
-"""Metadata and DescribeCluster: one broker that leads every partition."""
+"""Metadata and DescribeCluster, answered from the broker's metadata view."""
 
 from __future__ import annotations
 
@@ -6,81 +6,83 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from herdless.broker.group_coordinator import INTERNAL_TOPICS
+from herdless.broker.metadata import TopicMetadata
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
-from herdless.storage import StorageError, Topic
+from herdless.storage import StorageError
 
 if TYPE_CHECKING:
-    from herdless.broker.broker import Broker
+    from herdless.broker.context import BrokerContext
 
 log = logging.getLogger(__name__)
 
 METADATA = 3
 DESCRIBE_CLUSTER = 60
-# Clients call OffsetForLeaderEpoch when the epoch rises; one node never changes leader.
-LEADER_EPOCH = 0
 
 
-async def handle_metadata(broker: Broker, request: Request) -> Any:
+async def handle_metadata(context: BrokerContext, request: Request) -> Any:
     body = request.body
     Response = response_class(METADATA)
     TopicResponse = Response.MetadataResponseTopic
-    host, port = broker.config.advertised_address
-    brokers = [Response.MetadataResponseBroker(node_id=broker.node_id, host=host, port=port)]
+    metadata = context.metadata
+    brokers = [
+        Response.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+        for b in metadata.brokers()
+    ]
 
     # v0 asks for all topics with an empty list; later versions with null.
     if body.topics is None or (request.api_version == 0 and not body.topics):
-        names = sorted(broker.logs.topics)
+        names = metadata.topic_names()
     else:
         names = [topic.name for topic in body.topics]
-    auto_create = broker.config.auto_create_topics and body.allow_auto_topic_creation is not False
+    auto_create = context.config.auto_create_topics and body.allow_auto_topic_creation is not False
 
     topics = []
     for name in names:
-        topic = broker.logs.topics.get(name)
+        topic = metadata.topic(name)
         if topic is None:
             error = (
-                _auto_create(broker, name) if auto_create else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                _auto_create(context, name) if auto_create else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             )
-            topic = broker.logs.topics.get(name)
+            topic = metadata.topic(name)
             if topic is None:
                 topics.append(TopicResponse(error_code=error, name=name, partitions=[]))
                 continue
-        topics.append(_describe(topic, broker.node_id, TopicResponse))
+        topics.append(_describe(topic, TopicResponse))
     return Response(
         throttle_time_ms=0,
         brokers=brokers,
-        cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        cluster_id=metadata.cluster_id,
+        controller_id=metadata.controller_id,
         topics=topics,
         authorized_operations=None,
         error_code=ErrorCode.NONE,
     )
 
 
-def _auto_create(broker: Broker, name: str) -> ErrorCode:
+def _auto_create(context: BrokerContext, name: str) -> ErrorCode:
     try:
-        broker.logs.create_topic(name, broker.config.num_partitions, {})
+        context.logs.create_topic(name, context.config.num_partitions, {})
     except StorageError as exc:
         return exc.error_code
-    log.info("auto-created topic %s with %d partitions", name, broker.config.num_partitions)
+    log.info("auto-created topic %s with %d partitions", name, context.config.num_partitions)
     # Kafka answers LEADER_NOT_AVAILABLE on creation; the leader is already here, so serve it.
     return ErrorCode.NONE
 
 
-def _describe(topic: Topic, node_id: int, TopicResponse: Any) -> Any:
+def _describe(topic: TopicMetadata, TopicResponse: Any) -> Any:
     PartitionResponse = TopicResponse.MetadataResponsePartition
     partitions = [
         PartitionResponse(
-            error_code=ErrorCode.NONE,
-            partition_index=index,
-            leader_id=node_id,
-            leader_epoch=LEADER_EPOCH,
-            replica_nodes=[node_id],
-            isr_nodes=[node_id],
-            offline_replicas=[],
+            error_code=ErrorCode.NONE if p.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+            partition_index=p.partition,
+            leader_id=p.leader,
+            leader_epoch=p.leader_epoch,
+            replica_nodes=list(p.replicas),
+            isr_nodes=list(p.isr),
+            offline_replicas=list(p.offline_replicas),
         )
-        for index in range(len(topic.partitions))
+        for p in topic.partitions
     ]
     return TopicResponse(
         error_code=ErrorCode.NONE,
@@ -92,15 +94,20 @@ def _describe(topic: Topic, node_id: int, TopicResponse: Any) -> Any:
     )
 
 
-async def handle_describe_cluster(broker: Broker, request: Request) -> Any:
+async def handle_describe_cluster(context: BrokerContext, request: Request) -> Any:
     Response = response_class(DESCRIBE_CLUSTER)
-    host, port = broker.config.advertised_address
+    metadata = context.metadata
     return Response(
         throttle_time_ms=0,
         error_code=ErrorCode.NONE,
         error_message=None,
-        cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
-        brokers=[Response.DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port)],
+        cluster_id=metadata.cluster_id,
+        controller_id=metadata.controller_id,
+        brokers=[
+            Response.DescribeClusterBroker(
+                broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack
+            )
+            for b in metadata.brokers()
+        ],
         authorized_operations=None,
     )

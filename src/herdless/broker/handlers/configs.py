@@ -20,7 +20,7 @@ from herdless.storage import LIST_TOPIC_CONFIGS, ConfigSource, StorageError
 from herdless.storage.config import TOPIC_CONFIG_TYPES
 
 if TYPE_CHECKING:
-    from herdless.broker.broker import Broker
+    from herdless.broker.context import BrokerContext
 
 log = logging.getLogger(__name__)
 
@@ -52,40 +52,40 @@ class ConfigChangeError(Exception):
         self.error_code = error_code
 
 
-async def handle_alter_configs(broker: Broker, request: Request) -> Any:
+async def handle_alter_configs(context: BrokerContext, request: Request) -> Any:
     """The legacy AlterConfigs: the given configs replace the topic's explicit ones."""
     body = request.body
     results = []
     for resource in body.resources:
         changes = {c.name: c.value for c in resource.configs}
         results.append(
-            _alter(broker, resource, changes, replace=True, validate_only=body.validate_only)
+            _alter(context, resource, changes, replace=True, validate_only=body.validate_only)
         )
     Response = response_class(ALTER_CONFIGS)
     return Response(throttle_time_ms=0, responses=[_result(Response, r) for r in results])
 
 
-async def handle_incremental_alter_configs(broker: Broker, request: Request) -> Any:
+async def handle_incremental_alter_configs(context: BrokerContext, request: Request) -> Any:
     body = request.body
     results = []
     for resource in body.resources:
         try:
-            changes = _incremental_changes(broker, resource)
+            changes = _incremental_changes(context, resource)
         except ConfigChangeError as exc:
             results.append((resource, exc.error_code, str(exc)))
             continue
         results.append(
-            _alter(broker, resource, changes, replace=False, validate_only=body.validate_only)
+            _alter(context, resource, changes, replace=False, validate_only=body.validate_only)
         )
     Response = response_class(INCREMENTAL_ALTER_CONFIGS)
     return Response(throttle_time_ms=0, responses=[_result(Response, r) for r in results])
 
 
-def _incremental_changes(broker: Broker, resource: Any) -> dict[str, str | None]:
+def _incremental_changes(context: BrokerContext, resource: Any) -> dict[str, str | None]:
     """The operations as values to set (None: back to the default)."""
     if resource.resource_type != RESOURCE_TOPIC:
         return {}  # refused by _alter with the reason
-    topic = broker.logs.topics.get(resource.resource_name)
+    topic = context.logs.topics.get(resource.resource_name)
     current = topic.config.to_topic_configs() if topic is not None else {}
     changes: dict[str, str | None] = {}
     seen: set[str] = set()
@@ -121,7 +121,7 @@ def _incremental_changes(broker: Broker, resource: Any) -> dict[str, str | None]
 
 
 def _alter(
-    broker: Broker,
+    context: BrokerContext,
     resource: Any,
     changes: Mapping[str, str | None],
     *,
@@ -143,14 +143,16 @@ def _alter(
         )
     name = resource.resource_name
     try:
-        config = broker.logs.alter_topic_configs(name, changes, replace=replace, validate_only=True)
+        config = context.logs.alter_topic_configs(
+            name, changes, replace=replace, validate_only=True
+        )
         if name == OFFSETS_TOPIC and not config.compacts:
             # Retention would delete acknowledged commits.
             raise ConfigChangeError(
                 ErrorCode.INVALID_CONFIG, f"{OFFSETS_TOPIC} must keep cleanup.policy=compact"
             )
         if not validate_only:
-            broker.logs.alter_topic_configs(name, changes, replace=replace)
+            context.logs.alter_topic_configs(name, changes, replace=replace)
             log.info("topic %s configs changed: %s", name, dict(changes))
     except (StorageError, ConfigChangeError) as exc:
         return resource, exc.error_code, str(exc)
@@ -167,7 +169,7 @@ def _result(Response: Any, result: tuple[Any, ErrorCode, str | None]) -> Any:
     )
 
 
-async def handle_describe_configs(broker: Broker, request: Request) -> Any:
+async def handle_describe_configs(context: BrokerContext, request: Request) -> Any:
     Response = response_class(DESCRIBE_CONFIGS)
     Result = Response.DescribeConfigsResult
     Entry = Result.DescribeConfigsResourceResult
@@ -182,7 +184,7 @@ async def handle_describe_configs(broker: Broker, request: Request) -> Any:
         )
         results.append(result)
         if resource.resource_type == RESOURCE_TOPIC:
-            topic = broker.logs.topics.get(resource.resource_name)
+            topic = context.logs.topics.get(resource.resource_name)
             if topic is None:
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 result.error_message = f"topic {resource.resource_name!r} does not exist"
@@ -190,7 +192,7 @@ async def handle_describe_configs(broker: Broker, request: Request) -> Any:
             values = topic.config.to_topic_configs()
             source_of = {k: topic.config.config_source(k) for k in values}
         elif resource.resource_type == RESOURCE_BROKER:
-            values = _broker_configs(broker)
+            values = _broker_configs(context)
             source_of = dict.fromkeys(values, ConfigSource.STATIC_BROKER_CONFIG)
         else:
             result.error_code = ErrorCode.INVALID_REQUEST
@@ -215,18 +217,18 @@ async def handle_describe_configs(broker: Broker, request: Request) -> Any:
     return Response(throttle_time_ms=0, results=results)
 
 
-def _broker_configs(broker: Broker) -> dict[str, str]:
-    config = broker.config
+def _broker_configs(context: BrokerContext) -> dict[str, str]:
+    config = context.config
     host, port = config.advertised_address
     return {
         "node.id": str(config.node_id),
         "broker.id": str(config.node_id),
-        "listeners": f"PLAINTEXT://{config.host}:{broker.bound_port}",
+        "listeners": f"PLAINTEXT://{config.host}:{context.bound_port}",
         "advertised.listeners": f"PLAINTEXT://{host}:{port}",
         "log.dirs": str(config.data_dir),
         "auto.create.topics.enable": str(config.auto_create_topics).lower(),
         "num.partitions": str(config.num_partitions),
         "socket.request.max.bytes": str(config.max_request_bytes),
         "delete.topic.enable": str(config.delete_topic_enable).lower(),
-        **broker_topic_defaults(broker.logs.default_config),
+        **broker_topic_defaults(context.logs.default_config),
     }

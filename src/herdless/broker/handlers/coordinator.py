@@ -1,4 +1,4 @@
-"""FindCoordinator: on one node, this broker coordinates every group.
+"""FindCoordinator: a group's coordinator leads its partition of `__consumer_offsets`.
 
 librdkafka also reads FindCoordinator v0 in ApiVersions as the sign of a broker
 new enough for LZ4, so it is served even before the group APIs are.
@@ -8,49 +8,64 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from herdless.broker.group_coordinator import OFFSETS_TOPIC
+from herdless.broker.metadata import BrokerEndpoint
+from herdless.coordinator import partition_for
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from herdless.broker.broker import Broker
+    from herdless.broker.context import BrokerContext
 
 FIND_COORDINATOR = 10
 KEY_TYPE_GROUP = 0
 
 
-async def handle_find_coordinator(broker: Broker, request: Request) -> Any:
+async def handle_find_coordinator(context: BrokerContext, request: Request) -> Any:
     body = request.body
     Response = response_class(FIND_COORDINATOR)
-    host, port = broker.config.advertised_address
-    if body.key_type == KEY_TYPE_GROUP:
-        error, message, node_id = ErrorCode.NONE, None, broker.node_id
-    else:
-        # Transactions are not served, so no broker coordinates a transactional id.
-        error, message, node_id = (
-            ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            "transactions are not supported",
-            -1,
-        )
     if request.api_version < 4:
+        error, message, coordinator = _find(context, body.key_type, body.key)
         return Response(
             throttle_time_ms=0,
             error_code=error,
             error_message=message,
-            node_id=node_id,
-            host=host if node_id >= 0 else "",
-            port=port if node_id >= 0 else -1,
+            node_id=coordinator.node_id if coordinator else -1,
+            host=coordinator.host if coordinator else "",
+            port=coordinator.port if coordinator else -1,
         )
-    return Response(
-        throttle_time_ms=0,
-        coordinators=[
+    coordinators = []
+    for key in body.coordinator_keys:
+        error, message, coordinator = _find(context, body.key_type, key)
+        coordinators.append(
             Response.Coordinator(
                 key=key,
-                node_id=node_id,
-                host=host if node_id >= 0 else "",
-                port=port if node_id >= 0 else -1,
+                node_id=coordinator.node_id if coordinator else -1,
+                host=coordinator.host if coordinator else "",
+                port=coordinator.port if coordinator else -1,
                 error_code=error,
                 error_message=message,
             )
-            for key in body.coordinator_keys
-        ],
-    )
+        )
+    return Response(throttle_time_ms=0, coordinators=coordinators)
+
+
+def _find(
+    context: BrokerContext, key_type: int, key: str
+) -> tuple[ErrorCode, str | None, BrokerEndpoint | None]:
+    if key_type != KEY_TYPE_GROUP:
+        # Transactions are not served, so no broker coordinates a transactional id.
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported", None
+    offsets = context.metadata.topic(OFFSETS_TOPIC)
+    partition = partition_for(key, context.groups.num_partitions)
+    if offsets is None or partition >= len(offsets.partitions):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} is not ready", None
+    leader = offsets.partitions[partition].leader
+    coordinator = context.metadata.broker(leader) if leader >= 0 else None
+    if coordinator is None:
+        return (
+            ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            f"{OFFSETS_TOPIC}-{partition} has no leader",
+            None,
+        )
+    return ErrorCode.NONE, None, coordinator

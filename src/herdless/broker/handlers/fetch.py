@@ -9,26 +9,27 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from herdless.broker.replicas import PartitionError
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.storage import StorageError
 
 if TYPE_CHECKING:
-    from herdless.broker.broker import Broker
+    from herdless.broker.context import BrokerContext
 
 FETCH = 1
 
 
-async def handle_fetch(broker: Broker, request: Request) -> Any:
+async def handle_fetch(context: BrokerContext, request: Request) -> Any:
     body = request.body
     deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
     wanted = [(topic.topic, p.partition) for topic in body.topics for p in topic.partitions]
     while True:
-        responses, size = _read(broker, body)
+        responses, size = _read(context, body)
         remaining = deadline - time.monotonic()
-        if size >= body.min_bytes or remaining <= 0 or broker.stopping:
+        if size >= body.min_bytes or remaining <= 0 or context.stopping:
             break
-        await broker.appends.wait(wanted, remaining)
+        await context.replicas.wait_for_appends(wanted, remaining)
     return response_class(FETCH)(
         throttle_time_ms=0,
         error_code=ErrorCode.NONE,
@@ -37,7 +38,7 @@ async def handle_fetch(broker: Broker, request: Request) -> Any:
     )
 
 
-def _read(broker: Broker, body: Any) -> tuple[list[Any], int]:
+def _read(context: BrokerContext, body: Any) -> tuple[list[Any], int]:
     TopicResponse = response_class(FETCH).FetchableTopicResponse
     PartitionData = TopicResponse.PartitionData
     budget = body.max_bytes if body.max_bytes is not None else 0x7FFFFFFF
@@ -57,9 +58,10 @@ def _read(broker: Broker, body: Any) -> tuple[list[Any], int]:
                 records=b"",
             )
             partitions.append(data)
-            partition_log = broker.logs.partition(topic.topic, wanted.partition)
-            if partition_log is None:
-                data.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            try:
+                partition_log = context.replicas.leader_log(topic.topic, wanted.partition)
+            except PartitionError as exc:
+                data.error_code = exc.error_code
                 continue
             data.high_watermark = data.last_stable_offset = partition_log.high_watermark
             data.log_start_offset = partition_log.log_start_offset

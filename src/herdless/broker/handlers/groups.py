@@ -18,7 +18,7 @@ from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from herdless.broker.broker import Broker
+    from herdless.broker.context import BrokerContext
 
 T = TypeVar("T")
 
@@ -35,16 +35,16 @@ OFFSET_DELETE = 47
 
 
 async def _run(
-    broker: Broker, group_id: str, operation: Operation, on_error: Callable[[ErrorCode], T]
+    context: BrokerContext, group_id: str, operation: Operation, on_error: Callable[[ErrorCode], T]
 ) -> T:
     """Run a coordinator operation, or answer as the API does when the group can't be served."""
     try:
-        return await broker.groups.run(group_id, operation)
+        return await context.groups.run(group_id, operation)
     except CoordinatorError as exc:
         return on_error(exc.error_code)
 
 
-async def handle_join_group(broker: Broker, request: Request) -> Any:
+async def handle_join_group(context: BrokerContext, request: Request) -> Any:
     body = request.body
     Response = response_class(JOIN_GROUP)
     join = m.JoinGroupRequest(
@@ -63,7 +63,7 @@ async def handle_join_group(broker: Broker, request: Request) -> Any:
         api_version=request.api_version,
     )
     result = await _run(
-        broker,
+        context,
         join.group_id,
         lambda shard, token, now: shard.join_group(join, token, now),
         lambda error: m.JoinGroupResponse(error, member_id=body.member_id),
@@ -95,7 +95,7 @@ def _name(value: str | None, version: int, nullable_from: int) -> str | None:
     return value
 
 
-async def handle_sync_group(broker: Broker, request: Request) -> Any:
+async def handle_sync_group(context: BrokerContext, request: Request) -> Any:
     body = request.body
     sync = m.SyncGroupRequest(
         group_id=body.group_id,
@@ -107,7 +107,7 @@ async def handle_sync_group(broker: Broker, request: Request) -> Any:
         protocol_name=body.protocol_name,
     )
     result = await _run(
-        broker,
+        context,
         sync.group_id,
         lambda shard, token, now: shard.sync_group(sync, token, now),
         lambda error: m.SyncGroupResponse(error),
@@ -121,7 +121,7 @@ async def handle_sync_group(broker: Broker, request: Request) -> Any:
     )
 
 
-async def handle_heartbeat(broker: Broker, request: Request) -> Any:
+async def handle_heartbeat(context: BrokerContext, request: Request) -> Any:
     body = request.body
     heartbeat = m.HeartbeatRequest(
         group_id=body.group_id,
@@ -130,7 +130,7 @@ async def handle_heartbeat(broker: Broker, request: Request) -> Any:
         group_instance_id=body.group_instance_id,
     )
     result = await _run(
-        broker,
+        context,
         heartbeat.group_id,
         lambda shard, token, now: shard.heartbeat(heartbeat, token, now),
         m.HeartbeatResponse,
@@ -138,7 +138,7 @@ async def handle_heartbeat(broker: Broker, request: Request) -> Any:
     return response_class(HEARTBEAT)(throttle_time_ms=0, error_code=result.error_code)
 
 
-async def handle_leave_group(broker: Broker, request: Request) -> Any:
+async def handle_leave_group(context: BrokerContext, request: Request) -> Any:
     body = request.body
     Response = response_class(LEAVE_GROUP)
     if request.api_version < 3:
@@ -149,7 +149,7 @@ async def handle_leave_group(broker: Broker, request: Request) -> Any:
         )
     leave = m.LeaveGroupRequest(body.group_id, members)
     result = await _run(
-        broker,
+        context,
         leave.group_id,
         lambda shard, token, now: shard.leave_group(leave, token, now),
         lambda error: m.LeaveGroupResponse(error),
@@ -171,7 +171,7 @@ async def handle_leave_group(broker: Broker, request: Request) -> Any:
     )
 
 
-async def handle_offset_commit(broker: Broker, request: Request) -> Any:
+async def handle_offset_commit(context: BrokerContext, request: Request) -> Any:
     body = request.body
     Response = response_class(OFFSET_COMMIT)
     commit = m.OffsetCommitRequest(
@@ -200,11 +200,11 @@ async def handle_offset_commit(broker: Broker, request: Request) -> Any:
     )
     # As Kafka does, a partition that does not exist is refused here and never stored.
     known = tuple(
-        m.CommitTopic(t.name, tuple(p for p in t.partitions if _exists(broker, t.name, p)))
+        m.CommitTopic(t.name, tuple(p for p in t.partitions if _exists(context, t.name, p)))
         for t in commit.topics
     )
     unknown = tuple(
-        m.CommitTopic(t.name, tuple(p for p in t.partitions if not _exists(broker, t.name, p)))
+        m.CommitTopic(t.name, tuple(p for p in t.partitions if not _exists(context, t.name, p)))
         for t in commit.topics
     )
     known = tuple(t for t in known if t.partitions)
@@ -212,7 +212,7 @@ async def handle_offset_commit(broker: Broker, request: Request) -> Any:
     if known:
         stored = replace(commit, topics=known)
         result = await _run(
-            broker,
+            context,
             commit.group_id,
             lambda shard, token, now: shard.offset_commit(stored, token, now),
             lambda error: m.OffsetCommitResponse(_every_partition(stored.topics, error)),
@@ -224,8 +224,8 @@ async def handle_offset_commit(broker: Broker, request: Request) -> Any:
     return Response(throttle_time_ms=0, topics=_topic_errors(Response, answered, "OffsetCommit"))
 
 
-def _exists(broker: Broker, topic: str, partition: m.CommitPartition) -> bool:
-    return broker.logs.partition(topic, partition.partition) is not None
+def _exists(context: BrokerContext, topic: str, partition: m.CommitPartition) -> bool:
+    return context.logs.partition(topic, partition.partition) is not None
 
 
 def _every_partition(topics: Any, error: ErrorCode) -> tuple[m.TopicErrors, ...]:
@@ -256,12 +256,12 @@ def _topic_errors(Response: Any, topics: tuple[m.TopicErrors, ...], prefix: str)
     ]
 
 
-async def handle_offset_fetch(broker: Broker, request: Request) -> Any:
+async def handle_offset_fetch(context: BrokerContext, request: Request) -> Any:
     body = request.body
     Response = response_class(OFFSET_FETCH)
     if request.api_version < 8:
         topics = _fetch_topics(body.topics, "partition_indexes")
-        fetched = await _fetch_group(broker, body.group_id, topics, body.require_stable)
+        fetched = await _fetch_group(context, body.group_id, topics, body.require_stable)
         Topic = Response.OffsetFetchResponseTopic
         return Response(
             throttle_time_ms=0,
@@ -273,7 +273,7 @@ async def handle_offset_fetch(broker: Broker, request: Request) -> Any:
     groups = []
     for group in body.groups:
         topics = _fetch_topics(group.topics, "partition_indexes")
-        fetched = await _fetch_group(broker, group.group_id, topics, body.require_stable)
+        fetched = await _fetch_group(context, group.group_id, topics, body.require_stable)
         groups.append(
             Group(
                 group_id=group.group_id,
@@ -291,11 +291,14 @@ def _fetch_topics(topics: Any, partitions_field: str) -> tuple[m.FetchTopic, ...
 
 
 async def _fetch_group(
-    broker: Broker, group_id: str, topics: tuple[m.FetchTopic, ...] | None, require_stable: bool
+    context: BrokerContext,
+    group_id: str,
+    topics: tuple[m.FetchTopic, ...] | None,
+    require_stable: bool,
 ) -> m.OffsetFetchResponse:
     fetch = m.OffsetFetchRequest(group_id, topics, require_stable)
     return await _run(
-        broker,
+        context,
         group_id,
         lambda shard, token, now: shard.offset_fetch(fetch, token, now),
         lambda error: m.OffsetFetchResponse(group_id, (), error),
@@ -321,7 +324,7 @@ def _fetched_topics(Topic: Any, Partition: Any, topics: tuple[m.FetchedTopic, ..
     ]
 
 
-async def handle_offset_delete(broker: Broker, request: Request) -> Any:
+async def handle_offset_delete(context: BrokerContext, request: Request) -> Any:
     body = request.body
     Response = response_class(OFFSET_DELETE)
     # OffsetDelete names partitions as structs; flatten to indexes.
@@ -333,7 +336,7 @@ async def handle_offset_delete(broker: Broker, request: Request) -> Any:
         ),
     )
     result = await _run(
-        broker,
+        context,
         delete.group_id,
         lambda shard, token, now: shard.offset_delete(delete, token, now),
         lambda error: m.OffsetDeleteResponse(error),
@@ -345,14 +348,14 @@ async def handle_offset_delete(broker: Broker, request: Request) -> Any:
     )
 
 
-async def handle_list_groups(broker: Broker, request: Request) -> Any:
+async def handle_list_groups(context: BrokerContext, request: Request) -> Any:
     body = request.body
     Response = response_class(LIST_GROUPS)
     states = body.states_filter or ()
     types = body.types_filter or ()
     listed: list[m.ListedGroup] = []
     error = ErrorCode.NONE
-    for shard in broker.groups.shards.values():
+    for shard in context.groups.shards.values():
         try:
             listed += await shard.run(lambda s, token, now: s.list_groups(token, states, types))
         except CoordinatorError as exc:
@@ -373,14 +376,14 @@ async def handle_list_groups(broker: Broker, request: Request) -> Any:
     )
 
 
-async def handle_describe_groups(broker: Broker, request: Request) -> Any:
+async def handle_describe_groups(context: BrokerContext, request: Request) -> Any:
     Response = response_class(DESCRIBE_GROUPS)
     Group = Response.DescribedGroup
     version = request.api_version
     groups = []
     for group_id in request.body.groups:
         try:
-            (described,) = await broker.groups.run(
+            (described,) = await context.groups.run(
                 group_id, lambda s, token, now, g=group_id: s.describe_groups([g], token, version)
             )
         except CoordinatorError as exc:
@@ -410,12 +413,12 @@ async def handle_describe_groups(broker: Broker, request: Request) -> Any:
     return Response(throttle_time_ms=0, groups=groups)
 
 
-async def handle_delete_groups(broker: Broker, request: Request) -> Any:
+async def handle_delete_groups(context: BrokerContext, request: Request) -> Any:
     Response = response_class(DELETE_GROUPS)
     results = []
     for group_id in request.body.groups_names:
         try:
-            deleted = await broker.groups.run(
+            deleted = await context.groups.run(
                 group_id, lambda s, token, now, g=group_id: s.delete_groups([g], token, now)
             )
             results += deleted.results

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from herdless.broker.replicas import PartitionError
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from herdless.broker.broker import Broker
+    from herdless.broker.context import BrokerContext
     from herdless.storage import PartitionLog
 
 LIST_OFFSETS = 2
@@ -17,7 +18,7 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 
 
-async def handle_list_offsets(broker: Broker, request: Request) -> Any:
+async def handle_list_offsets(context: BrokerContext, request: Request) -> Any:
     Response = response_class(LIST_OFFSETS)
     TopicResponse = Response.ListOffsetsTopicResponse
     PartitionResponse = TopicResponse.ListOffsetsPartitionResponse
@@ -31,12 +32,14 @@ async def handle_list_offsets(broker: Broker, request: Request) -> Any:
                 old_style_offsets=[],
                 timestamp=-1,
                 offset=-1,
-                leader_epoch=0,
+                leader_epoch=-1,
             )
-            partition_log = broker.logs.partition(topic.name, wanted.partition_index)
-            if partition_log is None:
-                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            try:
+                partition_log = context.replicas.leader_log(topic.name, wanted.partition_index)
+            except PartitionError as exc:
+                result.error_code = exc.error_code
             else:
+                result.leader_epoch = context.replicas.leader_epoch(partition_log)
                 result.timestamp, result.offset = _lookup(partition_log, wanted.timestamp)
                 result.old_style_offsets = [result.offset]
             partitions.append(result)

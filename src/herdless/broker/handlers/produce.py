@@ -5,26 +5,23 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.clock import now_ms
 from herdless.broker.group_coordinator import INTERNAL_TOPICS
-from herdless.broker.handlers.cluster import LEADER_EPOCH
+from herdless.broker.replicas import PartitionError
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.records import InvalidBatch, split_batches
 from herdless.storage import PartitionLog, StorageError
 
 if TYPE_CHECKING:
-    from herdless.broker.broker import Broker
+    from herdless.broker.context import BrokerContext
 
 log = logging.getLogger(__name__)
 
 PRODUCE = 0
 INIT_PRODUCER_ID = 22
-# One broker: every partition has one replica, always in sync.
-IN_SYNC_REPLICAS = 1
 
 
-async def handle_produce(broker: Broker, request: Request) -> Any:
+async def handle_produce(context: BrokerContext, request: Request) -> Any:
     body = request.body
     Response = response_class(PRODUCE)
     TopicResponse = Response.TopicProduceResponse
@@ -37,7 +34,7 @@ async def handle_produce(broker: Broker, request: Request) -> Any:
     else:
         refusal = None
 
-    to_flush: list[PartitionLog] = []
+    appended: list[PartitionLog] = []
     topics = []
     for topic_data in body.topic_data:
         partitions = []
@@ -46,69 +43,52 @@ async def handle_produce(broker: Broker, request: Request) -> Any:
             if refusal is not None:
                 result.error_code = refusal
             else:
-                _append(broker, topic_data.name, partition_data, acks, result, to_flush)
+                partition_log = _append(context, topic_data.name, partition_data, acks, result)
+                if partition_log is not None:
+                    appended.append(partition_log)
             partitions.append(result)
         topics.append(TopicResponse(name=topic_data.name, partition_responses=partitions))
 
-    # The answer waits until the flush policy is met; producers share fsyncs (group commit).
-    for partition_log in to_flush:
-        await broker.flush(partition_log)
+    # The answer waits until the appends may be acknowledged (the flush policy met;
+    # producers share fsyncs).
+    for partition_log in appended:
+        await context.replicas.committed(partition_log, acks)
     if acks == 0:
         return None
     return Response(responses=topics, throttle_time_ms=0)
 
 
 def _append(
-    broker: Broker,
-    topic: str,
-    partition_data: Any,
-    acks: int,
-    result: Any,
-    to_flush: list[PartitionLog],
-) -> None:
-    partition_log = broker.logs.partition(topic, partition_data.index)
-    if partition_log is None:
-        result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        return
+    context: BrokerContext, topic: str, partition_data: Any, acks: int, result: Any
+) -> PartitionLog | None:
+    """Append one partition's batches; fill in `result`; the log if anything was written."""
     if topic in INTERNAL_TOPICS:
         result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
         result.error_message = f"{topic} is internal: only the broker writes to it"
-        return
-    config = partition_log.config
-    if acks == -1 and config.min_insync_replicas > IN_SYNC_REPLICAS:
-        # As a one-broker Kafka answers: acks=all cannot be met with fewer in-sync
-        # replicas than the topic demands, so nothing is written.
-        result.error_code = ErrorCode.NOT_ENOUGH_REPLICAS
-        result.error_message = (
-            f"{topic} has min.insync.replicas={config.min_insync_replicas}; this broker"
-            f" keeps {IN_SYNC_REPLICAS} replica, so acks=all cannot be satisfied"
-        )
-        return
+        return None
     try:
-        batches = split_batches(partition_data.records or b"", config.max_message_bytes)
+        partition_log = context.replicas.leader_log(topic, partition_data.index)
+        batches = split_batches(
+            partition_data.records or b"", partition_log.config.max_message_bytes
+        )
+        info = context.replicas.append(partition_log, batches, acks)
     except InvalidBatch as exc:
         result.error_code = exc.error
         result.error_message = str(exc)
         log.info("refused a batch for %s-%d: %s", topic, partition_data.index, exc)
-        return
-    try:
-        info = partition_log.append(batches, now_ms(), leader_epoch=LEADER_EPOCH)
-    except StorageError as exc:
+        return None
+    except (StorageError, PartitionError) as exc:
         result.error_code = exc.error_code
         result.error_message = str(exc)
-        return
+        return None
     result.error_code = ErrorCode.NONE
     result.base_offset = info.first_offset
     result.log_append_time_ms = info.log_append_time_ms
     result.log_start_offset = info.log_start_offset
-    if not info.duplicate:
-        broker.appends.notify(topic, partition_data.index)
-    flush_messages = config.flush_messages
-    if flush_messages is not None and partition_log.unflushed_messages >= flush_messages:
-        to_flush.append(partition_log)
+    return partition_log
 
 
-async def handle_init_producer_id(broker: Broker, request: Request) -> Any:
+async def handle_init_producer_id(context: BrokerContext, request: Request) -> Any:
     Response = response_class(INIT_PRODUCER_ID)
     if request.body.transactional_id is not None:
         # Transactions are not served; refusing clearly beats a producer that hangs.
@@ -121,6 +101,6 @@ async def handle_init_producer_id(broker: Broker, request: Request) -> Any:
     return Response(
         throttle_time_ms=0,
         error_code=ErrorCode.NONE,
-        producer_id=broker.next_producer_id(),
+        producer_id=context.producer_ids.next_id(),
         producer_epoch=0,
     )

@@ -1,0 +1,40 @@
+"""What a request handler may use: the broker's parts, never the broker itself.
+
+Handlers get a BrokerContext and reach the logs through the replica manager,
+the cluster through the metadata view and groups through the coordinator. The
+Broker builds the context and owns the lifecycle, the sockets and the clock;
+nothing here imports it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from herdless.broker.config import BrokerConfig
+from herdless.broker.group_coordinator import GroupCoordinator
+from herdless.broker.metadata import MetadataView
+from herdless.broker.replicas import ReplicaManager
+from herdless.storage import LogManager
+
+
+class ProducerIds(Protocol):
+    def next_id(self) -> int: ...
+
+
+@dataclass(eq=False)
+class BrokerContext:
+    config: BrokerConfig
+    logs: LogManager
+    replicas: ReplicaManager
+    metadata: MetadataView
+    groups: GroupCoordinator
+    producer_ids: ProducerIds
+    # The port actually bound (config.port may be 0: any free port).
+    bound_port: int = 0
+    # Set when shutdown begins: long polls answer at once and connections stop reading.
+    stopping: bool = False
+
+    @property
+    def node_id(self) -> int:
+        return self.config.node_id

@@ -1,0 +1,100 @@
+"""The broker's view of the cluster: brokers, the controller, and each partition's replicas.
+
+Handlers answer Metadata, FindCoordinator and DescribeCluster from this view
+and nothing else, so that one broker and a cluster differ only in where the
+view comes from. On one broker it is derived from the local logs: this broker
+is the controller, and the only replica and leader of every partition.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from herdless.storage import LogManager
+
+# Clients call OffsetForLeaderEpoch when the epoch rises; one node never changes leader.
+SINGLE_NODE_LEADER_EPOCH = 0
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMetadata:
+    partition: int
+    leader: int  # -1 while the partition has no leader
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMetadata:
+    name: str
+    topic_id: uuid.UUID
+    partitions: tuple[PartitionMetadata, ...]
+
+
+class MetadataView(Protocol):
+    @property
+    def cluster_id(self) -> str: ...
+
+    @property
+    def controller_id(self) -> int: ...
+
+    def brokers(self) -> list[BrokerEndpoint]: ...
+
+    def broker(self, node_id: int) -> BrokerEndpoint | None: ...
+
+    def topic_names(self) -> list[str]: ...
+
+    def topic(self, name: str) -> TopicMetadata | None: ...
+
+
+class LocalMetadata:
+    """One broker: every partition hosted here, led by this broker, alone in its ISR."""
+
+    def __init__(
+        self, node_id: int, endpoint: Callable[[], tuple[str, int]], logs: LogManager
+    ) -> None:
+        self._node_id = node_id
+        self._endpoint = endpoint
+        self._logs = logs
+        self.cluster_id = ""
+
+    @property
+    def controller_id(self) -> int:
+        return self._node_id
+
+    def brokers(self) -> list[BrokerEndpoint]:
+        host, port = self._endpoint()
+        return [BrokerEndpoint(self._node_id, host, port)]
+
+    def broker(self, node_id: int) -> BrokerEndpoint | None:
+        return self.brokers()[0] if node_id == self._node_id else None
+
+    def topic_names(self) -> list[str]:
+        return sorted(self._logs.topics)
+
+    def topic(self, name: str) -> TopicMetadata | None:
+        topic = self._logs.topics.get(name)
+        if topic is None:
+            return None
+        me = (self._node_id,)
+        return TopicMetadata(
+            topic.name,
+            topic.topic_id,
+            tuple(
+                PartitionMetadata(index, self._node_id, SINGLE_NODE_LEADER_EPOCH, me, me)
+                for index in range(len(topic.partitions))
+            ),
+        )

@@ -1,0 +1,85 @@
+"""The partitions this broker hosts: which it leads, and appending to and waiting on them.
+
+Produce, Fetch, ListOffsets and the group coordinator reach partition logs
+through here, never the LogManager directly, so that leadership, the in-sync
+replica set and what "committed" means are decided in one place. On one broker
+it leads every partition it hosts and is alone in each ISR: an append is
+committed once the flush policy is met.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from herdless.broker.appends import AppendNotifier, TopicPartition
+from herdless.broker.durability import Durability
+from herdless.broker.metadata import SINGLE_NODE_LEADER_EPOCH
+from herdless.protocol.errors import ErrorCode
+from herdless.protocol.records import BatchHeader
+from herdless.storage import AppendInfo, LogManager, PartitionLog
+
+ACKS_ALL = -1
+
+
+class PartitionError(Exception):
+    """The partition cannot serve this request here; `error_code` tells the client why."""
+
+    def __init__(self, error_code: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message or error_code.name)
+        self.error_code = error_code
+        self.message = message
+
+
+class ReplicaManager:
+    def __init__(self, logs: LogManager, durability: Durability, clock: Callable[[], int]) -> None:
+        self.logs = logs
+        self.durability = durability
+        self.appends = AppendNotifier()
+        self._clock = clock
+
+    def leader_log(self, topic: str, partition: int) -> PartitionLog:
+        """The log of a partition this broker leads."""
+        partition_log = self.logs.partition(topic, partition)
+        if partition_log is None:
+            raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return partition_log
+
+    def leader_epoch(self, partition_log: PartitionLog) -> int:
+        return SINGLE_NODE_LEADER_EPOCH
+
+    def in_sync_replicas(self, partition_log: PartitionLog) -> int:
+        return 1
+
+    def append(
+        self, partition_log: PartitionLog, batches: list[tuple[BatchHeader, memoryview]], acks: int
+    ) -> AppendInfo:
+        """Append as leader; StorageError or PartitionError if nothing was written."""
+        required = partition_log.config.min_insync_replicas
+        in_sync = self.in_sync_replicas(partition_log)
+        if acks == ACKS_ALL and in_sync < required:
+            # As Kafka answers: acks=all cannot be met with fewer in-sync replicas than
+            # the topic demands, so nothing is written.
+            raise PartitionError(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"{partition_log.name} has min.insync.replicas={required} but"
+                f" {in_sync} in-sync replica{'s' if in_sync != 1 else ''}, so acks=all"
+                " cannot be satisfied",
+            )
+        info = partition_log.append(
+            batches, self._clock(), leader_epoch=self.leader_epoch(partition_log)
+        )
+        if not info.duplicate:
+            self.appends.notify(partition_log.topic, partition_log.partition)
+        return info
+
+    async def committed(self, partition_log: PartitionLog, acks: int) -> None:
+        """Return once what was appended to `partition_log` may be acknowledged."""
+        await self.durability.after_append(partition_log)
+
+    async def wait_for_appends(
+        self, partitions: Iterable[TopicPartition], timeout_s: float
+    ) -> bool:
+        return await self.appends.wait(partitions, timeout_s)
+
+    def forget(self, partition_log: PartitionLog) -> None:
+        self.durability.forget(partition_log)
