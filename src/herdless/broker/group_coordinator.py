@@ -47,6 +47,9 @@ INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, REBALANCES_TOPIC})
 # (with 4 MiB, a benchmark saw 1.5 s stalls of OffsetFetch during a 1M-record load).
 LOAD_READ_BYTES = 256 * 1024
 
+# How long a write may wait to be committed (Kafka's offsets.commit.timeout.ms).
+COMMIT_TIMEOUT_MS = 5_000
+
 Operation = Callable[[CoordinatorShard, Hashable, int], Result]
 # Told of every completed rebalance: (group id, cause).
 RebalanceListener = Callable[[str, str], None]
@@ -146,12 +149,13 @@ class ShardRuntime:
 
     def _apply(self, result: Result) -> None:
         """Append the records now; release the replies once they are durable, in order."""
+        end_offset = None
         if result.records:
             batch = build_batch([(r.key, r.value) for r in result.records], now_ms())
             try:
                 records = [(parse_header(batch), memoryview(batch))]
                 # Waited on as acks=all: an answer leaves only once its records are committed.
-                self.replicas.append(self.log, records, ACKS_ALL)
+                end_offset = self.replicas.append(self.log, records, ACKS_ALL).last_offset + 1
             except Exception:
                 log.exception("append to %s-%d failed; reloading it", OFFSETS_TOPIC, self.partition)
                 self._fail_and_reload()
@@ -161,9 +165,7 @@ class ShardRuntime:
         previous = self._tail
         tail: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._tail = tail
-        asyncio.get_running_loop().create_task(
-            self._release(result, previous, tail, durable=bool(result.records))
-        )
+        asyncio.get_running_loop().create_task(self._release(result, previous, tail, end_offset))
         self._arm_timer()
 
     def _publish_rebalances(self, rebalances: list[tuple[str, RebalanceRecord]]) -> None:
@@ -197,11 +199,11 @@ class ShardRuntime:
         result: Result,
         previous: asyncio.Future[None] | None,
         tail: asyncio.Future[None],
-        durable: bool,
+        end_offset: int | None,
     ) -> None:
         try:
-            if durable:
-                await self.replicas.committed(self.log, ACKS_ALL)
+            if end_offset is not None:
+                await self.replicas.committed(self.log, ACKS_ALL, end_offset, COMMIT_TIMEOUT_MS)
             if previous is not None:
                 await previous
             for reply in result.replies:
@@ -209,7 +211,7 @@ class ShardRuntime:
                 if waiter is not None and not waiter.done():
                     waiter.set_result(reply.response)
         except Exception:
-            log.exception("flushing %s-%d failed; reloading it", OFFSETS_TOPIC, self.partition)
+            log.exception("committing to %s-%d failed; reloading it", OFFSETS_TOPIC, self.partition)
             self._fail_and_reload()
         finally:
             tail.set_result(None)

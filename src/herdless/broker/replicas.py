@@ -72,8 +72,11 @@ class ReplicaManager:
             self.appends.notify(partition_log.topic, partition_log.partition)
         return info
 
-    async def committed(self, partition_log: PartitionLog, acks: int) -> None:
-        """Return once what was appended to `partition_log` may be acknowledged."""
+    async def committed(
+        self, partition_log: PartitionLog, acks: int, end_offset: int, timeout_ms: int
+    ) -> None:
+        """Return once the records before `end_offset` may be acknowledged to a producer
+        that asked for `acks`; PartitionError if they cannot be within `timeout_ms`."""
         await self.durability.after_append(partition_log)
 
     async def wait_for_appends(

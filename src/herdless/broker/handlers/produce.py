@@ -34,7 +34,7 @@ async def handle_produce(context: BrokerContext, request: Request) -> Any:
     else:
         refusal = None
 
-    appended: list[PartitionLog] = []
+    appended: list[tuple[PartitionLog, int, Any]] = []
     topics = []
     for topic_data in body.topic_data:
         partitions = []
@@ -43,16 +43,20 @@ async def handle_produce(context: BrokerContext, request: Request) -> Any:
             if refusal is not None:
                 result.error_code = refusal
             else:
-                partition_log = _append(context, topic_data.name, partition_data, acks, result)
-                if partition_log is not None:
-                    appended.append(partition_log)
+                written = _append(context, topic_data.name, partition_data, acks, result)
+                if written is not None:
+                    appended.append((*written, result))
             partitions.append(result)
         topics.append(TopicResponse(name=topic_data.name, partition_responses=partitions))
 
-    # The answer waits until the appends may be acknowledged (the flush policy met;
-    # producers share fsyncs).
-    for partition_log in appended:
-        await context.replicas.committed(partition_log, acks)
+    # The answer waits until each append may be acknowledged: the flush policy met
+    # (producers share fsyncs) and, for acks=all, the in-sync replicas have it.
+    for partition_log, end_offset, result in appended:
+        try:
+            await context.replicas.committed(partition_log, acks, end_offset, body.timeout_ms)
+        except PartitionError as exc:
+            result.error_code = exc.error_code
+            result.error_message = exc.message
     if acks == 0:
         return None
     return Response(responses=topics, throttle_time_ms=0)
@@ -60,8 +64,8 @@ async def handle_produce(context: BrokerContext, request: Request) -> Any:
 
 def _append(
     context: BrokerContext, topic: str, partition_data: Any, acks: int, result: Any
-) -> PartitionLog | None:
-    """Append one partition's batches; fill in `result`; the log if anything was written."""
+) -> tuple[PartitionLog, int] | None:
+    """Append one partition's batches and fill in `result`; (log, end offset) if accepted."""
     if topic in INTERNAL_TOPICS:
         result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
         result.error_message = f"{topic} is internal: only the broker writes to it"
@@ -85,7 +89,7 @@ def _append(
     result.base_offset = info.first_offset
     result.log_append_time_ms = info.log_append_time_ms
     result.log_start_offset = info.log_start_offset
-    return partition_log
+    return partition_log, info.last_offset + 1
 
 
 async def handle_init_producer_id(context: BrokerContext, request: Request) -> Any:
