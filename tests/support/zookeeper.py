@@ -82,8 +82,11 @@ class ZooKeeperProcess:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"ZooKeeper exited with {self.process.returncode}:\n{self.log()}")
-            if self.four_letter_word("ruok") == "imok":
+                raise RuntimeError(
+                    f"ZooKeeper exited with {self.process.returncode}:\n{self.log()}"
+                )
+            # "ruok" answers before the server takes sessions; "srvr" says when it does.
+            if (self.four_letter_word("srvr") or "").startswith("Zookeeper version"):
                 return self
             time.sleep(0.05)
         self.kill()

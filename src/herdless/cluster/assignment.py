@@ -17,7 +17,7 @@ seeded random.Random; Kafka draws them from java.util.Random.
 from __future__ import annotations
 
 import random
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from enum import Enum
 
 from herdless.cluster.errors import (
@@ -201,13 +201,25 @@ def _replica_index(first: int, shift: int, replica: int, num_brokers: int) -> in
     return (first + 1 + (shift + replica) % (num_brokers - 1)) % num_brokers
 
 
-def _start_and_shift(
-    fixed_start_index: int, num_brokers: int, rng: random.Random
-) -> tuple[int, int]:
+def _walk(
+    num_brokers: int,
+    num_partitions: int,
+    fixed_start_index: int,
+    start_partition_id: int,
+    rng: random.Random,
+) -> Iterator[tuple[int, int, int]]:
+    """(partition, index of its first replica, follower shift) for each partition: the
+    first replicas go round the broker list, and the shift grows at every full round."""
     if fixed_start_index >= 0:
-        return fixed_start_index, fixed_start_index
-    start = rng.randrange(num_brokers)
-    return start, rng.randrange(num_brokers)
+        start = shift = fixed_start_index
+    else:
+        start = rng.randrange(num_brokers)
+        shift = rng.randrange(num_brokers)
+    first_partition = max(0, start_partition_id)
+    for partition in range(first_partition, first_partition + num_partitions):
+        if partition > 0 and partition % num_brokers == 0:
+            shift += 1
+        yield partition, (partition + start) % num_brokers, shift
 
 
 def _assign_rack_unaware(
@@ -219,12 +231,10 @@ def _assign_rack_unaware(
     rng: random.Random,
 ) -> Assignment:
     n = len(broker_ids)
-    start, shift = _start_and_shift(fixed_start_index, n, rng)
     assignment: Assignment = {}
-    for partition in range(max(0, start_partition_id), max(0, start_partition_id) + num_partitions):
-        if partition > 0 and partition % n == 0:
-            shift += 1
-        first = (partition + start) % n
+    for partition, first, shift in _walk(
+        n, num_partitions, fixed_start_index, start_partition_id, rng
+    ):
         followers = (
             broker_ids[_replica_index(first, shift, j, n)] for j in range(replication_factor - 1)
         )
@@ -243,12 +253,10 @@ def _assign_rack_aware(
     arranged = rack_alternated_brokers(racks)
     n = len(arranged)
     num_racks = len(set(racks.values()))
-    start, shift = _start_and_shift(fixed_start_index, n, rng)
     assignment: Assignment = {}
-    for partition in range(max(0, start_partition_id), max(0, start_partition_id) + num_partitions):
-        if partition > 0 and partition % n == 0:
-            shift += 1
-        first = (partition + start) % n
+    for partition, first, shift in _walk(
+        n, num_partitions, fixed_start_index, start_partition_id, rng
+    ):
         leader = arranged[first]
         replicas = [leader]
         racks_used = {racks[leader]}

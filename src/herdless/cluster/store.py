@@ -273,7 +273,7 @@ class ClusterStore:
                 continue
             owner, version = stat.ephemeralOwner, stat.version
             if owner == self.session_id:
-                self._run(lambda v=version: self._client.set_data_async(path, data, v))
+                self._run(lambda v=version: self._client.set_async(path, data, v))
                 self._registered_session = owner
                 return stat.czxid
             if owner == self._registered_session:
@@ -494,7 +494,7 @@ class ClusterStore:
     ) -> dict[int, Versioned[PartitionState]]:
         """The controller creates the first state of new partitions, all or none, if it is
         still controller. StateVersionConflict if one of them exists already."""
-        self._create_parents(topic, list(states), controller_epoch_version)
+        self._create_parents(topic, list(states))
         tx = self._client.transaction()
         tx.check(layout.CONTROLLER_EPOCH_PATH, controller_epoch_version)
         for partition, state in states.items():
@@ -544,12 +544,12 @@ class ClusterStore:
         path = layout.topic_config_path(name)
         data = layout.encode_topic_config(configs)
         try:
-            self._run(lambda: self._client.set_data_async(path, data))
+            self._run(lambda: self._client.set_async(path, data))
         except NoNodeError:
             try:
                 self._run(lambda: self._client.create_async(path, data))
             except NodeExistsError:
-                self._run(lambda: self._client.set_data_async(path, data))
+                self._run(lambda: self._client.set_async(path, data))
 
     def watch_topic_config(self, name: str, callback: Callable[[dict[str, str]], None]) -> Watch:
         return self._watch_data(
@@ -684,18 +684,20 @@ class ClusterStore:
             paths.extend(self._subtree(f"{root}/{child}"))
         return paths
 
-    def _create_parents(
-        self, topic: str, partitions: list[int], controller_epoch_version: int
-    ) -> None:
+    def _create_parents(self, topic: str, partitions: list[int]) -> None:
+        """The data-less znodes above partition states. Kazoo's transactions cannot create
+        a znode without data, so these are created one by one and without the controller
+        epoch check: a stale controller can add no more than an empty znode under a topic
+        that still exists, and decides nothing by it."""
         for path in [layout.partitions_path(topic)] + [
             layout.partition_path(topic, p) for p in partitions
         ]:
-            tx = self._client.transaction()
-            tx.check(layout.CONTROLLER_EPOCH_PATH, controller_epoch_version)
-            tx.create(path, None)
-            results = self._commit(tx)
-            if not isinstance(_first_failure(results), NodeExistsError):
-                _check_committed(results, f"creating {path}", epoch_checked=True)
+            try:
+                self._run(lambda p=path: self._client.create_async(p, None))
+            except NodeExistsError:
+                pass
+            except NoNodeError:
+                raise UnknownTopic(f"The topic '{topic}' does not exist.") from None
 
     def _conditional_set(
         self,
