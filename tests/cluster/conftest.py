@@ -108,6 +108,14 @@ class Recorder(Generic[T]):
             return self.values[-1]
 
 
+def expire_session(store: ClusterStore, connect: str) -> None:
+    """End the store's session from outside, as the server does when it times out."""
+    twin = KazooClient(hosts=connect, client_id=store._client.client_id)  # noqa: SLF001
+    twin.start(timeout=10)
+    twin.stop()
+    twin.close()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield

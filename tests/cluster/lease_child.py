@@ -13,7 +13,7 @@ import time
 
 from herdless.cluster import BrokerRegistration, ClusterStore
 
-STALL_S = 1.0
+STALL_S = 1.5
 
 
 def main(connect: str) -> None:

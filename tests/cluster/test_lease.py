@@ -16,8 +16,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from herdless.cluster import BrokerRegistration, ClusterStore, ClusterUnavailable, SessionState
-from tests.cluster.conftest import OpenStore, Recorder
-from tests.cluster.test_store import expire_session
+from tests.cluster.conftest import OpenStore, Recorder, expire_session
 from tests.support.zookeeper import ZooKeeperProcess
 
 MARGIN = 0.1
@@ -68,7 +67,7 @@ def test_lease_runs_out_when_zookeeper_stops_answering(own_zookeeper: ZooKeeperP
         own_zookeeper.pause()
         try:
             started = time.monotonic()
-            with pytest.raises(ClusterUnavailable, match="did not answer within 0.5s"):
+            with pytest.raises(ClusterUnavailable, match=f"ZooKeeper at {own_zookeeper.connect}"):
                 store.topic_names()
             assert time.monotonic() - started < 2.0
             while time.monotonic() < paused_at + 2.0 + 0.2:

@@ -23,7 +23,7 @@ from herdless.cluster.errors import (
 )
 from herdless.cluster.layout import BrokerRegistration, PartitionState, TopicAssignment
 from herdless.cluster.store import ClusterStore, SessionState
-from tests.cluster.conftest import OpenStore, Recorder
+from tests.cluster.conftest import OpenStore, Recorder, expire_session
 from tests.support.broker import free_port
 from tests.support.zookeeper import ZooKeeperProcess
 
@@ -33,14 +33,6 @@ BROKER_2 = BrokerRegistration(2, "127.0.0.1", 9093, "rack-b")
 
 def topic(name: str = "t", partitions: int = 2) -> TopicAssignment:
     return TopicAssignment(name, uuid.uuid4(), {p: (1, 2) for p in range(partitions)})
-
-
-def expire_session(store: ClusterStore, connect: str) -> None:
-    """End the store's session from outside, as the server does when it times out."""
-    twin = KazooClient(hosts=connect, client_id=store._client.client_id)  # noqa: SLF001
-    twin.start(timeout=10)
-    twin.stop()
-    twin.close()
 
 
 def test_cluster_id_is_created_once_in_kafkas_format(

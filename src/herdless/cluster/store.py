@@ -13,27 +13,13 @@ writer read, and a controller's writes are also conditional on the version of
 controller, or a leader with a stale view of its partition, gets StateVersionConflict
 (ControllerMoved for the former) and never overwrites a newer decision.
 
-The session lease. A broker that leads partitions must stop before another broker can be
-elected in its place. Another leader is elected only after this broker's session expires
-(its /brokers/ids znode goes away and the controller notices). ZooKeeper expires a session
-no sooner than the negotiated session timeout after the last request it received from it.
-A request that got an answer was received after it was sent, so when a request sent at
-time s (time.monotonic, read before the request is queued) is answered within the same
-session, the session lives at least until s + timeout. lease_deadline() is the latest
-such s + timeout, less a safety margin for the broker's own reaction time and the drift
-between clocks. It uses the send time, never the answer time: a process paused (SIGSTOP,
-a long GC-like stall, a suspended VM) between sending and reading an answer finds, when
-it resumes, a deadline already behind it, even though the answer looks fresh. The lease
-is per session: it is void as soon as the session is lost, and a new session starts with
-none. It says nothing of leadership moved by the controller while this broker lives
-(controlled shutdown, reassignment): the leader epoch and the conditional ISR writes fence
-those.
+The session lease (see lease.py). Every answered request moves it: lease_deadline() is
+until when this session is certainly alive, and a leader must not act past it.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -76,6 +62,7 @@ from herdless.cluster.layout import (
     TopicAssignment,
     Versioned,
 )
+from herdless.cluster.lease import SessionLease
 from herdless.storage.manager import new_topic_id
 
 logger = logging.getLogger(__name__)
@@ -144,11 +131,7 @@ class ClusterStore:
         within connect_timeout seconds."""
         self.connect_string = connect
         self._request_timeout = request_timeout
-        self._lease_margin = lease_margin
-        self._lease_lock = threading.Lock()
-        self._lease_session: int | None = None
-        self._lease_deadline = -math.inf
-        self._negotiated_timeout: float | None = None
+        self._lease = SessionLease(lease_margin)
         # The session that last registered this broker: its leftover znode is ours.
         self._registered_session: int | None = None
         hosts, _, chroot = connect.partition("/")
@@ -188,15 +171,12 @@ class ClusterStore:
     @property
     def negotiated_session_timeout(self) -> float | None:
         """Seconds, as the server granted them; None before the first session."""
-        return self._negotiated_timeout
+        return self._lease.session_timeout
 
     def lease_deadline(self) -> float:
         """A time.monotonic() value until which this client's current session is certainly
         alive; -inf when nothing proves it (no answered request in this session)."""
-        with self._lease_lock:
-            if self._lease_session is None or self._lease_session != self.session_id:
-                return -math.inf
-            return self._lease_deadline
+        return self._lease.deadline(self.session_id)
 
     def renew_lease(self, timeout: float | None = None) -> float:
         """One cheap round trip to ZooKeeper; returns lease_deadline() after it. A round
@@ -602,7 +582,7 @@ class ClusterStore:
     def _run(self, request: Callable[[], IAsyncResult], timeout: float | None = None) -> Any:
         """Send one request and wait for its answer; an answer, error codes included,
         proves the session alive when the request was sent (see the module's notes)."""
-        sent_at, session = time.monotonic(), self.session_id
+        sent = self._lease.sending(self.session_id)
         try:
             result = request().get(timeout=self._request_timeout if timeout is None else timeout)
         except self._client.handler.timeout_exception:
@@ -617,31 +597,18 @@ class ClusterStore:
                 f"lost ZooKeeper at {self.connect_string}: {type(exc).__name__}"
             ) from None
         except Exception:
-            self._answered(sent_at, session)
+            self._lease.answered(sent, self.session_id)
             raise
-        self._answered(sent_at, session)
+        self._lease.answered(sent, self.session_id)
         return result
 
     def _commit(self, tx: TransactionRequest) -> list[Any]:
         return self._run(tx.commit_async)
 
-    def _answered(self, sent_at: float, session: int | None) -> None:
-        timeout = self._negotiated_timeout
-        if session is None or timeout is None:
-            return
-        deadline = sent_at + timeout * (1 - self._lease_margin)
-        with self._lease_lock:
-            if session != self.session_id:
-                return
-            if self._lease_session != session:
-                self._lease_session, self._lease_deadline = session, -math.inf
-            self._lease_deadline = max(self._lease_deadline, deadline)
-
     def _on_kazoo_state(self, state: str) -> None:
         # On kazoo's connection thread: quick, no requests.
         if state == KazooState.LOST:
-            with self._lease_lock:
-                self._lease_session, self._lease_deadline = None, -math.inf
+            self._lease.lost()
 
     def _hook_negotiated_timeout(self) -> None:
         # Kazoo keeps the session timeout the server granted to itself, deriving its
@@ -654,7 +621,7 @@ class ClusterStore:
 
         def connect(*args: Any) -> tuple[float, float]:
             read_timeout_ms, connect_timeout_ms = original(*args)
-            self._negotiated_timeout = read_timeout_ms * 1.5 / 1000
+            self._lease.session_timeout = read_timeout_ms * 1.5 / 1000
             return read_timeout_ms, connect_timeout_ms
 
         connection._connect = connect  # type: ignore[union-attr]
