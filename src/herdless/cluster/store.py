@@ -7,6 +7,12 @@ short-lived ones re-read watched znodes after a reconnection. A watch callback t
 runs on a kazoo thread (its first call runs in the thread that set the watch, before
 watch_* returns); hand its value to the event loop, do not do long work in it.
 
+Watches. A callback gets the znode's value as it is when read, not every change: changes
+that come faster than the re-read are seen as one. Kazoo drops ZooKeeper's watches when
+the connection drops and re-reads on reconnection, calling back only if the value moved.
+Setting a watch reads the znode first and retries while disconnected, so watch_* blocks
+until ZooKeeper answers; set watches after connecting, as a broker does at start-up.
+
 Conditional writes. Partition state is only ever written against the znode version the
 writer read, and a controller's writes are also conditional on the version of
 /controller_epoch it got when elected, both in one ZooKeeper transaction. So a deposed
