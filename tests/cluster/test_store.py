@@ -364,3 +364,30 @@ def test_unreachable_zookeeper_fails_in_bounded_time() -> None:
     with pytest.raises(ClusterUnavailable, match=f"could not connect to ZooKeeper at {address}"):
         ClusterStore(address, connect_timeout=1.0)
     assert time.monotonic() - started < 5.0
+
+
+# -- producer ids ----------------------------------------------------------------------------
+
+
+def test_producer_id_blocks_never_overlap_across_brokers(
+    open_store: OpenStore, raw: KazooClient
+) -> None:
+    stores = [open_store() for _ in range(3)]
+    blocks: list[tuple[int, int]] = []
+    lock = threading.Lock()
+
+    def reserve(store: ClusterStore, broker_id: int) -> None:
+        for _ in range(10):
+            block = store.reserve_producer_id_block(broker_id, 100)
+            with lock:
+                blocks.append(block)
+
+    threads = [threading.Thread(target=reserve, args=(s, i)) for i, s in enumerate(stores)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    blocks.sort()
+    assert blocks == [(start, start + 100) for start in range(0, 3000, 100)]
+    data, _ = raw.get("/latest_producer_id_block")
+    assert json.loads(data)["block_end"] == "2999"

@@ -45,6 +45,8 @@ PERSISTENT_PATHS = (
     "/isr_change_notification",
 )
 
+PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
+
 # Kafka's first controller epoch: the first elected controller writes 1.
 INITIAL_CONTROLLER_EPOCH = 0
 NO_LEADER = -1
@@ -268,6 +270,24 @@ def decode_partition_state(topic: str, partition: int, data: bytes | None) -> Pa
         controller_epoch=_field(path, fields, "controller_epoch", int),
         leader_recovery_state=LeaderRecoveryState(recovery),
     )
+
+
+def encode_producer_id_block(broker_id: int, start: int, end: int) -> bytes:
+    """Kafka's ProducerIdBlockZNode: the last block handed out, its end inclusive."""
+    return _json(
+        {"version": 1, "broker": broker_id, "block_start": str(start), "block_end": str(end)}
+    )
+
+
+def decode_producer_id_block_end(data: bytes | None) -> int:
+    """The last id of the last block handed out; -1 before the first."""
+    if not data:
+        return -1
+    fields = _object(PRODUCER_ID_BLOCK_PATH, data)
+    try:
+        return int(fields["block_end"])
+    except (KeyError, TypeError, ValueError):
+        raise MalformedZNode(PRODUCER_ID_BLOCK_PATH, "no integer block_end") from None
 
 
 def encode_topic_config(configs: Mapping[str, str]) -> bytes:

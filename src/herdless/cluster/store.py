@@ -515,6 +515,29 @@ class ClusterStore:
             raise StateVersionConflict(f"{path} does not exist")
         return Versioned(state, stat.version)
 
+    # -- producer ids ------------------------------------------------------------------
+
+    def reserve_producer_id_block(self, broker_id: int, size: int) -> tuple[int, int]:
+        """Reserve the next `size` producer ids for this broker, as Kafka's ZooKeeper-era
+        brokers do; returns (first id, id past the last). Never the same block twice:
+        each reservation is a write conditional on the version of the one before."""
+        path = layout.PRODUCER_ID_BLOCK_PATH
+        while True:
+            try:
+                data, stat = self._run(lambda: self._client.get_async(path))
+            except NoNodeError:
+                data, stat = None, None
+            start = layout.decode_producer_id_block_end(data) + 1
+            value = layout.encode_producer_id_block(broker_id, start, start + size - 1)
+            try:
+                if stat is None:
+                    self._run(lambda: self._client.create_async(path, value))
+                else:
+                    self._run(lambda: self._client.set_async(path, value, stat.version))
+            except (NodeExistsError, BadVersionError):
+                continue  # another broker reserved a block meanwhile: take the next one
+            return start, start + size
+
     # -- topic configs -------------------------------------------------------------------
 
     def topic_config(self, name: str) -> dict[str, str]:
