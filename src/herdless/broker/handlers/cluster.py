@@ -9,7 +9,7 @@ from herdless.broker.group_coordinator import INTERNAL_TOPICS
 from herdless.broker.metadata import TopicMetadata
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
-from herdless.storage import StorageError
+from herdless.broker.topic_admin import NewTopic, TopicAdminError
 
 if TYPE_CHECKING:
     from herdless.broker.context import BrokerContext
@@ -60,14 +60,15 @@ async def handle_metadata(context: BrokerContext, request: Request) -> Any:
     )
 
 
-def _auto_create(context: BrokerContext, name: str) -> ErrorCode:
+async def _auto_create(context: BrokerContext, name: str) -> ErrorCode:
     try:
-        context.logs.create_topic(name, context.config.num_partitions, {})
-    except StorageError as exc:
+        await context.topics.create_topic(NewTopic(name))
+    except TopicAdminError as exc:
         return exc.error_code
-    log.info("auto-created topic %s with %d partitions", name, context.config.num_partitions)
-    # Kafka answers LEADER_NOT_AVAILABLE on creation; the leader is already here, so serve it.
-    return ErrorCode.NONE
+    log.info("auto-created topic %s", name)
+    # As Kafka: the topic exists but its leaders may not be known yet; clients retry. One
+    # broker leads at once, so it serves the topic in this very answer.
+    return ErrorCode.LEADER_NOT_AVAILABLE
 
 
 def _describe(topic: TopicMetadata, TopicResponse: Any) -> Any:
