@@ -152,7 +152,7 @@ class Broker:
             flush_ms = topic.config.flush_ms
             if flush_ms is None:
                 continue
-            for partition_log in topic.partitions:
+            for partition_log in topic.partitions.values():
                 if (
                     partition_log.unflushed_messages
                     and now - partition_log.last_flush_ms >= flush_ms

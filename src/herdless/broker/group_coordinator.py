@@ -280,18 +280,18 @@ class GroupCoordinator:
         topic = logs.topics.get(OFFSETS_TOPIC)
         if topic is None:
             topic = logs.create_topic(OFFSETS_TOPIC, self.num_partitions, self.topic_configs)
-        elif len(topic.partitions) != self.num_partitions:
+        elif topic.partition_count != self.num_partitions:
             # Placement hashes over the partition count; it cannot change under stored groups.
             log.warning(
                 "%s has %d partitions; offsets.topic.num.partitions=%d is ignored",
                 OFFSETS_TOPIC,
-                len(topic.partitions),
+                topic.partition_count,
                 self.num_partitions,
             )
-            self.num_partitions = len(topic.partitions)
+            self.num_partitions = topic.partition_count
         self.shards = {
             p: ShardRuntime(self.broker, p, partition_log, self.config, history.partitions[0])
-            for p, partition_log in enumerate(topic.partitions)
+            for p, partition_log in topic.partitions.items()
         }
         self._loading = asyncio.get_running_loop().create_task(self._load_all())
 

@@ -113,7 +113,7 @@ async def handle_delete_topics(broker: Broker, request: Request) -> Any:
             result.error_message = "topic deletion is disabled (delete.topic.enable=false)"
             continue
         result.name, result.topic_id = topic.name, topic.topic_id
-        for partition_log in topic.partitions:
+        for partition_log in topic.partitions.values():
             broker.forget_log(partition_log)
         broker.logs.delete_topic(topic.name)
         log.info("deleted topic %s", topic.name)
@@ -137,10 +137,10 @@ async def handle_create_partitions(broker: Broker, request: Request) -> Any:
             result.error_code = ErrorCode.INVALID_PARTITIONS
             result.error_message = f"{topic.name} is internal; its partition count is fixed"
             continue
-        if wanted.count <= len(topic.partitions):
+        if wanted.count <= topic.partition_count:
             result.error_code = ErrorCode.INVALID_PARTITIONS
             result.error_message = (
-                f"topic {wanted.name!r} has {len(topic.partitions)} partitions;"
+                f"topic {wanted.name!r} has {topic.partition_count} partitions;"
                 f" the new count {wanted.count} must be larger"
             )
             continue
@@ -208,7 +208,7 @@ async def handle_describe_log_dirs(broker: Broker, request: Request) -> Any:
                 offset_lag=0,  # the only replica is the leader
                 is_future_key=False,
             )
-            for partition_log in topic.partitions
+            for partition_log in topic.partitions.values()
             if partitions is None or partition_log.partition in partitions
         ]
         if entries:

@@ -80,7 +80,7 @@ def _describe(topic: Topic, node_id: int, TopicResponse: Any) -> Any:
             isr_nodes=[node_id],
             offline_replicas=[],
         )
-        for index in range(len(topic.partitions))
+        for index in range(topic.partition_count)
     ]
     return TopicResponse(
         error_code=ErrorCode.NONE,
