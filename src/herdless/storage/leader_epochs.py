@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from herdless.storage import checkpoint
+from herdless.storage.errors import StorageIOError
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,16 @@ class LeaderEpochCache:
             return None
         return cls(path, entries)
 
+    @classmethod
+    def from_batches(cls, path: Path, batches: Iterable[tuple[int, int]]) -> LeaderEpochCache:
+        """The cache that appending batches of these (partition leader epoch, base offset)
+        builds, unsaved; batches without an epoch (-1) add nothing."""
+        cache = cls(path)
+        for epoch, base_offset in batches:
+            if epoch >= 0:
+                cache._assign(epoch, base_offset)
+        return cache
+
     def __repr__(self) -> str:
         return f"LeaderEpochCache({self._entries})"
 
@@ -73,7 +84,10 @@ class LeaderEpochCache:
         return self._entries[-1].epoch if self._entries else None
 
     def save(self) -> None:
-        checkpoint.write_entries(self.path, self._entries)
+        try:
+            checkpoint.write_entries(self.path, self._entries)
+        except OSError as exc:
+            raise StorageIOError(f"cannot write {self.path}: {exc}") from exc
 
     def assign(self, epoch: int, start_offset: int) -> bool:
         """Record that `epoch` starts at `start_offset`; returns whether the cache changed.
@@ -84,6 +98,12 @@ class LeaderEpochCache:
         first removes the entries in its way, newest first, so that both keep
         increasing. That only happens to a log already inconsistent.
         """
+        changed = self._assign(epoch, start_offset)
+        if changed:
+            self.save()
+        return changed
+
+    def _assign(self, epoch: int, start_offset: int) -> bool:
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"invalid leader epoch entry ({epoch}, {start_offset})")
         entries = self._entries
@@ -101,7 +121,6 @@ class LeaderEpochCache:
                 removed[::-1],
             )
         entries.append(EpochEntry(epoch, start_offset))
-        self.save()
         return True
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:

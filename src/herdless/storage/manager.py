@@ -110,11 +110,15 @@ class LogManager:
         default_config: LogConfig | None = None,
         *,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        high_watermark_follows_log_end: bool = True,
     ) -> None:
+        """`high_watermark_follows_log_end` off: every log's high watermark is the
+        owner's to set (PartitionLog.set_high_watermark), as replication needs."""
         self.data_dir = Path(data_dir)
         # The broker's topic defaults; a topic's explicit configs apply over them.
         self.default_config = default_config if default_config is not None else LogConfig()
         self._producer_id_expiration_ms = producer_id_expiration_ms
+        self._high_watermark_follows_log_end = high_watermark_follows_log_end
         self._topics: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
         self._lock_fd: int | None = None
@@ -415,6 +419,7 @@ class LogManager:
             topic.config,
             now_ms,
             producer_id_expiration_ms=self._producer_id_expiration_ms,
+            high_watermark_follows_log_end=self._high_watermark_follows_log_end,
         )
 
     def _lock_directory(self) -> None:
