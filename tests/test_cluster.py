@@ -20,23 +20,27 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcess
         yield processes
 
 
-def create_topic(cluster: ClusterProcesses, name: str, partitions: int, rf: int, **configs: str) -> None:
+def create_topic(
+    cluster: ClusterProcesses, name: str, partitions: int, rf: int, **configs: str
+) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     futures = admin.create_topics(
         [NewTopic(name, partitions, rf, config=configs)], operation_timeout=20
     )
     futures[name].result(timeout=30)
     cluster.wait_for(
-        lambda m: name in m.topics
-        and len(m.topics[name].partitions) == partitions
-        and all(
-            p.leader >= 0 and len(p.isrs) == rf for p in m.topics[name].partitions.values()
+        lambda m: (
+            name in m.topics
+            and len(m.topics[name].partitions) == partitions
+            and all(p.leader >= 0 and len(p.isrs) == rf for p in m.topics[name].partitions.values())
         ),
         what=f"{name} online with full ISRs",
     )
 
 
-def produce(cluster: ClusterProcesses, topic: str, values: list[bytes], **settings: object) -> list[tuple[int, int]]:
+def produce(
+    cluster: ClusterProcesses, topic: str, values: list[bytes], **settings: object
+) -> list[tuple[int, int]]:
     """Produce with acks=all; returns (partition, offset) of each acknowledged record."""
     producer = Producer(
         {
@@ -64,7 +68,9 @@ def produce(cluster: ClusterProcesses, topic: str, values: list[bytes], **settin
     return acked
 
 
-def consume_all(cluster: ClusterProcesses, topic: str, partitions: int, expected: int) -> list[tuple[int, int, bytes]]:
+def consume_all(
+    cluster: ClusterProcesses, topic: str, partitions: int, expected: int
+) -> list[tuple[int, int, bytes]]:
     consumer = Consumer(
         {
             "bootstrap.servers": cluster.bootstrap,
@@ -121,9 +127,7 @@ def test_acks_all_records_reach_every_replica_byte_for_byte(cluster: ClusterProc
 
     deadline = time.monotonic() + 20
     while True:
-        differing = [
-            p for p in range(3) if len({logs_of(b, p) for b in (1, 2, 3)}) != 1
-        ]
+        differing = [p for p in range(3) if len({logs_of(b, p) for b in (1, 2, 3)}) != 1]
         if not differing or time.monotonic() > deadline:
             break
         time.sleep(0.2)
@@ -197,3 +201,40 @@ def test_describe_cluster_names_the_controller(cluster: ClusterProcesses) -> Non
     described = admin.describe_cluster(request_timeout=10).result(timeout=20)
     assert described.controller.id == cluster.metadata().controller_id
     assert sorted(node.id for node in described.nodes) == [1, 2, 3]
+
+
+def test_a_consumer_group_commits_and_resumes_on_the_cluster(cluster: ClusterProcesses) -> None:
+    create_topic(cluster, "grouped", 3, 3)
+    values = [f"g-{i}".encode() for i in range(300)]
+    produce(cluster, "grouped", values)
+
+    def member() -> Consumer:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap,
+                "group.id": "cluster-readers",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        consumer.subscribe(["grouped"])
+        return consumer
+
+    first = member()
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < 150 and time.monotonic() < deadline:
+        for message in first.consume(50, timeout=1):
+            if message.error() is None:
+                got.append(message.value())
+    first.commit(asynchronous=False)
+    first.close()
+
+    second = member()
+    deadline = time.monotonic() + 30
+    while len(got) < len(values) and time.monotonic() < deadline:
+        for message in second.consume(100, timeout=1):
+            if message.error() is None:
+                got.append(message.value())
+    second.close()
+    assert sorted(got) == sorted(values)

@@ -115,7 +115,9 @@ class ClusterProcesses:
 
 
 @contextlib.contextmanager
-def running_cluster(base_dir: Path, brokers: int = 3, **settings: str) -> Iterator[ClusterProcesses]:
+def running_cluster(
+    base_dir: Path, brokers: int = 3, **settings: str
+) -> Iterator[ClusterProcesses]:
     cluster = ClusterProcesses(base_dir, brokers, **settings)
     try:
         yield cluster.start()

@@ -12,10 +12,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from herdless.broker.clock import now_ms
-from herdless.broker.config import BrokerConfig
-from herdless.broker.connection import Connection
 from herdless.broker.cluster_metadata import ClusterMetadata
 from herdless.broker.cluster_node import ClusterNode
+from herdless.broker.config import BrokerConfig
+from herdless.broker.connection import Connection
 from herdless.broker.context import BrokerContext
 from herdless.broker.durability import Durability
 from herdless.broker.group_coordinator import GroupCoordinator

@@ -25,7 +25,7 @@ from herdless.broker.durability import Durability
 from herdless.broker.fetcher import ReplicaFetcher
 from herdless.broker.producer_ids import ProducerIds
 from herdless.broker.replication import ClusterReplicaManager, Partition, Role
-from herdless.cluster.errors import ClusterError, StateVersionConflict
+from herdless.cluster.errors import BrokerIdInUse, ClusterError, StateVersionConflict
 from herdless.cluster.layout import BrokerRegistration, PartitionState, TopicAssignment, Versioned
 from herdless.cluster.store import ClusterStore, SessionState, Watch
 from herdless.storage import LogConfig, LogManager, PartitionLog, StorageError
@@ -92,7 +92,7 @@ class ClusterNode:
         """Register this broker and start following the cluster's state."""
         store = self._store()
         self._registration = BrokerRegistration(self.node_id, host, port, self.config.rack)
-        await asyncio.to_thread(store.register_broker, self._registration)
+        await self._register(self._registration)
         log.info("registered as broker %d at %s:%d in ZooKeeper", self.node_id, host, port)
         await asyncio.to_thread(store.renew_lease)
         loop = self._loop
@@ -120,6 +120,30 @@ class ClusterNode:
             loop.create_task(self._shrink_isr_forever()),
         ]
 
+    async def _register(self, registration: BrokerRegistration) -> None:
+        """Register, waiting out the session of a previous life of this broker.
+
+        A broker restarted right after a crash finds its old registration still
+        there until that session expires: it waits up to a session timeout for it
+        to go. A live broker with the same id keeps its registration, and this one
+        is refused once the wait is over.
+        """
+        store = self._store()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.zookeeper_session_timeout_ms / 1000 * 1.5
+        waiting = False
+        while True:
+            try:
+                await asyncio.to_thread(store.register_broker, registration)
+                return
+            except BrokerIdInUse as exc:
+                if loop.time() >= deadline:
+                    raise
+                if not waiting:
+                    log.info("%s; waiting for its session to expire", exc)
+                    waiting = True
+                await asyncio.sleep(0.25)
+
     async def stop(self) -> None:
         for task in [*self._tasks, *self._jobs]:
             task.cancel()
@@ -146,9 +170,7 @@ class ClusterNode:
     _store = connected_store
 
     async def _reserve_producer_ids(self, size: int) -> tuple[int, int]:
-        return await asyncio.to_thread(
-            self._store().reserve_producer_id_block, self.node_id, size
-        )
+        return await asyncio.to_thread(self._store().reserve_producer_id_block, self.node_id, size)
 
     def _later(self, function: Callable[..., Any], *args: Any) -> None:
         """From a kazoo thread: run `function(*args)` on the event loop, in order."""
@@ -180,8 +202,9 @@ class ClusterNode:
 
     async def _register_again(self) -> None:
         store = self._store()
+        assert self._registration is not None
         try:
-            await asyncio.to_thread(store.register_broker, self._registration)  # type: ignore[arg-type]
+            await self._register(self._registration)
         except ClusterError as exc:
             log.error("could not register again in ZooKeeper: %s", exc)
             return

@@ -11,6 +11,7 @@ has got from the offset of its next fetch.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -104,10 +105,8 @@ class ReplicaFetcher:
                 self._changed.clear()
                 wake = min((p.delayed_until for p in self.partitions.values()), default=None)
                 timeout = None if wake is None else max(wake - now, 0)
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._changed.wait(), timeout)
-                except TimeoutError:
-                    pass
                 continue
             try:
                 truncating = [p for p in ready if p.needs_truncation]
@@ -177,7 +176,7 @@ class ReplicaFetcher:
         if requested == NO_EPOCH or end == UNDEFINED_OFFSET:
             # Nothing to compare by epoch: keep only what was committed.
             target = min(partition_log.high_watermark, log_end)
-        elif leader_epoch == requested or leader_epoch == NO_EPOCH:
+        elif leader_epoch in (requested, NO_EPOCH):
             target = min(end, log_end)
         else:
             # The leader knows our epoch only up to an older one: where does ours end?
@@ -274,7 +273,9 @@ class ReplicaFetcher:
                 return
             await self._durability.after_append(partition_log)
         if result.high_watermark >= 0:
-            partition_log.set_high_watermark(min(result.high_watermark, partition_log.log_end_offset))
+            partition_log.set_high_watermark(
+                min(result.high_watermark, partition_log.log_end_offset)
+            )
 
 
 def _latest_epoch(partition_log: PartitionLog) -> int:

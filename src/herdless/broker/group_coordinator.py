@@ -306,7 +306,7 @@ class GroupCoordinator:
                 lambda: history.partitions[0],
                 self.on_rebalance,
             )
-            for p, partition_log in enumerate(topic.partitions)
+            for p, partition_log in topic.partitions.items()
         }
         self._loading = asyncio.get_running_loop().create_task(self._load_all())
 

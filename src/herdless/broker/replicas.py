@@ -109,7 +109,7 @@ class ReplicaManager:
 def check_leader_epoch(leader_epoch: int, current_leader_epoch: int) -> None:
     """Kafka's fencing of requests made with another leader epoch (KIP-320); -1 means
     the client does not know the epoch and is not checked."""
-    if current_leader_epoch == NO_EPOCH or current_leader_epoch == leader_epoch:
+    if current_leader_epoch in (NO_EPOCH, leader_epoch):
         return
     raise PartitionError(
         ErrorCode.FENCED_LEADER_EPOCH

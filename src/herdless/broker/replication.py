@@ -322,7 +322,11 @@ class ClusterReplicaManager(ReplicaManager):
         # so nothing it has can be a divergent tail of an earlier leader.
         log_ = partition.log
         epoch_start = next(
-            (e.start_offset for e in log_.leader_epoch_entries if e.epoch == partition.leader_epoch),
+            (
+                e.start_offset
+                for e in log_.leader_epoch_entries
+                if e.epoch == partition.leader_epoch
+            ),
             0,
         )
         return follower.log_end_offset >= max(log_.high_watermark, epoch_start)

@@ -229,9 +229,7 @@ class ZooKeeperTopics:
         live = self._live_racks()
         try:
             if topic.assignment:
-                replicas = replica_assignment.validate_new_topic_assignment(
-                    topic.assignment, live
-                )
+                replicas = replica_assignment.validate_new_topic_assignment(topic.assignment, live)
             else:
                 num_partitions = (
                     self._default_partitions
@@ -247,9 +245,7 @@ class ZooKeeperTopics:
         except ClusterError as exc:
             raise _cluster_error(exc) from None
         assignment = TopicAssignment(topic.name, new_topic_id(), replicas)
-        created = CreatedTopic(
-            None, len(replicas), assignment.replication_factor, config
-        )
+        created = CreatedTopic(None, len(replicas), assignment.replication_factor, config)
         if self._metadata.assignment(topic.name) is not None:
             raise TopicAdminError(
                 ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic.name}' already exists."
@@ -274,7 +270,9 @@ class ZooKeeperTopics:
                 f"topic {topic.name!r} was created, but not every partition had a leader"
                 f" within {timeout_ms} ms",
             )
-        return CreatedTopic(assignment.topic_id, len(replicas), assignment.replication_factor, config)
+        return CreatedTopic(
+            assignment.topic_id, len(replicas), assignment.replication_factor, config
+        )
 
     async def _wait_for_leaders(self, name: str, timeout_ms: int) -> bool:
         """As Kafka's CreateTopics waits: until this broker's metadata shows every leader."""

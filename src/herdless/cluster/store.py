@@ -531,9 +531,14 @@ class ClusterStore:
             value = layout.encode_producer_id_block(broker_id, start, start + size - 1)
             try:
                 if stat is None:
-                    self._run(lambda: self._client.create_async(path, value))
+                    self._run(lambda value=value: self._client.create_async(path, value))
                 else:
-                    self._run(lambda: self._client.set_async(path, value, stat.version))
+                    version = stat.version
+                    self._run(
+                        lambda value=value, version=version: self._client.set_async(
+                            path, value, version
+                        )
+                    )
             except (NodeExistsError, BadVersionError):
                 continue  # another broker reserved a block meanwhile: take the next one
             return start, start + size

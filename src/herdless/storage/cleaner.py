@@ -57,13 +57,12 @@ from herdless.protocol.records import (
 from herdless.storage import checkpoint
 from herdless.storage.config import INT32_MAX, INT64_MAX, LogConfig
 from herdless.storage.errors import LogClosed, StorageIOError
-from herdless.storage.log import CleaningView, PartitionLog, SealedSegment
+from herdless.storage.log import CLEANER_CHECKPOINT_FILE, CleaningView, PartitionLog, SealedSegment
 from herdless.storage.segment import BatchPlacement, Segment, read_file, scan_file
 from herdless.storage.swap import CLEANED_SUFFIX
 
 log = logging.getLogger(__name__)
 
-CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 # Kafka bounds its offset map by log.cleaner.dedupe.buffer.size; a dict entry costs
 # more than Kafka's 24 bytes, so this bounds memory to some hundreds of MiB.
 DEFAULT_MAX_MAP_KEYS = 2_000_000
@@ -407,6 +406,8 @@ def _batches(
     for position, header in scan_file(fd, sealed.size):
         if partition_log.closed:
             raise LogClosed(f"the log of {partition_log.name} was closed while being cleaned")
+        if partition_log.truncation_pending:
+            raise _Aborted
         raw = read_file(fd, header.size, position)
         if not crc_matches(raw, header):
             raise StorageIOError(

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from herdless.broker.group_coordinator import INTERNAL_TOPICS
-from herdless.protocol.codec import Request, response_class
-from herdless.protocol.errors import ErrorCode
 from herdless.broker.replicas import PartitionError
 from herdless.broker.topic_admin import NewTopic, TopicAdminError
+from herdless.protocol.codec import Request, response_class
+from herdless.protocol.errors import ErrorCode
 from herdless.storage import LogConfig, StorageError
 
 if TYPE_CHECKING:
@@ -197,10 +197,10 @@ async def handle_describe_log_dirs(context: BrokerContext, request: Request) -> 
             PartitionEntry(
                 partition_index=partition_log.partition,
                 partition_size=partition_log.size_bytes,
-                offset_lag=0,  # the only replica is the leader
+                offset_lag=0,  # as Kafka reports a current (not future) log
                 is_future_key=False,
             )
-            for partition_log in topic.partitions
+            for partition_log in topic.partitions.values()
             if partitions is None or partition_log.partition in partitions
         ]
         if entries:

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 from herdless.broker.group_coordinator import INTERNAL_TOPICS
 from herdless.broker.metadata import TopicMetadata
+from herdless.broker.topic_admin import NewTopic, TopicAdminError
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
-from herdless.broker.topic_admin import NewTopic, TopicAdminError
 
 if TYPE_CHECKING:
     from herdless.broker.context import BrokerContext

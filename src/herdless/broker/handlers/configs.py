@@ -17,7 +17,7 @@ from herdless.broker.group_coordinator import OFFSETS_TOPIC
 from herdless.broker.topic_admin import TopicAdminError
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
-from herdless.storage import LIST_TOPIC_CONFIGS, ConfigSource, StorageError
+from herdless.storage import LIST_TOPIC_CONFIGS, ConfigSource
 from herdless.storage.config import TOPIC_CONFIG_TYPES
 
 if TYPE_CHECKING:
@@ -60,9 +60,7 @@ async def handle_alter_configs(context: BrokerContext, request: Request) -> Any:
     for resource in body.resources:
         changes = {c.name: c.value for c in resource.configs}
         results.append(
-            await _alter(
-                context, resource, changes, replace=True, validate_only=body.validate_only
-            )
+            await _alter(context, resource, changes, replace=True, validate_only=body.validate_only)
         )
     Response = response_class(ALTER_CONFIGS)
     return Response(throttle_time_ms=0, responses=[_result(Response, r) for r in results])
@@ -157,9 +155,7 @@ async def _alter(
                 ErrorCode.INVALID_CONFIG, f"{OFFSETS_TOPIC} must keep cleanup.policy=compact"
             )
         if not validate_only:
-            await context.topics.alter_configs(
-                name, changes, replace=replace, validate_only=False
-            )
+            await context.topics.alter_configs(name, changes, replace=replace, validate_only=False)
             log.info("topic %s configs changed: %s", name, dict(changes))
     except ConfigChangeError as exc:
         return resource, exc.error_code, str(exc)
