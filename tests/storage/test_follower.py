@@ -163,6 +163,25 @@ def test_gaps_left_by_a_compacted_leader_are_kept(open_log: OpenLog) -> None:
     assert offsets_of(again.read(0, 1 << 20)) == [0, 1, 10, 11, 13, 14]
 
 
+def test_a_gap_past_the_indexes_reach_starts_a_segment(open_log: OpenLog) -> None:
+    follower = open_log(name="follower-0", segment_bytes="200")
+    far = 3_000_000_000
+    data = b"".join(restamped(batch(5), base_offset=base) for base in (0, 10, far, far + 10))
+    follower.append_as_follower(data, 0)
+    # Segments are named by the batch that starts them, as in Kafka.
+    assert follower.segment_base_offsets == [0, 10, far, far + 10]
+    # An empty log too: its first segment stays, the log starting where it did.
+    empty = open_log(name="empty-0")
+    empty.append_as_follower(restamped(batch(2), base_offset=far), 0)
+    assert empty.segment_base_offsets == [0, far]
+    assert (empty.log_start_offset, empty.log_end_offset) == (0, far + 2)
+    for log in (follower, empty):
+        log.close()
+    again = open_log(name="follower-0", segment_bytes="200")
+    assert offsets_of(again.read(far, 1 << 20))[-1] == far + 14
+    assert open_log(name="empty-0").log_end_offset == far + 2
+
+
 def test_a_damaged_batch_stores_nothing(open_log: OpenLog) -> None:
     follower = open_log(name="follower-0")
     good = batch(2)

@@ -482,7 +482,9 @@ class PartitionLog:
             first = 0
             while first < len(taken):
                 position, header = taken[first]
-                segment = self._segment_for(header.size, header.last_offset, now_ms)
+                segment = self._segment_for(
+                    header.size, header.last_offset, now_ms, header.base_offset
+                )
                 last = first + 1
                 size = header.size
                 while last < len(taken):
@@ -569,11 +571,20 @@ class PartitionLog:
                 f" {keyless - header.base_offset} of a batch has a null key"
             )
 
-    def _segment_for(self, size: int, last_offset: int, now_ms: int) -> Segment:
-        """The active segment, rolled first if these bytes should start a new one."""
+    def _segment_for(
+        self, size: int, last_offset: int, now_ms: int, first_offset: int | None = None
+    ) -> Segment:
+        """The active segment, rolled first if these bytes should start a new one.
+
+        A follower passes `first_offset`, where its batches start: past a gap a
+        compacted leader left, the new segment is named by it, as in Kafka, so
+        that its offsets stay within the indexes' reach.
+        """
         active = self._segments[-1]
         if active.size == 0:
-            return active
+            if not active.fits_relative(last_offset):
+                self._roll(first_offset)
+            return self._segments[-1]
         config = self.config
         started = active.first_append_ms
         max_age = config.max_segment_ms - self.roll_jitter_ms
@@ -583,7 +594,7 @@ class PartitionLog:
             or active.indexes_full
             or not active.fits_relative(last_offset)
         ):
-            self._roll()
+            self._roll(first_offset)
         return self._segments[-1]
 
     def roll(self) -> None:
@@ -592,14 +603,18 @@ class PartitionLog:
             self._check_open()
             self._roll()
 
-    def _roll(self) -> None:
+    def _roll(self, base_offset: int | None = None) -> None:
+        """A new active segment at the log end offset, or at `base_offset` if past it.
+
+        An empty active segment stays unless a base offset is given; it is then
+        left behind empty (reopening drops it unless it is the first).
+        """
         active = self._segments[-1]
-        if active.size == 0:
+        if active.size == 0 and base_offset is None:
             return
         active.seal()
-        segment = Segment.create(
-            self.directory, self.log_end_offset, self.config.segment_index_bytes
-        )
+        base = self.log_end_offset if base_offset is None else max(base_offset, self.log_end_offset)
+        segment = Segment.create(self.directory, base, self.config.segment_index_bytes)
         self._segments.append(segment)
         self._bases.append(segment.base_offset)
         self._dir_dirty = True
