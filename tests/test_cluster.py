@@ -238,3 +238,130 @@ def test_a_consumer_group_commits_and_resumes_on_the_cluster(cluster: ClusterPro
                 got.append(message.value())
     second.close()
     assert sorted(got) == sorted(values)
+
+
+def test_kafka_python_produces_and_consumes_with_acks_all(cluster: ClusterProcesses) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KafkaTopicPartition
+
+    create_topic(cluster, "kp", 3, 3)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", linger_ms=5)
+    futures = [producer.send("kp", key=b"k%d" % i, value=b"kp-%d" % i) for i in range(600)]
+    producer.flush(30)
+    acked = [f.get(timeout=30) for f in futures]
+    producer.close()
+    assert {m.partition for m in acked} == {0, 1, 2}
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, enable_auto_commit=False)
+    consumer.assign([KafkaTopicPartition("kp", p) for p in range(3)])
+    consumer.seek_to_beginning()
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < 600 and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=1000).values():
+            got.extend(r.value for r in records)
+    consumer.close()
+    assert sorted(got) == sorted(b"kp-%d" % i for i in range(600))
+
+
+def test_aiokafka_produces_and_consumes_with_acks_all(cluster: ClusterProcesses) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.structs import TopicPartition as AioTopicPartition
+
+    create_topic(cluster, "aio", 3, 3)
+
+    async def run() -> list[bytes]:
+        producer = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+        await producer.start()
+        try:
+            for i in range(300):
+                await producer.send_and_wait("aio", b"aio-%d" % i, key=b"%d" % i)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(bootstrap_servers=cluster.bootstrap, enable_auto_commit=False)
+        await consumer.start()
+        got: list[bytes] = []
+        try:
+            consumer.assign([AioTopicPartition("aio", p) for p in range(3)])
+            await consumer.seek_to_beginning()
+            deadline = time.monotonic() + 30
+            while len(got) < 300 and time.monotonic() < deadline:
+                batches = await consumer.getmany(timeout_ms=1000)
+                for records in batches.values():
+                    got.extend(r.value for r in records)
+        finally:
+            await consumer.stop()
+        return got
+
+    got = asyncio.run(run())
+    assert sorted(got) == sorted(b"aio-%d" % i for i in range(300))
+
+
+def test_kcat_produces_and_consumes(cluster: ClusterProcesses) -> None:
+    import shutil
+
+    kcat = shutil.which("kcat") or shutil.which("kafkacat")
+    assert kcat, "kcat is not installed: apt-get install -y kcat"
+    create_topic(cluster, "kc", 2, 3)
+    lines = "".join(f"kc-{i}\n" for i in range(200))
+    subprocess.run(
+        [kcat, "-P", "-b", cluster.bootstrap, "-t", "kc", "-X", "acks=all"],
+        input=lines,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    consumed = subprocess.run(
+        [kcat, "-C", "-b", cluster.bootstrap, "-t", "kc", "-o", "beginning", "-e", "-q"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert sorted(consumed.stdout.split()) == sorted(f"kc-{i}" for i in range(200))
+
+
+def test_configs_are_described_and_altered_from_any_broker(cluster: ClusterProcesses) -> None:
+    from confluent_kafka.admin import ConfigResource
+
+    create_topic(cluster, "configured", 1, 2, **{"retention.ms": "3600000"})
+    leader = cluster.leader_of("configured", 0)
+    (not_hosting,) = [
+        b
+        for b in (1, 2, 3)
+        if b not in cluster.metadata("configured").topics["configured"].partitions[0].replicas
+    ]
+    admin = AdminClient({"bootstrap.servers": cluster.brokers[not_hosting].bootstrap})
+    resource = ConfigResource("topic", "configured")
+    described = admin.describe_configs([resource])[resource].result(timeout=20)
+    assert described["retention.ms"].value == "3600000"
+    altered = ConfigResource("topic", "configured", set_config={"retention.ms": "7200000"})
+    admin.alter_configs([altered])[altered].result(timeout=20)
+    leader_admin = AdminClient({"bootstrap.servers": cluster.brokers[leader].bootstrap})
+    deadline = time.monotonic() + 10
+    while True:
+        seen = leader_admin.describe_configs([resource])[resource].result(timeout=20)
+        if seen["retention.ms"].value == "7200000" or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert seen["retention.ms"].value == "7200000"
+
+
+def test_create_partitions_adds_replicated_partitions(cluster: ClusterProcesses) -> None:
+    from confluent_kafka.admin import NewPartitions
+
+    create_topic(cluster, "growing", 2, 3)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_partitions([NewPartitions("growing", 4)])["growing"].result(timeout=20)
+    cluster.wait_for(
+        lambda m: (
+            len(m.topics["growing"].partitions) == 4
+            and all(
+                p.leader >= 0 and len(p.isrs) == 3 for p in m.topics["growing"].partitions.values()
+            )
+        ),
+        what="4 partitions online",
+    )
+    acked = produce(cluster, "growing", [b"g%d" % i for i in range(400)])
+    assert {p for p, _ in acked} == {0, 1, 2, 3}

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.checker import (
@@ -39,8 +40,9 @@ def create(cluster: ClusterProcesses, topic: str) -> None:
     new = NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})
     admin.create_topics([new], operation_timeout=20)[topic].result(timeout=30)
     cluster.wait_for(
-        lambda m: topic in m.topics
-        and all(len(p.isrs) == 3 for p in m.topics[topic].partitions.values()),
+        lambda m: (
+            topic in m.topics and all(len(p.isrs) == 3 for p in m.topics[topic].partitions.values())
+        ),
         what=f"{topic} with full ISRs",
     )
 
@@ -49,10 +51,12 @@ def serving_again(cluster: ClusterProcesses, topic: str, brokers: int = 3) -> fl
     """Seconds until every partition has a live leader and the ISRs are full again."""
     started = time.monotonic()
     cluster.wait_for(
-        lambda m: len(m.brokers) == brokers
-        and all(
-            p.leader in m.brokers and len(p.isrs) == brokers
-            for p in m.topics[topic].partitions.values()
+        lambda m: (
+            len(m.brokers) == brokers
+            and all(
+                p.leader in m.brokers and len(p.isrs) == brokers
+                for p in m.topics[topic].partitions.values()
+            )
         ),
         timeout=60,
         what="every partition led, ISRs full",
@@ -132,3 +136,41 @@ def test_zookeeper_restart(cluster: ClusterProcesses) -> None:
     cluster.zookeeper.restart()
     time.sleep(random.uniform(0.5, 1.5))
     verify(cluster, writer, "zk-restart")
+
+
+def test_consumers_read_only_what_the_isr_holds(tmp_path: Path) -> None:
+    slow = {"replica.lag.time.max.ms": "20000", "zookeeper.session.timeout.ms": "20000"}
+    with running_cluster(tmp_path / "cluster", **slow) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("committed", 1, 3)])["committed"].result(timeout=30)
+        cluster.wait_for(
+            lambda m: (
+                "committed" in m.topics and len(m.topics["committed"].partitions[0].isrs) == 3
+            ),
+            what="committed online",
+        )
+        leader = cluster.leader_of("committed", 0)
+        followers = [b for b in cluster.brokers if b != leader]
+        bootstrap = cluster.brokers[leader].bootstrap
+
+        def send(values: list[bytes], acks: str) -> None:
+            producer = Producer({"bootstrap.servers": bootstrap, "acks": acks})
+            for value in values:
+                producer.produce("committed", value)
+            assert producer.flush(20) == 0
+
+        send([b"c%d" % i for i in range(10)], "all")
+        for follower in followers:
+            cluster.pause(follower)
+        try:
+            # acks=1: the leader has these, its followers do not.
+            send([b"u%d" % i for i in range(5)], "1")
+            ends = high_watermarks(bootstrap, "committed", 1)
+            seen = read_partitions(bootstrap, "committed", 1, {0: 15}, timeout=2)
+            assert ends == {0: 10}
+            assert [v for _, v in seen[0]] == [b"c%d" % i for i in range(10)]
+        finally:
+            for follower in followers:
+                cluster.resume(follower)
+        seen = read_partitions(bootstrap, "committed", 1, {0: 15}, timeout=20)
+        assert len(seen[0]) == 15

@@ -201,7 +201,6 @@ class ClusterNode:
             self._loop.create_task(self._register_again())
 
     async def _register_again(self) -> None:
-        store = self._store()
         assert self._registration is not None
         try:
             await self._register(self._registration)
@@ -369,7 +368,7 @@ class ClusterNode:
                 name, count, configs, topic_id=assignment.topic_id, hosted=[partition]
             )
         elif local.partition_count < count:
-            self.logs.create_partitions(name, count, hosted=[partition])
+            self.logs.create_partitions(name, count, hosted=[])
         (partition_log,) = self.logs.host_partitions(name, [partition])
         return partition_log
 

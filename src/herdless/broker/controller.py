@@ -47,6 +47,8 @@ class Controller:
         self._dirty = asyncio.Event()
         self._loop = asyncio.get_running_loop()
         self._watches: list[Watch] = []
+        # One per topic: new partitions (CreatePartitions) change the topic's znode only.
+        self._topic_watches: dict[str, Watch] = {}
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -77,7 +79,7 @@ class Controller:
         self.mark_dirty()
 
     async def stop(self) -> None:
-        for watch in self._watches:
+        for watch in [*self._watches, *self._topic_watches.values()]:
             watch.cancel()
         if self._task is not None:
             self._task.cancel()
@@ -122,7 +124,12 @@ class Controller:
         for name in sorted(self._store.pending_deletions()):
             self._store.complete_deletion(name, controller_epoch_version=election_.epoch_version)
             log.info("deleted topic %s", name)
-        for name in sorted(self._store.topic_names()):
+        names = self._store.topic_names()
+        for name in names - set(self._topic_watches):
+            self._topic_watches[name] = self._store.watch_topic(name, lambda _: self.mark_dirty())
+        for name in set(self._topic_watches) - names:
+            self._topic_watches.pop(name).cancel()
+        for name in sorted(names):
             found = self._store.topic(name)
             if found is not None:
                 self._reconcile_topic(found.value, live, election_)

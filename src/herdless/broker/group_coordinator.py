@@ -67,7 +67,7 @@ class CoordinatorError(Exception):
 class ShardState(enum.Enum):
     LOADING = "loading"
     ACTIVE = "active"
-    FAILED = "failed"
+    CLOSED = "closed"
 
 
 class ShardRuntime:
@@ -115,6 +115,8 @@ class ShardRuntime:
                         count += 1
                 offset = header.last_offset + 1
             await asyncio.sleep(0)
+        if self.state is ShardState.CLOSED:
+            return  # leadership moved away while loading
         self.shard = shard
         self.loaded_records = count
         self.state = ShardState.ACTIVE
@@ -223,15 +225,18 @@ class ShardRuntime:
             tail.set_result(None)
 
     def _fail_and_reload(self) -> None:
-        """State ran ahead of the log: drop it, answer everyone, and rebuild by replay."""
-        self.state = ShardState.LOADING
+        """State ran ahead of the log: drop it, answer everyone, and rebuild by replay
+        (unless the shard was closed: leadership of its partition moved away)."""
+        if self.state is not ShardState.CLOSED:
+            self.state = ShardState.LOADING
         self.shard.unload()
         for waiter in self._waiting.values():
             if not waiter.done():
                 waiter.set_exception(CoordinatorError(ErrorCode.NOT_COORDINATOR))
         if self._timer is not None:
             self._timer.cancel()
-        asyncio.get_running_loop().create_task(self.load())
+        if self.state is not ShardState.CLOSED:
+            asyncio.get_running_loop().create_task(self.load())
 
     # -- timers ----------------------------------------------------------------
 
@@ -251,6 +256,7 @@ class ShardRuntime:
             self._apply(self.shard.poll(now_ms()))
 
     def close(self) -> None:
+        self.state = ShardState.CLOSED
         if self._timer is not None:
             self._timer.cancel()
         for waiter in self._waiting.values():

@@ -41,9 +41,10 @@ async def handle_metadata(context: BrokerContext, request: Request) -> Any:
     for name in names:
         topic = metadata.topic(name)
         if topic is None:
-            error = (
-                _auto_create(context, name) if auto_create else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            )
+            if auto_create:
+                error = await _auto_create(context, name)
+            else:
+                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             topic = metadata.topic(name)
             if topic is None:
                 topics.append(TopicResponse(error_code=error, name=name, partitions=[]))
