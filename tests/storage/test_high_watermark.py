@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from herdless.storage import LogConfig, LogManager, OffsetOutOfRange
+from herdless.storage import LogConfig, LogManager, OffsetOutOfRange, cleaner
 from tests.storage.batches import batch, offsets_of, split
 from tests.storage.conftest import OpenLog
 
@@ -130,3 +130,19 @@ def test_the_log_manager_opens_logs_whose_owner_sets_it(tmp_path: Path) -> None:
         assert not log.high_watermark_follows_log_end and log.high_watermark == 0
     finally:
         manager.close()
+
+
+def test_compaction_stays_below_it(open_log: OpenLog) -> None:
+    """A record past the high watermark may yet be truncated: it must not replace older ones."""
+    log = open_log(segment_bytes="150", cleanup_policy="compact", follows_log_end=False)
+    for _ in range(8):
+        log.append(split(batch(key=b"k")), 0)
+    assert log.segment_base_offsets == list(range(8))  # one batch a segment
+    log.set_high_watermark(2)
+    cleaner.clean(log, now_ms=0)
+    # Only segments 0 and 1 were compacted: 1 holds the latest of the key below the mark.
+    assert offsets_of(log.read(0, 1 << 20)) == [1, 2, 3, 4, 5, 6, 7]
+    log.set_high_watermark(8)
+    cleaner.clean(log, now_ms=0)
+    # The active segment is never cleaned.
+    assert offsets_of(log.read(0, 1 << 20)) == [6, 7]

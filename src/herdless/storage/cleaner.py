@@ -4,9 +4,11 @@ One cleaning of a partition log:
 
 1. The dirty section runs from the first dirty offset (the end of the last
    cleaning, kept in `cleaner-offset-checkpoint`) to the first uncleanable
-   offset: the active segment's base, or earlier the base of the first segment
-   holding records younger than min.compaction.lag.ms. The active segment is
-   never cleaned, so the log end offset never changes.
+   offset: the active segment's base (or that of the first segment reaching
+   past the high watermark, when the log's owner sets it: uncommitted records
+   are never cleaned), or earlier the base of the first segment holding
+   records younger than min.compaction.lag.ms. The active segment is never
+   cleaned, so the log end offset never changes.
 2. The offset map takes every key of the dirty section to its latest offset.
 3. Every segment below the first uncleanable offset (the clean section too:
    its keys may have newer records in the dirty one) is copied, in groups of
@@ -208,7 +210,7 @@ def _first_dirty_offset(directory: Path, view: CleaningView) -> int:
 def _first_uncleanable_offset(view: CleaningView, first_dirty: int, now_ms: int) -> int:
     if not view.sealed:
         return first_dirty
-    end = view.sealed[-1].next_base_offset  # the active segment's base
+    end = view.sealed[-1].next_base_offset  # the active segment's base, or the high watermark's
     lag = view.config.min_compaction_lag_ms
     if lag > 0:
         for sealed in view.sealed:

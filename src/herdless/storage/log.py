@@ -1015,11 +1015,16 @@ class PartitionLog:
     def view_for_cleaning(self) -> CleaningView:
         """The segments below the active one, which the cleaner reads outside the lock.
 
-        Sealed segments never change until the cleaner itself or retention
-        replaces them, and the cleaner holds cleaner_lock.
+        Sealed segments never change until the cleaner itself, retention or a
+        truncation replaces them, and the cleaner and a truncation both hold
+        cleaner_lock. Only segments wholly below the high watermark are
+        offered, as Kafka cleans only committed records: a newer record of a
+        key that a truncation could still take away must not have replaced
+        the older one.
         """
         with self._lock:
             self._check_open()
+            high_watermark = self.high_watermark
             sealed = [
                 SealedSegment(
                     segment,
@@ -1030,6 +1035,7 @@ class PartitionLog:
                     segment.path(LOG_SUFFIX),
                 )
                 for segment, following in pairwise(self._segments)
+                if following.base_offset <= high_watermark
             ]
             return CleaningView(
                 self.config,
