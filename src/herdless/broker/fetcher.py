@@ -21,7 +21,7 @@ from herdless.broker.durability import Durability
 from herdless.broker.metadata import BrokerEndpoint
 from herdless.broker.peer import PeerConnection, PeerError
 from herdless.protocol.errors import ErrorCode
-from herdless.storage import PartitionLog, StorageError
+from herdless.storage import PartitionLog, StorageError, UnexpectedAppendOffset
 
 log = logging.getLogger(__name__)
 
@@ -266,7 +266,14 @@ class ReplicaFetcher:
         records = result.records
         if records:
             try:
-                partition_log.append_as_follower(records, self._clock())
+                try:
+                    partition_log.append_as_follower(records, self._clock())
+                except UnexpectedAppendOffset as exc:
+                    if partition_log.log_start_offset != partition_log.log_end_offset:
+                        raise
+                    # An empty replica takes the leader's batches from where they start.
+                    partition_log.truncate_fully_and_start_at(exc.first_offset)
+                    partition_log.append_as_follower(records, self._clock())
             except StorageError as exc:
                 log.warning("%s: %s; truncating again", partition_log.name, exc)
                 partition.needs_truncation = True
