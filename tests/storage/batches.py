@@ -6,7 +6,13 @@ from collections.abc import Sequence
 
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from herdless.protocol.records import BatchHeader, split_batches
+from herdless.protocol.records import (
+    BatchHeader,
+    iter_batches,
+    rewrite_base_offset,
+    set_partition_leader_epoch,
+    split_batches,
+)
 
 NONE = 0
 GZIP = 1
@@ -78,3 +84,20 @@ def keyed_records_of(data: bytes) -> list[tuple[int, int, bytes | None, bytes | 
             out.append((record.offset, record.timestamp, record.key, record.value))
         position += length
     return out
+
+
+def restamped(
+    raw: bytes, *, base_offset: int | None = None, leader_epoch: int | None = None
+) -> bytes:
+    """A batch with its base offset or partition leader epoch changed (both outside the CRC)."""
+    data = bytearray(raw)
+    if base_offset is not None:
+        rewrite_base_offset(data, base_offset)
+    if leader_epoch is not None:
+        set_partition_leader_epoch(data, leader_epoch)
+    return bytes(data)
+
+
+def stored_batches(data: bytes) -> list[tuple[BatchHeader, bytes]]:
+    """Each batch of a read's bytes, with its header."""
+    return [(header, data[p : p + header.size]) for p, header in iter_batches(data)]

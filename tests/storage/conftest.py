@@ -12,13 +12,18 @@ OpenLog = Callable[..., PartitionLog]
 
 @pytest.fixture
 def open_log(tmp_path: Path) -> Iterator[OpenLog]:
-    """Open (or reopen) the partition log t-0 under tmp_path; every log is closed at the end."""
+    """Open (or reopen) a partition log under tmp_path (t-0 unless `name` says otherwise)
+    with topic configs given as keywords (segment_bytes="100"); every log is closed at the end."""
     opened: list[PartitionLog] = []
 
-    def opener(now_ms: int = 0, **configs: str) -> PartitionLog:
+    def opener(
+        now_ms: int = 0, *, name: str = "t-0", follows_log_end: bool = True, **configs: str
+    ) -> PartitionLog:
         names = {key.replace("_", "."): value for key, value in configs.items()}
         config = LogConfig.from_topic_configs(names)
-        partition_log = PartitionLog.open(tmp_path / "t-0", "t", 0, config, now_ms)
+        partition_log = PartitionLog.open(
+            tmp_path / name, "t", 0, config, now_ms, high_watermark_follows_log_end=follows_log_end
+        )
         opened.append(partition_log)
         return partition_log
 

@@ -14,9 +14,11 @@ from herdless.storage import (
     InvalidTopicName,
     LogConfig,
     LogManager,
+    PartitionLog,
     StorageError,
     TopicAlreadyExists,
     UnknownTopicOrPartition,
+    checkpoint,
     validate_topic_name,
 )
 from tests.storage.batches import batch, offsets_of, split
@@ -43,7 +45,7 @@ def test_topics_survive_restart_with_ids_configs_and_data(open_manager: OpenMana
     manager = open_manager()
     topic = manager.create_topic("orders", 3, {"retention.ms": "1000", "segment.bytes": "100000"})
     assert topic.topic_id.int != 0
-    assert [p.name for p in topic.partitions] == ["orders-0", "orders-1", "orders-2"]
+    assert [p.name for p in topic.partitions.values()] == ["orders-0", "orders-1", "orders-2"]
     assert (manager.data_dir / "orders-2").is_dir()
     partition = manager.partition("orders", 1)
     assert partition is not None
@@ -57,7 +59,7 @@ def test_topics_survive_restart_with_ids_configs_and_data(open_manager: OpenMana
     assert restored.explicit_configs == {"retention.ms": "1000", "segment.bytes": "100000"}
     assert restored.config.retention_ms == 1000
     assert restored.config.config_source("retention.ms") == ConfigSource.TOPIC_CONFIG
-    assert len(restored.partitions) == 3
+    assert restored.partition_count == len(restored.partitions) == 3
     partition = again.partition("orders", 1)
     assert partition is not None
     assert offsets_of(partition.read(0, 1 << 20)) == [0, 1, 2]
@@ -118,7 +120,7 @@ def test_delete_topic_and_recreate_it(open_manager: OpenManager) -> None:
     (leftover / "00000000000000000000.log").write_bytes(b"stale")
     new = manager.create_topic("t", 2)
     assert new.topic_id != old.topic_id
-    assert all(p.log_end_offset == 0 for p in new.partitions)
+    assert all(p.log_end_offset == 0 for p in new.partitions.values())
     manager.close()
     assert open_manager().topics["t"].topic_id == new.topic_id
 
@@ -129,9 +131,12 @@ def test_create_partitions_only_grows(open_manager: OpenManager) -> None:
     with pytest.raises(InvalidPartitions):
         manager.create_partitions("t", 1)
     topic = manager.create_partitions("t", 4)
-    assert len(topic.partitions) == 4 and manager.partition("t", 3) is not None
+    assert (
+        topic.partition_count == len(topic.partitions) == 4
+        and manager.partition("t", 3) is not None
+    )
     manager.close()
-    assert len(open_manager().topics["t"].partitions) == 4
+    assert open_manager().topics["t"].partition_count == 4
 
 
 def test_alter_configs_incrementally_and_wholesale(open_manager: OpenManager) -> None:
@@ -140,7 +145,7 @@ def test_alter_configs_incrementally_and_wholesale(open_manager: OpenManager) ->
     config = manager.alter_topic_configs("t", {"segment.bytes": "50000", "retention.ms": None})
     assert config.segment_bytes == 50000 and config.retention_ms == 604800000
     assert manager.topics["t"].explicit_configs == {"segment.bytes": "50000"}
-    assert all(p.config is config for p in manager.topics["t"].partitions)
+    assert all(p.config is config for p in manager.topics["t"].partitions.values())
     with pytest.raises(InvalidConfigError):
         manager.alter_topic_configs("t", {"segment.bytes": "nope"})
     with pytest.raises(InvalidConfigError):
@@ -167,7 +172,7 @@ def test_retention_runs_over_every_topic(open_manager: OpenManager) -> None:
     manager = open_manager()
     for name in ("a", "b"):
         manager.create_topic(name, 2, {"segment.bytes": "14", "retention.ms": "10"})
-        for log in manager.topics[name].partitions:
+        for log in manager.topics[name].partitions.values():
             log.append(split(batch()), 0)
             log.append(split(batch()), 0)
     assert manager.apply_retention(now_ms=10**9) == 8
@@ -189,3 +194,134 @@ def test_unreadable_metadata_refuses_to_start(tmp_path: Path) -> None:
     (data / "topics.json").write_text(json.dumps({"version": 1, "topics": [{"name": "x"}]}))
     with pytest.raises(StorageError, match="malformed"):
         LogManager(data).open(now_ms=0)
+
+
+def test_partial_hosting_survives_restart(open_manager: OpenManager) -> None:
+    manager = open_manager()
+    cluster_id = uuid.uuid4()
+    topic = manager.create_topic("t", 4, topic_id=cluster_id, hosted=[3, 1])
+    assert topic.topic_id == cluster_id and topic.partition_count == 4
+    assert list(topic.partitions) == [1, 3]
+    assert manager.partition("t", 0) is None and manager.partition("t", 1) is not None
+    assert sorted(p.name for p in manager.logs()) == ["t-1", "t-3"]
+    assert not (manager.data_dir / "t-0").exists()
+    manager.close()
+    again = open_manager()
+    restored = again.topics["t"]
+    assert (restored.topic_id, restored.partition_count) == (cluster_id, 4)
+    assert list(restored.partitions) == [1, 3]
+
+
+def test_host_and_drop_partitions(open_manager: OpenManager) -> None:
+    manager = open_manager()
+    manager.create_topic("t", 3, hosted=[])
+    assert manager.topics["t"].partitions == {}
+    # A directory left by an earlier replica of this partition is not taken for its log.
+    stale = manager.data_dir / "t-2"
+    stale.mkdir()
+    (stale / "00000000000000000000.log").write_bytes(b"stale")
+    logs = manager.host_partitions("t", [2, 0])
+    assert [p.partition for p in logs] == [0, 2]
+    assert all(p.log_end_offset == 0 for p in logs)
+    logs[1].append(split(batch(2)), 0)
+    assert manager.host_partitions("t", [2])[0] is logs[1]
+    with pytest.raises(InvalidPartitions):
+        manager.host_partitions("t", [3])
+    manager.drop_partition("t", 0)
+    assert not (manager.data_dir / "t-0").exists()
+    with pytest.raises(UnknownTopicOrPartition):
+        manager.drop_partition("t", 0)
+    manager.close()
+    again = open_manager()
+    assert list(again.topics["t"].partitions) == [2]
+    assert again.topics["t"].partitions[2].log_end_offset == 2
+
+
+def test_create_partitions_without_hosting_them(open_manager: OpenManager) -> None:
+    manager = open_manager()
+    manager.create_topic("t", 2)
+    topic = manager.create_partitions("t", 5, hosted=[4])
+    assert topic.partition_count == 5 and list(topic.partitions) == [0, 1, 4]
+    assert not (manager.data_dir / "t-2").exists()
+    with pytest.raises(InvalidPartitions):
+        manager.create_partitions("t", 6, hosted=[1])
+    assert manager.topics["t"].partition_count == 5
+    manager.close()
+    again = open_manager().topics["t"]
+    assert (again.partition_count, list(again.partitions)) == (5, [0, 1, 4])
+
+
+def test_a_topic_id_in_use_is_refused(open_manager: OpenManager) -> None:
+    manager = open_manager()
+    taken = manager.create_topic("a", 1).topic_id
+    with pytest.raises(TopicAlreadyExists, match="topic id"):
+        manager.create_topic("b", 1, topic_id=taken)
+    assert "b" not in manager.topics and not (manager.data_dir / "b-0").exists()
+
+
+def test_metadata_without_hosted_partitions_means_all(tmp_path: Path) -> None:
+    """A data directory written before partial hosting opens unchanged, and stays so."""
+    data = tmp_path / "data"
+    data.mkdir()
+    topic_id = uuid.uuid4()
+    entry = {"name": "old", "topic_id": str(topic_id), "partitions": 2, "configs": {}}
+    (data / "topics.json").write_text(json.dumps({"version": 1, "topics": [entry]}))
+    written = PartitionLog.open(data / "old-1", "old", 1, LogConfig(), now_ms=0)
+    written.append(split(batch(3)), 0)
+    written.close()
+    manager = LogManager(data)
+    manager.open(now_ms=0)
+    try:
+        topic = manager.topics["old"]
+        assert (topic.topic_id, topic.partition_count, list(topic.partitions)) == (
+            topic_id,
+            2,
+            [0, 1],
+        )
+        assert topic.partitions[1].log_end_offset == 3
+        manager.alter_topic_configs("old", {"retention.ms": "2000"})
+        saved = json.loads((data / "topics.json").read_text())["topics"][0]
+        assert set(saved) == set(entry)
+    finally:
+        manager.close()
+
+
+def test_hosting_changes_a_failed_metadata_write_leaves_as_they_were(
+    open_manager: OpenManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manager = open_manager()
+    manager.create_topic("t", 3, hosted=[0])
+    log = manager.partition("t", 0)
+    assert log is not None
+    log.append(split(batch(2)), 0)
+
+    def failing(path: Path, data: bytes) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(checkpoint, "atomic_write", failing)
+    with pytest.raises(OSError):
+        manager.host_partitions("t", [1])
+    with pytest.raises(OSError):
+        manager.create_partitions("t", 5)
+    with pytest.raises(OSError):
+        manager.drop_partition("t", 0)
+    topic = manager.topics["t"]
+    assert (topic.partition_count, list(topic.partitions)) == (3, [0])
+    assert not (manager.data_dir / "t-1").exists() and not (manager.data_dir / "t-3").exists()
+    assert topic.partitions[0] is log and log.read(0, 1 << 20)
+    monkeypatch.undo()
+    manager.close()
+    again = open_manager().topics["t"]
+    assert (again.partition_count, list(again.partitions)) == (3, [0])
+    assert again.partitions[0].log_end_offset == 2
+
+
+def test_malformed_hosted_partitions_refuse_to_start(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    entry = {"name": "t", "topic_id": str(uuid.uuid4()), "partitions": 2, "configs": {}}
+    for hosted in ([2], ["0"], 1):
+        document = {"version": 1, "topics": [{**entry, "hosted": hosted}]}
+        (data / "topics.json").write_text(json.dumps(document))
+        with pytest.raises(StorageError, match="malformed"):
+            LogManager(data).open(now_ms=0)

@@ -19,6 +19,7 @@ from herdless.broker.handlers import (
     coordinator,
     fetch,
     groups,
+    leader_epochs,
     list_offsets,
     produce,
 )
@@ -82,6 +83,7 @@ _TABLE = [
     Api(20, "DeleteTopics", 0, 6, admin.handle_delete_topics),
     Api(21, "DeleteRecords", 0, 2, admin.handle_delete_records),
     Api(22, "InitProducerId", 0, 4, produce.handle_init_producer_id),
+    Api(23, "OffsetForLeaderEpoch", 2, 4, leader_epochs.handle_offset_for_leader_epoch),
     Api(32, "DescribeConfigs", 0, 4, configs.handle_describe_configs),
     Api(33, "AlterConfigs", 0, 2, configs.handle_alter_configs),
     Api(35, "DescribeLogDirs", 0, 4, admin.handle_describe_log_dirs),

@@ -12,6 +12,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from herdless.broker.clock import now_ms
+from herdless.broker.cluster_metadata import ClusterMetadata
+from herdless.broker.cluster_node import ClusterNode
 from herdless.broker.config import BrokerConfig
 from herdless.broker.connection import Connection
 from herdless.broker.context import BrokerContext
@@ -19,8 +21,9 @@ from herdless.broker.durability import Durability
 from herdless.broker.group_coordinator import GroupCoordinator
 from herdless.broker.metadata import LocalMetadata
 from herdless.broker.metrics import BrokerMetrics, serve_metrics
-from herdless.broker.producer_ids import ProducerIdManager
+from herdless.broker.producer_ids import LocalBlocks, ProducerIds
 from herdless.broker.replicas import ReplicaManager
+from herdless.broker.topic_admin import LocalTopics, TopicAdmin, ZooKeeperTopics
 from herdless.storage import LogManager
 
 log = logging.getLogger(__name__)
@@ -34,10 +37,35 @@ class Broker:
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.logs = LogManager(config.data_dir, config.log_config())
+        # In a cluster the replica manager moves each log's high watermark; alone, every
+        # appended record is committed at once.
+        self.logs = LogManager(
+            config.data_dir,
+            config.log_config(),
+            high_watermark_follows_log_end=not config.clustered,
+        )
         self.durability = Durability(now_ms)
-        self.replicas = ReplicaManager(self.logs, self.durability, now_ms)
-        self.metadata = LocalMetadata(config.node_id, lambda: config.advertised_address, self.logs)
+        self.node: ClusterNode | None = None
+        self.metadata: LocalMetadata | ClusterMetadata
+        self.replicas: ReplicaManager
+        self.topics: TopicAdmin
+        if config.clustered:
+            self.metadata = ClusterMetadata()
+            self.node = ClusterNode(config, self.logs, self.durability, self.metadata, now_ms)
+            self.replicas = self.node.replicas
+            self.topics = ZooKeeperTopics(
+                self.node.connected_store,
+                self.metadata,
+                self.logs.default_config,
+                config.num_partitions,
+                config.default_replication_factor,
+            )
+        else:
+            self.metadata = LocalMetadata(
+                config.node_id, lambda: config.advertised_address, self.logs
+            )
+            self.replicas = ReplicaManager(self.logs, self.durability, now_ms)
+            self.topics = LocalTopics(self.logs, config.node_id, config.num_partitions)
         self.metrics = BrokerMetrics(config.metrics_lag_per_partition)
         self.groups = GroupCoordinator(
             self.logs,
@@ -60,8 +88,15 @@ class Broker:
     async def start(self) -> None:
         data_dir = Path(self.config.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
-        self.metadata.cluster_id = _load_cluster_id(data_dir, self.config.node_id)
-        producer_ids = ProducerIdManager(data_dir / "producer-id-block")
+        producer_ids: ProducerIds
+        if self.node is not None:
+            cluster_id = await self.node.connect()
+            _check_cluster_id(data_dir, cluster_id, self.config.node_id)
+            self.metadata.cluster_id = cluster_id
+            producer_ids = self.node.producer_ids
+        else:
+            self.metadata.cluster_id = _load_cluster_id(data_dir, self.config.node_id)
+            producer_ids = ProducerIds(LocalBlocks(data_dir / "producer-id-block").reserve)
         started = time.monotonic()
         self.logs.open(now_ms())
         log.info(
@@ -70,9 +105,19 @@ class Broker:
             data_dir,
             time.monotonic() - started,
         )
-        self.groups.start()
+        if self.node is None:
+            self.groups.start()
+        else:
+            # Shards follow leadership of the offsets topic's partitions.
+            self.node.leadership_listeners.append(self.groups.on_leadership)
         context = self.context = BrokerContext(
-            self.config, self.logs, self.replicas, self.metadata, self.groups, producer_ids
+            self.config,
+            self.logs,
+            self.replicas,
+            self.metadata,
+            self.topics,
+            self.groups,
+            producer_ids,
         )
         # A deep accept queue: thousands of clients reconnecting at once (after a
         # restart, or a group of 10k members) overflowed asyncio's default of 100.
@@ -92,6 +137,8 @@ class Broker:
                 loop.create_task(self._every(self.config.cleaner_backoff_ms, self._clean))
             )
         log.info("herdless listening on %s:%d", self.config.host, context.bound_port)
+        if self.node is not None:
+            await self.node.join(*self.config.advertised_address)
         if self.config.metrics_port is not None:
             self._metrics_server = await serve_metrics(
                 self.metrics, self.config.host, self.config.metrics_port
@@ -121,6 +168,8 @@ class Broker:
             await asyncio.gather(*pending, return_exceptions=True)
         if self._cleaning is not None:
             await asyncio.gather(self._cleaning, return_exceptions=True)
+        if self.node is not None:
+            await self.node.stop()
         self.groups.close()
         self.logs.close()
         log.info("herdless stopped; logs flushed and closed")
@@ -159,19 +208,48 @@ class Broker:
         await self.durability.flush_due(self.logs.logs())
 
 
-def _load_cluster_id(data_dir: Path, node_id: int) -> str:
-    """Keep a cluster id in meta.properties, as Kafka does, so it survives restarts."""
+class ClusterIdMismatch(Exception):
+    """This data directory belongs to another cluster than the one in ZooKeeper."""
+
+
+def _check_cluster_id(data_dir: Path, cluster_id: str, node_id: int) -> None:
+    """As Kafka: a broker refuses to join a cluster other than the one its data came from."""
+    stored = _read_meta(data_dir).get("cluster.id")
+    if stored is not None and stored != cluster_id:
+        raise ClusterIdMismatch(
+            f"{data_dir} holds data of cluster {stored}, but ZooKeeper holds cluster"
+            f" {cluster_id}: use another data directory, or the ZooKeeper it came from"
+        )
+    if stored is None:
+        _write_meta(data_dir, cluster_id, node_id)
+
+
+def _read_meta(data_dir: Path) -> dict[str, str]:
     meta = data_dir / "meta.properties"
-    if meta.exists():
-        for line in meta.read_text().splitlines():
-            key, _, value = line.partition("=")
-            if key.strip() == "cluster.id":
-                return value.strip()
-    cluster_id = _kafka_uuid()
+    if not meta.exists():
+        return {}
+    values = {}
+    for line in meta.read_text().splitlines():
+        key, _, value = line.partition("=")
+        values[key.strip()] = value.strip()
+    return values
+
+
+def _write_meta(data_dir: Path, cluster_id: str, node_id: int) -> None:
+    meta = data_dir / "meta.properties"
     tmp = meta.with_suffix(".tmp")
     tmp.write_text(f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n")
     with contextlib.suppress(OSError):
         tmp.replace(meta)
+
+
+def _load_cluster_id(data_dir: Path, node_id: int) -> str:
+    """Keep a cluster id in meta.properties, as Kafka does, so it survives restarts."""
+    stored = _read_meta(data_dir).get("cluster.id")
+    if stored is not None:
+        return stored
+    cluster_id = _kafka_uuid()
+    _write_meta(data_dir, cluster_id, node_id)
     return cluster_id
 
 

@@ -11,6 +11,15 @@ from herdless.storage import LogConfig
 # Kafka broker property -> (BrokerConfig field, parser). Topic defaults use their log.* names.
 _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     "node.id": ("node_id", int),
+    "broker.id": ("node_id", int),
+    # A cluster: where its metadata lives in ZooKeeper (host:port[,host:port][/chroot]).
+    "zookeeper.connect": ("zookeeper_connect", str),
+    "zookeeper.session.timeout.ms": ("zookeeper_session_timeout_ms", int),
+    "zookeeper.connection.timeout.ms": ("zookeeper_connection_timeout_ms", int),
+    "broker.rack": ("rack", str),
+    "default.replication.factor": ("default_replication_factor", int),
+    "offsets.topic.replication.factor": ("offsets_topic_replication_factor", int),
+    "replica.lag.time.max.ms": ("replica_lag_time_max_ms", int),
     "auto.create.topics.enable": ("auto_create_topics", bool),
     "num.partitions": ("num_partitions", int),
     "socket.request.max.bytes": ("max_request_bytes", int),
@@ -108,6 +117,18 @@ class BrokerConfig:
     offsets_retention_minutes: int = 7 * 24 * 60
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
+    # Cluster mode, with Kafka's defaults; unset zookeeper_connect: one broker alone.
+    zookeeper_connect: str | None = None
+    zookeeper_session_timeout_ms: int = 18_000
+    zookeeper_connection_timeout_ms: int = 18_000
+    rack: str | None = None
+    default_replication_factor: int = 1
+    offsets_topic_replication_factor: int = 3
+    replica_lag_time_max_ms: int = 30_000
+
+    @property
+    def clustered(self) -> bool:
+        return self.zookeeper_connect is not None
 
     @property
     def advertised_address(self) -> tuple[str, int]:

@@ -9,17 +9,14 @@ nothing here imports it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
 
 from herdless.broker.config import BrokerConfig
 from herdless.broker.group_coordinator import GroupCoordinator
 from herdless.broker.metadata import MetadataView
+from herdless.broker.producer_ids import ProducerIds
 from herdless.broker.replicas import ReplicaManager
+from herdless.broker.topic_admin import TopicAdmin
 from herdless.storage import LogManager
-
-
-class ProducerIds(Protocol):
-    def next_id(self) -> int: ...
 
 
 @dataclass(eq=False)
@@ -28,6 +25,7 @@ class BrokerContext:
     logs: LogManager
     replicas: ReplicaManager
     metadata: MetadataView
+    topics: TopicAdmin
     groups: GroupCoordinator
     producer_ids: ProducerIds
     # The port actually bound (config.port may be 0: any free port).

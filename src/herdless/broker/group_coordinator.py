@@ -22,7 +22,8 @@ from dataclasses import asdict
 from typing import Any
 
 from herdless.broker.clock import now_ms
-from herdless.broker.replicas import ACKS_ALL, ReplicaManager
+from herdless.broker.replicas import ACKS_ALL, PartitionError, ReplicaManager
+from herdless.broker.topic_admin import NewTopic, TopicAdmin, TopicAdminError
 from herdless.coordinator import CoordinatorConfig, CoordinatorShard, Result, partition_for
 from herdless.coordinator.messages import RebalanceRecord
 from herdless.protocol.errors import ErrorCode
@@ -66,7 +67,7 @@ class CoordinatorError(Exception):
 class ShardState(enum.Enum):
     LOADING = "loading"
     ACTIVE = "active"
-    FAILED = "failed"
+    CLOSED = "closed"
 
 
 class ShardRuntime:
@@ -76,7 +77,7 @@ class ShardRuntime:
         partition: int,
         log: PartitionLog,
         config: CoordinatorConfig,
-        history_log: PartitionLog,
+        history_log: Callable[[], PartitionLog | None],
         on_rebalance: RebalanceListener,
     ) -> None:
         self.replicas = replicas
@@ -114,6 +115,8 @@ class ShardRuntime:
                         count += 1
                 offset = header.last_offset + 1
             await asyncio.sleep(0)
+        if self.state is ShardState.CLOSED:
+            return  # leadership moved away while loading
         self.shard = shard
         self.loaded_records = count
         self.state = ShardState.ACTIVE
@@ -189,7 +192,12 @@ class ShardRuntime:
             entries.append((group_id.encode(), json.dumps(value).encode()))
         batch = build_batch(entries, now_ms())
         try:
-            self.replicas.append(self.history_log, [(parse_header(batch), memoryview(batch))], 1)
+            history_log = self.history_log()
+            if history_log is None:
+                # In a cluster, only the leader of the history partition can write it.
+                log.debug("not recording rebalances: %s-0 is led elsewhere", REBALANCES_TOPIC)
+                return
+            self.replicas.append(history_log, [(parse_header(batch), memoryview(batch))], 1)
         except Exception:
             # Operator information only: losing it must not disturb the group.
             log.exception("could not record rebalances in %s", REBALANCES_TOPIC)
@@ -217,15 +225,18 @@ class ShardRuntime:
             tail.set_result(None)
 
     def _fail_and_reload(self) -> None:
-        """State ran ahead of the log: drop it, answer everyone, and rebuild by replay."""
-        self.state = ShardState.LOADING
+        """State ran ahead of the log: drop it, answer everyone, and rebuild by replay
+        (unless the shard was closed: leadership of its partition moved away)."""
+        if self.state is not ShardState.CLOSED:
+            self.state = ShardState.LOADING
         self.shard.unload()
         for waiter in self._waiting.values():
             if not waiter.done():
                 waiter.set_exception(CoordinatorError(ErrorCode.NOT_COORDINATOR))
         if self._timer is not None:
             self._timer.cancel()
-        asyncio.get_running_loop().create_task(self.load())
+        if self.state is not ShardState.CLOSED:
+            asyncio.get_running_loop().create_task(self.load())
 
     # -- timers ----------------------------------------------------------------
 
@@ -245,6 +256,7 @@ class ShardRuntime:
             self._apply(self.shard.poll(now_ms()))
 
     def close(self) -> None:
+        self.state = ShardState.CLOSED
         if self._timer is not None:
             self._timer.cancel()
         for waiter in self._waiting.values():
@@ -282,25 +294,25 @@ class GroupCoordinator:
         topic = logs.topics.get(OFFSETS_TOPIC)
         if topic is None:
             topic = logs.create_topic(OFFSETS_TOPIC, self.num_partitions, self.topic_configs)
-        elif len(topic.partitions) != self.num_partitions:
+        elif topic.partition_count != self.num_partitions:
             # Placement hashes over the partition count; it cannot change under stored groups.
             log.warning(
                 "%s has %d partitions; offsets.topic.num.partitions=%d is ignored",
                 OFFSETS_TOPIC,
-                len(topic.partitions),
+                topic.partition_count,
                 self.num_partitions,
             )
-            self.num_partitions = len(topic.partitions)
+            self.num_partitions = topic.partition_count
         self.shards = {
             p: ShardRuntime(
                 self.replicas,
                 p,
                 partition_log,
                 self.config,
-                history.partitions[0],
+                lambda: history.partitions[0],
                 self.on_rebalance,
             )
-            for p, partition_log in enumerate(topic.partitions)
+            for p, partition_log in topic.partitions.items()
         }
         self._loading = asyncio.get_running_loop().create_task(self._load_all())
 
@@ -321,7 +333,59 @@ class GroupCoordinator:
             await asyncio.shield(self._loading)
 
     def shard_for(self, group_id: str) -> ShardRuntime:
-        return self.shards[partition_for(group_id, self.num_partitions)]
+        shard = self.shards.get(partition_for(group_id, self.num_partitions))
+        if shard is None:
+            # In a cluster: another broker leads this group's offsets partition.
+            raise CoordinatorError(ErrorCode.NOT_COORDINATOR)
+        return shard
+
+    def on_leadership(self, topic: str, partition: int, leader_epoch: int | None) -> None:
+        """In a cluster: run the shard of each offsets partition this broker leads, and
+        only those (loaded by replay when leadership arrives, closed when it goes)."""
+        if topic != OFFSETS_TOPIC:
+            return
+        current = self.shards.get(partition)
+        if leader_epoch is None:
+            if current is not None:
+                current.close()
+                del self.shards[partition]
+                log.info("no longer coordinating the groups of %s-%d", OFFSETS_TOPIC, partition)
+            return
+        if current is not None:
+            return  # still the leader; a new epoch alone changes nothing here
+        partition_log = self.logs.partition(OFFSETS_TOPIC, partition)
+        if partition_log is None:
+            return
+        shard = self.shards[partition] = ShardRuntime(
+            self.replicas,
+            partition,
+            partition_log,
+            self.config,
+            self._history_log,
+            self.on_rebalance,
+        )
+        asyncio.get_running_loop().create_task(shard.load())
+
+    async def create_topics(self, topics: TopicAdmin, replication_factor: int) -> None:
+        """In a cluster, the first FindCoordinator creates the internal topics, as Kafka
+        does; TopicAdminError (e.g. fewer live brokers than the replication factor)."""
+        for name, partitions, configs in (
+            (OFFSETS_TOPIC, self.num_partitions, self.topic_configs),
+            (REBALANCES_TOPIC, 1, REBALANCES_TOPIC_CONFIGS),
+        ):
+            try:
+                await topics.create_topic(
+                    NewTopic(name, partitions, replication_factor, configs=configs)
+                )
+            except TopicAdminError as exc:
+                if exc.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                    raise
+
+    def _history_log(self) -> PartitionLog | None:
+        try:
+            return self.replicas.leader_log(REBALANCES_TOPIC, 0)
+        except PartitionError:
+            return None
 
     async def run(self, group_id: str, operation: Operation) -> Any:
         return await self.shard_for(group_id).run(operation)

@@ -59,6 +59,8 @@ class MetadataView(Protocol):
 
     def topic(self, name: str) -> TopicMetadata | None: ...
 
+    def topic_name(self, topic_id: uuid.UUID) -> str | None: ...
+
 
 class LocalMetadata:
     """One broker: every partition hosted here, led by this broker, alone in its ISR."""
@@ -85,6 +87,10 @@ class LocalMetadata:
     def topic_names(self) -> list[str]:
         return sorted(self._logs.topics)
 
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        topic = self._logs.topic_by_id(topic_id)
+        return None if topic is None else topic.name
+
     def topic(self, name: str) -> TopicMetadata | None:
         topic = self._logs.topics.get(name)
         if topic is None:
@@ -95,6 +101,6 @@ class LocalMetadata:
             topic.topic_id,
             tuple(
                 PartitionMetadata(index, self._node_id, SINGLE_NODE_LEADER_EPOCH, me, me)
-                for index in range(len(topic.partitions))
+                for index in range(topic.partition_count)
             ),
         )

@@ -117,7 +117,7 @@ def snapshot(groups: GroupCoordinator, logs: LogManager) -> Snapshot:
                 high_watermark = None if partition_log is None else partition_log.high_watermark
                 state.offsets.append((group_id, topic, partition, offset.offset, high_watermark))
     for name, topic in logs.topics.items():
-        for partition_log in topic.partitions:
+        for partition_log in topic.partitions.values():
             state.partitions.append(
                 (
                     name,

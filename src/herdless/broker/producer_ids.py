@@ -1,39 +1,59 @@
-"""Producer ids that are never handed out twice, across restarts too.
+"""Producer ids that are never handed out twice, across restarts and across brokers.
 
 A reused id would collide with the sequence numbers the log remembers for its
-earlier owner. Ids are reserved in blocks; the end of the reserved block is
-made durable before any id from it is given out, so a crash skips ids at worst.
+earlier owner. Ids are handed out from blocks, and a block is reserved (made
+durable where it is recorded) before any id from it is given out, so a crash
+skips ids at worst. One broker records the end of its last block in a file in
+its data directory; brokers of a cluster reserve blocks in ZooKeeper, as Kafka
+does (/latest_producer_id_block), so no two brokers ever share a block.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 BLOCK_SIZE = 1000
 
+# Reserves the next block of `size` ids; returns its first id and the id past its end.
+BlockSource = Callable[[int], Awaitable[tuple[int, int]]]
 
-class ProducerIdManager:
-    def __init__(self, path: Path) -> None:
-        self._path = path
+
+class ProducerIds:
+    def __init__(self, reserve: BlockSource) -> None:
+        self._reserve = reserve
         self._next = 0
         self._block_end = 0
-        if path.exists():
-            # Written atomically, so anything but a number means tampering: refuse to guess.
-            self._next = self._block_end = int(path.read_text())
+        self._reserving = asyncio.Lock()
 
-    def next_id(self) -> int:
-        if self._next >= self._block_end:
-            self._reserve(self._next + BLOCK_SIZE)
+    async def next_id(self) -> int:
+        async with self._reserving:
+            if self._next >= self._block_end:
+                self._next, self._block_end = await self._reserve(BLOCK_SIZE)
         producer_id = self._next
         self._next += 1
         return producer_id
 
-    def _reserve(self, block_end: int) -> None:
+
+class LocalBlocks:
+    """One broker's blocks, the end of the last one kept in a file."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._end = 0
+        if path.exists():
+            # Written atomically, so anything but a number means tampering: refuse to guess.
+            self._end = int(path.read_text())
+
+    async def reserve(self, size: int) -> tuple[int, int]:
+        start, end = self._end, self._end + size
         tmp = self._path.with_suffix(".tmp")
         with open(tmp, "w") as f:
-            f.write(str(block_end))
+            f.write(str(end))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self._path)
-        self._block_end = block_end
+        self._end = end
+        return start, end

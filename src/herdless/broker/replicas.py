@@ -19,6 +19,7 @@ from herdless.protocol.records import BatchHeader
 from herdless.storage import AppendInfo, LogManager, PartitionLog
 
 ACKS_ALL = -1
+NO_EPOCH = -1
 
 
 class PartitionError(Exception):
@@ -37,12 +38,29 @@ class ReplicaManager:
         self.appends = AppendNotifier()
         self._clock = clock
 
-    def leader_log(self, topic: str, partition: int) -> PartitionLog:
-        """The log of a partition this broker leads."""
+    def leader_log(
+        self, topic: str, partition: int, current_leader_epoch: int = NO_EPOCH
+    ) -> PartitionLog:
+        """The log of a partition this broker leads; a request made in another leader
+        epoch than this one is fenced, as Kafka fences it (KIP-320)."""
         partition_log = self.logs.partition(topic, partition)
         if partition_log is None:
             raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        check_leader_epoch(SINGLE_NODE_LEADER_EPOCH, current_leader_epoch)
         return partition_log
+
+    def follower_log(
+        self, topic: str, partition: int, replica_id: int, current_leader_epoch: int
+    ) -> PartitionLog:
+        """The log a follower fetches from: one broker has no followers."""
+        raise PartitionError(
+            ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {replica_id} is not a replica here"
+        )
+
+    def record_follower_fetch(
+        self, topic: str, partition: int, replica_id: int, fetch_offset: int
+    ) -> None:
+        """A follower fetched at `fetch_offset` (nothing to do without followers)."""
 
     def leader_epoch(self, partition_log: PartitionLog) -> int:
         return SINGLE_NODE_LEADER_EPOCH
@@ -86,3 +104,15 @@ class ReplicaManager:
 
     def forget(self, partition_log: PartitionLog) -> None:
         self.durability.forget(partition_log)
+
+
+def check_leader_epoch(leader_epoch: int, current_leader_epoch: int) -> None:
+    """Kafka's fencing of requests made with another leader epoch (KIP-320); -1 means
+    the client does not know the epoch and is not checked."""
+    if current_leader_epoch in (NO_EPOCH, leader_epoch):
+        return
+    raise PartitionError(
+        ErrorCode.FENCED_LEADER_EPOCH
+        if current_leader_epoch < leader_epoch
+        else ErrorCode.UNKNOWN_LEADER_EPOCH
+    )

@@ -11,8 +11,9 @@ from typing import Annotated
 
 import typer
 
-from herdless.broker.broker import Broker
+from herdless.broker.broker import Broker, ClusterIdMismatch
 from herdless.broker.config import BrokerConfig, ConfigError, read_properties
+from herdless.cluster.errors import ClusterError
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -42,6 +43,21 @@ def serve(
             max=65535,
         ),
     ] = None,
+    zookeeper: Annotated[
+        str | None,
+        typer.Option(
+            help="Join the cluster whose metadata is in this ZooKeeper, host:port[/chroot]"
+            " (zookeeper.connect) [default: off: one broker alone]."
+        ),
+    ] = None,
+    broker_id: Annotated[
+        int | None,
+        typer.Option(help="This broker's id in the cluster (broker.id) [default: 0].", min=0),
+    ] = None,
+    rack: Annotated[
+        str | None,
+        typer.Option(help="This broker's rack, for spreading replicas (broker.rack)."),
+    ] = None,
     config: Annotated[
         Path | None,
         typer.Option(help="Kafka-style broker properties file (e.g. num.partitions=3)."),
@@ -52,7 +68,7 @@ def serve(
     ] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
 ) -> None:
-    """Run a broker with its data on local disk."""
+    """Run a broker with its data on local disk: alone, or in a cluster with --zookeeper."""
     if log_level.lower() not in LOG_LEVELS:
         raise typer.BadParameter(
             f"must be one of {', '.join(LOG_LEVELS)}", param_hint="--log-level"
@@ -88,8 +104,17 @@ def serve(
         broker_config.advertised_host = advertised_host
     if advertised_port is not None:
         broker_config.advertised_port = advertised_port
+    if zookeeper is not None:
+        broker_config.zookeeper_connect = zookeeper
+    if broker_id is not None:
+        broker_config.node_id = broker_id
+    if rack is not None:
+        broker_config.rack = rack
     try:
         _run(broker_config)
+    except (ClusterError, ClusterIdMismatch) as exc:
+        typer.secho(f"error: {exc}", fg="red", err=True)
+        raise typer.Exit(1) from None
     except OSError as exc:
         where = f"{broker_config.host}:{broker_config.port}"
         typer.secho(f"error: cannot serve on {where}: {exc.strerror}", fg="red", err=True)

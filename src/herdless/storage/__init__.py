@@ -10,6 +10,7 @@ from herdless.storage.config import (
     LogConfig,
 )
 from herdless.storage.errors import (
+    CorruptRecord,
     InvalidConfigError,
     InvalidPartitions,
     InvalidProducerEpoch,
@@ -18,12 +19,20 @@ from herdless.storage.errors import (
     InvalidTopicName,
     LogClosed,
     OffsetOutOfRange,
+    OffsetsOutOfOrder,
     OutOfOrderSequence,
     RecordTooLarge,
     StorageError,
     StorageIOError,
     TopicAlreadyExists,
+    UnexpectedAppendOffset,
     UnknownTopicOrPartition,
+)
+from herdless.storage.leader_epochs import (
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
+    EpochEntry,
+    LeaderEpochCache,
 )
 from herdless.storage.log import AppendInfo, PartitionLog
 from herdless.storage.manager import LogManager, Topic, validate_topic_name
@@ -31,18 +40,24 @@ from herdless.storage.manager import LogManager, Topic, validate_topic_name
 __all__ = [
     "LIST_TOPIC_CONFIGS",
     "TOPIC_CONFIG_NAMES",
+    "UNDEFINED_EPOCH",
+    "UNDEFINED_EPOCH_OFFSET",
     "AppendInfo",
     "ConfigSource",
+    "CorruptRecord",
+    "EpochEntry",
     "InvalidConfigError",
     "InvalidPartitions",
     "InvalidProducerEpoch",
     "InvalidRecord",
     "InvalidTimestamp",
     "InvalidTopicName",
+    "LeaderEpochCache",
     "LogClosed",
     "LogConfig",
     "LogManager",
     "OffsetOutOfRange",
+    "OffsetsOutOfOrder",
     "OutOfOrderSequence",
     "PartitionLog",
     "RecordTooLarge",
@@ -50,6 +65,7 @@ __all__ = [
     "StorageIOError",
     "Topic",
     "TopicAlreadyExists",
+    "UnexpectedAppendOffset",
     "UnknownTopicOrPartition",
     "validate_topic_name",
 ]

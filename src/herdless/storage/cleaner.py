@@ -4,9 +4,11 @@ One cleaning of a partition log:
 
 1. The dirty section runs from the first dirty offset (the end of the last
    cleaning, kept in `cleaner-offset-checkpoint`) to the first uncleanable
-   offset: the active segment's base, or earlier the base of the first segment
-   holding records younger than min.compaction.lag.ms. The active segment is
-   never cleaned, so the log end offset never changes.
+   offset: the active segment's base (or that of the first segment reaching
+   past the high watermark, when the log's owner sets it: uncommitted records
+   are never cleaned), or earlier the base of the first segment holding
+   records younger than min.compaction.lag.ms. The active segment is never
+   cleaned, so the log end offset never changes.
 2. The offset map takes every key of the dirty section to its latest offset.
 3. Every segment below the first uncleanable offset (the clean section too:
    its keys may have newer records in the dirty one) is copied, in groups of
@@ -57,13 +59,12 @@ from herdless.protocol.records import (
 from herdless.storage import checkpoint
 from herdless.storage.config import INT32_MAX, INT64_MAX, LogConfig
 from herdless.storage.errors import LogClosed, StorageIOError
-from herdless.storage.log import CleaningView, PartitionLog, SealedSegment
+from herdless.storage.log import CLEANER_CHECKPOINT_FILE, CleaningView, PartitionLog, SealedSegment
 from herdless.storage.segment import BatchPlacement, Segment, read_file, scan_file
 from herdless.storage.swap import CLEANED_SUFFIX
 
 log = logging.getLogger(__name__)
 
-CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 # Kafka bounds its offset map by log.cleaner.dedupe.buffer.size; a dict entry costs
 # more than Kafka's 24 bytes, so this bounds memory to some hundreds of MiB.
 DEFAULT_MAX_MAP_KEYS = 2_000_000
@@ -209,7 +210,7 @@ def _first_dirty_offset(directory: Path, view: CleaningView) -> int:
 def _first_uncleanable_offset(view: CleaningView, first_dirty: int, now_ms: int) -> int:
     if not view.sealed:
         return first_dirty
-    end = view.sealed[-1].next_base_offset  # the active segment's base
+    end = view.sealed[-1].next_base_offset  # the active segment's base, or the high watermark's
     lag = view.config.min_compaction_lag_ms
     if lag > 0:
         for sealed in view.sealed:
@@ -407,6 +408,8 @@ def _batches(
     for position, header in scan_file(fd, sealed.size):
         if partition_log.closed:
             raise LogClosed(f"the log of {partition_log.name} was closed while being cleaned")
+        if partition_log.truncation_pending:
+            raise _Aborted
         raw = read_file(fd, header.size, position)
         if not crc_matches(raw, header):
             raise StorageIOError(

@@ -31,6 +31,30 @@ class OffsetOutOfRange(StorageError):
     error_code = ErrorCode.OFFSET_OUT_OF_RANGE
 
 
+class CorruptRecord(StorageError):
+    """A batch replicated from a leader that fails its checks (CRC, header)."""
+
+    error_code = ErrorCode.CORRUPT_MESSAGE
+
+
+class OffsetsOutOfOrder(StorageError):
+    """Batches replicated from a leader whose offsets do not increase."""
+
+
+class UnexpectedAppendOffset(StorageError):
+    """A replicated batch that starts below the log end offset but ends at or after it.
+
+    The log already holds its first records, or held them before a truncation
+    took the batch away whole; the replica must truncate or restart its log
+    (at `first_offset`, if the log is empty) before it can take the batch.
+    """
+
+    def __init__(self, message: str, first_offset: int, last_offset: int) -> None:
+        super().__init__(message)
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+
+
 class RecordTooLarge(StorageError):
     error_code = ErrorCode.MESSAGE_TOO_LARGE
 

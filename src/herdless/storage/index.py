@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import struct
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from pathlib import Path
 
 INT32_MAX = 2**31 - 1
@@ -75,6 +75,10 @@ class _Index:
         for key, value in self._entry.iter_unpack(data):
             self._keys.append(key)
             self._values.append(value)
+
+    def _keep(self, count: int) -> None:
+        del self._keys[count:]
+        del self._values[count:]
 
     def to_bytes(self) -> bytes:
         return b"".join(
@@ -161,6 +165,14 @@ class OffsetIndex(_Index):
     def last_offset(self) -> int | None:
         return self.base_offset + self._keys[-1] if self._keys else None
 
+    @property
+    def last_position(self) -> int | None:
+        return self._values[-1] if self._values else None
+
+    def truncate_to_position(self, position: int) -> None:
+        """Forget the entries of batches at or after `position`, in memory only."""
+        self._keep(bisect_left(self._values, position))
+
 
 class TimeIndex(_Index):
     _entry = struct.Struct(">qi")
@@ -205,6 +217,10 @@ class TimeIndex(_Index):
         if not self._keys:
             return None
         return self._keys[-1], self.base_offset + self._values[-1]
+
+    def truncate_to_offset(self, offset: int) -> None:
+        """Forget the entries naming `offset` or later, in memory only; their offsets only grow."""
+        self._keep(bisect_left(self._values, offset - self.base_offset))
 
 
 def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:

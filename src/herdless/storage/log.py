@@ -5,6 +5,14 @@
         00000000000000004821.log  .index  .timeindex    <- active segment, takes appends
         log-start-offset       DeleteRecords and retention can leave it inside a segment
         recovery-point         base offset of the oldest segment that may hold unsynced bytes
+        leader-epoch-checkpoint  the offset each leader epoch started at (leader_epochs.py)
+        high-watermark         when the owner sets the high watermark: its last flushed value
+
+The log serves a leader (append, which assigns offsets) and a follower
+(append_as_follower, which stores a leader's batches as they are; truncate_to
+and truncate_fully_and_start_at, which cut it back to where it agrees with the
+leader). Which it is, and what the high watermark is, is the owner's business:
+by default the high watermark follows the log end offset, as on a lone broker.
 
 Threads: the broker calls everything from its event loop except flush() and
 the log cleaner (cleaner.clean), which it runs in worker threads. `_lock` guards
@@ -12,8 +20,18 @@ the segment list, the descriptors and the counters, and is held only briefly by
 flush(), which fsyncs duplicated descriptors outside it, and by the cleaner,
 which reads sealed segments through descriptors of its own and writes its copy
 outside it, and takes it only to swap the copy in. `_flush_lock` keeps two
-flushes (or a flush and a delete) from interleaving; `_clean_lock` does the same
-for two cleanings, and makes delete() wait for a cleaning to notice the close.
+flushes (or a flush and a delete or a truncation) from interleaving;
+`_clean_lock` does the same for two cleanings, and makes delete() wait for a
+cleaning to notice the close and a truncation for it to notice the truncation.
+A truncation holds all three, in the order _clean_lock, _flush_lock, _lock:
+it is rare, and may keep the loop waiting for a flush's fsync.
+
+Truncation and crashes: segments above the cut are deleted newest first and
+the directory synced before the cut segment is cut and synced, so a crash at
+any point leaves a prefix of the old log, never a hole; only then does the
+leader-epoch cache follow (reopening cuts a cache that runs past the log).
+The owner truncates again after a restart, as a Kafka follower does, before
+anything new is appended.
 """
 
 from __future__ import annotations
@@ -25,22 +43,32 @@ import shutil
 import threading
 import time
 from bisect import bisect_right
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
 from herdless.protocol import records
-from herdless.protocol.records import BatchHeader
+from herdless.protocol.records import HEADER_SIZE, BatchHeader
 from herdless.storage import checkpoint, swap
 from herdless.storage.config import LogConfig
 from herdless.storage.errors import (
+    CorruptRecord,
     InvalidRecord,
     InvalidTimestamp,
     LogClosed,
     OffsetOutOfRange,
+    OffsetsOutOfOrder,
     RecordTooLarge,
     StorageIOError,
+    UnexpectedAppendOffset,
+)
+from herdless.storage.leader_epochs import (
+    LEADER_EPOCH_CHECKPOINT_FILE,
+    EpochEntry,
+    LeaderEpochCache,
 )
 from herdless.storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -54,6 +82,7 @@ from herdless.storage.segment import (
     TIME_INDEX_SUFFIX,
     BatchPlacement,
     Segment,
+    header_problem,
     parse_base_offset,
     segment_file,
 )
@@ -62,6 +91,9 @@ log = logging.getLogger(__name__)
 
 LOG_START_OFFSET_FILE = "log-start-offset"
 RECOVERY_POINT_FILE = "recovery-point"
+HIGH_WATERMARK_FILE = "high-watermark"
+# Where the log cleaner's last cleaning ended (cleaner.py); a truncation below it pulls it back.
+CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 # Left behind by an interrupted compaction, deletion or checkpoint once swap.py has
 # completed the committed swaps: never complete data.
 _STRAY_SUFFIXES = (swap.CLEANED_SUFFIX, swap.SWAP_SUFFIX, ".deleted", checkpoint.TMP_SUFFIX)
@@ -69,6 +101,8 @@ _STRAY_SUFFIXES = (swap.CLEANED_SUFFIX, swap.SWAP_SUFFIX, ".deleted", checkpoint
 
 @dataclass(frozen=True, slots=True)
 class AppendInfo:
+    # For a follower's append that stored nothing, first_offset is the log end offset
+    # and last_offset the one before: an empty range.
     first_offset: int
     last_offset: int
     # The broker's clock when the topic uses LogAppendTime, else -1 (the produce response field).
@@ -119,6 +153,9 @@ class PartitionLog:
         producers: ProducerStateManager,
         producer_id_expiration_ms: int,
         now_ms: int,
+        epochs: LeaderEpochCache,
+        high_watermark: int,
+        high_watermark_follows_log_end: bool,
     ) -> None:
         self.directory = directory
         self.topic = topic
@@ -134,6 +171,13 @@ class PartitionLog:
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._clean_lock = threading.Lock()
+        # Set while a truncation waits for a cleaning to stop; the cleaner checks it.
+        self._truncating = False
+        self._epochs = epochs
+        self._follows_log_end = high_watermark_follows_log_end
+        # Only read while the owner sets it (not following the log end offset).
+        self._high_watermark = high_watermark
+        self._checkpointed_high_watermark = high_watermark
         self._closed = False
         self._dir_dirty = True
         self.roll_jitter_ms = self._draw_roll_jitter()
@@ -161,12 +205,15 @@ class PartitionLog:
         now_ms: int,
         *,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        high_watermark_follows_log_end: bool = True,
     ) -> PartitionLog:
         """Open the log in `directory`, creating it if absent, recovering it if it was cut short.
 
         A log interrupted at any byte opens: the active segment, and any segment
         not known to be synced, is checked batch by batch and cut at the first
-        torn or corrupt one.
+        torn or corrupt one. With `high_watermark_follows_log_end` off, the
+        high watermark is the owner's to set (set_high_watermark), starting
+        from its checkpoint, or the log start offset without one.
         """
         directory.mkdir(parents=True, exist_ok=True)
         swap.complete_interrupted_swaps(directory)
@@ -197,13 +244,20 @@ class PartitionLog:
                     segment.delete()
                 segments = [Segment.create(directory, log_start, config.segment_index_bytes)]
                 active_segment = segments[0]
+                log_end = log_start
             if active_segment.size > 0:
                 active_segment.first_append_ms = _estimate_first_append(active_segment, now_ms)
             producers = _rebuild_producers(segments, log_start, now_ms, producer_id_expiration_ms)
+            epochs = _open_leader_epochs(directory, segments, log_start, log_end)
         except BaseException:
             for segment in segments:
                 segment.close()
             raise
+        checkpointed_high_watermark = checkpoint.read_offset(directory / HIGH_WATERMARK_FILE)
+        if checkpointed_high_watermark is None:
+            high_watermark = log_start
+        else:
+            high_watermark = min(max(checkpointed_high_watermark, log_start), log_end)
         return cls(
             directory,
             topic,
@@ -215,6 +269,9 @@ class PartitionLog:
             producers,
             producer_id_expiration_ms,
             now_ms,
+            epochs,
+            high_watermark,
+            high_watermark_follows_log_end,
         )
 
     # -- state ------------------------------------------------------------------
@@ -236,8 +293,30 @@ class PartitionLog:
 
     @property
     def high_watermark(self) -> int:
-        # One replica: everything appended is committed.
-        return self.log_end_offset
+        """The offset below which records are committed, the end of what consumers may read."""
+        if self._follows_log_end:
+            # One replica: everything appended is committed.
+            return self.log_end_offset
+        return self._high_watermark
+
+    @property
+    def high_watermark_follows_log_end(self) -> bool:
+        return self._follows_log_end
+
+    def set_high_watermark(self, offset: int) -> int:
+        """Move the high watermark up to `offset`; returns the high watermark.
+
+        Clamped into [log start offset, log end offset]; a lower value than the
+        current one is ignored: only a truncation moves it back. For a log
+        opened with high_watermark_follows_log_end off.
+        """
+        with self._lock:
+            self._check_open()
+            if self._follows_log_end:
+                raise ValueError(f"the high watermark of {self.name} follows its log end offset")
+            offset = min(max(offset, self._log_start), self.log_end_offset)
+            self._high_watermark = max(self._high_watermark, offset)
+            return self._high_watermark
 
     @property
     def size_bytes(self) -> int:
@@ -268,6 +347,34 @@ class PartitionLog:
         if config.flush_messages is not None and unflushed >= config.flush_messages:
             return True
         return config.flush_ms is not None and now_ms - self.last_flush_ms >= config.flush_ms
+
+    # -- leader epochs ----------------------------------------------------------
+
+    @property
+    def latest_epoch(self) -> int | None:
+        """The latest leader epoch known to have written (or been assigned) here."""
+        return self._epochs.latest_epoch
+
+    @property
+    def leader_epoch_entries(self) -> list[EpochEntry]:
+        return self._epochs.entries
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetForLeaderEpoch: LeaderEpochCache.end_offset_for."""
+        with self._lock:
+            self._check_open()
+            return self._epochs.end_offset_for(epoch, self.log_end_offset)
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        """The leader epoch that wrote `offset`, if the cache knows it."""
+        return self._epochs.epoch_for_offset(offset)
+
+    def assign_leader_epoch(self, epoch: int) -> None:
+        """Record that `epoch` starts at the log end offset: a leader elected here, before
+        it appends, so that OffsetForLeaderEpoch for older epochs ends where it took over."""
+        with self._lock:
+            self._check_open()
+            self._epochs.assign(epoch, self.log_end_offset)
 
     # -- appending --------------------------------------------------------------
 
@@ -333,7 +440,14 @@ class PartitionLog:
                 placements.append((position, header.size, batch.last_offset, batch.timestamp))
                 position += header.size
             segment = self._segment_for(len(data), next_offset - 1, now_ms)
-            segment.append(data, placements, config.index_interval_bytes, now_ms)
+            if leader_epoch is not None:
+                epochs = [(leader_epoch, first_offset)]
+            else:
+                epochs = [
+                    (h.partition_leader_epoch, b.first_offset)
+                    for (h, _), b in zip(batches, pending, strict=True)
+                ]
+            self._write(segment, data, placements, epochs, now_ms)
             self._producers.commit(plan)
             self._appended_messages += sum(header.record_count for header, _ in batches)
             return AppendInfo(
@@ -342,6 +456,80 @@ class PartitionLog:
                 log_append_time_ms=now_ms if log_append_time else -1,
                 log_start_offset=self._log_start,
             )
+
+    def append_as_follower(self, data: bytes | memoryview, now_ms: int) -> AppendInfo:
+        """Store batches exactly as a leader's Fetch response returned them.
+
+        Offsets, leader epochs and timestamps are the leader's, and so is the
+        checking of records: each batch is only checked whole (header, CRC)
+        and stored byte for byte. Batches the log already holds (last offset
+        below the log end offset) are skipped; offsets may jump forward (a
+        compacted leader) but never back. A trailing partial batch, where the
+        fetch size cut the response, is ignored. Producer state and the
+        leader-epoch cache follow, and segments roll as append() rolls them.
+
+        Raises CorruptRecord, OffsetsOutOfOrder, or UnexpectedAppendOffset for
+        a batch that straddles the log end offset; nothing is stored then.
+        """
+        view = memoryview(data)
+        with self._lock:
+            self._check_open()
+            log_end = self.log_end_offset
+            taken = _replicated_batches(view, log_end, self.name)
+            if not taken:
+                return AppendInfo(log_end, log_end - 1, -1, self._log_start)
+            config = self.config
+            first = 0
+            while first < len(taken):
+                position, header = taken[first]
+                segment = self._segment_for(
+                    header.size, header.last_offset, now_ms, header.base_offset
+                )
+                last = first + 1
+                size = header.size
+                while last < len(taken):
+                    _, following = taken[last]
+                    if segment.size + size + following.size > config.segment_bytes or (
+                        not segment.fits_relative(following.last_offset)
+                    ):
+                        break
+                    size += following.size
+                    last += 1
+                group = taken[first:last]
+                placements = [
+                    (p - position, h.size, h.last_offset, h.max_timestamp) for p, h in group
+                ]
+                epochs = [(h.partition_leader_epoch, h.base_offset) for _, h in group]
+                self._write(segment, view[position : position + size], placements, epochs, now_ms)
+                for _, h in group:
+                    self._producers.replay(h, h.max_timestamp)
+                self._appended_messages += sum(h.record_count for _, h in group)
+                first = last
+            return AppendInfo(
+                first_offset=taken[0][1].base_offset,
+                last_offset=taken[-1][1].last_offset,
+                log_append_time_ms=-1,
+                log_start_offset=self._log_start,
+            )
+
+    def _write(
+        self,
+        segment: Segment,
+        data: bytes | bytearray | memoryview,
+        placements: list[BatchPlacement],
+        epochs: list[tuple[int, int]],
+        now_ms: int,
+    ) -> None:
+        """Append to `segment`, recording new leader epochs first, as Kafka does: after a
+        crash the cache may run past the log, which opening corrects, but never lag it."""
+        for epoch, start_offset in epochs:
+            if epoch >= 0:
+                self._epochs.assign(epoch, start_offset)
+        try:
+            segment.append(data, placements, self.config.index_interval_bytes, now_ms)
+        except StorageIOError:
+            self._epochs.truncate_from_end(self.log_end_offset)
+            raise
 
     @staticmethod
     def _in_codec(
@@ -383,11 +571,20 @@ class PartitionLog:
                 f" {keyless - header.base_offset} of a batch has a null key"
             )
 
-    def _segment_for(self, size: int, last_offset: int, now_ms: int) -> Segment:
-        """The active segment, rolled first if these bytes should start a new one."""
+    def _segment_for(
+        self, size: int, last_offset: int, now_ms: int, first_offset: int | None = None
+    ) -> Segment:
+        """The active segment, rolled first if these bytes should start a new one.
+
+        A follower passes `first_offset`, where its batches start: past a gap a
+        compacted leader left, the new segment is named by it, as in Kafka, so
+        that its offsets stay within the indexes' reach.
+        """
         active = self._segments[-1]
         if active.size == 0:
-            return active
+            if not active.fits_relative(last_offset):
+                self._roll(first_offset)
+            return self._segments[-1]
         config = self.config
         started = active.first_append_ms
         max_age = config.max_segment_ms - self.roll_jitter_ms
@@ -397,7 +594,7 @@ class PartitionLog:
             or active.indexes_full
             or not active.fits_relative(last_offset)
         ):
-            self._roll()
+            self._roll(first_offset)
         return self._segments[-1]
 
     def roll(self) -> None:
@@ -406,14 +603,18 @@ class PartitionLog:
             self._check_open()
             self._roll()
 
-    def _roll(self) -> None:
+    def _roll(self, base_offset: int | None = None) -> None:
+        """A new active segment at the log end offset, or at `base_offset` if past it.
+
+        An empty active segment stays unless a base offset is given; it is then
+        left behind empty (reopening drops it unless it is the first).
+        """
         active = self._segments[-1]
-        if active.size == 0:
+        if active.size == 0 and base_offset is None:
             return
         active.seal()
-        segment = Segment.create(
-            self.directory, self.log_end_offset, self.config.segment_index_bytes
-        )
+        base = self.log_end_offset if base_offset is None else max(base_offset, self.log_end_offset)
+        segment = Segment.create(self.directory, base, self.config.segment_index_bytes)
         self._segments.append(segment)
         self._bases.append(segment.base_offset)
         self._dir_dirty = True
@@ -427,12 +628,16 @@ class PartitionLog:
 
     # -- reading ----------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int) -> bytes:
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> bytes:
         """Whole batches from the one holding `offset`, up to `max_bytes`.
 
         The first batch comes whole even if larger than `max_bytes`, so a
         consumer is never stuck behind a big batch. It may start before
         `offset`; consumers skip records below the offset they asked for.
+        With `max_offset`, only batches whose base offset is below it come:
+        consumers read up to the high watermark, followers to the log end.
+        An offset from `max_offset` up to the log end offset reads nothing,
+        as in Kafka; only one outside the log is out of range.
         """
         with self._lock:
             self._check_open()
@@ -441,22 +646,29 @@ class PartitionLog:
                 raise OffsetOutOfRange(
                     f"offset {offset} is outside {self._log_start}..{log_end} of {self.name}"
                 )
+            limit = log_end if max_offset is None else max_offset
+            if offset >= limit:
+                return b""
             parts: list[bytes] = []
             total = 0
             index = max(bisect_right(self._bases, offset) - 1, 0)
             for segment in self._segments[index:]:
+                if segment.base_offset >= limit:
+                    break
                 if not parts:
                     found = segment.find(offset)
                     if found is None:
                         continue
                     position, header = found
+                    if header.base_offset >= limit:
+                        break
                     if header.size >= max_bytes:
                         return segment.read(position, header.size)
                 else:
                     position = 0
                 budget = max_bytes - total
                 chunk = segment.read(position, min(budget, segment.size - position))
-                whole = _whole_batches_length(chunk)
+                whole = _whole_batches_length(chunk, limit)
                 if whole:
                     parts.append(chunk[:whole] if whole < len(chunk) else chunk)
                     total += whole
@@ -522,6 +734,7 @@ class PartitionLog:
                 self._dir_dirty = False
                 appended = self._appended_messages
                 recovery_point = self._segments[-1].base_offset
+                high_watermark = None if self._follows_log_end else self._high_watermark
             try:
                 for fd in handles:
                     os.fsync(fd)
@@ -540,6 +753,14 @@ class PartitionLog:
                 # after a crash. Written only when the active segment changed.
                 checkpoint.write_offset(self.directory / RECOVERY_POINT_FILE, recovery_point)
                 self._recovery_point = recovery_point
+            if high_watermark is not None:
+                # After the data it covers is synced; following the log end, it is not kept.
+                self._checkpoint_high_watermark(high_watermark)
+
+    def _checkpoint_high_watermark(self, high_watermark: int) -> None:
+        if high_watermark != self._checkpointed_high_watermark:
+            checkpoint.write_offset(self.directory / HIGH_WATERMARK_FILE, high_watermark)
+            self._checkpointed_high_watermark = high_watermark
 
     # -- retention --------------------------------------------------------------
 
@@ -578,16 +799,18 @@ class PartitionLog:
     def delete_records(self, before_offset: int) -> int:
         """Advance the log start offset (DeleteRecords); -1 means the high watermark.
 
-        Returns the new log start offset (the low watermark).
+        Returns the new log start offset (the low watermark). As in Kafka, it
+        cannot pass the high watermark.
         """
         with self._lock:
             self._check_open()
-            log_end = self.log_end_offset
+            high_watermark = self.high_watermark
             if before_offset == -1:
-                before_offset = log_end
-            if not 0 <= before_offset <= log_end:
+                before_offset = high_watermark
+            if not 0 <= before_offset <= high_watermark:
                 raise OffsetOutOfRange(
-                    f"cannot delete records before {before_offset}: {self.name} ends at {log_end}"
+                    f"cannot delete records before {before_offset}: the high watermark of"
+                    f" {self.name} is {high_watermark}"
                 )
             if before_offset > self._log_start:
                 self._set_log_start(before_offset)
@@ -600,13 +823,19 @@ class PartitionLog:
         )
 
     def _delete_oldest(self, doomed: Callable[[Segment, Segment | None], bool]) -> int:
-        """Delete segments from the oldest on while `doomed(segment, next)` holds."""
+        """Delete segments from the oldest on while `doomed(segment, next)` holds.
+
+        As in Kafka, only segments wholly below the high watermark go: records
+        not yet committed are never deleted.
+        """
         count = 0
+        high_watermark = self.high_watermark
         for i, segment in enumerate(self._segments):
             following = self._segments[i + 1] if i + 1 < len(self._segments) else None
             if following is None and segment.size == 0:
                 break
-            if not doomed(segment, following):
+            end = self.log_end_offset if following is None else following.base_offset
+            if end > high_watermark or not doomed(segment, following):
                 break
             count += 1
         if count == 0:
@@ -628,6 +857,153 @@ class PartitionLog:
         self._log_start = offset
         checkpoint.write_offset(self.directory / LOG_START_OFFSET_FILE, offset)
         self._producers.truncate_head(offset)
+        self._epochs.truncate_from_start(offset)
+        self._high_watermark = max(self._high_watermark, offset)
+
+    # -- truncation (a follower's, to where it agrees with its leader) ----------------
+
+    @property
+    def truncation_pending(self) -> bool:
+        """A truncation waits for the cleaner to let go: a cleaning should stop."""
+        return self._truncating
+
+    def truncate_to(self, offset: int, now_ms: int) -> bool:
+        """Remove every batch at or after `offset`; returns whether the log was cut.
+
+        A batch holding `offset` goes whole, so the log end offset becomes that
+        batch's base offset, below `offset`; where compaction left a gap before
+        `offset`, the end of the last batch before it. Segments above the cut
+        are deleted, the one holding it cut with its indexes; producer state is
+        rebuilt, the leader-epoch cache truncated, the high watermark and the
+        log start offset lowered to the new end if above it. Below the first
+        segment the log is emptied and restarts at `offset`
+        (truncate_fully_and_start_at). An offset at or past the log end only
+        drops epochs the cache has for offsets not written (as Kafka does: a
+        leader elected here may have assigned its epoch and written nothing).
+
+        Waits for a flush in progress, and for a cleaning to stop.
+        """
+        if offset < 0:
+            raise ValueError(f"cannot truncate {self.name} to offset {offset}")
+        with self._cleaning_paused(), self._flush_lock, self._lock:
+            self._check_open()
+            log_end = self.log_end_offset
+            if offset >= log_end:
+                self._epochs.truncate_from_end(log_end)
+                return False
+            if offset < self._segments[0].base_offset:
+                self._truncate_fully(offset)
+            else:
+                self._cut(offset, now_ms)
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete everything and restart the log, empty, at `offset`.
+
+        For a follower whose leader's log starts past its end (or a replica
+        starting over). Log start, log end and high watermark all become `offset`.
+        """
+        if offset < 0:
+            raise ValueError(f"cannot restart {self.name} at offset {offset}")
+        with self._cleaning_paused(), self._flush_lock, self._lock:
+            self._check_open()
+            self._truncate_fully(offset)
+
+    @contextmanager
+    def _cleaning_paused(self) -> Iterator[None]:
+        self._truncating = True
+        try:
+            with self._clean_lock:
+                yield
+        finally:
+            self._truncating = False
+
+    def _cut(self, offset: int, now_ms: int) -> None:
+        index = bisect_right(self._bases, offset) - 1
+        kept = self._segments[index]
+        doomed = self._segments[index + 1 :]
+        if self._recovery_point > kept.base_offset:
+            # New appends may go into the cut segment and be sealed there: check it after a crash.
+            checkpoint.write_offset(self.directory / RECOVERY_POINT_FILE, kept.base_offset)
+            self._recovery_point = kept.base_offset
+        del self._segments[index + 1 :]
+        del self._bases[index + 1 :]
+        try:
+            # Newest first: a crash in between leaves a shorter log, never one with a hole.
+            for segment in reversed(doomed):
+                segment.delete()
+            if doomed:
+                checkpoint.fsync_dir(self.directory)
+            kept.truncate_to(offset)
+        except (OSError, StorageIOError) as exc:
+            log.error("%s: truncation to %d failed; closing the log: %s", self.name, offset, exc)
+            for segment in doomed:
+                segment.close()
+            self._close_segments()
+            raise StorageIOError(
+                f"truncating {self.name} to {offset} failed; the log is closed until reopened:"
+                f" {exc}"
+            ) from exc
+        self._dir_dirty = True  # the cut segment's indexes were replaced
+        if kept.size > 0 and kept.first_append_ms is None:
+            kept.first_append_ms = _estimate_first_append(kept, now_ms)
+        log_end = self.log_end_offset
+        self._epochs.truncate_from_end(log_end)
+        if self._log_start > log_end:
+            self._log_start = log_end
+            checkpoint.write_offset(self.directory / LOG_START_OFFSET_FILE, log_end)
+        self._after_truncation(log_end)
+        self._producers = _rebuild_producers(
+            self._segments, self._log_start, now_ms, self._producer_id_expiration_ms
+        )
+        log.info(
+            "%s: truncated to %d (%d segments deleted); log end offset %d",
+            self.name,
+            offset,
+            len(doomed),
+            log_end,
+        )
+
+    def _truncate_fully(self, offset: int) -> None:
+        if offset > self.log_end_offset:
+            # From here on a crash reopens the log empty at `offset`: open() starts a log
+            # that ends below its start offset afresh.
+            checkpoint.write_offset(self.directory / LOG_START_OFFSET_FILE, offset)
+        doomed, self._segments, self._bases = self._segments, [], []
+        try:
+            for segment in reversed(doomed):
+                segment.delete()
+            checkpoint.fsync_dir(self.directory)
+            fresh = Segment.create(self.directory, offset, self.config.segment_index_bytes)
+        except (OSError, StorageIOError) as exc:
+            log.error("%s: restarting at %d failed; closing the log: %s", self.name, offset, exc)
+            for segment in doomed:
+                segment.close()
+            self._closed = True
+            raise StorageIOError(
+                f"restarting {self.name} at {offset} failed; the log is closed until reopened:"
+                f" {exc}"
+            ) from exc
+        self._segments, self._bases = [fresh], [offset]
+        self._dir_dirty = True
+        self._log_start = offset
+        checkpoint.write_offset(self.directory / LOG_START_OFFSET_FILE, offset)
+        self._recovery_point = offset
+        checkpoint.write_offset(self.directory / RECOVERY_POINT_FILE, offset)
+        self._epochs.clear()
+        self._producers = ProducerStateManager()
+        self._high_watermark = offset
+        self._after_truncation(offset)
+        log.info("%s: emptied, restarting at offset %d", self.name, offset)
+
+    def _after_truncation(self, log_end: int) -> None:
+        cleaned_to = checkpoint.read_offset(self.directory / CLEANER_CHECKPOINT_FILE)
+        if cleaned_to is not None and cleaned_to > log_end:
+            checkpoint.write_offset(self.directory / CLEANER_CHECKPOINT_FILE, log_end)
+        self._high_watermark = min(max(self._high_watermark, self._log_start), log_end)
+        if not self._follows_log_end:
+            # Not left for the next flush: new records must not pass as committed after a crash.
+            self._checkpoint_high_watermark(self._high_watermark)
 
     # -- compaction (cleaner.py drives it) ----------------------------------------
 
@@ -639,11 +1015,16 @@ class PartitionLog:
     def view_for_cleaning(self) -> CleaningView:
         """The segments below the active one, which the cleaner reads outside the lock.
 
-        Sealed segments never change until the cleaner itself or retention
-        replaces them, and the cleaner holds cleaner_lock.
+        Sealed segments never change until the cleaner itself, retention or a
+        truncation replaces them, and the cleaner and a truncation both hold
+        cleaner_lock. Only segments wholly below the high watermark are
+        offered, as Kafka cleans only committed records: a newer record of a
+        key that a truncation could still take away must not have replaced
+        the older one.
         """
         with self._lock:
             self._check_open()
+            high_watermark = self.high_watermark
             sealed = [
                 SealedSegment(
                     segment,
@@ -654,6 +1035,7 @@ class PartitionLog:
                     segment.path(LOG_SUFFIX),
                 )
                 for segment, following in pairwise(self._segments)
+                if following.base_offset <= high_watermark
             ]
             return CleaningView(
                 self.config,
@@ -735,11 +1117,51 @@ class PartitionLog:
             raise LogClosed(f"the log of {self.name} is closed")
 
 
-def _whole_batches_length(chunk: bytes) -> int:
+def _whole_batches_length(chunk: bytes, limit: int) -> int:
+    """How many bytes of `chunk` are whole batches whose base offset is below `limit`."""
     end = 0
     for position, header in records.iter_batches(chunk):
+        if header.base_offset >= limit:
+            break
         end = position + header.size
     return end
+
+
+def _replicated_batches(view: memoryview, log_end: int, name: str) -> list[tuple[int, BatchHeader]]:
+    """(position, header) of the whole batches of a leader's records to store after `log_end`.
+
+    Raises for a damaged batch, offsets that go backwards, or a batch that
+    straddles `log_end`; a trailing partial batch ends the records.
+    """
+    taken: list[tuple[int, BatchHeader]] = []
+    previous_last: int | None = None
+    position = 0
+    while len(view) - position >= HEADER_SIZE:
+        header = records.parse_header(view, position)
+        problem = header_problem(header)
+        if problem is None and position + header.size > len(view):
+            break  # cut short by the fetch size
+        if problem is None and not records.crc_matches(view, header, position):
+            problem = "a CRC mismatch"
+        if problem is not None:
+            raise CorruptRecord(f"replicated batch at byte {position} for {name} has {problem}")
+        if previous_last is not None and header.base_offset <= previous_last:
+            raise OffsetsOutOfOrder(
+                f"replicated batch at offset {header.base_offset} for {name} follows one"
+                f" ending at {previous_last}"
+            )
+        previous_last = header.last_offset
+        if header.last_offset >= log_end:
+            if header.base_offset < log_end:
+                raise UnexpectedAppendOffset(
+                    f"replicated batch {header.base_offset}..{header.last_offset} for {name}"
+                    f" straddles its log end offset {log_end}",
+                    header.base_offset,
+                    header.last_offset,
+                )
+            taken.append((position, header))
+        position += header.size
+    return taken
 
 
 def _close_all(handles: list[int]) -> None:
@@ -832,6 +1254,45 @@ def _estimate_first_append(segment: Segment, now_ms: int) -> int:
     if first is None or first[1].max_timestamp < 0:
         return now_ms
     return min(now_ms, first[1].max_timestamp)
+
+
+def _open_leader_epochs(
+    directory: Path, segments: list[Segment], log_start: int, log_end: int
+) -> LeaderEpochCache:
+    """The checkpointed cache cut to the log, or one rebuilt from the batches without it."""
+    path = directory / LEADER_EPOCH_CHECKPOINT_FILE
+    epochs = LeaderEpochCache.load(path)
+    if epochs is None:
+        epochs = LeaderEpochCache.from_batches(path, _epoch_changes(segments))
+        if log_end > segments[0].base_offset:
+            epochs.save()  # not to read the batches again at the next open
+    else:
+        # Written before the batches it names: a crash can leave it ahead of the log.
+        epochs.truncate_from_end(log_end)
+    epochs.truncate_from_start(log_start)
+    return epochs
+
+
+def _epoch_changes(segments: list[Segment]) -> Iterator[tuple[int, int]]:
+    """(partition leader epoch, base offset) of every batch where the epoch may change.
+
+    Epochs never decrease along a log, so a segment whose first and last
+    batches have the same epoch holds no other, and only those two are read.
+    Batches without an epoch (-1: the broker's own writes on a lone broker,
+    or data from before epochs were stamped) may sit anywhere: a segment that
+    starts or ends with one is read whole.
+    """
+    for segment in segments:
+        first = next(segment.scan(), None)
+        if first is None:
+            continue
+        tail = segment.scan(segment.offset_index.last_position or 0)
+        last = deque(tail, maxlen=1)[0][1]
+        if 0 <= first[1].partition_leader_epoch == last.partition_leader_epoch:
+            yield first[1].partition_leader_epoch, first[1].base_offset
+        else:
+            for _, header in segment.scan():
+                yield header.partition_leader_epoch, header.base_offset
 
 
 def _rebuild_producers(

@@ -1,15 +1,20 @@
 """Topics on disk: their partitions' logs, topic ids and explicitly set configs.
 
     data_dir/
-        topics.json        every topic: name, topic id, partition count, explicit configs
-        <topic>-<p>/       one PartitionLog per partition, named as Kafka names them
+        topics.json        every topic: name, topic id, partition count, explicit configs,
+                           and which partitions this node hosts (absent: all of them)
+        <topic>-<p>/       one PartitionLog per hosted partition, named as Kafka names them
         .lock              held while a LogManager has the directory open
 
-topics.json is the one source of truth for which topics exist, replaced
-atomically. Directory changes happen on the side that is safe if a crash
-interrupts: partitions are created before the metadata names them, and
-deleted after it stops naming them. A directory the metadata does not name
-is a leftover, wiped if a later topic needs its name.
+A node hosts the partitions it is a replica of: all of them on a single
+broker, a subset in a cluster, where the partition count is the cluster's.
+
+topics.json is the one source of truth for which topics exist and which of
+their partitions are hosted here, replaced atomically. Directory changes
+happen on the side that is safe if a crash interrupts: partitions are created
+before the metadata names them, and deleted after it stops naming them. A
+directory the metadata does not name is a leftover, wiped if a later topic or
+hosted partition needs its name.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -75,7 +80,14 @@ class Topic:
     config: LogConfig
     # As set by CreateTopics/AlterConfigs, rendered canonically; the rest are defaults.
     explicit_configs: dict[str, str]
-    partitions: list[PartitionLog] = field(default_factory=list)
+    # The topic's size as the cluster knows it; partitions 0..partition_count-1 exist.
+    partition_count: int
+    # The partitions hosted on this node, by index: all of them on a single broker.
+    partitions: dict[int, PartitionLog] = field(default_factory=dict)
+
+    @property
+    def hosts_all(self) -> bool:
+        return len(self.partitions) == self.partition_count
 
 
 def _wall_ms() -> int:
@@ -98,11 +110,15 @@ class LogManager:
         default_config: LogConfig | None = None,
         *,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        high_watermark_follows_log_end: bool = True,
     ) -> None:
+        """`high_watermark_follows_log_end` off: every log's high watermark is the
+        owner's to set (PartitionLog.set_high_watermark), as replication needs."""
         self.data_dir = Path(data_dir)
         # The broker's topic defaults; a topic's explicit configs apply over them.
         self.default_config = default_config if default_config is not None else LogConfig()
         self._producer_id_expiration_ms = producer_id_expiration_ms
+        self._high_watermark_follows_log_end = high_watermark_follows_log_end
         self._topics: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
         self._lock_fd: int | None = None
@@ -118,10 +134,11 @@ class LogManager:
                 name = entry["name"]
                 explicit = dict(entry["configs"])
                 config = LogConfig.from_topic_configs(explicit, self.default_config)
-                topic = Topic(name, uuid.UUID(entry["topic_id"]), config, explicit)
+                count = int(entry["partitions"])
+                topic = Topic(name, uuid.UUID(entry["topic_id"]), config, explicit, count)
                 self._add(topic)
-                for partition in range(int(entry["partitions"])):
-                    topic.partitions.append(self._open_partition(topic, partition, now_ms))
+                for partition in entry.get("hosted", range(count)):
+                    topic.partitions[partition] = self._open_partition(topic, partition, now_ms)
         except BaseException:
             self.close()
             raise
@@ -150,14 +167,13 @@ class LogManager:
         return self._by_id.get(topic_id)
 
     def partition(self, topic: str, partition: int) -> PartitionLog | None:
+        """The log of a partition hosted here; None for one of another node, or unknown."""
         found = self._topics.get(topic)
-        if found is None or not 0 <= partition < len(found.partitions):
-            return None
-        return found.partitions[partition]
+        return None if found is None else found.partitions.get(partition)
 
     def logs(self) -> Iterator[PartitionLog]:
         for topic in list(self._topics.values()):
-            yield from topic.partitions
+            yield from list(topic.partitions.values())
 
     # -- topic administration -----------------------------------------------------
 
@@ -185,24 +201,30 @@ class LogManager:
         num_partitions: int,
         configs: Mapping[str, str] | None = None,
         *,
+        topic_id: uuid.UUID | None = None,
+        hosted: Iterable[int] | None = None,
         now_ms: int | None = None,
     ) -> Topic:
+        """Create a topic of `num_partitions` partitions, hosting those in `hosted` (None: all).
+
+        A cluster passes the topic id it decided on; otherwise a new one is drawn.
+        """
         config = self.check_new_topic(name, num_partitions, configs or {})
-        now_ms = _wall_ms() if now_ms is None else now_ms
-        taken = set(self._by_id)
-        topic_id = new_topic_id()
-        while topic_id in taken:
+        indices = _hosted_indices(name, range(num_partitions), hosted)
+        if topic_id is None:
             topic_id = new_topic_id()
-        topic = Topic(name, topic_id, config, config.explicit_topic_configs())
+            while topic_id in self._by_id:
+                topic_id = new_topic_id()
+        elif topic_id in self._by_id:
+            raise TopicAlreadyExists(
+                f"topic id {topic_id} is already that of topic {self._by_id[topic_id].name!r}"
+            )
+        topic = Topic(name, topic_id, config, config.explicit_topic_configs(), num_partitions)
+        self._add(topic)
         try:
-            for partition in range(num_partitions):
-                topic.partitions.append(self._open_partition(topic, partition, now_ms, fresh=True))
-            self._add(topic)
-            self._save()
+            self._host(topic, indices, now_ms)
         except BaseException:
             self._forget(topic)
-            for partition_log in topic.partitions:
-                partition_log.delete()
             raise
         return topic
 
@@ -214,29 +236,63 @@ class LogManager:
         except BaseException:
             self._add(topic)
             raise
-        for partition_log in topic.partitions:
+        for partition_log in topic.partitions.values():
             partition_log.delete()
 
-    def create_partitions(self, name: str, new_total: int, *, now_ms: int | None = None) -> Topic:
+    def create_partitions(
+        self,
+        name: str,
+        new_total: int,
+        *,
+        hosted: Iterable[int] | None = None,
+        now_ms: int | None = None,
+    ) -> Topic:
+        """Raise the partition count to `new_total`, hosting the new partitions in `hosted`.
+
+        None hosts all the new ones, as a single broker does; a cluster names the
+        ones this node is a replica of, possibly none.
+        """
         topic = self._require(name)
-        current = len(topic.partitions)
+        current = topic.partition_count
         if new_total <= current:
             raise InvalidPartitions(
                 f"topic {name!r} has {current} partitions; the new count {new_total} must be larger"
             )
-        now_ms = _wall_ms() if now_ms is None else now_ms
-        added: list[PartitionLog] = []
+        indices = _hosted_indices(name, range(current, new_total), hosted)
+        topic.partition_count = new_total
         try:
-            for partition in range(current, new_total):
-                added.append(self._open_partition(topic, partition, now_ms, fresh=True))
-            topic.partitions.extend(added)
-            self._save()
+            self._host(topic, indices, now_ms)
         except BaseException:
-            del topic.partitions[current:]
-            for partition_log in added:
-                partition_log.delete()
+            topic.partition_count = current
             raise
         return topic
+
+    def host_partitions(
+        self, name: str, indices: Iterable[int], *, now_ms: int | None = None
+    ) -> list[PartitionLog]:
+        """Open logs for partitions of a known topic that this node now hosts; returns them.
+
+        A partition hosted already keeps its log; a new one starts empty, any
+        leftover directory of that name wiped first.
+        """
+        topic = self._require(name)
+        wanted = _hosted_indices(name, range(topic.partition_count), indices)
+        self._host(topic, [i for i in wanted if i not in topic.partitions], now_ms)
+        return [topic.partitions[i] for i in wanted]
+
+    def drop_partition(self, name: str, index: int) -> None:
+        """Stop hosting one partition: close its log and delete its directory."""
+        topic = self._require(name)
+        partition_log = topic.partitions.pop(index, None)
+        if partition_log is None:
+            raise UnknownTopicOrPartition(f"partition {index} of {name!r} is not hosted here")
+        try:
+            self._save()
+        except BaseException:
+            topic.partitions[index] = partition_log
+            _sort_partitions(topic)
+            raise
+        partition_log.delete()
 
     def alter_topic_configs(
         self,
@@ -270,7 +326,7 @@ class LogManager:
         except BaseException:
             topic.config, topic.explicit_configs = previous
             raise
-        for partition_log in topic.partitions:
+        for partition_log in topic.partitions.values():
             partition_log.config = config
         return config
 
@@ -329,6 +385,22 @@ class LogManager:
         if self._by_id.get(topic.topic_id) is topic:
             del self._by_id[topic.topic_id]
 
+    def _host(self, topic: Topic, indices: list[int], now_ms: int | None) -> None:
+        """Create fresh logs for `indices`, then save the metadata that names them."""
+        now_ms = _wall_ms() if now_ms is None else now_ms
+        added: list[int] = []
+        try:
+            for partition in indices:
+                partition_log = self._open_partition(topic, partition, now_ms, fresh=True)
+                topic.partitions[partition] = partition_log
+                added.append(partition)
+            _sort_partitions(topic)
+            self._save()
+        except BaseException:
+            for partition in added:
+                topic.partitions.pop(partition).delete()
+            raise
+
     def _partition_dir(self, topic: str, partition: int) -> Path:
         return self.data_dir / f"{topic}-{partition}"
 
@@ -347,6 +419,7 @@ class LogManager:
             topic.config,
             now_ms,
             producer_id_expiration_ms=self._producer_id_expiration_ms,
+            high_watermark_follows_log_end=self._high_watermark_follows_log_end,
         )
 
     def _lock_directory(self) -> None:
@@ -376,9 +449,11 @@ class LogManager:
             topics = list(document["topics"])
             for entry in topics:
                 validate_topic_name(entry["name"])
-                int(entry["partitions"])
+                count = int(entry["partitions"])
                 uuid.UUID(entry["topic_id"])
                 dict(entry["configs"])
+                if "hosted" in entry:
+                    entry["hosted"] = _hosted_indices(entry["name"], range(count), entry["hosted"])
         except (KeyError, TypeError, ValueError, StorageError) as exc:
             raise StorageError(f"{path} is malformed: {exc}") from exc
         return topics
@@ -387,13 +462,7 @@ class LogManager:
         document = {
             "version": _METADATA_VERSION,
             "topics": [
-                {
-                    "name": topic.name,
-                    "topic_id": str(topic.topic_id),
-                    "partitions": len(topic.partitions),
-                    "configs": topic.explicit_configs,
-                }
-                for topic in sorted(self._topics.values(), key=lambda t: t.name)
+                _metadata_entry(t) for t in sorted(self._topics.values(), key=lambda t: t.name)
             ],
         }
         data = json.dumps(document, indent=1, sort_keys=True).encode() + b"\n"
@@ -405,3 +474,36 @@ class LogManager:
             name, _, number = path.name.rpartition("-")
             if path.is_dir() and number.isdigit() and name and path.name not in known:
                 log.warning("%s belongs to no topic; it is ignored", path)
+
+
+def _metadata_entry(topic: Topic) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "name": topic.name,
+        "topic_id": str(topic.topic_id),
+        "partitions": topic.partition_count,
+        "configs": topic.explicit_configs,
+    }
+    if not topic.hosts_all:
+        # Left out when all are hosted: a single broker's metadata stays as it always was.
+        entry["hosted"] = sorted(topic.partitions)
+    return entry
+
+
+def _hosted_indices(name: str, allowed: range, indices: Iterable[int] | None) -> list[int]:
+    """`indices` sorted and checked against `allowed`; None means all of `allowed`."""
+    if indices is None:
+        return list(allowed)
+    wanted = sorted(set(indices))
+    for index in wanted:
+        if type(index) is not int or index not in allowed:
+            raise InvalidPartitions(
+                f"partition {index!r} of {name!r} is not one of {allowed.start}..{allowed.stop - 1}"
+            )
+    return wanted
+
+
+def _sort_partitions(topic: Topic) -> None:
+    # In place: holders of the dict see the change.
+    ordered = sorted(topic.partitions.items())
+    topic.partitions.clear()
+    topic.partitions.update(ordered)

@@ -138,10 +138,9 @@ class Segment:
                     log.warning("%s: %s; rebuilding the indexes", directory, exc)
                     rebuild = True
             if rebuild:
-                # Only the active segment is never cleaned: elsewhere compaction leaves gaps.
-                segment.recover(
-                    index_interval_bytes, allow_gaps=not active, offset_limit=offset_limit
-                )
+                # Compaction leaves gaps in sealed segments, and a follower copies a
+                # compacted leader's gaps into its active one.
+                segment.recover(index_interval_bytes, allow_gaps=True, offset_limit=offset_limit)
                 if not active:
                     segment.seal()
                 segment.offset_index.write_file()
@@ -191,10 +190,11 @@ class Segment:
         Returns how many bytes were cut. A batch is good when its header is
         sane, it lies wholly inside the file, its CRC matches and its base
         offset follows the previous batch. With `allow_gaps` (a segment the
-        log cleaner may have rewritten) offsets need only increase, as Kafka
-        allows after compaction, and stay below `offset_limit`, the next
-        segment's base offset: the base offset lies outside the CRC, and this
-        keeps a damaged one from passing.
+        log cleaner may have rewritten, or a follower's copy of one) offsets
+        need only increase, as Kafka allows after compaction, stay within the
+        indexes' reach of the base offset, and below `offset_limit`, the next
+        segment's base offset. The base offset lies outside the CRC: these
+        bounds keep some damage to it from passing, not all of it.
         """
         fd = self._require_fd()
         file_size = os.fstat(fd).st_size
@@ -212,11 +212,15 @@ class Segment:
                 problem = "a torn batch header"
                 break
             header = parse_header(window.get(position, HEADER_SIZE))
-            problem = _header_problem(header, position, file_size, expected, allow_gaps)
+            problem = header_problem(header) or _placement_problem(
+                header, position, file_size, expected, allow_gaps
+            )
             if problem is None and offset_limit is not None and header.last_offset >= offset_limit:
                 problem = (
                     f"offset {header.last_offset} at or past the next segment's {offset_limit}"
                 )
+            if problem is None and not self.fits_relative(header.last_offset):
+                problem = f"offset {header.last_offset} beyond the reach of the segment's indexes"
             if problem is None and not crc_matches(window.get(position, header.size), header):
                 problem = "a CRC mismatch"
             if problem is not None:
@@ -285,7 +289,7 @@ class Segment:
 
     def append(
         self,
-        data: bytes | bytearray,
+        data: bytes | bytearray | memoryview,
         placements: Sequence[BatchPlacement],
         index_interval_bytes: int,
         now_ms: int,
@@ -307,6 +311,45 @@ class Segment:
         self.next_offset = placements[-1][2] + 1
         if self.first_append_ms is None:
             self.first_append_ms = now_ms
+        self.dirty = True
+
+    def truncate_to(self, offset: int) -> None:
+        """Cut off every batch whose last offset is at or after `offset`, and take appends.
+
+        The log file is cut and synced, the indexes cut with it, and the largest
+        timestamp found again from the last index entry on, as Kafka's
+        LogSegment.truncateTo does. What remains ends at `next_offset`.
+        """
+        fd = self._require_fd()
+        end = self.offset_index.lookup(offset - 1)
+        next_offset = self.base_offset
+        for position, header in self.scan(end):
+            if header.last_offset >= offset:
+                break
+            end = position + header.size
+            next_offset = header.last_offset + 1
+        self.offset_index.truncate_to_position(end)
+        self.time_index.truncate_to_offset(next_offset)
+        try:
+            os.ftruncate(fd, end)
+            os.fsync(fd)
+            for index in (self.offset_index, self.time_index):
+                index.close()
+                index.write_file()
+            self.open_indexes_for_append()
+        except OSError as exc:
+            raise StorageIOError(f"cannot truncate {self.path(LOG_SUFFIX)}: {exc}") from exc
+        self.size = end
+        self.next_offset = next_offset
+        self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry or (-1, -1)
+        indexed = self.offset_index.last_position
+        for _, header in self.scan(indexed or 0):
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.last_offset
+        self._bytes_since_index_entry = end - (indexed or 0)
+        if end == 0:
+            self.first_append_ms = None
         self.dirty = True
 
     def _index_batch(
@@ -426,19 +469,24 @@ def read_file(fd: int, size: int, position: int) -> bytes:
     return _pread_exact(fd, size, position)
 
 
-def _header_problem(
-    header: BatchHeader, position: int, file_size: int, expected: int, allow_gaps: bool
-) -> str | None:
+def header_problem(header: BatchHeader) -> str | None:
+    """What makes a batch header unusable on its own, if anything (offsets aside)."""
     if header.magic != 2:
         return f"magic {header.magic}"
     if header.batch_length < _MIN_BATCH_LENGTH:
         return f"a batch length of {header.batch_length}"
+    if header.last_offset_delta < 0:
+        return "a negative last offset delta"
+    return None
+
+
+def _placement_problem(
+    header: BatchHeader, position: int, file_size: int, expected: int, allow_gaps: bool
+) -> str | None:
     if position + header.size > file_size:
         return "a batch running past the end of the file"
     if header.base_offset < expected or (header.base_offset != expected and not allow_gaps):
         return f"base offset {header.base_offset} where {expected} was due"
-    if header.last_offset_delta < 0:
-        return "a negative last offset delta"
     return None
 
 

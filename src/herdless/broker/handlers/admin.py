@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from herdless.broker.group_coordinator import INTERNAL_TOPICS
+from herdless.broker.replicas import PartitionError
+from herdless.broker.topic_admin import NewTopic, TopicAdminError
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.storage import LogConfig, StorageError
@@ -33,46 +35,31 @@ async def handle_create_topics(context: BrokerContext, request: Request) -> Any:
     for wanted in body.topics:
         result = Result(name=wanted.name, error_code=ErrorCode.NONE, error_message=None)
         results.append(result)
-        num_partitions = wanted.num_partitions
-        if wanted.assignments:
-            num_partitions = len(wanted.assignments)
-            if any(set(a.broker_ids) != {context.node_id} for a in wanted.assignments):
-                result.error_code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
-                result.error_message = f"this cluster has one broker, id {context.node_id}"
-                continue
-        elif num_partitions == -1:
-            num_partitions = context.config.num_partitions
-        if wanted.replication_factor not in (-1, 1) and not wanted.assignments:
-            result.error_code = ErrorCode.INVALID_REPLICATION_FACTOR
-            result.error_message = (
-                f"replication factor {wanted.replication_factor} is larger than"
-                " the 1 broker available"
-            )
-            continue
         configs = {c.name: c.value for c in wanted.configs}
+        new_topic = NewTopic(
+            wanted.name,
+            wanted.num_partitions,
+            wanted.replication_factor,
+            {a.partition_index: list(a.broker_ids) for a in wanted.assignments} or None,
+            configs,
+        )
         try:
-            if body.validate_only:
-                context.logs.check_new_topic(wanted.name, num_partitions, configs)
-                topic = None
-            else:
-                topic = context.logs.create_topic(wanted.name, num_partitions, configs)
-                log.info("created topic %s with %d partitions", wanted.name, num_partitions)
-        except StorageError as exc:
+            created = await context.topics.create_topic(
+                new_topic, validate_only=body.validate_only, timeout_ms=body.timeout_ms
+            )
+        except TopicAdminError as exc:
             result.error_code = exc.error_code
-            result.error_message = str(exc)
+            result.error_message = exc.message
             continue
-        result.num_partitions = num_partitions
-        result.replication_factor = 1
-        result.configs = _topic_configs(context, wanted.name, Result.CreatableTopicConfigs, configs)
-        if topic is not None:
-            result.topic_id = topic.topic_id
+        result.num_partitions = created.num_partitions
+        result.replication_factor = created.replication_factor
+        result.configs = _topic_configs(created.config, Result.CreatableTopicConfigs)
+        if created.topic_id is not None:
+            result.topic_id = created.topic_id
     return Response(throttle_time_ms=0, topics=results)
 
 
-def _topic_configs(
-    context: BrokerContext, name: str, Entry: Any, explicit: dict[str, str]
-) -> list[Any]:
-    config = LogConfig.from_topic_configs(explicit, context.logs.default_config)
+def _topic_configs(config: LogConfig, Entry: Any) -> list[Any]:
     return [
         Entry(
             name=key,
@@ -95,30 +82,35 @@ async def handle_delete_topics(context: BrokerContext, request: Request) -> Any:
         wanted = [(name, None) for name in body.topic_names]
     results = []
     for name, topic_id in wanted:
-        topic = context.logs.topics.get(name) if name else context.logs.topic_by_id(topic_id)
         result = Result(name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None)
         results.append(result)
-        if topic is None:
-            missing_by_id = not name and topic_id is not None
-            result.error_code = (
-                ErrorCode.UNKNOWN_TOPIC_ID
-                if missing_by_id
-                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            )
+        if not name:
+            name = context.metadata.topic_name(topic_id) if topic_id is not None else None
+            if name is None:
+                result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+                continue
+        described = context.metadata.topic(name)
+        if described is None:
+            result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             continue
-        if topic.name in INTERNAL_TOPICS:
+        if name in INTERNAL_TOPICS:
             result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
-            result.error_message = f"{topic.name} is internal and cannot be deleted"
+            result.error_message = f"{name} is internal and cannot be deleted"
             continue
         if not context.config.delete_topic_enable:
             result.error_code = ErrorCode.POLICY_VIOLATION
             result.error_message = "topic deletion is disabled (delete.topic.enable=false)"
             continue
-        result.name, result.topic_id = topic.name, topic.topic_id
-        for partition_log in topic.partitions:
-            context.replicas.forget(partition_log)
-        context.logs.delete_topic(topic.name)
-        log.info("deleted topic %s", topic.name)
+        result.name, result.topic_id = name, described.topic_id
+        local = context.logs.topics.get(name)
+        if local is not None:
+            for partition_log in local.partitions.values():
+                context.replicas.forget(partition_log)
+        try:
+            await context.topics.delete_topic(name)
+        except TopicAdminError as exc:
+            result.error_code = exc.error_code
+            result.error_message = exc.message
     return Response(throttle_time_ms=0, responses=results)
 
 
@@ -130,25 +122,21 @@ async def handle_create_partitions(context: BrokerContext, request: Request) -> 
     for wanted in body.topics:
         result = Result(name=wanted.name, error_code=ErrorCode.NONE, error_message=None)
         results.append(result)
-        topic = context.logs.topics.get(wanted.name)
-        if topic is None:
-            result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            continue
-        if topic.name in INTERNAL_TOPICS:
+        if wanted.name in INTERNAL_TOPICS:
             # Groups are placed by hashing over the partition count.
             result.error_code = ErrorCode.INVALID_PARTITIONS
-            result.error_message = f"{topic.name} is internal; its partition count is fixed"
+            result.error_message = f"{wanted.name} is internal; its partition count is fixed"
             continue
-        if wanted.count <= len(topic.partitions):
-            result.error_code = ErrorCode.INVALID_PARTITIONS
-            result.error_message = (
-                f"topic {wanted.name!r} has {len(topic.partitions)} partitions;"
-                f" the new count {wanted.count} must be larger"
+        assignment = (
+            [list(a.broker_ids) for a in wanted.assignments] if wanted.assignments else None
+        )
+        try:
+            await context.topics.create_partitions(
+                wanted.name, wanted.count, assignment, validate_only=body.validate_only
             )
-            continue
-        if not body.validate_only:
-            context.logs.create_partitions(wanted.name, wanted.count)
-            log.info("topic %s now has %d partitions", wanted.name, wanted.count)
+        except TopicAdminError as exc:
+            result.error_code = exc.error_code
+            result.error_message = exc.message
     return Response(throttle_time_ms=0, results=results)
 
 
@@ -165,10 +153,12 @@ async def handle_delete_records(context: BrokerContext, request: Request) -> Any
                 partition_index=p.partition_index, low_watermark=-1, error_code=ErrorCode.NONE
             )
             results.append(result)
-            partition_log = context.logs.partition(wanted.name, p.partition_index)
-            if partition_log is None:
-                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif wanted.name in INTERNAL_TOPICS:
+            try:
+                partition_log = context.replicas.leader_log(wanted.name, p.partition_index)
+            except PartitionError as exc:
+                result.error_code = exc.error_code
+                continue
+            if wanted.name in INTERNAL_TOPICS:
                 # As Kafka: the coordinator's own records are not for clients to cut.
                 result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
             else:
@@ -207,10 +197,10 @@ async def handle_describe_log_dirs(context: BrokerContext, request: Request) -> 
             PartitionEntry(
                 partition_index=partition_log.partition,
                 partition_size=partition_log.size_bytes,
-                offset_lag=0,  # the only replica is the leader
+                offset_lag=0,  # as Kafka reports a current (not future) log
                 is_future_key=False,
             )
-            for partition_log in topic.partitions
+            for partition_log in topic.partitions.values()
             if partitions is None or partition_log.partition in partitions
         ]
         if entries:

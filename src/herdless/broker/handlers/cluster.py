@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 from herdless.broker.group_coordinator import INTERNAL_TOPICS
 from herdless.broker.metadata import TopicMetadata
+from herdless.broker.topic_admin import NewTopic, TopicAdminError
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
-from herdless.storage import StorageError
 
 if TYPE_CHECKING:
     from herdless.broker.context import BrokerContext
@@ -41,9 +41,10 @@ async def handle_metadata(context: BrokerContext, request: Request) -> Any:
     for name in names:
         topic = metadata.topic(name)
         if topic is None:
-            error = (
-                _auto_create(context, name) if auto_create else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            )
+            if auto_create:
+                error = await _auto_create(context, name)
+            else:
+                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             topic = metadata.topic(name)
             if topic is None:
                 topics.append(TopicResponse(error_code=error, name=name, partitions=[]))
@@ -60,14 +61,15 @@ async def handle_metadata(context: BrokerContext, request: Request) -> Any:
     )
 
 
-def _auto_create(context: BrokerContext, name: str) -> ErrorCode:
+async def _auto_create(context: BrokerContext, name: str) -> ErrorCode:
     try:
-        context.logs.create_topic(name, context.config.num_partitions, {})
-    except StorageError as exc:
+        await context.topics.create_topic(NewTopic(name))
+    except TopicAdminError as exc:
         return exc.error_code
-    log.info("auto-created topic %s with %d partitions", name, context.config.num_partitions)
-    # Kafka answers LEADER_NOT_AVAILABLE on creation; the leader is already here, so serve it.
-    return ErrorCode.NONE
+    log.info("auto-created topic %s", name)
+    # As Kafka: the topic exists but its leaders may not be known yet; clients retry. One
+    # broker leads at once, so it serves the topic in this very answer.
+    return ErrorCode.LEADER_NOT_AVAILABLE
 
 
 def _describe(topic: TopicMetadata, TopicResponse: Any) -> Any:

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from herdless.broker.config import broker_topic_defaults
 from herdless.broker.group_coordinator import OFFSETS_TOPIC
+from herdless.broker.topic_admin import TopicAdminError
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
-from herdless.storage import LIST_TOPIC_CONFIGS, ConfigSource, StorageError
+from herdless.storage import LIST_TOPIC_CONFIGS, ConfigSource
 from herdless.storage.config import TOPIC_CONFIG_TYPES
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ async def handle_alter_configs(context: BrokerContext, request: Request) -> Any:
     for resource in body.resources:
         changes = {c.name: c.value for c in resource.configs}
         results.append(
-            _alter(context, resource, changes, replace=True, validate_only=body.validate_only)
+            await _alter(context, resource, changes, replace=True, validate_only=body.validate_only)
         )
     Response = response_class(ALTER_CONFIGS)
     return Response(throttle_time_ms=0, responses=[_result(Response, r) for r in results])
@@ -75,7 +76,9 @@ async def handle_incremental_alter_configs(context: BrokerContext, request: Requ
             results.append((resource, exc.error_code, str(exc)))
             continue
         results.append(
-            _alter(context, resource, changes, replace=False, validate_only=body.validate_only)
+            await _alter(
+                context, resource, changes, replace=False, validate_only=body.validate_only
+            )
         )
     Response = response_class(INCREMENTAL_ALTER_CONFIGS)
     return Response(throttle_time_ms=0, responses=[_result(Response, r) for r in results])
@@ -85,8 +88,8 @@ def _incremental_changes(context: BrokerContext, resource: Any) -> dict[str, str
     """The operations as values to set (None: back to the default)."""
     if resource.resource_type != RESOURCE_TOPIC:
         return {}  # refused by _alter with the reason
-    topic = context.logs.topics.get(resource.resource_name)
-    current = topic.config.to_topic_configs() if topic is not None else {}
+    config = context.topics.topic_config(resource.resource_name)
+    current = config.to_topic_configs() if config is not None else {}
     changes: dict[str, str | None] = {}
     seen: set[str] = set()
     for c in resource.configs:
@@ -120,7 +123,7 @@ def _incremental_changes(context: BrokerContext, resource: Any) -> dict[str, str
     return changes
 
 
-def _alter(
+async def _alter(
     context: BrokerContext,
     resource: Any,
     changes: Mapping[str, str | None],
@@ -143,7 +146,7 @@ def _alter(
         )
     name = resource.resource_name
     try:
-        config = context.logs.alter_topic_configs(
+        config = await context.topics.alter_configs(
             name, changes, replace=replace, validate_only=True
         )
         if name == OFFSETS_TOPIC and not config.compacts:
@@ -152,10 +155,12 @@ def _alter(
                 ErrorCode.INVALID_CONFIG, f"{OFFSETS_TOPIC} must keep cleanup.policy=compact"
             )
         if not validate_only:
-            context.logs.alter_topic_configs(name, changes, replace=replace)
+            await context.topics.alter_configs(name, changes, replace=replace, validate_only=False)
             log.info("topic %s configs changed: %s", name, dict(changes))
-    except (StorageError, ConfigChangeError) as exc:
+    except ConfigChangeError as exc:
         return resource, exc.error_code, str(exc)
+    except TopicAdminError as exc:
+        return resource, exc.error_code, exc.message
     return resource, ErrorCode.NONE, None
 
 
@@ -184,13 +189,13 @@ async def handle_describe_configs(context: BrokerContext, request: Request) -> A
         )
         results.append(result)
         if resource.resource_type == RESOURCE_TOPIC:
-            topic = context.logs.topics.get(resource.resource_name)
-            if topic is None:
+            config = context.topics.topic_config(resource.resource_name)
+            if config is None:
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 result.error_message = f"topic {resource.resource_name!r} does not exist"
                 continue
-            values = topic.config.to_topic_configs()
-            source_of = {k: topic.config.config_source(k) for k in values}
+            values = config.to_topic_configs()
+            source_of = {k: config.config_source(k) for k in values}
         elif resource.resource_type == RESOURCE_BROKER:
             values = _broker_configs(context)
             source_of = dict.fromkeys(values, ConfigSource.STATIC_BROKER_CONFIG)

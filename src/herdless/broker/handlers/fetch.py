@@ -42,6 +42,8 @@ def _read(context: BrokerContext, body: Any) -> tuple[list[Any], int]:
     TopicResponse = response_class(FETCH).FetchableTopicResponse
     PartitionData = TopicResponse.PartitionData
     budget = body.max_bytes if body.max_bytes is not None else 0x7FFFFFFF
+    replica_id = body.replica_id if body.replica_id is not None else -1
+    replicas = context.replicas
     total = 0
     topics = []
     for topic in body.topics:
@@ -58,8 +60,21 @@ def _read(context: BrokerContext, body: Any) -> tuple[list[Any], int]:
                 records=b"",
             )
             partitions.append(data)
+            epoch = wanted.current_leader_epoch
             try:
-                partition_log = context.replicas.leader_log(topic.topic, wanted.partition)
+                if replica_id >= 0:
+                    # A follower: it reads past the high watermark, and where it fetches
+                    # tells the leader how far it has got.
+                    partition_log = replicas.follower_log(
+                        topic.topic, wanted.partition, replica_id, epoch
+                    )
+                    replicas.record_follower_fetch(
+                        topic.topic, wanted.partition, replica_id, wanted.fetch_offset
+                    )
+                    max_offset = None
+                else:
+                    partition_log = replicas.leader_log(topic.topic, wanted.partition, epoch)
+                    max_offset = partition_log.high_watermark
             except PartitionError as exc:
                 data.error_code = exc.error_code
                 continue
@@ -71,7 +86,9 @@ def _read(context: BrokerContext, body: Any) -> tuple[list[Any], int]:
             if limit <= 0 and total > 0:
                 continue
             try:
-                records = partition_log.read(wanted.fetch_offset, max(limit, 1))
+                records = partition_log.read(
+                    wanted.fetch_offset, max(limit, 1), max_offset=max_offset
+                )
             except StorageError as exc:
                 # Out of range, or the log closed under us (topic deleted, shutdown).
                 data.error_code = exc.error_code

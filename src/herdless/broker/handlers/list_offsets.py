@@ -35,7 +35,9 @@ async def handle_list_offsets(context: BrokerContext, request: Request) -> Any:
                 leader_epoch=-1,
             )
             try:
-                partition_log = context.replicas.leader_log(topic.name, wanted.partition_index)
+                partition_log = context.replicas.leader_log(
+                    topic.name, wanted.partition_index, wanted.current_leader_epoch
+                )
             except PartitionError as exc:
                 result.error_code = exc.error_code
             else:

@@ -105,6 +105,6 @@ async def handle_init_producer_id(context: BrokerContext, request: Request) -> A
     return Response(
         throttle_time_ms=0,
         error_code=ErrorCode.NONE,
-        producer_id=context.producer_ids.next_id(),
+        producer_id=await context.producer_ids.next_id(),
         producer_epoch=0,
     )

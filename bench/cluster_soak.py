@@ -1,0 +1,146 @@
+"""Soak a three-broker cluster with random faults under acks=all load, then count the damage.
+
+Starts Debian's ZooKeeper and three herdless brokers on 127.0.0.1, creates a
+topic with replication factor 3 and min.insync.replicas 2, and runs an
+idempotent acks=all writer (confluent-kafka) throughout. Each cycle injects
+one fault at a random moment: SIGKILL of a random broker (then a restart),
+SIGSTOP of a partition leader for longer than its ZooKeeper session (then
+SIGCONT), a graceful restart, or a ZooKeeper restart; and waits until every
+partition is led with a full ISR again, timing how long that took. At the end
+the same checker the fault tests use compares what was acknowledged with what
+a consumer and every replica's log hold, and prints the counts:
+
+    python bench/cluster_soak.py --cycles 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient, NewTopic
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.support.checker import (  # noqa: E402 - after the path is set
+    Writer,
+    check,
+    divergent_partitions,
+    high_watermarks,
+    read_partitions,
+)
+from tests.support.cluster import SESSION_TIMEOUT_MS, ClusterProcesses  # noqa: E402
+
+TOPIC = "soak"
+PARTITIONS = 6
+FAULTS = ("kill", "pause", "restart", "zookeeper")
+
+
+def all_served(cluster: ClusterProcesses, timeout: float = 90.0) -> float:
+    started = time.monotonic()
+    cluster.wait_for(
+        lambda m: (
+            len(m.brokers) == 3
+            and TOPIC in m.topics
+            and all(
+                p.leader in m.brokers and len(p.isrs) == 3
+                for p in m.topics[TOPIC].partitions.values()
+            )
+        ),
+        timeout=timeout,
+        what="every partition led with a full ISR",
+    )
+    return time.monotonic() - started
+
+
+def inject(cluster: ClusterProcesses, fault: str, rng: random.Random) -> None:
+    if fault == "kill":
+        victim = rng.choice(list(cluster.brokers))
+        cluster.brokers[victim].kill()
+        time.sleep(rng.uniform(0.2, 3.0))
+        cluster.brokers[victim].start()
+    elif fault == "pause":
+        victim = cluster.leader_of(TOPIC, rng.randrange(PARTITIONS))
+        cluster.pause(victim)
+        time.sleep(SESSION_TIMEOUT_MS / 1000 + rng.uniform(0.5, 2.0))
+        cluster.resume(victim)
+    elif fault == "restart":
+        victim = rng.choice(list(cluster.brokers))
+        cluster.brokers[victim].restart()
+    else:
+        cluster.zookeeper.restart()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cycles", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=None)
+    args = parser.parse_args()
+    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+    rng = random.Random(seed)
+    console = Console()
+    console.print(f"seed {seed}, {args.cycles} cycles")
+    recovery: dict[str, list[float]] = {fault: [] for fault in FAULTS}
+    with tempfile.TemporaryDirectory(prefix="herdless-soak-") as base:
+        cluster = ClusterProcesses(Path(base))
+        try:
+            cluster.start()
+            admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+            new = NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})
+            admin.create_topics([new], operation_timeout=30)[TOPIC].result(timeout=60)
+            all_served(cluster)
+            writer = Writer(cluster.bootstrap, TOPIC).start()
+            with Progress(console=console) as progress:
+                task = progress.add_task("fault cycles", total=args.cycles)
+                for _ in range(args.cycles):
+                    time.sleep(rng.uniform(0.2, 2.0))
+                    fault = rng.choice(FAULTS)
+                    inject(cluster, fault, rng)
+                    recovery[fault].append(all_served(cluster))
+                    progress.advance(task)
+            writer.stop()
+            all_served(cluster)
+            ends = high_watermarks(cluster.bootstrap, TOPIC, PARTITIONS)
+            seen = read_partitions(cluster.bootstrap, TOPIC, PARTITIONS, ends, timeout=300)
+            report = check(writer.acked, seen)
+            data_dirs = [p.data_dir for p in cluster.brokers.values()]
+            report.divergent = len(divergent_partitions(data_dirs, TOPIC, PARTITIONS))
+        finally:
+            cluster.stop()
+
+    counts = Table(title=f"{args.cycles} fault cycles (seed {seed})")
+    for column in ("acknowledged", "lost", "duplicated", "reordered", "divergent", "failed sends"):
+        counts.add_column(column, justify="right")
+    counts.add_row(
+        str(report.acknowledged),
+        str(report.lost),
+        str(report.duplicated),
+        str(report.reordered),
+        str(report.divergent),
+        str(len(writer.failed)),
+    )
+    console.print(counts)
+    times = Table(title="seconds until every partition is led with a full ISR again")
+    for column in ("fault", "cycles", "median", "max"):
+        times.add_column(column, justify="right")
+    for fault, seconds in recovery.items():
+        if seconds:
+            times.add_row(
+                fault, str(len(seconds)), f"{statistics.median(seconds):.2f}", f"{max(seconds):.2f}"
+            )
+    console.print(times)
+    for line in report.details[:20]:
+        console.print(line)
+    sys.exit(0 if report.clean else 1)
+
+
+if __name__ == "__main__":
+    main()

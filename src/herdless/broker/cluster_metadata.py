@@ -1,0 +1,111 @@
+"""The cluster as ZooKeeper describes it, kept current by watches: the metadata view of a cluster.
+
+Every broker holds one, fed on the event loop from its ZooKeeper watches:
+live brokers, the controller, topics' replica assignments and each
+partition's state (leader, leader epoch, ISR). Clients are told what it says;
+it may lag ZooKeeper by a watch, which is what Kafka's own metadata caches do
+too: a client sent to a former leader gets NOT_LEADER_OR_FOLLOWER and asks again.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from herdless.broker.metadata import BrokerEndpoint, PartitionMetadata, TopicMetadata
+from herdless.cluster.layout import BrokerRegistration, PartitionState, TopicAssignment, Versioned
+
+NO_LEADER = -1
+
+
+class ClusterMetadata:
+    def __init__(self) -> None:
+        self.cluster_id = ""
+        self.controller_id = NO_LEADER
+        self._brokers: dict[int, BrokerEndpoint] = {}
+        self._topics: dict[str, TopicAssignment] = {}
+        self._states: dict[tuple[str, int], Versioned[PartitionState]] = {}
+        self._configs: dict[str, dict[str, str]] = {}
+
+    # -- updates, from ZooKeeper watches ------------------------------------------
+
+    def set_brokers(self, registrations: list[BrokerRegistration]) -> None:
+        self._brokers = {
+            r.broker_id: BrokerEndpoint(r.broker_id, r.host, r.port, r.rack) for r in registrations
+        }
+
+    def set_topic(self, name: str, assignment: TopicAssignment | None) -> None:
+        if assignment is None:
+            self._topics.pop(name, None)
+            self._configs.pop(name, None)
+            for key in [k for k in self._states if k[0] == name]:
+                del self._states[key]
+        else:
+            self._topics[name] = assignment
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self._configs[name] = configs
+
+    def set_partition_state(
+        self, topic: str, partition: int, state: Versioned[PartitionState] | None
+    ) -> None:
+        if state is None:
+            self._states.pop((topic, partition), None)
+        else:
+            self._states[(topic, partition)] = state
+
+    # -- the view ---------------------------------------------------------------
+
+    def brokers(self) -> list[BrokerEndpoint]:
+        return [self._brokers[node_id] for node_id in sorted(self._brokers)]
+
+    def broker(self, node_id: int) -> BrokerEndpoint | None:
+        return self._brokers.get(node_id)
+
+    def is_live(self, node_id: int) -> bool:
+        return node_id in self._brokers
+
+    def topic_names(self) -> list[str]:
+        return sorted(self._topics)
+
+    def assignment(self, name: str) -> TopicAssignment | None:
+        return self._topics.get(name)
+
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        assignment = self._topics.get(name)
+        return None if assignment is None else assignment.topic_id
+
+    def topic_configs(self, name: str) -> dict[str, str]:
+        """The topic's configs as set in ZooKeeper (overrides of the broker's defaults)."""
+        return self._configs.get(name, {})
+
+    def partition_state_versioned(
+        self, topic: str, partition: int
+    ) -> Versioned[PartitionState] | None:
+        return self._states.get((topic, partition))
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        return next((n for n, a in self._topics.items() if a.topic_id == topic_id), None)
+
+    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        versioned = self._states.get((topic, partition))
+        return None if versioned is None else versioned.value
+
+    def topic(self, name: str) -> TopicMetadata | None:
+        assignment = self._topics.get(name)
+        if assignment is None:
+            return None
+        partitions = []
+        for index in sorted(assignment.replicas):
+            replicas = tuple(assignment.replicas[index])
+            state = self.partition_state(name, index)
+            offline = tuple(r for r in replicas if r not in self._brokers)
+            if state is None:
+                partitions.append(PartitionMetadata(index, NO_LEADER, -1, replicas, (), offline))
+                continue
+            leader = state.leader if state.leader in self._brokers else NO_LEADER
+            partitions.append(
+                PartitionMetadata(
+                    index, leader, state.leader_epoch, replicas, tuple(state.isr), offline
+                )
+            )
+        return TopicMetadata(name, assignment.topic_id, tuple(partitions))

@@ -1,0 +1,438 @@
+"""This broker as a member of a ZooKeeper cluster.
+
+It holds the ZooKeeper session: registers the broker (an ephemeral node),
+keeps the session lease fresh, and turns ZooKeeper's watches into the
+cluster metadata view and into local replicas: a partition this broker is
+assigned gets a local log, then leads or follows it as the partition's state
+says, with one fetcher per leader it follows. It also runs this broker's
+candidacy for controller. Watches fire on kazoo's thread; everything they
+change is handed to the event loop and applied there, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import replace
+from typing import Any
+
+from herdless.broker.cluster_metadata import ClusterMetadata
+from herdless.broker.config import BrokerConfig
+from herdless.broker.controller import Controller
+from herdless.broker.durability import Durability
+from herdless.broker.fetcher import ReplicaFetcher
+from herdless.broker.producer_ids import ProducerIds
+from herdless.broker.replication import ClusterReplicaManager, Partition, Role
+from herdless.cluster.errors import BrokerIdInUse, ClusterError, StateVersionConflict
+from herdless.cluster.layout import BrokerRegistration, PartitionState, TopicAssignment, Versioned
+from herdless.cluster.store import ClusterStore, SessionState, Watch
+from herdless.storage import LogConfig, LogManager, PartitionLog, StorageError
+
+log = logging.getLogger(__name__)
+
+
+class ClusterNode:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        logs: LogManager,
+        durability: Durability,
+        metadata: ClusterMetadata,
+        clock: Callable[[], int],
+    ) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.logs = logs
+        self.metadata = metadata
+        self._durability = durability
+        self._clock = clock
+        self.store: ClusterStore | None = None
+        self.controller: Controller | None = None
+        self.replicas = ClusterReplicaManager(
+            logs,
+            durability,
+            clock,
+            config.node_id,
+            metadata,
+            self.lease_valid,
+            self._write_isr,
+            config.replica_lag_time_max_ms,
+        )
+        self.replicas.on_role_change = self._on_role_change
+        self.producer_ids = ProducerIds(self._reserve_producer_ids)
+        self._fetchers: dict[int, ReplicaFetcher] = {}
+        self._topic_watches: dict[str, list[Watch]] = {}
+        self._partition_watches: dict[tuple[str, int], Watch] = {}
+        self._watches: list[Watch] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._jobs: set[asyncio.Task[None]] = set()
+        self._registration: BrokerRegistration | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # Told when this broker starts or stops leading a partition (the group
+        # coordinator's shards follow leadership of __consumer_offsets).
+        self.leadership_listeners: list[Callable[[str, int, int | None], None]] = []
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    async def connect(self) -> str:
+        """Open the ZooKeeper session; returns the cluster id. ClusterError if it can't."""
+        self._loop = asyncio.get_running_loop()
+        timeout_s = self.config.zookeeper_session_timeout_ms / 1000
+        self.store = await asyncio.to_thread(
+            ClusterStore,
+            self.config.zookeeper_connect,
+            session_timeout=timeout_s,
+            connect_timeout=self.config.zookeeper_connection_timeout_ms / 1000,
+        )
+        return await asyncio.to_thread(self.store.cluster_id)
+
+    async def join(self, host: str, port: int) -> None:
+        """Register this broker and start following the cluster's state."""
+        store = self._store()
+        self._registration = BrokerRegistration(self.node_id, host, port, self.config.rack)
+        await self._register(self._registration)
+        log.info("registered as broker %d at %s:%d in ZooKeeper", self.node_id, host, port)
+        await asyncio.to_thread(store.renew_lease)
+        loop = self._loop
+        assert loop is not None
+        # Setting a watch reads its znode at once (and calls back in this thread), so
+        # watches are set in worker threads, never on the loop.
+        self._watches = [
+            store.add_session_listener(lambda state: self._later(self._on_session, state)),
+            await asyncio.to_thread(
+                store.watch_brokers, lambda _: self._later(self._refresh_brokers)
+            ),
+            await asyncio.to_thread(
+                store.watch_controller, lambda node: self._later(self._on_controller, node)
+            ),
+            await asyncio.to_thread(
+                store.watch_topic_names,
+                lambda names: self._later(self._on_topic_names, names),
+            ),
+        ]
+        self.controller = Controller(store, self.node_id, self._unclean_election)
+        await asyncio.to_thread(self.controller.set_watches)
+        self.controller.start()
+        self._tasks = [
+            loop.create_task(self._renew_lease_forever()),
+            loop.create_task(self._shrink_isr_forever()),
+        ]
+
+    async def _register(self, registration: BrokerRegistration) -> None:
+        """Register, waiting out the session of a previous life of this broker.
+
+        A broker restarted right after a crash finds its old registration still
+        there until that session expires: it waits up to a session timeout for it
+        to go. A live broker with the same id keeps its registration, and this one
+        is refused once the wait is over.
+        """
+        store = self._store()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.zookeeper_session_timeout_ms / 1000 * 1.5
+        waiting = False
+        while True:
+            try:
+                await asyncio.to_thread(store.register_broker, registration)
+                return
+            except BrokerIdInUse as exc:
+                if loop.time() >= deadline:
+                    raise
+                if not waiting:
+                    log.info("%s; waiting for its session to expire", exc)
+                    waiting = True
+                await asyncio.sleep(0.25)
+
+    async def stop(self) -> None:
+        for task in [*self._tasks, *self._jobs]:
+            task.cancel()
+        await asyncio.gather(*self._tasks, *self._jobs, return_exceptions=True)
+        for fetcher in self._fetchers.values():
+            await fetcher.stop()
+        if self.controller is not None:
+            await self.controller.stop()
+        for watch in [*self._watches, *self._partition_watches.values()]:
+            watch.cancel()
+        for watches in self._topic_watches.values():
+            for watch in watches:
+                watch.cancel()
+        # Lead nothing from here on, then end the session: the ephemeral registration
+        # goes at once and the controller moves leadership without waiting for a timeout.
+        self.replicas.resign_all()
+        if self.store is not None:
+            await asyncio.to_thread(self.store.close)
+
+    def connected_store(self) -> ClusterStore:
+        assert self.store is not None, "connect() first"
+        return self.store
+
+    _store = connected_store
+
+    async def _reserve_producer_ids(self, size: int) -> tuple[int, int]:
+        return await asyncio.to_thread(self._store().reserve_producer_id_block, self.node_id, size)
+
+    def _later(self, function: Callable[..., Any], *args: Any) -> None:
+        """From a kazoo thread: run `function(*args)` on the event loop, in order."""
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(function, *args)
+
+    # -- the session lease ------------------------------------------------------------
+
+    def lease_valid(self) -> bool:
+        return self.store is not None and time.monotonic() < self.store.lease_deadline()
+
+    async def _renew_lease_forever(self) -> None:
+        # Renewing several times per session timeout keeps the lease well ahead of now.
+        interval_s = self.config.zookeeper_session_timeout_ms / 1000 / 6
+        store = self._store()
+        while True:
+            await asyncio.to_thread(store.renew_lease, interval_s)
+            await asyncio.sleep(interval_s)
+
+    def _on_session(self, state: SessionState) -> None:
+        if state is SessionState.LOST:
+            log.warning("ZooKeeper session lost: leading nothing until registered again")
+            self.replicas.resign_all()
+            if self.controller is not None:
+                self.controller.session_lost()
+        elif state is SessionState.CONNECTED and self._registration is not None:
+            assert self._loop is not None
+            self._loop.create_task(self._register_again())
+
+    async def _register_again(self) -> None:
+        assert self._registration is not None
+        try:
+            await self._register(self._registration)
+        except ClusterError as exc:
+            log.error("could not register again in ZooKeeper: %s", exc)
+            return
+        # Watches that did not fire kept their old values: read every state again.
+        for name in list(self._topic_watches):
+            await self._reread_topic(name)
+
+    async def _reread_topic(self, name: str) -> None:
+        store = self._store()
+        found = await asyncio.to_thread(store.topic, name)
+        self._on_topic(name, found)
+        if found is None:
+            return
+        for partition in found.value.replicas:
+            state = await asyncio.to_thread(store.get_partition_state, name, partition)
+            self._on_partition_state(name, partition, state)
+
+    # -- watches, on the loop ----------------------------------------------------------
+
+    def _refresh_brokers(self) -> None:
+        assert self._loop is not None
+        self._loop.create_task(self._read_brokers())
+
+    async def _read_brokers(self) -> None:
+        try:
+            brokers = await asyncio.to_thread(self._store().live_brokers)
+        except ClusterError as exc:
+            log.warning("could not read the live brokers: %s", exc)
+            return
+        self.metadata.set_brokers(list(brokers.values()))
+        # A follower waits for its leader's address; it may have just registered.
+        for partition in list(self.replicas.partitions.values()):
+            if partition.role is Role.FOLLOWER:
+                self._on_role_change(partition, partition.key)
+
+    def _on_controller(self, node_id: int | None) -> None:
+        self.metadata.controller_id = -1 if node_id is None else node_id
+
+    def _on_topic_names(self, names: set[str]) -> None:
+        for name in names - set(self._topic_watches):
+            self._topic_watches[name] = []
+            self._background(self._watch_topic(name))
+        for name in set(self._topic_watches) - names:
+            self._on_topic(name, None)
+
+    async def _watch_topic(self, name: str) -> None:
+        # The config first: a replica's log is opened with it when the assignment comes.
+        store = self._store()
+        watches = self._topic_watches.get(name)
+        if watches is None:
+            return
+        watches.append(
+            await asyncio.to_thread(
+                store.watch_topic_config,
+                name,
+                lambda configs: self._later(self._on_topic_config, name, configs),
+            )
+        )
+        watches.append(
+            await asyncio.to_thread(
+                store.watch_topic, name, lambda found: self._later(self._on_topic, name, found)
+            )
+        )
+
+    async def _watch_partitions(self, name: str, partitions: list[int]) -> None:
+        store = self._store()
+        for partition in partitions:
+            key = (name, partition)
+            if key in self._partition_watches or name not in self._topic_watches:
+                continue
+            self._partition_watches[key] = await asyncio.to_thread(
+                store.watch_partition_state,
+                name,
+                partition,
+                lambda state, key=key: self._later(self._on_partition_state, *key, state),
+            )
+
+    def _background(self, job: Coroutine[Any, Any, None]) -> None:
+        assert self._loop is not None
+        task = self._loop.create_task(job)
+        self._jobs.add(task)
+        task.add_done_callback(self._job_done)
+
+    def _job_done(self, task: asyncio.Task[None]) -> None:
+        self._jobs.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("cluster watch job failed", exc_info=task.exception())
+
+    def _on_topic_config(self, name: str, configs: dict[str, str]) -> None:
+        self.metadata.set_topic_configs(name, configs)
+        if name in self.logs.topics:
+            try:
+                self.logs.alter_topic_configs(name, configs, replace=True)
+            except StorageError as exc:
+                log.error("topic %s: cannot apply configs %s: %s", name, configs, exc)
+
+    def _on_topic(self, name: str, found: Versioned[TopicAssignment] | None) -> None:
+        if found is None:
+            self._forget_topic(name)
+            return
+        assignment = found.value
+        self.metadata.set_topic(name, assignment)
+        unwatched = [p for p in assignment.replicas if (name, p) not in self._partition_watches]
+        if unwatched:
+            self._background(self._watch_partitions(name, unwatched))
+        for partition in assignment.replicas:
+            self._sync_partition(name, partition)
+
+    def _forget_topic(self, name: str) -> None:
+        for watch in self._topic_watches.pop(name, []):
+            watch.cancel()
+        for key in [k for k in self._partition_watches if k[0] == name]:
+            self._partition_watches.pop(key).cancel()
+            self.replicas.stop_replica(*key)
+        self.metadata.set_topic(name, None)
+        if name in self.logs.topics:
+            for partition_log in self.logs.topics[name].partitions.values():
+                self.replicas.forget(partition_log)
+            self.logs.delete_topic(name)
+            log.info("deleted the local replicas of topic %s", name)
+
+    def _on_partition_state(
+        self, topic: str, partition: int, state: Versioned[PartitionState] | None
+    ) -> None:
+        if self.metadata.assignment(topic) is None:
+            return  # the topic went meanwhile
+        self.metadata.set_partition_state(topic, partition, state)
+        self._sync_partition(topic, partition)
+
+    def _sync_partition(self, topic: str, partition: int) -> None:
+        """Make the local replica what the metadata says: hosted or not, leader or follower."""
+        assignment = self.metadata.assignment(topic)
+        if assignment is None or partition not in assignment.replicas:
+            return
+        replicas = assignment.replicas[partition]
+        if self.node_id not in replicas:
+            if self.logs.partition(topic, partition) is not None:
+                self.replicas.stop_replica(topic, partition)
+                self.logs.drop_partition(topic, partition)
+            return
+        try:
+            partition_log = self._local_log(assignment, partition)
+        except StorageError as exc:
+            log.error("%s-%d: cannot open its local replica: %s", topic, partition, exc)
+            return
+        versioned = self.metadata.partition_state_versioned(topic, partition)
+        if versioned is not None:
+            self.replicas.apply_state(partition_log, versioned.value, versioned.version, replicas)
+
+    def _local_log(self, assignment: TopicAssignment, partition: int) -> PartitionLog:
+        name = assignment.name
+        local = self.logs.topics.get(name)
+        if local is not None and local.topic_id != assignment.topic_id:
+            # A topic of this name was deleted and created again while this broker was away.
+            log.info("topic %s has a new id; dropping the old local replicas", name)
+            self.logs.delete_topic(name)
+            local = None
+        count = max(assignment.replicas) + 1
+        if local is None:
+            configs = self.metadata.topic_configs(name)
+            self.logs.create_topic(
+                name, count, configs, topic_id=assignment.topic_id, hosted=[partition]
+            )
+        elif local.partition_count < count:
+            self.logs.create_partitions(name, count, hosted=[])
+        (partition_log,) = self.logs.host_partitions(name, [partition])
+        return partition_log
+
+    # -- leadership and fetchers --------------------------------------------------------
+
+    def _on_role_change(self, partition: Partition | None, key: tuple[str, int]) -> None:
+        following = (
+            partition is not None and partition.role is Role.FOLLOWER and partition.leader >= 0
+        )
+        for leader_id, fetcher in list(self._fetchers.items()):
+            if key in fetcher.partitions and not (following and partition.leader == leader_id):  # type: ignore[union-attr]
+                fetcher.unfollow(key)
+        if following:
+            assert partition is not None
+            leader = self.metadata.broker(partition.leader)
+            if leader is not None:
+                fetcher = self._fetchers.get(leader.node_id)
+                if fetcher is None or (fetcher.leader.host, fetcher.leader.port) != (
+                    leader.host,
+                    leader.port,
+                ):
+                    if fetcher is not None:
+                        assert self._loop is not None
+                        self._loop.create_task(fetcher.stop())
+                    fetcher = self._fetchers[leader.node_id] = ReplicaFetcher(
+                        self.node_id, leader, self._durability, self._clock
+                    )
+                    fetcher.start()
+                followed = fetcher.partitions.get(key)
+                new_leader = followed is None or followed.log is not partition.log
+                fetcher.follow(partition.log, partition.leader_epoch, new_leader)
+        leader_epoch = (
+            partition.leader_epoch
+            if partition is not None and partition.role is Role.LEADER
+            else None
+        )
+        for listener in self.leadership_listeners:
+            listener(key[0], key[1], leader_epoch)
+
+    async def _write_isr(
+        self, topic: str, partition: int, state: PartitionState, version: int
+    ) -> int | None:
+        current = self.metadata.partition_state(topic, partition)
+        controller_epoch = current.controller_epoch if current is not None else 0
+        state = replace(state, controller_epoch=controller_epoch)
+        try:
+            written = await asyncio.to_thread(
+                self._store().update_partition_state, topic, partition, state, version
+            )
+        except StateVersionConflict:
+            return None
+        log.info("%s-%d: ISR is now %s", topic, partition, list(state.isr))
+        return written.version
+
+    async def _shrink_isr_forever(self) -> None:
+        interval_s = self.config.replica_lag_time_max_ms / 1000 / 2
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                self.replicas.shrink_lagging()
+            except Exception:
+                log.exception("ISR check failed")
+
+    def _unclean_election(self, topic: str) -> bool:
+        configs = self.metadata.topic_configs(topic)
+        config = LogConfig.from_topic_configs(configs, self.logs.default_config)
+        return config.unclean_leader_election_enable

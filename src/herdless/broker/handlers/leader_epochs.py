@@ -1,0 +1,49 @@
+"""OffsetForLeaderEpoch: where a leader epoch ends in the leader's log (KIP-101, KIP-320).
+
+Followers ask it after a leader change to find where their log diverges from
+the new leader's; consumers ask it after a leader change to check that the
+offset they hold was not truncated away.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from herdless.broker.replicas import PartitionError
+from herdless.protocol.codec import Request, response_class
+from herdless.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from herdless.broker.context import BrokerContext
+
+OFFSET_FOR_LEADER_EPOCH = 23
+UNDEFINED = -1
+
+
+async def handle_offset_for_leader_epoch(context: BrokerContext, request: Request) -> Any:
+    Response = response_class(OFFSET_FOR_LEADER_EPOCH)
+    TopicResult = Response.OffsetForLeaderTopicResult
+    PartitionResult = TopicResult.EpochEndOffset
+    topics = []
+    for topic in request.body.topics:
+        partitions = []
+        for wanted in topic.partitions:
+            result = PartitionResult(
+                error_code=ErrorCode.NONE,
+                partition=wanted.partition,
+                leader_epoch=UNDEFINED,
+                end_offset=UNDEFINED,
+            )
+            partitions.append(result)
+            try:
+                partition_log = context.replicas.leader_log(
+                    topic.topic, wanted.partition, wanted.current_leader_epoch
+                )
+            except PartitionError as exc:
+                result.error_code = exc.error_code
+                continue
+            result.leader_epoch, result.end_offset = partition_log.end_offset_for_epoch(
+                wanted.leader_epoch
+            )
+        topics.append(TopicResult(topic=topic.topic, partitions=partitions))
+    return Response(throttle_time_ms=0, topics=topics)

@@ -1,0 +1,362 @@
+"""Creating, deleting, growing and configuring topics: on this broker's disk, or in ZooKeeper.
+
+The admin handlers (CreateTopics, DeleteTopics, CreatePartitions, the config
+APIs, auto-creation in Metadata) ask a TopicAdmin and do not know which kind
+they have. One broker alone changes its LogManager directly. In a cluster a
+topic is a replica assignment and a config in ZooKeeper, written by the
+broker that got the request: the controller then elects leaders, and each
+broker opens the replicas it is assigned (cluster_node.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from herdless.broker.cluster_metadata import ClusterMetadata
+from herdless.cluster import assignment as replica_assignment
+from herdless.cluster.errors import ClusterError, StateVersionConflict, UnknownTopic
+from herdless.cluster.layout import TopicAssignment
+from herdless.cluster.store import ClusterStore
+from herdless.protocol.errors import ErrorCode
+from herdless.storage import LogConfig, LogManager, StorageError
+from herdless.storage.manager import new_topic_id, validate_topic_name
+
+log = logging.getLogger(__name__)
+
+DEFAULT = -1
+
+
+class TopicAdminError(Exception):
+    def __init__(self, error_code: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message or error_code.name)
+        self.error_code = error_code
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class NewTopic:
+    name: str
+    num_partitions: int = DEFAULT
+    replication_factor: int = DEFAULT
+    # partition -> replicas, when the client assigned them itself
+    assignment: Mapping[int, Sequence[int]] | None = None
+    configs: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedTopic:
+    topic_id: uuid.UUID | None  # None when only validated
+    num_partitions: int
+    replication_factor: int
+    config: LogConfig
+
+
+class TopicAdmin(Protocol):
+    async def create_topic(
+        self, topic: NewTopic, *, validate_only: bool = False, timeout_ms: int = 0
+    ) -> CreatedTopic: ...
+
+    async def delete_topic(self, name: str) -> None: ...
+
+    async def create_partitions(
+        self,
+        name: str,
+        count: int,
+        assignment: Sequence[Sequence[int]] | None,
+        *,
+        validate_only: bool = False,
+    ) -> None: ...
+
+    def topic_config(self, name: str) -> LogConfig | None: ...
+
+    async def alter_configs(
+        self,
+        name: str,
+        changes: Mapping[str, str | None],
+        *,
+        replace: bool,
+        validate_only: bool,
+    ) -> LogConfig: ...
+
+
+def altered_explicit_configs(
+    explicit: Mapping[str, str], changes: Mapping[str, str | None], *, replace: bool
+) -> dict[str, str]:
+    """A topic's explicit configs after a change: None reverts one to its default; with
+    `replace` the changes are the whole new set (the legacy AlterConfigs)."""
+    result = {} if replace else dict(explicit)
+    for key, value in changes.items():
+        if value is None:
+            LogConfig().config_source(key)  # refuses unknown names
+            result.pop(key, None)
+        else:
+            result[key] = value
+    return result
+
+
+def _storage_error(exc: StorageError) -> TopicAdminError:
+    return TopicAdminError(exc.error_code, str(exc))
+
+
+class LocalTopics:
+    """One broker: topics are what its LogManager holds."""
+
+    def __init__(self, logs: LogManager, node_id: int, default_partitions: int) -> None:
+        self._logs = logs
+        self._node_id = node_id
+        self._default_partitions = default_partitions
+
+    async def create_topic(
+        self, topic: NewTopic, *, validate_only: bool = False, timeout_ms: int = 0
+    ) -> CreatedTopic:
+        num_partitions = topic.num_partitions
+        if topic.assignment:
+            num_partitions = len(topic.assignment)
+            if any(set(replicas) != {self._node_id} for replicas in topic.assignment.values()):
+                raise TopicAdminError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"this cluster has one broker, id {self._node_id}",
+                )
+        elif num_partitions == DEFAULT:
+            num_partitions = self._default_partitions
+        if topic.replication_factor not in (DEFAULT, 1) and not topic.assignment:
+            raise TopicAdminError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"replication factor {topic.replication_factor} is larger than"
+                " the 1 broker available",
+            )
+        configs = dict(topic.configs or {})
+        try:
+            if validate_only:
+                config = self._logs.check_new_topic(topic.name, num_partitions, configs)
+                return CreatedTopic(None, num_partitions, 1, config)
+            created = self._logs.create_topic(topic.name, num_partitions, configs)
+        except StorageError as exc:
+            raise _storage_error(exc) from None
+        log.info("created topic %s with %d partitions", topic.name, num_partitions)
+        return CreatedTopic(created.topic_id, num_partitions, 1, created.config)
+
+    async def delete_topic(self, name: str) -> None:
+        try:
+            self._logs.delete_topic(name)
+        except StorageError as exc:
+            raise _storage_error(exc) from None
+        log.info("deleted topic %s", name)
+
+    async def create_partitions(
+        self,
+        name: str,
+        count: int,
+        assignment: Sequence[Sequence[int]] | None,
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        topic = self._logs.topics.get(name)
+        if topic is None:
+            raise TopicAdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if count <= topic.partition_count:
+            raise TopicAdminError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"topic {name!r} has {topic.partition_count} partitions;"
+                f" the new count {count} must be larger",
+            )
+        if assignment and any(set(r) != {self._node_id} for r in assignment):
+            raise TopicAdminError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"this cluster has one broker, id {self._node_id}",
+            )
+        if not validate_only:
+            self._logs.create_partitions(name, count)
+            log.info("topic %s now has %d partitions", name, count)
+
+    def topic_config(self, name: str) -> LogConfig | None:
+        topic = self._logs.topics.get(name)
+        return None if topic is None else topic.config
+
+    async def alter_configs(
+        self,
+        name: str,
+        changes: Mapping[str, str | None],
+        *,
+        replace: bool,
+        validate_only: bool,
+    ) -> LogConfig:
+        try:
+            return self._logs.alter_topic_configs(
+                name, changes, replace=replace, validate_only=validate_only
+            )
+        except StorageError as exc:
+            raise _storage_error(exc) from None
+
+
+class ZooKeeperTopics:
+    """A cluster: topics are replica assignments and configs in ZooKeeper."""
+
+    def __init__(
+        self,
+        store: Callable[[], ClusterStore],
+        metadata: ClusterMetadata,
+        defaults: LogConfig,
+        default_partitions: int,
+        default_replication_factor: int,
+    ) -> None:
+        self._store = store
+        self._metadata = metadata
+        self._defaults = defaults
+        self._default_partitions = default_partitions
+        self._default_replication_factor = default_replication_factor
+
+    def _live_racks(self) -> dict[int, str | None]:
+        return {b.node_id: b.rack for b in self._metadata.brokers()}
+
+    async def create_topic(
+        self, topic: NewTopic, *, validate_only: bool = False, timeout_ms: int = 0
+    ) -> CreatedTopic:
+        try:
+            validate_topic_name(topic.name)
+        except StorageError as exc:
+            raise _storage_error(exc) from None
+        configs = dict(topic.configs or {})
+        try:
+            config = LogConfig.from_topic_configs(configs, self._defaults)
+        except ValueError as exc:
+            raise TopicAdminError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        live = self._live_racks()
+        try:
+            if topic.assignment:
+                replicas = replica_assignment.validate_new_topic_assignment(topic.assignment, live)
+            else:
+                num_partitions = (
+                    self._default_partitions
+                    if topic.num_partitions == DEFAULT
+                    else topic.num_partitions
+                )
+                factor = (
+                    self._default_replication_factor
+                    if topic.replication_factor == DEFAULT
+                    else topic.replication_factor
+                )
+                replicas = replica_assignment.assign_replicas(live, num_partitions, factor)
+        except ClusterError as exc:
+            raise _cluster_error(exc) from None
+        assignment = TopicAssignment(topic.name, new_topic_id(), replicas)
+        created = CreatedTopic(None, len(replicas), assignment.replication_factor, config)
+        if self._metadata.assignment(topic.name) is not None:
+            raise TopicAdminError(
+                ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic.name}' already exists."
+            )
+        if validate_only:
+            return created
+        try:
+            await asyncio.to_thread(
+                self._store().create_topic, assignment, config.explicit_topic_configs()
+            )
+        except ClusterError as exc:
+            raise _cluster_error(exc) from None
+        log.info(
+            "created topic %s: %d partitions, replicas %s",
+            topic.name,
+            len(replicas),
+            {p: list(r) for p, r in replicas.items()},
+        )
+        if timeout_ms > 0 and not await self._wait_for_leaders(topic.name, timeout_ms):
+            raise TopicAdminError(
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"topic {topic.name!r} was created, but not every partition had a leader"
+                f" within {timeout_ms} ms",
+            )
+        return CreatedTopic(
+            assignment.topic_id, len(replicas), assignment.replication_factor, config
+        )
+
+    async def _wait_for_leaders(self, name: str, timeout_ms: int) -> bool:
+        """As Kafka's CreateTopics waits: until this broker's metadata shows every leader."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        while loop.time() < deadline:
+            described = self._metadata.topic(name)
+            if described is not None and all(p.leader >= 0 for p in described.partitions):
+                return True
+            await asyncio.sleep(0.02)
+        return False
+
+    async def delete_topic(self, name: str) -> None:
+        try:
+            await asyncio.to_thread(self._store().mark_for_deletion, name)
+        except UnknownTopic:
+            raise TopicAdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) from None
+        except ClusterError as exc:
+            raise _cluster_error(exc) from None
+        log.info("topic %s marked for deletion", name)
+
+    async def create_partitions(
+        self,
+        name: str,
+        count: int,
+        assignment: Sequence[Sequence[int]] | None,
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        store = self._store()
+        found = await asyncio.to_thread(store.topic, name)
+        if found is None:
+            raise TopicAdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        current = found.value
+        try:
+            added = replica_assignment.assign_new_partitions(
+                name, current.replicas, self._live_racks(), count, assignment
+            )
+            grown = TopicAssignment(name, current.topic_id, {**current.replicas, **added})
+            if validate_only:
+                return
+            await asyncio.to_thread(store.set_partitions, grown, found.version)
+        except StateVersionConflict:
+            raise TopicAdminError(
+                ErrorCode.REASSIGNMENT_IN_PROGRESS,
+                f"topic {name!r} changed while its partitions were being added; try again",
+            ) from None
+        except ClusterError as exc:
+            raise _cluster_error(exc) from None
+        log.info("topic %s now has %d partitions", name, count)
+
+    def topic_config(self, name: str) -> LogConfig | None:
+        if self._metadata.assignment(name) is None:
+            return None
+        return LogConfig.from_topic_configs(self._metadata.topic_configs(name), self._defaults)
+
+    async def alter_configs(
+        self,
+        name: str,
+        changes: Mapping[str, str | None],
+        *,
+        replace: bool,
+        validate_only: bool,
+    ) -> LogConfig:
+        if self._metadata.assignment(name) is None:
+            raise TopicAdminError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
+            )
+        store = self._store()
+        current = await asyncio.to_thread(store.topic_config, name)
+        try:
+            explicit = altered_explicit_configs(current, changes, replace=replace)
+            config = LogConfig.from_topic_configs(explicit, self._defaults)
+        except (ValueError, StorageError) as exc:
+            raise TopicAdminError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        if not validate_only:
+            try:
+                await asyncio.to_thread(
+                    store.set_topic_config, name, config.explicit_topic_configs()
+                )
+            except ClusterError as exc:
+                raise _cluster_error(exc) from None
+        return config
+
+
+def _cluster_error(exc: ClusterError) -> TopicAdminError:
+    return TopicAdminError(exc.error_code, str(exc))

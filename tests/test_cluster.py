@@ -1,0 +1,367 @@
+"""A three-broker cluster on a real ZooKeeper, with real clients: replication as Kafka does it."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.support.cluster import ClusterProcesses, running_cluster
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
+    with running_cluster(tmp_path_factory.mktemp("cluster")) as processes:
+        yield processes
+
+
+def create_topic(
+    cluster: ClusterProcesses, name: str, partitions: int, rf: int, **configs: str
+) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    futures = admin.create_topics(
+        [NewTopic(name, partitions, rf, config=configs)], operation_timeout=20
+    )
+    futures[name].result(timeout=30)
+    cluster.wait_for(
+        lambda m: (
+            name in m.topics
+            and len(m.topics[name].partitions) == partitions
+            and all(p.leader >= 0 and len(p.isrs) == rf for p in m.topics[name].partitions.values())
+        ),
+        what=f"{name} online with full ISRs",
+    )
+
+
+def produce(
+    cluster: ClusterProcesses, topic: str, values: list[bytes], **settings: object
+) -> list[tuple[int, int]]:
+    """Produce with acks=all; returns (partition, offset) of each acknowledged record."""
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            **settings,
+        }
+    )
+    acked: list[tuple[int, int]] = []
+    errors: list[str] = []
+
+    def report(err: object, msg: object) -> None:
+        if err is not None:
+            errors.append(str(err))
+        else:
+            acked.append((msg.partition(), msg.offset()))  # type: ignore[attr-defined]
+
+    for value in values:
+        producer.produce(topic, value=value, key=value, on_delivery=report)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+    assert not errors, errors
+    return acked
+
+
+def consume_all(
+    cluster: ClusterProcesses, topic: str, partitions: int, expected: int
+) -> list[tuple[int, int, bytes]]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": f"reader-{time.monotonic_ns()}",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    seen: list[tuple[int, int, bytes]] = []
+    deadline = time.monotonic() + 30
+    while len(seen) < expected and time.monotonic() < deadline:
+        for message in consumer.consume(500, timeout=1):
+            if message.error() is None:
+                seen.append((message.partition(), message.offset(), message.value()))
+    consumer.close()
+    return seen
+
+
+def test_brokers_register_and_elect_one_controller(cluster: ClusterProcesses) -> None:
+    metadata = cluster.metadata()
+    assert sorted(metadata.brokers) == [1, 2, 3]
+    assert metadata.controller_id in (1, 2, 3)
+    # Every broker names the same controller and the same brokers.
+    for process in cluster.brokers.values():
+        admin = AdminClient({"bootstrap.servers": process.bootstrap})
+        seen = admin.list_topics(timeout=10)
+        assert seen.controller_id == metadata.controller_id
+        assert sorted(seen.brokers) == [1, 2, 3]
+
+
+def test_replicated_topic_is_spread_over_the_brokers(cluster: ClusterProcesses) -> None:
+    create_topic(cluster, "spread", 6, 3)
+    topic = cluster.metadata("spread").topics["spread"]
+    leaders = [p.leader for p in topic.partitions.values()]
+    assert sorted(set(leaders)) == [1, 2, 3], leaders
+    for partition in topic.partitions.values():
+        assert sorted(partition.replicas) == [1, 2, 3]
+        assert sorted(partition.isrs) == [1, 2, 3]
+
+
+def test_acks_all_records_reach_every_replica_byte_for_byte(cluster: ClusterProcesses) -> None:
+    create_topic(cluster, "copies", 3, 3, **{"min.insync.replicas": "2"})
+    values = [f"record-{i}".encode() for i in range(3000)]
+    acked = produce(cluster, "copies", values)
+    assert len(acked) == len(values)
+    seen = consume_all(cluster, "copies", 3, len(values))
+    assert sorted(v for _, _, v in seen) == sorted(values)
+    assert len({(p, o) for p, o, _ in seen}) == len(seen)
+
+    # Once the followers have caught up, every replica's log is the leader's, byte for byte.
+    def logs_of(broker_id: int, partition: int) -> bytes:
+        directory = cluster.brokers[broker_id].data_dir / f"copies-{partition}"
+        return b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
+
+    deadline = time.monotonic() + 20
+    while True:
+        differing = [p for p in range(3) if len({logs_of(b, p) for b in (1, 2, 3)}) != 1]
+        if not differing or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert not differing, f"partitions {differing} differ between replicas"
+    assert all(logs_of(1, p) for p in range(3))
+
+
+def test_replication_factor_above_the_broker_count_is_refused(cluster: ClusterProcesses) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    futures = admin.create_topics([NewTopic("too-many", 1, 4)], operation_timeout=10)
+    with pytest.raises(KafkaException) as raised:
+        futures["too-many"].result(timeout=20)
+    error = raised.value.args[0]
+    assert error.name() == "INVALID_REPLICATION_FACTOR"
+    assert "larger than available brokers: 3" in error.str()
+    assert "too-many" not in cluster.metadata().topics
+
+
+def test_a_duplicate_broker_id_is_refused_with_a_clear_error(
+    cluster: ClusterProcesses, tmp_path: Path
+) -> None:
+    completed = subprocess.run(
+        [
+            "herdless",
+            "serve",
+            "--port",
+            "0",
+            "--data-dir",
+            str(tmp_path / "dup"),
+            "--zookeeper",
+            cluster.zookeeper.connect,
+            "--broker-id",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert completed.returncode != 0
+    assert "broker id 2 is already registered by a live broker" in completed.stderr
+    assert "Traceback" not in completed.stderr + completed.stdout
+
+
+def test_an_unreachable_zookeeper_is_a_clear_error(tmp_path: Path) -> None:
+    from tests.support.broker import free_port
+
+    completed = subprocess.run(
+        [
+            "herdless",
+            "serve",
+            "--port",
+            "0",
+            "--data-dir",
+            str(tmp_path / "lonely"),
+            "--zookeeper",
+            f"127.0.0.1:{free_port()}",
+            "--set",
+            "zookeeper.connection.timeout.ms=2000",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert completed.returncode != 0
+    assert "ZooKeeper" in completed.stderr, completed.stderr
+    assert "Traceback" not in completed.stderr + completed.stdout
+
+
+def test_describe_cluster_names_the_controller(cluster: ClusterProcesses) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    described = admin.describe_cluster(request_timeout=10).result(timeout=20)
+    assert described.controller.id == cluster.metadata().controller_id
+    assert sorted(node.id for node in described.nodes) == [1, 2, 3]
+
+
+def test_a_consumer_group_commits_and_resumes_on_the_cluster(cluster: ClusterProcesses) -> None:
+    create_topic(cluster, "grouped", 3, 3)
+    values = [f"g-{i}".encode() for i in range(300)]
+    produce(cluster, "grouped", values)
+
+    def member() -> Consumer:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap,
+                "group.id": "cluster-readers",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        consumer.subscribe(["grouped"])
+        return consumer
+
+    first = member()
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < 150 and time.monotonic() < deadline:
+        for message in first.consume(50, timeout=1):
+            if message.error() is None:
+                got.append(message.value())
+    first.commit(asynchronous=False)
+    first.close()
+
+    second = member()
+    deadline = time.monotonic() + 30
+    while len(got) < len(values) and time.monotonic() < deadline:
+        for message in second.consume(100, timeout=1):
+            if message.error() is None:
+                got.append(message.value())
+    second.close()
+    assert sorted(got) == sorted(values)
+
+
+def test_kafka_python_produces_and_consumes_with_acks_all(cluster: ClusterProcesses) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KafkaTopicPartition
+
+    create_topic(cluster, "kp", 3, 3)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", linger_ms=5)
+    futures = [producer.send("kp", key=b"k%d" % i, value=b"kp-%d" % i) for i in range(600)]
+    producer.flush(30)
+    acked = [f.get(timeout=30) for f in futures]
+    producer.close()
+    assert {m.partition for m in acked} == {0, 1, 2}
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, enable_auto_commit=False)
+    consumer.assign([KafkaTopicPartition("kp", p) for p in range(3)])
+    consumer.seek_to_beginning()
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < 600 and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=1000).values():
+            got.extend(r.value for r in records)
+    consumer.close()
+    assert sorted(got) == sorted(b"kp-%d" % i for i in range(600))
+
+
+def test_aiokafka_produces_and_consumes_with_acks_all(cluster: ClusterProcesses) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.structs import TopicPartition as AioTopicPartition
+
+    create_topic(cluster, "aio", 3, 3)
+
+    async def run() -> list[bytes]:
+        producer = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+        await producer.start()
+        try:
+            for i in range(300):
+                await producer.send_and_wait("aio", b"aio-%d" % i, key=b"%d" % i)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(bootstrap_servers=cluster.bootstrap, enable_auto_commit=False)
+        await consumer.start()
+        got: list[bytes] = []
+        try:
+            consumer.assign([AioTopicPartition("aio", p) for p in range(3)])
+            await consumer.seek_to_beginning()
+            deadline = time.monotonic() + 30
+            while len(got) < 300 and time.monotonic() < deadline:
+                batches = await consumer.getmany(timeout_ms=1000)
+                for records in batches.values():
+                    got.extend(r.value for r in records)
+        finally:
+            await consumer.stop()
+        return got
+
+    got = asyncio.run(run())
+    assert sorted(got) == sorted(b"aio-%d" % i for i in range(300))
+
+
+def test_kcat_produces_and_consumes(cluster: ClusterProcesses) -> None:
+    import shutil
+
+    kcat = shutil.which("kcat") or shutil.which("kafkacat")
+    assert kcat, "kcat is not installed: apt-get install -y kcat"
+    create_topic(cluster, "kc", 2, 3)
+    lines = "".join(f"kc-{i}\n" for i in range(200))
+    subprocess.run(
+        [kcat, "-P", "-b", cluster.bootstrap, "-t", "kc", "-X", "acks=all"],
+        input=lines,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    consumed = subprocess.run(
+        [kcat, "-C", "-b", cluster.bootstrap, "-t", "kc", "-o", "beginning", "-e", "-q"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert sorted(consumed.stdout.split()) == sorted(f"kc-{i}" for i in range(200))
+
+
+def test_configs_are_described_and_altered_from_any_broker(cluster: ClusterProcesses) -> None:
+    from confluent_kafka.admin import ConfigResource
+
+    create_topic(cluster, "configured", 1, 2, **{"retention.ms": "3600000"})
+    leader = cluster.leader_of("configured", 0)
+    (not_hosting,) = [
+        b
+        for b in (1, 2, 3)
+        if b not in cluster.metadata("configured").topics["configured"].partitions[0].replicas
+    ]
+    admin = AdminClient({"bootstrap.servers": cluster.brokers[not_hosting].bootstrap})
+    resource = ConfigResource("topic", "configured")
+    described = admin.describe_configs([resource])[resource].result(timeout=20)
+    assert described["retention.ms"].value == "3600000"
+    altered = ConfigResource("topic", "configured", set_config={"retention.ms": "7200000"})
+    admin.alter_configs([altered])[altered].result(timeout=20)
+    leader_admin = AdminClient({"bootstrap.servers": cluster.brokers[leader].bootstrap})
+    deadline = time.monotonic() + 10
+    while True:
+        seen = leader_admin.describe_configs([resource])[resource].result(timeout=20)
+        if seen["retention.ms"].value == "7200000" or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert seen["retention.ms"].value == "7200000"
+
+
+def test_create_partitions_adds_replicated_partitions(cluster: ClusterProcesses) -> None:
+    from confluent_kafka.admin import NewPartitions
+
+    create_topic(cluster, "growing", 2, 3)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_partitions([NewPartitions("growing", 4)])["growing"].result(timeout=20)
+    cluster.wait_for(
+        lambda m: (
+            len(m.topics["growing"].partitions) == 4
+            and all(
+                p.leader >= 0 and len(p.isrs) == 3 for p in m.topics["growing"].partitions.values()
+            )
+        ),
+        what="4 partitions online",
+    )
+    acked = produce(cluster, "growing", [b"g%d" % i for i in range(400)])
+    assert {p for p, _ in acked} == {0, 1, 2, 3}

@@ -1,0 +1,176 @@
+"""Faults in a three-broker cluster under acks=all load: nothing acknowledged is lost.
+
+Each test runs a writer (confluent-kafka, acks=all, idempotent) against a
+topic with replication factor 3 and min.insync.replicas 2, injects a fault at
+a random moment, lets the cluster recover, and checks what was acknowledged
+against what a consumer and every replica's log hold afterwards.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.support.checker import (
+    Writer,
+    check,
+    divergent_partitions,
+    high_watermarks,
+    read_partitions,
+)
+from tests.support.cluster import SESSION_TIMEOUT_MS, ClusterProcesses, running_cluster
+
+PARTITIONS = 3
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[ClusterProcesses]:
+    with running_cluster(tmp_path / "cluster") as processes:
+        yield processes
+
+
+def create(cluster: ClusterProcesses, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    new = NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})
+    admin.create_topics([new], operation_timeout=20)[topic].result(timeout=30)
+    cluster.wait_for(
+        lambda m: (
+            topic in m.topics and all(len(p.isrs) == 3 for p in m.topics[topic].partitions.values())
+        ),
+        what=f"{topic} with full ISRs",
+    )
+
+
+def serving_again(cluster: ClusterProcesses, topic: str, brokers: int = 3) -> float:
+    """Seconds until every partition has a live leader and the ISRs are full again."""
+    started = time.monotonic()
+    cluster.wait_for(
+        lambda m: (
+            len(m.brokers) == brokers
+            and all(
+                p.leader in m.brokers and len(p.isrs) == brokers
+                for p in m.topics[topic].partitions.values()
+            )
+        ),
+        timeout=60,
+        what="every partition led, ISRs full",
+    )
+    return time.monotonic() - started
+
+
+def verify(cluster: ClusterProcesses, writer: Writer, topic: str) -> None:
+    writer.stop()
+    serving_again(cluster, topic)
+    ends = high_watermarks(cluster.bootstrap, topic, PARTITIONS)
+    seen = read_partitions(cluster.bootstrap, topic, PARTITIONS, ends)
+    report = check(writer.acked, seen)
+    data_dirs = [p.data_dir for p in cluster.brokers.values()]
+    report.divergent = len(divergent_partitions(data_dirs, topic, PARTITIONS))
+    print(report)
+    assert report.acknowledged > 0
+    assert report.clean, f"{report}\n{cluster.logs()}"
+
+
+def test_sigkill_of_a_leader_during_acks_all_produce(cluster: ClusterProcesses) -> None:
+    create(cluster, "killed")
+    writer = Writer(cluster.bootstrap, "killed").start()
+    time.sleep(random.uniform(0.5, 2.0))
+    victim = cluster.leader_of("killed", 0)
+    cluster.brokers[victim].kill()
+    killed_at = time.monotonic()
+    cluster.wait_for(
+        lambda m: m.topics["killed"].partitions[0].leader not in (victim, -1),
+        what="a new leader for partition 0",
+    )
+    failover = time.monotonic() - killed_at
+    time.sleep(random.uniform(0.5, 2.0))
+    cluster.brokers[victim].start()
+    verify(cluster, writer, "killed")
+    # The controller notices a dead broker when its ZooKeeper session expires.
+    assert failover < SESSION_TIMEOUT_MS / 1000 + 5, failover
+
+
+def test_a_leader_paused_past_its_session_acknowledges_nothing_more(
+    cluster: ClusterProcesses,
+) -> None:
+    create(cluster, "paused")
+    writer = Writer(cluster.bootstrap, "paused").start()
+    time.sleep(random.uniform(0.5, 1.5))
+    victim = cluster.leader_of("paused", 0)
+    cluster.pause(victim)
+    paused_at = time.monotonic()
+    cluster.wait_for(
+        lambda m: m.topics["paused"].partitions[0].leader not in (victim, -1),
+        what="a new leader while the old one is paused",
+    )
+    time.sleep(SESSION_TIMEOUT_MS / 1000 + random.uniform(0, 1))
+    acked_before_resume = len(writer.acked)
+    cluster.resume(victim)
+    resumed_at = time.monotonic()
+    time.sleep(2)
+    verify(cluster, writer, "paused")
+    assert acked_before_resume > 0
+    assert resumed_at - paused_at > SESSION_TIMEOUT_MS / 1000
+
+
+def test_rolling_restart_of_every_broker(cluster: ClusterProcesses) -> None:
+    create(cluster, "rolling")
+    writer = Writer(cluster.bootstrap, "rolling").start()
+    for broker_id in (1, 2, 3):
+        time.sleep(random.uniform(0.3, 1.0))
+        cluster.brokers[broker_id].restart(hard=random.random() < 0.5)
+        serving_again(cluster, "rolling")
+    verify(cluster, writer, "rolling")
+
+
+def test_zookeeper_restart(cluster: ClusterProcesses) -> None:
+    create(cluster, "zk-restart")
+    writer = Writer(cluster.bootstrap, "zk-restart").start()
+    time.sleep(random.uniform(0.5, 1.5))
+    cluster.zookeeper.restart()
+    time.sleep(random.uniform(0.5, 1.5))
+    verify(cluster, writer, "zk-restart")
+
+
+def test_consumers_read_only_what_the_isr_holds(tmp_path: Path) -> None:
+    slow = {"replica.lag.time.max.ms": "20000", "zookeeper.session.timeout.ms": "20000"}
+    with running_cluster(tmp_path / "cluster", **slow) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("committed", 1, 3)])["committed"].result(timeout=30)
+        cluster.wait_for(
+            lambda m: (
+                "committed" in m.topics and len(m.topics["committed"].partitions[0].isrs) == 3
+            ),
+            what="committed online",
+        )
+        leader = cluster.leader_of("committed", 0)
+        followers = [b for b in cluster.brokers if b != leader]
+        bootstrap = cluster.brokers[leader].bootstrap
+
+        def send(values: list[bytes], acks: str) -> None:
+            producer = Producer({"bootstrap.servers": bootstrap, "acks": acks})
+            for value in values:
+                producer.produce("committed", value)
+            assert producer.flush(20) == 0
+
+        send([b"c%d" % i for i in range(10)], "all")
+        for follower in followers:
+            cluster.pause(follower)
+        try:
+            # acks=1: the leader has these, its followers do not.
+            send([b"u%d" % i for i in range(5)], "1")
+            ends = high_watermarks(bootstrap, "committed", 1)
+            seen = read_partitions(bootstrap, "committed", 1, {0: 15}, timeout=2)
+            assert ends == {0: 10}
+            assert [v for _, v in seen[0]] == [b"c%d" % i for i in range(10)]
+        finally:
+            for follower in followers:
+                cluster.resume(follower)
+        seen = read_partitions(bootstrap, "committed", 1, {0: 15}, timeout=20)
+        assert len(seen[0]) == 15
