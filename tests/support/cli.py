@@ -8,8 +8,11 @@ form scripts read.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 COMMAND = [sys.executable, "-m", "herdless"]
 
@@ -56,3 +59,39 @@ def refused(result: subprocess.CompletedProcess[str], words: str, code: int = 1)
     assert "Traceback" not in result.stdout + result.stderr
     assert "error:" not in result.stdout, result.stdout
     return errors[0]
+
+
+DOCS_CLI = Path(__file__).parents[2] / "docs" / "cli.md"
+
+
+def documented_json_keys() -> dict[tuple[str, str], list[str]]:
+    """docs/cli.md's JSON keys table: (command, jq path) -> the keys, in order."""
+    rows = re.findall(
+        r"^\| `([^`]+)` \| `([^`]+)` \| (`.*`) \|$", DOCS_CLI.read_text(), flags=re.MULTILINE
+    )
+    return {(command, path): re.findall(r"`([^`]+)`", keys) for command, path, keys in rows}
+
+
+def objects_at(document: Any, path: str) -> list[Any]:
+    """What a jq path of the simple forms docs/cli.md uses (`.`, `.[]`, `.a[].b[]`) selects."""
+    found = [document]
+    for step in path.strip(".").split("."):
+        if not step:
+            continue
+        name, each = step.removesuffix("[]"), step.endswith("[]")
+        if name:
+            found = [item[name] for item in found]
+        if each:
+            found = [element for item in found for element in item]
+    return found
+
+
+def assert_documented(command: str, document: Any) -> None:
+    """Every path docs/cli.md lists for the command selects objects with exactly its keys."""
+    paths = {path: keys for (name, path), keys in documented_json_keys().items() if name == command}
+    assert paths, f"docs/cli.md documents no JSON for {command!r}"
+    for path, keys in paths.items():
+        objects = objects_at(document, path)
+        assert objects, f"{command} {path}: nothing there to check in {document}"
+        for obj in objects:
+            assert list(obj) == keys, f"{command} {path}: {list(obj)} != documented {keys}"
