@@ -349,6 +349,16 @@ _DELETE_ERRORS = {
 }
 
 
+def _delete_error(outcome: str) -> str:
+    """kafka-python names a failed deletion by its error class: in words instead."""
+    from kafka import errors
+
+    if outcome in _DELETE_ERRORS:
+        return _DELETE_ERRORS[outcome]
+    error_class = getattr(errors, outcome, None)
+    return error_text(error_class) if error_class is not None else outcome
+
+
 @groups_app.command("delete")
 def delete(
     group_ids: Annotated[list[str], typer.Argument(metavar="GROUP...")],
@@ -365,7 +375,7 @@ def delete(
             say(f"deleted group {group_id}")
         else:
             failed = True
-            error(f"cannot delete group {group_id!r}: {_DELETE_ERRORS.get(outcome, outcome)}")
+            error(f"cannot delete group {group_id!r}: {_delete_error(outcome)}")
     if failed:
         raise typer.Exit(1)
 
