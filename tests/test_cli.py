@@ -1,71 +1,261 @@
-"""The `herdless` command against a running broker, and its errors."""
+"""The `herdless` command against a running broker: topics, its output forms, its errors,
+its start-up, and `herdless serve`'s checks of its settings and data directory."""
 
 from __future__ import annotations
 
+import json
+import os
+import pty
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Producer
 
-from tests.support.broker import BrokerProcess, free_port
-from tests.support.cli import herdless, table_rows
+from herdless.marshal.placement import DEFAULT_TOPIC
+from tests.support.broker import (
+    BrokerProcess,
+    free_port,
+    loopback_host_with_free,
+    module_broker,
+)
+from tests.support.cli import COMMAND, herdless, refused, succeeded, table_rows, tables
+
+KAFKA_PORT = 9092
+BROKER_PARTITIONS = 4  # the broker's num.partitions
 
 
-def test_topics_create_list_describe_delete(broker: BrokerProcess) -> None:
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """On a loopback address of its own at Kafka's port, so that `-b HOST` alone reaches it."""
+    host = loopback_host_with_free(KAFKA_PORT)
+    data = tmp_path_factory.mktemp("cli") / "data"
+    with module_broker(
+        data, "--set", f"num.partitions={BROKER_PARTITIONS}", host=host, port=KAFKA_PORT
+    ) as process:
+        yield process
+
+
+def test_topics_create_list_describe_alter_delete(broker: BrokerProcess) -> None:
     b = ("--bootstrap-server", broker.bootstrap)
     created = herdless("topics", "create", "cli-topic", "-p", "3", "-c", "retention.ms=3600000", *b)
-    assert created.returncode == 0, created.stderr
-    assert "cli-topic" in created.stdout
+    assert succeeded(created) == "created topic cli-topic with 3 partitions\n"
 
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     for i in range(30):
         producer.produce("cli-topic", value=b"x", partition=i % 3)
     assert producer.flush(30) == 0
 
-    listed = herdless("topics", "list", *b)
-    assert listed.returncode == 0, listed.stderr
-    assert ["cli-topic", "3", "False"] in table_rows(listed.stdout), listed.stdout
+    assert ["cli-topic", "3", "false"] in table_rows(succeeded(herdless("topics", "list", *b)))
 
-    described = herdless("topics", "describe", "cli-topic", *b)
-    assert described.returncode == 0, described.stderr
-    rows = table_rows(described.stdout)
-    partitions = [r for r in rows if len(r) == 5 and r[0].isdigit()]
-    assert partitions == [[str(p), "0", "0", "10", "10"] for p in range(3)]
-    assert ["retention.ms", "3600000", "dynamic_topic_config"] in rows
+    partitions, configs = tables(succeeded(herdless("topics", "describe", "cli-topic", *b)))
+    assert partitions == [
+        ["PARTITION", "LEADER", "LOG-START-OFFSET", "LOG-END-OFFSET", "RECORDS"],
+        *([str(p), "0", "0", "10", "10"] for p in range(3)),
+    ]
+    assert configs[0] == ["CONFIG", "VALUE", "SOURCE"]
+    assert ["retention.ms", "3600000", "dynamic_topic_config"] in configs
 
-    again = herdless("topics", "create", "cli-topic", *b)
-    assert again.returncode == 1
-    assert "already exists" in again.stdout + again.stderr
-    assert "Traceback" not in again.stdout + again.stderr
-    bad = herdless("topics", "create", "bad-config", "-c", "compression.type=brotli", *b)
-    assert bad.returncode == 1
-    # The broker's own words, naming the config and what it accepts.
-    assert "compression.type" in bad.stdout and "zstd" in bad.stdout, bad.stdout
-
-    deleted = herdless("topics", "delete", "cli-topic", *b)
-    assert deleted.returncode == 0, deleted.stderr
-    missing = herdless("topics", "describe", "cli-topic", *b)
-    assert missing.returncode == 1
-    assert "does not exist" in missing.stdout
-
-
-def test_unreachable_broker_is_named() -> None:
-    address = f"127.0.0.1:{free_port()}"
-    result = herdless("topics", "list", "--bootstrap-server", address)
-    assert result.returncode == 1
-    assert address in result.stdout
-    assert "Traceback" not in result.stdout + result.stderr
-
-
-def test_serve_refuses_a_bad_setting(tmp_path: Path) -> None:
-    result = herdless(
-        "serve", "--data-dir", str(tmp_path), "--port", "0", "--set", "num.partitions=many"
+    described = json.loads(succeeded(herdless("topics", "describe", "cli-topic", "-o", "json", *b)))
+    assert described["topic"] == "cli-topic" and described["topic_id"]
+    assert described["partitions"][0] == {
+        "partition": 0,
+        "leader": 0,
+        "log_start_offset": 0,
+        "log_end_offset": 10,
+        "records": 10,
+    }
+    assert {"name": "retention.ms", "value": "3600000", "source": "dynamic_topic_config"} in (
+        described["configs"]
     )
-    assert result.returncode == 2
-    assert "num.partitions" in result.stderr
-    assert "Traceback" not in result.stderr
 
+    assert succeeded(herdless("topics", "alter", "cli-topic", "--partitions", "5", *b)) == (
+        "topic cli-topic now has 5 partitions\n"
+    )
+    partitions, _ = tables(succeeded(herdless("topics", "describe", "cli-topic", *b)))
+    assert [row[0] for row in partitions[1:]] == ["0", "1", "2", "3", "4"]
+    refused(herdless("topics", "alter", "cli-topic", "-p", "2", *b), "cannot give topic")
+
+    refused(herdless("topics", "create", "cli-topic", *b), "already exists")
+    # The broker's own words, naming the config and what it accepts.
+    bad = refused(herdless("topics", "create", "bad", "-c", "compression.type=brotli", *b), "")
+    assert "compression.type" in bad and "zstd" in bad
+
+    assert succeeded(herdless("topics", "delete", "cli-topic", *b)) == "deleted topic cli-topic\n"
+    refused(herdless("topics", "describe", "cli-topic", *b), "topic 'cli-topic' does not exist")
+    refused(herdless("topics", "delete", "cli-topic", *b), "cannot delete topic 'cli-topic'")
+
+
+def test_create_without_partitions_takes_the_brokers_num_partitions(broker: BrokerProcess) -> None:
+    b = ("-b", broker.bootstrap)
+    out = succeeded(herdless("topics", "create", "cli-default", *b))
+    assert out == f"created topic cli-default with {BROKER_PARTITIONS} partitions\n"
+    listed = json.loads(succeeded(herdless("topics", "list", "-o", "json", *b)))
+    assert {"topic": "cli-default", "partitions": BROKER_PARTITIONS, "internal": False} in listed
+
+
+def test_topics_list_hides_internal_topics_unless_asked(broker: BrokerProcess) -> None:
+    b = ("-b", broker.bootstrap)
+    assert "__consumer_offsets" not in succeeded(herdless("topics", "list", *b))
+    rows = table_rows(succeeded(herdless("topics", "list", "--internal", *b)))
+    assert ["__consumer_offsets", "50", "true"] in rows
+
+
+def test_an_address_without_a_port_means_9092(broker: BrokerProcess) -> None:
+    assert broker.port == KAFKA_PORT
+    listed = json.loads(succeeded(herdless("topics", "list", "-o", "json", "-b", broker.host)))
+    assert isinstance(listed, list)
+
+
+def test_output_off_a_terminal_is_never_cut_or_wrapped(broker: BrokerProcess) -> None:
+    name = "a-topic-with-a-name-longer-than-any-terminal-is-wide-" + "x" * 120
+    b = ("-b", broker.bootstrap)
+    succeeded(herdless("topics", "create", name, "-p", "1", *b))
+    plain = succeeded(herdless("topics", "list", *b))
+    assert plain.splitlines()[0] == "TOPIC\tPARTITIONS\tINTERNAL"
+    assert f"{name}\t1\tfalse" in plain.splitlines()
+    # Asked for a table off a terminal: rich's, at its natural width, one line a row.
+    table = succeeded(herdless("topics", "list", "-o", "table", *b))
+    [row] = [line for line in table.splitlines() if name in line]
+    assert [cell.strip() for cell in row.split("│")[1:-1]] == [name, "1", "false"]
+    assert "PARTITIONS" in table and "INTERNAL" in table
+    # An error too stays one line, whatever its length.
+    error = refused(herdless("topics", "describe", name + "-missing", *b), name + "-missing")
+    assert error == f"error: topic '{name}-missing' does not exist"
+
+
+def test_a_terminal_gets_a_table(broker: BrokerProcess) -> None:
+    """Without --output a terminal gets rich's table (a pipe gets plain, as above)."""
+    leader, follower = pty.openpty()
+    env = {**os.environ, "COLUMNS": "100", "TERM": "xterm"}
+    process = subprocess.Popen(
+        [*COMMAND, "topics", "list", "-b", broker.bootstrap],
+        stdout=follower,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the other end closed
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert process.wait(60) == 0, process.stderr.read() if process.stderr else ""
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", b"".join(chunks).decode())  # bold headers
+    assert "┃ TOPIC" in shown and "┃ PARTITIONS ┃" in shown and "\t" not in shown, shown
+    assert "…" not in shown  # a cell too wide folds onto more lines; nothing is cut
+
+
+def test_errors_are_one_line_on_stderr() -> None:
+    address = f"127.0.0.1:{free_port()}"
+    error = refused(herdless("topics", "list", "-b", address), f"no broker answers at {address}")
+    assert error == f"error: no broker answers at {address}"
+    # A mistyped command line: the same form, exit code 2 as option parsers use.
+    refused(herdless("topics", "list", "--colour"), "no such option: --colour", code=2)
+    refused(herdless("topics", "list", "-b", "host:port"), "'host:port'", code=2)
+    refused(herdless("groups", "lag"), "missing argument", code=2)
+    refused(herdless("groups", "list", "--output", "yaml"), "--output", code=2)
+
+
+def test_version() -> None:
+    from herdless import __version__
+
+    assert succeeded(herdless("--version")) == f"herdless {__version__}\n"
+    assert succeeded(herdless("version")) == f"{__version__}\n"
+
+
+HEAVY_MODULES = (
+    "kafka",
+    "confluent_kafka",
+    "rich",
+    "pyspark",
+    "herdless.broker",
+    "herdless.marshal",
+)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--version"], ["--help"], ["topics", "list", "-b", "127.0.0.1:1"]],
+    ids=["version", "help", "unreachable"],
+)
+def test_start_up_imports_no_client_library(args: list[str]) -> None:
+    """What makes a command slow to start is importing the client libraries and the
+    broker; none is needed to answer --version or --help, or to find the broker absent."""
+    probe = (
+        "import sys\n"
+        "from herdless.cli.main import run\n"
+        f"code = run({args!r})\n"
+        "loaded = sorted({m.split('.')[0] if not m.startswith('herdless') else m"
+        " for m in sys.modules})\n"
+        f"print([m for m in {HEAVY_MODULES!r} if m in loaded])\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60
+    )
+    assert result.stdout.splitlines()[-1] == "[]", result.stdout + result.stderr
+
+
+def test_help_shows_the_defaults() -> None:
+    shown = " ".join(succeeded(herdless("serve", "--help")).split())
+    for default in ("127.0.0.1", "9092", "./herdless-data", "info"):
+        assert f"[default: {default}]" in shown or f"[default: ({default})]" in shown, default
+    shown = " ".join(succeeded(herdless("marshal", "status", "--help")).split())
+    assert f"({DEFAULT_TOPIC})" in shown
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--port", "70000"], "port must be between 0 and 65535, not 70000"),
+        (["--advertised-port", "-1"], "advertised port must be between 0 and 65535"),
+        (["--metrics-port", "65536"], "metrics.port must be between 0 and 65535"),
+        (["--set", "metrics.port=99999"], "metrics.port must be between 0 and 65535"),
+        (["--set", "num.partitions=-3"], "num.partitions must be at least 1, not -3"),
+        (["--set", "num.partitions=many"], "num.partitions must be an integer"),
+        (["--set", "offsets.topic.num.partitions=0"], "offsets.topic.num.partitions"),
+        (["--set", "group.min.session.timeout.ms=60000", "--set",
+          "group.max.session.timeout.ms=6000"], "must not exceed group.max.session.timeout.ms"),
+        (["--set", "listeners=PLAINTEXT://:99999"], "port must be between"),
+        (["--set", "no.such.setting=1"], "unknown broker setting 'no.such.setting'"),
+        (["--log-level", "loud"], "'loud' is not one of"),
+    ],
+)  # fmt: skip
+def test_serve_names_a_setting_it_cannot_use(tmp_path: Path, args: list[str], named: str) -> None:
+    result = herdless("serve", "--data-dir", str(tmp_path / "data"), *args, timeout=30)
+    refused(result, named, code=2)
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert not (tmp_path / "data").exists()  # nothing started
+
+
+def test_serve_names_a_bad_config_file(tmp_path: Path) -> None:
     config = tmp_path / "broker.properties"
     config.write_text("no.such.setting=1\n")
-    result = herdless("serve", "--data-dir", str(tmp_path), "--config", str(config))
-    assert result.returncode == 2
-    assert "no.such.setting" in result.stderr
+    refused(herdless("serve", "--config", str(config)), "no.such.setting", code=2)
+    refused(herdless("serve", "--config", str(tmp_path / "absent")), "cannot read config", code=2)
+
+
+def test_serve_names_a_data_directory_in_use(broker: BrokerProcess) -> None:
+    result = herdless("serve", "--port", "0", "--data-dir", str(broker.data_dir), timeout=30)
+    refused(result, f"data directory {broker.data_dir} is in use by another broker")
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert broker.alive()
+
+
+def test_serve_names_a_data_directory_it_cannot_use(tmp_path: Path) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    result = herdless("serve", "--port", "0", "--data-dir", str(a_file), timeout=30)
+    refused(result, f"data directory {a_file} is not a directory")
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    below = a_file / "data"
+    result = herdless("serve", "--port", "0", "--data-dir", str(below), timeout=30)
+    refused(result, f"cannot use data directory {below}: Not a directory")

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from herdless.broker.apis import APIS
+from tests.support.broker import BrokerProcess, loopback_host_with_free, module_broker
+from tests.support.cli import assert_documented
 
 DOCS = Path(__file__).parents[1] / "docs"
 
@@ -19,3 +30,93 @@ def test_compatibility_table_is_what_api_versions_advertises() -> None:
         f"docs/compatibility.md lists {sorted(documented - served)} that are not served and "
         f"misses {sorted(served - documented)}"
     )
+
+
+README = Path(__file__).parents[1] / "README.md"
+KAFKA_PORT = 9092
+
+
+def readme_commands(section: str) -> list[str]:
+    """The command lines of the sh blocks in a section of the README, in order."""
+    text = README.read_text()
+    start = text.index(f"\n## {section}\n")
+    end = text.find("\n## ", start + 1)
+    blocks = re.findall(r"^```sh\n(.*?)^```$", text[start:end], flags=re.MULTILINE | re.DOTALL)
+    return [line for block in blocks for line in block.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """At Kafka's port on a loopback address of its own: the README's `127.0.0.1:9092`
+    becomes that address, and its `herdless` commands are given it as `-b HOST` alone."""
+    host = loopback_host_with_free(KAFKA_PORT)
+    data = tmp_path_factory.mktemp("docs") / "data"
+    with module_broker(
+        data, "--set", "group.initial.rebalance.delay.ms=0", host=host, port=KAFKA_PORT
+    ) as process:
+        yield process
+
+
+def run_script(broker: BrokerProcess, lines: list[str]) -> subprocess.CompletedProcess[str]:
+    script = "\n".join(
+        [
+            "set -euo pipefail",
+            f'herdless() {{ {shlex.quote(sys.executable)} -m herdless "$@" -b {broker.host}; }}',
+            *(line.replace("127.0.0.1:9092", broker.bootstrap) for line in lines),
+        ]
+    )
+    return subprocess.run(
+        ["bash", "-c", script], input="", capture_output=True, text=True, timeout=300
+    )
+
+
+def test_readme_quick_start_and_consumer_groups_run_top_to_bottom(broker: BrokerProcess) -> None:
+    lines = readme_commands("Quick start") + readme_commands("Consumer groups")
+    assert any(line.startswith("herdless groups reset-offsets") for line in lines)
+    result = run_script(broker, lines)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    # Three records, two sent by herdless and one by kcat; kcat's is read by kcat and
+    # then by the group's member...
+    assert result.stdout.count("page=/faq") == 2, result.stdout
+    # ...and after the reset to the earliest offsets the group has them all to read again.
+    lag = run_script(broker, ["herdless groups lag readers -o json"])
+    assert json.loads(lag.stdout)["total_lag"] == 3, lag.stdout + lag.stderr
+
+
+def test_cli_json_keys_are_the_documented_ones(broker: BrokerProcess) -> None:
+    """Every path of docs/cli.md's JSON table, in the output of the command it names."""
+    run_script(broker, ["herdless topics create keys --partitions 2"])
+    run_script(broker, ["echo k=v | herdless produce keys -K = -H h=1"])
+    member = subprocess.Popen(
+        [sys.executable, "-m", "herdless", "consume", "keys", "-g", "watchers", "-b", broker.host],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        commands = {
+            "topics list": "topics list",
+            "topics describe T": "topics describe keys",
+            "consume T": "consume keys -n 1",
+            "groups list": "groups list",
+            "groups describe G": "groups describe watchers",
+            "groups lag G": "groups lag watchers",
+            "groups reset-offsets G": "groups reset-offsets readers --all-topics --to-latest",
+            "groups history G": "groups history watchers",
+        }
+        deadline = time.monotonic() + 30
+        while True:  # until the member has joined and been assigned
+            shown = run_script(broker, ["herdless groups describe watchers -o json"]).stdout
+            if shown and any(m["partitions"] for g in json.loads(shown) for m in g["members"]):
+                break
+            assert time.monotonic() < deadline, shown
+            time.sleep(0.2)
+        for command, line in commands.items():
+            result = run_script(broker, [f"herdless {line} -o json"])
+            assert result.returncode == 0, result.stdout + result.stderr
+            assert_documented(command, json.loads(result.stdout))
+    finally:
+        member.send_signal(signal.SIGINT)
+        member.wait(30)
+    deleted = run_script(broker, ["herdless groups delete-offsets readers --topic clicks -o json"])
+    assert_documented("groups delete-offsets G", json.loads(deleted.stdout))

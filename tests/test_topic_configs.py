@@ -26,7 +26,7 @@ from kafka.admin import ConfigResourceType, KafkaAdminClient
 from kafka.protocol.admin import AlterConfigsRequest, AlterConfigsResponse
 
 from tests.support.broker import BrokerProcess
-from tests.support.cli import herdless, table_rows
+from tests.support.cli import herdless, refused, table_rows
 from tests.support.data import stored_codecs
 from tests.support.wire import Wire
 
@@ -211,11 +211,10 @@ def test_cli_alters_and_names_what_is_wrong(broker: BrokerProcess) -> None:
     }
     assert shown["segment.ms"][1:] == ["86400000", "dynamic_topic_config"]
 
-    bad = herdless("topics", "alter", "cli-alter", "-c", "segment.ms=soon", *b)
-    assert bad.returncode == 1
-    assert "segment.ms" in bad.stdout and "Traceback" not in bad.stdout + bad.stderr
-    nothing = herdless("topics", "alter", "cli-alter", *b)
-    assert nothing.returncode == 1 and "nothing to change" in nothing.stdout
+    assert "segment.ms" in refused(
+        herdless("topics", "alter", "cli-alter", "-c", "segment.ms=soon", *b), ""
+    )
+    refused(herdless("topics", "alter", "cli-alter", *b), "nothing to change")
 
 
 @pytest.mark.parametrize("codec", ["zstd", "gzip", "uncompressed"])

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 from herdless.marshal import Marshaler
 from tests.marshal.cluster import COORDINATION_PARTITIONS, create_topic, wait_for
 from tests.support.broker import BrokerProcess
-from tests.support.cli import herdless
+from tests.support.cli import assert_documented, herdless, refused, table_rows
 
 
 def test_status_shows_owner_offset_age_and_freshness(broker: BrokerProcess) -> None:
@@ -25,29 +26,28 @@ def test_status_shows_owner_offset_age_and_freshness(broker: BrokerProcess) -> N
 
         result = herdless("marshal", "status", "--group", "viewers", "-b", broker.bootstrap)
         assert result.returncode == 0, result.stderr + result.stdout
-        rows = [line.split("│") for line in result.stdout.splitlines() if "shown" in line]
-        cells = [[c.strip() for c in row if c.strip()] for row in rows]
+        cells = table_rows(result.stdout)
         assert [c[:4] for c in cells] == [["shown", str(p), "viewer-1", "9"] for p in range(3)], (
             result.stdout
         )
         assert all(c[-1] == "fresh" for c in cells), result.stdout
-        assert "live members: viewer-1" in result.stdout
+        assert "live members: viewer-1" in result.stderr
+        shown = herdless("marshal", "status", "-g", "viewers", "-o", "json", "-b", broker.bootstrap)
+        assert_documented("marshal status", json.loads(shown.stdout))
 
     # Closed: released, and the member gone.
     result = herdless("marshal", "status", "--group", "viewers", "-b", broker.bootstrap)
     assert result.stdout.count("released") == 3, result.stdout
-    assert "live members: -" in result.stdout
+    assert "live members: -" in result.stderr
 
 
 def test_status_of_an_unknown_group_fails_in_one_line(broker: BrokerProcess) -> None:
     with Marshaler(broker.bootstrap, coordination_partitions=COORDINATION_PARTITIONS):
         pass
     result = herdless("marshal", "status", "--group", "nobody", "-b", broker.bootstrap)
-    assert result.returncode == 1
-    assert "no Marshal group 'nobody'" in result.stdout
+    refused(result, "no Marshal group 'nobody'")
 
 
 def test_status_without_a_broker_fails_in_one_line() -> None:
     result = herdless("marshal", "status", "--group", "g", "-b", "127.0.0.1:1")
-    assert result.returncode == 1
-    assert "no broker answers at 127.0.0.1:1" in result.stdout
+    refused(result, "no broker answers at 127.0.0.1:1")

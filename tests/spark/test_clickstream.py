@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
 from tests.spark.kafka import committed, create_topic, end_offsets, produce
+from tests.support.cli import herdless, succeeded, table_rows
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "clickstream"
 MINUTE_MS = 60_000
@@ -24,18 +24,6 @@ def _job():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def _herdless(*args: str) -> str:
-    result = subprocess.run(
-        [sys.executable, "-m", "herdless", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "COLUMNS": "200"},  # rich tables one row per line
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result.stdout
 
 
 def test_generator_produces_click_events(broker) -> None:
@@ -83,15 +71,12 @@ def test_job_counts_per_page_per_minute_and_lag_falls_to_zero(spark, broker, tmp
         broker.bootstrap, "clicks", 3
     )
     # The same, as an operator sees it.
-    lag = _herdless("groups", "lag", "clickstream", "-b", broker.bootstrap)
-    assert "total lag 0 over 3 partitions" in lag, lag
+    lag = herdless("groups", "lag", "clickstream", "-b", broker.bootstrap)
+    succeeded(lag)
+    assert "total lag 0 over 3 partitions" in lag.stderr, lag.stderr
     # And per partition in `groups describe`: committed offset == log end offset, lag 0.
-    described = _herdless("groups", "describe", "clickstream", "-b", broker.bootstrap)
+    described = succeeded(herdless("groups", "describe", "clickstream", "-b", broker.bootstrap))
     ends = end_offsets(broker.bootstrap, "clicks", 3)
-    rows = [
-        [cell.strip() for cell in line.split("│")[1:-1]]
-        for line in described.splitlines()
-        if line.startswith("│") and "clicks" in line
-    ]
-    offsets = {int(r[1]): (int(r[2]), int(r[3]), int(r[4])) for r in rows if r[1].isdigit()}
+    rows = [r[1:] for r in table_rows(described) if r[1] == "clicks"]
+    offsets = {int(r[1]): (int(r[2]), int(r[3]), int(r[4])) for r in rows}
     assert offsets == {p: (end, end, 0) for p, end in ends.items()}, described

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -21,17 +22,34 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def loopback_host_with_free(port: int) -> str:
+    """A loopback address (127.x.y.z) where `port` is free: for tests of Kafka's
+    default port 9092, which a broker on 127.0.0.1 may already hold."""
+    for _ in range(50):
+        host = f"127.{random.randint(1, 254)}.{random.randint(0, 255)}.{random.randint(2, 254)}"
+        with socket.socket() as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return host
+    raise RuntimeError(f"no loopback address with port {port} free")
+
+
 class BrokerProcess:
-    def __init__(self, data_dir: Path, *extra_args: str) -> None:
+    def __init__(
+        self, data_dir: Path, *extra_args: str, host: str = "127.0.0.1", port: int | None = None
+    ) -> None:
         self.data_dir = data_dir
-        self.port = free_port()
+        self.host = host
+        self.port = free_port() if port is None else port
         self.extra_args = list(extra_args)
         self.log_path = data_dir.parent / f"{data_dir.name}-broker.log"
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self) -> BrokerProcess:
         command = [
@@ -40,7 +58,7 @@ class BrokerProcess:
             "herdless",
             "serve",
             "--host",
-            "127.0.0.1",
+            self.host,
             "--port",
             str(self.port),
             "--data-dir",
@@ -55,7 +73,7 @@ class BrokerProcess:
             if self.process.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.process.returncode}:\n{self.log()}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                with socket.create_connection((self.host, self.port), timeout=0.5):
                     return self
             except OSError:
                 time.sleep(0.05)
@@ -92,9 +110,11 @@ class BrokerProcess:
 
 
 @contextlib.contextmanager
-def module_broker(data_dir: Path, *extra_args: str) -> Iterator[BrokerProcess]:
+def module_broker(
+    data_dir: Path, *extra_args: str, host: str = "127.0.0.1", port: int | None = None
+) -> Iterator[BrokerProcess]:
     """A broker a test module shares; at the end SIGTERM must stop it with exit code 0."""
-    process = BrokerProcess(data_dir, *extra_args).start()
+    process = BrokerProcess(data_dir, *extra_args, host=host, port=port).start()
     yield process
     if process.alive():
         code = process.stop()

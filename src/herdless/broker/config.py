@@ -43,6 +43,29 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     "metrics.lag.per.partition": ("metrics_lag_per_partition", bool),
 }
 
+# The range each numeric setting above must fall in, checked by BrokerConfig.validate:
+# (smallest, largest), None for no bound. Intervals start at 1 because a background
+# job every 0 ms would never yield the event loop.
+_PORTS = (0, 65_535)
+_RANGES: dict[str, tuple[int | None, int | None]] = {
+    "node.id": (0, None),
+    "num.partitions": (1, None),
+    "socket.request.max.bytes": (1, None),
+    "log.retention.check.interval.ms": (1, None),
+    "log.flush.scheduler.interval.ms": (1, None),
+    "offsets.topic.num.partitions": (1, None),
+    "offsets.topic.segment.bytes": (1, None),
+    "log.cleaner.backoff.ms": (1, None),
+    "group.min.session.timeout.ms": (0, None),
+    "group.max.session.timeout.ms": (1, None),
+    "group.initial.rebalance.delay.ms": (0, None),
+    "group.max.size": (1, None),
+    "offsets.retention.minutes": (1, None),
+    "offsets.retention.check.interval.ms": (1, None),
+    "offset.metadata.max.bytes": (0, None),
+    "metrics.port": _PORTS,
+}
+
 # Broker-wide topic defaults: Kafka's log.* name -> topic config name.
 _TOPIC_DEFAULTS: dict[str, str] = {
     "log.segment.bytes": "segment.bytes",
@@ -175,10 +198,39 @@ class BrokerConfig:
             else:
                 known = sorted([*_BROKER_PROPERTIES, *_TOPIC_DEFAULTS, *_HOURS, "listeners"])
                 raise ConfigError(f"unknown broker setting {key!r}; known: {', '.join(known)}")
+        self._check_topic_defaults()
+
+    def validate(self) -> None:
+        """Check the settings as a whole, however they were set (file, --set, options):
+        a ConfigError names the first that is out of range, before anything starts."""
+        _check_range("port", self.port, *_PORTS)
+        if self.advertised_port is not None:
+            _check_range("advertised port", self.advertised_port, *_PORTS)
+        for key, (smallest, largest) in _RANGES.items():
+            value = getattr(self, _BROKER_PROPERTIES[key][0])
+            if value is not None:
+                _check_range(key, value, smallest, largest)
+        if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
+            raise ConfigError(
+                f"group.min.session.timeout.ms ({self.group_min_session_timeout_ms}) must not"
+                f" exceed group.max.session.timeout.ms ({self.group_max_session_timeout_ms})"
+            )
+        self._check_topic_defaults()
+
+    def _check_topic_defaults(self) -> None:
         try:
             self.log_config()
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
+
+
+def _check_range(name: str, value: int, smallest: int | None, largest: int | None) -> None:
+    if smallest is not None and largest is not None and not smallest <= value <= largest:
+        raise ConfigError(f"{name} must be between {smallest} and {largest}, not {value}")
+    if smallest is not None and value < smallest:
+        raise ConfigError(f"{name} must be at least {smallest}, not {value}")
+    if largest is not None and value > largest:
+        raise ConfigError(f"{name} must be at most {largest}, not {value}")
 
 
 def broker_topic_defaults(config: LogConfig) -> dict[str, str]:

@@ -1,7 +1,9 @@
-"""What every `herdless` client command shares: one admin connection, one way to fail.
+"""What the `herdless` admin commands share: one admin connection, one way to fail.
 
 The commands are ordinary Kafka clients (kafka-python), so they work against any
 Kafka-compatible broker; every failure reaches the user as one line naming it.
+kafka-python takes longer to import than the rest of the command together, so it
+is imported here, when a command first connects, and never when `--help` runs.
 """
 
 from __future__ import annotations
@@ -9,21 +11,16 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from kafka import KafkaAdminClient
-from kafka.errors import (
-    BrokerResponseError,
-    KafkaError,
-    KafkaTimeoutError,
-    UnsupportedVersionError,
-)
-from rich.console import Console
 
-console = Console()
+from herdless.cli.errors import fail
+from herdless.cli.options import parse_addresses
 
-Bootstrap = Annotated[str, typer.Option("--bootstrap-server", "-b", help="host:port of a broker.")]
+if TYPE_CHECKING:
+    from kafka import KafkaAdminClient
+    from kafka.errors import KafkaError
 
 # How long to keep trying to bootstrap from a server that accepts connections but
 # does not answer as a broker (one that refuses them fails at once, in
@@ -31,11 +28,7 @@ Bootstrap = Annotated[str, typer.Option("--bootstrap-server", "-b", help="host:p
 # at a prompt; a broker that is up answers in milliseconds.
 BOOTSTRAP_TIMEOUT_MS = 5_000
 REQUEST_TIMEOUT_MS = 10_000
-
-
-def fail(message: str) -> typer.Exit:
-    console.print(f"[red]error:[/red] {message}", highlight=False)
-    return typer.Exit(1)
+CLIENT_ID = "herdless-cli"
 
 
 def require_reachable(bootstrap: str, timeout_s: float = 5.0) -> None:
@@ -43,44 +36,32 @@ def require_reachable(bootstrap: str, timeout_s: float = 5.0) -> None:
 
     Kafka clients retry an absent broker for tens of seconds before giving up.
     """
-    for address in bootstrap.split(","):
-        host, _, port = address.strip().rpartition(":")
+    for host, port in parse_addresses(bootstrap):
         try:
-            with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s):
+            with socket.create_connection((host, port), timeout=timeout_s):
                 return
-        except (OSError, ValueError):
+        except OSError:
             continue
     raise fail(f"no broker answers at {bootstrap}")
-
-
-class _Admin(KafkaAdminClient):
-    """kafka-python's admin client, minus its decoding of ACL operation bits.
-
-    DescribeGroups answers carry the operations the caller may perform; kafka-python
-    turns them into enums and raises ValueError on a bit it does not know, which
-    some Kafka-compatible brokers (tansu) set. This command never shows them.
-    """
-
-    def _process_acl_operations(self, obj: dict[str, Any]) -> dict[str, Any]:
-        obj.pop("authorized_operations", None)
-        return obj
 
 
 @contextmanager
 def connect(bootstrap: str) -> Iterator[KafkaAdminClient]:
     """An admin client; any failure becomes one line naming it, and exit code 1."""
     require_reachable(bootstrap)
+    from kafka.errors import KafkaError
+
     try:
-        admin = _Admin(
+        admin = _admin_class()(
             bootstrap_servers=bootstrap,
-            client_id="herdless-cli",
+            client_id=CLIENT_ID,
             request_timeout_ms=REQUEST_TIMEOUT_MS,
             bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
         )
     except KafkaError:
         raise fail(f"no broker answers at {bootstrap}") from None
-    except Exception as exc:  # e.g. a malformed address
-        raise fail(f"cannot connect to {bootstrap!r}: {exc}") from None
+    except Exception as exc:  # e.g. a host name that does not resolve
+        raise fail(f"cannot connect to {bootstrap}: {exc}") from None
     try:
         yield admin
     except typer.Exit:
@@ -90,20 +71,72 @@ def connect(bootstrap: str) -> Iterator[KafkaAdminClient]:
     except Exception as exc:
         # An answer the client could not make sense of: still one clear line, since
         # a traceback tells an operator less than the exception's own words.
-        raise fail(f"unexpected {type(exc).__name__} talking to {bootstrap}: {exc}") from None
+        raise fail(f"cannot make sense of the answer from {bootstrap}: {exc}") from None
     finally:
         admin.close()
 
 
 def explain(exc: KafkaError, bootstrap: str) -> str:
+    from kafka.errors import BrokerResponseError, KafkaTimeoutError, UnsupportedVersionError
+
     if isinstance(exc, KafkaTimeoutError):
-        return f"the broker at {bootstrap} did not answer in time ({exc})"
+        return f"the broker at {bootstrap} did not answer in time"
     if isinstance(exc, UnsupportedVersionError):
-        return f"the broker at {bootstrap} does not support a request this command needs ({exc})"
+        return f"the broker at {bootstrap} does not support a request this command needs"
     if isinstance(exc, BrokerResponseError):
-        # kafka-python's own text often embeds the whole request; the error's name,
-        # its description and a short detail are what the operator needs.
-        detail = str(exc.args[0]) if exc.args else ""
-        suffix = f" ({detail})" if detail and len(detail) <= 200 else ""
-        return f"the broker answered {exc.message}: {exc.description}{suffix}"
-    return str(exc)
+        return error_text(exc)
+    return str(exc) or f"the client failed talking to {bootstrap}"
+
+
+def error_text(error: object, message: str | None = None) -> str:
+    """A Kafka error (an error code, an error class or an instance) in words:
+    the broker's own message if it sent one, else the error's description,
+    then the error's name as Kafka spells it (`TOPIC_ALREADY_EXISTS`)."""
+    from kafka import errors
+
+    if isinstance(error, int):
+        error = errors.for_code(error)
+    name = getattr(error, "message", "") or "UNKNOWN_ERROR"
+    if isinstance(error, BaseException) and not message and error.args:
+        # kafka-python's own text often embeds the whole request; keep a short one.
+        detail = str(error.args[0])
+        message = detail if len(detail) <= 200 else None
+    words = message or getattr(error, "description", "") or name
+    return f"{words.rstrip('.')} ({name})"
+
+
+def find_coordinators(admin: KafkaAdminClient, group_ids: list[str]) -> dict[str, str]:
+    """Each group's coordinator as `host:port (id)`, as Kafka's tool shows it.
+
+    kafka-python finds coordinators for its own requests but has no public call
+    for it; this one private call is kept here, in one place.
+    """
+    if not group_ids:
+        return {}
+    ids = admin._manager.run(admin._find_coordinator_ids, group_ids)
+    brokers = {b["broker_id"]: b for b in admin.describe_cluster()["brokers"]}
+    shown = {}
+    for group_id in group_ids:
+        node = ids.get(group_id)
+        broker = brokers.get(node)
+        shown[group_id] = f"{broker['host']}:{broker['port']} ({node})" if broker else f"? ({node})"
+    return shown
+
+
+def _admin_class() -> type[KafkaAdminClient]:
+    from kafka import KafkaAdminClient
+
+    class Admin(KafkaAdminClient):
+        """kafka-python's admin client, minus its decoding of ACL operation bits.
+
+        DescribeGroups answers carry the operations the caller may perform;
+        kafka-python turns them into enums and raises ValueError on a bit it does
+        not know, which some Kafka-compatible brokers (tansu) set. No command
+        shows them.
+        """
+
+        def _process_acl_operations(self, obj: dict[str, Any]) -> dict[str, Any]:
+            obj.pop("authorized_operations", None)
+            return obj
+
+    return Admin

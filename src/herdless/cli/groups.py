@@ -1,235 +1,92 @@
 """`herdless groups`: list, describe, show the lag of, reset and delete consumer groups.
 
 Like `herdless topics` it is an ordinary Kafka client (kafka-python's admin
-client), so it works against any Kafka-compatible broker. Its numbers and rules
-follow Kafka's kafka-consumer-groups.sh, so an operator reads the same thing
-from either tool: '-' where a partition has no committed offset, lag as log end
-minus committed offset, resets only on an inactive group and as a dry run
-unless --execute.
+client), so it works against any Kafka-compatible broker. Its views and options
+follow Kafka's kafka-consumer-groups.sh (`describe --members`, `--state`,
+`--all-groups`; `-` where there is no value), so an operator reads the same
+thing from either tool.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from kafka import KafkaAdminClient, TopicPartition
-from kafka.admin import OffsetSpec, OffsetTimestamp
-from kafka.errors import (
-    GroupIdNotFoundError,
-    NoError,
-    NonEmptyGroupError,
-    UnsupportedVersionError,
+
+from herdless.cli.client import connect, error_text, find_coordinators
+from herdless.cli.errors import error, fail
+from herdless.cli.group_state import (
+    STATES,
+    GroupInfo,
+    PartitionOffsets,
+    canonical_states,
+    committed_offsets,
+    describe_group,
+    describe_groups,
+    format_partitions,
+    list_group_ids,
+    parse_topic,
+    partition_offsets,
+    require_existing,
+    tp_text,
+    uncommitted_note,
 )
-from kafka.structs import OffsetAndMetadata
-from rich.console import Group as Renderables
-from rich.live import Live
-from rich.table import Table
-from rich.text import Text
-
-from herdless.cli.client import Bootstrap, connect, console, fail
 from herdless.cli.history import history
+from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, command_group
+from herdless.cli.output import Output, OutputOption, Table, View, chosen, say, show
+from herdless.cli.reset_offsets import reset_offsets
 
-groups_app = typer.Typer(
-    help="List, describe, show the lag of, reset offsets of and delete consumer groups.",
-    no_args_is_help=True,
+if TYPE_CHECKING:
+    from kafka import KafkaAdminClient, TopicPartition
+
+groups_app = command_group(
+    "List, describe, show the lag of, reset offsets of and delete consumer groups."
 )
 groups_app.command("history")(history)
+groups_app.command("reset-offsets")(reset_offsets)
 
-# The classic protocol's states, spelled as brokers report them; --state accepts
-# any case, as Kafka's tool does.
-STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
-# Kafka's tool resets offsets only when no member could overwrite them right away.
-INACTIVE_STATES = ("Empty", "Dead")
-
-NONE = "-"
-
-
-# ---------------------------------------------------------------------------
-# What the commands show
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Member:
-    member_id: str
-    client_id: str
-    host: str
-    instance_id: str | None
-    # None when the assignment is not in the consumer protocol's format (or the
-    # group is rebalancing and the broker sends none).
-    partitions: tuple[TopicPartition, ...] | None
-
-
-@dataclass(frozen=True, slots=True)
-class GroupInfo:
-    group_id: str
-    state: str
-    protocol_type: str
-    protocol: str
-    members: tuple[Member, ...]
-
-    @property
-    def exists(self) -> bool:
-        return self.state != "Dead"
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionOffsets:
-    tp: TopicPartition
-    committed: int | None  # None: the group has no committed offset here
-    log_end: int | None  # None: the topic or partition no longer exists
-    owner: Member | None
-
-    @property
-    def lag(self) -> int | None:
-        if self.committed is None or self.log_end is None:
-            return None
-        return self.log_end - self.committed
-
-
-# ---------------------------------------------------------------------------
-# Talking to the broker
-# ---------------------------------------------------------------------------
-
-
-def _describe_many(admin: KafkaAdminClient, group_ids: Iterable[str]) -> dict[str, GroupInfo]:
-    """One DescribeGroups per coordinator for all the groups."""
-    ids = list(dict.fromkeys(group_ids))
-    if not ids:
-        return {}
-    described = admin.describe_groups(ids)
-    return {group_id: _group_info(group_id, described[group_id]) for group_id in ids}
-
-
-def _describe(admin: KafkaAdminClient, group_id: str) -> GroupInfo:
-    return _describe_many(admin, [group_id])[group_id]
-
-
-def _group_info(group_id: str, raw: Mapping[str, Any]) -> GroupInfo:
-    if raw.get("error"):
-        # DescribeGroups v6+ names an unknown group an error; before, it is just Dead.
-        if "GroupIdNotFound" in raw["error"]:
-            return GroupInfo(group_id, "Dead", "", "", ())
-        raise fail(f"cannot describe group {group_id!r}: {raw['error']}")
-    members = tuple(
-        sorted(
-            (
-                Member(
-                    member_id=m["member_id"],
-                    client_id=m["client_id"],
-                    host=m["client_host"],
-                    instance_id=m.get("group_instance_id"),
-                    partitions=_assigned(m.get("member_assignment")),
-                )
-                for m in raw["members"]
-            ),
-            key=lambda m: (m.client_id, m.member_id),
-        )
-    )
-    return GroupInfo(
-        group_id,
-        raw["group_state"],
-        raw["protocol_type"],
-        raw.get("protocol_data") or "",
-        members,
-    )
-
-
-def _assigned(assignment: object) -> tuple[TopicPartition, ...] | None:
-    """Partitions of a member's assignment, which kafka-python has already decoded
-    from the consumer protocol's bytes when they were in that format."""
-    if not isinstance(assignment, Mapping) or "assigned_partitions" not in assignment:
-        return None
-    return tuple(
-        sorted(
-            TopicPartition(entry["topic"], partition)
-            for entry in assignment["assigned_partitions"]
-            for partition in entry["partitions"]
-        )
-    )
-
-
-def _require_group(group: GroupInfo) -> None:
-    if not group.exists:
-        raise fail(f"consumer group {group.group_id!r} does not exist")
-
-
-def _committed(admin: KafkaAdminClient, group_id: str) -> dict[TopicPartition, int]:
-    fetched = admin.list_group_offsets({group_id: None}).get(group_id, {})
-    # -1 is how OffsetFetch says "nothing committed here".
-    return {tp: oam.offset for tp, oam in fetched.items() if oam.offset >= 0}
-
-
-def _partition_counts(admin: KafkaAdminClient, topics: Iterable[str]) -> dict[str, int]:
-    """Partition count of each topic that exists; missing topics are left out."""
-    names = sorted(set(topics))
-    if not names:
-        return {}
-    return {
-        t["name"]: len(t["partitions"])
-        for t in admin.describe_topics(names)
-        if t["error_code"] == 0
-    }
-
-
-def _log_offsets(
-    admin: KafkaAdminClient, tps: Iterable[TopicPartition], spec: OffsetSpec
-) -> dict[TopicPartition, int]:
-    """ListOffsets for the partitions that exist; the others are simply absent
-    (a group keeps its offsets for a topic after the topic is deleted)."""
-    tps = set(tps)
-    counts = _partition_counts(admin, (tp.topic for tp in tps))
-    present = {tp: spec for tp in tps if tp.partition < counts.get(tp.topic, 0)}
-    if not present:
-        return {}
-    return {tp: o.offset for tp, o in admin.list_partition_offsets(present).items()}
-
-
-def _partition_offsets(admin: KafkaAdminClient, group: GroupInfo) -> list[PartitionOffsets]:
-    """Kafka's rows: every partition a member owns, and every partition with a
-    committed offset that no member owns (its consumer columns show '-')."""
-    committed = _committed(admin, group.group_id)
-    owners = {tp: m for m in group.members for tp in m.partitions or ()}
-    tps = sorted(set(committed) | set(owners))
-    ends = _log_offsets(admin, tps, OffsetSpec.LATEST)
-    return [PartitionOffsets(tp, committed.get(tp), ends.get(tp), owners.get(tp)) for tp in tps]
-
-
-def _show(value: object) -> str:
-    return NONE if value is None or value == "" else str(value)
+GroupArgument = Annotated[str, typer.Argument(metavar="GROUP")]
+OFFSET_COLUMNS = ("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG")
+CONSUMER_COLUMNS = ("CONSUMER-ID", "HOST", "CLIENT-ID")
 
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def _format_partitions(partitions: tuple[TopicPartition, ...] | None) -> str:
-    if partitions is None:
-        return NONE
-    by_topic: dict[str, list[int]] = {}
-    for tp in partitions:
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
-    return " ".join(f"{t}[{','.join(map(str, ps))}]" for t, ps in by_topic.items()) or NONE
+def _offset_cells(row: PartitionOffsets) -> tuple[object, ...]:
+    return (row.tp.topic, row.tp.partition, row.committed, row.log_end, row.lag)
+
+
+def _consumer_cells(row: PartitionOffsets) -> tuple[object, ...]:
+    owner = row.owner
+    return (owner and owner.member_id, owner and owner.host, owner and owner.client_id)
+
+
+def _offset_json(row: PartitionOffsets) -> dict[str, Any]:
+    owner = row.owner
+    return {
+        "topic": row.tp.topic,
+        "partition": row.tp.partition,
+        "current_offset": row.committed,
+        "log_start_offset": row.log_start,
+        "log_end_offset": row.log_end,
+        "lag": row.lag,
+        "consumer_id": owner and owner.member_id,
+        "host": owner and owner.host,
+        "client_id": owner and owner.client_id,
+    }
+
+
+def _total_lag(rows: list[PartitionOffsets]) -> int:
+    return sum(row.lag or 0 for row in rows)
 
 
 # ---------------------------------------------------------------------------
 # list
 # ---------------------------------------------------------------------------
-
-
-def _canonical_states(states: Iterable[str]) -> list[str]:
-    by_lower = {s.lower(): s for s in STATES}
-    canonical = []
-    for state in states:
-        if state.lower() not in by_lower:
-            raise fail(f"unknown group state {state!r}; states are {', '.join(STATES)}")
-        canonical.append(by_lower[state.lower()])
-    return canonical
 
 
 @groups_app.command("list")
@@ -240,28 +97,32 @@ def list_groups(
             "--state", "-s", help=f"Only groups in this state; repeatable: {', '.join(STATES)}."
         ),
     ] = None,
-    bootstrap: Bootstrap = "127.0.0.1:9092",
+    output: OutputOption = None,
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> None:
     """List consumer groups with their state, protocol type and member count."""
-    states = _canonical_states(state or [])
+    states = canonical_states(state or [])
     with connect(bootstrap) as admin:
-        try:
-            listed = admin.list_groups(states_filter=states or None)
-        except UnsupportedVersionError:
-            # ListGroups before v4 has no state filter; filter below instead.
-            listed = admin.list_groups()
-        ids = sorted({g["group_id"] for g in listed})
-        groups = list(_describe_many(admin, ids).values())
-    # Filter again on the described state: it is what the table shows, and some
-    # brokers ignore the filter.
+        groups = describe_groups(admin, list_group_ids(admin, states)).values()
+    # Filter again on the described state: it is what is shown, and some brokers
+    # ignore the filter.
     shown = [g for g in groups if not states or g.state in states]
-    if not shown:
-        console.print("no consumer groups" + (f" in state {', '.join(states)}" if states else ""))
-        return
-    table = Table("group", "state", "protocol type", "members")
-    for g in shown:
-        table.add_row(g.group_id, g.state, _show(g.protocol_type), str(len(g.members)))
-    console.print(table)
+    data = [
+        {
+            "group": g.group_id,
+            "state": g.state,
+            "protocol_type": g.protocol_type or None,
+            "members": len(g.members),
+        }
+        for g in shown
+    ]
+    table = Table(("GROUP", "STATE", "PROTOCOL-TYPE", "MEMBERS"), [tuple(d.values()) for d in data])
+    notes = (
+        []
+        if shown
+        else ["no consumer groups" + (f" in state {', '.join(states)}" if states else "")]
+    )
+    show(View(data, [table], notes=notes), output)
 
 
 # ---------------------------------------------------------------------------
@@ -269,61 +130,141 @@ def list_groups(
 # ---------------------------------------------------------------------------
 
 
+def _group_notes(group: GroupInfo) -> list[str]:
+    """What Kafka's tool says beside a group's rows."""
+    if not group.members:
+        return [f"consumer group {group.group_id!r} has no active members"]
+    if group.state in ("PreparingRebalance", "CompletingRebalance"):
+        return [f"consumer group {group.group_id!r} is rebalancing"]
+    return []
+
+
+def _group_json(
+    group: GroupInfo, coordinator: str | None, rows: list[PartitionOffsets]
+) -> dict[str, Any]:
+    return {
+        "group": group.group_id,
+        "state": group.state,
+        "protocol_type": group.protocol_type or None,
+        "assignment_strategy": group.protocol or None,
+        "coordinator": coordinator,
+        "members": [
+            {
+                "consumer_id": m.member_id,
+                "group_instance_id": m.instance_id,
+                "host": m.host,
+                "client_id": m.client_id,
+                "partitions": None
+                if m.partitions is None
+                else [{"topic": tp.topic, "partition": tp.partition} for tp in m.partitions],
+            }
+            for m in group.members
+        ],
+        "offsets": [_offset_json(row) for row in rows],
+        "total_lag": _total_lag(rows),
+    }
+
+
+def _offsets_table(groups: list[GroupInfo], rows: dict[str, list[PartitionOffsets]]) -> Table:
+    return Table(
+        ("GROUP", *OFFSET_COLUMNS, *CONSUMER_COLUMNS),
+        [
+            (g.group_id, *_offset_cells(row), *_consumer_cells(row))
+            for g in groups
+            for row in rows[g.group_id]
+        ],
+    )
+
+
+def _members_table(groups: list[GroupInfo]) -> Table:
+    return Table(
+        (
+            "GROUP",
+            "CONSUMER-ID",
+            "GROUP-INSTANCE-ID",
+            "HOST",
+            "CLIENT-ID",
+            "#PARTITIONS",
+            "ASSIGNMENT",
+        ),
+        [
+            (
+                g.group_id,
+                m.member_id,
+                m.instance_id,
+                m.host,
+                m.client_id,
+                len(m.partitions or ()),
+                format_partitions(m.partitions),
+            )
+            for g in groups
+            for m in g.members
+        ],
+    )
+
+
+def _state_table(groups: list[GroupInfo], coordinators: dict[str, str]) -> Table:
+    return Table(
+        ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
+        [
+            (g.group_id, coordinators.get(g.group_id), g.protocol, g.state, len(g.members))
+            for g in groups
+        ],
+    )
+
+
 @groups_app.command("describe")
 def describe(
-    group_id: Annotated[str, typer.Argument(metavar="GROUP")],
-    bootstrap: Bootstrap = "127.0.0.1:9092",
+    group_ids: Annotated[list[str] | None, typer.Argument(metavar="[GROUP]...")] = None,
+    all_groups: Annotated[
+        bool, typer.Option("--all-groups", help="Every consumer group the brokers know.")
+    ] = False,
+    offsets: Annotated[
+        bool,
+        typer.Option("--offsets", help="Per partition: offsets, lag and owner (the default)."),
+    ] = False,
+    members: Annotated[
+        bool, typer.Option("--members", help="Per member: ids, host and assigned partitions.")
+    ] = False,
+    state: Annotated[
+        bool,
+        typer.Option("--state", help="Per group: coordinator, assignor, state, member count."),
+    ] = False,
+    output: OutputOption = None,
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> None:
-    """Show a group's state, members and their partitions, and per-partition offsets and lag."""
+    """Describe groups as kafka-consumer-groups.sh --describe does: their offsets and lag
+    per partition, or their members (--members), or their state (--state).
+
+    JSON output always holds all three.
+    """
+    if bool(group_ids) == all_groups:
+        raise fail("name groups or give --all-groups, not both or neither")
+    if offsets + members + state > 1:
+        raise fail("give at most one of --offsets, --members, --state")
+    mode = chosen(output)
     with connect(bootstrap) as admin:
-        group = _describe(admin, group_id)
-        _require_group(group)
-        rows = _partition_offsets(admin, group)
-    # DescribeGroups carries no generation, so none is shown.
-    console.print(
-        f"group [bold]{group.group_id}[/bold]  state {group.state}  "
-        f"protocol type {_show(group.protocol_type)}  assignor {_show(group.protocol)}  "
-        f"members {len(group.members)}",
-        highlight=False,
-    )
-    if group.members:
-        members = Table("member id", "client id", "host", "group.instance.id", "partitions")
-        for m in group.members:
-            members.add_row(
-                m.member_id,
-                m.client_id,
-                m.host,
-                _show(m.instance_id),
-                _format_partitions(m.partitions),
-            )
-        console.print(members)
-    else:
-        console.print(f"consumer group {group.group_id!r} has no active members", highlight=False)
-    if not rows:
-        console.print("no committed offsets and no assigned partitions")
+        ids = list_group_ids(admin) if all_groups else list(group_ids or [])
+        infos = describe_groups(admin, ids)
+        for group_id in group_ids or []:
+            require_existing(infos[group_id])
+        groups = [g for g in infos.values() if g.exists]
+        rows: dict[str, list[PartitionOffsets]] = {}
+        if mode is Output.JSON or not (members or state):
+            rows = {g.group_id: partition_offsets(admin, g) for g in groups}
+        coordinators: dict[str, str] = {}
+        if mode is Output.JSON or state:
+            coordinators = find_coordinators(admin, [g.group_id for g in groups])
+    data = [_group_json(g, coordinators.get(g.group_id), rows.get(g.group_id, [])) for g in groups]
+    if state:
+        show(View(data, [_state_table(groups, coordinators)]), output)
         return
-    offsets = Table(
-        "topic",
-        "partition",
-        "current offset",
-        "log end offset",
-        "lag",
-        "consumer id",
-        "host",
-        "client id",
-    )
-    for row in rows:
-        offsets.add_row(
-            row.tp.topic,
-            str(row.tp.partition),
-            _show(row.committed),
-            _show(row.log_end),
-            _show(row.lag),
-            _show(row.owner and row.owner.member_id),
-            _show(row.owner and row.owner.host),
-            _show(row.owner and row.owner.client_id),
-        )
-    console.print(offsets)
+    notes = [note for g in groups for note in _group_notes(g)]
+    if members:
+        show(View(data, [_members_table(groups)], notes=notes), output)
+        return
+    notes += uncommitted_note([row for g in groups for row in rows[g.group_id]])
+    show(View(data, [_offsets_table(groups, rows)], notes=notes), output)
 
 
 # ---------------------------------------------------------------------------
@@ -331,268 +272,168 @@ def describe(
 # ---------------------------------------------------------------------------
 
 
-def _lag_view(group: GroupInfo, rows: list[PartitionOffsets], stamped: bool) -> Renderables:
-    table = Table("topic", "partition", "current offset", "log end offset", "lag")
-    for row in rows:
-        table.add_row(
-            row.tp.topic,
-            str(row.tp.partition),
-            _show(row.committed),
-            _show(row.log_end),
-            _show(row.lag),
-        )
-    total = sum(row.lag or 0 for row in rows)
+def _lag_view(group: GroupInfo, rows: list[PartitionOffsets], stamped: bool) -> View:
+    total = _total_lag(rows)
     summary = f"total lag {total} over {_count(len(rows), 'partition')}"
-    uncommitted = sum(1 for row in rows if row.committed is None)
-    if uncommitted:
-        # Kafka's tool shows '-' for these; saying how many keeps the total honest.
-        summary += f"; {uncommitted} without a committed offset (not counted)"
-    header = f"group {group.group_id}  state {group.state}"
+    heading = f"group {group.group_id}  state {group.state}"
     if stamped:
         # When watching, the time shows that the view is live and how fresh it is.
-        header += f"  at {datetime.now().isoformat(sep=' ', timespec='seconds')}"
-    return Renderables(Text(header), table, Text(summary))
+        heading += f"  at {datetime.now().isoformat(sep=' ', timespec='seconds')}"
+    data = {
+        "group": group.group_id,
+        "state": group.state,
+        "partitions": [_offset_json(row) for row in rows],
+        "total_lag": total,
+        "partitions_without_commit": sum(1 for row in rows if row.committed is None),
+    }
+    table = Table(OFFSET_COLUMNS, [_offset_cells(row) for row in rows])
+    return View(data, [table], heading=heading, notes=[summary, *uncommitted_note(rows)])
 
 
 @groups_app.command("lag")
 def lag(
-    group_id: Annotated[str, typer.Argument(metavar="GROUP")],
+    group_id: GroupArgument,
     watch: Annotated[
         float | None,
         typer.Option("--watch", "-w", min=0.1, help="Refresh every SECONDS until Ctrl-C."),
     ] = None,
-    bootstrap: Bootstrap = "127.0.0.1:9092",
+    output: OutputOption = None,
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> None:
-    """Per-partition lag (log end offset - committed offset) of a group, and the total."""
+    """Per-partition lag (log end offset - committed offset) of a group, and the total.
+
+    A partition without a committed offset counts from its log start offset.
+    """
     with connect(bootstrap) as admin:
 
-        def snapshot() -> Renderables:
-            group = _describe(admin, group_id)
-            _require_group(group)
-            return _lag_view(group, _partition_offsets(admin, group), stamped=watch is not None)
+        def snapshot() -> View:
+            group = describe_group(admin, group_id)
+            require_existing(group)
+            return _lag_view(group, partition_offsets(admin, group), stamped=watch is not None)
 
         view = snapshot()
         if watch is None:
-            console.print(view)
+            show(view, output)
             return
         try:
-            if console.is_terminal:
-                with Live(view, console=console, auto_refresh=False) as live:
-                    while True:
-                        time.sleep(watch)
-                        live.update(snapshot(), refresh=True)
-            else:
-                # Piped to a file or another program: one snapshot after another.
-                while True:
-                    console.print(view)
-                    time.sleep(watch)
-                    view = snapshot()
+            _watch(view, snapshot, watch, chosen(output))
         except KeyboardInterrupt:
             return
 
 
-# ---------------------------------------------------------------------------
-# reset-offsets
-# ---------------------------------------------------------------------------
+def _watch(view: View, snapshot: Any, every_s: float, mode: Output) -> None:
+    from herdless.cli.output import console, renderable
 
+    if mode is Output.TABLE and console().is_terminal:
+        from rich.live import Live
 
-def _parse_topic(spec: str) -> tuple[str, list[int] | None]:
-    """'T' is every partition of T; 'T:0,2' is partitions 0 and 2."""
-    name, sep, parts = spec.partition(":")
-    if not name:
-        raise fail(f"--topic expects T or T:p1,p2, got {spec!r}")
-    if not sep:
-        return name, None
-    try:
-        partitions = [int(p) for p in parts.split(",") if p.strip()]
-    except ValueError:
-        raise fail(f"--topic expects T or T:p1,p2 with partition numbers, got {spec!r}") from None
-    if not partitions:
-        raise fail(f"--topic {spec!r} names no partitions")
-    return name, partitions
-
-
-def _parse_datetime(value: str) -> int:
-    """ISO 8601 to epoch milliseconds; without a zone it is local time, as in Kafka's tool."""
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise fail(
-            f"--to-datetime expects ISO 8601 such as 2024-05-01T12:00:00.000+00:00, got {value!r}"
-        ) from None
-    return int(moment.timestamp() * 1000)
-
-
-def _partitions_to_reset(
-    admin: KafkaAdminClient,
-    topics: list[str],
-    all_topics: bool,
-    committed: Mapping[TopicPartition, int],
-) -> list[TopicPartition]:
-    if all_topics:
-        # Kafka's tool: all topics the group has committed offsets for.
-        if not committed:
-            raise fail("the group has no committed offsets; name topics with --topic")
-        return sorted(committed)
-    wanted = [_parse_topic(spec) for spec in topics]
-    counts = _partition_counts(admin, (name for name, _ in wanted))
-    tps: set[TopicPartition] = set()
-    for name, partitions in wanted:
-        if name not in counts:
-            raise fail(f"topic {name!r} does not exist")
-        for p in partitions if partitions is not None else range(counts[name]):
-            if not 0 <= p < counts[name]:
-                raise fail(f"topic {name!r} has no partition {p} (it has {counts[name]})")
-            tps.add(TopicPartition(name, p))
-    return sorted(tps)
-
-
-@groups_app.command("reset-offsets")
-def reset_offsets(
-    group_id: Annotated[str, typer.Argument(metavar="GROUP")],
-    topic: Annotated[
-        list[str] | None,
-        typer.Option("--topic", "-t", help="T (all its partitions) or T:p1,p2; repeatable."),
-    ] = None,
-    all_topics: Annotated[
-        bool, typer.Option("--all-topics", help="Every topic the group has committed offsets for.")
-    ] = False,
-    to_earliest: Annotated[bool, typer.Option("--to-earliest", help="Log start offset.")] = False,
-    to_latest: Annotated[bool, typer.Option("--to-latest", help="Log end offset.")] = False,
-    to_datetime: Annotated[
-        str | None,
-        typer.Option(
-            "--to-datetime",
-            help="First offset with a timestamp at or after this ISO 8601 time "
-            "(local time without a zone); log end if there is none.",
-        ),
-    ] = None,
-    shift_by: Annotated[
-        int | None, typer.Option("--shift-by", help="Committed offset plus N (N may be negative).")
-    ] = None,
-    to_offset: Annotated[int | None, typer.Option("--to-offset", help="This offset.")] = None,
-    execute: Annotated[
-        bool, typer.Option("--execute", help="Commit the new offsets; without it, a dry run.")
-    ] = False,
-    bootstrap: Bootstrap = "127.0.0.1:9092",
-) -> None:
-    """Reset a group's committed offsets, like kafka-consumer-groups.sh --reset-offsets.
-
-    Prints the planned offsets and changes nothing unless --execute. The group must
-    be inactive (no members). New offsets are clamped into [log start, log end].
-    """
-    modes = {
-        "--to-earliest": to_earliest,
-        "--to-latest": to_latest,
-        "--to-datetime": to_datetime is not None,
-        "--shift-by": shift_by is not None,
-        "--to-offset": to_offset is not None,
-    }
-    chosen = [name for name, on in modes.items() if on]
-    if len(chosen) != 1:
-        raise fail(
-            f"give exactly one of {', '.join(modes)}"
-            + (f" (got {' '.join(chosen)})" if chosen else "")
-        )
-    if bool(topic) == all_topics:
-        raise fail("give --topic T[:p1,p2] (repeatable) or --all-topics, not both or neither")
-    timestamp_ms = _parse_datetime(to_datetime) if to_datetime is not None else None
-
-    with connect(bootstrap) as admin:
-        group = _describe(admin, group_id)
-        if group.state not in INACTIVE_STATES:
-            raise fail(
-                f"the group must be inactive to reset its offsets, but group {group_id!r} is "
-                f"{group.state} with {_count(len(group.members), 'member')}; "
-                "stop its consumers first"
-            )
-        committed = _committed(admin, group_id)
-        tps = _partitions_to_reset(admin, topic or [], all_topics, committed)
-        starts = _log_offsets(admin, tps, OffsetSpec.EARLIEST)
-        ends = _log_offsets(admin, tps, OffsetSpec.LATEST)
-        missing = [tp for tp in tps if tp not in starts or tp not in ends]
-        if missing:
-            raise fail(
-                "no such partition: " + ", ".join(f"{tp.topic}:{tp.partition}" for tp in missing)
-            )
-
-        wanted: dict[TopicPartition, int]
-        if to_earliest:
-            wanted = {tp: starts[tp] for tp in tps}
-        elif to_latest:
-            wanted = {tp: ends[tp] for tp in tps}
-        elif to_offset is not None:
-            wanted = dict.fromkeys(tps, to_offset)
-        elif shift_by is not None:
-            without = [tp for tp in tps if tp not in committed]
-            if without:
-                raise fail(
-                    "cannot shift partitions with no committed offset: "
-                    + ", ".join(f"{tp.topic}:{tp.partition}" for tp in without)
-                )
-            wanted = {tp: committed[tp] + shift_by for tp in tps}
-        else:
-            assert timestamp_ms is not None
-            found = admin.list_partition_offsets({tp: OffsetTimestamp(timestamp_ms) for tp in tps})
-            # No record at or after the time: ListOffsets answers -1, which means log end.
-            wanted = {tp: found[tp].offset if found[tp].offset >= 0 else ends[tp] for tp in tps}
-        planned = {tp: min(max(wanted[tp], starts[tp]), ends[tp]) for tp in tps}
-
-        if execute:
-            # A standalone commit (generation -1, no member id), as Kafka's tool makes;
-            # the coordinator refuses it if a member joined since the check above.
-            errors = admin.alter_group_offsets(
-                group_id,
-                {tp: OffsetAndMetadata(offset, "", None) for tp, offset in planned.items()},
-            )
-            failed = {tp: e for tp, e in errors.items() if e is not NoError}
-            if failed:
-                raise fail(
-                    "the broker refused the new offsets: "
-                    + ", ".join(
-                        f"{tp.topic}:{tp.partition} {e.message}" for tp, e in sorted(failed.items())
-                    )
-                )
-
-    table = Table("topic", "partition", "current offset", "new offset")
-    for tp in tps:
-        table.add_row(tp.topic, str(tp.partition), _show(committed.get(tp)), str(planned[tp]))
-    console.print(table)
-    if execute:
-        console.print(f"committed new offsets for group [bold]{group_id}[/bold]")
-    else:
-        console.print("dry run: nothing was committed; add --execute to commit these offsets")
+        with Live(renderable(view), console=console(), auto_refresh=False) as live:
+            while True:
+                time.sleep(every_s)
+                live.update(renderable(snapshot()), refresh=True)
+    # Not redrawn in place (a pipe, a file, JSON): one snapshot after another.
+    while True:
+        show(view, mode)
+        time.sleep(every_s)
+        view = snapshot()
 
 
 # ---------------------------------------------------------------------------
-# delete
+# delete, delete-offsets
 # ---------------------------------------------------------------------------
 
 
 _DELETE_ERRORS = {
-    NonEmptyGroupError.__name__: "the group is not empty (it has active members); stop them first",
-    GroupIdNotFoundError.__name__: "the group does not exist",
+    "NonEmptyGroupError": "the group is not empty (it has active members); stop them first",
+    "GroupIdNotFoundError": "the group does not exist",
 }
+
+
+def _delete_error(outcome: str) -> str:
+    """kafka-python names a failed deletion by its error class: in words instead."""
+    from kafka import errors
+
+    if outcome in _DELETE_ERRORS:
+        return _DELETE_ERRORS[outcome]
+    error_class = getattr(errors, outcome, None)
+    return error_text(error_class) if error_class is not None else outcome
 
 
 @groups_app.command("delete")
 def delete(
     group_ids: Annotated[list[str], typer.Argument(metavar="GROUP...")],
-    bootstrap: Bootstrap = "127.0.0.1:9092",
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> None:
     """Delete inactive consumer groups and their committed offsets."""
+    ids = list(dict.fromkeys(group_ids))
     with connect(bootstrap) as admin:
-        results = admin.delete_groups(list(dict.fromkeys(group_ids)))
+        results = admin.delete_groups(ids)
     failed = False
-    for group_id in dict.fromkeys(group_ids):
+    for group_id in ids:
         outcome = results.get(group_id, "no answer from the broker")
         if outcome == "OK":
-            console.print(f"deleted group [bold]{group_id}[/bold]")
+            say(f"deleted group {group_id}")
         else:
             failed = True
-            reason = _DELETE_ERRORS.get(outcome, outcome)
-            console.print(
-                f"[red]error:[/red] cannot delete group {group_id!r}: {reason}", highlight=False
-            )
+            error(f"cannot delete group {group_id!r}: {_delete_error(outcome)}")
     if failed:
         raise typer.Exit(1)
+
+
+def _committed_partitions(
+    admin: KafkaAdminClient, group_id: str, specs: list[str]
+) -> list[TopicPartition]:
+    """`--topic T` is every partition of T the group has an offset for (the topic may
+    be gone already); `T:p1,p2` names partitions."""
+    from kafka import TopicPartition
+
+    committed = committed_offsets(admin, group_id)
+    tps: set[TopicPartition] = set()
+    for spec in specs:
+        name, partitions = parse_topic(spec)
+        if partitions is None:
+            found = {tp for tp in committed if tp.topic == name}
+            if not found:
+                raise fail(f"group {group_id!r} has no committed offsets for topic {name!r}")
+            tps |= found
+        else:
+            tps |= {TopicPartition(name, p) for p in partitions}
+    return sorted(tps)
+
+
+@groups_app.command("delete-offsets")
+def delete_offsets(
+    group_id: GroupArgument,
+    topic: Annotated[
+        list[str],
+        typer.Option(
+            "--topic", "-t", help="T (all its committed partitions) or T:p1,p2; repeatable."
+        ),
+    ],
+    output: OutputOption = None,
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
+) -> None:
+    """Delete a group's committed offsets for some topics or partitions (OffsetDelete).
+
+    The broker refuses while a member of the group is subscribed to the topic.
+    """
+    from kafka.errors import NoError
+
+    with connect(bootstrap) as admin:
+        group = describe_group(admin, group_id)
+        require_existing(group)
+        tps = _committed_partitions(admin, group_id, topic)
+        outcomes = admin.delete_group_offsets(group_id, tps)
+    data = [
+        {
+            "topic": tp.topic,
+            "partition": tp.partition,
+            "error": None if outcomes[tp] is NoError else error_text(outcomes[tp]),
+        }
+        for tp in tps
+    ]
+    rows = [(d["topic"], d["partition"], d["error"] or "deleted") for d in data]
+    show(View(data, [Table(("TOPIC", "PARTITION", "STATUS"), rows)]), output)
+    failed = [tp_text(tp) for tp in tps if outcomes[tp] is not NoError]
+    if failed:
+        raise fail(f"the offsets of {', '.join(failed)} were not deleted")

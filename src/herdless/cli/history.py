@@ -13,18 +13,16 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
-from kafka import KafkaConsumer, TopicPartition
-from kafka.errors import KafkaError
-from rich.table import Table
 
 from herdless.cli.client import (
     BOOTSTRAP_TIMEOUT_MS,
+    CLIENT_ID,
     REQUEST_TIMEOUT_MS,
-    Bootstrap,
-    console,
-    fail,
     require_reachable,
 )
+from herdless.cli.errors import fail
+from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap
+from herdless.cli.output import OutputOption, Table, View, show
 
 HISTORY_TOPIC = "__rebalance_history"
 READ_TIMEOUT_S = 30.0
@@ -34,40 +32,46 @@ def history(
     group: str,
     limit: Annotated[int, typer.Option(min=1, help="Show at most this many, newest last.")] = 20,
     members: Annotated[bool, typer.Option(help="List the member ids before and after.")] = False,
-    bootstrap: Bootstrap = "127.0.0.1:9092",
+    output: OutputOption = None,
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> None:
-    """Show a group's recent rebalances: cause, generations, duration, members."""
+    """Show a group's recent rebalances: cause, generations, duration, members.
+
+    JSON output is the recorded entries as the broker wrote them.
+    """
     entries = _read(bootstrap, group)[-limit:]
-    if not entries:
-        console.print(f"no rebalance of group [bold]{group}[/bold] is on record")
-        return
-    table = Table("ended (UTC)", "cause", "generation", "took", "members", "detail")
+    columns = ("ENDED (UTC)", "CAUSE", "GENERATION", "TOOK", "MEMBERS", "DETAIL")
+    if members:
+        columns += ("MEMBERS-BEFORE", "MEMBERS-AFTER")
+    rows = []
     for entry in entries:
-        table.add_row(
+        before = entry.get("members_before") or ()
+        after = entry.get("members_after") or ()
+        row: tuple[object, ...] = (
             _time(entry.get("ended_ms")),
-            str(entry.get("cause", "?")),
+            entry.get("cause", "?"),
             f"{entry.get('from_generation')} → {entry.get('to_generation')}",
             f"{entry.get('duration_ms', 0) / 1000:.2f} s",
-            f"{len(entry.get('members_before') or ())} → {len(entry.get('members_after') or ())}",
-            str(entry.get("detail", "")),
+            f"{len(before)} → {len(after)}",
+            entry.get("detail"),
         )
-    console.print(table)
-    if members:
-        for entry in entries:
-            console.print(
-                f"{_time(entry.get('ended_ms'))}  before: {', '.join(entry['members_before'])}"
-                f"\n{'':19}  after:  {', '.join(entry.get('members_after') or ())}",
-                highlight=False,
-            )
+        if members:
+            row += (",".join(before), ",".join(after))
+        rows.append(row)
+    notes = [] if entries else [f"no rebalance of group {group} is on record"]
+    show(View(entries, [Table(columns, rows)], notes=notes), output)
 
 
 def _read(bootstrap: str, group: str) -> list[dict[str, Any]]:
     require_reachable(bootstrap)
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.errors import KafkaError
+
     key = group.encode()
     try:
         consumer = KafkaConsumer(
             bootstrap_servers=bootstrap,
-            client_id="herdless-cli",
+            client_id=CLIENT_ID,
             enable_auto_commit=False,
             request_timeout_ms=REQUEST_TIMEOUT_MS,
             bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,

@@ -1,12 +1,24 @@
-"""The `herdless` command."""
+"""The `herdless` command: its subcommands, `--version`, and how a bad command line fails.
+
+Every module below imports its heavy libraries (kafka-python, librdkafka, rich,
+the broker itself) inside the command that needs them, so that `--help`,
+`--version` and a mistyped option answer at once.
+"""
 
 from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Annotated
 
 import typer
 
 from herdless import __version__
+from herdless.cli.consume import consume
+from herdless.cli.errors import error
 from herdless.cli.groups import groups_app
 from herdless.cli.marshal import marshal_app
+from herdless.cli.produce import produce
 from herdless.cli.serve import serve
 from herdless.cli.topics import topics_app
 
@@ -15,11 +27,35 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # as command_group says
 )
 app.command()(serve)
 app.add_typer(topics_app, name="topics")
 app.add_typer(groups_app, name="groups")
+app.command()(produce)
+app.command()(consume)
 app.add_typer(marshal_app, name="marshal")
+
+
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        typer.echo(f"herdless {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the herdless version and exit.",
+        ),
+    ] = False,
+) -> None:
+    """herdless: a Kafka-compatible broker built around consumer groups."""
 
 
 @app.command()
@@ -28,5 +64,29 @@ def version() -> None:
     typer.echo(__version__)
 
 
+def run(args: Sequence[str]) -> int:
+    """Run the command line; a usage mistake is one `error:` line, exit code 2."""
+    # The exception classes of the click that typer runs on (its own copy, in
+    # recent typer releases).
+    click_errors = sys.modules[typer.BadParameter.__module__]
+    try:
+        code = app(args=list(args), prog_name="herdless", standalone_mode=False)
+    except click_errors.ClickException as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            typer.echo(exc.format_message())
+            return 0
+        message = exc.format_message().rstrip(".")
+        if message[:1].isupper() and message[1:2].islower():
+            message = message[0].lower() + message[1:]
+        context = getattr(exc, "ctx", None)
+        if context is not None:
+            message += f" (see '{context.command_path} --help')"
+        error(message)
+        return exc.exit_code
+    except click_errors.Abort:
+        return 1
+    return code if isinstance(code, int) else 0
+
+
 def main() -> None:
-    app()
+    sys.exit(run(sys.argv[1:]))

@@ -12,61 +12,76 @@ import time
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from herdless.cli.client import Bootstrap, console, fail, require_reachable
-from herdless.marshal.log import MarshalError, read_state
-from herdless.marshal.messages import NO_OFFSET
-from herdless.marshal.placement import DEFAULT_TOPIC
+from herdless.cli.client import require_reachable
+from herdless.cli.errors import fail
+from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, command_group
+from herdless.cli.output import OutputOption, Table, View, show
 
-marshal_app = typer.Typer(
-    help="Inspect groups that coordinate through the Marshal protocol (herdless.marshal).",
-    no_args_is_help=True,
+marshal_app = command_group(
+    "Inspect groups that coordinate through the Marshal protocol (herdless.marshal)."
 )
-
-NONE = "-"
 
 
 @marshal_app.command("status")
 def status(
     group: Annotated[str, typer.Option("--group", "-g", help="The Marshal group id.")],
     coordination_topic: Annotated[
-        str, typer.Option(help="The coordination topic.")
-    ] = DEFAULT_TOPIC,
-    bootstrap: Bootstrap = "127.0.0.1:9092",
+        str | None,
+        # herdless.marshal pulls in librdkafka: named here so that --help stays quick
+        # (a test keeps it equal to herdless.marshal.placement.DEFAULT_TOPIC).
+        typer.Option(help="The coordination topic.", show_default="__marshal"),
+    ] = None,
+    output: OutputOption = None,
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> None:
     """Who holds which partition, from which offset, and how fresh the claim is."""
     require_reachable(bootstrap)
+    from herdless.marshal.log import MarshalError, read_state
+    from herdless.marshal.messages import NO_OFFSET
+    from herdless.marshal.placement import DEFAULT_TOPIC
+
+    topic = coordination_topic or DEFAULT_TOPIC
     try:
-        state = read_state(bootstrap, coordination_topic)
+        state = read_state(bootstrap, topic)
     except MarshalError as exc:
         raise fail(str(exc)) from None
     except Exception as exc:  # the client library's own failures: one line, not a traceback
-        raise fail(f"cannot read {coordination_topic} at {bootstrap}: {exc}") from None
+        raise fail(f"cannot read {topic} at {bootstrap}: {exc}") from None
     claims = state.group_claims(group)
     members = state.live_members(group)
     if not claims and not members:
-        raise fail(f"no Marshal group {group!r} in {coordination_topic}")
+        raise fail(f"no Marshal group {group!r} in {topic}")
     now_ms = time.time() * 1000
-    table = Table(
-        "topic", "partition", "owner", "last offset", "claimed through", "heartbeat age",
-        "freshness", title=f"group {group}",
-    )  # fmt: skip
+    rows = []
     for key in sorted(claims, key=lambda k: (k.topic, k.partition)):
         claim = claims[key]
         fresh = state.freshness(key)
-        table.add_row(
-            key.topic,
-            str(key.partition),
-            claim.owner or NONE,
-            _offset(claim.last_offset),
-            _offset(claim.claimed_through),
-            f"{max(0.0, now_ms - claim.heartbeat_at_ms) / 1000:.1f}s",
-            fresh.value if fresh else "released",
+        rows.append(
+            {
+                "topic": key.topic,
+                "partition": key.partition,
+                "owner": claim.owner or None,
+                "last_offset": None if claim.last_offset == NO_OFFSET else claim.last_offset,
+                "claimed_through": None
+                if claim.claimed_through == NO_OFFSET
+                else claim.claimed_through,
+                "heartbeat_age_s": round(max(0.0, now_ms - claim.heartbeat_at_ms) / 1000, 1),
+                "freshness": fresh.value if fresh else "released",
+            }
         )
-    console.print(table)
-    console.print(f"live members: {', '.join(members) if members else NONE}", highlight=False)
-
-
-def _offset(offset: int) -> str:
-    return NONE if offset == NO_OFFSET else str(offset)
+    table = Table(
+        (
+            "TOPIC",
+            "PARTITION",
+            "OWNER",
+            "LAST-OFFSET",
+            "CLAIMED-THROUGH",
+            "HEARTBEAT-AGE-S",
+            "FRESHNESS",
+        ),
+        [tuple(row.values()) for row in rows],
+    )
+    data = {"group": group, "claims": rows, "live_members": sorted(members)}
+    notes = [f"live members: {', '.join(sorted(members)) if members else '-'}"]
+    show(View(data, [table], heading=f"group {group}", notes=notes), output)

@@ -1,58 +1,71 @@
-"""`herdless serve`: run the broker until SIGTERM or SIGINT."""
+"""`herdless serve`: run the broker until SIGTERM or SIGINT.
+
+Settings come from a Kafka-style properties file, then `--set`, then the options,
+each later one winning; all of them are checked before anything starts, and a
+setting that cannot be used is named in one line (exit code 2).
+"""
 
 from __future__ import annotations
 
-import asyncio
-import gc
+import enum
 import logging
-import signal
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from herdless.broker.broker import Broker, ClusterIdMismatch
-from herdless.broker.config import BrokerConfig, ConfigError, read_properties
-from herdless.cluster.errors import ClusterError
+from herdless.cli.errors import USAGE, fail
 
-LOG_LEVELS = ("debug", "info", "warning", "error")
+if TYPE_CHECKING:
+    from herdless.broker.config import BrokerConfig
+
+
+class LogLevel(enum.StrEnum):
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
 
 
 def serve(
     host: Annotated[
-        str | None, typer.Option(help="Address to listen on [default: 127.0.0.1].")
+        str | None, typer.Option(help="Address to listen on.", show_default="127.0.0.1")
     ] = None,
     port: Annotated[
-        int | None, typer.Option(help="Port to listen on, 0 for any free one [default: 9092].")
+        int | None,
+        typer.Option(help="Port to listen on; 0 for any free one.", show_default="9092"),
     ] = None,
     advertised_host: Annotated[
-        str | None, typer.Option(help="Host clients are told to connect to.")
+        str | None,
+        typer.Option(help="Host clients are told to connect to.", show_default="--host"),
     ] = None,
     advertised_port: Annotated[
-        int | None, typer.Option(help="Port clients are told to connect to.")
+        int | None,
+        typer.Option(help="Port clients are told to connect to.", show_default="--port"),
     ] = None,
     data_dir: Annotated[
-        Path | None, typer.Option(help="Where partition logs live [default: ./herdless-data].")
+        Path | None,
+        typer.Option(help="Where partition logs live.", show_default="./herdless-data"),
     ] = None,
     metrics_port: Annotated[
         int | None,
         typer.Option(
             help="Serve Prometheus metrics (group lag, members, requests) on this port"
-            " at /metrics; 0 for any free one [default: off].",
-            min=0,
-            max=65535,
+            " at /metrics; 0 for any free one.",
+            show_default="off",
         ),
     ] = None,
     zookeeper: Annotated[
         str | None,
         typer.Option(
             help="Join the cluster whose metadata is in this ZooKeeper, host:port[/chroot]"
-            " (zookeeper.connect) [default: off: one broker alone]."
+            " (zookeeper.connect).",
+            show_default="off: one broker alone",
         ),
     ] = None,
     broker_id: Annotated[
         int | None,
-        typer.Option(help="This broker's id in the cluster (broker.id) [default: 0].", min=0),
+        typer.Option(help="This broker's id in the cluster (broker.id).", show_default="(0)"),
     ] = None,
     rack: Annotated[
         str | None,
@@ -66,17 +79,11 @@ def serve(
         list[str] | None,
         typer.Option("--set", help="A broker property, key=value; repeatable."),
     ] = None,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+    log_level: Annotated[LogLevel, typer.Option(case_sensitive=False)] = LogLevel.INFO,
 ) -> None:
     """Run a broker with its data on local disk: alone, or in a cluster with --zookeeper."""
-    if log_level.lower() not in LOG_LEVELS:
-        raise typer.BadParameter(
-            f"must be one of {', '.join(LOG_LEVELS)}", param_hint="--log-level"
-        )
-    logging.basicConfig(
-        level=log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    from herdless.broker.config import BrokerConfig, ConfigError, read_properties
+
     broker_config = BrokerConfig()
     try:
         if config is not None:
@@ -88,37 +95,71 @@ def serve(
                 raise ConfigError(f"--set expects key=value, got {item!r}")
             overrides[key.strip()] = value
         broker_config.apply_properties(overrides)
+        # Options given on the command line win over the file.
+        options = {
+            "host": host,
+            "port": port,
+            "data_dir": data_dir,
+            "metrics_port": metrics_port,
+            "advertised_host": advertised_host,
+            "advertised_port": advertised_port,
+            "zookeeper_connect": zookeeper,
+            "node_id": broker_id,
+            "rack": rack,
+        }
+        for name, value in options.items():
+            if value is not None:
+                setattr(broker_config, name, value)
+        broker_config.validate()
     except ConfigError as exc:
-        typer.secho(f"error: {exc}", fg="red", err=True)
-        raise typer.Exit(2) from None
-    # Options given on the command line win over the file.
-    if host is not None:
-        broker_config.host = host
-    if port is not None:
-        broker_config.port = port
-    if data_dir is not None:
-        broker_config.data_dir = data_dir
-    if metrics_port is not None:
-        broker_config.metrics_port = metrics_port
-    if advertised_host is not None:
-        broker_config.advertised_host = advertised_host
-    if advertised_port is not None:
-        broker_config.advertised_port = advertised_port
-    if zookeeper is not None:
-        broker_config.zookeeper_connect = zookeeper
-    if broker_id is not None:
-        broker_config.node_id = broker_id
-    if rack is not None:
-        broker_config.rack = rack
+        raise fail(str(exc), USAGE) from None
+    logging.basicConfig(
+        level=log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    _run(broker_config)
+
+
+def _run(config: BrokerConfig) -> None:
+    import asyncio
+
+    from herdless.broker.broker import ClusterIdMismatch
+    from herdless.cluster.errors import ClusterError
+    from herdless.storage import StorageError
+
+    _tune_garbage_collection()
     try:
-        _run(broker_config)
+        import uvloop
+    except ImportError:  # uvloop is optional off Linux/macOS
+        runner = asyncio.run
+    else:
+        runner = uvloop.run
+    try:
+        runner(_serve_until_signal(config))
     except (ClusterError, ClusterIdMismatch) as exc:
-        typer.secho(f"error: {exc}", fg="red", err=True)
-        raise typer.Exit(1) from None
+        # ZooKeeper unreachable, this broker id taken, another cluster's data...
+        raise fail(str(exc)) from None
+    except StorageError as exc:
+        # The data directory's own words: in use by another broker, unreadable...
+        raise fail(_about_data_dir(config.data_dir, str(exc))) from None
     except OSError as exc:
-        where = f"{broker_config.host}:{broker_config.port}"
-        typer.secho(f"error: cannot serve on {where}: {exc.strerror}", fg="red", err=True)
-        raise typer.Exit(1) from None
+        if exc.filename is not None:  # a file or directory, not a socket
+            raise fail(_about_data_dir(config.data_dir, _os_reason(exc, config.data_dir))) from None
+        # asyncio's words name the address it could not bind, the broker's or metrics'.
+        raise fail(f"cannot listen: {exc.strerror or exc}") from None
+
+
+def _about_data_dir(data_dir: Path, reason: str) -> str:
+    if reason.startswith(str(data_dir)):  # the reason names the directory already
+        return f"data directory {reason}"
+    return f"cannot use data directory {data_dir}: {reason}"
+
+
+def _os_reason(exc: OSError, data_dir: Path) -> str:
+    path = Path(exc.filename)
+    if isinstance(exc, FileExistsError) and path.exists() and not path.is_dir():
+        return f"{path} is not a directory"
+    return exc.strerror if path == data_dir else f"{exc.strerror} ({path})"
 
 
 def _tune_garbage_collection() -> None:
@@ -128,21 +169,17 @@ def _tune_garbage_collection() -> None:
     a full collection every 0.5-3 s, 90-390 ms each, freeing nothing; heartbeat
     p99 went from 420 ms to 94 ms and broker CPU from 48% to 33% with these.
     """
+    import gc
+
     gc.set_threshold(100_000, 50, 1000)
 
 
-def _run(config: BrokerConfig) -> None:
-    _tune_garbage_collection()
-    try:
-        import uvloop
-    except ImportError:  # uvloop is optional off Linux/macOS
-        runner = asyncio.run
-    else:
-        runner = uvloop.run
-    runner(_serve_until_signal(config))
-
-
 async def _serve_until_signal(config: BrokerConfig) -> None:
+    import asyncio
+    import signal
+
+    from herdless.broker.broker import Broker
+
     broker = Broker(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -1,7 +1,8 @@
-"""`herdless topics`: create, list, describe and delete topics on a running broker.
+"""`herdless topics`: create, list, describe, alter and delete topics on a running broker.
 
 It is a Kafka client like any other (kafka-python's admin client), so it works
-against any Kafka-compatible broker.
+against any Kafka-compatible broker. Its defaults are Kafka's kafka-topics.sh's:
+a topic created without `--partitions` gets the broker's `num.partitions`.
 """
 
 from __future__ import annotations
@@ -9,38 +10,63 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from kafka import KafkaConsumer, TopicPartition
-from kafka import errors as Errors
-from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType, NewTopic
-from rich.table import Table
 
-from herdless.cli.client import Bootstrap, connect, console, fail
+from herdless.cli.client import connect, error_text
+from herdless.cli.errors import fail
+from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, command_group
+from herdless.cli.output import OutputOption, Table, View, say, show
 
-topics_app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
+topics_app = command_group("Create, list, describe, alter and delete topics.")
+
+# CreateTopics' "the broker's default" for partitions and replication factor.
+BROKER_DEFAULT = -1
 
 
 @topics_app.command("create")
 def create(
     name: str,
-    partitions: Annotated[int, typer.Option("--partitions", "-p", min=1)] = 1,
-    replication_factor: Annotated[int, typer.Option(min=1)] = 1,
+    partitions: Annotated[
+        int | None,
+        typer.Option(
+            "--partitions",
+            "-p",
+            min=1,
+            show_default="the broker's num.partitions",
+            help="Number of partitions.",
+        ),
+    ] = None,
+    replication_factor: Annotated[
+        int | None,
+        typer.Option(min=1, show_default="the broker's default", help="Copies of each partition."),
+    ] = None,
     config: Annotated[
         list[str] | None, typer.Option("--config", "-c", help="key=value; repeatable.")
     ] = None,
-    bootstrap: Bootstrap = "127.0.0.1:9092",
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> None:
     """Create a topic."""
     configs = _key_values(config)
     with connect(bootstrap) as admin:
         result = admin.create_topics(
-            [NewTopic(name, partitions, replication_factor, topic_configs=configs)],
+            {
+                name: {
+                    "num_partitions": partitions or BROKER_DEFAULT,
+                    "replication_factor": replication_factor or BROKER_DEFAULT,
+                    "configs": configs,
+                }
+            },
             raise_errors=False,  # kafka-python's exception drops the broker's message
         )
-    for topic in result.get("topics", []):
+        [topic] = result["topics"]
         if topic["error_code"] != 0:
-            reason = topic["error_message"] or Errors.for_code(topic["error_code"]).__name__
-            raise fail(f"cannot create topic {name!r}: {reason}")
-    console.print(f"created topic [bold]{name}[/bold] with {partitions} partitions")
+            raise fail(
+                f"cannot create topic {name!r}: "
+                + error_text(topic["error_code"], topic.get("error_message"))
+            )
+        created = topic.get("num_partitions", BROKER_DEFAULT)
+        if created == BROKER_DEFAULT:  # CreateTopics before v5 does not say
+            created = len(_describe(admin, name)["partitions"])
+    say(f"created topic {name} with {created} partition{'' if created == 1 else 's'}")
 
 
 def _key_values(items: list[str] | None) -> dict[str, str]:
@@ -53,9 +79,25 @@ def _key_values(items: list[str] | None) -> dict[str, str]:
     return configs
 
 
+def _describe(admin: object, name: str) -> dict[str, object]:
+    described = admin.describe_topics([name])  # type: ignore[attr-defined]
+    if not described or described[0]["error_code"] != 0:
+        raise fail(f"topic {name!r} does not exist")
+    return described[0]
+
+
 @topics_app.command("alter")
 def alter(
     name: str,
+    partitions: Annotated[
+        int | None,
+        typer.Option(
+            "--partitions",
+            "-p",
+            min=1,
+            help="Raise the partition count to N (it can only grow; keys move partitions).",
+        ),
+    ] = None,
     config: Annotated[
         list[str] | None, typer.Option("--config", "-c", help="key=value to set; repeatable.")
     ] = None,
@@ -63,77 +105,122 @@ def alter(
         list[str] | None,
         typer.Option("--delete-config", "-d", help="key to set back to its default; repeatable."),
     ] = None,
-    bootstrap: Bootstrap = "127.0.0.1:9092",
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> None:
-    """Change some of a topic's configs; the others keep their values."""
+    """Add partitions to a topic or change some of its configs; the others keep their values."""
+    from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
+
     changes: dict[str, object] = dict(_key_values(config))
     for key in delete_config or []:
         if key in changes:
             raise fail(f"{key!r} is both set and deleted")
         changes[key] = (AlterConfigOp.DELETE, None)
-    if not changes:
-        raise fail("nothing to change: give --config key=value or --delete-config key")
-    with connect(bootstrap) as admin:
-        result = admin.alter_configs(
-            [ConfigResource(ConfigResourceType.TOPIC, name, configs=changes)],
-            incremental=True,
-            raise_on_unknown=False,  # the broker knows its configs; it names a bad one
+    if not changes and partitions is None:
+        raise fail(
+            "nothing to change: give --partitions N, --config key=value or --delete-config key"
         )
-    outcome = result.get("topic", {}).get(name)
-    if outcome != "OK":
-        raise fail(f"topic {name!r}: {outcome}")
-    console.print(f"changed {len(changes)} config(s) of topic [bold]{name}[/bold]")
+    with connect(bootstrap) as admin:
+        if partitions is not None:
+            response = admin.create_partitions({name: partitions}, raise_errors=False)
+            [outcome] = response.results
+            if outcome.error_code != 0:
+                raise fail(
+                    f"cannot give topic {name!r} {partitions} partitions: "
+                    + error_text(outcome.error_code, outcome.error_message)
+                )
+            say(f"topic {name} now has {partitions} partitions")
+        if changes:
+            result = admin.alter_configs(
+                [ConfigResource(ConfigResourceType.TOPIC, name, configs=changes)],
+                incremental=True,
+                raise_on_unknown=False,  # the broker knows its configs; it names a bad one
+            )
+            outcome = result.get("topic", {}).get(name)
+            if outcome != "OK":
+                raise fail(f"cannot change the configs of topic {name!r}: {outcome}")
+            say(f"changed {len(changes)} config(s) of topic {name}")
 
 
 @topics_app.command("list")
-def list_topics(bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
+def list_topics(
+    internal: Annotated[
+        bool, typer.Option("--internal", help="Also list internal topics (__consumer_offsets...).")
+    ] = False,
+    output: OutputOption = None,
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
+) -> None:
     """List topics with their partition counts."""
     with connect(bootstrap) as admin:
         described = admin.describe_topics()
-    table = Table("topic", "partitions", "internal")
-    for topic in sorted(described, key=lambda t: t["name"]):
-        table.add_row(topic["name"], str(len(topic["partitions"])), str(topic["is_internal"]))
-    console.print(table)
+    topics = [
+        {"topic": t["name"], "partitions": len(t["partitions"]), "internal": t["is_internal"]}
+        for t in sorted(described, key=lambda t: t["name"])
+        if internal or not t["is_internal"]
+    ]
+    rows = [(t["topic"], t["partitions"], str(t["internal"]).lower()) for t in topics]
+    show(View(topics, [Table(("TOPIC", "PARTITIONS", "INTERNAL"), rows)]), output)
 
 
 @topics_app.command("describe")
-def describe(name: str, bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
+def describe(
+    name: str, output: OutputOption = None, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP
+) -> None:
     """Show a topic's partitions, their offsets, and its configs."""
+    from kafka import TopicPartition
+    from kafka.admin import ConfigResource, ConfigResourceType, OffsetSpec
+
     with connect(bootstrap) as admin:
-        described = admin.describe_topics([name])
-        if not described or described[0]["error_code"] != 0:
-            raise fail(f"topic {name!r} does not exist")
+        topic = _describe(admin, name)
         configs = admin.describe_configs(
             [ConfigResource(ConfigResourceType.TOPIC, name)], config_filter="all"
-        )
-    leaders = {p["partition_index"]: p["leader_id"] for p in described[0]["partitions"]}
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="herdless-cli")
-    try:
+        )["topic"][name]
+        leaders = {p["partition_index"]: p["leader_id"] for p in topic["partitions"]}
         tps = [TopicPartition(name, p) for p in sorted(leaders)]
-        starts = consumer.beginning_offsets(tps)
-        ends = consumer.end_offsets(tps)
-    finally:
-        consumer.close()
-    table = Table("partition", "leader", "log start offset", "log end offset", "records")
-    for tp in tps:
-        table.add_row(
-            str(tp.partition),
-            str(leaders[tp.partition]),
-            str(starts[tp]),
-            str(ends[tp]),
-            str(ends[tp] - starts[tp]),
-        )
-    console.print(f"[bold]{name}[/bold]  id {described[0].get('topic_id', '')}")
-    console.print(table)
-    config_table = Table("config", "value", "source")
-    for key, entry in sorted(configs["topic"][name].items()):
-        config_table.add_row(key, str(entry["value"]), entry["config_source"].lower())
-    console.print(config_table)
+        starts = admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.EARLIEST))
+        ends = admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.LATEST))
+    partitions = [
+        {
+            "partition": tp.partition,
+            "leader": leaders[tp.partition],
+            "log_start_offset": starts[tp].offset,
+            "log_end_offset": ends[tp].offset,
+            "records": ends[tp].offset - starts[tp].offset,
+        }
+        for tp in tps
+    ]
+    config_rows = [
+        {"name": key, "value": entry["value"], "source": entry["config_source"].lower()}
+        for key, entry in sorted(configs.items())
+    ]
+    topic_id = str(topic.get("topic_id") or "")
+    view = View(
+        data={
+            "topic": name,
+            "topic_id": topic_id,
+            "partitions": partitions,
+            "configs": config_rows,
+        },
+        tables=[
+            Table(
+                ("PARTITION", "LEADER", "LOG-START-OFFSET", "LOG-END-OFFSET", "RECORDS"),
+                [tuple(p.values()) for p in partitions],
+            ),
+            Table(("CONFIG", "VALUE", "SOURCE"), [tuple(c.values()) for c in config_rows]),
+        ],
+        heading=f"topic {name}  id {topic_id}",
+    )
+    show(view, output)
 
 
 @topics_app.command("delete")
-def delete(name: str, bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
+def delete(name: str, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP) -> None:
     """Delete a topic and all its data."""
     with connect(bootstrap) as admin:
-        admin.delete_topics([name])
-    console.print(f"deleted topic [bold]{name}[/bold]")
+        result = admin.delete_topics([name], raise_errors=False)
+        for topic in result["topics"]:
+            code = topic.get("error_code", 0)
+            if code:
+                raise fail(
+                    f"cannot delete topic {name!r}: " + error_text(code, topic.get("error_message"))
+                )
+    say(f"deleted topic {name}")

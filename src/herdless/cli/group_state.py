@@ -1,0 +1,265 @@
+"""What `herdless groups` reads from the broker: groups, members, offsets and lag.
+
+Its numbers and rules follow Kafka's kafka-consumer-groups.sh, so an operator
+reads the same thing from either tool: the rows are every partition a member
+owns and every partition with a committed offset; lag is log end minus
+committed offset. One difference, said wherever lag is shown: a partition with
+no committed offset counts its lag from its log start offset (Kafka's tool
+leaves it out), since its records are all still unread by the group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from herdless.cli.errors import fail
+from herdless.cli.output import NONE
+
+if TYPE_CHECKING:
+    from kafka import KafkaAdminClient, TopicPartition
+    from kafka.admin import OffsetSpec
+
+# The classic protocol's states, spelled as brokers report them; --state accepts
+# any case, as Kafka's tool does.
+STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+# Kafka's tool changes offsets only when no member could overwrite them right away.
+INACTIVE_STATES = ("Empty", "Dead")
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    member_id: str
+    client_id: str
+    host: str
+    instance_id: str | None
+    # None when the assignment is not in the consumer protocol's format (or the
+    # group is rebalancing and the broker sends none).
+    partitions: tuple[TopicPartition, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupInfo:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[Member, ...]
+
+    @property
+    def exists(self) -> bool:
+        return self.state != "Dead"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionOffsets:
+    tp: TopicPartition
+    committed: int | None  # None: the group has no committed offset here
+    log_start: int | None  # None: the topic or partition no longer exists
+    log_end: int | None
+    owner: Member | None
+
+    @property
+    def lag(self) -> int | None:
+        start = self.committed if self.committed is not None else self.log_start
+        if start is None or self.log_end is None:
+            return None
+        return self.log_end - start
+
+
+# ---------------------------------------------------------------------------
+# Groups and members
+# ---------------------------------------------------------------------------
+
+
+def describe_groups(admin: KafkaAdminClient, group_ids: Iterable[str]) -> dict[str, GroupInfo]:
+    """One DescribeGroups per coordinator for all the groups."""
+    ids = list(dict.fromkeys(group_ids))
+    if not ids:
+        return {}
+    described = admin.describe_groups(ids)
+    return {group_id: _group_info(group_id, described[group_id]) for group_id in ids}
+
+
+def describe_group(admin: KafkaAdminClient, group_id: str) -> GroupInfo:
+    return describe_groups(admin, [group_id])[group_id]
+
+
+def list_group_ids(admin: KafkaAdminClient, states: list[str] | None = None) -> list[str]:
+    from kafka.errors import UnsupportedVersionError
+
+    try:
+        listed = admin.list_groups(states_filter=states or None)
+    except UnsupportedVersionError:
+        # ListGroups before v4 has no state filter; callers filter on the described state.
+        listed = admin.list_groups()
+    return sorted({g["group_id"] for g in listed})
+
+
+def require_existing(group: GroupInfo) -> None:
+    if not group.exists:
+        raise fail(f"consumer group {group.group_id!r} does not exist")
+
+
+def canonical_states(states: Iterable[str]) -> list[str]:
+    by_lower = {s.lower(): s for s in STATES}
+    canonical = []
+    for state in states:
+        if state.lower() not in by_lower:
+            raise fail(f"unknown group state {state!r}; states are {', '.join(STATES)}")
+        canonical.append(by_lower[state.lower()])
+    return canonical
+
+
+def _group_info(group_id: str, raw: Mapping[str, Any]) -> GroupInfo:
+    if raw.get("error"):
+        # DescribeGroups v6+ names an unknown group an error; before, it is just Dead.
+        if "GroupIdNotFound" in raw["error"]:
+            return GroupInfo(group_id, "Dead", "", "", ())
+        raise fail(f"cannot describe group {group_id!r}: {raw['error']}")
+    members = tuple(
+        sorted(
+            (
+                Member(
+                    member_id=m["member_id"],
+                    client_id=m["client_id"],
+                    host=m["client_host"],
+                    instance_id=m.get("group_instance_id"),
+                    partitions=_assigned(m.get("member_assignment")),
+                )
+                for m in raw["members"]
+            ),
+            key=lambda m: (m.client_id, m.member_id),
+        )
+    )
+    return GroupInfo(
+        group_id,
+        raw["group_state"],
+        raw["protocol_type"],
+        raw.get("protocol_data") or "",
+        members,
+    )
+
+
+def _assigned(assignment: object) -> tuple[TopicPartition, ...] | None:
+    """Partitions of a member's assignment, which kafka-python has already decoded
+    from the consumer protocol's bytes when they were in that format."""
+    from kafka import TopicPartition
+
+    if not isinstance(assignment, Mapping) or "assigned_partitions" not in assignment:
+        return None
+    return tuple(
+        sorted(
+            TopicPartition(entry["topic"], partition)
+            for entry in assignment["assigned_partitions"]
+            for partition in entry["partitions"]
+        )
+    )
+
+
+def format_partitions(partitions: tuple[TopicPartition, ...] | None) -> str:
+    if partitions is None:
+        return NONE
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return " ".join(f"{t}[{','.join(map(str, ps))}]" for t, ps in by_topic.items()) or NONE
+
+
+# ---------------------------------------------------------------------------
+# Offsets
+# ---------------------------------------------------------------------------
+
+
+def committed_offsets(admin: KafkaAdminClient, group_id: str) -> dict[TopicPartition, int]:
+    fetched = admin.list_group_offsets({group_id: None}).get(group_id, {})
+    # -1 is how OffsetFetch says "nothing committed here".
+    return {tp: oam.offset for tp, oam in fetched.items() if oam.offset >= 0}
+
+
+def partition_counts(admin: KafkaAdminClient, topics: Iterable[str]) -> dict[str, int]:
+    """Partition count of each topic that exists; missing topics are left out."""
+    names = sorted(set(topics))
+    if not names:
+        return {}
+    return {
+        t["name"]: len(t["partitions"])
+        for t in admin.describe_topics(names)
+        if t["error_code"] == 0
+    }
+
+
+def log_offsets(
+    admin: KafkaAdminClient, tps: Iterable[TopicPartition], spec: OffsetSpec
+) -> dict[TopicPartition, int]:
+    """ListOffsets for the partitions that exist; the others are simply absent
+    (a group keeps its offsets for a topic after the topic is deleted)."""
+    tps = set(tps)
+    counts = partition_counts(admin, (tp.topic for tp in tps))
+    present = {tp: spec for tp in tps if tp.partition < counts.get(tp.topic, 0)}
+    if not present:
+        return {}
+    return {tp: o.offset for tp, o in admin.list_partition_offsets(present).items()}
+
+
+def partition_offsets(admin: KafkaAdminClient, group: GroupInfo) -> list[PartitionOffsets]:
+    """Kafka's rows: every partition a member owns, and every partition with a
+    committed offset that no member owns (its consumer columns show '-')."""
+    from kafka.admin import OffsetSpec
+
+    committed = committed_offsets(admin, group.group_id)
+    owners = {tp: m for m in group.members for tp in m.partitions or ()}
+    tps = sorted(set(committed) | set(owners))
+    ends = log_offsets(admin, tps, OffsetSpec.LATEST)
+    starts = log_offsets(admin, tps, OffsetSpec.EARLIEST)
+    return [
+        PartitionOffsets(tp, committed.get(tp), starts.get(tp), ends.get(tp), owners.get(tp))
+        for tp in tps
+    ]
+
+
+def uncommitted_note(rows: list[PartitionOffsets]) -> list[str]:
+    """What every lag total says about partitions without a committed offset."""
+    count = sum(1 for row in rows if row.committed is None and row.lag is not None)
+    if not count:
+        return []
+    which = "partition has" if count == 1 else "partitions have"
+    return [f"{count} {which} no committed offset: lag counted from the log start offset"]
+
+
+def parse_topic(spec: str, option: str = "--topic") -> tuple[str, list[int] | None]:
+    """'T' is every partition of T; 'T:0,2' is partitions 0 and 2."""
+    name, sep, parts = spec.partition(":")
+    if not name:
+        raise fail(f"{option} expects T or T:p1,p2, got {spec!r}")
+    if not sep:
+        return name, None
+    try:
+        partitions = [int(p) for p in parts.split(",") if p.strip()]
+    except ValueError:
+        raise fail(f"{option} expects T or T:p1,p2 with partition numbers, got {spec!r}") from None
+    if not partitions:
+        raise fail(f"{option} {spec!r} names no partitions")
+    return name, partitions
+
+
+def named_partitions(admin: KafkaAdminClient, specs: Iterable[str]) -> list[TopicPartition]:
+    """The partitions `--topic T[:p1,p2]` options name; a missing topic or partition fails."""
+    from kafka import TopicPartition
+
+    wanted = [parse_topic(spec) for spec in specs]
+    counts = partition_counts(admin, (name for name, _ in wanted))
+    tps: set[TopicPartition] = set()
+    for name, partitions in wanted:
+        if name not in counts:
+            raise fail(f"topic {name!r} does not exist")
+        for p in partitions if partitions is not None else range(counts[name]):
+            if not 0 <= p < counts[name]:
+                raise fail(f"topic {name!r} has no partition {p} (it has {counts[name]})")
+            tps.add(TopicPartition(name, p))
+    return sorted(tps)
+
+
+def tp_text(tp: TopicPartition) -> str:
+    return f"{tp.topic}:{tp.partition}"

@@ -1,0 +1,145 @@
+"""How every `herdless` command prints what it found: as a table, as JSON, or as plain text.
+
+A command builds a `View` (its JSON document, its tables, a heading and notes) and
+hands it to `show`; `--output` picks the rendering:
+
+- `table`: rich tables for a person. On a terminal they fit its width, wrapping
+  cells rather than cutting them; elsewhere they keep their natural width.
+- `plain`: each table as tab-separated lines under a header line, tables apart by
+  an empty line, never wrapped or cut: for `cut`, `awk` and `sort`. The heading
+  and the notes go to stderr, so stdout holds only rows.
+- `json`: the view's document on one line (keys are listed in docs/cli.md); the
+  notes go to stderr.
+
+Without `--output`, a terminal gets `table` and anything else (a pipe, a file) gets
+`plain`, as `ls` does, so that what a script reads is never shaped by a screen.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+
+NONE = "-"  # an empty cell, as Kafka's tools print it
+
+
+class Output(enum.StrEnum):
+    TABLE = "table"
+    JSON = "json"
+    PLAIN = "plain"
+
+
+OutputOption = Annotated[
+    Output | None,
+    typer.Option(
+        "--output",
+        "-o",
+        case_sensitive=False,
+        show_default="table on a terminal, plain otherwise",
+        help="table, json, or plain (tab-separated, for scripts).",
+    ),
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    columns: tuple[str, ...]
+    rows: Sequence[Sequence[object]]
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    data: Any  # the JSON document
+    tables: Sequence[Table] = ()
+    heading: str | None = None
+    notes: Sequence[str] = field(default_factory=tuple)
+
+
+def chosen(output: Output | None) -> Output:
+    if output is not None:
+        return output
+    return Output.TABLE if sys.stdout.isatty() else Output.PLAIN
+
+
+def show(view: View, output: Output | None) -> None:
+    mode = chosen(output)
+    if mode is Output.JSON:
+        print(json.dumps(view.data), flush=True)
+        _to_stderr(view.notes)
+    elif mode is Output.PLAIN:
+        _to_stderr([view.heading] if view.heading else [])
+        if view.tables:
+            print("\n\n".join(_plain(table) for table in view.tables), flush=True)
+        _to_stderr(view.notes)
+    else:
+        console().print(renderable(view))
+
+
+def say(message: str) -> None:
+    """A line for the user on stdout: what a command that shows no data did."""
+    print(message, flush=True)
+
+
+def note(message: str) -> None:
+    """A remark for the person at the terminal, on stderr: never mixed into data."""
+    _to_stderr([message])
+
+
+def cell(value: object) -> str:
+    return NONE if value is None or value == "" else str(value)
+
+
+def console() -> Console:
+    from rich.console import Console
+
+    if sys.stdout.isatty():
+        return Console(highlight=False)
+    # Wide enough that nothing wraps: rich tables take only the width they need.
+    return Console(highlight=False, width=1_000_000, soft_wrap=True)
+
+
+def renderable(view: View) -> RenderableType:
+    """The view as rich renders it: for `show` and for a live view that redraws it."""
+    from rich.console import Group
+    from rich.table import Table as RichTable
+    from rich.text import Text
+
+    parts: list[RenderableType] = []
+    if view.heading:
+        parts.append(Text(view.heading))
+    for table in view.tables:
+        rich_table = RichTable()
+        for column in table.columns:
+            # fold, not the ellipsis: a cell too wide for the terminal wraps whole.
+            rich_table.add_column(Text(column), overflow="fold")
+        for row in table.rows:
+            rich_table.add_row(*(Text(cell(value)) for value in row))
+        parts.append(rich_table)
+    parts.extend(Text(note) for note in view.notes)
+    return Group(*parts)
+
+
+def _plain(table: Table) -> str:
+    lines = ["\t".join(table.columns)]
+    lines += ["\t".join(_plain_cell(value) for value in row) for row in table.rows]
+    return "\n".join(lines)
+
+
+def _plain_cell(value: object) -> str:
+    # A tab or a newline inside a value would shift the columns of every later field.
+    return cell(value).replace("\t", " ").replace("\n", " ")
+
+
+def _to_stderr(lines: Sequence[str]) -> None:
+    for line in lines:
+        sys.stderr.write(line + "\n")
+    sys.stderr.flush()
