@@ -64,6 +64,11 @@ _RANGES: dict[str, tuple[int | None, int | None]] = {
     "offsets.retention.check.interval.ms": (1, None),
     "offset.metadata.max.bytes": (0, None),
     "metrics.port": _PORTS,
+    "zookeeper.session.timeout.ms": (1, None),
+    "zookeeper.connection.timeout.ms": (1, None),
+    "default.replication.factor": (1, None),
+    "offsets.topic.replication.factor": (1, None),
+    "replica.lag.time.max.ms": (1, None),
 }
 
 # Broker-wide topic defaults: Kafka's log.* name -> topic config name.
