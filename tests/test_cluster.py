@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -196,6 +198,23 @@ def test_an_unreachable_zookeeper_is_a_clear_error(tmp_path: Path) -> None:
     assert "Traceback" not in completed.stderr + completed.stdout
 
 
+def herdless(*args: str) -> str:
+    completed = subprocess.run(
+        [sys.executable, "-m", "herdless", *args], capture_output=True, text=True, timeout=60
+    )
+    assert completed.returncode == 0, completed.stderr
+    return completed.stdout
+
+
+def test_cluster_describe_shows_brokers_and_the_controller(cluster: ClusterProcesses) -> None:
+    view = json.loads(herdless("cluster", "describe", "-b", cluster.bootstrap, "-o", "json"))
+    assert [b["broker"] for b in view["brokers"]] == [1, 2, 3]
+    assert view["controller"] == cluster.metadata().controller_id
+    assert [b["controller"] for b in view["brokers"]].count(True) == 1
+    plain = herdless("cluster", "describe", "-b", cluster.bootstrap, "-o", "plain")
+    assert plain.splitlines()[0].split("\t")[:4] == ["BROKER", "HOST", "PORT", "RACK"]
+
+
 def test_describe_cluster_names_the_controller(cluster: ClusterProcesses) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     described = admin.describe_cluster(request_timeout=10).result(timeout=20)
@@ -323,7 +342,7 @@ def test_kcat_produces_and_consumes(cluster: ClusterProcesses) -> None:
 
 
 def test_configs_are_described_and_altered_from_any_broker(cluster: ClusterProcesses) -> None:
-    from confluent_kafka.admin import ConfigResource
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
     create_topic(cluster, "configured", 1, 2, **{"retention.ms": "3600000"})
     leader = cluster.leader_of("configured", 0)
@@ -336,8 +355,14 @@ def test_configs_are_described_and_altered_from_any_broker(cluster: ClusterProce
     resource = ConfigResource("topic", "configured")
     described = admin.describe_configs([resource])[resource].result(timeout=20)
     assert described["retention.ms"].value == "3600000"
-    altered = ConfigResource("topic", "configured", set_config={"retention.ms": "7200000"})
-    admin.alter_configs([altered])[altered].result(timeout=20)
+    altered = ConfigResource(
+        "topic",
+        "configured",
+        incremental_configs=[
+            ConfigEntry("retention.ms", "7200000", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    admin.incremental_alter_configs([altered])[altered].result(timeout=20)
     leader_admin = AdminClient({"bootstrap.servers": cluster.brokers[leader].bootstrap})
     deadline = time.monotonic() + 10
     while True:
@@ -365,3 +390,139 @@ def test_create_partitions_adds_replicated_partitions(cluster: ClusterProcesses)
     )
     acked = produce(cluster, "growing", [b"g%d" % i for i in range(400)])
     assert {p for p, _ in acked} == {0, 1, 2, 3}
+
+
+def test_a_topic_created_while_a_broker_is_down(cluster: ClusterProcesses) -> None:
+    from kazoo.client import KazooClient
+
+    create_topic(cluster, "before-outage", 1, 3, **{"min.insync.replicas": "2"})
+    cluster.brokers[3].stop()
+    try:
+        cluster.wait_for(lambda m: sorted(m.brokers) == [1, 2], what="broker 3 gone")
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        futures = admin.create_topics([NewTopic("during-outage", 2, 3)], operation_timeout=10)
+        with pytest.raises(KafkaException) as raised:
+            futures["during-outage"].result(timeout=20)
+        error = raised.value.args[0]
+        assert error.name() == "INVALID_REPLICATION_FACTOR"
+        assert "larger than available brokers: 2" in error.str()
+        # Nothing of it was written: no half-created topic to clean up.
+        zk = KazooClient(cluster.zookeeper.connect)
+        zk.start(10)
+        try:
+            assert zk.exists("/brokers/topics/during-outage") is None
+            assert zk.exists("/config/topics/during-outage") is None
+        finally:
+            zk.stop()
+        # Two of three replicas still take acks=all writes (min.insync.replicas=2).
+        assert len(produce(cluster, "before-outage", [b"while-down"])) == 1
+        # The operator sees what is under-replicated, and why.
+        view = json.loads(herdless("cluster", "describe", "-b", cluster.bootstrap, "-o", "json"))
+        assert [b["broker"] for b in view["brokers"]] == [1, 2]
+        assert view["under_replicated"] > 0 and view["offline"] == 0
+        unhealthy = {(p["topic"], p["partition"]) for p in view["unhealthy_partitions"]}
+        assert ("before-outage", 0) in unhealthy
+        described = json.loads(
+            herdless("topics", "describe", "before-outage", "-b", cluster.bootstrap, "-o", "json")
+        )
+        (partition,) = described["partitions"]
+        assert sorted(partition["replicas"]) == [1, 2, 3]
+        assert sorted(partition["isr"]) == [1, 2]
+        assert partition["offline_replicas"] == [3]
+    finally:
+        cluster.brokers[3].start()
+    cluster.wait_for(
+        lambda m: (
+            sorted(m.brokers) == [1, 2, 3]
+            and len(m.topics["before-outage"].partitions[0].isrs) == 3
+        ),
+        what="broker 3 back in the ISR",
+    )
+
+
+def test_no_coordinator_until_the_offsets_topic_can_have_its_replicas(tmp_path: Path) -> None:
+    from herdless.protocol.codec import REQUESTS, RESPONSES
+    from tests.support.wire import Wire
+
+    with running_cluster(tmp_path / "small", brokers=1) as small:
+        find = REQUESTS[10](key="lonely", key_type=0)
+        find.API_VERSION = 1
+        wire = Wire(small.brokers[1])
+        try:
+            answer = wire.call(find, RESPONSES[10])
+        finally:
+            wire.close()
+        assert answer.error_code == 15  # COORDINATOR_NOT_AVAILABLE, as Kafka answers
+        assert "__consumer_offsets" not in small.metadata().topics
+
+
+def test_cluster_up_starts_zookeeper_and_brokers_and_ctrl_c_stops_them(tmp_path: Path) -> None:
+    import signal
+
+    from tests.support.broker import free_port
+
+    first, zk_port = free_port(), free_port()
+    # Two consecutive free ports for the two brokers.
+    while not _port_free(first + 1):
+        first = free_port()
+    up = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "herdless",
+            "cluster",
+            "up",
+            "--brokers",
+            "2",
+            "--port",
+            str(first),
+            "--zookeeper-port",
+            str(zk_port),
+            "--data-dir",
+            str(tmp_path / "laptop"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        bootstrap = f"127.0.0.1:{first},127.0.0.1:{first + 1}"
+        while True:
+            assert up.poll() is None, up.communicate()
+            try:
+                view = json.loads(herdless("cluster", "describe", "-b", bootstrap, "-o", "json"))
+                if len(view["brokers"]) == 2 and view["controller"] in (1, 2):
+                    break
+            except (AssertionError, ValueError):
+                pass
+            assert time.monotonic() < deadline, "the local cluster did not come up"
+            time.sleep(0.5)
+    finally:
+        up.send_signal(signal.SIGINT)
+        _, stderr = up.communicate(timeout=60)
+    assert up.returncode == 0, stderr  # Ctrl-C is how a local cluster is meant to stop
+    assert "2 brokers up" in stderr and "Traceback" not in stderr
+    for port in (first, first + 1, zk_port):
+        assert not _listening(port), f"something still listens on {port} after Ctrl-C"
+
+
+def _listening(port: int) -> bool:
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _port_free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True

@@ -97,6 +97,7 @@ def test_cli_json_keys_are_the_documented_ones(broker: BrokerProcess) -> None:
         commands = {
             "topics list": "topics list",
             "topics describe T": "topics describe keys",
+            "cluster describe": "cluster describe",
             "consume T": "consume keys -n 1",
             "groups list": "groups list",
             "groups describe G": "groups describe watchers",

@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from herdless import __version__
+from herdless.cli.cluster import cluster_app
 from herdless.cli.consume import consume
 from herdless.cli.errors import error
 from herdless.cli.groups import groups_app
@@ -30,6 +31,7 @@ app = typer.Typer(
     rich_markup_mode=None,  # as command_group says
 )
 app.command()(serve)
+app.add_typer(cluster_app, name="cluster")
 app.add_typer(topics_app, name="topics")
 app.add_typer(groups_app, name="groups")
 app.command()(produce)
@@ -83,8 +85,9 @@ def run(args: Sequence[str]) -> int:
             message += f" (see '{context.command_path} --help')"
         error(message)
         return exc.exit_code
-    except click_errors.Abort:
-        return 1
+    except KeyboardInterrupt:
+        # Ctrl-C: the command stops where it was, as a shell expects (128 + SIGINT).
+        return 130
     return code if isinstance(code, int) else 0
 
 

@@ -174,14 +174,18 @@ def describe(
         configs = admin.describe_configs(
             [ConfigResource(ConfigResourceType.TOPIC, name)], config_filter="all"
         )["topic"][name]
-        leaders = {p["partition_index"]: p["leader_id"] for p in topic["partitions"]}
-        tps = [TopicPartition(name, p) for p in sorted(leaders)]
+        described = {p["partition_index"]: p for p in topic["partitions"]}
+        tps = [TopicPartition(name, p) for p in sorted(described)]
         starts = admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.EARLIEST))
         ends = admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.LATEST))
     partitions = [
         {
             "partition": tp.partition,
-            "leader": leaders[tp.partition],
+            "leader": described[tp.partition]["leader_id"],
+            "leader_epoch": described[tp.partition]["leader_epoch"],
+            "replicas": described[tp.partition]["replica_nodes"],
+            "isr": described[tp.partition]["isr_nodes"],
+            "offline_replicas": described[tp.partition]["offline_replicas"],
             "log_start_offset": starts[tp].offset,
             "log_end_offset": ends[tp].offset,
             "records": ends[tp].offset - starts[tp].offset,
@@ -202,8 +206,21 @@ def describe(
         },
         tables=[
             Table(
-                ("PARTITION", "LEADER", "LOG-START-OFFSET", "LOG-END-OFFSET", "RECORDS"),
-                [tuple(p.values()) for p in partitions],
+                (
+                    "PARTITION",
+                    "LEADER",
+                    "EPOCH",
+                    "REPLICAS",
+                    "ISR",
+                    "OFFLINE",
+                    "LOG-START-OFFSET",
+                    "LOG-END-OFFSET",
+                    "RECORDS",
+                ),
+                [
+                    tuple(",".join(map(str, v)) if isinstance(v, list) else v for v in p.values())
+                    for p in partitions
+                ],
             ),
             Table(("CONFIG", "VALUE", "SOURCE"), [tuple(c.values()) for c in config_rows]),
         ],

@@ -1,0 +1,143 @@
+"""A local Apache ZooKeeper server from Debian's `zookeeper` package, for `herdless cluster up`.
+
+It runs ZooKeeper's standalone server (ZooKeeperServerMain) with a config file
+written into its data directory, on 127.0.0.1, and waits until it takes
+sessions. A production cluster runs its own ZooKeeper ensemble instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
+ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")
+# Optional: sends the server's log to stderr, and so to the log file.
+SLF4J_SIMPLE_JAR = Path("/usr/share/java/slf4j-simple.jar")
+STARTUP_TIMEOUT_S = 30.0
+
+
+class ZooKeeperMissing(Exception):
+    """Java or Debian's zookeeper package is not installed."""
+
+
+def require_zookeeper() -> str:
+    """The java command that runs ZooKeeper; ZooKeeperMissing says what to install."""
+    java = shutil.which("java")
+    if java is None or not ZOOKEEPER_JAR.exists():
+        raise ZooKeeperMissing(
+            "ZooKeeper is not installed: install Debian's zookeeper package"
+            " (apt-get install -y zookeeper), or run your own and give its address"
+            " to 'herdless serve --zookeeper'"
+        )
+    return java
+
+
+class ZooKeeperServer:
+    """A standalone ZooKeeper server whose data and config live in `data_dir`."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int,
+        *,
+        tick_ms: int = 2000,
+        min_session_timeout_ms: int | None = None,
+        max_session_timeout_ms: int | None = None,
+        sync_writes: bool = True,
+    ) -> None:
+        self.java = require_zookeeper()
+        self.data_dir = data_dir
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.port = port
+        self.config_path = data_dir / "zoo.cfg"
+        self.log_path = data_dir.parent / f"{data_dir.name}-zookeeper.log"
+        self.process: subprocess.Popen[bytes] | None = None
+        lines = [
+            f"tickTime={tick_ms}",
+            f"dataDir={data_dir}",
+            f"clientPort={port}",
+            "clientPortAddress=127.0.0.1",
+            "admin.enableServer=false",
+            "4lw.commands.whitelist=ruok,srvr",
+        ]
+        if min_session_timeout_ms is not None:
+            lines.append(f"minSessionTimeout={min_session_timeout_ms}")
+        if max_session_timeout_ms is not None:
+            lines.append(f"maxSessionTimeout={max_session_timeout_ms}")
+        if not sync_writes:
+            lines.append("forceSync=no")
+        self.config_path.write_text("\n".join(lines) + "\n")
+
+    @property
+    def connect(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> ZooKeeperServer:
+        classpath = [str(ZOOKEEPER_CONF_DIR), str(ZOOKEEPER_JAR)]
+        if SLF4J_SIMPLE_JAR.exists():
+            classpath.append(str(SLF4J_SIMPLE_JAR))
+        command = [
+            self.java,
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-cp",
+            ":".join(classpath),
+            "org.apache.zookeeper.server.ZooKeeperServerMain",
+            str(self.config_path),
+        ]
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
+        self.process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        log.close()
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"ZooKeeper exited with {self.process.returncode}:\n{self.log()}"
+                )
+            # "ruok" answers before the server takes sessions; "srvr" says when it does.
+            if (self.four_letter_word("srvr") or "").startswith("Zookeeper version"):
+                return self
+            time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"ZooKeeper did not answer within {STARTUP_TIMEOUT_S}s:\n{self.log()}")
+
+    def four_letter_word(self, word: str) -> str | None:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1.0) as sock:
+                sock.sendall(word.encode())
+                return sock.recv(4096).decode(errors="replace")
+        except OSError:
+            return None
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait."""
+        assert self.process is not None
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGCONT)
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+    def kill(self) -> None:
+        """SIGKILL: sessions are not closed; clients see the server vanish."""
+        if self.alive():
+            assert self.process is not None
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-5000:]
+        except OSError:
+            return ""
