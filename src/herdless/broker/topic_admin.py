@@ -24,6 +24,7 @@ from herdless.cluster.layout import TopicAssignment
 from herdless.cluster.store import ClusterStore
 from herdless.protocol.errors import ErrorCode
 from herdless.storage import LogConfig, LogManager, StorageError
+from herdless.storage.config import altered_topic_configs
 from herdless.storage.manager import new_topic_id, validate_topic_name
 
 log = logging.getLogger(__name__)
@@ -82,21 +83,6 @@ class TopicAdmin(Protocol):
         replace: bool,
         validate_only: bool,
     ) -> LogConfig: ...
-
-
-def altered_explicit_configs(
-    explicit: Mapping[str, str], changes: Mapping[str, str | None], *, replace: bool
-) -> dict[str, str]:
-    """A topic's explicit configs after a change: None reverts one to its default; with
-    `replace` the changes are the whole new set (the legacy AlterConfigs)."""
-    result = {} if replace else dict(explicit)
-    for key, value in changes.items():
-        if value is None:
-            LogConfig().config_source(key)  # refuses unknown names
-            result.pop(key, None)
-        else:
-            result[key] = value
-    return result
 
 
 def _storage_error(exc: StorageError) -> TopicAdminError:
@@ -344,7 +330,7 @@ class ZooKeeperTopics:
         store = self._store()
         current = await asyncio.to_thread(store.topic_config, name)
         try:
-            explicit = altered_explicit_configs(current, changes, replace=replace)
+            explicit = altered_topic_configs(current, changes, replace=replace)
             config = LogConfig.from_topic_configs(explicit, self._defaults)
         except (ValueError, StorageError) as exc:
             raise TopicAdminError(ErrorCode.INVALID_CONFIG, str(exc)) from None

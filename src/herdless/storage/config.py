@@ -368,3 +368,19 @@ LIST_TOPIC_CONFIGS = frozenset(name for name, kind in TOPIC_CONFIG_TYPES.items()
 
 TOPIC_CONFIG_NAMES = tuple(_SPECS)
 _KAFKA_DEFAULTS = LogConfig()
+
+
+def altered_topic_configs(
+    explicit: Mapping[str, str], changes: Mapping[str, str | None], *, replace: bool
+) -> dict[str, str]:
+    """A topic's explicit configs after a change: a value sets a config and None reverts
+    it to the default (IncrementalAlterConfigs); with `replace` the changes are the
+    whole new set (the legacy AlterConfigs). Unknown names raise ValueError."""
+    result = {} if replace else dict(explicit)
+    for key, value in changes.items():
+        if value is None:
+            LogConfig().config_source(key)  # refuses unknown names
+            result.pop(key, None)
+        else:
+            result[key] = value
+    return result

@@ -35,7 +35,7 @@ from types import MappingProxyType
 from typing import Any
 
 from herdless.storage import checkpoint, cleaner
-from herdless.storage.config import LogConfig
+from herdless.storage.config import LogConfig, altered_topic_configs
 from herdless.storage.errors import (
     InvalidPartitions,
     InvalidTopicName,
@@ -309,13 +309,7 @@ class LogManager:
         become the whole set of explicit ones (the legacy AlterConfigs).
         """
         topic = self._require(name)
-        explicit = {} if replace else dict(topic.explicit_configs)
-        for key, value in configs.items():
-            if value is None:
-                LogConfig().config_source(key)  # refuses unknown names
-                explicit.pop(key, None)
-            else:
-                explicit[key] = value
+        explicit = altered_topic_configs(topic.explicit_configs, configs, replace=replace)
         config = LogConfig.from_topic_configs(explicit, self.default_config)
         if validate_only:
             return config
