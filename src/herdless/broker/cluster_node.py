@@ -69,6 +69,8 @@ class ClusterNode:
         self._tasks: list[asyncio.Task[None]] = []
         self._jobs: set[asyncio.Task[None]] = set()
         self._registration: BrokerRegistration | None = None
+        # The ZooKeeper session this broker is registered in; None while it is not.
+        self._session: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         # Told when this broker starts or stops leading a partition (the group
         # coordinator's shards follow leadership of __consumer_offsets).
@@ -93,6 +95,7 @@ class ClusterNode:
         store = self._store()
         self._registration = BrokerRegistration(self.node_id, host, port, self.config.rack)
         await self._register(self._registration)
+        self._session = store.session_id
         log.info("registered as broker %d at %s:%d in ZooKeeper", self.node_id, host, port)
         await asyncio.to_thread(store.renew_lease)
         loop = self._loop
@@ -180,7 +183,20 @@ class ClusterNode:
     # -- the session lease ------------------------------------------------------------
 
     def lease_valid(self) -> bool:
-        return self.store is not None and time.monotonic() < self.store.lease_deadline()
+        """Whether this broker may act as a leader now: its session is provably alive,
+        and it is the session the broker registered (and learned its leadership) in.
+
+        The second half matters after a session expired: kazoo opens a new one at
+        once and renewals prove it alive, possibly before the loss has been handled
+        here (every partition resigned); until this broker has registered again in
+        the new session, it leads nothing."""
+        store = self.store
+        return (
+            store is not None
+            and self._session is not None
+            and store.session_id == self._session
+            and time.monotonic() < store.lease_deadline()
+        )
 
     async def _renew_lease_forever(self) -> None:
         # Renewing several times per session timeout keeps the lease well ahead of now.
@@ -193,6 +209,7 @@ class ClusterNode:
     def _on_session(self, state: SessionState) -> None:
         if state is SessionState.LOST:
             log.warning("ZooKeeper session lost: leading nothing until registered again")
+            self._session = None
             self.replicas.resign_all()
             if self.controller is not None:
                 self.controller.session_lost()
@@ -202,11 +219,14 @@ class ClusterNode:
 
     async def _register_again(self) -> None:
         assert self._registration is not None
+        if self._session is not None and self._session == self._store().session_id:
+            return  # reconnected within the same session: still registered
         try:
             await self._register(self._registration)
         except ClusterError as exc:
             log.error("could not register again in ZooKeeper: %s", exc)
             return
+        self._session = self._store().session_id
         # Watches that did not fire kept their old values: read every state again.
         for name in list(self._topic_watches):
             await self._reread_topic(name)
