@@ -25,7 +25,12 @@ from herdless.broker.durability import Durability
 from herdless.broker.fetcher import ReplicaFetcher
 from herdless.broker.producer_ids import ProducerIds
 from herdless.broker.replication import ClusterReplicaManager, Partition, Role
-from herdless.cluster.errors import BrokerIdInUse, ClusterError, StateVersionConflict
+from herdless.cluster.errors import (
+    BrokerIdInUse,
+    ClusterError,
+    ClusterUnavailable,
+    StateVersionConflict,
+)
 from herdless.cluster.layout import BrokerRegistration, PartitionState, TopicAssignment, Versioned
 from herdless.cluster.store import ClusterStore, SessionState, Watch
 from herdless.storage import LogConfig, LogManager, PartitionLog, StorageError
@@ -88,7 +93,14 @@ class ClusterNode:
             session_timeout=timeout_s,
             connect_timeout=self.config.zookeeper_connection_timeout_ms / 1000,
         )
-        return await asyncio.to_thread(self.store.cluster_id)
+        deadline = time.monotonic() + self.config.zookeeper_connection_timeout_ms / 1000
+        while True:
+            try:
+                return await asyncio.to_thread(self.store.cluster_id)
+            except ClusterUnavailable:
+                if time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(0.25)
 
     async def join(self, host: str, port: int) -> None:
         """Register this broker and start following the cluster's state."""
@@ -124,28 +136,36 @@ class ClusterNode:
         ]
 
     async def _register(self, registration: BrokerRegistration) -> None:
-        """Register, waiting out the session of a previous life of this broker.
+        """Register, waiting out the session of a previous life of this broker, and
+        riding out a ZooKeeper that is restarting.
 
         A broker restarted right after a crash finds its old registration still
         there until that session expires: it waits up to a session timeout for it
         to go. A live broker with the same id keeps its registration, and this one
-        is refused once the wait is over.
+        is refused once the wait is over. A ZooKeeper that drops the connection
+        meanwhile is retried until zookeeper.connection.timeout.ms has passed.
         """
         store = self._store()
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.config.zookeeper_session_timeout_ms / 1000 * 1.5
+        started = loop.time()
+        id_deadline = started + self.config.zookeeper_session_timeout_ms / 1000 * 1.5
+        connection_deadline = started + self.config.zookeeper_connection_timeout_ms / 1000
         waiting = False
         while True:
             try:
                 await asyncio.to_thread(store.register_broker, registration)
                 return
             except BrokerIdInUse as exc:
-                if loop.time() >= deadline:
+                if loop.time() >= id_deadline:
                     raise
                 if not waiting:
                     log.info("%s; waiting for its session to expire", exc)
                     waiting = True
-                await asyncio.sleep(0.25)
+            except ClusterUnavailable as exc:
+                if loop.time() >= connection_deadline:
+                    raise
+                log.info("registering in ZooKeeper: %s; retrying", exc)
+            await asyncio.sleep(0.25)
 
     async def stop(self) -> None:
         for task in [*self._tasks, *self._jobs]:
@@ -233,13 +253,17 @@ class ClusterNode:
 
     async def _reread_topic(self, name: str) -> None:
         store = self._store()
-        found = await asyncio.to_thread(store.topic, name)
-        self._on_topic(name, found)
-        if found is None:
-            return
-        for partition in found.value.replicas:
-            state = await asyncio.to_thread(store.get_partition_state, name, partition)
-            self._on_partition_state(name, partition, state)
+        try:
+            found = await asyncio.to_thread(store.topic, name)
+            self._on_topic(name, found)
+            if found is None:
+                return
+            for partition in found.value.replicas:
+                state = await asyncio.to_thread(store.get_partition_state, name, partition)
+                self._on_partition_state(name, partition, state)
+        except ClusterError as exc:
+            # The watches deliver whatever changed once ZooKeeper answers again.
+            log.warning("could not read topic %s again: %s", name, exc)
 
     # -- watches, on the loop ----------------------------------------------------------
 
@@ -439,6 +463,12 @@ class ClusterNode:
                 self._store().update_partition_state, topic, partition, state, version
             )
         except StateVersionConflict:
+            return None
+        except ClusterUnavailable as exc:
+            # The ISR stays as it was; the next fetch or lag check tries again.
+            log.warning(
+                "%s-%d: could not write the ISR %s: %s", topic, partition, list(state.isr), exc
+            )
             return None
         log.info("%s-%d: ISR is now %s", topic, partition, list(state.isr))
         return written.version

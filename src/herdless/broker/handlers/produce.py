@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from herdless.broker.group_coordinator import INTERNAL_TOPICS
 from herdless.broker.replicas import PartitionError
+from herdless.cluster.errors import ClusterError
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.records import InvalidBatch, split_batches
@@ -102,9 +103,17 @@ async def handle_init_producer_id(context: BrokerContext, request: Request) -> A
             producer_id=-1,
             producer_epoch=-1,
         )
+    try:
+        producer_id = await context.producer_ids.next_id()
+    except ClusterError as exc:
+        # In a cluster, ids come in blocks from ZooKeeper; the client retries this.
+        log.warning("no producer id to hand out: %s", exc)
+        return Response(
+            throttle_time_ms=0,
+            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
     return Response(
-        throttle_time_ms=0,
-        error_code=ErrorCode.NONE,
-        producer_id=await context.producer_ids.next_id(),
-        producer_epoch=0,
+        throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0
     )
