@@ -526,3 +526,77 @@ def _port_free(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def test_requests_to_a_follower_or_with_another_epoch_are_fenced(cluster: ClusterProcesses) -> None:
+    from kafka import KafkaAdminClient
+
+    from herdless.protocol.codec import REQUESTS, RESPONSES
+    from tests.support.wire import Wire
+
+    create_topic(cluster, "fenced", 1, 3)
+    produce(cluster, "fenced", [b"f%d" % i for i in range(5)])
+    first_leader = cluster.leader_of("fenced", 0)
+    cluster.brokers[first_leader].restart()  # a graceful stop moves leadership at once
+    cluster.wait_for(
+        lambda m: len(m.brokers) == 3 and len(m.topics["fenced"].partitions[0].isrs) == 3,
+        what="fenced back to a full ISR",
+    )
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    (described,) = admin.describe_topics(["fenced"])
+    admin.close()
+    (partition,) = described["partitions"]
+    leader, epoch = partition["leader_id"], partition["leader_epoch"]
+    assert epoch >= 1
+    follower = next(b for b in partition["replica_nodes"] if b != leader)
+
+    def list_offsets(broker_id: int, current_epoch: int) -> object:
+        request = REQUESTS[2](
+            replica_id=-1,
+            isolation_level=0,
+            topics=[
+                REQUESTS[2].ListOffsetsTopic(
+                    name="fenced",
+                    partitions=[
+                        REQUESTS[2].ListOffsetsTopic.ListOffsetsPartition(
+                            partition_index=0, current_leader_epoch=current_epoch, timestamp=-1
+                        )
+                    ],
+                )
+            ],
+        )
+        request.API_VERSION = 5
+        wire = Wire(cluster.brokers[broker_id])
+        try:
+            return wire.call(request, RESPONSES[2]).topics[0].partitions[0]
+        finally:
+            wire.close()
+
+    assert list_offsets(follower, -1).error_code == 6  # NOT_LEADER_OR_FOLLOWER
+    assert list_offsets(leader, epoch - 1).error_code == 74  # FENCED_LEADER_EPOCH
+    assert list_offsets(leader, epoch + 1).error_code == 75  # UNKNOWN_LEADER_EPOCH
+    answer = list_offsets(leader, epoch)
+    assert (answer.error_code, answer.offset, answer.leader_epoch) == (0, 5, epoch)
+
+    # OffsetForLeaderEpoch: epoch 0 (the first leader's) ended where the next began.
+    request = REQUESTS[23](
+        replica_id=-1,
+        topics=[
+            REQUESTS[23].OffsetForLeaderTopic(
+                topic="fenced",
+                partitions=[
+                    REQUESTS[23].OffsetForLeaderTopic.OffsetForLeaderPartition(
+                        partition=0, current_leader_epoch=epoch, leader_epoch=0
+                    )
+                ],
+            )
+        ],
+    )
+    request.API_VERSION = 4
+    wire = Wire(cluster.brokers[leader])
+    try:
+        ended = wire.call(request, RESPONSES[23]).topics[0].partitions[0]
+    finally:
+        wire.close()
+    assert ended.error_code == 0
+    assert ended.end_offset == 5 and 0 <= ended.leader_epoch < epoch
