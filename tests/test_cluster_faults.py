@@ -174,3 +174,68 @@ def test_consumers_read_only_what_the_isr_holds(tmp_path: Path) -> None:
                 cluster.resume(follower)
         seen = read_partitions(bootstrap, "committed", 1, {0: 15}, timeout=20)
         assert len(seen[0]) == 15
+
+
+def test_the_group_coordinator_moves_with_its_offsets_partition(
+    cluster: ClusterProcesses,
+) -> None:
+    from confluent_kafka import Consumer
+
+    from herdless.coordinator import partition_for
+
+    create(cluster, "grouped")
+    values = [b"g-%d" % i for i in range(600)]
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for value in values:
+        producer.produce("grouped", value)
+    assert producer.flush(30) == 0
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": "movers",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe(["grouped"])
+    seen: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(seen) < 300 and time.monotonic() < deadline:
+        for message in consumer.consume(50, timeout=1):
+            if message.error() is None:
+                seen.append(message.value())
+    consumer.commit(asynchronous=False)
+    # Kill the broker that coordinates the group: the leader of its offsets partition.
+    offsets_partition = partition_for("movers", 6)
+    coordinator = cluster.leader_of("__consumer_offsets", offsets_partition)
+    cluster.brokers[coordinator].kill()
+    cluster.wait_for(
+        lambda m: (
+            m.topics["__consumer_offsets"].partitions[offsets_partition].leader
+            not in (coordinator, -1)
+        ),
+        what="a new coordinator",
+    )
+    # The member carries on with the new coordinator, and commits there.
+    deadline = time.monotonic() + 60
+    while len(seen) < len(values) and time.monotonic() < deadline:
+        for message in consumer.consume(50, timeout=1):
+            if message.error() is None:
+                seen.append(message.value())
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    cluster.brokers[coordinator].start()
+    assert sorted(set(seen)) == sorted(values)
+    # What was committed before and after the move is all there: nothing left to read.
+    again = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": "movers",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    again.subscribe(["grouped"])
+    leftover = [m for m in again.consume(100, timeout=8) if m.error() is None]
+    again.close()
+    assert leftover == []
