@@ -80,7 +80,13 @@ class ClusterProcesses:
         )
 
     def leader_of(self, topic: str, partition: int) -> int:
-        return self.metadata(topic).topics[topic].partitions[partition].leader
+        """The partition's leader, once the cluster names one."""
+
+        def leader(m: ClusterMetadata) -> int | None:
+            found = m.topics[topic].partitions[partition].leader
+            return found if found >= 0 else None
+
+        return self.wait_for(leader, what=f"a leader of {topic}-{partition}")
 
     def pause(self, broker_id: int) -> None:
         process = self.brokers[broker_id].process
