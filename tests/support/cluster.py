@@ -82,11 +82,12 @@ class ClusterProcesses:
     def leader_of(self, topic: str, partition: int) -> int:
         """The partition's leader, once the cluster names one."""
 
-        def leader(m: ClusterMetadata) -> int | None:
+        def leader(m: ClusterMetadata) -> tuple[int] | None:
             found = m.topics[topic].partitions[partition].leader
-            return found if found >= 0 else None
+            return (found,) if found >= 0 else None  # a truthy answer, even for broker 0
 
-        return self.wait_for(leader, what=f"a leader of {topic}-{partition}")
+        (found,) = self.wait_for(leader, what=f"a leader of {topic}-{partition}")
+        return found
 
     def pause(self, broker_id: int) -> None:
         process = self.brokers[broker_id].process
