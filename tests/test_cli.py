@@ -53,8 +53,18 @@ def test_topics_create_list_describe_alter_delete(broker: BrokerProcess) -> None
 
     partitions, configs = tables(succeeded(herdless("topics", "describe", "cli-topic", *b)))
     assert partitions == [
-        ["PARTITION", "LEADER", "LOG-START-OFFSET", "LOG-END-OFFSET", "RECORDS"],
-        *([str(p), "0", "0", "10", "10"] for p in range(3)),
+        [
+            "PARTITION",
+            "LEADER",
+            "EPOCH",
+            "REPLICAS",
+            "ISR",
+            "OFFLINE",
+            "LOG-START-OFFSET",
+            "LOG-END-OFFSET",
+            "RECORDS",
+        ],
+        *([str(p), "0", "0", "0", "0", "-", "0", "10", "10"] for p in range(3)),
     ]
     assert configs[0] == ["CONFIG", "VALUE", "SOURCE"]
     assert ["retention.ms", "3600000", "dynamic_topic_config"] in configs
@@ -64,6 +74,10 @@ def test_topics_create_list_describe_alter_delete(broker: BrokerProcess) -> None
     assert described["partitions"][0] == {
         "partition": 0,
         "leader": 0,
+        "leader_epoch": 0,
+        "replicas": [0],
+        "isr": [0],
+        "offline_replicas": [],
         "log_start_offset": 0,
         "log_end_offset": 10,
         "records": 10,

@@ -172,7 +172,8 @@ class Broker:
             await self.node.stop()
         self.groups.close()
         self.logs.close()
-        log.info("herdless stopped; logs flushed and closed")
+        if self.context is not None:  # not after a start that failed
+            log.info("herdless stopped; logs flushed and closed")
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         assert self.context is not None

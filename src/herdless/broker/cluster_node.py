@@ -12,6 +12,8 @@ change is handed to the event loop and applied there, in order.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Coroutine
@@ -25,6 +27,7 @@ from herdless.broker.durability import Durability
 from herdless.broker.fetcher import ReplicaFetcher
 from herdless.broker.producer_ids import ProducerIds
 from herdless.broker.replication import ClusterReplicaManager, Partition, Role
+from herdless.broker.zookeeper_calls import zookeeper_call
 from herdless.cluster.errors import (
     BrokerIdInUse,
     ClusterError,
@@ -36,6 +39,9 @@ from herdless.cluster.store import ClusterStore, SessionState, Watch
 from herdless.storage import LogConfig, LogManager, PartitionLog, StorageError
 
 log = logging.getLogger(__name__)
+
+# How long one step of leaving the cluster (resigning, closing the session) may take.
+STOP_STEP_TIMEOUT_S = 5.0
 
 
 class ClusterNode:
@@ -87,16 +93,18 @@ class ClusterNode:
         """Open the ZooKeeper session; returns the cluster id. ClusterError if it can't."""
         self._loop = asyncio.get_running_loop()
         timeout_s = self.config.zookeeper_session_timeout_ms / 1000
-        self.store = await asyncio.to_thread(
-            ClusterStore,
-            self.config.zookeeper_connect,
-            session_timeout=timeout_s,
-            connect_timeout=self.config.zookeeper_connection_timeout_ms / 1000,
+        self.store = await zookeeper_call(
+            functools.partial(
+                ClusterStore,
+                self.config.zookeeper_connect,
+                session_timeout=timeout_s,
+                connect_timeout=self.config.zookeeper_connection_timeout_ms / 1000,
+            )
         )
         deadline = time.monotonic() + self.config.zookeeper_connection_timeout_ms / 1000
         while True:
             try:
-                return await asyncio.to_thread(self.store.cluster_id)
+                return await zookeeper_call(self.store.cluster_id)
             except ClusterUnavailable:
                 if time.monotonic() >= deadline:
                     raise
@@ -109,26 +117,24 @@ class ClusterNode:
         await self._register(self._registration)
         self._session = store.session_id
         log.info("registered as broker %d at %s:%d in ZooKeeper", self.node_id, host, port)
-        await asyncio.to_thread(store.renew_lease)
+        await zookeeper_call(store.renew_lease)
         loop = self._loop
         assert loop is not None
         # Setting a watch reads its znode at once (and calls back in this thread), so
         # watches are set in worker threads, never on the loop.
         self._watches = [
             store.add_session_listener(lambda state: self._later(self._on_session, state)),
-            await asyncio.to_thread(
-                store.watch_brokers, lambda _: self._later(self._refresh_brokers)
-            ),
-            await asyncio.to_thread(
+            await zookeeper_call(store.watch_brokers, lambda _: self._later(self._refresh_brokers)),
+            await zookeeper_call(
                 store.watch_controller, lambda node: self._later(self._on_controller, node)
             ),
-            await asyncio.to_thread(
+            await zookeeper_call(
                 store.watch_topic_names,
                 lambda names: self._later(self._on_topic_names, names),
             ),
         ]
         self.controller = Controller(store, self.node_id, self._unclean_election)
-        await asyncio.to_thread(self.controller.set_watches)
+        await zookeeper_call(self.controller.set_watches)
         self.controller.start()
         self._tasks = [
             loop.create_task(self._renew_lease_forever()),
@@ -153,7 +159,7 @@ class ClusterNode:
         waiting = False
         while True:
             try:
-                await asyncio.to_thread(store.register_broker, registration)
+                await zookeeper_call(store.register_broker, registration)
                 return
             except BrokerIdInUse as exc:
                 if loop.time() >= id_deadline:
@@ -174,7 +180,10 @@ class ClusterNode:
         for fetcher in self._fetchers.values():
             await fetcher.stop()
         if self.controller is not None:
-            await self.controller.stop()
+            # Resigning is a courtesy (the session's end removes /controller too):
+            # a ZooKeeper that does not answer must not hold the shutdown.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.controller.stop(), STOP_STEP_TIMEOUT_S)
         for watch in [*self._watches, *self._partition_watches.values()]:
             watch.cancel()
         for watches in self._topic_watches.values():
@@ -184,7 +193,8 @@ class ClusterNode:
         # goes at once and the controller moves leadership without waiting for a timeout.
         self.replicas.resign_all()
         if self.store is not None:
-            await asyncio.to_thread(self.store.close)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(zookeeper_call(self.store.close), STOP_STEP_TIMEOUT_S)
 
     def connected_store(self) -> ClusterStore:
         assert self.store is not None, "connect() first"
@@ -193,7 +203,7 @@ class ClusterNode:
     _store = connected_store
 
     async def _reserve_producer_ids(self, size: int) -> tuple[int, int]:
-        return await asyncio.to_thread(self._store().reserve_producer_id_block, self.node_id, size)
+        return await zookeeper_call(self._store().reserve_producer_id_block, self.node_id, size)
 
     def _later(self, function: Callable[..., Any], *args: Any) -> None:
         """From a kazoo thread: run `function(*args)` on the event loop, in order."""
@@ -223,7 +233,7 @@ class ClusterNode:
         interval_s = self.config.zookeeper_session_timeout_ms / 1000 / 6
         store = self._store()
         while True:
-            await asyncio.to_thread(store.renew_lease, interval_s)
+            await zookeeper_call(store.renew_lease, interval_s)
             await asyncio.sleep(interval_s)
 
     def _on_session(self, state: SessionState) -> None:
@@ -254,12 +264,12 @@ class ClusterNode:
     async def _reread_topic(self, name: str) -> None:
         store = self._store()
         try:
-            found = await asyncio.to_thread(store.topic, name)
+            found = await zookeeper_call(store.topic, name)
             self._on_topic(name, found)
             if found is None:
                 return
             for partition in found.value.replicas:
-                state = await asyncio.to_thread(store.get_partition_state, name, partition)
+                state = await zookeeper_call(store.get_partition_state, name, partition)
                 self._on_partition_state(name, partition, state)
         except ClusterError as exc:
             # The watches deliver whatever changed once ZooKeeper answers again.
@@ -273,7 +283,7 @@ class ClusterNode:
 
     async def _read_brokers(self) -> None:
         try:
-            brokers = await asyncio.to_thread(self._store().live_brokers)
+            brokers = await zookeeper_call(self._store().live_brokers)
         except ClusterError as exc:
             log.warning("could not read the live brokers: %s", exc)
             return
@@ -300,14 +310,14 @@ class ClusterNode:
         if watches is None:
             return
         watches.append(
-            await asyncio.to_thread(
+            await zookeeper_call(
                 store.watch_topic_config,
                 name,
                 lambda configs: self._later(self._on_topic_config, name, configs),
             )
         )
         watches.append(
-            await asyncio.to_thread(
+            await zookeeper_call(
                 store.watch_topic, name, lambda found: self._later(self._on_topic, name, found)
             )
         )
@@ -318,7 +328,7 @@ class ClusterNode:
             key = (name, partition)
             if key in self._partition_watches or name not in self._topic_watches:
                 continue
-            self._partition_watches[key] = await asyncio.to_thread(
+            self._partition_watches[key] = await zookeeper_call(
                 store.watch_partition_state,
                 name,
                 partition,
@@ -459,7 +469,7 @@ class ClusterNode:
         controller_epoch = current.controller_epoch if current is not None else 0
         state = replace(state, controller_epoch=controller_epoch)
         try:
-            written = await asyncio.to_thread(
+            written = await zookeeper_call(
                 self._store().update_partition_state, topic, partition, state, version
             )
         except StateVersionConflict:

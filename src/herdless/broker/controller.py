@@ -22,6 +22,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
+from herdless.broker.zookeeper_calls import zookeeper_call
 from herdless.cluster import election
 from herdless.cluster.errors import ClusterError, ControllerMoved, StateVersionConflict
 from herdless.cluster.layout import PartitionState, TopicAssignment
@@ -87,7 +88,7 @@ class Controller:
         election_held, self.election = self.election, None
         if election_held is not None:
             try:
-                await asyncio.to_thread(self._store.resign_controller, election_held)
+                await zookeeper_call(self._store.resign_controller, election_held)
             except ClusterError as exc:
                 log.info("could not resign as controller: %s", exc)
 
@@ -97,7 +98,7 @@ class Controller:
             await self._dirty.wait()
             self._dirty.clear()
             try:
-                await asyncio.to_thread(self._pass)
+                await zookeeper_call(self._pass)
             except ControllerMoved:
                 log.info("another broker became controller")
                 self.election = None

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from herdless.broker.cluster_metadata import ClusterMetadata
+from herdless.broker.zookeeper_calls import zookeeper_call
 from herdless.cluster import assignment as replica_assignment
 from herdless.cluster.errors import ClusterError, StateVersionConflict, UnknownTopic
 from herdless.cluster.layout import TopicAssignment
@@ -239,7 +240,7 @@ class ZooKeeperTopics:
         if validate_only:
             return created
         try:
-            await asyncio.to_thread(
+            await zookeeper_call(
                 self._store().create_topic, assignment, config.explicit_topic_configs()
             )
         except ClusterError as exc:
@@ -273,7 +274,7 @@ class ZooKeeperTopics:
 
     async def delete_topic(self, name: str) -> None:
         try:
-            await asyncio.to_thread(self._store().mark_for_deletion, name)
+            await zookeeper_call(self._store().mark_for_deletion, name)
         except UnknownTopic:
             raise TopicAdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) from None
         except ClusterError as exc:
@@ -289,7 +290,7 @@ class ZooKeeperTopics:
         validate_only: bool = False,
     ) -> None:
         store = self._store()
-        found = await asyncio.to_thread(store.topic, name)
+        found = await zookeeper_call(store.topic, name)
         if found is None:
             raise TopicAdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         current = found.value
@@ -300,7 +301,7 @@ class ZooKeeperTopics:
             grown = TopicAssignment(name, current.topic_id, {**current.replicas, **added})
             if validate_only:
                 return
-            await asyncio.to_thread(store.set_partitions, grown, found.version)
+            await zookeeper_call(store.set_partitions, grown, found.version)
         except StateVersionConflict:
             raise TopicAdminError(
                 ErrorCode.REASSIGNMENT_IN_PROGRESS,
@@ -328,7 +329,7 @@ class ZooKeeperTopics:
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
             )
         store = self._store()
-        current = await asyncio.to_thread(store.topic_config, name)
+        current = await zookeeper_call(store.topic_config, name)
         try:
             explicit = altered_topic_configs(current, changes, replace=replace)
             config = LogConfig.from_topic_configs(explicit, self._defaults)
@@ -336,9 +337,7 @@ class ZooKeeperTopics:
             raise TopicAdminError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         if not validate_only:
             try:
-                await asyncio.to_thread(
-                    store.set_topic_config, name, config.explicit_topic_configs()
-                )
+                await zookeeper_call(store.set_topic_config, name, config.explicit_topic_configs())
             except ClusterError as exc:
                 raise _cluster_error(exc) from None
         return config

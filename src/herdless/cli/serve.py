@@ -185,8 +185,18 @@ async def _serve_until_signal(config: BrokerConfig) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    await broker.start()
+    # SIGTERM while starting (a cluster broker may wait for ZooKeeper, or for its
+    # previous life's session to expire) stops the start too.
+    starting = asyncio.ensure_future(broker.start())
+    stopping = asyncio.ensure_future(stop.wait())
     try:
-        await stop.wait()
+        await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if starting.done():
+            starting.result()  # a failed start raises here
+            await stopping
+        else:
+            starting.cancel()
+            await asyncio.gather(starting, return_exceptions=True)
     finally:
+        stopping.cancel()
         await broker.stop()
