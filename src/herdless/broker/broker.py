@@ -21,6 +21,7 @@ from herdless.broker.durability import Durability
 from herdless.broker.group_coordinator import GroupCoordinator
 from herdless.broker.metadata import LocalMetadata
 from herdless.broker.metrics import BrokerMetrics, serve_metrics
+from herdless.broker.peer_warnings import WINDOW_S, PeerWarnings
 from herdless.broker.producer_ids import LocalBlocks, ProducerIds
 from herdless.broker.replicas import ReplicaManager
 from herdless.broker.topic_admin import LocalTopics, TopicAdmin, ZooKeeperTopics
@@ -82,6 +83,8 @@ class Broker:
         self._background: list[asyncio.Task[None]] = []
         self._cleaning: asyncio.Future[int] | None = None
         self._metrics_server: asyncio.Server | None = None
+        # Shared by all connections: limits are per peer host, across its connections.
+        self.peer_warnings = PeerWarnings(logging.getLogger("herdless.broker.connection"))
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -131,6 +134,7 @@ class Broker:
         self._background = [
             loop.create_task(self._every(self.config.retention_check_interval_ms, self._retain)),
             loop.create_task(self._every(self.config.flush_scheduler_interval_ms, self._flush_due)),
+            loop.create_task(self._every(int(WINDOW_S * 1000), self._summarise_warnings)),
         ]
         if self.config.cleaner_enable:
             self._background.append(
@@ -176,7 +180,7 @@ class Broker:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         assert self.context is not None
-        connection = Connection(self.context, self.metrics, reader, writer)
+        connection = Connection(self.context, self.metrics, reader, writer, self.peer_warnings)
         task = asyncio.current_task()
         assert task is not None
         self._connections[task] = connection
@@ -203,6 +207,9 @@ class Broker:
         cleaned = await asyncio.shield(self._cleaning)
         if cleaned:
             log.debug("compacted %d logs", cleaned)
+
+    async def _summarise_warnings(self) -> None:
+        self.peer_warnings.sweep()
 
     async def _flush_due(self) -> None:
         await self.durability.flush_due(self.logs.logs())
