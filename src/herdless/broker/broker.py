@@ -21,6 +21,7 @@ from herdless.broker.durability import Durability
 from herdless.broker.group_coordinator import GroupCoordinator
 from herdless.broker.metadata import LocalMetadata
 from herdless.broker.metrics import BrokerMetrics, serve_metrics
+from herdless.broker.partition_limits import PartitionLimits, within_file_limit
 from herdless.broker.peer_warnings import WINDOW_S, PeerWarnings
 from herdless.broker.producer_ids import LocalBlocks, ProducerIds
 from herdless.broker.replicas import ReplicaManager
@@ -50,6 +51,9 @@ class Broker:
         self.metadata: LocalMetadata | ClusterMetadata
         self.replicas: ReplicaManager
         self.topics: TopicAdmin
+        limits = PartitionLimits(
+            config.max_partitions_per_request, within_file_limit(config.max_broker_partitions)
+        )
         if config.clustered:
             self.metadata = ClusterMetadata()
             self.node = ClusterNode(config, self.logs, self.durability, self.metadata, now_ms)
@@ -60,13 +64,14 @@ class Broker:
                 self.logs.default_config,
                 config.num_partitions,
                 config.default_replication_factor,
+                limits,
             )
         else:
             self.metadata = LocalMetadata(
                 config.node_id, lambda: config.advertised_address, self.logs
             )
             self.replicas = ReplicaManager(self.logs, self.durability, now_ms)
-            self.topics = LocalTopics(self.logs, config.node_id, config.num_partitions)
+            self.topics = LocalTopics(self.logs, config.node_id, config.num_partitions, limits)
         self.metrics = BrokerMetrics(config.metrics_lag_per_partition)
         self.groups = GroupCoordinator(
             self.logs,
