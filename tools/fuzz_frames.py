@@ -212,6 +212,8 @@ class Counts:
     peak_rss_kib: int = 0
     start_rss_kib: int = 0
     rss_kib: int = 0
+    target: int = 0
+    stopped_early: str = ""
 
 
 class BrokerUnderTest:
@@ -293,7 +295,7 @@ async def _worker(
     probe = struct.pack(">i", len(PROBE)) + PROBE
     writer: asyncio.StreamWriter | None = None
     reader: asyncio.StreamReader | None = None
-    while counts.frames < total:
+    while counts.frames < counts.target:
         if writer is None:
             try:
                 reader, writer = await asyncio.open_connection("127.0.0.1", broker.port)
@@ -325,10 +327,12 @@ async def _worker(
             writer = reader = None
 
 
-async def _watch(broker: BrokerUnderTest, counts: Counts, total: int, progress: Progress) -> None:
+async def _watch(
+    broker: BrokerUnderTest, counts: Counts, total: int, progress: Progress, max_rss_kib: int
+) -> None:
     task = progress.add_task("fuzzing", total=total)
     reported = time.monotonic()
-    while counts.frames < total:
+    while counts.frames < counts.target:
         await asyncio.sleep(0.5)
         if not broker.alive():
             counts.crashes += 1
@@ -336,6 +340,10 @@ async def _watch(broker: BrokerUnderTest, counts: Counts, total: int, progress: 
         rss = broker.rss_kib()
         counts.rss_kib = rss
         counts.peak_rss_kib = max(counts.peak_rss_kib, rss)
+        if rss > max_rss_kib:
+            counts.stopped_early = f"broker RSS {rss // 1024} MiB passed --max-rss-mib"
+            counts.target = counts.frames  # the workers stop at their next frame
+            break
         progress.update(
             task,
             completed=counts.frames,
@@ -356,9 +364,14 @@ async def _watch(broker: BrokerUnderTest, counts: Counts, total: int, progress: 
 
 
 async def run(
-    broker: BrokerUnderTest, templates: Templates, total: int, workers: int, seed: int
+    broker: BrokerUnderTest,
+    templates: Templates,
+    total: int,
+    workers: int,
+    seed: int,
+    max_rss_mib: int,
 ) -> Counts:
-    counts = Counts(start_rss_kib=broker.rss_kib())
+    counts = Counts(start_rss_kib=broker.rss_kib(), target=total)
     max_request_bytes = 104_857_600
     columns = (
         TextColumn("{task.description}"),
@@ -374,7 +387,8 @@ async def run(
             )
             for n in range(workers)
         ]
-        await asyncio.gather(_watch(broker, counts, total, progress), *jobs)
+        watch = _watch(broker, counts, total, progress, max_rss_mib * 1024)
+        await asyncio.gather(watch, *jobs)
     return counts
 
 
@@ -390,6 +404,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=8, help="concurrent connections")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--keep-log", type=Path, help="where to keep the broker's log")
+    parser.add_argument(
+        "--max-rss-mib", type=int, default=2048, help="stop early if the broker grows past this"
+    )
     args = parser.parse_args()
 
     templates = build_templates()
@@ -404,7 +421,9 @@ def main() -> None:
         broker.start()
         started = time.monotonic()
         try:
-            counts = asyncio.run(run(broker, templates, args.frames, args.workers, args.seed))
+            counts = asyncio.run(
+                run(broker, templates, args.frames, args.workers, args.seed, args.max_rss_mib)
+            )
         finally:
             code = broker.stop()
         elapsed = time.monotonic() - started
@@ -421,6 +440,7 @@ def main() -> None:
         f"broker RSS: {counts.start_rss_kib // 1024} MiB at start,"
         f" peak {counts.peak_rss_kib // 1024} MiB, last {counts.rss_kib // 1024} MiB\n"
         f"exit code on SIGTERM: {code}"
+        + (f"\nstopped early: {counts.stopped_early}" if counts.stopped_early else "")
     )
 
 
