@@ -51,9 +51,8 @@ class Broker:
         self.metadata: LocalMetadata | ClusterMetadata
         self.replicas: ReplicaManager
         self.topics: TopicAdmin
-        limits = PartitionLimits(
-            config.max_partitions_per_request, within_file_limit(config.max_broker_partitions)
-        )
+        per_broker, self._file_limit_note = within_file_limit(config.max_broker_partitions)
+        limits = PartitionLimits(config.max_partitions_per_request, per_broker)
         if config.clustered:
             self.metadata = ClusterMetadata()
             self.node = ClusterNode(config, self.logs, self.durability, self.metadata, now_ms)
@@ -105,6 +104,8 @@ class Broker:
         else:
             self.metadata.cluster_id = _load_cluster_id(data_dir, self.config.node_id)
             producer_ids = ProducerIds(LocalBlocks(data_dir / "producer-id-block").reserve)
+        if self._file_limit_note is not None:
+            log.info("%s", self._file_limit_note)
         started = time.monotonic()
         self.logs.open(now_ms())
         log.info(

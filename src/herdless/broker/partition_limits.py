@@ -9,14 +9,11 @@ Requests over a limit are refused whole, before anything is created.
 
 from __future__ import annotations
 
-import logging
 import resource
 from dataclasses import dataclass
 
 from herdless.broker.admin_errors import TopicAdminError
 from herdless.protocol.errors import ErrorCode
-
-log = logging.getLogger(__name__)
 
 DESCRIPTORS_PER_PARTITION = 3
 # Kept for client connections, replica fetchers, ZooKeeper and the odd file.
@@ -46,9 +43,10 @@ class PartitionLimits:
             )
 
 
-def within_file_limit(max_broker_partitions: int) -> int:
-    """The broker-wide partition limit this process's file limit allows: the soft limit
-    is first raised to the hard one, as far as the system lets us."""
+def within_file_limit(max_broker_partitions: int) -> tuple[int, str | None]:
+    """The broker-wide partition limit this process's file limit allows (the soft limit
+    is first raised to the hard one, as far as the system lets us), and a note for the
+    log if the configured limit was lowered."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard == resource.RLIM_INFINITY or soft < hard:
         wanted = 1 << 20 if hard == resource.RLIM_INFINITY else hard
@@ -60,15 +58,10 @@ def within_file_limit(max_broker_partitions: int) -> int:
     reserved = max(MIN_RESERVED_DESCRIPTORS, soft // 4)
     allowed = max(1, (soft - reserved) // DESCRIPTORS_PER_PARTITION)
     if max_broker_partitions <= allowed:
-        return max_broker_partitions
+        return max_broker_partitions, None
     configured = "" if max_broker_partitions == 2**31 - 1 else f" {max_broker_partitions}"
-    log.info(
-        "file limit %d: max.broker.partitions%s lowered to %d (%d descriptors per"
-        " partition: .log, .index, .timeindex; %d kept for sockets)",
-        soft,
-        configured,
-        allowed,
-        DESCRIPTORS_PER_PARTITION,
-        reserved,
+    return allowed, (
+        f"file limit {soft}: max.broker.partitions{configured} lowered to {allowed}"
+        f" ({DESCRIPTORS_PER_PARTITION} descriptors per partition: .log, .index, .timeindex;"
+        f" {reserved} kept for sockets)"
     )
-    return allowed
