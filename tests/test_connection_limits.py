@@ -19,6 +19,7 @@ from kafka.protocol.admin import (
     CreateTopicsResponse,
 )
 from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceRequest
 
 from tests.support.broker import BrokerProcess
@@ -99,22 +100,6 @@ def test_create_partitions_is_limited_per_request(broker: BrokerProcess) -> None
     wire.close()
     assert result.error_code == INVALID_PARTITIONS
     assert "max.partitions.per.request" in result.error_message
-
-
-def test_the_file_limit_bounds_partitions_per_broker(broker: BrokerProcess) -> None:
-    found = re.search(r"max\.broker\.partitions lowered to (\d+)", full_log(broker))
-    assert found, full_log(broker)
-    allowed = int(found.group(1))
-    assert allowed == (FILE_LIMIT - FILE_LIMIT // 4) // 3
-    codes = []
-    for n in range(allowed // PER_REQUEST + 2):
-        [(code, message)] = create_topics(broker, {f"fill-{n}": PER_REQUEST})
-        codes.append(code)
-        if code:
-            break
-    assert codes[-1] == POLICY_VIOLATION, codes
-    assert f"max.broker.partitions ({allowed})" in message
-    assert topic_dirs(broker, f"fill-{len(codes) - 1}") == []
 
 
 def raw(broker: BrokerProcess) -> socket.socket:
@@ -223,3 +208,37 @@ def test_a_long_poll_ends_when_its_client_hangs_up(broker: BrokerProcess) -> Non
     while close_wait_sockets(broker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert close_wait_sockets(broker) == 0
+
+
+def test_the_file_limit_bounds_partitions_per_broker(broker: BrokerProcess) -> None:
+    """Last in this module: it fills the broker."""
+    found = re.search(r"max\.broker\.partitions lowered to (\d+)", full_log(broker))
+    assert found, full_log(broker)
+    allowed = int(found.group(1))
+    assert allowed == (FILE_LIMIT - FILE_LIMIT // 4) // 3
+    codes = []
+    for n in range(allowed // PER_REQUEST + 2):
+        [(code, message)] = create_topics(broker, {f"fill-{n}": PER_REQUEST})
+        codes.append(code)
+        if code:
+            break
+    assert codes[-1] == POLICY_VIOLATION, codes
+    assert f"max.broker.partitions ({allowed})" in message
+    assert topic_dirs(broker, f"fill-{len(codes) - 1}") == []
+    hosted = int(re.search(r"hosts (\d+) partitions", message).group(1))
+    if hosted < allowed:
+        assert create_topics(broker, {"last-room": allowed - hosted}) == [(0, "")]
+    # Auto-creation at the limit: an error code per request, not a traceback per request.
+    lines = len(full_log(broker).splitlines())
+    wire = Wire(broker)
+    for _ in range(20):
+        request = MetadataRequest[9](
+            topics=[MetadataRequest.MetadataRequestTopic(name="auto-at-limit")],
+            allow_auto_topic_creation=True,
+            include_topic_authorized_operations=False,
+        )
+        (topic,) = wire.call(request, MetadataResponse).topics
+        assert topic.error_code == POLICY_VIOLATION
+    wire.close()
+    assert len(full_log(broker).splitlines()) - lines <= 1
+    assert "Traceback" not in full_log(broker)
