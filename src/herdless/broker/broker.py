@@ -15,7 +15,7 @@ from herdless.broker.clock import now_ms
 from herdless.broker.cluster_metadata import ClusterMetadata
 from herdless.broker.cluster_node import ClusterNode
 from herdless.broker.config import BrokerConfig
-from herdless.broker.connection import Connection
+from herdless.broker.connection import Connection, start_server
 from herdless.broker.context import BrokerContext
 from herdless.broker.durability import Durability
 from herdless.broker.group_coordinator import GroupCoordinator
@@ -130,7 +130,7 @@ class Broker:
         )
         # A deep accept queue: thousands of clients reconnecting at once (after a
         # restart, or a group of 10k members) overflowed asyncio's default of 100.
-        self._server = await asyncio.start_server(
+        self._server = await start_server(
             self._accept, self.config.host, self.config.port, reuse_address=True, backlog=4096
         )
         context.bound_port = self._server.sockets[0].getsockname()[1]

@@ -4,10 +4,10 @@ As Kafka does, a connection handles one request at a time, so responses leave in
 request order and a client's pipelined produces are appended in the order sent.
 Anything that cannot be answered with an error code closes this connection only.
 
-While a request is handled the next frame's size is already being read: that is
-how a client that hangs up is noticed, and a long poll (a Fetch waiting for
-records, a JoinGroup parked until the group forms) is then abandoned at once
-instead of holding the socket until its wait runs out. A handler is only ever
+The reader reports when the client closes its end (without consuming what it
+has sent): that is how a client that hangs up is noticed, and a long poll (a
+Fetch waiting for records, a JoinGroup parked until the group forms) is then
+abandoned at once instead of holding the socket until its wait runs out. A handler is only ever
 cancelled at an await, after its effects (an append, a join) are applied, as
 when Kafka drops the response of a client that has gone.
 """
@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from herdless.broker.apis import API_VERSIONS_KEY, APIS, unsupported_api_versions
 from herdless.broker.context import BrokerContext
@@ -67,53 +69,51 @@ class Connection:
         self._peer_host = str(peer[0]) if peer else "?"
         # True while waiting for the next request: shutdown may then close at once.
         self.idle = True
+        self._abandoned = False
 
     async def serve(self) -> None:
-        next_size: asyncio.Task[bytes] | None = None
-        handling: asyncio.Task[None] | None = None
+        serving = asyncio.current_task()
+        if isinstance(self._reader, HangUpReader):
+            self._reader.on_hang_up = lambda: self._hung_up(serving)
         try:
             while not self._context.stopping:
                 self.idle = True
-                if next_size is None:
-                    next_size = asyncio.ensure_future(self._reader.readexactly(FRAME_SIZE.size))
-                frame = await self._read_frame(next_size)
+                frame = await self._read_frame()
                 self.idle = False
-                next_size = asyncio.ensure_future(self._reader.readexactly(FRAME_SIZE.size))
-                handling = asyncio.ensure_future(self._handle(frame))
-                await asyncio.wait((handling, next_size), return_when=asyncio.FIRST_COMPLETED)
-                if not handling.done() and _client_gone(next_size):
-                    handling.cancel()
-                    log.debug("%s hung up during a request; abandoning it", self.peer)
-                    return
-                await handling
-                handling = None
+                await self._handle(frame)
         except (*_GONE, _IdleTooLong):
             pass  # the client went away, or said nothing for too long
         except ConnectionClosed as exc:
             self._warnings.warn(self._peer_host, f"closing connection from {self.peer}: {exc}")
         except asyncio.CancelledError:
-            pass
+            if self._abandoned:
+                log.debug("%s hung up during a request; abandoned it", self.peer)
         except Exception:
             log.exception("closing connection from %s after an internal error", self.peer)
         finally:
-            for task in (handling, next_size):
-                if task is not None and not task.done():
-                    task.cancel()
-            if next_size is not None and next_size.done() and not next_size.cancelled():
-                next_size.exception()  # retrieved: a hang-up is not an error to report
+            if isinstance(self._reader, HangUpReader):
+                self._reader.on_hang_up = None
             self._writer.close()
 
-    async def _read_frame(self, size_read: asyncio.Task[bytes]) -> bytes:
+    def _hung_up(self, serving: asyncio.Task[None] | None) -> None:
+        """The client closed its end: a request still being handled has no one to answer."""
+        if not self.idle and not self._abandoned and serving is not None:
+            self._abandoned = True
+            serving.cancel()
+
+    async def _read_frame(self) -> bytes:
         config = self._context.config
-        done, _ = await asyncio.wait((size_read,), timeout=config.connections_max_idle_ms / 1000)
-        if not done:
+        try:
+            async with asyncio.timeout(config.connections_max_idle_ms / 1000):
+                size_bytes = await self._reader.readexactly(FRAME_SIZE.size)
+        except TimeoutError:
             log.debug(
                 "closing connection from %s: idle for %d ms (connections.max.idle.ms)",
                 self.peer,
                 config.connections_max_idle_ms,
             )
-            raise _IdleTooLong
-        (size,) = FRAME_SIZE.unpack(size_read.result())
+            raise _IdleTooLong from None
+        (size,) = FRAME_SIZE.unpack(size_bytes)
         if size < 0 or size > config.max_request_bytes:
             raise ConnectionClosed(
                 f"frame of {size} bytes is outside 0..{config.max_request_bytes}"
@@ -175,5 +175,33 @@ class Connection:
         await self._writer.drain()
 
 
-def _client_gone(next_size: asyncio.Task[bytes]) -> bool:
-    return next_size.done() and isinstance(next_size.exception(), _GONE)
+class HangUpReader(asyncio.StreamReader):
+    """A StreamReader that says when the client closes its end, without being read:
+    the bytes of a pipelined request stay where they are."""
+
+    on_hang_up: Callable[[], None] | None = None
+
+    def feed_eof(self) -> None:
+        super().feed_eof()
+        if self.on_hang_up is not None:
+            self.on_hang_up()
+
+    def set_exception(self, exc: BaseException) -> None:
+        super().set_exception(exc)
+        if self.on_hang_up is not None:
+            self.on_hang_up()
+
+
+async def start_server(
+    accept: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+    host: str,
+    port: int,
+    **options: Any,
+) -> asyncio.Server:
+    """asyncio.start_server, with readers that report a hang-up."""
+    loop = asyncio.get_running_loop()
+
+    def protocol() -> asyncio.StreamReaderProtocol:
+        return asyncio.StreamReaderProtocol(HangUpReader(loop=loop), accept, loop=loop)
+
+    return await loop.create_server(protocol, host, port, **options)
