@@ -19,10 +19,10 @@ from herdless.broker.connection import Connection, start_server
 from herdless.broker.context import BrokerContext
 from herdless.broker.durability import Durability
 from herdless.broker.group_coordinator import GroupCoordinator
+from herdless.broker.limited_warnings import WINDOW_S, LimitedWarnings
 from herdless.broker.metadata import LocalMetadata
 from herdless.broker.metrics import BrokerMetrics, serve_metrics
 from herdless.broker.partition_limits import PartitionLimits, within_file_limit
-from herdless.broker.peer_warnings import WINDOW_S, PeerWarnings
 from herdless.broker.producer_ids import LocalBlocks, ProducerIds
 from herdless.broker.replicas import ReplicaManager
 from herdless.broker.topic_admin import LocalTopics, TopicAdmin, ZooKeeperTopics
@@ -88,7 +88,7 @@ class Broker:
         self._cleaning: asyncio.Future[int] | None = None
         self._metrics_server: asyncio.Server | None = None
         # Shared by all connections: limits are per peer host, across its connections.
-        self.peer_warnings = PeerWarnings(logging.getLogger("herdless.broker.connection"))
+        self.limited_warnings = LimitedWarnings(logging.getLogger("herdless.broker.connection"))
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -186,7 +186,7 @@ class Broker:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         assert self.context is not None
-        connection = Connection(self.context, self.metrics, reader, writer, self.peer_warnings)
+        connection = Connection(self.context, self.metrics, reader, writer, self.limited_warnings)
         task = asyncio.current_task()
         assert task is not None
         self._connections[task] = connection
@@ -215,7 +215,7 @@ class Broker:
             log.debug("compacted %d logs", cleaned)
 
     async def _summarise_warnings(self) -> None:
-        self.peer_warnings.sweep()
+        self.limited_warnings.sweep()
 
     async def _flush_due(self) -> None:
         await self.durability.flush_due(self.logs.logs())

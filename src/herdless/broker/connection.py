@@ -22,8 +22,8 @@ from typing import Any
 
 from herdless.broker.apis import API_VERSIONS_KEY, APIS, unsupported_api_versions
 from herdless.broker.context import BrokerContext
+from herdless.broker.limited_warnings import LimitedWarnings
 from herdless.broker.metrics import BrokerMetrics
-from herdless.broker.peer_warnings import PeerWarnings
 from herdless.protocol.codec import (
     FRAME_SIZE,
     MalformedRequest,
@@ -56,17 +56,18 @@ class Connection:
         metrics: BrokerMetrics,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        warnings: PeerWarnings | None = None,
+        warnings: LimitedWarnings | None = None,
     ) -> None:
         self._context = context
         self._metrics = metrics
         self._reader = reader
         self._writer = writer
-        self._warnings = warnings or PeerWarnings(log)
+        self._warnings = warnings or LimitedWarnings(log)
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.host = f"/{peer[0]}" if peer else ""
-        self._peer_host = str(peer[0]) if peer else "?"
+        # Warnings are limited per client host, across its connections.
+        self._warned_as = f"connections from {peer[0] if peer else '?'}"
         # True while waiting for the next request: shutdown may then close at once.
         self.idle = True
         self._abandoned = False
@@ -84,7 +85,7 @@ class Connection:
         except (*_GONE, _IdleTooLong):
             pass  # the client went away, or said nothing for too long
         except ConnectionClosed as exc:
-            self._warnings.warn(self._peer_host, f"closing connection from {self.peer}: {exc}")
+            self._warnings.warn(self._warned_as, f"closing connection from {self.peer}: {exc}")
         except asyncio.CancelledError:
             if self._abandoned:
                 log.debug("%s hung up during a request; abandoned it", self.peer)
@@ -167,7 +168,7 @@ class Connection:
         if answer is None:
             raise ConnectionClosed(problem)
         message = f"invalid request from {self.peer}: {problem}; answered INVALID_REQUEST"
-        self._warnings.warn(self._peer_host, message)
+        self._warnings.warn(self._warned_as, message)
         await self._send(answer)
 
     async def _send(self, data: bytes) -> None:

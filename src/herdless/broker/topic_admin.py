@@ -20,6 +20,7 @@ from typing import Protocol
 
 from herdless.broker.admin_errors import TopicAdminError
 from herdless.broker.cluster_metadata import ClusterMetadata
+from herdless.broker.limited_warnings import LimitedWarnings
 from herdless.broker.partition_limits import PartitionLimits
 from herdless.cluster import assignment as replica_assignment
 from herdless.cluster.errors import ClusterError, StateVersionConflict, UnknownTopic
@@ -30,6 +31,8 @@ from herdless.storage import LogConfig, LogManager, StorageError
 from herdless.storage.manager import new_topic_id, validate_topic_name
 
 log = logging.getLogger(__name__)
+# Auto-creation retried by every client at a full disk or the file limit must not flood.
+_creation_warnings = LimitedWarnings(log)
 
 DEFAULT = -1
 
@@ -150,7 +153,9 @@ class LocalTopics:
             raise _storage_error(exc) from None
         except OSError as exc:
             # Out of descriptors or space: an answer, not a traceback per request.
-            log.warning("cannot create topic %s: %s", topic.name, exc.strerror or exc)
+            _creation_warnings.warn(
+                "topic creation", f"cannot create topic {topic.name}: {exc.strerror or exc}"
+            )
             raise TopicAdminError(
                 ErrorCode.KAFKA_STORAGE_ERROR, f"cannot create topic {topic.name!r}: {exc}"
             ) from None

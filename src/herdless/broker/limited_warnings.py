@@ -1,6 +1,6 @@
-"""Warnings about what a peer sent, limited per peer host so that one bad client
-cannot flood the log: the first few in a window are logged, the rest counted and
-summarised in one line when the window ends."""
+"""Warnings limited per subject (connections from one host, topic creation) so that
+one bad client cannot flood the log: the first few in a window are logged, the rest
+counted and summarised in one line when the window ends."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-# Per peer host and window: enough to see what is wrong, not enough to flood.
+# Per subject and window: enough to see what is wrong, not enough to flood.
 WARNINGS_PER_WINDOW = 5
 WINDOW_S = 60.0
 
@@ -22,7 +22,7 @@ class _Window:
     last: str = ""
 
 
-class PeerWarnings:
+class LimitedWarnings:
     def __init__(
         self,
         log: logging.Logger,
@@ -36,13 +36,13 @@ class PeerWarnings:
         self._clock = clock
         self._windows: dict[str, _Window] = {}
 
-    def warn(self, host: str, message: str) -> None:
+    def warn(self, subject: str, message: str) -> None:
         now = self._clock()
-        window = self._windows.get(host)
+        window = self._windows.get(subject)
         if window is None or now - window.started >= self._window_s:
             if window is not None:
-                self._summarise(host, window)
-            window = self._windows[host] = _Window(now)
+                self._summarise(subject, window)
+            window = self._windows[subject] = _Window(now)
         if window.logged < self._per_window:
             window.logged += 1
             self._log.warning("%s", message)
@@ -53,18 +53,17 @@ class PeerWarnings:
     def sweep(self) -> None:
         """Summarise and forget the windows that have ended (called periodically)."""
         now = self._clock()
-        for host, window in list(self._windows.items()):
+        for subject, window in list(self._windows.items()):
             if now - window.started >= self._window_s:
-                self._summarise(host, window)
-                del self._windows[host]
+                self._summarise(subject, window)
+                del self._windows[subject]
 
-    def _summarise(self, host: str, window: _Window) -> None:
+    def _summarise(self, subject: str, window: _Window) -> None:
         if window.suppressed:
             self._log.warning(
-                "%d more warnings about connections from %s in the last %.0f s were not"
-                " logged; the last: %s",
+                "%d more warnings about %s in the last %.0f s were not logged; the last: %s",
                 window.suppressed,
-                host,
+                subject,
                 self._window_s,
                 window.last,
             )
