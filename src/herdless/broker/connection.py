@@ -7,9 +7,9 @@ Anything that cannot be answered with an error code closes this connection only.
 The reader reports when the client closes its end (without consuming what it
 has sent): that is how a client that hangs up is noticed, and a long poll (a
 Fetch waiting for records, a JoinGroup parked until the group forms) is then
-abandoned at once instead of holding the socket until its wait runs out. A handler is only ever
-cancelled at an await, after its effects (an append, a join) are applied, as
-when Kafka drops the response of a client that has gone.
+abandoned at once instead of holding the socket until its wait runs out. A
+handler is only ever cancelled at an await, after its effects (an append, a
+join) are applied, as when Kafka drops the response of a client that has gone.
 """
 
 from __future__ import annotations

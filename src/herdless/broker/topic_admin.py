@@ -55,9 +55,6 @@ class CreatedTopic:
     config: LogConfig
 
 
-__all__ = ["TopicAdminError"]
-
-
 class TopicAdmin(Protocol):
     limits: PartitionLimits
 
@@ -107,6 +104,14 @@ def _storage_error(exc: StorageError) -> TopicAdminError:
     return TopicAdminError(exc.error_code, str(exc))
 
 
+def _creation_failed(name: str, exc: OSError) -> TopicAdminError:
+    """Out of descriptors or space: an answer, and a log line that cannot flood."""
+    _creation_warnings.warn("topic creation", f"cannot create partitions of {name}: {exc}")
+    return TopicAdminError(
+        ErrorCode.KAFKA_STORAGE_ERROR, f"cannot create partitions of {name!r}: {exc}"
+    )
+
+
 class LocalTopics:
     """One broker: topics are what its LogManager holds."""
 
@@ -152,13 +157,7 @@ class LocalTopics:
         except StorageError as exc:
             raise _storage_error(exc) from None
         except OSError as exc:
-            # Out of descriptors or space: an answer, not a traceback per request.
-            _creation_warnings.warn(
-                "topic creation", f"cannot create topic {topic.name}: {exc.strerror or exc}"
-            )
-            raise TopicAdminError(
-                ErrorCode.KAFKA_STORAGE_ERROR, f"cannot create topic {topic.name!r}: {exc}"
-            ) from None
+            raise _creation_failed(topic.name, exc) from None
         log.info("created topic %s with %d partitions", topic.name, num_partitions)
         return CreatedTopic(created.topic_id, num_partitions, 1, created.config)
 
@@ -193,7 +192,10 @@ class LocalTopics:
             )
         self._check_limits(count - topic.partition_count)
         if not validate_only:
-            self._logs.create_partitions(name, count)
+            try:
+                self._logs.create_partitions(name, count)
+            except OSError as exc:
+                raise _creation_failed(name, exc) from None
             log.info("topic %s now has %d partitions", name, count)
 
     def topic_config(self, name: str) -> LogConfig | None:
