@@ -236,6 +236,8 @@ def test_help_shows_the_defaults() -> None:
         (["--set", "num.partitions=-3"], "num.partitions must be at least 1, not -3"),
         (["--set", "num.partitions=many"], "num.partitions must be an integer"),
         (["--set", "offsets.topic.num.partitions=0"], "offsets.topic.num.partitions"),
+        (["--set", "connections.max.idle.ms=0"], "connections.max.idle.ms must be at least 1"),
+        (["--set", "max.partitions.per.request=0"], "max.partitions.per.request must be at"),
         (["--set", "group.min.session.timeout.ms=60000", "--set",
           "group.max.session.timeout.ms=6000"], "must not exceed group.max.session.timeout.ms"),
         (["--set", "listeners=PLAINTEXT://:99999"], "port must be between"),

@@ -373,6 +373,24 @@ def test_configs_are_described_and_altered_from_any_broker(cluster: ClusterProce
     assert seen["retention.ms"].value == "7200000"
 
 
+def test_partitions_per_request_are_limited_on_the_cluster(cluster: ClusterProcesses) -> None:
+    from confluent_kafka.admin import NewPartitions
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    futures = admin.create_topics([NewTopic("endless", 50_000, 3)], operation_timeout=10)
+    with pytest.raises(KafkaException) as raised:
+        futures["endless"].result(timeout=20)
+    assert raised.value.args[0].name() == "INVALID_PARTITIONS"
+    assert "max.partitions.per.request (1000)" in raised.value.args[0].str()
+    assert "endless" not in cluster.metadata().topics
+    create_topic(cluster, "bounded", 1, 3)
+    grown = admin.create_partitions([NewPartitions("bounded", 100_000)])["bounded"]
+    with pytest.raises(KafkaException) as raised:
+        grown.result(timeout=20)
+    assert raised.value.args[0].name() == "INVALID_PARTITIONS"
+    assert len(cluster.metadata().topics["bounded"].partitions) == 1
+
+
 def test_create_partitions_adds_replicated_partitions(cluster: ClusterProcesses) -> None:
     from confluent_kafka.admin import NewPartitions
 

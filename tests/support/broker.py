@@ -38,8 +38,15 @@ def loopback_host_with_free(port: int) -> str:
 
 class BrokerProcess:
     def __init__(
-        self, data_dir: Path, *extra_args: str, host: str = "127.0.0.1", port: int | None = None
+        self,
+        data_dir: Path,
+        *extra_args: str,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        prefix: tuple[str, ...] = (),
     ) -> None:
+        # A command the broker runs under, e.g. prlimit for a smaller file limit.
+        self.prefix = prefix
         self.data_dir = data_dir
         self.host = host
         self.port = free_port() if port is None else port
@@ -53,6 +60,7 @@ class BrokerProcess:
 
     def start(self) -> BrokerProcess:
         command = [
+            *self.prefix,
             sys.executable,
             "-m",
             "herdless",

@@ -15,12 +15,14 @@ from herdless.broker.clock import now_ms
 from herdless.broker.cluster_metadata import ClusterMetadata
 from herdless.broker.cluster_node import ClusterNode
 from herdless.broker.config import BrokerConfig
-from herdless.broker.connection import Connection
+from herdless.broker.connection import Connection, start_server
 from herdless.broker.context import BrokerContext
 from herdless.broker.durability import Durability
 from herdless.broker.group_coordinator import GroupCoordinator
+from herdless.broker.limited_warnings import WINDOW_S, LimitedWarnings
 from herdless.broker.metadata import LocalMetadata
 from herdless.broker.metrics import BrokerMetrics, serve_metrics
+from herdless.broker.partition_limits import PartitionLimits, within_file_limit
 from herdless.broker.producer_ids import LocalBlocks, ProducerIds
 from herdless.broker.replicas import ReplicaManager
 from herdless.broker.topic_admin import LocalTopics, TopicAdmin, ZooKeeperTopics
@@ -49,6 +51,8 @@ class Broker:
         self.metadata: LocalMetadata | ClusterMetadata
         self.replicas: ReplicaManager
         self.topics: TopicAdmin
+        per_broker, self._file_limit_note = within_file_limit(config.max_broker_partitions)
+        limits = PartitionLimits(config.max_partitions_per_request, per_broker)
         if config.clustered:
             self.metadata = ClusterMetadata()
             self.node = ClusterNode(config, self.logs, self.durability, self.metadata, now_ms)
@@ -59,13 +63,14 @@ class Broker:
                 self.logs.default_config,
                 config.num_partitions,
                 config.default_replication_factor,
+                limits,
             )
         else:
             self.metadata = LocalMetadata(
                 config.node_id, lambda: config.advertised_address, self.logs
             )
             self.replicas = ReplicaManager(self.logs, self.durability, now_ms)
-            self.topics = LocalTopics(self.logs, config.node_id, config.num_partitions)
+            self.topics = LocalTopics(self.logs, config.node_id, config.num_partitions, limits)
         self.metrics = BrokerMetrics(config.metrics_lag_per_partition)
         self.groups = GroupCoordinator(
             self.logs,
@@ -82,6 +87,8 @@ class Broker:
         self._background: list[asyncio.Task[None]] = []
         self._cleaning: asyncio.Future[int] | None = None
         self._metrics_server: asyncio.Server | None = None
+        # Shared by all connections: limits are per peer host, across its connections.
+        self.limited_warnings = LimitedWarnings(logging.getLogger("herdless.broker.connection"))
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -97,6 +104,8 @@ class Broker:
         else:
             self.metadata.cluster_id = _load_cluster_id(data_dir, self.config.node_id)
             producer_ids = ProducerIds(LocalBlocks(data_dir / "producer-id-block").reserve)
+        if self._file_limit_note is not None:
+            log.info("%s", self._file_limit_note)
         started = time.monotonic()
         self.logs.open(now_ms())
         log.info(
@@ -121,7 +130,7 @@ class Broker:
         )
         # A deep accept queue: thousands of clients reconnecting at once (after a
         # restart, or a group of 10k members) overflowed asyncio's default of 100.
-        self._server = await asyncio.start_server(
+        self._server = await start_server(
             self._accept, self.config.host, self.config.port, reuse_address=True, backlog=4096
         )
         context.bound_port = self._server.sockets[0].getsockname()[1]
@@ -131,6 +140,7 @@ class Broker:
         self._background = [
             loop.create_task(self._every(self.config.retention_check_interval_ms, self._retain)),
             loop.create_task(self._every(self.config.flush_scheduler_interval_ms, self._flush_due)),
+            loop.create_task(self._every(int(WINDOW_S * 1000), self._summarise_warnings)),
         ]
         if self.config.cleaner_enable:
             self._background.append(
@@ -177,7 +187,7 @@ class Broker:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         assert self.context is not None
-        connection = Connection(self.context, self.metrics, reader, writer)
+        connection = Connection(self.context, self.metrics, reader, writer, self.limited_warnings)
         task = asyncio.current_task()
         assert task is not None
         self._connections[task] = connection
@@ -204,6 +214,9 @@ class Broker:
         cleaned = await asyncio.shield(self._cleaning)
         if cleaned:
             log.debug("compacted %d logs", cleaned)
+
+    async def _summarise_warnings(self) -> None:
+        self.limited_warnings.sweep()
 
     async def _flush_due(self) -> None:
         await self.durability.flush_due(self.logs.logs())

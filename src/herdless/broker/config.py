@@ -23,6 +23,14 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     "auto.create.topics.enable": ("auto_create_topics", bool),
     "num.partitions": ("num_partitions", int),
     "socket.request.max.bytes": ("max_request_bytes", int),
+    "connections.max.idle.ms": ("connections_max_idle_ms", int),
+    # herdless's own: how long a frame that has begun to arrive may take to arrive whole.
+    "request.read.timeout.ms": ("request_read_timeout_ms", int),
+    # Partitions (replicas) one broker may host, as KIP-578 names it; lowered at start
+    # to what the process's file limit allows.
+    "max.broker.partitions": ("max_broker_partitions", int),
+    # herdless's own: partitions one CreateTopics or CreatePartitions request may add.
+    "max.partitions.per.request": ("max_partitions_per_request", int),
     "log.retention.check.interval.ms": ("retention_check_interval_ms", int),
     "log.flush.scheduler.interval.ms": ("flush_scheduler_interval_ms", int),
     "delete.topic.enable": ("delete_topic_enable", bool),
@@ -51,6 +59,10 @@ _RANGES: dict[str, tuple[int | None, int | None]] = {
     "node.id": (0, None),
     "num.partitions": (1, None),
     "socket.request.max.bytes": (1, None),
+    "connections.max.idle.ms": (1, None),
+    "request.read.timeout.ms": (1, None),
+    "max.broker.partitions": (1, None),
+    "max.partitions.per.request": (1, None),
     "log.retention.check.interval.ms": (1, None),
     "log.flush.scheduler.interval.ms": (1, None),
     "offsets.topic.num.partitions": (1, None),
@@ -130,6 +142,10 @@ class BrokerConfig:
     auto_create_topics: bool = True
     num_partitions: int = 1
     max_request_bytes: int = 104_857_600
+    connections_max_idle_ms: int = 600_000
+    request_read_timeout_ms: int = 30_000
+    max_broker_partitions: int = 2**31 - 1
+    max_partitions_per_request: int = 1_000
     retention_check_interval_ms: int = 300_000
     flush_scheduler_interval_ms: int = 1_000
     delete_topic_enable: bool = True

@@ -3,6 +3,13 @@
 As Kafka does, a connection handles one request at a time, so responses leave in
 request order and a client's pipelined produces are appended in the order sent.
 Anything that cannot be answered with an error code closes this connection only.
+
+The reader reports when the client closes its end (without consuming what it
+has sent): that is how a client that hangs up is noticed, and a long poll (a
+Fetch waiting for records, a JoinGroup parked until the group forms) is then
+abandoned at once instead of holding the socket until its wait runs out. A
+handler is only ever cancelled at an await, after its effects (an append, a
+join) are applied, as when Kafka drops the response of a client that has gone.
 """
 
 from __future__ import annotations
@@ -10,23 +17,36 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from herdless.broker.apis import API_VERSIONS_KEY, APIS, unsupported_api_versions
 from herdless.broker.context import BrokerContext
+from herdless.broker.limited_warnings import LimitedWarnings
 from herdless.broker.metrics import BrokerMetrics
 from herdless.protocol.codec import (
     FRAME_SIZE,
     MalformedRequest,
+    Request,
     decode_request,
     encode_response,
+    error_response,
     read_prefix,
 )
+from herdless.protocol.errors import ErrorCode
+from herdless.protocol.validate import null_violation
 
 log = logging.getLogger(__name__)
+
+_GONE = (asyncio.IncompleteReadError, ConnectionError)
 
 
 class ConnectionClosed(Exception):
     """The client must be disconnected; the message says why."""
+
+
+class _IdleTooLong(Exception):
+    """No request began within connections.max.idle.ms."""
 
 
 class Connection:
@@ -36,44 +56,78 @@ class Connection:
         metrics: BrokerMetrics,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
+        warnings: LimitedWarnings | None = None,
     ) -> None:
         self._context = context
         self._metrics = metrics
         self._reader = reader
         self._writer = writer
+        self._warnings = warnings or LimitedWarnings(log)
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.host = f"/{peer[0]}" if peer else ""
+        # Warnings are limited per client host, across its connections.
+        self._warned_as = f"connections from {peer[0] if peer else '?'}"
         # True while waiting for the next request: shutdown may then close at once.
         self.idle = True
+        self._abandoned = False
 
     async def serve(self) -> None:
+        serving = asyncio.current_task()
+        if isinstance(self._reader, HangUpReader):
+            self._reader.on_hang_up = lambda: self._hung_up(serving)
         try:
             while not self._context.stopping:
                 self.idle = True
                 frame = await self._read_frame()
                 self.idle = False
                 await self._handle(frame)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass  # the client went away
+        except (*_GONE, _IdleTooLong):
+            pass  # the client went away, or said nothing for too long
         except ConnectionClosed as exc:
-            log.warning("closing connection from %s: %s", self.peer, exc)
+            self._warnings.warn(self._warned_as, f"closing connection from {self.peer}: {exc}")
         except asyncio.CancelledError:
-            pass
+            if self._abandoned:
+                log.debug("%s hung up during a request; abandoned it", self.peer)
         except Exception:
             log.exception("closing connection from %s after an internal error", self.peer)
         finally:
+            if isinstance(self._reader, HangUpReader):
+                self._reader.on_hang_up = None
             self._writer.close()
 
+    def _hung_up(self, serving: asyncio.Task[None] | None) -> None:
+        """The client closed its end: a request still being handled has no one to answer."""
+        if not self.idle and not self._abandoned and serving is not None:
+            self._abandoned = True
+            serving.cancel()
+
     async def _read_frame(self) -> bytes:
-        size_bytes = await self._reader.readexactly(FRAME_SIZE.size)
+        config = self._context.config
+        try:
+            async with asyncio.timeout(config.connections_max_idle_ms / 1000):
+                size_bytes = await self._reader.readexactly(FRAME_SIZE.size)
+        except TimeoutError:
+            log.debug(
+                "closing connection from %s: idle for %d ms (connections.max.idle.ms)",
+                self.peer,
+                config.connections_max_idle_ms,
+            )
+            raise _IdleTooLong from None
         (size,) = FRAME_SIZE.unpack(size_bytes)
-        if size < 0 or size > self._context.config.max_request_bytes:
+        if size < 0 or size > config.max_request_bytes:
             raise ConnectionClosed(
-                f"frame of {size} bytes is outside 0..{self._context.config.max_request_bytes}"
+                f"frame of {size} bytes is outside 0..{config.max_request_bytes}"
                 " (socket.request.max.bytes)"
             )
-        return await self._reader.readexactly(size)
+        try:
+            async with asyncio.timeout(config.request_read_timeout_ms / 1000):
+                return await self._reader.readexactly(size)
+        except TimeoutError:
+            raise ConnectionClosed(
+                f"a frame of {size} bytes did not arrive whole within"
+                f" {config.request_read_timeout_ms} ms (request.read.timeout.ms)"
+            ) from None
 
     async def _handle(self, frame: bytes) -> None:
         try:
@@ -96,12 +150,59 @@ class Connection:
             request = decode_request(frame, prefix, self.host)
         except MalformedRequest as exc:
             raise ConnectionClosed(str(exc)) from None
+        null_field = null_violation(request.body, request.api_version)
+        if null_field is not None:
+            await self._refuse(api.key, api.name, request, null_field)
+            return
         started = time.perf_counter()
         response = await api.handler(self._context, request)
         if response is not None:
             await self._send(encode_response(response, request.api_version, request.correlation_id))
         self._metrics.observe_request(api.name, time.perf_counter() - started)
 
+    async def _refuse(self, api_key: int, api_name: str, request: Request, field: str) -> None:
+        """A request the schema forbids: INVALID_REQUEST if the API can say so, else close."""
+        version = request.api_version
+        problem = f"{api_name} v{version} has a null {field}, which the protocol forbids"
+        answer = error_response(api_key, version, request.correlation_id, ErrorCode.INVALID_REQUEST)
+        if answer is None:
+            raise ConnectionClosed(problem)
+        message = f"invalid request from {self.peer}: {problem}; answered INVALID_REQUEST"
+        self._warnings.warn(self._warned_as, message)
+        await self._send(answer)
+
     async def _send(self, data: bytes) -> None:
         self._writer.write(data)
         await self._writer.drain()
+
+
+class HangUpReader(asyncio.StreamReader):
+    """A StreamReader that says when the client closes its end, without being read:
+    the bytes of a pipelined request stay where they are."""
+
+    on_hang_up: Callable[[], None] | None = None
+
+    def feed_eof(self) -> None:
+        super().feed_eof()
+        if self.on_hang_up is not None:
+            self.on_hang_up()
+
+    def set_exception(self, exc: BaseException) -> None:
+        super().set_exception(exc)
+        if self.on_hang_up is not None:
+            self.on_hang_up()
+
+
+async def start_server(
+    accept: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+    host: str,
+    port: int,
+    **options: Any,
+) -> asyncio.Server:
+    """asyncio.start_server, with readers that report a hang-up."""
+    loop = asyncio.get_running_loop()
+
+    def protocol() -> asyncio.StreamReaderProtocol:
+        return asyncio.StreamReaderProtocol(HangUpReader(loop=loop), accept, loop=loop)
+
+    return await loop.create_server(protocol, host, port, **options)

@@ -13,11 +13,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from herdless.broker.admin_errors import TopicAdminError
 from herdless.broker.cluster_metadata import ClusterMetadata
+from herdless.broker.limited_warnings import LimitedWarnings
+from herdless.broker.partition_limits import PartitionLimits
 from herdless.broker.zookeeper_calls import zookeeper_call
 from herdless.cluster import assignment as replica_assignment
 from herdless.cluster.errors import ClusterError, StateVersionConflict, UnknownTopic
@@ -29,15 +33,10 @@ from herdless.storage.config import altered_topic_configs
 from herdless.storage.manager import new_topic_id, validate_topic_name
 
 log = logging.getLogger(__name__)
+# Auto-creation retried by every client at a full disk or the file limit must not flood.
+_creation_warnings = LimitedWarnings(log)
 
 DEFAULT = -1
-
-
-class TopicAdminError(Exception):
-    def __init__(self, error_code: ErrorCode, message: str | None = None) -> None:
-        super().__init__(message or error_code.name)
-        self.error_code = error_code
-        self.message = message
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +58,8 @@ class CreatedTopic:
 
 
 class TopicAdmin(Protocol):
+    limits: PartitionLimits
+
     async def create_topic(
         self, topic: NewTopic, *, validate_only: bool = False, timeout_ms: int = 0
     ) -> CreatedTopic: ...
@@ -90,13 +91,29 @@ def _storage_error(exc: StorageError) -> TopicAdminError:
     return TopicAdminError(exc.error_code, str(exc))
 
 
+def _creation_failed(name: str, exc: OSError) -> TopicAdminError:
+    """Out of descriptors or space: an answer, and a log line that cannot flood."""
+    _creation_warnings.warn("topic creation", f"cannot create partitions of {name}: {exc}")
+    return TopicAdminError(
+        ErrorCode.KAFKA_STORAGE_ERROR, f"cannot create partitions of {name!r}: {exc}"
+    )
+
+
 class LocalTopics:
     """One broker: topics are what its LogManager holds."""
 
-    def __init__(self, logs: LogManager, node_id: int, default_partitions: int) -> None:
+    def __init__(
+        self, logs: LogManager, node_id: int, default_partitions: int, limits: PartitionLimits
+    ) -> None:
         self._logs = logs
         self._node_id = node_id
         self._default_partitions = default_partitions
+        self.limits = limits
+
+    def _check_limits(self, adding: int) -> None:
+        self.limits.check_request(adding)
+        hosted = sum(topic.partition_count for topic in self._logs.topics.values())
+        self.limits.check_broker(self._node_id, hosted, adding)
 
     async def create_topic(
         self, topic: NewTopic, *, validate_only: bool = False, timeout_ms: int = 0
@@ -119,12 +136,15 @@ class LocalTopics:
             )
         configs = dict(topic.configs or {})
         try:
+            config = self._logs.check_new_topic(topic.name, num_partitions, configs)
+            self._check_limits(num_partitions)
             if validate_only:
-                config = self._logs.check_new_topic(topic.name, num_partitions, configs)
                 return CreatedTopic(None, num_partitions, 1, config)
             created = self._logs.create_topic(topic.name, num_partitions, configs)
         except StorageError as exc:
             raise _storage_error(exc) from None
+        except OSError as exc:
+            raise _creation_failed(topic.name, exc) from None
         log.info("created topic %s with %d partitions", topic.name, num_partitions)
         return CreatedTopic(created.topic_id, num_partitions, 1, created.config)
 
@@ -157,8 +177,12 @@ class LocalTopics:
                 ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 f"this cluster has one broker, id {self._node_id}",
             )
+        self._check_limits(count - topic.partition_count)
         if not validate_only:
-            self._logs.create_partitions(name, count)
+            try:
+                self._logs.create_partitions(name, count)
+            except OSError as exc:
+                raise _creation_failed(name, exc) from None
             log.info("topic %s now has %d partitions", name, count)
 
     def topic_config(self, name: str) -> LogConfig | None:
@@ -191,7 +215,9 @@ class ZooKeeperTopics:
         defaults: LogConfig,
         default_partitions: int,
         default_replication_factor: int,
+        limits: PartitionLimits,
     ) -> None:
+        self.limits = limits
         self._store = store
         self._metadata = metadata
         self._defaults = defaults
@@ -200,6 +226,18 @@ class ZooKeeperTopics:
 
     def _live_racks(self) -> dict[int, str | None]:
         return {b.node_id: b.rack for b in self._metadata.brokers()}
+
+    def _check_limits(self, added: Mapping[int, Sequence[int]]) -> None:
+        """Partitions per request, and replicas per broker as this broker's config says."""
+        self.limits.check_request(len(added))
+        hosted: Counter[int] = Counter()
+        for name in self._metadata.topic_names():
+            current = self._metadata.assignment(name)
+            if current is not None:
+                hosted.update(b for replicas in current.replicas.values() for b in replicas)
+        adding = Counter(b for replicas in added.values() for b in replicas)
+        for node_id, count in sorted(adding.items()):
+            self.limits.check_broker(node_id, hosted[node_id], count)
 
     async def create_topic(
         self, topic: NewTopic, *, validate_only: bool = False, timeout_ms: int = 0
@@ -223,6 +261,8 @@ class ZooKeeperTopics:
                     if topic.num_partitions == DEFAULT
                     else topic.num_partitions
                 )
+                # Before the assignment is built: it takes memory per partition.
+                self.limits.check_request(num_partitions)
                 factor = (
                     self._default_replication_factor
                     if topic.replication_factor == DEFAULT
@@ -231,6 +271,7 @@ class ZooKeeperTopics:
                 replicas = replica_assignment.assign_replicas(live, num_partitions, factor)
         except ClusterError as exc:
             raise _cluster_error(exc) from None
+        self._check_limits(replicas)
         assignment = TopicAssignment(topic.name, new_topic_id(), replicas)
         created = CreatedTopic(None, len(replicas), assignment.replication_factor, config)
         if self._metadata.assignment(topic.name) is not None:
@@ -294,10 +335,12 @@ class ZooKeeperTopics:
         if found is None:
             raise TopicAdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         current = found.value
+        self.limits.check_request(count - len(current.replicas))
         try:
             added = replica_assignment.assign_new_partitions(
                 name, current.replicas, self._live_racks(), count, assignment
             )
+            self._check_limits(added)
             grown = TopicAssignment(name, current.topic_id, {**current.replicas, **added})
             if validate_only:
                 return

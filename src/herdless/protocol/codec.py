@@ -99,3 +99,15 @@ def encode_response(response: ApiMessage, version: int, correlation_id: int) -> 
     response.API_VERSION = version
     response.with_header(correlation_id=correlation_id)
     return bytes(response.encode(header=True, framed=True))
+
+
+def error_response(
+    api_key: int, version: int, correlation_id: int, error_code: int
+) -> bytes | None:
+    """A response carrying only a top-level error code, or None if this version has none
+    (then the only answer Kafka gives to a bad request is a closed connection)."""
+    cls = RESPONSES[api_key]
+    field = cls._struct.fields.get("error_code")
+    if field is None or not field.for_version_q(version):
+        return None
+    return encode_response(cls(error_code=error_code), version, correlation_id)

@@ -31,10 +31,19 @@ async def handle_create_topics(context: BrokerContext, request: Request) -> Any:
     body = request.body
     Response = response_class(CREATE_TOPICS)
     Result = Response.CreatableTopicResult
+    adding = sum(
+        len(t.assignments)
+        or (context.config.num_partitions if t.num_partitions == -1 else t.num_partitions)
+        for t in body.topics
+    )
+    refused = _over_request_limit(context, adding)
     results = []
     for wanted in body.topics:
         result = Result(name=wanted.name, error_code=ErrorCode.NONE, error_message=None)
         results.append(result)
+        if refused is not None:
+            result.error_code, result.error_message = refused.error_code, refused.message
+            continue
         configs = {c.name: c.value for c in wanted.configs}
         new_topic = NewTopic(
             wanted.name,
@@ -114,14 +123,31 @@ async def handle_delete_topics(context: BrokerContext, request: Request) -> Any:
     return Response(throttle_time_ms=0, responses=results)
 
 
+def _over_request_limit(context: BrokerContext, adding: int) -> TopicAdminError | None:
+    """The whole request refused, before any topic in it is touched."""
+    try:
+        context.topics.limits.check_request(adding)
+    except TopicAdminError as exc:
+        return exc
+    return None
+
+
 async def handle_create_partitions(context: BrokerContext, request: Request) -> Any:
     body = request.body
     Response = response_class(CREATE_PARTITIONS)
     Result = Response.CreatePartitionsTopicResult
+    adding = 0
+    for wanted in body.topics:
+        described = context.metadata.topic(wanted.name)
+        adding += max(0, wanted.count - (len(described.partitions) if described else 0))
+    refused = _over_request_limit(context, adding)
     results = []
     for wanted in body.topics:
         result = Result(name=wanted.name, error_code=ErrorCode.NONE, error_message=None)
         results.append(result)
+        if refused is not None:
+            result.error_code, result.error_message = refused.error_code, refused.message
+            continue
         if wanted.name in INTERNAL_TOPICS:
             # Groups are placed by hashing over the partition count.
             result.error_code = ErrorCode.INVALID_PARTITIONS

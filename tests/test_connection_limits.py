@@ -1,0 +1,244 @@
+"""Limits that keep one client from exhausting a broker process: partitions per request
+and per broker (under a small file limit), requests the schema forbids, idle and
+stalled connections, and long polls whose client has gone."""
+
+from __future__ import annotations
+
+import re
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kafka.protocol.admin import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
+from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.producer import ProduceRequest
+
+from tests.support.broker import BrokerProcess
+from tests.support.wire import Wire
+
+PER_REQUEST = 100
+FILE_LIMIT = 1200  # 300 kept for sockets, 3 descriptors per partition: 300 partitions
+IDLE_MS = 1500
+READ_TIMEOUT_MS = 1000
+INVALID_PARTITIONS, INVALID_REQUEST, POLICY_VIOLATION = 37, 42, 44
+CLOSE_WAIT = "08"
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    process = BrokerProcess(
+        tmp_path_factory.mktemp("limits") / "data",
+        "--set",
+        f"max.partitions.per.request={PER_REQUEST}",
+        "--set",
+        f"connections.max.idle.ms={IDLE_MS}",
+        "--set",
+        f"request.read.timeout.ms={READ_TIMEOUT_MS}",
+        prefix=("prlimit", f"--nofile={FILE_LIMIT}:{FILE_LIMIT}", "--"),
+    ).start()
+    yield process
+    assert process.stop() == 0, process.log()
+
+
+def full_log(broker: BrokerProcess) -> str:
+    return broker.log_path.read_text(errors="replace")
+
+
+def create_topics(broker: BrokerProcess, topics: dict[str, int]) -> list[tuple[int, str]]:
+    Topic = CreateTopicsRequest.CreatableTopic
+    request = CreateTopicsRequest[5](
+        topics=[
+            Topic(name=n, num_partitions=p, replication_factor=1, assignments=[], configs=[])
+            for n, p in topics.items()
+        ],
+        timeout_ms=10_000,
+        validate_only=False,
+    )
+    wire = Wire(broker)
+    try:
+        response = wire.call(request, CreateTopicsResponse)
+    finally:
+        wire.close()
+    return [(t.error_code, t.error_message or "") for t in response.topics]
+
+
+def topic_dirs(broker: BrokerProcess, name: str) -> list[str]:
+    return [p.name for p in broker.data_dir.iterdir() if p.name.startswith(name + "-")]
+
+
+def test_one_request_cannot_create_two_billion_partitions(broker: BrokerProcess) -> None:
+    [(code, message)] = create_topics(broker, {"huge": 2**31 - 1})
+    assert code == INVALID_PARTITIONS
+    assert "max.partitions.per.request (100)" in message
+    assert topic_dirs(broker, "huge") == []
+
+
+def test_the_request_limit_counts_every_topic_in_the_request(broker: BrokerProcess) -> None:
+    results = create_topics(broker, {"half-a": 60, "half-b": 60})
+    assert [code for code, _ in results] == [INVALID_PARTITIONS, INVALID_PARTITIONS]
+    assert topic_dirs(broker, "half-a") == topic_dirs(broker, "half-b") == []
+
+
+def test_create_partitions_is_limited_per_request(broker: BrokerProcess) -> None:
+    assert create_topics(broker, {"growing": 1}) == [(0, "")]
+    request = CreatePartitionsRequest[1](
+        topics=[CreatePartitionsRequest.CreatePartitionsTopic(name="growing", count=500)],
+        timeout_ms=10_000,
+        validate_only=False,
+    )
+    wire = Wire(broker)
+    (result,) = wire.call(request, CreatePartitionsResponse).results
+    wire.close()
+    assert result.error_code == INVALID_PARTITIONS
+    assert "max.partitions.per.request" in result.error_message
+
+
+def raw(broker: BrokerProcess) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", broker.port), timeout=10)
+
+
+def read_frame(sock: socket.socket) -> bytes | None:
+    data = b""
+    while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+    return data[4:]
+
+
+def test_a_null_group_id_gets_invalid_request_and_no_traceback(broker: BrokerProcess) -> None:
+    with raw(broker) as sock:
+        sock.sendall(bytes.fromhex("00000013000c000000000007000178ffff000000000000"))
+        response = read_frame(sock)
+    assert response is not None
+    correlation_id, error_code = struct.unpack(">ih", response[:6])
+    assert (correlation_id, error_code) == (7, INVALID_REQUEST)
+    assert "Traceback" not in full_log(broker)
+
+
+def test_a_null_array_closes_the_connection_with_one_line(broker: BrokerProcess) -> None:
+    Topic = ProduceRequest.TopicProduceData
+    request = ProduceRequest[3](
+        transactional_id=None, acks=1, timeout_ms=1000, topic_data=[Topic(name="t")]
+    )
+    request.with_header(correlation_id=3, client_id="null-array")
+    body = bytearray(request.encode(header=True))
+    # The partition array is last: its count, 0, becomes -1 (null).
+    assert body[-4:] == b"\0\0\0\0"
+    body[-4:] = b"\xff\xff\xff\xff"
+    with raw(broker) as sock:
+        sock.sendall(struct.pack(">i", len(body)) + body)
+        assert read_frame(sock) is None
+    log = full_log(broker)
+    assert "Produce v3 has a null topic_data[0].partition_data" in log
+    assert "Traceback" not in log
+
+
+def test_warnings_from_one_peer_are_limited(broker: BrokerProcess) -> None:
+    before = full_log(broker).count(" WARNING ")
+    for _ in range(40):
+        with raw(broker) as sock:
+            sock.sendall(struct.pack(">ihhi", 8, 999, 0, 1))
+            read_frame(sock)
+    assert full_log(broker).count(" WARNING ") - before <= 5
+
+
+def test_an_idle_connection_is_closed(broker: BrokerProcess) -> None:
+    with raw(broker) as sock:
+        started = time.monotonic()
+        assert sock.recv(1) == b""
+        assert IDLE_MS / 1000 - 0.2 < time.monotonic() - started < IDLE_MS / 1000 + 3
+
+
+def test_a_stalled_frame_is_dropped(broker: BrokerProcess) -> None:
+    with raw(broker) as sock:
+        sock.settimeout(READ_TIMEOUT_MS / 1000 + 3)
+        sock.sendall(struct.pack(">i", 10_000_000) + b"\0" * 100_000)
+        # Today's limit holds the buffer for ever; the socket timeout would fail this.
+        assert sock.recv(1) == b""
+
+
+def close_wait_sockets(broker: BrokerProcess) -> int:
+    assert broker.process is not None
+    port = f"{broker.port:04X}"
+    count = 0
+    table = Path(f"/proc/{broker.process.pid}/net/tcp").read_text()
+    for line in table.splitlines()[1:]:
+        fields = line.split()
+        if fields[1].endswith(":" + port) and fields[3] == CLOSE_WAIT:
+            count += 1
+    return count
+
+
+def test_a_long_poll_ends_when_its_client_hangs_up(broker: BrokerProcess) -> None:
+    assert create_topics(broker, {"quiet": 1}) == [(0, "")]
+    Topic = FetchRequest.FetchTopic
+    request = FetchRequest[4](
+        replica_id=-1,
+        max_wait_ms=60_000,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        topics=[
+            Topic(
+                topic="quiet",
+                partitions=[
+                    Topic.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1024)
+                ],
+            )
+        ],
+    )
+    wire = Wire(broker)
+    request.with_header(correlation_id=1, client_id="long-poll")
+    body = bytes(request.encode(header=True))
+    wire.sock.sendall(struct.pack(">i", len(body)) + body)
+    time.sleep(0.3)
+    wire.close()
+    deadline = time.monotonic() + 3
+    while close_wait_sockets(broker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert close_wait_sockets(broker) == 0
+
+
+def test_the_file_limit_bounds_partitions_per_broker(broker: BrokerProcess) -> None:
+    """Last in this module: it fills the broker."""
+    found = re.search(r"max\.broker\.partitions lowered to (\d+)", full_log(broker))
+    assert found, full_log(broker)
+    allowed = int(found.group(1))
+    assert allowed == (FILE_LIMIT - FILE_LIMIT // 4) // 3
+    codes = []
+    for n in range(allowed // PER_REQUEST + 2):
+        [(code, message)] = create_topics(broker, {f"fill-{n}": PER_REQUEST})
+        codes.append(code)
+        if code:
+            break
+    assert codes[-1] == POLICY_VIOLATION, codes
+    assert f"max.broker.partitions ({allowed})" in message
+    assert topic_dirs(broker, f"fill-{len(codes) - 1}") == []
+    hosted = int(re.search(r"hosts (\d+) partitions", message).group(1))
+    if hosted < allowed:
+        assert create_topics(broker, {"last-room": allowed - hosted}) == [(0, "")]
+    # Auto-creation at the limit: an error code per request, not a traceback per request.
+    lines = len(full_log(broker).splitlines())
+    wire = Wire(broker)
+    for _ in range(20):
+        request = MetadataRequest[9](
+            topics=[MetadataRequest.MetadataRequestTopic(name="auto-at-limit")],
+            allow_auto_topic_creation=True,
+            include_topic_authorized_operations=False,
+        )
+        (topic,) = wire.call(request, MetadataResponse).topics
+        assert topic.error_code == POLICY_VIOLATION
+    wire.close()
+    assert len(full_log(broker).splitlines()) - lines <= 1
+    assert "Traceback" not in full_log(broker)

@@ -1,0 +1,448 @@
+"""Send a broker malformed frames for every API and version it serves; count the damage.
+
+For each API herdless serves, at each version, a well-formed sample request is built
+from the message schema (one element in every array, a value in every field), and
+then spoiled one of five ways:
+
+  truncated  the body cut short, with a length prefix that matches the cut
+  bitflip    one to three bits flipped anywhere after the length prefix
+  inflated   a 2- or 4-byte window overwritten with the largest length it can hold
+  oversized  a length prefix longer than what follows (then the client hangs up),
+             or beyond socket.request.max.bytes
+  null       a field the schema says is never null sent as null (-1 / 0 length)
+
+Each frame is followed, on the same connection, by an ApiVersions probe: an answer
+means the broker read the frame, dealt with it and kept the connection; a close
+means it closed that connection. Counted: frames, closes, probe timeouts, broker
+crashes (the process exits; it is restarted), tracebacks in the broker's log, and
+the broker's resident memory (peak and last).
+
+    python tools/fuzz_frames.py --frames 1000000
+    python tools/fuzz_frames.py --frames 20000 --seed 7 --keep-log fuzz.log
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import random
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from herdless.broker.apis import APIS
+from herdless.protocol.codec import REQUESTS
+
+KINDS = ("truncated", "bitflip", "inflated", "oversized", "null")
+PROBE = struct.pack(">hhih", 18, 0, 0x7FFF_0000, 5) + b"probe"
+PROBE_TIMEOUT_S = 10.0
+ALWAYS_NULLABLE = (0, 32767)
+
+
+def _records() -> bytes:
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 16,
+    )
+    builder.append(0, timestamp=1_700_000_000_000, key=b"k", value=b"fuzz", headers=[])
+    return bytes(builder.build())
+
+
+_PRIMITIVES: dict[str, Any] = {
+    "int8": 1,
+    "int16": 1,
+    "uint16": 1,
+    "int32": 1,
+    "int64": 1,
+    "float64": 0.5,
+    "bool": True,
+    "string": "fuzz",
+    "bytes": b"\x00\x01fuzz",
+    "records": _records(),
+}
+
+
+def _primitive(type_str: str) -> Any:
+    if type_str == "uuid":
+        return uuid.UUID(int=0x0123456789ABCDEF)
+    return _PRIMITIVES.get(type_str, 1)
+
+
+def _fields(struct_field: Any, version: int) -> Iterator[Any]:
+    return (f for f in struct_field._fields if f.for_version_q(version))
+
+
+def _sample(struct_field: Any, version: int, null_at: tuple[str, ...]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for f in _fields(struct_field, version):
+        here = null_at[:1] == (f.name,)
+        if here and len(null_at) == 1:
+            values[f.name] = None
+            continue
+        rest = null_at[1:] if here else ()
+        if f.is_struct_array():
+            values[f.name] = [f.data_class(**_sample(f.array_of, version, rest))]
+        elif f.is_struct():
+            values[f.name] = f.data_class(**_sample(f, version, rest))
+        elif f.is_array():
+            values[f.name] = [_primitive(f.array_of.type_str)]
+        else:
+            values[f.name] = _primitive(f.type_str)
+    return values
+
+
+_NULLABLE_KINDS = ("string", "bytes", "records")
+
+
+def _null_paths(struct_field: Any, version: int, prefix: tuple[str, ...] = ()) -> Iterator[Any]:
+    """Every field that can be sent as null (strings, bytes, arrays, structs) and the
+    schema field object, so that its nullability can be forced while encoding."""
+    for f in _fields(struct_field, version):
+        path = (*prefix, f.name)
+        if f.is_array() or f.is_struct() or f.type_str in _NULLABLE_KINDS:
+            yield path, f
+        if f.is_struct_array():
+            yield from _null_paths(f.array_of, version, path)
+        elif f.is_struct():
+            yield from _null_paths(f, version, path)
+
+
+def _clear_encoders(struct_field: Any) -> None:
+    for f in struct_field._fields:
+        inner = f.array_of if f.is_struct_array() else f
+        if hasattr(inner, "_compiled_encoders"):
+            inner._compiled_encoders.clear()
+            _clear_encoders(inner)
+    if hasattr(struct_field, "_compiled_encoders"):
+        struct_field._compiled_encoders.clear()
+
+
+def _encode(cls: Any, version: int, values: dict[str, Any]) -> bytes:
+    request = cls[version](**values)
+    request.with_header(correlation_id=1, client_id="fuzz")
+    return bytes(request.encode(header=True))
+
+
+@dataclass
+class Templates:
+    valid: list[tuple[str, bytes]] = field(default_factory=list)
+    nulls: list[tuple[str, bytes]] = field(default_factory=list)
+    unbuildable: int = 0
+
+
+def build_templates() -> Templates:
+    templates = Templates()
+    for api in APIS.values():
+        cls = REQUESTS[api.key]
+        for version in range(api.min_version, api.max_version + 1):
+            label = f"{api.name} v{version}"
+            for path, schema_field in list(_null_paths(cls._struct, version)):
+                saved = schema_field._nullable_versions
+                schema_field._nullable_versions = ALWAYS_NULLABLE
+                _clear_encoders(cls._struct)
+                try:
+                    frame = _encode(cls, version, _sample(cls._struct, version, path))
+                    templates.nulls.append((f"{label} {'.'.join(path)}=null", frame))
+                except Exception:
+                    templates.unbuildable += 1
+                finally:
+                    schema_field._nullable_versions = saved
+                    _clear_encoders(cls._struct)
+            templates.valid.append(
+                (label, _encode(cls, version, _sample(cls._struct, version, ())))
+            )
+    return templates
+
+
+def spoil(
+    templates: Templates, rng: random.Random, max_request_bytes: int
+) -> tuple[str, bytes, bool]:
+    """One fuzzed frame (with its length prefix), its kind, and whether the client must
+    hang up after it (the frame promises more bytes than it carries)."""
+    kind = rng.choice(KINDS)
+    if kind == "null":
+        _, body = rng.choice(templates.nulls)
+        return kind, struct.pack(">i", len(body)) + body, False
+    _, valid = rng.choice(templates.valid)
+    body = bytearray(valid)
+    if kind == "truncated":
+        body = body[: rng.randrange(0, len(body))]
+    elif kind == "bitflip":
+        for _ in range(rng.randint(1, 3)):
+            position = rng.randrange(len(body))
+            body[position] ^= 1 << rng.randrange(8)
+    elif kind == "inflated":
+        width = rng.choice((2, 4))
+        if len(body) > width:
+            position = rng.randrange(4, len(body) - width + 1) if len(body) > 4 + width else 0
+            body[position : position + width] = b"\x7f" + b"\xff" * (width - 1)
+    else:  # oversized
+        if rng.random() < 0.2:
+            return kind, struct.pack(">i", max_request_bytes + rng.randint(1, 1 << 20)), True
+        return kind, struct.pack(">i", len(body) + rng.randint(1, 1 << 16)) + body, True
+    return kind, struct.pack(">i", len(body)) + bytes(body), False
+
+
+@dataclass
+class Counts:
+    frames: int = 0
+    kinds: Counter[str] = field(default_factory=Counter)
+    closed: int = 0
+    probe_timeouts: int = 0
+    crashes: int = 0
+    peak_rss_kib: int = 0
+    start_rss_kib: int = 0
+    rss_kib: int = 0
+    target: int = 0
+    stopped_early: str = ""
+
+
+class BrokerUnderTest:
+    def __init__(self, data_dir: Path, log_path: Path, port: int) -> None:
+        self.data_dir = data_dir
+        self.log_path = log_path
+        self.port = port
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        command = [
+            sys.executable,
+            "-m",
+            "herdless",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--data-dir",
+            str(self.data_dir),
+            "--set",
+            "group.initial.rebalance.delay.ms=0",
+        ]
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise SystemExit(f"broker exited at start; see {self.log_path}")
+            with contextlib.suppress(OSError):
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return
+            time.sleep(0.05)
+        raise SystemExit(f"broker did not listen within 60 s; see {self.log_path}")
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def rss_kib(self) -> int:
+        assert self.process is not None
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+    def stop(self) -> int | None:
+        if self.process is None or self.process.poll() is not None:
+            return None if self.process is None else self.process.returncode
+        self.process.terminate()
+        return self.process.wait(60)
+
+    def tracebacks(self) -> int:
+        text = self.log_path.read_text(errors="replace")
+        return text.count("Traceback (most recent call last)")
+
+
+async def _read_until_probe(reader: asyncio.StreamReader) -> bool:
+    """True once the probe's answer arrives; False if the broker closed first."""
+    try:
+        while True:
+            (size,) = struct.unpack(">i", await reader.readexactly(4))
+            payload = await reader.readexactly(size)
+            if payload[:4] == PROBE[4:8]:
+                return True
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return False
+
+
+async def _worker(
+    broker: BrokerUnderTest,
+    templates: Templates,
+    rng: random.Random,
+    counts: Counts,
+    total: int,
+    max_request_bytes: int,
+) -> None:
+    probe = struct.pack(">i", len(PROBE)) + PROBE
+    writer: asyncio.StreamWriter | None = None
+    reader: asyncio.StreamReader | None = None
+    while counts.frames < counts.target:
+        if writer is None:
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", broker.port)
+            except OSError:
+                await asyncio.sleep(0.2)
+                continue
+        assert reader is not None
+        kind, frame, hang_up = spoil(templates, rng, max_request_bytes)
+        counts.frames += 1
+        counts.kinds[kind] += 1
+        kept = False
+        try:
+            if hang_up:
+                writer.write(frame)
+                writer.write_eof()
+                await asyncio.wait_for(reader.read(), PROBE_TIMEOUT_S)
+            else:
+                writer.write(frame + probe)
+                kept = await asyncio.wait_for(_read_until_probe(reader), PROBE_TIMEOUT_S)
+        except TimeoutError:
+            counts.probe_timeouts += 1
+        except (ConnectionError, OSError):
+            pass
+        if not kept:
+            counts.closed += 1
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+            writer = reader = None
+
+
+async def _watch(
+    broker: BrokerUnderTest, counts: Counts, total: int, progress: Progress, max_rss_kib: int
+) -> None:
+    task = progress.add_task("fuzzing", total=total)
+    reported = time.monotonic()
+    while counts.frames < counts.target:
+        await asyncio.sleep(0.5)
+        if not broker.alive():
+            counts.crashes += 1
+            broker.start()
+        rss = broker.rss_kib()
+        counts.rss_kib = rss
+        counts.peak_rss_kib = max(counts.peak_rss_kib, rss)
+        if rss > max_rss_kib:
+            counts.stopped_early = f"broker RSS {rss // 1024} MiB passed --max-rss-mib"
+            counts.target = counts.frames  # the workers stop at their next frame
+            break
+        progress.update(
+            task,
+            completed=counts.frames,
+            description=(
+                f"frames · closed {counts.closed} · crashes {counts.crashes}"
+                f" · rss {rss // 1024} MiB (peak {counts.peak_rss_kib // 1024})"
+            ),
+        )
+        if not progress.console.is_terminal and time.monotonic() - reported >= 30:
+            # Redirected to a file: a plain line now and then instead of a bar.
+            reported = time.monotonic()
+            progress.console.print(
+                f"{counts.frames:,} frames, {counts.closed:,} closed, {counts.crashes} crashes,"
+                f" {counts.probe_timeouts} probe timeouts, {broker.tracebacks()} tracebacks,"
+                f" rss {rss // 1024} MiB (peak {counts.peak_rss_kib // 1024})"
+            )
+    progress.update(task, completed=counts.frames)
+
+
+async def run(
+    broker: BrokerUnderTest,
+    templates: Templates,
+    total: int,
+    workers: int,
+    seed: int,
+    max_rss_mib: int,
+) -> Counts:
+    counts = Counts(start_rss_kib=broker.rss_kib(), target=total)
+    max_request_bytes = 104_857_600
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed:,}/{task.total:,}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=Console(stderr=True)) as progress:
+        jobs = [
+            _worker(
+                broker, templates, random.Random(seed * 1000 + n), counts, total, max_request_bytes
+            )
+            for n in range(workers)
+        ]
+        watch = _watch(broker, counts, total, progress, max_rss_mib * 1024)
+        await asyncio.gather(watch, *jobs)
+    return counts
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--frames", type=int, default=100_000)
+    parser.add_argument("--workers", type=int, default=8, help="concurrent connections")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--keep-log", type=Path, help="where to keep the broker's log")
+    parser.add_argument(
+        "--max-rss-mib", type=int, default=2048, help="stop early if the broker grows past this"
+    )
+    args = parser.parse_args()
+
+    templates = build_templates()
+    print(
+        f"{len(templates.valid)} API versions, {len(templates.nulls)} null-injected"
+        f" requests ({templates.unbuildable} fields could not be sent as null)",
+        file=sys.stderr,
+    )
+    with tempfile.TemporaryDirectory(prefix="herdless-fuzz-") as tmp:
+        log_path = args.keep_log or Path(tmp) / "broker.log"
+        broker = BrokerUnderTest(Path(tmp) / "data", log_path, _free_port())
+        broker.start()
+        started = time.monotonic()
+        try:
+            counts = asyncio.run(
+                run(broker, templates, args.frames, args.workers, args.seed, args.max_rss_mib)
+            )
+        finally:
+            code = broker.stop()
+        elapsed = time.monotonic() - started
+        tracebacks = broker.tracebacks()
+        warnings = log_path.read_text(errors="replace").count(" WARNING ")
+    kinds = ", ".join(f"{k} {counts.kinds[k]:,}" for k in KINDS)
+    print(
+        f"frames: {counts.frames:,} in {elapsed:.0f} s ({kinds})\n"
+        f"connections closed by the broker: {counts.closed:,}\n"
+        f"probe timeouts: {counts.probe_timeouts:,}\n"
+        f"crashes: {counts.crashes}\n"
+        f"tracebacks in the broker log: {tracebacks}\n"
+        f"WARNING lines in the broker log: {warnings:,}\n"
+        f"broker RSS: {counts.start_rss_kib // 1024} MiB at start,"
+        f" peak {counts.peak_rss_kib // 1024} MiB, last {counts.rss_kib // 1024} MiB\n"
+        f"exit code on SIGTERM: {code}"
+        + (f"\nstopped early: {counts.stopped_early}" if counts.stopped_early else "")
+    )
+
+
+if __name__ == "__main__":
+    main()
