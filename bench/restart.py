@@ -39,7 +39,8 @@ def _append(partition_log: PartitionLog, mib: float, batch_records: int) -> None
     batch = build_batch([(None, value)] * batch_records, int(time.time() * 1000))
     batches = split_batches(memoryview(batch), len(batch))
     for _ in range(int(mib * 2**20) // len(batch)):
-        partition_log.append(batches, int(time.time() * 1000))
+        # Stamped with a leader epoch, as the broker's appends are.
+        partition_log.append(batches, int(time.time() * 1000), leader_epoch=0)
 
 
 def _prepare(data_dir: Path, mib: float, tail_mib: float, clean: bool, batch_records: int) -> None:
