@@ -99,3 +99,27 @@ def test_kill_9_during_produce_loses_no_acknowledged_record(own_broker: BrokerPr
     for partition, offset, value in acknowledged:
         assert offset < len(stored[partition]), f"acknowledged {partition}@{offset} is gone"
         assert stored[partition][offset] == value, f"{partition}@{offset} holds another record"
+
+
+def test_a_graceful_stop_marks_a_clean_shutdown_and_a_kill_does_not(
+    own_broker: BrokerProcess,
+) -> None:
+    """The marker lets the next start skip recovery; it must never survive a start or a kill."""
+    marker = own_broker.data_dir / "clean-shutdown"
+    create_topic(own_broker.bootstrap, "marked", 1)
+    producer = Producer({"bootstrap.servers": own_broker.bootstrap})
+    for i in range(500):
+        producer.produce("marked", value=f"v{i}".encode())
+    assert producer.flush(30) == 0
+    assert not marker.exists()
+    assert own_broker.stop() == 0, own_broker.log()
+    assert marker.exists()
+    own_broker.start()
+    assert not marker.exists()
+    assert len(read_all(own_broker.bootstrap, "marked", 1)[0]) == 500
+    own_broker.kill()
+    assert not marker.exists()
+    own_broker.start()
+    assert [v.decode() for v in read_all(own_broker.bootstrap, "marked", 1)[0]] == [
+        f"v{i}" for i in range(500)
+    ]

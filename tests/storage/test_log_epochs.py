@@ -82,9 +82,11 @@ def test_data_without_epochs_is_read_once(open_log: OpenLog, tmp_path: Path) -> 
     log = open_log(segment_bytes="300")
     for _ in range(10):
         log.append(split(restamped(batch(2, size=20), leader_epoch=-1)), 0)
-    log.close()
     path = tmp_path / "t-0" / EPOCH_CHECKPOINT
     assert not path.exists()
+    log.close()
+    assert path.read_text() == "0\n0\n"
+    path.unlink()
     assert open_log(segment_bytes="300").leader_epoch_entries == []
     assert path.read_text() == "0\n0\n"
 

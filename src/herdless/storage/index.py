@@ -76,6 +76,15 @@ class _Index:
             self._keys.append(key)
             self._values.append(value)
 
+    def file_entries(self) -> list[tuple[int, int]]:
+        """The whole entries in the file as it stands, unchecked; none if it is unreadable."""
+        try:
+            data = self.path.read_bytes()
+        except OSError:
+            return []
+        size = self._entry.size
+        return list(self._entry.iter_unpack(data[: len(data) - len(data) % size]))
+
     def _keep(self, count: int) -> None:
         del self._keys[count:]
         del self._values[count:]

@@ -4,7 +4,8 @@
         00000000000000000000.log  .index  .timeindex
         00000000000000004821.log  .index  .timeindex    <- active segment, takes appends
         log-start-offset       DeleteRecords and retention can leave it inside a segment
-        recovery-point         base offset of the oldest segment that may hold unsynced bytes
+        recovery-point         the log end offset at a flush: every batch below it is synced
+        producer-snapshot      the producer state at the recovery point (producer_state.py)
         leader-epoch-checkpoint  the offset each leader epoch started at (leader_epochs.py)
         high-watermark         when the owner sets the high watermark: its last flushed value
 
@@ -40,6 +41,7 @@ import logging
 import os
 import random
 import shutil
+import sys
 import threading
 import time
 from bisect import bisect_right
@@ -74,6 +76,8 @@ from herdless.storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     PendingBatch,
     ProducerStateManager,
+    read_producer_snapshot,
+    write_producer_snapshot,
 )
 from herdless.storage.segment import (
     INDEX_SUFFIX,
@@ -92,6 +96,10 @@ log = logging.getLogger(__name__)
 LOG_START_OFFSET_FILE = "log-start-offset"
 RECOVERY_POINT_FILE = "recovery-point"
 HIGH_WATERMARK_FILE = "high-watermark"
+PRODUCER_SNAPSHOT_FILE = "producer-snapshot"
+# A flush writes the recovery point (two more fsyncs) at most this often, as Kafka checkpoints
+# it on a schedule: an older recovery point only means more to check after a crash.
+RECOVERY_POINT_INTERVAL_S = 1.0
 # Where the log cleaner's last cleaning ended (cleaner.py); a truncation below it pulls it back.
 CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 # Left behind by an interrupted compaction, deletion or checkpoint once swap.py has
@@ -186,6 +194,7 @@ class PartitionLog:
         self._appended_messages = 0
         self._flushed_messages = 0
         self.last_flush_ms = now_ms
+        self._recovery_point_written_s = time.monotonic()
         # When a tombstone the log cleaner kept may be dropped (cleaner.py owns it);
         # None until a cleaning since the log was opened has told.
         self.tombstone_expiry_ms: int | None = None
@@ -206,6 +215,7 @@ class PartitionLog:
         *,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         high_watermark_follows_log_end: bool = True,
+        clean_shutdown: bool = False,
     ) -> PartitionLog:
         """Open the log in `directory`, creating it if absent, recovering it if it was cut short.
 
@@ -214,6 +224,10 @@ class PartitionLog:
         torn or corrupt one. With `high_watermark_follows_log_end` off, the
         high watermark is the owner's to set (set_high_watermark), starting
         from its checkpoint, or the log start offset without one.
+
+        After a crash only what lies past the recovery point is checked; after
+        a `clean_shutdown` (the log was closed and flushed, and nothing wrote
+        to it since) nothing is.
         """
         directory.mkdir(parents=True, exist_ok=True)
         swap.complete_interrupted_swaps(directory)
@@ -222,7 +236,8 @@ class PartitionLog:
         # Absent, every segment gets checked: slow but safe.
         recovery_point = checkpoint.read_offset(directory / RECOVERY_POINT_FILE) or 0
         bases = _segment_bases(directory, checkpointed_start or 0)
-        segments = _open_segments(directory, config, bases, recovery_point)
+        synced_below = sys.maxsize if clean_shutdown else recovery_point
+        segments = _open_segments(directory, config, bases, synced_below)
         try:
             if not segments:
                 start = checkpointed_start or 0
@@ -247,7 +262,9 @@ class PartitionLog:
                 log_end = log_start
             if active_segment.size > 0:
                 active_segment.first_append_ms = _estimate_first_append(active_segment, now_ms)
-            producers = _rebuild_producers(segments, log_start, now_ms, producer_id_expiration_ms)
+            producers = _load_producers(
+                directory, segments, log_start, now_ms, producer_id_expiration_ms
+            )
             epochs = _open_leader_epochs(directory, segments, log_start, log_end)
         except BaseException:
             for segment in segments:
@@ -709,8 +726,11 @@ class PartitionLog:
 
     # -- durability -------------------------------------------------------------
 
-    def flush(self, now_ms: int | None = None) -> None:
+    def flush(self, now_ms: int | None = None, *, checkpoint_now: bool = False) -> None:
         """fsync everything appended so far. Safe to run in a thread beside appends.
+
+        The recovery point (and the producer state at it) follows at most once
+        every RECOVERY_POINT_INTERVAL_S, or now with `checkpoint_now`.
 
         Descriptors are duplicated under the lock and synced outside it, so an
         append or a roll waits only for the bookkeeping, and a segment closed or
@@ -733,7 +753,16 @@ class PartitionLog:
                     raise StorageIOError(f"cannot flush {self.name}: {exc}") from exc
                 self._dir_dirty = False
                 appended = self._appended_messages
-                recovery_point = self._segments[-1].base_offset
+                recovery_point = self.log_end_offset
+                # At once when a segment was sealed since, so that reopening never checks
+                # sealed segments again; else on the interval.
+                due = (
+                    checkpoint_now
+                    or self._segments[-1].base_offset > self._recovery_point
+                    or time.monotonic() - self._recovery_point_written_s
+                    >= RECOVERY_POINT_INTERVAL_S
+                )
+                producer_snapshot = self._producers.snapshot() if due else None
                 high_watermark = None if self._follows_log_end else self._high_watermark
             try:
                 for fd in handles:
@@ -748,11 +777,15 @@ class PartitionLog:
                 _close_all(handles)
             self._flushed_messages = appended
             self.last_flush_ms = _wall_ms() if now_ms is None else now_ms
-            if recovery_point != self._recovery_point:
-                # Everything below the active segment is synced: no need to check it
-                # after a crash. Written only when the active segment changed.
+            if producer_snapshot is not None and recovery_point != self._recovery_point:
+                # Everything below the log end is synced: no need to check it after a crash.
+                # The snapshot first: one ahead of the recovery point is still usable.
+                write_producer_snapshot(
+                    self.directory / PRODUCER_SNAPSHOT_FILE, recovery_point, producer_snapshot
+                )
                 checkpoint.write_offset(self.directory / RECOVERY_POINT_FILE, recovery_point)
                 self._recovery_point = recovery_point
+                self._recovery_point_written_s = time.monotonic()
             if high_watermark is not None:
                 # After the data it covers is synced; following the log end, it is not kept.
                 self._checkpoint_high_watermark(high_watermark)
@@ -926,6 +959,8 @@ class PartitionLog:
             # New appends may go into the cut segment and be sealed there: check it after a crash.
             checkpoint.write_offset(self.directory / RECOVERY_POINT_FILE, kept.base_offset)
             self._recovery_point = kept.base_offset
+        # It may remember batches the cut removes.
+        (self.directory / PRODUCER_SNAPSHOT_FILE).unlink(missing_ok=True)
         del self._segments[index + 1 :]
         del self._bases[index + 1 :]
         try:
@@ -990,6 +1025,7 @@ class PartitionLog:
         checkpoint.write_offset(self.directory / LOG_START_OFFSET_FILE, offset)
         self._recovery_point = offset
         checkpoint.write_offset(self.directory / RECOVERY_POINT_FILE, offset)
+        (self.directory / PRODUCER_SNAPSHOT_FILE).unlink(missing_ok=True)
         self._epochs.clear()
         self._producers = ProducerStateManager()
         self._high_watermark = offset
@@ -1094,7 +1130,9 @@ class PartitionLog:
         if self._closed:
             return
         try:
-            self.flush()
+            self.flush(checkpoint_now=True)
+            if not self._epochs.path.exists():
+                self._epochs.save()  # not to read every batch header at the next open
         finally:
             with self._lock:
                 self._close_segments()
@@ -1213,14 +1251,16 @@ def _open_segments(
     try:
         for i, base in enumerate(bases):
             active = i == len(bases) - 1
+            offset_limit = None if active else bases[i + 1]
             segment = Segment.open(
                 directory,
                 base,
                 config.segment_index_bytes,
                 index_interval_bytes=config.index_interval_bytes,
-                offset_limit=None if active else bases[i + 1],
-                recover=base >= recovery_point,
+                offset_limit=offset_limit,
+                recover=offset_limit is None or offset_limit > recovery_point,
                 active=active,
+                synced_below=recovery_point,
             )
             segments.append(segment)
             if not active and segment.cut_bytes:
@@ -1293,6 +1333,26 @@ def _epoch_changes(segments: list[Segment]) -> Iterator[tuple[int, int]]:
         else:
             for _, header in segment.scan():
                 yield header.partition_leader_epoch, header.base_offset
+
+
+def _load_producers(
+    directory: Path, segments: list[Segment], log_start: int, now_ms: int, expiration_ms: int
+) -> ProducerStateManager:
+    """The producer state from its snapshot and the batches after it, else rebuilt whole."""
+    snapshot = read_producer_snapshot(directory / PRODUCER_SNAPSHOT_FILE)
+    log_end = segments[-1].next_offset
+    assert log_end is not None
+    if snapshot is None or snapshot[0] > log_end:
+        return _rebuild_producers(segments, log_start, now_ms, expiration_ms)
+    offset, producers = snapshot
+    producers.truncate_head(log_start)
+    first = max(bisect_right([s.base_offset for s in segments], offset) - 1, 0)
+    for segment in segments[first:]:
+        for _, header in segment.scan(segment.offset_index.lookup(offset)):
+            if header.last_offset >= max(offset, log_start):
+                producers.replay(header, header.max_timestamp)
+    producers.remove_expired(now_ms, expiration_ms)
+    return producers
 
 
 def _rebuild_producers(

@@ -5,6 +5,7 @@
                            and which partitions this node hosts (absent: all of them)
         <topic>-<p>/       one PartitionLog per hosted partition, named as Kafka names them
         .lock              held while a LogManager has the directory open
+        clean-shutdown     present only while closed cleanly: the next open checks nothing
 
 A node hosts the partitions it is a replica of: all of them on a single
 broker, a subset in a cluster, where the partition count is the cluster's.
@@ -51,6 +52,9 @@ log = logging.getLogger(__name__)
 
 METADATA_FILE = "topics.json"
 LOCK_FILE = ".lock"
+# Kafka's .kafka_cleanshutdown: written after every log was flushed and closed, removed
+# as soon as the logs are open again, so that its presence proves nothing wrote since.
+CLEAN_SHUTDOWN_FILE = "clean-shutdown"
 _METADATA_VERSION = 1
 # Kafka's limit: a partition directory name plus a deletion suffix must fit in 255 bytes.
 MAX_TOPIC_NAME_LENGTH = 249
@@ -122,6 +126,7 @@ class LogManager:
         self._topics: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
         self._lock_fd: int | None = None
+        self._clean_shutdown = False
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -129,6 +134,8 @@ class LogManager:
         """Lock the data directory and open every topic's partitions."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock_directory()
+        marker = self.data_dir / CLEAN_SHUTDOWN_FILE
+        self._clean_shutdown = marker.exists()
         try:
             for entry in self._read_metadata():
                 name = entry["name"]
@@ -140,17 +147,35 @@ class LogManager:
                 for partition in entry.get("hosted", range(count)):
                     topic.partitions[partition] = self._open_partition(topic, partition, now_ms)
         except BaseException:
-            self.close()
+            self.close(clean=False)
             raise
+        finally:
+            self._clean_shutdown = False
+        if marker.exists():
+            marker.unlink()
+            checkpoint.fsync_dir(self.data_dir)
         self._report_leftovers()
 
-    def close(self) -> None:
-        """Flush and close every log, then release the directory."""
+    def close(self, *, clean: bool = True) -> None:
+        """Flush and close every log, then release the directory.
+
+        If every log closed (and `clean`), the directory is marked as cleanly
+        shut down, so that the next open skips recovery.
+        """
+        failed = not clean or self._lock_fd is None
         for partition_log in list(self.logs()):
+            # One closed after an I/O error may need recovery: it was not flushed here.
+            failed = failed or partition_log.closed
             try:
                 partition_log.close()
             except Exception:
+                failed = True
                 log.exception("closing %s failed", partition_log.name)
+        if not failed:
+            try:
+                checkpoint.atomic_write(self.data_dir / CLEAN_SHUTDOWN_FILE, b"")
+            except OSError as exc:
+                log.warning("cannot mark %s as cleanly shut down: %s", self.data_dir, exc)
         self._topics.clear()
         self._by_id.clear()
         if self._lock_fd is not None:
@@ -414,6 +439,7 @@ class LogManager:
             now_ms,
             producer_id_expiration_ms=self._producer_id_expiration_ms,
             high_watermark_follows_log_end=self._high_watermark_follows_log_end,
+            clean_shutdown=self._clean_shutdown and not fresh,
         )
 
     def _lock_directory(self) -> None:

@@ -9,11 +9,17 @@ otherwise follow one another, so a lost batch is noticed instead of skipped.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import astuple, dataclass, replace
+from pathlib import Path
 
 from herdless.protocol.records import BatchHeader
+from herdless.storage import checkpoint
 from herdless.storage.errors import InvalidProducerEpoch, OutOfOrderSequence
+
+log = logging.getLogger(__name__)
 
 BATCHES_TO_RETAIN = 5
 INT32_MAX = 2**31 - 1
@@ -150,6 +156,16 @@ class ProducerStateManager:
         )
         self._producers[header.producer_id] = current.with_batch(header.producer_epoch, batch)
 
+    def snapshot(self) -> dict[int, ProducerEntry]:
+        """A copy of the state (entries are immutable), for write_producer_snapshot."""
+        return dict(self._producers)
+
+    @classmethod
+    def from_entries(cls, entries: Sequence[ProducerEntry]) -> ProducerStateManager:
+        manager = cls()
+        manager._producers = {entry.producer_id: entry for entry in entries}
+        return manager
+
     def remembered_last_offsets(self) -> set[int]:
         """Last offsets of every batch remembered for duplicate detection.
 
@@ -200,3 +216,40 @@ def _check(current: ProducerEntry | None, header: BatchHeader) -> None:
             f"producer {header.producer_id} sent sequence {header.base_sequence}"
             f" after {current.last_sequence} (epoch {header.producer_epoch})"
         )
+
+
+_SNAPSHOT_VERSION = 1
+
+
+def write_producer_snapshot(
+    path: Path, offset: int, producers: Mapping[int, ProducerEntry]
+) -> None:
+    """The producer state as of `offset` (the batches below it), replaced atomically.
+
+    Kafka keeps such snapshots so that opening a log replays only the batches
+    after one, not the whole log.
+    """
+    entries = [
+        [e.producer_id, e.epoch, e.last_timestamp, [astuple(b) for b in e.batches]]
+        for e in producers.values()
+    ]
+    document = {"version": _SNAPSHOT_VERSION, "offset": offset, "producers": entries}
+    checkpoint.atomic_write(path, json.dumps(document, separators=(",", ":")).encode())
+
+
+def read_producer_snapshot(path: Path) -> tuple[int, ProducerStateManager] | None:
+    """(offset, state) from a snapshot; None if absent or unreadable (the log is replayed)."""
+    try:
+        document = json.loads(path.read_bytes())
+        if document["version"] != _SNAPSHOT_VERSION:
+            raise ValueError(f"version {document['version']}")
+        entries = [
+            ProducerEntry(producer_id, epoch, tuple(BatchMetadata(*b) for b in batches), last)
+            for producer_id, epoch, last, batches in document["producers"]
+        ]
+        return int(document["offset"]), ProducerStateManager.from_entries(entries)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        log.warning("ignoring producer snapshot %s: %s", path, exc)
+        return None

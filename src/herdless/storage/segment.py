@@ -114,13 +114,17 @@ class Segment:
         offset_limit: int | None,
         recover: bool,
         active: bool,
+        synced_below: int = 0,
     ) -> Segment:
         """Open an existing segment; the active (last) one is always recovered.
 
-        With `recover`, every batch is checked and the indexes rebuilt: the
-        segment may hold bytes that never reached the disk whole. Without it,
-        the index files are only sanity-checked, and rebuilt if they fail.
-        `offset_limit` is the next segment's base offset, if any.
+        With `recover`, batches are checked and the indexes rebuilt: the
+        segment may hold bytes that never reached the disk whole. Batches
+        below `synced_below` (the recovery point) were synced with their
+        index entries, so recovery keeps those entries and checks only the
+        batches from there on. Without `recover`, the index files are only
+        sanity-checked, and rebuilt if they fail. `offset_limit` is the next
+        segment's base offset, if any.
         """
         fd = os.open(segment_file(directory, base_offset, LOG_SUFFIX), os.O_RDWR)
         try:
@@ -140,7 +144,12 @@ class Segment:
             if rebuild:
                 # Compaction leaves gaps in sealed segments, and a follower copies a
                 # compacted leader's gaps into its active one.
-                segment.recover(index_interval_bytes, allow_gaps=True, offset_limit=offset_limit)
+                segment.recover(
+                    index_interval_bytes,
+                    allow_gaps=True,
+                    offset_limit=offset_limit,
+                    synced_below=synced_below,
+                )
                 if not active:
                     segment.seal()
                 segment.offset_index.write_file()
@@ -184,6 +193,7 @@ class Segment:
         *,
         allow_gaps: bool = False,
         offset_limit: int | None = None,
+        synced_below: int = 0,
     ) -> int:
         """Check every batch, cut the file at the first bad one, rebuild both indexes in memory.
 
@@ -195,6 +205,12 @@ class Segment:
         indexes' reach of the base offset, and below `offset_limit`, the next
         segment's base offset. The base offset lies outside the CRC: these
         bounds keep some damage to it from passing, not all of it.
+
+        Batches whose last offset is below `synced_below` reached the disk
+        whole before the recovery point was written: their CRCs are not
+        checked, and the index entries naming them are kept rather than
+        rebuilt, so that opening costs time in proportion to what was not
+        synced, not to the segment's size.
         """
         fd = self._require_fd()
         file_size = os.fstat(fd).st_size
@@ -204,8 +220,7 @@ class Segment:
         self.max_timestamp = self.offset_of_max_timestamp = -1
         self._bytes_since_index_entry = 0
         window = _Window(fd, file_size)
-        expected = self.base_offset
-        position = 0
+        position, expected = self._keep_synced_entries(window, file_size, synced_below)
         problem: str | None = None
         while position < file_size:
             if file_size - position < HEADER_SIZE:
@@ -221,7 +236,12 @@ class Segment:
                 )
             if problem is None and not self.fits_relative(header.last_offset):
                 problem = f"offset {header.last_offset} beyond the reach of the segment's indexes"
-            if problem is None and not crc_matches(window.get(position, header.size), header):
+            synced = header.last_offset < synced_below
+            if (
+                problem is None
+                and not synced
+                and not crc_matches(window.get(position, header.size), header)
+            ):
                 problem = "a CRC mismatch"
             if problem is not None:
                 break
@@ -249,6 +269,48 @@ class Segment:
         self.next_offset = expected
         self.cut_bytes = file_size - position
         return self.cut_bytes
+
+    def _keep_synced_entries(
+        self, window: _Window, file_size: int, synced_below: int
+    ) -> tuple[int, int]:
+        """Load the index entries of synced batches; returns where recovery goes on from.
+
+        That is (position, expected base offset) of the batch at the last kept
+        offset index entry, which recovery re-reads to resume the indexing
+        state; (0, base offset) when nothing is kept. Entries past the synced
+        ones may be torn or stale and are dropped.
+        """
+        start = (0, self.base_offset)
+        if synced_below <= self.base_offset:
+            return start
+        offsets = _synced_prefix(self.offset_index, synced_below - self.base_offset, file_size)
+        times = _synced_prefix(self.time_index, synced_below - self.base_offset, None)
+        if not offsets or not times:
+            # Every offset entry came with a time entry (or after one): the time index
+            # is damaged, and the largest timestamp must be found again from the start.
+            return start
+        relative, position = offsets[-1]
+        if file_size - position < HEADER_SIZE:
+            return start
+        header = parse_header(window.get(position, HEADER_SIZE))
+        if header_problem(header) or header.last_offset != self.base_offset + relative:
+            log.warning(
+                "%s: index of segment %d disagrees with it", self.directory, self.base_offset
+            )
+            return start
+        for key, value in offsets[:-1]:
+            self.offset_index.append(self.base_offset + key, value)
+        for timestamp, value in times:
+            self.time_index.maybe_append(timestamp, self.base_offset + value)
+        if times:
+            self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry or (
+                -1,
+                -1,
+            )
+        # The batch at the last entry is indexed again as it was the first time: with
+        # more than index.interval.bytes behind it since the entry before.
+        self._bytes_since_index_entry = INT32_MAX
+        return position, header.base_offset
 
     def open_indexes_for_append(self) -> None:
         self.offset_index.open_for_append()
@@ -467,6 +529,26 @@ def scan_file(fd: int, end: int, position: int = 0) -> Iterator[tuple[int, Batch
 
 def read_file(fd: int, size: int, position: int) -> bytes:
     return _pread_exact(fd, size, position)
+
+
+def _synced_prefix(
+    index: OffsetIndex | TimeIndex, below: int, size: int | None
+) -> list[tuple[int, int]]:
+    """The entries of an index file that name offsets (relative) below `below`, in order.
+
+    Stops at the first entry that does not increase or points outside `size`:
+    only entries appended after the last sync can be damaged, and they come last.
+    """
+    kept: list[tuple[int, int]] = []
+    for key, value in index.file_entries():
+        offset = value if isinstance(index, TimeIndex) else key
+        previous = kept[-1] if kept else None
+        if offset >= below or offset < 0 or (size is not None and not 0 <= value < size):
+            break
+        if previous is not None and (key <= previous[0] or value < previous[1]):
+            break
+        kept.append((key, value))
+    return kept
 
 
 def header_problem(header: BatchHeader) -> str | None:
