@@ -104,10 +104,11 @@ class Broker:
         else:
             self.metadata.cluster_id = _load_cluster_id(data_dir, self.config.node_id)
             producer_ids = ProducerIds(LocalBlocks(data_dir / "producer-id-block").reserve)
-        if self._file_limit_note is not None:
-            log.info("%s", self._file_limit_note)
         started = time.monotonic()
         self.logs.open(now_ms())
+        # Said once the data directory is ours: a start that fails there says only why.
+        if self._file_limit_note is not None:
+            log.info("%s", self._file_limit_note)
         log.info(
             "opened %d topics from %s in %.2fs",
             len(self.logs.topics),
