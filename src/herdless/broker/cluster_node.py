@@ -146,29 +146,42 @@ class ClusterNode:
         riding out a ZooKeeper that is restarting.
 
         A broker restarted right after a crash finds its old registration still
-        there until that session expires: it waits up to a session timeout for it
-        to go. A live broker with the same id keeps its registration, and this one
-        is refused once the wait is over. A ZooKeeper that drops the connection
-        meanwhile is retried until zookeeper.connection.timeout.ms has passed.
+        there until that session expires. If the registration names this broker's own
+        address, it is a previous life (this process listens there now, so no other
+        broker can): wait for its session to expire, however slow ZooKeeper is about
+        it, up to three session timeouts plus the connection timeout. Another address
+        may be a live broker with the same id: wait one and a half session timeouts,
+        then refuse. A ZooKeeper that drops the connection meanwhile is retried until
+        zookeeper.connection.timeout.ms has passed.
         """
         store = self._store()
         loop = asyncio.get_running_loop()
         started = loop.time()
-        id_deadline = started + self.config.zookeeper_session_timeout_ms / 1000 * 1.5
-        connection_deadline = started + self.config.zookeeper_connection_timeout_ms / 1000
+        session_s = self.config.zookeeper_session_timeout_ms / 1000
+        connection_s = self.config.zookeeper_connection_timeout_ms / 1000
         waiting = False
         while True:
             try:
                 await zookeeper_call(store.register_broker, registration)
                 return
             except BrokerIdInUse as exc:
-                if loop.time() >= id_deadline:
+                try:
+                    holders = await zookeeper_call(store.live_brokers)
+                except ClusterError:
+                    holders = {}
+                holder = holders.get(registration.broker_id)
+                ours = holder is not None and (holder.host, holder.port) == (
+                    registration.host,
+                    registration.port,
+                )
+                patience = 3 * session_s + connection_s if ours else 1.5 * session_s
+                if loop.time() >= started + patience:
                     raise
                 if not waiting:
                     log.info("%s; waiting for its session to expire", exc)
                     waiting = True
             except ClusterUnavailable as exc:
-                if loop.time() >= connection_deadline:
+                if loop.time() >= started + connection_s:
                     raise
                 log.info("registering in ZooKeeper: %s; retrying", exc)
             await asyncio.sleep(0.25)
