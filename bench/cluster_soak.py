@@ -6,7 +6,9 @@ idempotent acks=all writer (confluent-kafka) throughout. Each cycle injects
 one fault at a random moment: SIGKILL of a random broker (then a restart),
 SIGSTOP of a partition leader for longer than its ZooKeeper session (then
 SIGCONT), a graceful restart, or a ZooKeeper restart; and waits until every
-partition is led with a full ISR again, timing how long that took. At the end
+partition is led with a full ISR again, timing how long that took. A broker
+that exits by itself (it could not register in time while ZooKeeper was
+restarting, say) is restarted as a supervisor would, and counted. At the end
 the same checker the fault tests use compares what was acknowledged with what
 a consumer and every replica's log hold, and prints the counts:
 
@@ -44,8 +46,31 @@ PARTITIONS = 6
 FAULTS = ("kill", "pause", "restart", "zookeeper")
 
 
-def all_served(cluster: ClusterProcesses, timeout: float = 90.0) -> float:
+def restart_exited(cluster: ClusterProcesses, exits: list[str]) -> None:
+    """Restart a broker that exited by itself, as a supervisor (systemd) would, and
+    remember why it exited: those are findings too, counted apart."""
+    for broker_id, process in cluster.brokers.items():
+        if process.process is not None and not process.alive():
+            lines = [line for line in process.log().splitlines() if line.startswith("error:")]
+            exits.append(f"broker {broker_id}: {lines[-1] if lines else 'no error line'}")
+            process.start()
+
+
+def all_served(cluster: ClusterProcesses, exits: list[str], timeout: float = 90.0) -> float:
     started = time.monotonic()
+    deadline = started + timeout
+    while time.monotonic() < deadline:
+        restart_exited(cluster, exits)
+        try:
+            served(cluster, timeout=5)
+            return time.monotonic() - started
+        except AssertionError:
+            continue
+    served(cluster, timeout=1)
+    return time.monotonic() - started
+
+
+def served(cluster: ClusterProcesses, timeout: float) -> None:
     cluster.wait_for(
         lambda m: (
             len(m.brokers) == 3
@@ -58,7 +83,6 @@ def all_served(cluster: ClusterProcesses, timeout: float = 90.0) -> float:
         timeout=timeout,
         what="every partition led with a full ISR",
     )
-    return time.monotonic() - started
 
 
 def inject(cluster: ClusterProcesses, fault: str, rng: random.Random) -> None:
@@ -89,6 +113,7 @@ def main() -> None:
     console = Console()
     console.print(f"seed {seed}, {args.cycles} cycles")
     recovery: dict[str, list[float]] = {fault: [] for fault in FAULTS}
+    exits: list[str] = []
     with tempfile.TemporaryDirectory(prefix="herdless-soak-") as base:
         cluster = ClusterProcesses(Path(base))
         try:
@@ -96,7 +121,7 @@ def main() -> None:
             admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
             new = NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})
             admin.create_topics([new], operation_timeout=30)[TOPIC].result(timeout=60)
-            all_served(cluster)
+            all_served(cluster, exits)
             writer = Writer(cluster.bootstrap, TOPIC).start()
             with Progress(console=console) as progress:
                 task = progress.add_task("fault cycles", total=args.cycles)
@@ -104,10 +129,10 @@ def main() -> None:
                     time.sleep(rng.uniform(0.2, 2.0))
                     fault = rng.choice(FAULTS)
                     inject(cluster, fault, rng)
-                    recovery[fault].append(all_served(cluster))
+                    recovery[fault].append(all_served(cluster, exits))
                     progress.advance(task)
             writer.stop()
-            all_served(cluster)
+            all_served(cluster, exits)
             ends = high_watermarks(cluster.bootstrap, TOPIC, PARTITIONS)
             seen = read_partitions(cluster.bootstrap, TOPIC, PARTITIONS, ends, timeout=300)
             report = check(writer.acked, seen)
@@ -117,7 +142,8 @@ def main() -> None:
             cluster.stop()
 
     counts = Table(title=f"{args.cycles} fault cycles (seed {seed})")
-    for column in ("acknowledged", "lost", "duplicated", "reordered", "divergent", "failed sends"):
+    columns = ("acknowledged", "lost", "duplicated", "reordered", "divergent", "failed sends")
+    for column in (*columns, "broker exits"):
         counts.add_column(column, justify="right")
     counts.add_row(
         str(report.acknowledged),
@@ -126,6 +152,7 @@ def main() -> None:
         str(report.reordered),
         str(report.divergent),
         str(len(writer.failed)),
+        str(len(exits)),
     )
     console.print(counts)
     times = Table(title="seconds until every partition is led with a full ISR again")
@@ -139,6 +166,8 @@ def main() -> None:
     console.print(times)
     for line in report.details[:20]:
         console.print(line)
+    for line in exits:
+        console.print(f"exited by itself and restarted: {line}")
     sys.exit(0 if report.clean else 1)
 
 
