@@ -49,7 +49,11 @@ class ClusterProcesses:
         self.zookeeper.start()
         for process in self.brokers.values():
             process.start()
-        self.wait_for(lambda m: len(m.brokers) == len(self.brokers) and m.controller_id >= 0)
+        self.wait_for(
+            lambda m: len(m.brokers) == len(self.brokers) and m.controller_id >= 0,
+            timeout=60,
+            what="every broker registered and a controller elected",
+        )
         return self
 
     @property
