@@ -23,6 +23,8 @@ resumes, before it answers anything.
 from __future__ import annotations
 
 import asyncio
+import bisect
+import contextlib
 import enum
 import logging
 from collections.abc import Awaitable, Callable
@@ -207,14 +209,19 @@ class ClusterReplicaManager(ReplicaManager):
                 raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         check_leader_epoch(partition.leader_epoch, current_leader_epoch)
-        if partition.role is not Role.LEADER:
+        self._require_leading(partition)
+        return partition
+
+    def _require_leading(self, partition: Partition) -> None:
+        """That this broker still leads `partition`, in a session it can prove alive: a
+        broker paused past its ZooKeeper session, or replaced meanwhile, must not act."""
+        if self.partitions.get(partition.key) is not partition or partition.role is not Role.LEADER:
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if not self._lease_valid():
             raise PartitionError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
                 f"{partition.log.name}: this broker cannot prove its ZooKeeper session is alive",
             )
-        return partition
 
     def leader_log(
         self, topic: str, partition: int, current_leader_epoch: int = NO_EPOCH
@@ -247,8 +254,8 @@ class ClusterReplicaManager(ReplicaManager):
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if acks == ACKS_ALL and partition_log.high_watermark < end_offset:
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            partition.waiters.append((end_offset, waiter))
-            partition.waiters.sort(key=lambda entry: entry[0])
+            entry = (end_offset, waiter)
+            bisect.insort(partition.waiters, entry, key=lambda e: e[0])
             try:
                 await asyncio.wait_for(asyncio.shield(waiter), max(timeout_ms, 0) / 1000)
             except TimeoutError:
@@ -260,6 +267,9 @@ class ClusterReplicaManager(ReplicaManager):
             finally:
                 if not waiter.done():
                     waiter.cancel()
+                    # A timed-out wait leaves no entry for the high watermark to release.
+                    with contextlib.suppress(ValueError):
+                        partition.waiters.remove(entry)
             if len(partition.isr) < partition_log.config.min_insync_replicas:
                 raise PartitionError(
                     ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
@@ -267,16 +277,8 @@ class ClusterReplicaManager(ReplicaManager):
                     f" {len(partition.isr)} below min.insync.replicas"
                     f"={partition_log.config.min_insync_replicas}",
                 )
-        # Answer only while still the leader this broker was: a broker paused past its
-        # ZooKeeper session, or replaced meanwhile, must not acknowledge anything.
-        current = self.partitions.get(partition.key)
-        if current is not partition or partition.role is not Role.LEADER:
-            raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        if not self._lease_valid():
-            raise PartitionError(
-                ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                f"{partition_log.name}: this broker cannot prove its ZooKeeper session is alive",
-            )
+        # Answer only while still the leader this broker was.
+        self._require_leading(partition)
 
     # -- what followers fetch -----------------------------------------------------
 
