@@ -25,6 +25,7 @@ from herdless.broker.config import BrokerConfig
 from herdless.broker.controller import Controller
 from herdless.broker.durability import Durability
 from herdless.broker.fetcher import ReplicaFetcher
+from herdless.broker.metadata import BrokerEndpoint
 from herdless.broker.producer_ids import ProducerIds
 from herdless.broker.replication import ClusterReplicaManager, Partition, Role
 from herdless.broker.zookeeper_calls import zookeeper_call
@@ -442,31 +443,18 @@ class ClusterNode:
     # -- leadership and fetchers --------------------------------------------------------
 
     def _on_role_change(self, partition: Partition | None, key: tuple[str, int]) -> None:
-        following = (
-            partition is not None and partition.role is Role.FOLLOWER and partition.leader >= 0
-        )
-        for leader_id, fetcher in list(self._fetchers.items()):
-            if key in fetcher.partitions and not (following and partition.leader == leader_id):  # type: ignore[union-attr]
-                fetcher.unfollow(key)
-        if following:
-            assert partition is not None
+        leader = None
+        if partition is not None and partition.role is Role.FOLLOWER and partition.leader >= 0:
+            # None until the leader's registration is known: _read_brokers comes back.
             leader = self.metadata.broker(partition.leader)
-            if leader is not None:
-                fetcher = self._fetchers.get(leader.node_id)
-                if fetcher is None or (fetcher.leader.host, fetcher.leader.port) != (
-                    leader.host,
-                    leader.port,
-                ):
-                    if fetcher is not None:
-                        assert self._loop is not None
-                        self._loop.create_task(fetcher.stop())
-                    fetcher = self._fetchers[leader.node_id] = ReplicaFetcher(
-                        self.node_id, leader, self._durability, self._clock
-                    )
-                    fetcher.start()
-                followed = fetcher.partitions.get(key)
-                new_leader = followed is None or followed.log is not partition.log
-                fetcher.follow(partition.log, partition.leader_epoch, new_leader)
+        for leader_id, fetcher in list(self._fetchers.items()):
+            if key in fetcher.partitions and (leader is None or leader.node_id != leader_id):
+                fetcher.unfollow(key)
+        if partition is not None and leader is not None:
+            fetcher = self._fetcher_for(leader)
+            followed = fetcher.partitions.get(key)
+            new_leader = followed is None or followed.log is not partition.log
+            fetcher.follow(partition.log, partition.leader_epoch, new_leader)
         leader_epoch = (
             partition.leader_epoch
             if partition is not None and partition.role is Role.LEADER
@@ -474,6 +462,23 @@ class ClusterNode:
         )
         for listener in self.leadership_listeners:
             listener(key[0], key[1], leader_epoch)
+
+    def _fetcher_for(self, leader: BrokerEndpoint) -> ReplicaFetcher:
+        """The fetcher from `leader`, started anew if its address changed (a restart)."""
+        fetcher = self._fetchers.get(leader.node_id)
+        if fetcher is not None and (fetcher.leader.host, fetcher.leader.port) == (
+            leader.host,
+            leader.port,
+        ):
+            return fetcher
+        if fetcher is not None:
+            assert self._loop is not None
+            self._loop.create_task(fetcher.stop())
+        fetcher = self._fetchers[leader.node_id] = ReplicaFetcher(
+            self.node_id, leader, self._durability, self._clock
+        )
+        fetcher.start()
+        return fetcher
 
     async def _write_isr(
         self, topic: str, partition: int, state: PartitionState, version: int
