@@ -288,9 +288,8 @@ class GroupCoordinator:
 
     def start(self) -> None:
         logs = self.logs
-        history = logs.topics.get(REBALANCES_TOPIC)
-        if history is None:
-            history = logs.create_topic(REBALANCES_TOPIC, 1, REBALANCES_TOPIC_CONFIGS)
+        if REBALANCES_TOPIC not in logs.topics:
+            logs.create_topic(REBALANCES_TOPIC, 1, REBALANCES_TOPIC_CONFIGS)
         topic = logs.topics.get(OFFSETS_TOPIC)
         if topic is None:
             topic = logs.create_topic(OFFSETS_TOPIC, self.num_partitions, self.topic_configs)
@@ -304,15 +303,7 @@ class GroupCoordinator:
             )
             self.num_partitions = topic.partition_count
         self.shards = {
-            p: ShardRuntime(
-                self.replicas,
-                p,
-                partition_log,
-                self.config,
-                lambda: history.partitions[0],
-                self.on_rebalance,
-            )
-            for p, partition_log in topic.partitions.items()
+            p: self._new_shard(p, partition_log) for p, partition_log in topic.partitions.items()
         }
         self._loading = asyncio.get_running_loop().create_task(self._load_all())
 
@@ -356,14 +347,7 @@ class GroupCoordinator:
         partition_log = self.logs.partition(OFFSETS_TOPIC, partition)
         if partition_log is None:
             return
-        shard = self.shards[partition] = ShardRuntime(
-            self.replicas,
-            partition,
-            partition_log,
-            self.config,
-            self._history_log,
-            self.on_rebalance,
-        )
+        shard = self.shards[partition] = self._new_shard(partition, partition_log)
         asyncio.get_running_loop().create_task(shard.load())
 
     async def create_topics(self, topics: TopicAdmin, replication_factor: int) -> None:
@@ -380,6 +364,16 @@ class GroupCoordinator:
             except TopicAdminError as exc:
                 if exc.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
                     raise
+
+    def _new_shard(self, partition: int, partition_log: PartitionLog) -> ShardRuntime:
+        return ShardRuntime(
+            self.replicas,
+            partition,
+            partition_log,
+            self.config,
+            self._history_log,
+            self.on_rebalance,
+        )
 
     def _history_log(self) -> PartitionLog | None:
         try:
