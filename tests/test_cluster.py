@@ -259,6 +259,47 @@ def test_a_consumer_group_commits_and_resumes_on_the_cluster(cluster: ClusterPro
     assert sorted(got) == sorted(values)
 
 
+def test_rebalances_are_recorded_whichever_broker_coordinates(cluster: ClusterProcesses) -> None:
+    """A group's coordinator seldom leads the history topic's one partition: it forwards."""
+    from herdless.coordinator import partition_for
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    # The first FindCoordinator creates the internal topics.
+    admin.describe_consumer_groups(["recorded-warm-up"])["recorded-warm-up"].exception(30)
+    cluster.wait_for(lambda m: "__rebalance_history" in m.topics, what="the history topic")
+    history_leader = cluster.leader_of("__rebalance_history", 0)
+    group = next(
+        f"recorded-{i}"
+        for i in range(1000)
+        if cluster.leader_of("__consumer_offsets", partition_for(f"recorded-{i}", 6))
+        != history_leader
+    )
+    create_topic(cluster, "recorded", 2, 3)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
+    consumer.subscribe(["recorded"])
+    deadline = time.monotonic() + 30
+    while not consumer.assignment() and time.monotonic() < deadline:
+        consumer.poll(0.2)
+    assert consumer.assignment()
+    consumer.close()
+    reader = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": "history-reader",
+            "enable.auto.commit": False,
+        }
+    )
+    reader.assign([TopicPartition("__rebalance_history", 0, 0)])
+    causes: list[str] = []
+    deadline = time.monotonic() + 30
+    while "member left" not in causes and time.monotonic() < deadline:
+        for message in reader.consume(100, timeout=0.5):
+            if message.error() is None and message.key() == group.encode():
+                causes.append(json.loads(message.value())["cause"])
+    reader.close()
+    assert causes[0] == "member joined" and "member left" in causes, causes
+
+
 def test_kafka_python_produces_and_consumes_with_acks_all(cluster: ClusterProcesses) -> None:
     from kafka import KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KafkaTopicPartition

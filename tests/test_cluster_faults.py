@@ -9,6 +9,7 @@ against what a consumer and every replica's log hold afterwards.
 from __future__ import annotations
 
 import random
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -210,10 +211,13 @@ def test_the_group_coordinator_moves_with_its_offsets_partition(
     offsets_partition = partition_for("movers", 6)
     coordinator = cluster.leader_of("__consumer_offsets", offsets_partition)
     cluster.brokers[coordinator].kill()
-    cluster.wait_for(
+    successor = cluster.wait_for(
         lambda m: (
-            m.topics["__consumer_offsets"].partitions[offsets_partition].leader
-            not in (coordinator, -1)
+            (
+                m.topics["__consumer_offsets"].partitions[offsets_partition].leader
+                not in (coordinator, -1)
+            )
+            and m.topics["__consumer_offsets"].partitions[offsets_partition].leader
         ),
         what="a new coordinator",
     )
@@ -225,6 +229,16 @@ def test_the_group_coordinator_moves_with_its_offsets_partition(
                 seen.append(message.value())
     consumer.commit(asynchronous=False)
     consumer.close()
+    # The successor had the group's offsets replayed already (a warm standby): on
+    # election it replayed nothing, or only the tail it had not seen committed.
+    takeovers = re.findall(
+        rf"coordinating the groups of __consumer_offsets-{offsets_partition}: \d+ groups;"
+        r" (\d+) records replayed, (\d+) of them since it became leader",
+        cluster.brokers[successor].log(),
+    )
+    assert takeovers, cluster.brokers[successor].log()
+    replayed, since_leader = map(int, takeovers[-1])
+    assert replayed > 0 and since_leader < replayed
     cluster.brokers[coordinator].start()
     assert sorted(set(seen)) == sorted(values)
     # What was committed before and after the move is all there: nothing left to read.

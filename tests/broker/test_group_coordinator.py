@@ -10,9 +10,10 @@ import pytest
 
 from herdless.broker.clock import now_ms
 from herdless.broker.durability import Durability
-from herdless.broker.group_coordinator import CoordinatorError, GroupCoordinator
-from herdless.broker.replicas import ReplicaManager
-from herdless.coordinator import CoordinatorConfig
+from herdless.broker.group_coordinator import CoordinatorError, GroupCoordinator, ShardState
+from herdless.broker.replicas import PartitionError, ReplicaManager
+from herdless.broker.replication import Role
+from herdless.coordinator import CoordinatorConfig, partition_for
 from herdless.coordinator import messages as m
 from herdless.protocol.errors import ErrorCode
 from herdless.storage import LogConfig, LogManager, PartitionLog
@@ -140,3 +141,208 @@ def test_no_reply_overtakes_an_earlier_write_that_is_not_yet_durable(tmp_path: P
         return order
 
     assert asyncio.run(main()) == ["commit", "fetch"]
+
+
+# -- standby shards and leadership moves (as in a cluster) ------------------------------
+
+
+class MovableReplicas(ReplicaManager):
+    """What a cluster's replica manager tells the runtime: whether this broker leads."""
+
+    def __init__(self, logs: LogManager, durability: Durability) -> None:
+        super().__init__(logs, durability, now_ms)
+        self.leading = True
+        # Whether followers acknowledge writes at once (the high watermark follows).
+        self.acknowledging = True
+
+    async def committed(
+        self, partition_log: PartitionLog, acks: int, end_offset: int, timeout_ms: int
+    ) -> None:
+        await super().committed(partition_log, acks, end_offset, timeout_ms)
+        if self.acknowledging:
+            partition_log.set_high_watermark(end_offset)
+        while partition_log.high_watermark < end_offset:
+            if not self.leading:
+                raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            await asyncio.sleep(0.01)
+
+    def leader_log(self, topic: str, partition: int, current_leader_epoch: int = -1) -> Any:
+        if not self.leading:
+            raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return super().leader_log(topic, partition, current_leader_epoch)
+
+
+class Replica:
+    """One broker's copy of the offsets topic, its high watermark moved by hand."""
+
+    def __init__(self, data_dir: Path, standby: bool = True) -> None:
+        self.logs = LogManager(data_dir, LogConfig(), high_watermark_follows_log_end=False)
+        self.logs.open(0)
+        self.logs.create_topic("__consumer_offsets", PARTITIONS, {"cleanup.policy": "compact"})
+        self.replicas = MovableReplicas(self.logs, Durability(now_ms))
+        self.groups = GroupCoordinator(
+            self.logs, self.replicas, CoordinatorConfig(), PARTITIONS, standby=standby
+        )
+
+    def lead(self, group: str) -> None:
+        self.replicas.leading = True
+        self.groups.on_leadership(OFFSETS, partition_for(group, PARTITIONS), Role.LEADER)
+
+    def follow(self, group: str) -> None:
+        self.replicas.leading = False
+        self.groups.on_leadership(OFFSETS, partition_for(group, PARTITIONS), Role.FOLLOWER)
+
+    def close(self) -> None:
+        self.groups.close()
+        self.logs.close()
+
+
+OFFSETS = "__consumer_offsets"
+
+
+def copy(leader: PartitionLog, follower: PartitionLog, high_watermark: int) -> None:
+    """Replicate as a follower's fetch does: batches from its log end, then the HW."""
+    data = leader.read(follower.log_end_offset, 1 << 20)
+    if data:
+        follower.append_as_follower(data, now_ms())
+    follower.set_high_watermark(min(high_watermark, follower.log_end_offset))
+
+
+async def settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+def test_a_standby_replays_only_what_is_committed_and_takes_over_at_once(
+    tmp_path: Path,
+) -> None:
+    async def main() -> None:
+        first = Replica(tmp_path / "a")
+        second = Replica(tmp_path / "b")
+        first.lead("g")
+        second.follow("g")
+        leader_log = first.logs.partition(OFFSETS, partition_for("g", PARTITIONS))
+        follower_log = second.logs.partition(OFFSETS, partition_for("g", PARTITIONS))
+        assert leader_log is not None and follower_log is not None
+        await settle()
+        await first.groups.run("g", commit("g", {0: 1}))
+        committed_end = leader_log.log_end_offset
+        await first.groups.run("g", commit("g", {0: 2, 1: 5}))
+        copy(leader_log, follower_log, committed_end)
+        second.groups.on_replicated(follower_log)
+        await settle()
+        standby = second.groups.shards[partition_for("g", PARTITIONS)]
+        # The second commit is on the follower but not yet committed: not replayed.
+        assert standby.applied_offset == committed_end
+        assert standby.shard.offsets.get("g", "t", 0).offset == 1
+        with pytest.raises(CoordinatorError) as raised:
+            await second.groups.run("g", fetch("g"))
+        assert raised.value.error_code is ErrorCode.NOT_COORDINATOR
+
+        # The leader goes; the follower is elected with the uncommitted tail in its log.
+        first.follow("g")
+        second.lead("g")
+        await settle()
+        assert standby.state is ShardState.ACTIVE
+        assert standby.loaded_records == 3  # nothing replayed twice
+        assert committed(await second.groups.run("g", fetch("g"))) == {0: 2, 1: 5}
+        # The old leader answers nothing from what it had.
+        with pytest.raises(CoordinatorError) as raised:
+            await first.groups.run("g", fetch("g"))
+        assert raised.value.error_code is ErrorCode.NOT_COORDINATOR
+        first.close()
+        second.close()
+
+    asyncio.run(main())
+
+
+def test_a_standby_truncated_below_what_it_replayed_starts_again(tmp_path: Path) -> None:
+    async def main() -> None:
+        first = Replica(tmp_path / "a")
+        second = Replica(tmp_path / "b")
+        first.lead("g")
+        second.follow("g")
+        leader_log = first.logs.partition(OFFSETS, partition_for("g", PARTITIONS))
+        follower_log = second.logs.partition(OFFSETS, partition_for("g", PARTITIONS))
+        assert leader_log is not None and follower_log is not None
+        await settle()
+        for offset in range(1, 4):
+            await first.groups.run("g", commit("g", {0: offset}))
+        copy(leader_log, follower_log, leader_log.log_end_offset)
+        second.groups.on_replicated(follower_log)
+        await settle()
+        standby = second.groups.shards[partition_for("g", PARTITIONS)]
+        assert standby.shard.offsets.get("g", "t", 0).offset == 3
+        # An unclean election cut the follower's log below what the standby replayed.
+        follower_log.truncate_to(1, now_ms())
+        second.groups.on_replicated(follower_log)
+        await settle()
+        assert standby.applied_offset == 1
+        assert standby.shard.offsets.get("g", "t", 0).offset == 1
+        first.close()
+        second.close()
+
+    asyncio.run(main())
+
+
+def test_losing_leadership_answers_waiting_requests_and_rebuilds_a_standby(
+    tmp_path: Path,
+) -> None:
+    async def main() -> None:
+        replica = Replica(tmp_path)
+        replica.lead("g")
+        partition_log = replica.logs.partition(OFFSETS, partition_for("g", PARTITIONS))
+        assert partition_log is not None
+        await settle()
+        await replica.groups.run("g", commit("g", {0: 4}))
+        runtime = replica.groups.shards[partition_for("g", PARTITIONS)]
+        # A write whose records the followers never acknowledge.
+        replica.replicas.acknowledging = False
+        held = partition_log.high_watermark
+        waiting = asyncio.create_task(replica.groups.run("g", commit("g", {0: 5})))
+        await settle()
+        assert not waiting.done()
+        replica.follow("g")
+        with pytest.raises(CoordinatorError) as raised:
+            await waiting
+        assert raised.value.error_code is ErrorCode.NOT_COORDINATOR
+        await settle()
+        assert runtime.state is ShardState.STANDBY
+        # Rebuilt from the log's start, up to the high watermark only.
+        assert runtime.applied_offset == held < partition_log.log_end_offset
+        assert runtime.shard.offsets.get("g", "t", 0).offset == 4
+        replica.close()
+
+    asyncio.run(main())
+
+
+def test_a_broker_that_cannot_prove_its_leadership_answers_nothing(tmp_path: Path) -> None:
+    async def main() -> None:
+        replica = Replica(tmp_path)
+        replica.lead("g")
+        partition_log = replica.logs.partition(OFFSETS, partition_for("g", PARTITIONS))
+        assert partition_log is not None
+        await settle()
+        await replica.groups.run("g", commit("g", {0: 4}))
+        # Paused past its ZooKeeper session: still the leader it knew, but unproven.
+        replica.replicas.leading = False
+        with pytest.raises(CoordinatorError) as raised:
+            await replica.groups.run("g", fetch("g"))
+        assert raised.value.error_code is ErrorCode.NOT_COORDINATOR
+        replica.close()
+
+    asyncio.run(main())
+
+
+def test_without_standby_a_new_leader_loads_its_whole_log(tmp_path: Path) -> None:
+    async def main() -> None:
+        replica = Replica(tmp_path, standby=False)
+        replica.follow("g")
+        assert partition_for("g", PARTITIONS) not in replica.groups.shards
+        replica.lead("g")
+        runtime = replica.groups.shards[partition_for("g", PARTITIONS)]
+        await settle()
+        assert runtime.state is ShardState.ACTIVE
+        replica.close()
+
+    asyncio.run(main())

@@ -18,7 +18,8 @@ from herdless.broker.config import BrokerConfig
 from herdless.broker.connection import Connection, start_server
 from herdless.broker.context import BrokerContext
 from herdless.broker.durability import Durability
-from herdless.broker.group_coordinator import GroupCoordinator
+from herdless.broker.group_coordinator import REBALANCES_TOPIC, GroupCoordinator
+from herdless.broker.history_forwarder import HistoryForwarder
 from herdless.broker.limited_warnings import WINDOW_S, LimitedWarnings
 from herdless.broker.metadata import LocalMetadata
 from herdless.broker.metrics import BrokerMetrics, serve_metrics
@@ -48,6 +49,7 @@ class Broker:
         )
         self.durability = Durability(now_ms)
         self.node: ClusterNode | None = None
+        self.history: HistoryForwarder | None = None
         self.metadata: LocalMetadata | ClusterMetadata
         self.replicas: ReplicaManager
         self.topics: TopicAdmin
@@ -57,6 +59,7 @@ class Broker:
             self.metadata = ClusterMetadata()
             self.node = ClusterNode(config, self.logs, self.durability, self.metadata, now_ms)
             self.replicas = self.node.replicas
+            self.history = HistoryForwarder(config.node_id, REBALANCES_TOPIC, self.metadata.leader)
             self.topics = ZooKeeperTopics(
                 self.node.connected_store,
                 self.metadata,
@@ -79,6 +82,8 @@ class Broker:
             config.offsets_topic_num_partitions,
             config.offsets_topic_segment_bytes,
             on_rebalance=self.metrics.rebalanced,
+            standby=config.group_coordinator_standby_enable,
+            forward_history=None if self.history is None else self.history.send,
         )
         self.metrics.attach(self.groups, self.logs)
         self.context: BrokerContext | None = None
@@ -120,6 +125,7 @@ class Broker:
         else:
             # Shards follow leadership of the offsets topic's partitions.
             self.node.leadership_listeners.append(self.groups.on_leadership)
+            self.node.replication_listeners.append(self.groups.on_replicated)
         context = self.context = BrokerContext(
             self.config,
             self.logs,
@@ -181,6 +187,8 @@ class Broker:
             await asyncio.gather(self._cleaning, return_exceptions=True)
         if self.node is not None:
             await self.node.stop()
+        if self.history is not None:
+            await self.history.stop()
         self.groups.close()
         self.logs.close()
         if self.context is not None:  # not after a start that failed

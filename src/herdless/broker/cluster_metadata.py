@@ -90,6 +90,11 @@ class ClusterMetadata:
         versioned = self._states.get((topic, partition))
         return None if versioned is None else versioned.value
 
+    def leader(self, topic: str, partition: int) -> BrokerEndpoint | None:
+        """The live broker leading the partition, if any."""
+        state = self.partition_state(topic, partition)
+        return None if state is None else self._brokers.get(state.leader)
+
     def topic(self, name: str) -> TopicMetadata | None:
         assignment = self._topics.get(name)
         if assignment is None:

@@ -84,9 +84,12 @@ class ClusterNode:
         # The ZooKeeper session this broker is registered in; None while it is not.
         self._session: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        # Told when this broker starts or stops leading a partition (the group
-        # coordinator's shards follow leadership of __consumer_offsets).
-        self.leadership_listeners: list[Callable[[str, int, int | None], None]] = []
+        # Told when this broker's role for a partition changes: leader, follower, or
+        # none (the group coordinator's shards follow __consumer_offsets leadership).
+        self.leadership_listeners: list[Callable[[str, int, Role | None], None]] = []
+        # Told when a followed partition's log or high watermark moved (the group
+        # coordinator's standby shards replay what became committed).
+        self.replication_listeners: list[Callable[[PartitionLog], None]] = []
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -455,13 +458,9 @@ class ClusterNode:
             followed = fetcher.partitions.get(key)
             new_leader = followed is None or followed.log is not partition.log
             fetcher.follow(partition.log, partition.leader_epoch, new_leader)
-        leader_epoch = (
-            partition.leader_epoch
-            if partition is not None and partition.role is Role.LEADER
-            else None
-        )
+        role = None if partition is None else partition.role
         for listener in self.leadership_listeners:
-            listener(key[0], key[1], leader_epoch)
+            listener(key[0], key[1], role)
 
     def _fetcher_for(self, leader: BrokerEndpoint) -> ReplicaFetcher:
         """The fetcher from `leader`, started anew if its address changed (a restart)."""
@@ -475,10 +474,14 @@ class ClusterNode:
             assert self._loop is not None
             self._loop.create_task(fetcher.stop())
         fetcher = self._fetchers[leader.node_id] = ReplicaFetcher(
-            self.node_id, leader, self._durability, self._clock
+            self.node_id, leader, self._durability, self._clock, self._replicated
         )
         fetcher.start()
         return fetcher
+
+    def _replicated(self, partition_log: PartitionLog) -> None:
+        for listener in self.replication_listeners:
+            listener(partition_log)
 
     async def _write_isr(
         self, topic: str, partition: int, state: PartitionState, version: int

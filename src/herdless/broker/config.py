@@ -42,6 +42,9 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     "group.max.session.timeout.ms": ("group_max_session_timeout_ms", int),
     "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", int),
     "group.max.size": ("group_max_size", int),
+    # herdless's own: in a cluster, followers of a __consumer_offsets partition keep its
+    # groups replayed (a warm standby), so a new leader serves without loading.
+    "group.coordinator.standby.enable": ("group_coordinator_standby_enable", bool),
     "offsets.retention.minutes": ("offsets_retention_minutes", int),
     "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", int),
     "offset.metadata.max.bytes": ("offset_metadata_max_bytes", int),
@@ -168,6 +171,7 @@ class BrokerConfig:
     rack: str | None = None
     default_replication_factor: int = 1
     offsets_topic_replication_factor: int = 3
+    group_coordinator_standby_enable: bool = True
     replica_lag_time_max_ms: int = 30_000
 
     @property

@@ -57,9 +57,12 @@ class ReplicaFetcher:
         leader: BrokerEndpoint,
         durability: Durability,
         clock: Callable[[], int],
+        on_replicated: Callable[[PartitionLog], None] = lambda partition_log: None,
     ) -> None:
         self.node_id = node_id
         self._clock = clock
+        # Told after each truncation, and each fetch that moved a log or its high watermark.
+        self._on_replicated = on_replicated
         self.leader = leader
         self._durability = durability
         self._connection = PeerConnection(
@@ -194,6 +197,7 @@ class ReplicaFetcher:
                 self.leader.node_id,
             )
             partition_log.truncate_to(target, self._clock())
+            self._on_replicated(partition_log)
         return final
 
     # -- fetching ------------------------------------------------------------------
@@ -255,6 +259,7 @@ class ReplicaFetcher:
                     partition_log.log_end_offset,
                 )
                 partition_log.truncate_fully_and_start_at(result.log_start_offset)
+                self._on_replicated(partition_log)
             else:
                 partition.needs_truncation = True
             return
@@ -263,6 +268,7 @@ class ReplicaFetcher:
             # tells this broker whom to follow; meanwhile, back off.
             self._delay(partition)
             return
+        previous_high_watermark = partition_log.high_watermark
         records = result.records
         if records:
             try:
@@ -279,10 +285,13 @@ class ReplicaFetcher:
                 partition.needs_truncation = True
                 return
             await self._durability.after_append(partition_log)
+        high_watermark = partition_log.high_watermark
         if result.high_watermark >= 0:
-            partition_log.set_high_watermark(
+            high_watermark = partition_log.set_high_watermark(
                 min(result.high_watermark, partition_log.log_end_offset)
             )
+        if records or high_watermark != previous_high_watermark:
+            self._on_replicated(partition_log)
 
 
 def _latest_epoch(partition_log: PartitionLog) -> int:

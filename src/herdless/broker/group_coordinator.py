@@ -23,6 +23,7 @@ from typing import Any
 
 from herdless.broker.clock import now_ms
 from herdless.broker.replicas import ACKS_ALL, PartitionError, ReplicaManager
+from herdless.broker.replication import Role
 from herdless.broker.topic_admin import NewTopic, TopicAdmin, TopicAdminError
 from herdless.coordinator import CoordinatorConfig, CoordinatorShard, Result, partition_for
 from herdless.coordinator.messages import RebalanceRecord
@@ -65,82 +66,188 @@ class CoordinatorError(Exception):
 
 
 class ShardState(enum.Enum):
+    # A follower of the partition: replays what is committed, serves no one.
+    STANDBY = "standby"
+    # The leader, replaying up to its log end before it serves.
     LOADING = "loading"
     ACTIVE = "active"
     CLOSED = "closed"
 
 
+_NOT_SERVING = {
+    ShardState.STANDBY: ErrorCode.NOT_COORDINATOR,
+    ShardState.LOADING: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ShardState.CLOSED: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+}
+
+
 class ShardRuntime:
+    """One shard over its partition's log: standby, loading, serving, or closed.
+
+    The shard is only ever built by replay, from `applied_offset` onwards: a
+    standby replays up to the high watermark, since what lies above it may still
+    be truncated by a new leader; a leader replays up to its log end, since its
+    log is the truth from its election on, and only then starts timers and
+    serves. A standby promoted to leader therefore only has its uncommitted tail
+    left to replay. Any other change of role starts again from the log's start.
+    """
+
     def __init__(
         self,
         replicas: ReplicaManager,
         partition: int,
         log: PartitionLog,
         config: CoordinatorConfig,
-        history_log: Callable[[], PartitionLog | None],
+        # Records completed rebalances in the history topic: (key, value) pairs.
+        history: Callable[[list[tuple[bytes, bytes]]], None],
         on_rebalance: RebalanceListener,
+        state: ShardState,
     ) -> None:
         self.replicas = replicas
         self.on_rebalance = on_rebalance
-        self.history_log = history_log
+        self.history = history
         self.partition = partition
         self.log = log
         self.config = config
         self.shard = CoordinatorShard(config)
-        self.state = ShardState.LOADING
+        self.state = state
+        # The next offset to replay into `shard`.
+        self.applied_offset = log.log_start_offset
         self.loaded_records = 0
         self._waiting: dict[Hashable, asyncio.Future[Any]] = {}
         # Completes when every record written so far is durable and its replies are out.
         self._tail: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
+        # Set when the log or its high watermark moved, or the role changed.
+        self._moved = asyncio.Event()
+        self._replaying: asyncio.Task[None] | None = None
+        # Counts resets, so that a late failure of older state does not reset newer.
+        self._incarnation = 0
+        # When this broker began to load as leader, and how much was replayed by then.
+        self._loading_since = (time.monotonic(), 0)
 
-    # -- loading ---------------------------------------------------------------
+    # -- roles -----------------------------------------------------------------
 
-    async def load(self) -> None:
-        """Replay the partition into a fresh shard, yielding to the loop between reads."""
-        started = time.monotonic()
-        shard = CoordinatorShard(self.config)
-        offset = self.log.log_start_offset
-        count = 0
-        while offset < self.log.log_end_offset:
-            data = self.log.read(offset, LOAD_READ_BYTES)
-            if not data:
-                break
-            view = memoryview(data)
-            for position, header in iter_batches(view):
-                batch = view[position : position + header.size]
-                for record in iter_records(batch, header):
-                    if record.offset >= offset and record.key is not None:
-                        shard.replay(record.key, record.value)
-                        count += 1
-                offset = header.last_offset + 1
-            await asyncio.sleep(0)
-        if self.state is ShardState.CLOSED:
-            return  # leadership moved away while loading
-        self.shard = shard
-        self.loaded_records = count
-        self.state = ShardState.ACTIVE
-        self._apply(shard.on_loaded(now_ms()))
-        if count:
-            log.info(
-                "loaded %s-%d: %d records, %d groups in %.2fs",
-                OFFSETS_TOPIC,
-                self.partition,
-                count,
-                len(shard.groups),
-                time.monotonic() - started,
+    def start(self) -> None:
+        """Replay in the background, as far as the role allows."""
+        if self._replaying is None or self._replaying.done():
+            self._replaying = asyncio.get_running_loop().create_task(self.replay())
+
+    def become_leader(self) -> None:
+        """Catch up to the log end, then serve (at once, for a warm standby)."""
+        if self.state is ShardState.STANDBY:
+            self.state = ShardState.LOADING
+            self._loading_since = (time.monotonic(), self.loaded_records)
+            self._moved.set()
+            self.start()
+
+    def become_standby(self) -> None:
+        """Leadership went elsewhere: answer nobody any more, and replay again from the
+        start, since state built above the high watermark may be truncated away."""
+        if self.state is ShardState.STANDBY:
+            return
+        self._stop_serving(ErrorCode.NOT_COORDINATOR)
+        self._reset(ShardState.STANDBY)
+        self.start()
+
+    def replicated(self) -> None:
+        """The follower's log or high watermark moved."""
+        self._moved.set()
+
+    def close(self) -> None:
+        self._stop_serving(ErrorCode.NOT_COORDINATOR)
+        self.state = ShardState.CLOSED
+        if self._replaying is not None:
+            self._replaying.cancel()
+        self._moved.set()
+
+    def _stop_serving(self, error: ErrorCode) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for waiter in self._waiting.values():
+            if not waiter.done():
+                waiter.set_exception(CoordinatorError(error))
+
+    def _reset(self, state: ShardState) -> None:
+        self._incarnation += 1
+        self.state = state
+        self.shard = CoordinatorShard(self.config)
+        self.applied_offset = self.log.log_start_offset
+        self.loaded_records = 0
+        self._loading_since = (time.monotonic(), 0)
+        self._moved.set()
+
+    # -- replay ----------------------------------------------------------------
+
+    async def replay(self) -> None:
+        """Replay the partition into the shard, yielding to the loop between reads,
+        until this is the leader and has replayed its whole log."""
+        while self.state in (ShardState.STANDBY, ShardState.LOADING):
+            log_ = self.log
+            if not log_.log_start_offset <= self.applied_offset <= log_.log_end_offset:
+                # Truncated below what was replayed (an unclean election), or restarted
+                # past it: the state cannot be trusted; build it again.
+                log.info("%s: replaying it again from its start", log_.name)
+                self._reset(self.state)
+            target = (
+                log_.log_end_offset if self.state is ShardState.LOADING else log_.high_watermark
             )
+            if self.applied_offset < target:
+                self._replay_step(target)
+                await asyncio.sleep(0)
+                continue
+            if self.state is ShardState.LOADING:
+                self._activate()
+                return
+            self._moved.clear()
+            await self._moved.wait()
+
+    def _replay_step(self, target: int) -> None:
+        """Replay the records of one read below `target`."""
+        data = self.log.read(self.applied_offset, LOAD_READ_BYTES, max_offset=target)
+        if not data:
+            # Compaction left nothing between here and the target.
+            self.applied_offset = target
+            return
+        view = memoryview(data)
+        for position, header in iter_batches(view):
+            batch = view[position : position + header.size]
+            for record in iter_records(batch, header):
+                if record.offset < self.applied_offset or record.key is None:
+                    continue
+                if record.offset >= target:
+                    # Nothing of this batch below the target is left unreplayed.
+                    self.applied_offset = target
+                    return
+                self.shard.replay(record.key, record.value)
+                self.loaded_records += 1
+                self.applied_offset = record.offset + 1
+            self.applied_offset = max(self.applied_offset, min(header.last_offset + 1, target))
+
+    def _activate(self) -> None:
+        self.state = ShardState.ACTIVE
+        self._apply(self.shard.on_loaded(now_ms()))
+        since, replayed_before = self._loading_since
+        log.log(
+            logging.INFO if self.loaded_records else logging.DEBUG,
+            "coordinating the groups of %s-%d: %d groups; %d records replayed, %d of them"
+            " since it became leader, %.3fs ago",
+            OFFSETS_TOPIC,
+            self.partition,
+            len(self.shard.groups),
+            self.loaded_records,
+            self.loaded_records - replayed_before,
+            time.monotonic() - since,
+        )
 
     # -- operations ------------------------------------------------------------
 
     async def run(self, operation: Operation) -> Any:
         """Run one operation; return its response once it may be sent."""
         if self.state is not ShardState.ACTIVE:
-            raise CoordinatorError(
-                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-                if self.state is ShardState.LOADING
-                else ErrorCode.COORDINATOR_NOT_AVAILABLE
-            )
+            raise CoordinatorError(_NOT_SERVING[self.state])
+        self._require_leading()
         token = object()
         waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting[token] = waiter
@@ -149,6 +256,14 @@ class ShardRuntime:
             return await waiter
         finally:
             self._waiting.pop(token, None)
+
+    def _require_leading(self) -> None:
+        """A broker that lost its partition's leadership, or cannot prove it still has
+        it (paused past its ZooKeeper session), answers nothing from its state."""
+        try:
+            self.replicas.leader_log(OFFSETS_TOPIC, self.partition)
+        except PartitionError as exc:
+            raise CoordinatorError(ErrorCode.NOT_COORDINATOR) from exc
 
     def _apply(self, result: Result) -> None:
         """Append the records now; release the replies once they are durable, in order."""
@@ -161,14 +276,16 @@ class ShardRuntime:
                 end_offset = self.replicas.append(self.log, records, ACKS_ALL).last_offset + 1
             except Exception:
                 log.exception("append to %s-%d failed; reloading it", OFFSETS_TOPIC, self.partition)
-                self._fail_and_reload()
+                self._fail_and_reload(self._incarnation)
                 return
         if result.rebalances:
             self._publish_rebalances(result.rebalances)
         previous = self._tail
         tail: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._tail = tail
-        asyncio.get_running_loop().create_task(self._release(result, previous, tail, end_offset))
+        asyncio.get_running_loop().create_task(
+            self._release(result, previous, tail, end_offset, self._incarnation)
+        )
         self._arm_timer()
 
     def _publish_rebalances(self, rebalances: list[tuple[str, RebalanceRecord]]) -> None:
@@ -190,17 +307,7 @@ class ShardRuntime:
             self.on_rebalance(group_id, str(entry.cause))
             value = {"group_id": group_id, **asdict(entry), "duration_ms": duration}
             entries.append((group_id.encode(), json.dumps(value).encode()))
-        batch = build_batch(entries, now_ms())
-        try:
-            history_log = self.history_log()
-            if history_log is None:
-                # In a cluster, only the leader of the history partition can write it.
-                log.debug("not recording rebalances: %s-0 is led elsewhere", REBALANCES_TOPIC)
-                return
-            self.replicas.append(history_log, [(parse_header(batch), memoryview(batch))], 1)
-        except Exception:
-            # Operator information only: losing it must not disturb the group.
-            log.exception("could not record rebalances in %s", REBALANCES_TOPIC)
+        self.history(entries)
 
     async def _release(
         self,
@@ -208,35 +315,42 @@ class ShardRuntime:
         previous: asyncio.Future[None] | None,
         tail: asyncio.Future[None],
         end_offset: int | None,
+        incarnation: int,
     ) -> None:
         try:
             if end_offset is not None:
                 await self.replicas.committed(self.log, ACKS_ALL, end_offset, COMMIT_TIMEOUT_MS)
             if previous is not None:
                 await previous
+            if end_offset is None:
+                self._require_leading()
             for reply in result.replies:
                 waiter = self._waiting.get(reply.token)
                 if waiter is not None and not waiter.done():
                     waiter.set_result(reply.response)
-        except Exception:
-            log.exception("committing to %s-%d failed; reloading it", OFFSETS_TOPIC, self.partition)
-            self._fail_and_reload()
+        except CoordinatorError as exc:
+            for reply in result.replies:
+                waiter = self._waiting.get(reply.token)
+                if waiter is not None and not waiter.done():
+                    waiter.set_exception(exc)
+        except Exception as exc:
+            if isinstance(exc, PartitionError):
+                log.info("%s-%d: %s; reloading it", OFFSETS_TOPIC, self.partition, exc)
+            else:
+                log.exception("committing to %s-%d failed", OFFSETS_TOPIC, self.partition)
+            self._fail_and_reload(incarnation)
         finally:
             tail.set_result(None)
 
-    def _fail_and_reload(self) -> None:
-        """State ran ahead of the log: drop it, answer everyone, and rebuild by replay
-        (unless the shard was closed: leadership of its partition moved away)."""
-        if self.state is not ShardState.CLOSED:
-            self.state = ShardState.LOADING
-        self.shard.unload()
-        for waiter in self._waiting.values():
-            if not waiter.done():
-                waiter.set_exception(CoordinatorError(ErrorCode.NOT_COORDINATOR))
-        if self._timer is not None:
-            self._timer.cancel()
-        if self.state is not ShardState.CLOSED:
-            asyncio.get_running_loop().create_task(self.load())
+    def _fail_and_reload(self, incarnation: int) -> None:
+        """State ran ahead of the log: drop it, answer everyone, and rebuild by replay.
+        Only once per incarnation of the state, and only while serving: a shard whose
+        role changed meanwhile has already started over."""
+        if incarnation != self._incarnation or self.state is not ShardState.ACTIVE:
+            return
+        self._stop_serving(ErrorCode.NOT_COORDINATOR)
+        self._reset(ShardState.LOADING)
+        self.start()
 
     # -- timers ----------------------------------------------------------------
 
@@ -255,17 +369,11 @@ class ShardRuntime:
         if self.state is ShardState.ACTIVE:
             self._apply(self.shard.poll(now_ms()))
 
-    def close(self) -> None:
-        self.state = ShardState.CLOSED
-        if self._timer is not None:
-            self._timer.cancel()
-        for waiter in self._waiting.values():
-            if not waiter.done():
-                waiter.set_exception(CoordinatorError(ErrorCode.NOT_COORDINATOR))
-
 
 class GroupCoordinator:
-    """All shards of this broker; on one node, every `__consumer_offsets` partition."""
+    """All shards of this broker: on one node, every `__consumer_offsets` partition; in
+    a cluster, one per replica this broker holds, serving where it leads and a warm
+    standby where it follows."""
 
     def __init__(
         self,
@@ -275,18 +383,24 @@ class GroupCoordinator:
         num_partitions: int,
         segment_bytes: int = 104_857_600,
         on_rebalance: RebalanceListener = lambda group, cause: None,
+        standby: bool = True,
+        forward_history: Callable[[bytes], None] | None = None,
     ) -> None:
         self.logs = logs
         self.replicas = replicas
         self.on_rebalance = on_rebalance
         self.config = config
         self.num_partitions = num_partitions
+        self.standby = standby
+        self._forward_history = forward_history
         # Kafka's settings for the offsets topic: compacted, 100 MiB segments by default.
         self.topic_configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
         self.shards: dict[int, ShardRuntime] = {}
         self._loading: asyncio.Task[None] | None = None
 
     def start(self) -> None:
+        """One broker alone: it leads every partition; load them one after another, so
+        the first groups are served before the last partition is read."""
         logs = self.logs
         if REBALANCES_TOPIC not in logs.topics:
             logs.create_topic(REBALANCES_TOPIC, 1, REBALANCES_TOPIC_CONFIGS)
@@ -303,14 +417,15 @@ class GroupCoordinator:
             )
             self.num_partitions = topic.partition_count
         self.shards = {
-            p: self._new_shard(p, partition_log) for p, partition_log in topic.partitions.items()
+            p: self._new_shard(p, partition_log, ShardState.LOADING)
+            for p, partition_log in topic.partitions.items()
         }
         self._loading = asyncio.get_running_loop().create_task(self._load_all())
 
     async def _load_all(self) -> None:
         started = time.monotonic()
         for shard in self.shards.values():
-            await shard.load()
+            await shard.replay()
         total = sum(s.loaded_records for s in self.shards.values())
         log.info(
             "group coordinator loaded %d records from %d partitions in %.2fs",
@@ -325,30 +440,57 @@ class GroupCoordinator:
 
     def shard_for(self, group_id: str) -> ShardRuntime:
         shard = self.shards.get(partition_for(group_id, self.num_partitions))
-        if shard is None:
+        if shard is None or shard.state is ShardState.STANDBY:
             # In a cluster: another broker leads this group's offsets partition.
             raise CoordinatorError(ErrorCode.NOT_COORDINATOR)
         return shard
 
-    def on_leadership(self, topic: str, partition: int, leader_epoch: int | None) -> None:
-        """In a cluster: run the shard of each offsets partition this broker leads, and
-        only those (loaded by replay when leadership arrives, closed when it goes)."""
+    def coordinating(self) -> list[ShardRuntime]:
+        """The shards of the partitions this broker leads (serving, or loading to)."""
+        return [
+            s for s in self.shards.values() if s.state in (ShardState.ACTIVE, ShardState.LOADING)
+        ]
+
+    def on_leadership(self, topic: str, partition: int, role: Role | None) -> None:
+        """In a cluster: lead the groups of each offsets partition this broker leads, keep
+        a standby of those it follows, and nothing of those it no longer holds."""
         if topic != OFFSETS_TOPIC:
             return
         current = self.shards.get(partition)
-        if leader_epoch is None:
+        partition_log = self.logs.partition(OFFSETS_TOPIC, partition)
+        if current is not None and (role is None or current.log is not partition_log):
+            current.close()
+            del self.shards[partition]
+            current = None
+        if role is None or partition_log is None:
+            return
+        if role is Role.LEADER:
+            if current is None:
+                current = self.shards[partition] = self._new_shard(
+                    partition, partition_log, ShardState.LOADING
+                )
+                current.start()
+            else:
+                current.become_leader()
+        elif not self.standby:
             if current is not None:
                 current.close()
                 del self.shards[partition]
-                log.info("no longer coordinating the groups of %s-%d", OFFSETS_TOPIC, partition)
+        elif current is None:
+            current = self.shards[partition] = self._new_shard(
+                partition, partition_log, ShardState.STANDBY
+            )
+            current.start()
+        else:
+            current.become_standby()
+
+    def on_replicated(self, partition_log: PartitionLog) -> None:
+        """A follower's copy of a partition grew, was truncated, or its high watermark moved."""
+        if partition_log.topic != OFFSETS_TOPIC:
             return
-        if current is not None:
-            return  # still the leader; a new epoch alone changes nothing here
-        partition_log = self.logs.partition(OFFSETS_TOPIC, partition)
-        if partition_log is None:
-            return
-        shard = self.shards[partition] = self._new_shard(partition, partition_log)
-        asyncio.get_running_loop().create_task(shard.load())
+        shard = self.shards.get(partition_log.partition)
+        if shard is not None and shard.log is partition_log:
+            shard.replicated()
 
     async def create_topics(self, topics: TopicAdmin, replication_factor: int) -> None:
         """In a cluster, the first FindCoordinator creates the internal topics, as Kafka
@@ -365,21 +507,33 @@ class GroupCoordinator:
                 if exc.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
                     raise
 
-    def _new_shard(self, partition: int, partition_log: PartitionLog) -> ShardRuntime:
+    def _new_shard(
+        self, partition: int, partition_log: PartitionLog, state: ShardState
+    ) -> ShardRuntime:
         return ShardRuntime(
             self.replicas,
             partition,
             partition_log,
             self.config,
-            self._history_log,
+            self._record_history,
             self.on_rebalance,
+            state,
         )
 
-    def _history_log(self) -> PartitionLog | None:
+    def _record_history(self, entries: list[tuple[bytes, bytes]]) -> None:
+        batch = build_batch(entries, now_ms())
         try:
-            return self.replicas.leader_log(REBALANCES_TOPIC, 0)
+            history_log = self.replicas.leader_log(REBALANCES_TOPIC, 0)
         except PartitionError:
-            return None
+            # In a cluster, another broker leads the history partition.
+            if self._forward_history is not None:
+                self._forward_history(batch)
+            return
+        try:
+            self.replicas.append(history_log, [(parse_header(batch), memoryview(batch))], 1)
+        except Exception:
+            # Operator information only: losing it must not disturb the group.
+            log.exception("could not record rebalances in %s", REBALANCES_TOPIC)
 
     async def run(self, group_id: str, operation: Operation) -> Any:
         return await self.shard_for(group_id).run(operation)

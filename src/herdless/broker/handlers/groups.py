@@ -355,7 +355,7 @@ async def handle_list_groups(context: BrokerContext, request: Request) -> Any:
     types = body.types_filter or ()
     listed: list[m.ListedGroup] = []
     error = ErrorCode.NONE
-    for shard in context.groups.shards.values():
+    for shard in context.groups.coordinating():
         try:
             listed += await shard.run(lambda s, token, now: s.list_groups(token, states, types))
         except CoordinatorError as exc:

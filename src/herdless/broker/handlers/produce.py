@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.group_coordinator import INTERNAL_TOPICS
+from herdless.broker.group_coordinator import INTERNAL_TOPICS, REBALANCES_TOPIC
+from herdless.broker.history_forwarder import FORWARDING_CLIENT_ID_PREFIX
 from herdless.broker.replicas import PartitionError
 from herdless.cluster.errors import ClusterError
 from herdless.protocol.codec import Request, response_class
@@ -43,6 +44,9 @@ async def handle_produce(context: BrokerContext, request: Request) -> Any:
             result = PartitionResponse(index=partition_data.index, base_offset=-1)
             if refusal is not None:
                 result.error_code = refusal
+            elif not _writable(topic_data.name, request.client_id):
+                result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
+                result.error_message = f"{topic_data.name} is internal: only brokers write to it"
             else:
                 written = _append(context, topic_data.name, partition_data, acks, result)
                 if written is not None:
@@ -63,14 +67,21 @@ async def handle_produce(context: BrokerContext, request: Request) -> Any:
     return Response(responses=topics, throttle_time_ms=0)
 
 
+def _writable(topic: str, client_id: str | None) -> bool:
+    if topic not in INTERNAL_TOPICS:
+        return True
+    # Another broker forwards the rebalance history of the groups it coordinates.
+    return (
+        topic == REBALANCES_TOPIC
+        and client_id is not None
+        and client_id.startswith(FORWARDING_CLIENT_ID_PREFIX)
+    )
+
+
 def _append(
     context: BrokerContext, topic: str, partition_data: Any, acks: int, result: Any
 ) -> tuple[PartitionLog, int] | None:
     """Append one partition's batches and fill in `result`; (log, end offset) if accepted."""
-    if topic in INTERNAL_TOPICS:
-        result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
-        result.error_message = f"{topic} is internal: only the broker writes to it"
-        return None
     try:
         partition_log = context.replicas.leader_log(topic, partition_data.index)
         batches = split_batches(
