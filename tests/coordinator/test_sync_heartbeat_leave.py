@@ -237,3 +237,17 @@ def test_completed_rebalances_are_reported_once_each() -> None:
         ("member left", 1, 2)
     ]
     assert ctx.describe("g").rebalance_history[-1] == ctx.rebalances[-1][1]
+
+
+def test_a_stall_of_the_broker_is_not_counted_against_sessions() -> None:
+    ctx = Context()
+    a, b = ctx.stable_group("g", 2)
+    session = ctx.shard.groups["g"].members[a].session_timeout_ms
+    ctx.sleep(session - 100)
+    # The broker could not run for two sessions: nobody could be heard.
+    ctx.apply(ctx.shard.postpone_timers(2 * session))
+    ctx.sleep(session)
+    assert set(ctx.shard.groups["g"].members) == {a, b}
+    # A member that really died is expired once its session runs out, stall not counted.
+    ctx.sleep(2 * session)
+    assert a not in ctx.shard.groups["g"].members

@@ -26,6 +26,7 @@ from herdless.broker.metrics import BrokerMetrics, serve_metrics
 from herdless.broker.partition_limits import PartitionLimits, within_file_limit
 from herdless.broker.producer_ids import LocalBlocks, ProducerIds
 from herdless.broker.replicas import ReplicaManager
+from herdless.broker.stalls import StallDetector
 from herdless.broker.topic_admin import LocalTopics, TopicAdmin, ZooKeeperTopics
 from herdless.storage import LogManager
 
@@ -75,6 +76,7 @@ class Broker:
             self.replicas = ReplicaManager(self.logs, self.durability, now_ms)
             self.topics = LocalTopics(self.logs, config.node_id, config.num_partitions, limits)
         self.metrics = BrokerMetrics(config.metrics_lag_per_partition)
+        self.stalls = StallDetector()
         self.groups = GroupCoordinator(
             self.logs,
             self.replicas,
@@ -84,6 +86,7 @@ class Broker:
             on_rebalance=self.metrics.rebalanced,
             standby=config.group_coordinator_standby_enable,
             forward_history=None if self.history is None else self.history.send,
+            stalls=self.stalls,
         )
         self.metrics.attach(self.groups, self.logs)
         self.context: BrokerContext | None = None
@@ -144,6 +147,7 @@ class Broker:
         if self.config.advertised_port is None and self.config.port == 0:
             self.config.advertised_port = context.bound_port
         loop = asyncio.get_running_loop()
+        self.stalls.start()
         self._background = [
             loop.create_task(self._every(self.config.retention_check_interval_ms, self._retain)),
             loop.create_task(self._every(self.config.flush_scheduler_interval_ms, self._flush_due)),
@@ -173,6 +177,7 @@ class Broker:
             self._metrics_server.close()
         for task in self._background:
             task.cancel()
+        self.stalls.stop()
         self.replicas.appends.notify_all()
         for task, connection in list(self._connections.items()):
             if connection.idle:

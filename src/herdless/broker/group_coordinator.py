@@ -24,6 +24,7 @@ from typing import Any
 from herdless.broker.clock import now_ms
 from herdless.broker.replicas import ACKS_ALL, PartitionError, ReplicaManager
 from herdless.broker.replication import Role
+from herdless.broker.stalls import StallDetector
 from herdless.broker.topic_admin import NewTopic, TopicAdmin, TopicAdminError
 from herdless.coordinator import CoordinatorConfig, CoordinatorShard, Result, partition_for
 from herdless.coordinator.messages import RebalanceRecord
@@ -102,8 +103,10 @@ class ShardRuntime:
         history: Callable[[list[tuple[bytes, bytes]]], None],
         on_rebalance: RebalanceListener,
         state: ShardState,
+        observe_stalls: Callable[[], None] = lambda: None,
     ) -> None:
         self.replicas = replicas
+        self._observe_stalls = observe_stalls
         self.on_rebalance = on_rebalance
         self.history = history
         self.partition = partition
@@ -366,8 +369,15 @@ class ShardRuntime:
 
     def _fire(self) -> None:
         self._timer = None
+        # A stall that just ended moves every deadline on before any is judged.
+        self._observe_stalls()
         if self.state is ShardState.ACTIVE:
             self._apply(self.shard.poll(now_ms()))
+
+    def postpone_timers(self, stalled_ms: int) -> None:
+        if self.state is ShardState.ACTIVE:
+            self.shard.postpone_timers(stalled_ms)
+            self._arm_timer()
 
 
 class GroupCoordinator:
@@ -385,6 +395,7 @@ class GroupCoordinator:
         on_rebalance: RebalanceListener = lambda group, cause: None,
         standby: bool = True,
         forward_history: Callable[[bytes], None] | None = None,
+        stalls: StallDetector | None = None,
     ) -> None:
         self.logs = logs
         self.replicas = replicas
@@ -393,6 +404,9 @@ class GroupCoordinator:
         self.num_partitions = num_partitions
         self.standby = standby
         self._forward_history = forward_history
+        self._stalls = stalls
+        if stalls is not None:
+            stalls.listeners.append(self._postpone_timers)
         # Kafka's settings for the offsets topic: compacted, 100 MiB segments by default.
         self.topic_configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
         self.shards: dict[int, ShardRuntime] = {}
@@ -518,7 +532,12 @@ class GroupCoordinator:
             self._record_history,
             self.on_rebalance,
             state,
+            self._stalls.observe if self._stalls is not None else lambda: None,
         )
+
+    def _postpone_timers(self, stalled_ms: int) -> None:
+        for shard in self.shards.values():
+            shard.postpone_timers(stalled_ms)
 
     def _record_history(self, entries: list[tuple[bytes, bytes]]) -> None:
         batch = build_batch(entries, now_ms())

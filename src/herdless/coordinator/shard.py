@@ -204,6 +204,16 @@ class CoordinatorShard:
     def scheduled(self) -> dict[TimerKey, int]:
         return {key: t.deadline_ms for key, t in self._timers.items()}
 
+    def postpone_timers(self, stalled_ms: int) -> Result:
+        """The broker could not run for `stalled_ms` (paused, a long garbage collection, a
+        stalled disk): no member could be heard meanwhile, so no deadline counts that
+        time; a member that really died is expired at most one stall later."""
+        out = Result()
+        for key, timer in self._timers.items():
+            timer.deadline_ms += stalled_ms
+            out.timers.append(ScheduleTimer(key, timer.deadline_ms))
+        return out
+
     def fire_timer(self, key: TimerKey, now_ms: int) -> Result:
         out = Result()
         timer = self._timers.get(key)
