@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import struct
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -17,8 +17,10 @@ from herdless.coordinator import (
     CancelTimer,
     CoordinatorConfig,
     CoordinatorShard,
+    Reply,
     Result,
     ScheduleTimer,
+    TimerChange,
     TimerKey,
 )
 from herdless.coordinator.consumer_protocol import encode_subscription
@@ -41,6 +43,9 @@ from herdless.coordinator.records import Record
 from herdless.protocol.errors import ErrorCode
 
 TEST_CONFIG = CoordinatorConfig(initial_rebalance_delay_ms=0)
+
+# One request to a shard, as the broker runs it: (shard, token, now_ms) -> Result.
+Operation = Callable[[CoordinatorShard, Hashable, int], Result]
 
 
 def subscription(*topics: str) -> bytes:
@@ -85,13 +90,43 @@ def range_assign(member_ids: list[str], topic: str, partitions: int) -> dict[str
     return result
 
 
+def commit_request(
+    group_id: str,
+    offsets: dict[tuple[str, int], int],
+    *,
+    generation: int = -1,
+    member_id: str = "",
+    instance_id: str | None = None,
+    metadata: str | None = "",
+    retention_ms: int = -1,
+    version: int = 8,
+) -> OffsetCommitRequest:
+    topics: dict[str, list[CommitPartition]] = {}
+    for (topic, p), offset in offsets.items():
+        topics.setdefault(topic, []).append(CommitPartition(p, offset, metadata))
+    return OffsetCommitRequest(
+        group_id,
+        tuple(CommitTopic(t, tuple(ps)) for t, ps in topics.items()),
+        generation_id=generation,
+        member_id=member_id,
+        group_instance_id=instance_id,
+        retention_time_ms=retention_ms,
+        api_version=version,
+    )
+
+
+def replay(shard: CoordinatorShard, records: Iterable[Record]) -> None:
+    for record in records:
+        shard.replay(record.key, record.value)
+
+
 class Context:
     def __init__(self, config: CoordinatorConfig = TEST_CONFIG, now_ms: int = 0) -> None:
         self.config = config
         self.now = now_ms
         self._uuids = itertools.count()
         self._tokens = itertools.count()
-        self.shard = CoordinatorShard(config, new_uuid=lambda: f"uuid{next(self._uuids)}")
+        self.shard = self.new_shard()
         self.log: list[Record] = []
         self.timers: dict[TimerKey, int] = {}
         self.replies: dict[Hashable, Any] = {}
@@ -101,23 +136,44 @@ class Context:
 
     # --- plumbing ----------------------------------------------------------------
 
+    def new_shard(self) -> CoordinatorShard:
+        return CoordinatorShard(self.config, new_uuid=lambda: f"uuid{next(self._uuids)}")
+
+    def replayed(self, records: Iterable[Record]) -> CoordinatorShard:
+        """A new shard that has replayed `records` (not yet loaded: no timers)."""
+        shard = self.new_shard()
+        replay(shard, records)
+        return shard
+
     def apply(self, result: Result) -> Result:
         self.log += result.records
-        for change in result.timers:
+        self.change_timers(result.timers)
+        self.answer(result.replies)
+        self.rebalances += result.rebalances
+        assert self.timers == self.shard.scheduled()
+        return result
+
+    def change_timers(self, changes: Iterable[TimerChange]) -> None:
+        for change in changes:
             if isinstance(change, ScheduleTimer):
                 self.timers.pop(change.key, None)  # re-insert: ties fire in scheduling order
                 self.timers[change.key] = change.deadline_ms
             else:
                 assert isinstance(change, CancelTimer)
                 del self.timers[change.key]
-        for reply in result.replies:
+
+    def answer(self, replies: Iterable[Reply]) -> None:
+        """Hand replies to their requests: here at once, as if every write were durable."""
+        for reply in replies:
             self.replies[reply.token] = reply.response
-        self.rebalances += result.rebalances
-        assert self.timers == self.shard.scheduled()
-        return result
 
     def token(self) -> int:
         return next(self._tokens)
+
+    def send(self, operation: Operation) -> tuple[int, Result]:
+        """Run one request against the shard now; the token names it in `replies`."""
+        token = self.token()
+        return token, self.apply(operation(self.shard, token, self.now))
 
     def sleep(self, ms: int) -> Result:
         self.now += ms
@@ -132,9 +188,7 @@ class Context:
 
     def restart(self) -> None:
         """A new shard loaded by replaying everything written so far."""
-        shard = CoordinatorShard(self.config, new_uuid=lambda: f"uuid{next(self._uuids)}")
-        for record in self.log:
-            shard.replay(record.key, record.value)
+        shard = self.replayed(self.log)
         self.apply(self.shard.unload())
         self.shard = shard
         self.timers = {}
@@ -167,8 +221,7 @@ class Context:
             client_host="/127.0.0.1",
             api_version=version,
         )
-        token = self.token()
-        return token, self.apply(self.shard.join_group(req, token, self.now))
+        return self.send(lambda shard, t, now: shard.join_group(req, t, now))
 
     def join_new_member(self, group_id: str, **kw: Any) -> tuple[int, str]:
         """JoinGroup twice, as a v4+ client does: get an id, then join with it (parked)."""
@@ -196,49 +249,26 @@ class Context:
             protocol_type="consumer",
             protocol_name=protocol_name,
         )
-        token = self.token()
-        return token, self.apply(self.shard.sync_group(req, token, self.now))
+        return self.send(lambda shard, t, now: shard.sync_group(req, t, now))
 
     def heartbeat(
         self, group_id: str, member_id: str, generation: int, instance_id: str | None = None
     ) -> ErrorCode:
-        token = self.token()
         req = HeartbeatRequest(group_id, generation, member_id, instance_id)
-        return self.apply(self.shard.heartbeat(req, token, self.now)).reply_to(token).error_code
+        token, result = self.send(lambda shard, t, now: shard.heartbeat(req, t, now))
+        return result.reply_to(token).error_code
 
     def leave(self, group_id: str, *members: LeavingMember) -> Any:
-        token = self.token()
-        result = self.apply(
-            self.shard.leave_group(LeaveGroupRequest(group_id, members), token, self.now)
-        )
+        req = LeaveGroupRequest(group_id, members)
+        token, result = self.send(lambda shard, t, now: shard.leave_group(req, t, now))
         return result.reply_to(token)
 
     def commit(
-        self,
-        group_id: str,
-        offsets: dict[tuple[str, int], int],
-        *,
-        generation: int = -1,
-        member_id: str = "",
-        instance_id: str | None = None,
-        metadata: str | None = "",
-        retention_ms: int = -1,
-        version: int = 8,
+        self, group_id: str, offsets: dict[tuple[str, int], int], **kw: Any
     ) -> tuple[Any, Result]:
-        topics: dict[str, list[CommitPartition]] = {}
-        for (topic, p), offset in offsets.items():
-            topics.setdefault(topic, []).append(CommitPartition(p, offset, metadata))
-        req = OffsetCommitRequest(
-            group_id,
-            tuple(CommitTopic(t, tuple(ps)) for t, ps in topics.items()),
-            generation_id=generation,
-            member_id=member_id,
-            group_instance_id=instance_id,
-            retention_time_ms=retention_ms,
-            api_version=version,
-        )
-        token = self.token()
-        result = self.apply(self.shard.offset_commit(req, token, self.now))
+        """OffsetCommit; `kw` as for commit_request."""
+        req = commit_request(group_id, offsets, **kw)
+        token, result = self.send(lambda shard, t, now: shard.offset_commit(req, t, now))
         return result.reply_to(token), result
 
     def fetch(self, group_id: str, topics: dict[str, list[int]] | None = None) -> Any:
@@ -246,8 +276,8 @@ class Context:
             group_id,
             None if topics is None else tuple(FetchTopic(t, tuple(ps)) for t, ps in topics.items()),
         )
-        token = self.token()
-        return self.apply(self.shard.offset_fetch(req, token, self.now)).reply_to(token)
+        token, result = self.send(lambda shard, t, now: shard.offset_fetch(req, t, now))
+        return result.reply_to(token)
 
     def committed(self, group_id: str) -> dict[tuple[str, int], int]:
         return {
@@ -260,13 +290,11 @@ class Context:
         req = OffsetDeleteRequest(
             group_id, tuple(FetchTopic(t, tuple(ps)) for t, ps in topics.items())
         )
-        token = self.token()
-        result = self.apply(self.shard.offset_delete(req, token, self.now))
+        token, result = self.send(lambda shard, t, now: shard.offset_delete(req, t, now))
         return result.reply_to(token), result
 
     def delete_groups(self, *group_ids: str) -> tuple[Any, Result]:
-        token = self.token()
-        result = self.apply(self.shard.delete_groups(group_ids, token, self.now))
+        token, result = self.send(lambda shard, t, now: shard.delete_groups(group_ids, t, now))
         return result.reply_to(token), result
 
     def list_groups(self, *states: str) -> Any:

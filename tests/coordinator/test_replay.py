@@ -90,3 +90,11 @@ def test_replay_handles_tombstones_old_versions_and_foreign_records() -> None:
     assert "old" not in shard.groups
     shard.replay(gone.key, gone.value)  # tombstone of an unknown group: nothing to do
     shard.replay(b"\x00\x05\x00\x01g\x00\x01m", b"\x00\x00")  # a KIP-848 record: skipped
+
+
+def test_group_created_at_time_zero_reloads_with_its_timestamp() -> None:
+    ctx = Context(now_ms=0)
+    token, result = ctx.join("g")
+    assert result.reply_to(token).error_code is ErrorCode.MEMBER_ID_REQUIRED
+    ctx.restart()
+    assert ctx.shard.groups["g"].current_state_timestamp == 0

@@ -51,6 +51,7 @@ from herdless.coordinator.messages import (
 )
 from herdless.coordinator.offsets import BaseTimestamp, OffsetAndMetadata, OffsetTable, is_expired
 from herdless.coordinator.records import (
+    NO_TIMESTAMP,
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
@@ -312,7 +313,11 @@ class CoordinatorShard:
                 generation=0,
                 protocol=None,
                 leader=None,
-                current_state_timestamp=group.current_state_timestamp or -1,
+                current_state_timestamp=(
+                    NO_TIMESTAMP
+                    if group.current_state_timestamp is None
+                    else group.current_state_timestamp
+                ),
             )
             self._write(out, group_metadata_record(GroupMetadataKey(group.group_id), empty))
         return out
