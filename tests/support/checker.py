@@ -29,8 +29,17 @@ class Acked:
 class Writer:
     """Produces `prefix-N` values with acks=all and idempotence until stopped."""
 
-    def __init__(self, bootstrap: str, topic: str, prefix: str = "v") -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        prefix: str = "v",
+        pause_every: int = 50,
+        **settings: object,
+    ) -> None:
         self.topic = topic
+        # A 5 ms pause after every `pause_every` records keeps the rate bounded.
+        self._pause_every = pause_every
         self.prefix = prefix
         self.acked: list[Acked] = []
         self.failed: list[str] = []
@@ -43,6 +52,7 @@ class Writer:
                 "message.timeout.ms": 120_000,
                 "retry.backoff.ms": 50,
                 "topic.metadata.refresh.interval.ms": 1000,
+                **settings,
             }
         )
         self._stop = threading.Event()
@@ -65,7 +75,7 @@ class Writer:
                 self._producer.poll(0.05)
                 continue
             self._producer.poll(0)
-            if self.sent % 50 == 0:
+            if self.sent % self._pause_every == 0:
                 time.sleep(0.005)
 
     def start(self) -> Writer:
