@@ -231,7 +231,8 @@ def commit_for_new_group(cluster: ClusterProcesses, group: str, topic: str) -> N
     while True:
         try:
             answer = admin.alter_consumer_group_offsets(request)[group].result(timeout=20)
-            assert [tp.error for tp in answer.topic_partitions] == [None], answer
+            errors = [tp.error for tp in answer.topic_partitions]
+            assert errors == [None], f"{group}: {errors}"
             return
         except KafkaException as exc:
             # The first request for a group creates __consumer_offsets; its
@@ -280,6 +281,28 @@ def test_cluster_describe_counts_the_groups_each_broker_coordinates(
     assert {int(row[0]): int(row[-1]) for row in rows} == expected
     table = herdless("cluster", "describe", "-b", cluster.bootstrap, "-o", "table")
     assert "GROUPS" in table
+
+
+def test_a_group_commits_offsets_of_partitions_its_coordinator_does_not_host(
+    cluster: ClusterProcesses,
+) -> None:
+    # Two replicas of three brokers (not one: a later test stops a broker and expects
+    # nothing offline).
+    create_topic(cluster, "two-copies", 1, 2)
+    partitions = int(BROKER_SETTINGS["offsets.topic.num.partitions"])
+    groups = {partition_for(f"far-{n}", partitions): f"far-{n}" for n in range(200)}
+    assert sorted(groups) == list(range(partitions))
+    for group in groups.values():
+        commit_for_new_group(cluster, group, "two-copies")
+    metadata = cluster.metadata()
+    hosts = set(metadata.topics["two-copies"].partitions[0].replicas)
+    coordinators = {p.leader for p in metadata.topics["__consumer_offsets"].partitions.values()}
+    assert coordinators - hosts, "every coordinator hosts the topic: nothing shown"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for group in groups.values():
+        request = [ConsumerGroupTopicPartitions(group, [TopicPartition("two-copies", 0)])]
+        fetched = admin.list_consumer_group_offsets(request)[group].result(timeout=20)
+        assert [tp.offset for tp in fetched.topic_partitions] == [1], group
 
 
 def test_cluster_describe_shows_a_broker_it_cannot_reach(cluster: ClusterProcesses) -> None:
