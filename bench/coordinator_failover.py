@@ -10,11 +10,13 @@ OffsetCommit the new coordinator accepts, with a client that every 20 ms asks
 a live broker for the coordinator (FindCoordinator) and commits there,
 ignoring errors. The killed broker is restarted before the next kill.
 
-It runs twice, each on a fresh cluster: with `group.coordinator.standby.enable`
+It runs two clusters at once: one with `group.coordinator.standby.enable`
 true (followers keep a warm standby of the partition's groups, so a new leader
-serves at once) and false (the new leader replays the partition first), and
-prints both side by side with their ratio. `--without-standby-only` runs only
-the second and does not pass the setting at all, for brokers that predate it.
+serves at once), one with it false (the new leader replays the partition
+first); the kills alternate between them, so that a busier spell of a shared
+machine falls on both alike, and it prints both side by side with their ratio.
+`--without-standby-only` runs only the second and does not pass the setting at
+all, for brokers that predate it.
 
     python bench/coordinator_failover.py                            # 1,000,000 records, 3 kills
     python bench/coordinator_failover.py --records 200000 --without-standby-only
@@ -38,6 +40,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -213,13 +216,16 @@ def failover_once(cluster: ClusterProcesses, probe_group: str, settle_s: float) 
     )
 
 
-def run_mode(mode: Mode, args: argparse.Namespace, groups: list[str]) -> list[Failover]:
+@contextlib.contextmanager
+def filled_cluster(
+    mode: Mode, args: argparse.Namespace, groups: list[str]
+) -> Iterator[ClusterProcesses]:
+    """A running cluster for `mode` whose offsets partition holds the groups' offsets."""
     settings = {
         "zookeeper.session.timeout.ms": str(args.session_timeout_ms),
         "offsets.topic.replication.factor": "3",
         **mode.settings,
     }
-    failovers: list[Failover] = []
     with contextlib.ExitStack() as stack:
         if args.work_dir is None:
             base = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="herdless-bench-")))
@@ -237,16 +243,32 @@ def run_mode(mode: Mode, args: argparse.Namespace, groups: list[str]) -> list[Fa
                 f"{mode.name}: {len(groups) * args.topic_partitions:,} offset records in"
                 f" {OFFSETS_TOPIC}-{OFFSETS_PARTITION} ({rate:,.0f} records/s)"
             )
-            for _ in range(args.repeats):
-                failover = failover_once(cluster, groups[-1], args.settle)
-                failovers.append(failover)
+            yield cluster
+        finally:
+            cluster.stop()
+
+
+def run(
+    modes: list[Mode], args: argparse.Namespace, groups: list[str]
+) -> dict[str, list[Failover]]:
+    """Kill the coordinator `args.repeats` times in each mode's cluster, alternating
+    between the clusters (both stay up), so that a busier spell of the machine falls
+    on both alike."""
+    failovers: dict[str, list[Failover]] = {mode.name: [] for mode in modes}
+    with contextlib.ExitStack() as stack:
+        clusters = {
+            mode.name: stack.enter_context(filled_cluster(mode, args, groups)) for mode in modes
+        }
+        for round_no in range(args.repeats):
+            names = list(clusters) if round_no % 2 == 0 else list(reversed(clusters))
+            for name in names:
+                failover = failover_once(clusters[name], groups[-1], args.settle)
+                failovers[name].append(failover)
                 console.print(
-                    f"{mode.name}: {failover.seconds:.2f} s to the first commit on broker"
+                    f"{name}: {failover.seconds:.2f} s to the first commit on broker"
                     f" {failover.new_leader}; elected after {seconds(failover.elected_after_s)},"
                     f" replayed in {seconds(failover.loaded_in_s)}"
                 )
-        finally:
-            cluster.stop()
     return failovers
 
 
@@ -338,13 +360,18 @@ def main() -> None:
         if args.without_standby_only
         else [Mode("with standby", True), Mode("without standby", False)]
     )
+    load_before = os.getloadavg()[0]
     try:
-        results = {mode.name: run_mode(mode, args, groups) for mode in modes}
+        results = run(modes, args, groups)
     except RuntimeError as exc:
         if f"unknown broker setting '{STANDBY_SETTING}'" not in str(exc):
             raise
         sys.exit(f"these brokers do not know {STANDBY_SETTING}: run with --without-standby-only")
     report(results, args, records)
+    # The figures move with what else runs on the machine: say how busy it was.
+    console.print(
+        f"1-minute load average {load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
+    )
 
 
 if __name__ == "__main__":
