@@ -10,10 +10,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.cluster import ClusterProcesses, running_cluster
+from herdless.coordinator import partition_for
+from tests.support.broker import free_port
+from tests.support.cluster import BROKER_SETTINGS, ClusterProcesses, running_cluster
 
 
 @pytest.fixture(scope="module")
@@ -213,6 +221,111 @@ def test_cluster_describe_shows_brokers_and_the_controller(cluster: ClusterProce
     assert [b["controller"] for b in view["brokers"]].count(True) == 1
     plain = herdless("cluster", "describe", "-b", cluster.bootstrap, "-o", "plain")
     assert plain.splitlines()[0].split("\t")[:4] == ["BROKER", "HOST", "PORT", "RACK"]
+
+
+def commit_for_new_group(cluster: ClusterProcesses, group: str, topic: str) -> None:
+    """One OffsetCommit makes an Empty group on its coordinator, as in Kafka."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    request = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0, 1)])]
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            answer = admin.alter_consumer_group_offsets(request)[group].result(timeout=20)
+            errors = [tp.error for tp in answer.topic_partitions]
+            assert errors == [None], f"{group}: {errors}"
+            return
+        except KafkaException as exc:
+            # The first request for a group creates __consumer_offsets; its
+            # partitions have no leader for a moment.
+            if not exc.args[0].retriable() or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def test_cluster_describe_counts_the_groups_each_broker_coordinates(
+    cluster: ClusterProcesses,
+) -> None:
+    create_topic(cluster, "committed-to", 1, 3)
+    partitions = int(BROKER_SETTINGS["offsets.topic.num.partitions"])
+    # Offsets partition p gets p + 1 new groups, so that brokers leading different
+    # partitions coordinate different numbers of groups.
+    placed = dict.fromkeys(range(partitions), 0)
+    n = 0
+    while any(placed[p] <= p for p in placed):
+        group = f"placed-{n}"
+        n += 1
+        p = partition_for(group, partitions)
+        if placed[p] <= p:
+            placed[p] += 1
+            commit_for_new_group(cluster, group, "committed-to")
+
+    offsets_topic = cluster.metadata().topics["__consumer_offsets"]
+    leaders = {p: offsets_topic.partitions[p].leader for p in range(partitions)}
+    assert len(set(leaders.values())) > 1, leaders
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    every_group = [g.group_id for g in admin.list_consumer_groups().result(timeout=20).valid]
+    expected = dict.fromkeys([1, 2, 3], 0)
+    for group in every_group:
+        expected[leaders[partition_for(group, partitions)]] += 1
+    assert sum(expected.values()) >= sum(p + 1 for p in range(partitions))
+
+    view = json.loads(herdless("cluster", "describe", "-b", cluster.bootstrap, "-o", "json"))
+    assert {b["broker"]: b["groups"] for b in view["brokers"]} == expected
+    assert all(b["groups_error"] is None for b in view["brokers"])
+    assert {b["broker"]: b["offsets_leader_of"] for b in view["brokers"]} == {
+        broker: list(leaders.values()).count(broker) for broker in (1, 2, 3)
+    }
+    plain = herdless("cluster", "describe", "-b", cluster.bootstrap, "-o", "plain")
+    header, *rows = [line.split("\t") for line in plain.splitlines()]
+    assert header[-2:] == ["OFFSETS-LEADER-OF", "GROUPS"]
+    assert {int(row[0]): int(row[-1]) for row in rows} == expected
+    table = herdless("cluster", "describe", "-b", cluster.bootstrap, "-o", "table")
+    assert "GROUPS" in table
+
+
+def test_a_group_commits_offsets_of_partitions_its_coordinator_does_not_host(
+    cluster: ClusterProcesses,
+) -> None:
+    # Two replicas of three brokers (not one: a later test stops a broker and expects
+    # nothing offline).
+    create_topic(cluster, "two-copies", 1, 2)
+    partitions = int(BROKER_SETTINGS["offsets.topic.num.partitions"])
+    groups = {partition_for(f"far-{n}", partitions): f"far-{n}" for n in range(200)}
+    assert sorted(groups) == list(range(partitions))
+    for group in groups.values():
+        commit_for_new_group(cluster, group, "two-copies")
+    metadata = cluster.metadata()
+    hosts = set(metadata.topics["two-copies"].partitions[0].replicas)
+    coordinators = {p.leader for p in metadata.topics["__consumer_offsets"].partitions.values()}
+    assert coordinators - hosts, "every coordinator hosts the topic: nothing shown"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for group in groups.values():
+        request = [ConsumerGroupTopicPartitions(group, [TopicPartition("two-copies", 0)])]
+        fetched = admin.list_consumer_group_offsets(request)[group].result(timeout=20)
+        assert [tp.offset for tp in fetched.topic_partitions] == [1], group
+
+
+def test_cluster_describe_shows_a_broker_it_cannot_reach(cluster: ClusterProcesses) -> None:
+    # Registered at an address where nothing listens: what clients see of a broker
+    # killed a moment ago, until its ZooKeeper session expires.
+    unreachable = cluster.add_broker(
+        4, "--set", f"advertised.listeners=PLAINTEXT://127.0.0.1:{free_port()}"
+    )
+    try:
+        unreachable.start()
+        cluster.wait_for(lambda m: 4 in m.brokers, what="broker 4 registered")
+        view = json.loads(herdless("cluster", "describe", "-b", cluster.bootstrap, "-o", "json"))
+        rows = {b["broker"]: b for b in view["brokers"]}
+        assert sorted(rows) == [1, 2, 3, 4]
+        assert (rows[4]["groups"], rows[4]["groups_error"]) == (None, "unreachable")
+        assert all(isinstance(rows[b]["groups"], int) for b in (1, 2, 3))
+        plain = herdless("cluster", "describe", "-b", cluster.bootstrap, "-o", "plain")
+        last = plain.splitlines()[-1].split("\t")
+        assert (last[0], last[-1]) == ("4", "unreachable")
+    finally:
+        unreachable.stop()
+        del cluster.brokers[4]
+    cluster.wait_for(lambda m: sorted(m.brokers) == [1, 2, 3], what="broker 4 gone")
 
 
 def test_describe_cluster_names_the_controller(cluster: ClusterProcesses) -> None:

@@ -9,9 +9,9 @@ is imported here, when a command first connects, and never when `--help` runs.
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 BOOTSTRAP_TIMEOUT_MS = 5_000
 REQUEST_TIMEOUT_MS = 10_000
 CLIENT_ID = "herdless-cli"
+# Enough to get past every registered broker that does not answer, in a small cluster.
+ANY_BROKER_ATTEMPTS = 3
+
+T = TypeVar("T")
 
 
 def require_reachable(bootstrap: str, timeout_s: float = 5.0) -> None:
@@ -74,6 +78,24 @@ def connect(bootstrap: str) -> Iterator[KafkaAdminClient]:
         raise fail(f"cannot make sense of the answer from {bootstrap}: {exc}") from None
     finally:
         admin.close()
+
+
+def from_any_broker(request: Callable[[], T]) -> T:
+    """A request any broker may answer, tried on another when the one picked cannot be reached.
+
+    kafka-python sends it to a broker picked at random from the metadata, which
+    lists a broker from its registration: one just killed stays listed until its
+    ZooKeeper session expires. A refused connection fails the request at once and
+    makes the client back off from that broker, so the next try goes elsewhere.
+    """
+    from kafka.errors import KafkaConnectionError, NodeNotReadyError
+
+    for _ in range(ANY_BROKER_ATTEMPTS - 1):
+        try:
+            return request()
+        except (KafkaConnectionError, NodeNotReadyError):
+            continue
+    return request()
 
 
 def explain(exc: KafkaError, bootstrap: str) -> str:

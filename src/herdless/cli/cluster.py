@@ -1,9 +1,9 @@
 """`herdless cluster`: see a cluster's brokers and partitions' health, or run one locally.
 
 `describe` is a Kafka client like the other commands: brokers, racks, the
-controller, and which partitions are under-replicated or offline. `up` starts
-Debian's ZooKeeper and N brokers on this machine, for trying the cluster on a
-laptop; Ctrl-C stops them all.
+controller, how many groups each broker coordinates, and which partitions are
+under-replicated or offline. `up` starts Debian's ZooKeeper and N brokers on
+this machine, for trying the cluster on a laptop; Ctrl-C stops them all.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -20,21 +20,30 @@ from herdless.cli.errors import fail
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, command_group
 from herdless.cli.output import OutputOption, Table, View, note, show
 
+if TYPE_CHECKING:
+    from kafka import KafkaAdminClient
+
+# A group's coordinator is the leader of the partition of this topic its id hashes to.
+OFFSETS_TOPIC = "__consumer_offsets"
+
 cluster_app = command_group("See a cluster's brokers and partitions, or run one on this machine.")
 
 
 @cluster_app.command("describe")
 def describe(output: OutputOption = None, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP) -> None:
-    """Brokers, racks, the controller, and under-replicated or offline partitions."""
-    from herdless.cli.client import connect
+    """Brokers, racks, the controller, the groups each broker coordinates, and
+    under-replicated or offline partitions."""
+    from herdless.cli.client import connect, from_any_broker
 
     with connect(bootstrap) as admin:
-        cluster = admin.describe_cluster()
-        topics = admin.describe_topics()
+        cluster = from_any_broker(admin.describe_cluster)
+        topics = from_any_broker(admin.describe_topics)
+        brokers = sorted(cluster.get("brokers", []), key=lambda b: b["broker_id"])
+        groups = {b["broker_id"]: _coordinated_groups(admin, b["broker_id"]) for b in brokers}
     controller = cluster.get("controller_id", -1)
-    brokers = sorted(cluster.get("brokers", []), key=lambda b: b["broker_id"])
     live = {b["broker_id"] for b in brokers}
     leads = dict.fromkeys(live, 0)
+    offsets_leads = dict.fromkeys(live, 0)
     hosts = dict.fromkeys(live, 0)
     lagging = dict.fromkeys(live, 0)
     problems = []
@@ -45,6 +54,8 @@ def describe(output: OutputOption = None, bootstrap: Bootstrap = DEFAULT_BOOTSTR
             replicas, isr = p["replica_nodes"], p["isr_nodes"]
             if p["leader_id"] in leads:
                 leads[p["leader_id"]] += 1
+                if topic["name"] == OFFSETS_TOPIC:
+                    offsets_leads[p["leader_id"]] += 1
             for replica in replicas:
                 if replica in hosts:
                     hosts[replica] += 1
@@ -79,6 +90,9 @@ def describe(output: OutputOption = None, bootstrap: Bootstrap = DEFAULT_BOOTSTR
             "leader_of": leads[b["broker_id"]],
             "replicas": hosts[b["broker_id"]],
             "out_of_isr": lagging[b["broker_id"]],
+            "offsets_leader_of": offsets_leads[b["broker_id"]],
+            "groups": groups[b["broker_id"]][0],
+            "groups_error": groups[b["broker_id"]][1],
         }
         for b in brokers
     ]
@@ -90,7 +104,18 @@ def describe(output: OutputOption = None, bootstrap: Bootstrap = DEFAULT_BOOTSTR
     )
     tables = [
         Table(
-            ("BROKER", "HOST", "PORT", "RACK", "CONTROLLER", "LEADER-OF", "REPLICAS", "OUT-OF-ISR"),
+            (
+                "BROKER",
+                "HOST",
+                "PORT",
+                "RACK",
+                "CONTROLLER",
+                "LEADER-OF",
+                "REPLICAS",
+                "OUT-OF-ISR",
+                "OFFSETS-LEADER-OF",
+                "GROUPS",
+            ),
             [
                 (
                     r["broker"],
@@ -101,6 +126,8 @@ def describe(output: OutputOption = None, bootstrap: Bootstrap = DEFAULT_BOOTSTR
                     r["leader_of"],
                     r["replicas"],
                     r["out_of_isr"],
+                    r["offsets_leader_of"],
+                    r["groups"] if r["groups_error"] is None else r["groups_error"],
                 )
                 for r in broker_rows
             ],
@@ -134,6 +161,27 @@ def describe(output: OutputOption = None, bootstrap: Bootstrap = DEFAULT_BOOTSTR
         "unhealthy_partitions": problems,
     }
     show(View(data=data, tables=tables, heading=heading), output)
+
+
+def _coordinated_groups(admin: KafkaAdminClient, broker_id: int) -> tuple[int | None, str | None]:
+    """How many groups the broker coordinates, or why it cannot say (its ListGroups failed).
+
+    A broker that cannot be reached is one row of the view, not the command's failure.
+    """
+    from kafka.errors import BrokerResponseError, CoordinatorLoadInProgressError, KafkaError
+
+    from herdless.cli.client import error_text
+    from herdless.cli.group_state import list_group_ids
+
+    try:
+        return len(list_group_ids(admin, broker_ids=[broker_id])), None
+    except CoordinatorLoadInProgressError:
+        # It coordinates some groups but is still reading them from __consumer_offsets.
+        return None, "loading"
+    except BrokerResponseError as exc:
+        return None, error_text(exc)
+    except KafkaError:
+        return None, "unreachable"
 
 
 def _ids(ids: list[int]) -> str:

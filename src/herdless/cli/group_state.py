@@ -86,14 +86,18 @@ def describe_group(admin: KafkaAdminClient, group_id: str) -> GroupInfo:
     return describe_groups(admin, [group_id])[group_id]
 
 
-def list_group_ids(admin: KafkaAdminClient, states: list[str] | None = None) -> list[str]:
+def list_group_ids(
+    admin: KafkaAdminClient, states: list[str] | None = None, broker_ids: list[int] | None = None
+) -> list[str]:
+    """The groups the brokers coordinate (all brokers, unless `broker_ids` names some):
+    each broker lists only the groups it coordinates."""
     from kafka.errors import UnsupportedVersionError
 
     try:
-        listed = admin.list_groups(states_filter=states or None)
+        listed = admin.list_groups(broker_ids=broker_ids, states_filter=states or None)
     except UnsupportedVersionError:
         # ListGroups before v4 has no state filter; callers filter on the described state.
-        listed = admin.list_groups()
+        listed = admin.list_groups(broker_ids=broker_ids)
     return sorted({g["group_id"] for g in listed})
 
 

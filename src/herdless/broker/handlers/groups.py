@@ -199,12 +199,13 @@ async def handle_offset_commit(context: BrokerContext, request: Request) -> Any:
         api_version=request.api_version,
     )
     # As Kafka does, a partition that does not exist is refused here and never stored.
+    existing = {t.name: _partitions(context, t.name) for t in commit.topics}
     known = tuple(
-        m.CommitTopic(t.name, tuple(p for p in t.partitions if _exists(context, t.name, p)))
+        m.CommitTopic(t.name, tuple(p for p in t.partitions if p.partition in existing[t.name]))
         for t in commit.topics
     )
     unknown = tuple(
-        m.CommitTopic(t.name, tuple(p for p in t.partitions if not _exists(context, t.name, p)))
+        m.CommitTopic(t.name, tuple(p for p in t.partitions if p.partition not in existing[t.name]))
         for t in commit.topics
     )
     known = tuple(t for t in known if t.partitions)
@@ -224,8 +225,13 @@ async def handle_offset_commit(context: BrokerContext, request: Request) -> Any:
     return Response(throttle_time_ms=0, topics=_topic_errors(Response, answered, "OffsetCommit"))
 
 
-def _exists(context: BrokerContext, topic: str, partition: m.CommitPartition) -> bool:
-    return context.logs.partition(topic, partition.partition) is not None
+def _partitions(context: BrokerContext, topic: str) -> frozenset[int]:
+    """The topic's partitions in the cluster: a group's coordinator need not host a
+    replica of the partitions the group commits."""
+    described = context.metadata.topic(topic)
+    if described is None:
+        return frozenset()
+    return frozenset(p.partition for p in described.partitions)
 
 
 def _every_partition(topics: Any, error: ErrorCode) -> tuple[m.TopicErrors, ...]:
