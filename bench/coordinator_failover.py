@@ -25,7 +25,10 @@ What bounds the time: the killed broker's ZooKeeper session must expire before
 the controller elects another leader (`--session-timeout-ms`, subtracted in a
 column of its own), then the new leader must be able to serve. The brokers'
 logs tell when it was elected and, when it replays the partition, how long that
-took ("loaded __consumer_offsets-N: ... in S s").
+took ("coordinating the groups of __consumer_offsets-N: ... R of them since it
+became leader, S s ago"): with a warm standby, it replays only the uncommitted
+tail. Before each kill, the bench waits until every follower's standby of the
+partition says it is ready (or `--settle` seconds without standby).
 """
 
 from __future__ import annotations
@@ -187,10 +190,36 @@ def logged_at(line: str) -> float:
     return datetime.strptime(line[:23], LOG_TIME).timestamp()
 
 
-def failover_once(cluster: ClusterProcesses, probe_group: str, settle_s: float) -> Failover:
+def standbys_ready(cluster: ClusterProcesses, victim: int, timeout_s: float = 300.0) -> None:
+    """Wait until each follower has logged, since it last registered, that its standby of
+    the partition caught up with the high watermark."""
+    partition = re.escape(f"{OFFSETS_TOPIC}-{OFFSETS_PARTITION}")
+    ready = re.compile(rf"standby of {partition} ready")
+    registered = re.compile(r"registered as broker \d+ at")
+    deadline = time.monotonic() + timeout_s
+    for broker_id, process in cluster.brokers.items():
+        if broker_id == victim:
+            continue
+        while True:
+            lines = process.log_path.read_text(errors="replace").splitlines()
+            starts = [i for i, line in enumerate(lines) if registered.search(line)]
+            after = lines[starts[-1] if starts else 0 :]
+            if any(ready.search(line) for line in after):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"broker {broker_id}'s standby never said it was ready")
+            time.sleep(0.2)
+
+
+def failover_once(
+    cluster: ClusterProcesses, probe_group: str, settle_s: float, standby: bool
+) -> Failover:
     victim = offsets_partition_whole(cluster)
-    # A follower that has just caught up (or restarted) may still be building its standby.
-    time.sleep(settle_s)
+    if standby:
+        standbys_ready(cluster, victim)
+    else:
+        # Nothing to wait for but a quieter moment after the last restart.
+        time.sleep(settle_s)
     live = [address_of(cluster, i) for i in cluster.brokers if i != victim]
     killed_wall = time.time()
     killed_at = time.monotonic()
@@ -200,7 +229,10 @@ def failover_once(cluster: ClusterProcesses, probe_group: str, settle_s: float) 
     log = cluster.brokers[new_leader].log_path
     partition = re.escape(f"{OFFSETS_TOPIC}-{OFFSETS_PARTITION}")
     elected = re.compile(rf"{partition}: leader in leader epoch")
-    loaded = re.compile(rf"loaded {partition}: \d+ records, \d+ groups in ([\d.]+)s")
+    loaded = re.compile(
+        rf"coordinating the groups of {partition}: \d+ groups; \d+ records replayed,"
+        r" \d+ of them since it became leader, ([\d.]+)s ago"
+    )
     elected_match = log_after(log, killed_wall, elected)
     elected_after = (
         logged_at(elected_match.string) - killed_wall if elected_match is not None else None
@@ -262,7 +294,10 @@ def run(
         for round_no in range(args.repeats):
             names = list(clusters) if round_no % 2 == 0 else list(reversed(clusters))
             for name in names:
-                failover = failover_once(clusters[name], groups[-1], args.settle)
+                mode = next(m for m in modes if m.name == name)
+                failover = failover_once(
+                    clusters[name], groups[-1], args.settle, bool(mode.standby)
+                )
                 failovers[name].append(failover)
                 console.print(
                     f"{name}: {failover.seconds:.2f} s to the first commit on broker"

@@ -128,6 +128,8 @@ class ShardRuntime:
         self._incarnation = 0
         # When this broker began to load as leader, and how much was replayed by then.
         self._loading_since = (time.monotonic(), 0)
+        # Whether a standby has said it caught up with the high watermark, once per reset.
+        self._standby_ready = False
 
     # -- roles -----------------------------------------------------------------
 
@@ -179,6 +181,7 @@ class ShardRuntime:
         self.applied_offset = self.log.log_start_offset
         self.loaded_records = 0
         self._loading_since = (time.monotonic(), 0)
+        self._standby_ready = False
         self._moved.set()
 
     # -- replay ----------------------------------------------------------------
@@ -203,6 +206,16 @@ class ShardRuntime:
             if self.state is ShardState.LOADING:
                 self._activate()
                 return
+            if not self._standby_ready:
+                self._standby_ready = True
+                since, _ = self._loading_since
+                log.info(
+                    "standby of %s-%d ready: %d records replayed in %.3fs",
+                    OFFSETS_TOPIC,
+                    self.partition,
+                    self.loaded_records,
+                    time.monotonic() - since,
+                )
             self._moved.clear()
             await self._moved.wait()
 
