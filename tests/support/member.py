@@ -262,6 +262,13 @@ def python_client_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
+def kafka_python_broker_id(node_id: int | str | None) -> int | None:
+    """kafka-python names its coordinator connection "coordinator-<broker id>"."""
+    if node_id is None:
+        return None
+    return int(str(node_id).removeprefix("coordinator-"))
+
+
 def run_kafka_python(args: argparse.Namespace, reporter: Reporter) -> None:
     from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
     from kafka.coordinator.assignors.range import RangePartitionAssignor
@@ -292,7 +299,7 @@ def run_kafka_python(args: argparse.Namespace, reporter: Reporter) -> None:
                 }
             ),
             lambda exc: bool(getattr(exc, "retriable", False)),
-            lambda: consumer._coordinator.coordinator_id,  # noqa: SLF001 - no public accessor
+            lambda: kafka_python_broker_id(consumer._coordinator.coordinator_id),  # noqa: SLF001
         )
 
     class Listener(ConsumerRebalanceListener):

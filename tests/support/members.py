@@ -182,6 +182,12 @@ class Member:
             "auto.commit.interval.ms": 200,
             # Not -o: in -G mode it would override the committed offsets.
             "topic.auto.offset.reset": "earliest",
+            # kcat exits when librdkafka reports all broker connections down. With
+            # sparse connections (the default) it keeps none to brokers it has no use
+            # for, nor reconnects to a restarted one, so in a cluster the death of the
+            # one broker it talks to would end it; with connections to every broker
+            # only a whole cluster down does.
+            "enable.sparse.connections": "false",
         }
         if self.instance_id:
             settings["group.instance.id"] = self.instance_id
