@@ -30,24 +30,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcess
         yield processes
 
 
-def create_topic(
-    cluster: ClusterProcesses, name: str, partitions: int, rf: int, **configs: str
-) -> None:
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    futures = admin.create_topics(
-        [NewTopic(name, partitions, rf, config=configs)], operation_timeout=20
-    )
-    futures[name].result(timeout=30)
-    cluster.wait_for(
-        lambda m: (
-            name in m.topics
-            and len(m.topics[name].partitions) == partitions
-            and all(p.leader >= 0 and len(p.isrs) == rf for p in m.topics[name].partitions.values())
-        ),
-        what=f"{name} online with full ISRs",
-    )
-
-
 def produce(
     cluster: ClusterProcesses, topic: str, values: list[bytes], **settings: object
 ) -> list[tuple[int, int]]:
@@ -112,7 +94,7 @@ def test_brokers_register_and_elect_one_controller(cluster: ClusterProcesses) ->
 
 
 def test_replicated_topic_is_spread_over_the_brokers(cluster: ClusterProcesses) -> None:
-    create_topic(cluster, "spread", 6, 3)
+    cluster.create_topic("spread", 6, 3)
     topic = cluster.metadata("spread").topics["spread"]
     leaders = [p.leader for p in topic.partitions.values()]
     assert sorted(set(leaders)) == [1, 2, 3], leaders
@@ -122,7 +104,7 @@ def test_replicated_topic_is_spread_over_the_brokers(cluster: ClusterProcesses) 
 
 
 def test_acks_all_records_reach_every_replica_byte_for_byte(cluster: ClusterProcesses) -> None:
-    create_topic(cluster, "copies", 3, 3, **{"min.insync.replicas": "2"})
+    cluster.create_topic("copies", 3, 3, **{"min.insync.replicas": "2"})
     values = [f"record-{i}".encode() for i in range(3000)]
     acked = produce(cluster, "copies", values)
     assert len(acked) == len(values)
@@ -336,7 +318,7 @@ def test_describe_cluster_names_the_controller(cluster: ClusterProcesses) -> Non
 
 
 def test_a_consumer_group_commits_and_resumes_on_the_cluster(cluster: ClusterProcesses) -> None:
-    create_topic(cluster, "grouped", 3, 3)
+    cluster.create_topic("grouped", 3, 3)
     values = [f"g-{i}".encode() for i in range(300)]
     produce(cluster, "grouped", values)
 
@@ -417,7 +399,7 @@ def test_kafka_python_produces_and_consumes_with_acks_all(cluster: ClusterProces
     from kafka import KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KafkaTopicPartition
 
-    create_topic(cluster, "kp", 3, 3)
+    cluster.create_topic("kp", 3, 3)
     producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", linger_ms=5)
     futures = [producer.send("kp", key=b"k%d" % i, value=b"kp-%d" % i) for i in range(600)]
     producer.flush(30)
@@ -442,7 +424,7 @@ def test_aiokafka_produces_and_consumes_with_acks_all(cluster: ClusterProcesses)
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.structs import TopicPartition as AioTopicPartition
 
-    create_topic(cluster, "aio", 3, 3)
+    cluster.create_topic("aio", 3, 3)
 
     async def run() -> list[bytes]:
         producer = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
@@ -476,7 +458,7 @@ def test_kcat_produces_and_consumes(cluster: ClusterProcesses) -> None:
 
     kcat = shutil.which("kcat") or shutil.which("kafkacat")
     assert kcat, "kcat is not installed: apt-get install -y kcat"
-    create_topic(cluster, "kc", 2, 3)
+    cluster.create_topic("kc", 2, 3)
     lines = "".join(f"kc-{i}\n" for i in range(200))
     subprocess.run(
         [kcat, "-P", "-b", cluster.bootstrap, "-t", "kc", "-X", "acks=all"],
@@ -498,7 +480,7 @@ def test_kcat_produces_and_consumes(cluster: ClusterProcesses) -> None:
 def test_configs_are_described_and_altered_from_any_broker(cluster: ClusterProcesses) -> None:
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
-    create_topic(cluster, "configured", 1, 2, **{"retention.ms": "3600000"})
+    cluster.create_topic("configured", 1, 2, **{"retention.ms": "3600000"})
     leader = cluster.leader_of("configured", 0)
     (not_hosting,) = [
         b
@@ -537,7 +519,7 @@ def test_partitions_per_request_are_limited_on_the_cluster(cluster: ClusterProce
     assert raised.value.args[0].name() == "INVALID_PARTITIONS"
     assert "max.partitions.per.request (1000)" in raised.value.args[0].str()
     assert "endless" not in cluster.metadata().topics
-    create_topic(cluster, "bounded", 1, 3)
+    cluster.create_topic("bounded", 1, 3)
     grown = admin.create_partitions([NewPartitions("bounded", 100_000)])["bounded"]
     with pytest.raises(KafkaException) as raised:
         grown.result(timeout=20)
@@ -548,7 +530,7 @@ def test_partitions_per_request_are_limited_on_the_cluster(cluster: ClusterProce
 def test_create_partitions_adds_replicated_partitions(cluster: ClusterProcesses) -> None:
     from confluent_kafka.admin import NewPartitions
 
-    create_topic(cluster, "growing", 2, 3)
+    cluster.create_topic("growing", 2, 3)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_partitions([NewPartitions("growing", 4)])["growing"].result(timeout=20)
     cluster.wait_for(
@@ -567,7 +549,7 @@ def test_create_partitions_adds_replicated_partitions(cluster: ClusterProcesses)
 def test_a_topic_created_while_a_broker_is_down(cluster: ClusterProcesses) -> None:
     from kazoo.client import KazooClient
 
-    create_topic(cluster, "before-outage", 1, 3, **{"min.insync.replicas": "2"})
+    cluster.create_topic("before-outage", 1, 3, **{"min.insync.replicas": "2"})
     cluster.brokers[3].stop()
     try:
         cluster.wait_for(lambda m: sorted(m.brokers) == [1, 2], what="broker 3 gone")
@@ -706,7 +688,7 @@ def test_requests_to_a_follower_or_with_another_epoch_are_fenced(cluster: Cluste
     from herdless.protocol.codec import REQUESTS, RESPONSES
     from tests.support.wire import Wire
 
-    create_topic(cluster, "fenced", 1, 3)
+    cluster.create_topic("fenced", 1, 3)
     produce(cluster, "fenced", [b"f%d" % i for i in range(5)])
     first_leader = cluster.leader_of("fenced", 0)
     cluster.brokers[first_leader].restart()  # a graceful stop moves leadership at once

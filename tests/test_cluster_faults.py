@@ -37,37 +37,12 @@ def cluster(tmp_path: Path) -> Iterator[ClusterProcesses]:
 
 
 def create(cluster: ClusterProcesses, topic: str) -> None:
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    new = NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})
-    admin.create_topics([new], operation_timeout=20)[topic].result(timeout=30)
-    cluster.wait_for(
-        lambda m: (
-            topic in m.topics and all(len(p.isrs) == 3 for p in m.topics[topic].partitions.values())
-        ),
-        what=f"{topic} with full ISRs",
-    )
-
-
-def serving_again(cluster: ClusterProcesses, topic: str, brokers: int = 3) -> float:
-    """Seconds until every partition has a live leader and the ISRs are full again."""
-    started = time.monotonic()
-    cluster.wait_for(
-        lambda m: (
-            len(m.brokers) == brokers
-            and all(
-                p.leader in m.brokers and len(p.isrs) == brokers
-                for p in m.topics[topic].partitions.values()
-            )
-        ),
-        timeout=60,
-        what="every partition led, ISRs full",
-    )
-    return time.monotonic() - started
+    cluster.create_topic(topic, PARTITIONS, 3, **{"min.insync.replicas": "2"})
 
 
 def verify(cluster: ClusterProcesses, writer: Writer, topic: str) -> None:
     writer.stop()
-    serving_again(cluster, topic)
+    cluster.wait_serving(topic)
     ends = high_watermarks(cluster.bootstrap, topic, PARTITIONS)
     seen = read_partitions(cluster.bootstrap, topic, PARTITIONS, ends)
     report = check(writer.acked, seen)
@@ -126,7 +101,7 @@ def test_rolling_restart_of_every_broker(cluster: ClusterProcesses) -> None:
     for broker_id in (1, 2, 3):
         time.sleep(random.uniform(0.3, 1.0))
         cluster.brokers[broker_id].restart(hard=random.random() < 0.5)
-        serving_again(cluster, "rolling")
+        cluster.wait_serving("rolling")
     verify(cluster, writer, "rolling")
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-from confluent_kafka.admin import AdminClient, ClusterMetadata
+from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 
 from tests.support.broker import BrokerProcess
 from tests.support.zookeeper import ZooKeeperProcess
@@ -82,6 +82,43 @@ class ClusterProcesses:
             f"cluster did not reach {what or predicate} within {timeout}s (last error: {last})\n"
             + self.logs()
         )
+
+    def create_topic(
+        self, name: str, partitions: int, replication_factor: int = 3, **configs: str
+    ) -> None:
+        """Create a topic; return once every partition has a leader and a full ISR."""
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        new = NewTopic(name, partitions, replication_factor, config=configs)
+        admin.create_topics([new], operation_timeout=20)[name].result(timeout=30)
+        self.wait_for(
+            lambda m: (
+                name in m.topics
+                and len(m.topics[name].partitions) == partitions
+                and all(
+                    p.leader >= 0 and len(p.isrs) == replication_factor
+                    for p in m.topics[name].partitions.values()
+                )
+            ),
+            what=f"{name} online with full ISRs",
+        )
+
+    def wait_serving(self, *topics: str, timeout: float = 60.0) -> float:
+        """Seconds until every broker is registered and each partition of `topics` has a
+        live leader and all its replicas in the ISR again."""
+        started = time.monotonic()
+        self.wait_for(
+            lambda m: (
+                len(m.brokers) == len(self.brokers)
+                and all(
+                    p.leader in m.brokers and len(p.isrs) == len(p.replicas)
+                    for topic in topics
+                    for p in m.topics[topic].partitions.values()
+                )
+            ),
+            timeout=timeout,
+            what=f"every partition of {', '.join(topics)} led, ISRs full",
+        )
+        return time.monotonic() - started
 
     def leader_of(self, topic: str, partition: int) -> int:
         """The partition's leader, once the cluster names one."""

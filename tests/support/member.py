@@ -6,10 +6,13 @@ subscribes to one topic and then:
 - prints one JSON line to stdout for every event: ``started``, each change of
   its assignment (``assign``, ``revoke``, ``lost``, carrying the change, the
   whole assignment after it, the generation and member id as the client sees
-  them), ``commit_failed``, ``error`` and finally ``closed``;
+  them), each acknowledged commit (``committed``: the offsets, and the
+  coordinator's broker id where the client tells it), ``commit_retry``,
+  ``commit_failed``, ``error`` and finally ``closed``;
 - processes records by appending ``partition offset value`` lines to ``--out``
   and flushing it, and only then commits the next offsets synchronously
-  (commit after process); partitions being revoked get a last commit of
+  (commit after process), retrying while the coordinator is away or moving as
+  an application would; partitions being revoked get a last commit of
   anything processed but not yet committed;
 - on SIGTERM finishes the batch in hand, closes the consumer (which leaves the
   group, or for a static member just disconnects) and exits 0.
@@ -29,12 +32,16 @@ import signal
 import struct
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
 CLIENTS = ("confluent-kafka", "kafka-python", "aiokafka")
 POLL_TIMEOUT_S = 0.2
 MAX_BATCH = 500
+# How long a commit is retried while its errors say "try again" (the coordinator is
+# away, loading or moving): longer than a coordinator failover on a loaded machine.
+COMMIT_RETRY_S = 60.0
+COMMIT_RETRY_BACKOFF_S = 0.1
 
 
 class Reporter:
@@ -82,13 +89,50 @@ class Reporter:
         self.uncommitted.update(positions)
         return dict(self.uncommitted)
 
-    def committed(self, offsets: dict[int, int]) -> None:
+    def committed(self, offsets: dict[int, int], coordinator: int | None) -> None:
+        self.emit("committed", offsets=offsets, coordinator=coordinator)
         for partition, offset in offsets.items():
             if self.uncommitted.get(partition) == offset:
                 del self.uncommitted[partition]
 
     def pending_for(self, partitions: Iterable[int]) -> dict[int, int]:
         return {p: self.uncommitted[p] for p in partitions if p in self.uncommitted}
+
+
+def commit_with_retries(
+    reporter: Reporter,
+    offsets: dict[int, int],
+    send: Callable[[], None],
+    retriable: Callable[[Exception], bool],
+    coordinator: Callable[[], int | None],
+) -> None:
+    """Commit `offsets` with `send`, again after errors that say "try again"; report how it
+    ended: ``committed`` (with the coordinator that took it, where known) or ``commit_failed``."""
+    if not offsets:
+        return
+    deadline = time.monotonic() + COMMIT_RETRY_S
+    while True:
+        try:
+            send()
+        except Exception as exc:  # noqa: BLE001 - each client raises its own kinds
+            if retriable(exc) and time.monotonic() < deadline:
+                reporter.emit("commit_retry", offsets=offsets, error=repr(exc))
+                time.sleep(COMMIT_RETRY_BACKOFF_S)
+                continue
+            reporter.emit("commit_failed", offsets=offsets, error=repr(exc))
+            return
+        reporter.committed(offsets, coordinator())
+        return
+
+
+def python_assignors(names: str | None, by_name: dict[str, Any]) -> tuple[Any, ...] | None:
+    """The assignor classes for a comma-separated list of names (None: the client's default)."""
+    if not names:
+        return None
+    unknown = [n for n in names.split(",") if n not in by_name]
+    if unknown:
+        raise SystemExit(f"assignors {unknown} not available; known: {sorted(by_name)}")
+    return tuple(by_name[n] for n in names.split(","))
 
 
 def install_stop_flag() -> list[bool]:
@@ -121,7 +165,24 @@ def ck_generation(consumer: Any) -> int | None:
 
 
 def run_confluent(args: argparse.Namespace, reporter: Reporter) -> None:
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    # Errors after which the same commit may succeed: no coordinator known yet, or it
+    # moved, is loading or is unreachable. Listed because confluent-kafka reports every
+    # commit error with retriable() False.
+    retry_codes = {
+        KafkaError._WAIT_COORD,
+        KafkaError._TRANSPORT,
+        KafkaError._TIMED_OUT,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.REQUEST_TIMED_OUT,
+    }
+
+    def retriable(exc: Exception) -> bool:
+        error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+        return isinstance(error, KafkaError) and (error.retriable() or error.code() in retry_codes)
 
     config: dict[str, Any] = {
         "bootstrap.servers": args.bootstrap,
@@ -141,17 +202,16 @@ def run_confluent(args: argparse.Namespace, reporter: Reporter) -> None:
     stop = install_stop_flag()
 
     def commit(offsets: dict[int, int]) -> None:
-        if not offsets:
-            return
-        try:
-            consumer.commit(
+        commit_with_retries(
+            reporter,
+            offsets,
+            lambda: consumer.commit(
                 offsets=[TopicPartition(args.topic, p, o) for p, o in offsets.items()],
                 asynchronous=False,
-            )
-        except KafkaException as exc:
-            reporter.emit("commit_failed", offsets=offsets, error=str(exc))
-            return
-        reporter.committed(offsets)
+            ),
+            retriable,
+            lambda: None,  # librdkafka does not say which broker coordinates
+        )
 
     def on_assign(c: Any, partitions: list[Any]) -> None:
         reporter.change(
@@ -202,15 +262,23 @@ def python_client_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
+def kafka_python_broker_id(node_id: int | str | None) -> int | None:
+    """kafka-python names its coordinator connection "coordinator-<broker id>"."""
+    if node_id is None:
+        return None
+    return int(str(node_id).removeprefix("coordinator-"))
+
+
 def run_kafka_python(args: argparse.Namespace, reporter: Reporter) -> None:
     from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
     from kafka.coordinator.assignors.range import RangePartitionAssignor
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
-    from kafka.errors import KafkaError
     from kafka_python import subscribe_safely  # beside this script
 
     options = python_client_options(args)
-    options["partition_assignment_strategy"] = (RangePartitionAssignor, RoundRobinPartitionAssignor)
+    options["partition_assignment_strategy"] = python_assignors(
+        args.assignor, {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}
+    ) or (RangePartitionAssignor, RoundRobinPartitionAssignor)
     consumer = KafkaConsumer(**options)
     stop = install_stop_flag()
 
@@ -219,19 +287,20 @@ def run_kafka_python(args: argparse.Namespace, reporter: Reporter) -> None:
         return meta.generation_id, meta.member_id
 
     def commit(offsets: dict[int, int]) -> None:
-        if not offsets:
-            return
-        try:
-            consumer.commit(
+        # commit() already retries retriable errors until its timeout (KafkaTimeoutError,
+        # itself retriable); membership errors (a rebalance) are not retriable.
+        commit_with_retries(
+            reporter,
+            offsets,
+            lambda: consumer.commit(
                 {
                     TopicPartition(args.topic, p): OffsetAndMetadata(o, "", -1)
                     for p, o in offsets.items()
                 }
-            )
-        except KafkaError as exc:
-            reporter.emit("commit_failed", offsets=offsets, error=repr(exc))
-            return
-        reporter.committed(offsets)
+            ),
+            lambda exc: bool(getattr(exc, "retriable", False)),
+            lambda: kafka_python_broker_id(consumer._coordinator.coordinator_id),  # noqa: SLF001
+        )
 
     class Listener(ConsumerRebalanceListener):
         def on_partitions_revoked(self, revoked: Any) -> None:
@@ -260,10 +329,17 @@ def run_kafka_python(args: argparse.Namespace, reporter: Reporter) -> None:
 
 async def run_aiokafka_async(args: argparse.Namespace, reporter: Reporter) -> None:
     from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+    from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+    from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
     from aiokafka.errors import KafkaError
     from aiokafka.structs import OffsetAndMetadata
 
     options = python_client_options(args)
+    assignors = python_assignors(
+        args.assignor, {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}
+    )
+    if assignors:
+        options["partition_assignment_strategy"] = assignors
     consumer = AIOKafkaConsumer(**options)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -277,6 +353,8 @@ async def run_aiokafka_async(args: argparse.Namespace, reporter: Reporter) -> No
         return coordinator.generation, coordinator.member_id
 
     async def commit(offsets: dict[int, int]) -> None:
+        # commit() itself retries retriable errors for as long as it takes; what it
+        # raises is final (membership errors: the group rebalanced).
         if not offsets:
             return
         try:
@@ -289,7 +367,8 @@ async def run_aiokafka_async(args: argparse.Namespace, reporter: Reporter) -> No
         except KafkaError as exc:
             reporter.emit("commit_failed", offsets=offsets, error=repr(exc))
             return
-        reporter.committed(offsets)
+        coordinator = consumer._coordinator  # noqa: SLF001 - no public accessor
+        reporter.committed(offsets, coordinator.coordinator_id if coordinator else None)
 
     class Listener(ConsumerRebalanceListener):
         async def on_partitions_revoked(self, revoked: Any) -> None:
@@ -337,7 +416,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heartbeat-interval-ms", type=int, default=500)
     parser.add_argument("--max-poll-interval-ms", type=int, default=60_000)
     parser.add_argument("--instance-id", help="group.instance.id: a static member")
-    parser.add_argument("--assignor", help="confluent-kafka partition.assignment.strategy")
+    parser.add_argument(
+        "--assignor",
+        help="partition.assignment.strategy: librdkafka's names; range or roundrobin otherwise",
+    )
     parser.add_argument("--log-level", default="INFO", help="Python client logging, to stderr")
     args = parser.parse_args(argv)
     logging.basicConfig(

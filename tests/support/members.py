@@ -68,6 +68,15 @@ class Event:
 ASSIGNMENT_KINDS = ("assign", "revoke", "lost")
 
 
+@dataclass(frozen=True)
+class Commit:
+    """A commit the member's client acknowledged."""
+
+    seen_at: float
+    offsets: dict[int, int]  # partition -> next offset to consume
+    coordinator: int | None  # the broker that coordinated the group, where the client says
+
+
 def wait_until(
     condition: Callable[[], bool], timeout: float, what: str, seen: Callable[[], str]
 ) -> float:
@@ -173,6 +182,12 @@ class Member:
             "auto.commit.interval.ms": 200,
             # Not -o: in -G mode it would override the committed offsets.
             "topic.auto.offset.reset": "earliest",
+            # kcat exits when librdkafka reports all broker connections down. With
+            # sparse connections (the default) it keeps none to brokers it has no use
+            # for, nor reconnects to a restarted one, so in a cluster the death of the
+            # one broker it talks to would end it; with connections to every broker
+            # only a whole cluster down does.
+            "enable.sparse.connections": "false",
         }
         if self.instance_id:
             settings["group.instance.id"] = self.instance_id
@@ -307,6 +322,18 @@ class Member:
 
     def assignment_events(self) -> list[Event]:
         return [e for e in self.snapshot() if e.kind in ASSIGNMENT_KINDS]
+
+    def commits(self) -> list[Commit]:
+        """The commits acknowledged to this member (our member program reports them)."""
+        return [
+            Commit(
+                e.seen_at,
+                {int(p): o for p, o in e.data["offsets"].items()},
+                e.data.get("coordinator"),
+            )
+            for e in self.snapshot()
+            if e.kind == "committed"
+        ]
 
     @property
     def assignment(self) -> frozenset[int] | None:
@@ -605,13 +632,26 @@ def assert_group_matches(
 
 
 class BackgroundProducer:
-    """Produces unique values round-robin over the partitions until stopped."""
+    """Produces unique values round-robin over the partitions until stopped.
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, prefix: str) -> None:
+    `settings` add to the producer's configuration (e.g. idempotence, so that retries
+    while leaders move write nothing twice).
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        prefix: str,
+        settings: dict[str, Any] | None = None,
+    ) -> None:
         self.topic = topic
         self.partitions = partitions
         self.prefix = prefix
-        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        self.producer = Producer(
+            {"bootstrap.servers": bootstrap, "linger.ms": 5, **(settings or {})}
+        )
         self.delivered: list[tuple[int, int, str]] = []
         self.errors: list[str] = []
         self._lock = threading.Lock()

@@ -9,17 +9,28 @@ from tests.support.broker import BrokerProcess
 
 
 class Wire:
-    """A raw protocol connection, for what client libraries hide (sequences, waits)."""
+    """A raw protocol connection, for what client libraries hide (sequences, waits).
 
-    def __init__(self, broker: BrokerProcess) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", broker.port), timeout=30)
+    call() sends a request and waits for its answer. send() and receive() split the
+    two, e.g. to send to a stopped broker and read what it answers once it runs again.
+    """
+
+    def __init__(self, broker: BrokerProcess, timeout: float = 30.0) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", broker.port), timeout=timeout)
         self.correlation_id = 0
 
     def call(self, request: object, response_class: type) -> object:
+        self.send(request)
+        return self.receive(request, response_class)
+
+    def send(self, request: object) -> None:
         self.correlation_id += 1
         request.with_header(correlation_id=self.correlation_id, client_id="wire-test")
         body = bytes(request.encode(header=True))
         self.sock.sendall(struct.pack(">i", len(body)) + body)
+
+    def receive(self, request: object, response_class: type) -> object:
+        """The answer to `request`, the last one sent (answers come in order)."""
         size = struct.unpack(">i", self._read(4))[0]
         response = response_class.decode(self._read(size), version=request.API_VERSION, header=True)
         assert response.header.correlation_id == self.correlation_id
@@ -29,7 +40,8 @@ class Wire:
         data = b""
         while len(data) < n:
             chunk = self.sock.recv(n - len(data))
-            assert chunk, "broker closed the connection"
+            if not chunk:
+                raise ConnectionResetError("broker closed the connection")
             data += chunk
         return data
 
