@@ -116,7 +116,7 @@ def main() -> None:
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
-    console = Console()
+    console = Console(width=140)
     console.print(f"seed {seed}, {args.cycles} cycles")
     lost_commits: list[str] = []
     with tempfile.TemporaryDirectory(prefix="herdless-kill-soak-") as base:

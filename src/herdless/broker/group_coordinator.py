@@ -52,6 +52,8 @@ LOAD_READ_BYTES = 256 * 1024
 
 # How long a write may wait to be committed (Kafka's offsets.commit.timeout.ms).
 COMMIT_TIMEOUT_MS = 5_000
+# How often timers that fell due while leadership was in doubt look again.
+LEADERSHIP_RECHECK_S = 0.1
 
 Operation = Callable[[CoordinatorShard, Hashable, int], Result]
 # Told of every completed rebalance: (group id, cause).
@@ -384,8 +386,16 @@ class ShardRuntime:
         self._timer = None
         # A stall that just ended moves every deadline on before any is judged.
         self._observe_stalls()
-        if self.state is ShardState.ACTIVE:
-            self._apply(self.shard.poll(now_ms()))
+        if self.state is not ShardState.ACTIVE:
+            return
+        try:
+            self._require_leading()
+        except CoordinatorError:
+            # Leadership in doubt (the lease lapsed): judge no member until it is settled
+            # one way (the lease renewed) or the other (the role changes).
+            self._timer = asyncio.get_running_loop().call_later(LEADERSHIP_RECHECK_S, self._fire)
+            return
+        self._apply(self.shard.poll(now_ms()))
 
     def postpone_timers(self, stalled_ms: int) -> None:
         if self.state is ShardState.ACTIVE:
