@@ -227,7 +227,7 @@ def commit_for_new_group(cluster: ClusterProcesses, group: str, topic: str) -> N
 def test_cluster_describe_counts_the_groups_each_broker_coordinates(
     cluster: ClusterProcesses,
 ) -> None:
-    create_topic(cluster, "committed-to", 1, 3)
+    cluster.create_topic("committed-to", 1, 3)
     partitions = int(BROKER_SETTINGS["offsets.topic.num.partitions"])
     # Offsets partition p gets p + 1 new groups, so that brokers leading different
     # partitions coordinate different numbers of groups.
@@ -270,7 +270,7 @@ def test_a_group_commits_offsets_of_partitions_its_coordinator_does_not_host(
 ) -> None:
     # Two replicas of three brokers (not one: a later test stops a broker and expects
     # nothing offline).
-    create_topic(cluster, "two-copies", 1, 2)
+    cluster.create_topic("two-copies", 1, 2)
     partitions = int(BROKER_SETTINGS["offsets.topic.num.partitions"])
     groups = {partition_for(f"far-{n}", partitions): f"far-{n}" for n in range(200)}
     assert sorted(groups) == list(range(partitions))
@@ -369,7 +369,7 @@ def test_rebalances_are_recorded_whichever_broker_coordinates(cluster: ClusterPr
         if cluster.leader_of("__consumer_offsets", partition_for(f"recorded-{i}", 6))
         != history_leader
     )
-    create_topic(cluster, "recorded", 2, 3)
+    cluster.create_topic("recorded", 2, 3)
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
     consumer.subscribe(["recorded"])
     deadline = time.monotonic() + 30

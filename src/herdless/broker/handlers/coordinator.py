@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.group_coordinator import OFFSETS_TOPIC
+from herdless.broker.group_coordinator import INTERNAL_TOPICS, OFFSETS_TOPIC
 from herdless.broker.metadata import BrokerEndpoint
 from herdless.broker.topic_admin import TopicAdminError
 from herdless.coordinator import partition_for
@@ -28,14 +28,16 @@ KEY_TYPE_GROUP = 0
 async def handle_find_coordinator(context: BrokerContext, request: Request) -> Any:
     body = request.body
     Response = response_class(FIND_COORDINATOR)
-    if body.key_type == KEY_TYPE_GROUP and context.metadata.topic(OFFSETS_TOPIC) is None:
+    if body.key_type == KEY_TYPE_GROUP and any(
+        context.metadata.topic(topic) is None for topic in INTERNAL_TOPICS
+    ):
         try:
             await context.groups.create_topics(
                 context.topics, context.config.offsets_topic_replication_factor
             )
         except TopicAdminError as exc:
             # As Kafka: no coordinator until the offsets topic can have its replicas.
-            log.warning("cannot create %s yet: %s", OFFSETS_TOPIC, exc.message)
+            log.warning("cannot create the internal topics yet: %s", exc.message)
     if request.api_version < 4:
         error, message, coordinator = _find(context, body.key_type, body.key)
         return Response(
