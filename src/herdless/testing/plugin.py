@@ -108,8 +108,11 @@ class _Factory:
         try:
             brokers.start()
         except (RuntimeError, TimeoutError) as exc:  # exited, did not listen or register
-            pytest.fail(f"herdless {what} did not start: {exc}", pytrace=False)
-        return brokers
+            failure = f"herdless {what} did not start: {exc}"
+        else:
+            return brokers
+        # Outside the except block: the message alone, not chained to its cause.
+        pytest.fail(failure, pytrace=False)
 
     def stop_all(self) -> None:
         for brokers in reversed(self._started):
@@ -147,8 +150,10 @@ class ClusterFactory(_Factory):
         try:
             cluster = HerdlessCluster(base_dir, brokers, self._settings(settings, names))
         except ZooKeeperMissing as exc:
-            pytest.fail(f"herdless_cluster needs ZooKeeper. {exc}", pytrace=False)
-        return self._start(cluster, "cluster")
+            missing = f"herdless_cluster needs ZooKeeper. {exc}"
+        else:
+            return self._start(cluster, "cluster")
+        pytest.fail(missing, pytrace=False)
 
 
 @pytest.fixture(scope="session")
