@@ -9,7 +9,8 @@ import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
-EXAMPLE = Path(__file__).parents[1] / "examples" / "pytest-plugin"
+ROOT = Path(__file__).parents[1]
+EXAMPLE = ROOT / "examples" / "pytest-plugin"
 PLUGIN = "herdless.testing.plugin"
 
 
@@ -75,6 +76,13 @@ def test_another_module_has_another_broker(herdless_broker):
     assert herdless_broker.bootstrap != json.loads(Path("first.json").read_text())
 """
 
+
+def docs_example() -> str:
+    """The first Python block of docs/testing.md: the test it shows a user."""
+    text = (ROOT / "docs" / "testing.md").read_text()
+    return re.search(r"^```python\n(.*?)^```$", text, flags=re.MULTILINE | re.DOTALL)[1]
+
+
 # The machine may well have ZooKeeper; this project's pytest acts as if it had not.
 NO_ZOOKEEPER = """
 from pathlib import Path
@@ -85,17 +93,20 @@ herdless.cli.zookeeper.ZOOKEEPER_JAR = Path("/nonexistent/zookeeper.jar")
 """
 
 
-def test_failures_are_clear_and_brokers_shared_by_a_module_come_back(tmp_path: Path) -> None:
+def test_failures_are_clear_shared_brokers_come_back_and_the_docs_example_runs(
+    tmp_path: Path,
+) -> None:
     project = tmp_path / "project"
     project.mkdir()
     (project / "pytest.ini").write_text("[pytest]\n")
     (project / "conftest.py").write_text(NO_ZOOKEEPER)
     (project / "test_a_checks.py").write_text(CHECKS)
-    (project / "test_b_other.py").write_text(OTHER_MODULE)
+    # With the docs' example, which shares that module's broker.
+    (project / "test_b_other.py").write_text(OTHER_MODULE + docs_example())
 
     result = run_pytest(project, tmp_path, "-q", "--herdless-broker-scope=module")
     output = result.stdout + result.stderr
-    assert outcomes(result) == {"failed": 1, "passed": 3, "error": 1}, output
+    assert outcomes(result) == {"failed": 1, "passed": 4, "error": 1}, output
     # The broker's exit, and its own words from its log, without a traceback of ours.
     assert "herdless broker did not start: broker exited with 2" in output
     assert "num.partitions must be an integer, not 'zero'" in output
