@@ -64,7 +64,6 @@ class HerdlessCluster(Brokers):
             )
             for broker_id in range(1, brokers + 1)
         }
-        self._paused: set[int] = set()
 
     @property
     def bootstrap(self) -> str:
@@ -93,11 +92,10 @@ class HerdlessCluster(Brokers):
     def shutdown(self) -> None:
         """SIGTERM to every broker at once, SIGKILL to those still running after 15 s,
         then ZooKeeper."""
-        for broker_id in list(self._paused):
-            self.resume(broker_id)
         running = [p for p in self.brokers.values() if p.alive()]
         for process in running:
             assert process.process is not None
+            process.resume()  # a stopped process takes SIGTERM only once it runs again
             process.process.terminate()
         for process in running:
             assert process.process is not None
@@ -113,13 +111,11 @@ class HerdlessCluster(Brokers):
     def kill(self, broker_id: int) -> None:
         """SIGKILL one broker: the cluster notices when its ZooKeeper session expires
         (zookeeper.session.timeout.ms, 4 s here) and elects new leaders."""
-        self._paused.discard(broker_id)
         self.brokers[broker_id].kill()
 
     def restart(self, broker_id: int, *, hard: bool = False) -> None:
         """Stop one broker (SIGTERM; SIGKILL with `hard`) and start it again, or start it
         if it was down; return once it is registered again."""
-        self._paused.discard(broker_id)
         self.brokers[broker_id].restart(hard=hard)
         self.wait_registered(broker_id)
 
@@ -127,11 +123,9 @@ class HerdlessCluster(Brokers):
         """SIGSTOP one broker: it keeps its connections and answers nothing, like a
         broker in a long stall; past its session it loses its leaderships."""
         self.brokers[broker_id].pause()
-        self._paused.add(broker_id)
 
     def resume(self, broker_id: int) -> None:
         self.brokers[broker_id].resume()
-        self._paused.discard(broker_id)
 
     def wait_registered(self, broker_id: int, timeout: float = REGISTRATION_TIMEOUT_S) -> None:
         self.wait_for(
@@ -153,15 +147,20 @@ class HerdlessCluster(Brokers):
         return self.describe_group(group_id).coordinator.id
 
     def heal(self) -> None:
-        """Resume paused brokers and start stopped ones; return once all are registered."""
-        for broker_id in list(self._paused):
-            self.resume(broker_id)
+        """Resume what is paused and start what is down, ZooKeeper first; return once every
+        broker is registered."""
+        zookeeper_down = not self.zookeeper.alive()
+        if zookeeper_down:
+            self.zookeeper.start()
+        self.zookeeper.resume()
+        for process in self.brokers.values():
+            process.resume()  # SIGCONT: nothing to a process that runs
         down = [i for i, p in self.brokers.items() if not p.alive()]
         for broker_id in down:
             self.brokers[broker_id].launch()
         for broker_id in down:
             self.brokers[broker_id].wait_listening()
-        if down:
+        if down or zookeeper_down:
             self.wait_for(
                 lambda m: all(i in m.brokers for i in self.brokers),
                 REGISTRATION_TIMEOUT_S,

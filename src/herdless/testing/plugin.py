@@ -98,7 +98,9 @@ class _Factory:
         self._base = dict(base)
         self._started: list[Brokers] = []
 
-    def _settings(self, settings: Mapping[str, object] | None, names: Mapping[str, object]) -> dict:
+    def _settings(
+        self, settings: Mapping[str, object] | None, names: Mapping[str, object]
+    ) -> dict[str, str]:
         from herdless.testing.clients import kafka_settings
 
         return {**self._base, **kafka_settings(settings, names)}
