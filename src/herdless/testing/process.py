@@ -1,0 +1,150 @@
+"""A `herdless serve` process on 127.0.0.1: started, paused, stopped and killed by tests."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+STARTUP_TIMEOUT_S = 60.0
+# How long SIGTERM may take before terminate() falls back to SIGKILL.
+STOP_TIMEOUT_S = 15.0
+
+
+class BrokerStartError(RuntimeError):
+    """The broker exited, or did not listen, before it was ready; the message has its log."""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class BrokerProcess:
+    """One broker process whose output goes to a log file beside its data directory."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *extra_args: str,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        prefix: tuple[str, ...] = (),
+    ) -> None:
+        # A command the broker runs under, e.g. prlimit for a smaller file limit.
+        self.prefix = prefix
+        self.data_dir = data_dir
+        self.host = host
+        self.port = free_port() if port is None else port
+        self.extra_args = list(extra_args)
+        self.log_path = data_dir.parent / f"{data_dir.name}-broker.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def command(self) -> list[str]:
+        return [
+            *self.prefix,
+            sys.executable,
+            "-m",
+            "herdless",
+            "serve",
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--data-dir",
+            str(self.data_dir),
+            *self.extra_args,
+        ]
+
+    def start(self, timeout: float = STARTUP_TIMEOUT_S) -> BrokerProcess:
+        """Start the broker and return once it accepts connections."""
+        self.launch()
+        return self.wait_listening(timeout)
+
+    def launch(self) -> None:
+        """Start the process without waiting: several brokers start side by side."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
+        self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+
+    def wait_listening(self, timeout: float = STARTUP_TIMEOUT_S) -> BrokerProcess:
+        assert self.process is not None, "launch() first"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise BrokerStartError(
+                    self._start_failure(f"exited with {self.process.returncode}")
+                )
+            try:
+                with socket.create_connection((self.host, self.port), timeout=0.5):
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        self.kill()
+        raise BrokerStartError(self._start_failure(f"did not listen within {timeout:g}s"))
+
+    def _start_failure(self, what: str) -> str:
+        return (
+            f"broker {what}: {shlex.join(self.command)}\n"
+            f"--- its log ({self.log_path}) ---\n{self.log()}"
+        )
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait: the graceful path."""
+        assert self.process is not None
+        self.resume()
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+    def terminate(self, timeout: float = STOP_TIMEOUT_S) -> None:
+        """SIGTERM, then SIGKILL if the broker has not stopped within `timeout`."""
+        if not self.alive():
+            return
+        try:
+            self.stop(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL: nothing gets to flush or close."""
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def restart(self, *, hard: bool = False) -> BrokerProcess:
+        if hard:
+            self.kill()
+        elif self.alive():
+            self.stop()
+        return self.start()
+
+    def pause(self) -> None:
+        """SIGSTOP: the broker holds its connections and answers nothing, as in a long stall."""
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.alive():
+            assert self.process is not None
+            os.kill(self.process.pid, signal.SIGCONT)
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-5000:]
+        except OSError:
+            return ""

@@ -1,0 +1,51 @@
+"""A ZooKeeper server for tests: Debian's package, short ticks and sessions, on a free port."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from herdless.cli.zookeeper import ZooKeeperServer
+from herdless.testing.process import free_port
+
+# Sessions expire at a tick boundary: a short tick keeps expiry close to the timeout.
+TICK_MS = 100
+MIN_SESSION_TIMEOUT_MS = 2000
+MAX_SESSION_TIMEOUT_MS = 30000
+
+
+class ZooKeeperProcess(ZooKeeperServer):
+    """A standalone ZooKeeper with short ticks and sessions, that tests can pause.
+
+    Raises herdless.cli.zookeeper.ZooKeeperMissing, naming the package to install,
+    when Java or Debian's zookeeper package is absent.
+    """
+
+    def __init__(self, data_dir: Path) -> None:
+        super().__init__(
+            data_dir,
+            free_port(),
+            tick_ms=TICK_MS,
+            min_session_timeout_ms=MIN_SESSION_TIMEOUT_MS,
+            max_session_timeout_ms=MAX_SESSION_TIMEOUT_MS,
+            # Tests write little; no need to fsync every transaction to the log.
+            sync_writes=False,
+        )
+
+    def pause(self) -> None:
+        """SIGSTOP: the server holds its connections but answers nothing."""
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGCONT)
+
+    def restart(self) -> ZooKeeperProcess:
+        """Stop and start again on the same port with the same data; sessions survive if
+        their clients reconnect within the session timeout."""
+        self.stop()
+        self.start()
+        return self
