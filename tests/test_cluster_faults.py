@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import re
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -112,6 +113,22 @@ def test_zookeeper_restart(cluster: ClusterProcesses) -> None:
     cluster.zookeeper.restart()
     time.sleep(random.uniform(0.5, 1.5))
     verify(cluster, writer, "zk-restart")
+    # Every broker still stops on SIGTERM, all at once: the last one's controller and
+    # fetchers come and go while it stops (a lost cancellation once kept one running).
+    create(cluster, "zk-restart-after")
+    processes = [b.process for b in cluster.brokers.values()]
+    for process in processes:
+        assert process is not None
+        process.send_signal(signal.SIGTERM)
+    codes = [p.wait(30) for p in processes if p is not None]
+    assert codes == [0, 0, 0], cluster.logs()
+    for broker in cluster.brokers.values():
+        broker.start()
+    cluster.wait_for(
+        lambda m: len(m.brokers) == len(cluster.brokers) and m.controller_id >= 0,
+        timeout=60,
+        what="every broker registered again",
+    )
 
 
 def test_consumers_read_only_what_the_isr_holds(tmp_path: Path) -> None:

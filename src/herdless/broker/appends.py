@@ -33,7 +33,8 @@ class AppendNotifier:
         for key in keys:
             self._waiters.setdefault(key, set()).add(waiter)
         try:
-            await asyncio.wait_for(waiter, timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await waiter
             return True
         except TimeoutError:
             return False

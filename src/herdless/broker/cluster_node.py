@@ -200,7 +200,8 @@ class ClusterNode:
             # Resigning is a courtesy (the session's end removes /controller too):
             # a ZooKeeper that does not answer must not hold the shutdown.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.controller.stop(), STOP_STEP_TIMEOUT_S)
+                async with asyncio.timeout(STOP_STEP_TIMEOUT_S):
+                    await self.controller.stop()
         for watch in [*self._watches, *self._partition_watches.values()]:
             watch.cancel()
         for watches in self._topic_watches.values():
@@ -211,7 +212,8 @@ class ClusterNode:
         self.replicas.resign_all()
         if self.store is not None:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(zookeeper_call(self.store.close), STOP_STEP_TIMEOUT_S)
+                async with asyncio.timeout(STOP_STEP_TIMEOUT_S):
+                    await zookeeper_call(self.store.close)
 
     def connected_store(self) -> ClusterStore:
         assert self.store is not None, "connect() first"

@@ -109,7 +109,8 @@ class ReplicaFetcher:
                 wake = min((p.delayed_until for p in self.partitions.values()), default=None)
                 timeout = None if wake is None else max(wake - now, 0)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), timeout)
+                    async with asyncio.timeout(timeout):
+                        await self._changed.wait()
                 continue
             try:
                 truncating = [p for p in ready if p.needs_truncation]

@@ -219,9 +219,8 @@ async def serve_metrics(metrics: BrokerMetrics, host: str, port: int) -> asyncio
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            head = await asyncio.wait_for(
-                reader.readuntil(b"\r\n\r\n"), timeout=SCRAPE_READ_TIMEOUT_S
-            )
+            async with asyncio.timeout(SCRAPE_READ_TIMEOUT_S):
+                head = await reader.readuntil(b"\r\n\r\n")
             method, _, rest = head.split(b"\r\n", 1)[0].decode("latin-1").partition(" ")
             path = rest.split(" ", 1)[0].split("?", 1)[0]
             if method not in ("GET", "HEAD"):

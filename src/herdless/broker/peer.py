@@ -36,10 +36,8 @@ class PeerConnection:
         request.with_header(correlation_id=correlation_id, client_id=self._client_id)
         data = bytes(request.encode(header=True, framed=True))
         try:
-            return await asyncio.wait_for(
-                self._exchange(data, api_key, version, correlation_id),
-                (timeout_s or 0) + self._timeout_s,
-            )
+            async with asyncio.timeout((timeout_s or 0) + self._timeout_s):
+                return await self._exchange(data, api_key, version, correlation_id)
         except (OSError, EOFError, asyncio.IncompleteReadError, TimeoutError) as exc:
             self.close()
             raise PeerError(f"{self.host}:{self.port}: {exc!r}") from exc

@@ -257,7 +257,8 @@ class ClusterReplicaManager(ReplicaManager):
             entry = (end_offset, waiter)
             bisect.insort(partition.waiters, entry, key=lambda e: e[0])
             try:
-                await asyncio.wait_for(asyncio.shield(waiter), max(timeout_ms, 0) / 1000)
+                async with asyncio.timeout(max(timeout_ms, 0) / 1000):
+                    await asyncio.shield(waiter)
             except TimeoutError:
                 raise PartitionError(
                     ErrorCode.REQUEST_TIMED_OUT,

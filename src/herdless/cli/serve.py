@@ -199,4 +199,24 @@ async def _serve_until_signal(config: BrokerConfig) -> None:
             await asyncio.gather(starting, return_exceptions=True)
     finally:
         stopping.cancel()
-        await broker.stop()
+        watchdog = loop.call_later(SLOW_STOP_S, _report_slow_stop)
+        try:
+            await broker.stop()
+        finally:
+            watchdog.cancel()
+
+
+# After this long, a stopping broker says what it is still waiting for.
+SLOW_STOP_S = 15.0
+
+
+def _report_slow_stop() -> None:
+    import asyncio
+    import io
+    import logging
+
+    log = logging.getLogger("herdless.broker.broker")
+    for task in asyncio.all_tasks():
+        stack = io.StringIO()
+        task.print_stack(file=stack)
+        log.warning("still stopping after %.0fs: %s\n%s", SLOW_STOP_S, task, stack.getvalue())
