@@ -13,6 +13,7 @@ then its groups get COORDINATOR_LOAD_IN_PROGRESS and clients retry.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import json
 import logging
@@ -52,6 +53,8 @@ LOAD_READ_BYTES = 256 * 1024
 
 # How long a write may wait to be committed (Kafka's offsets.commit.timeout.ms).
 COMMIT_TIMEOUT_MS = 5_000
+# How often a standby that is not yet in the ISR looks whether it joined.
+READY_RECHECK_S = 1.0
 # How often timers that fell due while leadership was in doubt look again.
 LEADERSHIP_RECHECK_S = 0.1
 
@@ -208,7 +211,9 @@ class ShardRuntime:
             if self.state is ShardState.LOADING:
                 self._activate()
                 return
-            if not self._standby_ready:
+            if not self._standby_ready and self.replicas.in_sync(self.log):
+                # Caught up with a high watermark that is the leader's own: this replica
+                # is in the ISR, so a takeover now replays only an uncommitted tail.
                 self._standby_ready = True
                 since, _ = self._loading_since
                 log.info(
@@ -219,7 +224,10 @@ class ShardRuntime:
                     time.monotonic() - since,
                 )
             self._moved.clear()
-            await self._moved.wait()
+            # Until ready, look again now and then: joining the ISR moves nothing here.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(None if self._standby_ready else READY_RECHECK_S):
+                    await self._moved.wait()
 
     def _replay_step(self, target: int) -> None:
         """Replay the records of one read below `target`."""

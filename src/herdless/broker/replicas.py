@@ -68,6 +68,10 @@ class ReplicaManager:
     def in_sync_replicas(self, partition_log: PartitionLog) -> int:
         return 1
 
+    def in_sync(self, partition_log: PartitionLog) -> bool:
+        """Whether this broker's replica is in the partition's ISR."""
+        return True
+
     def append(
         self, partition_log: PartitionLog, batches: list[tuple[BatchHeader, memoryview]], acks: int
     ) -> AppendInfo:

@@ -236,6 +236,10 @@ class ClusterReplicaManager(ReplicaManager):
         partition = self.partitions.get((partition_log.topic, partition_log.partition))
         return 0 if partition is None else len(partition.isr)
 
+    def in_sync(self, partition_log: PartitionLog) -> bool:
+        partition = self.partitions.get((partition_log.topic, partition_log.partition))
+        return partition is not None and self.node_id in partition.isr
+
     def append(
         self, partition_log: PartitionLog, batches: list[tuple[BatchHeader, memoryview]], acks: int
     ) -> AppendInfo:
