@@ -7,7 +7,7 @@ The broker stores batches exactly as producers sent them. Only the base offset
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -360,10 +360,20 @@ def build_batch(entries: list[tuple[bytes | None, bytes | None]], timestamp_ms: 
 
     For the broker's own writes (e.g. `__consumer_offsets`); the log assigns the offset.
     """
+    return encode_batch([(timestamp_ms, key, value) for key, value in entries])
+
+
+def encode_batch(
+    entries: Sequence[tuple[int, bytes | None, bytes | None]], compression: int = Compression.NONE
+) -> bytes:
+    """A magic v2 batch of (timestamp, key, value) records, CreateTime, no headers, base
+    offset 0 and no producer, as Kafka's builder writes one: the first record's timestamp
+    is the base, the largest is the max timestamp."""
     body = bytearray()
-    for delta, (key, value) in enumerate(entries):
-        # attributes 0 and timestamp delta 0, then the offset delta
-        parts = [b"\x00\x00", _zigzag(delta)]
+    base_timestamp = entries[0][0]
+    for delta, (timestamp, key, value) in enumerate(entries):
+        # attributes 0, then the timestamp and offset deltas
+        parts = [b"\x00", _zigzag(timestamp - base_timestamp), _zigzag(delta)]
         for field in (key, value):
             if field is None:
                 parts.append(_zigzag(-1))
@@ -375,11 +385,23 @@ def build_batch(entries: list[tuple[bytes | None, bytes | None]], timestamp_ms: 
         body += _zigzag(len(record))
         body += record
     count = len(entries)
-    after_crc = _AFTER_CRC.pack(
-        0, count - 1, timestamp_ms, timestamp_ms, NO_PRODUCER_ID, -1, NO_SEQUENCE, count
-    ) + bytes(body)
+    max_timestamp = max(timestamp for timestamp, _, _ in entries)
+    payload = compress(compression, body)
+    after_crc = (
+        _AFTER_CRC.pack(
+            compression,
+            count - 1,
+            base_timestamp,
+            max_timestamp,
+            NO_PRODUCER_ID,
+            -1,
+            NO_SEQUENCE,
+            count,
+        )
+        + payload
+    )
     crc = crc32c.crc32c(after_crc)
-    batch_length = HEADER_SIZE - LENGTH_PREFIX + len(body)
+    batch_length = HEADER_SIZE - LENGTH_PREFIX + len(payload)
     return _BEFORE_CRC.pack(0, batch_length, -1, 2, crc) + after_crc
 
 
