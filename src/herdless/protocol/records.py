@@ -167,11 +167,14 @@ def split_batches(
         raise InvalidBatch("empty record set", ErrorCode.INVALID_RECORD)
     while pos < len(view):
         header = parse_header(view, pos)
-        if header.magic != 2:
+        if header.magic < 2:
+            # A message set (magic v0/v1) where a batch must be: see legacy_records.
             raise InvalidBatch(
-                f"unsupported record batch magic {header.magic}",
-                ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                f"message format v{header.magic} where record batches (v2) are expected",
+                ErrorCode.INVALID_RECORD,
             )
+        if header.magic != 2:
+            raise InvalidBatch(f"invalid magic {header.magic} in a record batch")
         if header.batch_length < HEADER_SIZE - LENGTH_PREFIX:
             raise InvalidBatch("record batch length smaller than its header")
         if pos + header.size > len(view):
@@ -457,14 +460,18 @@ def iter_record_slices(
         )
 
 
-def first_keyless_offset(batch: memoryview, header: BatchHeader) -> int | None:
-    """The offset of the first record without a key, or None: compacted topics refuse them."""
+def iter_keys_and_timestamps(batch: memoryview, header: BatchHeader) -> Iterator[tuple[bool, int]]:
+    """Whether each record of a validated batch has a key, and its timestamp, in order:
+    what a log checks record by record (compacted topics refuse records without keys)."""
     payload = decompress(header.compression, batch[HEADER_SIZE : header.size])
-    for _, _, _, offset_delta, pos in _walk(payload, header.record_count):
+    for _, _, timestamp_delta, _, pos in _walk(payload, header.record_count):
         key_length, _ = _varint(payload, pos)
-        if key_length < 0:
-            return header.base_offset + offset_delta
-    return None
+        timestamp = (
+            header.max_timestamp
+            if header.log_append_time
+            else header.base_timestamp + timestamp_delta
+        )
+        yield key_length >= 0, timestamp
 
 
 # Kafka's default levels; cramjam's own defaults differ (zstd 11, gzip 6).

@@ -2,6 +2,9 @@
 
 Fetch sessions (KIP-227) are declined by answering session id 0, which every
 client accepts by sending full fetch requests.
+
+Fetch v0-v3 cannot carry v2 batches: their records are down-converted to message
+sets, magic v1 for v2-v3 and v0 for v0-v1, as Kafka 3 does (legacy_records).
 """
 
 from __future__ import annotations
@@ -12,12 +15,30 @@ from typing import TYPE_CHECKING, Any
 from herdless.broker.replicas import PartitionError
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
-from herdless.storage import StorageError
+from herdless.protocol.legacy_records import MAGIC_V0, MAGIC_V1, downconvert
+from herdless.storage import PartitionLog, StorageError
 
 if TYPE_CHECKING:
     from herdless.broker.context import BrokerContext
 
 FETCH = 1
+# Versions below this cannot be answered from a topic whose compression.type is zstd.
+ZSTD_VERSION = 10
+# Up to this version a partition's max bytes is a hard limit: no batch is given whole
+# past it (v3 added the response's max_bytes and "at least one message").
+HARD_LIMIT_VERSION = 2
+# Up to this version a storage error is told as NOT_LEADER_OR_FOLLOWER, the only one
+# such clients know to recover from by refreshing metadata.
+OLD_STORAGE_ERROR_VERSION = 5
+
+
+def legacy_magic(api_version: int) -> int | None:
+    """The message format a Fetch version carries, if older than v2 batches."""
+    if api_version <= 1:
+        return MAGIC_V0
+    if api_version <= 3:
+        return MAGIC_V1
+    return None
 
 
 async def handle_fetch(context: BrokerContext, request: Request) -> Any:
@@ -25,7 +46,7 @@ async def handle_fetch(context: BrokerContext, request: Request) -> Any:
     deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
     wanted = [(topic.topic, p.partition) for topic in body.topics for p in topic.partitions]
     while True:
-        responses, size = _read(context, body)
+        responses, size = _read(context, body, request.api_version)
         remaining = deadline - time.monotonic()
         if size >= body.min_bytes or remaining <= 0 or context.stopping:
             break
@@ -38,7 +59,7 @@ async def handle_fetch(context: BrokerContext, request: Request) -> Any:
     )
 
 
-def _read(context: BrokerContext, body: Any) -> tuple[list[Any], int]:
+def _read(context: BrokerContext, body: Any, api_version: int) -> tuple[list[Any], int]:
     TopicResponse = response_class(FETCH).FetchableTopicResponse
     PartitionData = TopicResponse.PartitionData
     budget = body.max_bytes if body.max_bytes is not None else 0x7FFFFFFF
@@ -80,20 +101,84 @@ def _read(context: BrokerContext, body: Any) -> tuple[list[Any], int]:
                 continue
             data.high_watermark = data.last_stable_offset = partition_log.high_watermark
             data.log_start_offset = partition_log.log_start_offset
+            config = partition_log.config
+            if api_version < ZSTD_VERSION and config.compression_type == "zstd":
+                data.error_code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+                continue
+            magic = legacy_magic(api_version)
+            if magic is not None and replica_id < 0 and not config.message_downconversion_enable:
+                data.error_code = ErrorCode.UNSUPPORTED_VERSION
+                continue
             # Past the response budget a partition still reports its offsets, without records;
             # the first one always gets a whole batch so a large batch cannot stall a consumer.
             limit = min(wanted.partition_max_bytes, budget - total)
             if limit <= 0 and total > 0:
                 continue
             try:
-                records = partition_log.read(
-                    wanted.fetch_offset, max(limit, 1), max_offset=max_offset
-                )
+                if magic is None:
+                    records = partition_log.read(
+                        wanted.fetch_offset, max(limit, 1), max_offset=max_offset
+                    )
+                else:
+                    whole_first = api_version > HARD_LIMIT_VERSION and total == 0
+                    records = _read_message_sets(
+                        partition_log, wanted.fetch_offset, limit, max_offset, magic, whole_first
+                    )
             except StorageError as exc:
                 # Out of range, or the log closed under us (topic deleted, shutdown).
                 data.error_code = exc.error_code
+                if (
+                    exc.error_code == ErrorCode.KAFKA_STORAGE_ERROR
+                    and api_version <= OLD_STORAGE_ERROR_VERSION
+                ):
+                    data.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                continue
+            except _UnsupportedCodec:
+                data.error_code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
                 continue
             data.records = records
             total += len(records)
         topics.append(TopicResponse(topic=topic.topic, partitions=partitions))
     return topics, total
+
+
+class _UnsupportedCodec(Exception):
+    """The next batch uses a codec the fetch version's message format lacks (zstd)."""
+
+
+def _read_message_sets(
+    partition_log: PartitionLog,
+    offset: int,
+    limit: int,
+    max_offset: int | None,
+    magic: int,
+    whole_first: bool,
+) -> bytes:
+    """Messages of `magic` from `offset` on, whole ones within `limit` bytes.
+
+    A first message larger than the limit comes whole when `whole_first`, else cut at
+    the limit, as brokers of those versions sent it: old clients then report a message
+    too large for their fetch size (or grow it) instead of waiting forever. Batches
+    that convert to nothing (control batches, records below `offset`) are read past.
+    """
+    messages: list[bytes] = []
+    size = 0
+    position = offset
+    while True:
+        data = partition_log.read(position, max(limit, 1), max_offset=max_offset)
+        if not data:
+            break
+        converted = downconvert(data, magic, offset)
+        if converted.unsupported_codec and not messages and not converted.messages:
+            raise _UnsupportedCodec
+        for message in converted.messages:
+            if size + len(message) > limit:
+                if not messages:
+                    return message if whole_first else message[: max(limit, 0)]
+                return b"".join(messages)
+            messages.append(message)
+            size += len(message)
+        if messages or converted.unsupported_codec or converted.next_offset <= position:
+            break
+        position = converted.next_offset
+    return b"".join(messages)

@@ -1,12 +1,19 @@
-"""ListOffsets: earliest, latest, max timestamp, or the first offset at or after a time."""
+"""ListOffsets: earliest, latest, max timestamp, or the first offset at or after a time.
+
+Version 0 answers differently, as Kafka does: up to max_num_offsets offsets
+(old_style_offsets), segment base offsets chosen by when each segment file was
+last written rather than by record timestamps (see PartitionLog.legacy_offsets_before).
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from herdless.broker.clock import now_ms
 from herdless.broker.replicas import PartitionError
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
+from herdless.storage import StorageError
 
 if TYPE_CHECKING:
     from herdless.broker.context import BrokerContext
@@ -16,6 +23,7 @@ LIST_OFFSETS = 2
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
+CONSUMER_REPLICA_ID = -1
 
 
 async def handle_list_offsets(context: BrokerContext, request: Request) -> Any:
@@ -34,6 +42,10 @@ async def handle_list_offsets(context: BrokerContext, request: Request) -> Any:
                 offset=-1,
                 leader_epoch=-1,
             )
+            if request.api_version == 0:
+                _answer_v0(context, topic.name, wanted, request.body.replica_id, result)
+                partitions.append(result)
+                continue
             try:
                 partition_log = context.replicas.leader_log(
                     topic.name, wanted.partition_index, wanted.current_leader_epoch
@@ -64,3 +76,34 @@ def _lookup(partition_log: PartitionLog, timestamp: int) -> tuple[int, int]:
         return -1, -1
     offset, record_timestamp = found
     return record_timestamp, offset
+
+
+def _answer_v0(
+    context: BrokerContext, topic: str, wanted: Any, replica_id: int, result: Any
+) -> None:
+    if wanted.timestamp < EARLIEST:
+        # v0 knows no other special timestamps (such as -3, max timestamp).
+        result.error_code = ErrorCode.UNSUPPORTED_VERSION
+        return
+    if wanted.max_num_offsets < 0:
+        # Kafka's answer too: its array of that many offsets cannot be made.
+        result.error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+        return
+    try:
+        partition_log = context.replicas.leader_log(topic, wanted.partition_index)
+    except PartitionError as exc:
+        result.error_code = exc.error_code
+        return
+    try:
+        offsets = partition_log.legacy_offsets_before(
+            wanted.timestamp, wanted.max_num_offsets, now_ms()
+        )
+    except StorageError as exc:  # the log closed under us (topic deleted, shutdown)
+        result.error_code = exc.error_code
+        return
+    if replica_id == CONSUMER_REPLICA_ID:
+        # A consumer is never told of offsets past the high watermark: it gets that instead.
+        high_watermark = partition_log.high_watermark
+        if any(offset > high_watermark for offset in offsets):
+            offsets = [high_watermark, *(o for o in offsets if o <= high_watermark)]
+    result.old_style_offsets = offsets
