@@ -272,7 +272,7 @@ def test_list_offsets_v0_answers_old_style_offsets(broker: BrokerProcess) -> Non
     topic = "list-offsets-v0"
     create_topic(broker, topic, **{"segment.bytes": "1024"})
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
-    for i in range(40):
+    for _i in range(40):
         producer.produce(topic, value=b"v" * 100, partition=0)
         producer.flush(10)  # one batch each: segments roll every ~9 of them
     wire = Wire(broker)
