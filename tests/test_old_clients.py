@@ -23,7 +23,13 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
-from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+)
+from kafka.record.memory_records import MemoryRecords
 
 from tests.support.broker import BrokerProcess, module_broker
 from tests.support.kafka_python import subscribe_safely
@@ -305,3 +311,93 @@ def test_stored_batches_are_v2_whoever_produced_them(broker: BrokerProcess) -> N
     for segment in Path(broker.data_dir).glob("kp-0-10-*/*.log"):
         magics |= {header.magic for _, header in iter_batches(segment.read_bytes())}
     assert magics == {2}
+
+
+def fetch(wire: Wire, version: int, topic: str, offset: int, max_bytes: int) -> object:
+    Topic = FetchRequest.FetchTopic
+    request = FetchRequest[version](
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=1 << 20,
+        topics=[
+            Topic(
+                topic=topic,
+                partitions=[
+                    Topic.FetchPartition(
+                        partition=0, fetch_offset=offset, partition_max_bytes=max_bytes
+                    )
+                ],
+            )
+        ],
+    )
+    [topic_response] = wire.call(request, FetchResponse).responses
+    [partition] = topic_response.partitions
+    return partition
+
+
+def messages_of(data: bytes) -> list[tuple[int, int, bytes | None]]:
+    """(magic, offset, value) of each whole message, as kafka-python reads them."""
+    out = []
+    records = MemoryRecords(data)
+    while records.has_next():
+        batch = records.next_batch()
+        out += [(batch.magic, r.offset, r.value) for r in batch]
+    return out
+
+
+def produce_to_partition_0(
+    broker: BrokerProcess, topic: str, values: list[bytes], codec: str
+) -> None:
+    producer = Producer(
+        {"bootstrap.servers": broker.bootstrap, "linger.ms": 50, "compression.type": codec}
+    )
+    for value in values:
+        producer.produce(topic, value=value, partition=0)
+    assert producer.flush(30) == 0
+
+
+def test_fetch_v0_to_v3_down_convert_within_the_limits(broker: BrokerProcess) -> None:
+    topic = "fetch-limits"
+    create_topic(broker, topic)
+    values = [b"%03d" % i + b"x" * 97 for i in range(20)]
+    produce_to_partition_0(broker, topic, values[:10], "none")
+    produce_to_partition_0(broker, topic, values[10:], "gzip")
+    wire = Wire(broker)
+    try:
+        for version, magic in ((0, 0), (1, 0), (2, 1), (3, 1)):
+            whole = fetch(wire, version, topic, 0, 1 << 20)
+            assert whole.error_code == 0 and whole.high_watermark == 20
+            assert messages_of(whole.records) == [(magic, i, v) for i, v in enumerate(values)]
+        # From the middle of an uncompressed batch: the records before it are left out;
+        # a compressed batch comes whole (clients skip what they did not ask for).
+        assert [o for _, o, _ in messages_of(fetch(wire, 2, topic, 5, 1 << 20).records)][0] == 5
+        assert [o for _, o, _ in messages_of(fetch(wire, 2, topic, 15, 1 << 20).records)][0] == 10
+        # Whole messages within a partition's max bytes: 3 of ~134 bytes in 450.
+        assert len(messages_of(fetch(wire, 3, topic, 0, 450).records)) == 3
+        # A first message larger than the limit: cut short up to v2, whole from v3.
+        for version in (0, 1, 2):
+            cut = fetch(wire, version, topic, 0, 50).records
+            assert len(cut) == 50 and messages_of(cut) == []
+        assert messages_of(fetch(wire, 3, topic, 0, 50).records) == [(1, 0, values[0])]
+    finally:
+        wire.close()
+
+
+def test_old_fetches_that_kafka_refuses(broker: BrokerProcess) -> None:
+    create_topic(broker, "no-downconversion", **{"message.downconversion.enable": "false"})
+    create_topic(broker, "zstd-topic", **{"compression.type": "zstd"})
+    produce_to_partition_0(broker, "no-downconversion", [b"a"], "none")
+    produce_to_partition_0(broker, "zstd-topic", [b"a"], "none")
+    wire = Wire(broker)
+    try:
+        assert (
+            fetch(wire, 3, "no-downconversion", 0, 1 << 16).error_code == 35
+        )  # UNSUPPORTED_VERSION
+        assert messages_of(fetch(wire, 4, "no-downconversion", 0, 1 << 16).records) != []
+        # Below v10 a zstd topic cannot be read (UNSUPPORTED_COMPRESSION_TYPE).
+        assert fetch(wire, 9, "zstd-topic", 0, 1 << 16).error_code == 76
+        assert fetch(wire, 2, "zstd-topic", 0, 1 << 16).error_code == 76
+        assert fetch(wire, 10, "zstd-topic", 0, 1 << 16).error_code == 0
+    finally:
+        wire.close()
