@@ -14,13 +14,18 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
+from kafka.protocol.consumer import OffsetForLeaderEpochRequest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
-from kafka.protocol.producer import ProduceRequest, ProduceResponse
-from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.protocol.producer import ProduceResponse
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from tests.support.broker import BrokerProcess
+from tests.support.requests import (
+    fetch_request,
+    list_offsets_v0_request,
+    produce_request,
+    v2_batch,
+)
 
 SETTINGS = settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -61,33 +66,12 @@ def api_versions_works(broker: BrokerProcess) -> None:
 
 
 def valid_batch(count: int = 3, base_sequence: int = -1) -> bytearray:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=base_sequence,
-        batch_size=1 << 20,
-    )
-    for i in range(count):
-        builder.append(
-            i, timestamp=1_700_000_000_000 + i, key=b"k%d" % i, value=b"v%d" % i, headers=[]
-        )
-    return bytearray(builder.build())
+    rows = [(b"k%d" % i, b"v%d" % i, 1_700_000_000_000 + i) for i in range(count)]
+    return bytearray(v2_batch(rows, base_sequence=base_sequence))
 
 
 def produce(broker: BrokerProcess, topic: str, records: bytes, version: int = 7) -> int:
-    Topic = ProduceRequest.TopicProduceData
-    request = ProduceRequest[version](
-        transactional_id=None,
-        acks=-1,
-        timeout_ms=5000,
-        topic_data=[
-            Topic(name=topic, partition_data=[Topic.PartitionProduceData(index=0, records=records)])
-        ],
-    )
-    response = exchange(broker, request_frame(request))
+    response = exchange(broker, request_frame(produce_request(version, topic, records)))
     assert response is not None, "produce got no answer"
     decoded = ProduceResponse.decode(response, version=version, header=True)
     return decoded.responses[0].partition_responses[0].error_code
@@ -189,18 +173,7 @@ def test_truncated_batch_and_wrong_count_are_refused(broker: BrokerProcess, topi
 
 
 def test_produce_to_missing_partition(broker: BrokerProcess, topic: str) -> None:
-    Topic = ProduceRequest.TopicProduceData
-    request = ProduceRequest[7](
-        transactional_id=None,
-        acks=1,
-        timeout_ms=5000,
-        topic_data=[
-            Topic(
-                name=topic,
-                partition_data=[Topic.PartitionProduceData(index=99, records=bytes(valid_batch()))],
-            )
-        ],
-    )
+    request = produce_request(7, topic, bytes(valid_batch()), partition=99, acks=1)
     response = exchange(broker, request_frame(request))
     assert response is not None
     decoded = ProduceResponse.decode(response, version=7, header=True)
@@ -244,57 +217,16 @@ def message_set(magic: int, compression: int = 0, count: int = 3) -> bytes:
 
 def old_version_requests(topic: str) -> dict[str, bytes]:
     """A well-formed frame of each version herdless serves that predates v2 batches."""
-    Produce = ProduceRequest.TopicProduceData
-    Fetch = FetchRequest.FetchTopic
-    Offsets = ListOffsetsRequest.ListOffsetsTopic
     Epochs = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
     frames = {}
     for version in range(3):
         for compression in (0, 1):
             records = message_set(0 if version < 2 else 1, compression)
-            produce = ProduceRequest[version](
-                acks=1,
-                timeout_ms=1000,
-                topic_data=[
-                    Produce(
-                        name=topic,
-                        partition_data=[Produce.PartitionProduceData(index=0, records=records)],
-                    )
-                ],
-            )
+            produce = produce_request(version, topic, records, acks=1)
             frames[f"Produce v{version} codec {compression}"] = request_frame(produce)
     for version in range(4):
-        fetch = FetchRequest[version](
-            replica_id=-1,
-            max_wait_ms=0,
-            min_bytes=0,
-            max_bytes=1 << 20,
-            topics=[
-                Fetch(
-                    topic=topic,
-                    partitions=[
-                        Fetch.FetchPartition(
-                            partition=0, fetch_offset=0, partition_max_bytes=1 << 16
-                        )
-                    ],
-                )
-            ],
-        )
-        frames[f"Fetch v{version}"] = request_frame(fetch)
-    offsets = ListOffsetsRequest[0](
-        replica_id=-1,
-        topics=[
-            Offsets(
-                name=topic,
-                partitions=[
-                    Offsets.ListOffsetsPartition(
-                        partition_index=0, timestamp=-1, max_num_offsets=10
-                    )
-                ],
-            )
-        ],
-    )
-    frames["ListOffsets v0"] = request_frame(offsets)
+        frames[f"Fetch v{version}"] = request_frame(fetch_request(version, topic, 0, 1 << 16))
+    frames["ListOffsets v0"] = request_frame(list_offsets_v0_request(topic, -1, 10))
     for version in range(2):
         epochs = OffsetForLeaderEpochRequest[version](
             topics=[

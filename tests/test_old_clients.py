@@ -23,16 +23,12 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
-from kafka.protocol.consumer import (
-    FetchRequest,
-    FetchResponse,
-    ListOffsetsRequest,
-    ListOffsetsResponse,
-)
+from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse
 from kafka.record.memory_records import MemoryRecords
 
 from tests.support.broker import BrokerProcess, module_broker
 from tests.support.kafka_python import subscribe_safely
+from tests.support.requests import fetch_request, list_offsets_v0_request
 from tests.support.wire import Wire
 
 PARTITIONS = 2
@@ -255,20 +251,7 @@ def test_librdkafka_speaking_0_9_0_with_snappy(broker: BrokerProcess) -> None:
 
 
 def list_offsets_v0(wire: Wire, topic: str, timestamp: int, max_num_offsets: int) -> object:
-    Topic = ListOffsetsRequest.ListOffsetsTopic
-    request = ListOffsetsRequest[0](
-        replica_id=-1,
-        topics=[
-            Topic(
-                name=topic,
-                partitions=[
-                    Topic.ListOffsetsPartition(
-                        partition_index=0, timestamp=timestamp, max_num_offsets=max_num_offsets
-                    )
-                ],
-            )
-        ],
-    )
+    request = list_offsets_v0_request(topic, timestamp, max_num_offsets)
     [topic_response] = wire.call(request, ListOffsetsResponse).topics
     [partition] = topic_response.partitions
     return partition
@@ -314,24 +297,9 @@ def test_stored_batches_are_v2_whoever_produced_them(broker: BrokerProcess) -> N
 
 
 def fetch(wire: Wire, version: int, topic: str, offset: int, max_bytes: int) -> object:
-    Topic = FetchRequest.FetchTopic
-    request = FetchRequest[version](
-        replica_id=-1,
-        max_wait_ms=0,
-        min_bytes=0,
-        max_bytes=1 << 20,
-        topics=[
-            Topic(
-                topic=topic,
-                partitions=[
-                    Topic.FetchPartition(
-                        partition=0, fetch_offset=offset, partition_max_bytes=max_bytes
-                    )
-                ],
-            )
-        ],
-    )
-    [topic_response] = wire.call(request, FetchResponse).responses
+    [topic_response] = wire.call(
+        fetch_request(version, topic, offset, max_bytes), FetchResponse
+    ).responses
     [partition] = topic_response.partitions
     return partition
 

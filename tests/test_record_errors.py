@@ -10,10 +10,10 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka.protocol.producer import ProduceRequest, ProduceResponse
-from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.protocol.producer import ProduceResponse
 
 from tests.support.broker import BrokerProcess, module_broker
+from tests.support.requests import produce_request, v2_batch
 from tests.support.wire import Wire
 
 INVALID_RECORD = 87
@@ -103,33 +103,13 @@ def test_confluent_kafka_fails_exactly_the_keyless_records_on_a_compacted_topic(
 
 
 def produce_v8(wire: Wire, topic: str, batch: bytes) -> object:
-    Topic = ProduceRequest.TopicProduceData
-    request = ProduceRequest[8](
-        transactional_id=None,
-        acks=-1,
-        timeout_ms=5000,
-        topic_data=[
-            Topic(name=topic, partition_data=[Topic.PartitionProduceData(index=0, records=batch)])
-        ],
-    )
-    [topic_response] = wire.call(request, ProduceResponse).responses
+    [topic_response] = wire.call(produce_request(8, topic, batch), ProduceResponse).responses
     [partition] = topic_response.partition_responses
     return partition
 
 
 def batch_of(rows: list[tuple[bytes | None, int]]) -> bytes:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
-    for i, (key, timestamp) in enumerate(rows):
-        builder.append(i, timestamp=timestamp, key=key, value=b"v", headers=[])
-    return bytes(builder.build())
+    return v2_batch([(key, b"v", timestamp) for key, timestamp in rows])
 
 
 def test_each_bad_record_is_named_with_its_index_and_reason(broker: BrokerProcess) -> None:

@@ -13,7 +13,6 @@ import kafka.codec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
@@ -28,6 +27,7 @@ from herdless.protocol.records import (
     rewrite_base_offset,
     split_batches,
 )
+from tests.support.requests import v2_batch
 
 # Codecs message sets have (zstd came with v2).
 LEGACY_CODECS = [Compression.NONE, Compression.GZIP, Compression.SNAPPY, Compression.LZ4]
@@ -291,15 +291,5 @@ def test_damaged_message_sets_raise_invalid_batch_only(data: st.DataObject) -> N
 
 
 def test_kafka_pythons_v2_builder_and_ours_agree() -> None:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
-    for i, (ts, k, v) in enumerate(ENTRIES):
-        builder.append(i, timestamp=ts, key=k, value=v, headers=[])
-    assert records_of(bytes(builder.build())) == records_of(encode_batch(ENTRIES))
+    rows = [(k, v, ts) for ts, k, v in ENTRIES]
+    assert records_of(v2_batch(rows)) == records_of(encode_batch(ENTRIES))
