@@ -5,6 +5,8 @@ client accepts by sending full fetch requests.
 
 Fetch v0-v3 cannot carry v2 batches: their records are down-converted to message
 sets, magic v1 for v2-v3 and v0 for v0-v1, as Kafka 3 does (legacy_records).
+From v13 topics are named by id (KIP-516); from v15 a follower's id comes in the
+replica state.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ ZSTD_VERSION = 10
 # Up to this version a partition's max bytes is a hard limit: no batch is given whole
 # past it (v3 added the response's max_bytes and "at least one message").
 HARD_LIMIT_VERSION = 2
+TOPIC_IDS_VERSION = 13
+REPLICA_STATE_VERSION = 15
 # Up to this version a storage error is told as NOT_LEADER_OR_FOLLOWER, the only one
 # such clients know to recover from by refreshing metadata.
 OLD_STORAGE_ERROR_VERSION = 5
@@ -44,9 +48,15 @@ def legacy_magic(api_version: int) -> int | None:
 async def handle_fetch(context: BrokerContext, request: Request) -> Any:
     body = request.body
     deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
-    wanted = [(topic.topic, p.partition) for topic in body.topics for p in topic.partitions]
+    names = _topic_names(context, body, request.api_version)
+    wanted = [
+        (name, p.partition)
+        for name, topic in zip(names, body.topics, strict=True)
+        if name is not None
+        for p in topic.partitions
+    ]
     while True:
-        responses, size = _read(context, body, request.api_version)
+        responses, size = _read(context, body, request.api_version, names)
         remaining = deadline - time.monotonic()
         if size >= body.min_bytes or remaining <= 0 or context.stopping:
             break
@@ -59,15 +69,34 @@ async def handle_fetch(context: BrokerContext, request: Request) -> Any:
     )
 
 
-def _read(context: BrokerContext, body: Any, api_version: int) -> tuple[list[Any], int]:
+def _topic_names(context: BrokerContext, body: Any, api_version: int) -> list[str | None]:
+    """Each requested topic's name; None for an id no topic has (UNKNOWN_TOPIC_ID)."""
+    if api_version < TOPIC_IDS_VERSION:
+        return [topic.topic for topic in body.topics]
+    return [
+        None if topic.topic_id is None else context.metadata.topic_name(topic.topic_id)
+        for topic in body.topics
+    ]
+
+
+def _replica_id(body: Any, api_version: int) -> int:
+    if api_version >= REPLICA_STATE_VERSION:
+        state = body.replica_state
+        return -1 if state is None or state.replica_id is None else state.replica_id
+    return body.replica_id if body.replica_id is not None else -1
+
+
+def _read(
+    context: BrokerContext, body: Any, api_version: int, names: list[str | None]
+) -> tuple[list[Any], int]:
     TopicResponse = response_class(FETCH).FetchableTopicResponse
     PartitionData = TopicResponse.PartitionData
     budget = body.max_bytes if body.max_bytes is not None else 0x7FFFFFFF
-    replica_id = body.replica_id if body.replica_id is not None else -1
+    replica_id = _replica_id(body, api_version)
     replicas = context.replicas
     total = 0
     topics = []
-    for topic in body.topics:
+    for name, topic in zip(names, body.topics, strict=True):
         partitions = []
         for wanted in topic.partitions:
             data = PartitionData(
@@ -81,20 +110,21 @@ def _read(context: BrokerContext, body: Any, api_version: int) -> tuple[list[Any
                 records=b"",
             )
             partitions.append(data)
+            if name is None:
+                data.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+                continue
             epoch = wanted.current_leader_epoch
             try:
                 if replica_id >= 0:
                     # A follower: it reads past the high watermark, and where it fetches
                     # tells the leader how far it has got.
-                    partition_log = replicas.follower_log(
-                        topic.topic, wanted.partition, replica_id, epoch
-                    )
+                    partition_log = replicas.follower_log(name, wanted.partition, replica_id, epoch)
                     replicas.record_follower_fetch(
-                        topic.topic, wanted.partition, replica_id, wanted.fetch_offset
+                        name, wanted.partition, replica_id, wanted.fetch_offset
                     )
                     max_offset = None
                 else:
-                    partition_log = replicas.leader_log(topic.topic, wanted.partition, epoch)
+                    partition_log = replicas.leader_log(name, wanted.partition, epoch)
                     max_offset = partition_log.high_watermark
             except PartitionError as exc:
                 data.error_code = exc.error_code
@@ -138,7 +168,7 @@ def _read(context: BrokerContext, body: Any, api_version: int) -> tuple[list[Any
                 continue
             data.records = records
             total += len(records)
-        topics.append(TopicResponse(topic=topic.topic, partitions=partitions))
+        topics.append(TopicResponse(topic=name, topic_id=topic.topic_id, partitions=partitions))
     return topics, total
 
 

@@ -23,7 +23,11 @@ LIST_OFFSETS = 2
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
 CONSUMER_REPLICA_ID = -1
+# The first version that may ask for each special timestamp (Kafka's KafkaApis table).
+_SPECIAL_SINCE = {LATEST: 1, EARLIEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
 
 
 async def handle_list_offsets(context: BrokerContext, request: Request) -> Any:
@@ -46,6 +50,12 @@ async def handle_list_offsets(context: BrokerContext, request: Request) -> Any:
                 _answer_v0(context, topic.name, wanted, request.body.replica_id, result)
                 partitions.append(result)
                 continue
+            if wanted.timestamp < 0 and request.api_version < _SPECIAL_SINCE.get(
+                wanted.timestamp, 1 << 15
+            ):
+                result.error_code = ErrorCode.UNSUPPORTED_VERSION
+                partitions.append(result)
+                continue
             try:
                 partition_log = context.replicas.leader_log(
                     topic.name, wanted.partition_index, wanted.current_leader_epoch
@@ -55,6 +65,8 @@ async def handle_list_offsets(context: BrokerContext, request: Request) -> Any:
             else:
                 result.leader_epoch = context.replicas.leader_epoch(partition_log)
                 result.timestamp, result.offset = _lookup(partition_log, wanted.timestamp)
+                if wanted.timestamp == LATEST_TIERED:
+                    result.leader_epoch = -1
                 result.old_style_offsets = [result.offset]
             partitions.append(result)
         topics.append(TopicResponse(name=topic.name, partitions=partitions))
@@ -65,8 +77,11 @@ def _lookup(partition_log: PartitionLog, timestamp: int) -> tuple[int, int]:
     """(timestamp, offset) as Kafka answers: -1 timestamp for the special lookups."""
     if timestamp == LATEST:
         return -1, partition_log.high_watermark
-    if timestamp == EARLIEST:
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        # With no remote tier, the local log starts where the log does.
         return -1, partition_log.log_start_offset
+    if timestamp == LATEST_TIERED:
+        return -1, -1  # nothing is tiered
     if timestamp == MAX_TIMESTAMP:
         found = partition_log.max_timestamp_offset()
         return (found[1], found[0]) if found is not None else (-1, -1)

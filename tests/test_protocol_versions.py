@@ -1,5 +1,7 @@
-"""Clients speaking Kafka 0.10 and 0.11's protocol: Produce v2 and Fetch v2-v3 with message
-sets (magic v1), ListOffsets v0, the first versions of the group APIs.
+"""The oldest and the newest versions Kafka 3.9 serves.
+
+Clients speaking Kafka 0.9 to 0.11's protocol: Produce v1-v3 and Fetch v1-v5, message
+sets (magic v0, v1), ListOffsets v0, the first versions of the group APIs.
 
 herdless stores v2 batches only: what such a client produces is up-converted on
 the way in and down-converted on the way out. Each client produces, consumes in a
@@ -13,6 +15,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,12 +26,19 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
-from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse
+from kafka.protocol.consumer import FetchResponse, ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse, ProduceResponse
 from kafka.record.memory_records import MemoryRecords
 
 from tests.support.broker import BrokerProcess, module_broker
 from tests.support.kafka_python import subscribe_safely
-from tests.support.requests import fetch_request, list_offsets_v0_request
+from tests.support.requests import (
+    fetch_request,
+    list_offsets_v0_request,
+    produce_request,
+    v2_batch,
+)
 from tests.support.wire import Wire
 
 PARTITIONS = 2
@@ -367,5 +377,101 @@ def test_old_fetches_that_kafka_refuses(broker: BrokerProcess) -> None:
         assert fetch(wire, 9, "zstd-topic", 0, 1 << 16).error_code == 76
         assert fetch(wire, 2, "zstd-topic", 0, 1 << 16).error_code == 76
         assert fetch(wire, 10, "zstd-topic", 0, 1 << 16).error_code == 0
+    finally:
+        wire.close()
+
+
+# -- the newest versions Kafka 3.9 serves ------------------------------------------------------
+
+
+def topic_id_of(wire: Wire, topic: str) -> uuid.UUID:
+    request = MetadataRequest[12](
+        topics=[MetadataRequest.MetadataRequestTopic(topic_id=None, name=topic)],
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    [described] = wire.call(request, MetadataResponse).topics
+    return described.topic_id
+
+
+def test_fetch_v13_and_later_name_topics_by_id(broker: BrokerProcess) -> None:
+    topic = "by-id"
+    create_topic(broker, topic)
+    produce_to_partition_0(broker, topic, [b"a", b"b"], "none")
+    wire = Wire(broker)
+    try:
+        topic_id = topic_id_of(wire, topic)
+        for version in (13, 15, 16, 17):
+            request = fetch_request(version, topic, 0, 1 << 16)
+            request.topics[0].topic_id = topic_id
+            [answer] = wire.call(request, FetchResponse).responses
+            assert answer.topic_id == topic_id
+            [partition] = answer.partitions
+            assert partition.error_code == 0 and partition.high_watermark == 2
+            assert [value for _, _, value in messages_of(partition.records)] == [b"a", b"b"]
+        unknown = fetch_request(16, topic, 0, 1 << 16)
+        unknown.topics[0].topic_id = uuid.uuid4()
+        [answer] = wire.call(unknown, FetchResponse).responses
+        assert answer.partitions[0].error_code == 100  # UNKNOWN_TOPIC_ID
+    finally:
+        wire.close()
+
+
+def list_offsets(wire: Wire, version: int, topic: str, timestamp: int) -> object:
+    Topic = ListOffsetsRequest.ListOffsetsTopic
+    request = ListOffsetsRequest[version](
+        replica_id=-1,
+        isolation_level=0,
+        topics=[
+            Topic(
+                name=topic,
+                partitions=[Topic.ListOffsetsPartition(partition_index=0, timestamp=timestamp)],
+            )
+        ],
+        timeout_ms=1000,
+    )
+    [answer] = wire.call(request, ListOffsetsResponse).topics
+    return answer.partitions[0]
+
+
+def test_list_offsets_special_timestamps_from_the_version_that_has_them(
+    broker: BrokerProcess,
+) -> None:
+    topic = "special-timestamps"
+    create_topic(broker, topic)
+    produce_to_partition_0(broker, topic, [b"a", b"b", b"c"], "none")
+    wire = Wire(broker)
+    try:
+        # -3 max timestamp from v7, -4 earliest local from v8, -5 latest tiered from v9;
+        # asked earlier, each is UNSUPPORTED_VERSION, as Kafka answers.
+        for timestamp, since in ((-3, 7), (-4, 8), (-5, 9)):
+            assert list_offsets(wire, since - 1, topic, timestamp).error_code == 35
+            assert list_offsets(wire, since, topic, timestamp).error_code == 0
+        # With no remote tier the local log starts at the log start, and nothing is tiered.
+        assert list_offsets(wire, 8, topic, -4).offset == 0
+        tiered = list_offsets(wire, 9, topic, -5)
+        assert (tiered.offset, tiered.timestamp, tiered.leader_epoch) == (-1, -1, -1)
+        assert list_offsets(wire, 9, topic, -1).offset == 3
+    finally:
+        wire.close()
+
+
+def test_produce_v11_and_init_producer_id_v5_are_answered(broker: BrokerProcess) -> None:
+    topic = "newest-produce"
+    create_topic(broker, topic)
+    wire = Wire(broker)
+    try:
+        answer = wire.call(produce_request(11, topic, v2_batch([(b"k", b"v", 1)])), ProduceResponse)
+        assert answer.responses[0].partition_responses[0].error_code == 0
+        init = wire.call(
+            InitProducerIdRequest[5](
+                transactional_id=None,
+                transaction_timeout_ms=1000,
+                producer_id=-1,
+                producer_epoch=-1,
+            ),
+            InitProducerIdResponse,
+        )
+        assert init.error_code == 0 and init.producer_id >= 0
     finally:
         wire.close()
