@@ -293,3 +293,12 @@ def test_damaged_message_sets_raise_invalid_batch_only(data: st.DataObject) -> N
 def test_kafka_pythons_v2_builder_and_ours_agree() -> None:
     rows = [(k, v, ts) for ts, k, v in ENTRIES]
     assert records_of(v2_batch(rows)) == records_of(encode_batch(ENTRIES))
+
+
+def test_a_v2_batch_after_messages_is_invalid_record() -> None:
+    with pytest.raises(InvalidBatch) as caught:
+        upconvert(
+            message_set(1, Compression.NONE, ENTRIES[:2]) + encode_batch(ENTRIES[:2]),
+            log_append_time=False,
+        )
+    assert caught.value.error == ErrorCode.INVALID_RECORD

@@ -91,6 +91,8 @@ def iter_messages(data: bytes | memoryview) -> Iterator[Message]:
 
 def _parse_message(offset: int, message: memoryview) -> Message:
     magic = message[4]
+    if magic == records.CURRENT_MAGIC:
+        raise InvalidBatch("a record batch among messages", ErrorCode.INVALID_RECORD)
     if magic > MAGIC_V1:
         raise InvalidBatch(f"invalid magic {magic} in a message set")
     if len(message) < RECORD_OVERHEAD[magic]:

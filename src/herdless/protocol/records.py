@@ -37,6 +37,7 @@ _INT64 = struct.Struct(">q")
 _UINT32 = struct.Struct(">I")
 
 LOG_APPEND_TIME_FLAG = 0x08
+CURRENT_MAGIC = 2
 
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
