@@ -6,6 +6,8 @@ import json
 import re
 import shlex
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -13,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from herdless.broker.apis import APIS
 from tests.support.broker import BrokerProcess, loopback_host_with_free, module_broker
@@ -21,15 +24,33 @@ from tests.support.cli import assert_documented
 DOCS = Path(__file__).parents[1] / "docs"
 
 
-def test_compatibility_table_is_what_api_versions_advertises() -> None:
+def documented_versions() -> set[tuple[int, str, int, int]]:
     text = (DOCS / "compatibility.md").read_text()
-    rows = re.findall(r"^\| (\d+) \| (\w+) \| (\d+)–(\d+) \|$", text, flags=re.MULTILINE)
-    documented = {(int(k), name, int(lo), int(hi)) for k, name, lo, hi in rows}
+    rows = re.findall(r"^\| (\d+) \| (\w+) \| (\d+)–(\d+) \|", text, flags=re.MULTILINE)
+    return {(int(k), name, int(lo), int(hi)) for k, name, lo, hi in rows}
+
+
+def test_compatibility_table_is_what_api_versions_advertises() -> None:
+    documented = documented_versions()
     served = {(a.key, a.name, a.min_version, a.max_version) for a in APIS.values()}
     assert documented == served, (
         f"docs/compatibility.md lists {sorted(documented - served)} that are not served and "
         f"misses {sorted(served - documented)}"
     )
+
+
+def test_compatibility_table_is_what_a_running_broker_answers(broker: BrokerProcess) -> None:
+    """The ranges a client sees, asked the way clients ask (ApiVersions v3)."""
+    request = ApiVersionsRequest[3](client_software_name="docs-test", client_software_version="1")
+    request.with_header(correlation_id=7, client_id="docs-test")
+    body = bytes(request.encode(header=True))
+    with socket.create_connection((broker.host, broker.port), timeout=30) as sock:
+        sock.sendall(struct.pack(">i", len(body)) + body)
+        reader = sock.makefile("rb")
+        (size,) = struct.unpack(">i", reader.read(4))
+        response = ApiVersionsResponse.decode(reader.read(size), version=3, header=True)
+    answered = {(e.api_key, e.min_version, e.max_version) for e in response.api_keys}
+    assert answered == {(key, lo, hi) for key, _, lo, hi in documented_versions()}
 
 
 README = Path(__file__).parents[1] / "README.md"

@@ -1,7 +1,8 @@
 """Send a broker malformed frames for every API and version it serves; count the damage.
 
 For each API herdless serves, at each version, a well-formed sample request is built
-from the message schema (one element in every array, a value in every field), and
+from the message schema (one element in every array, a value in every field; the
+records of Produce v0-v2 a message set of their magic, plain and gzip-wrapped), and
 then spoiled one of five ways:
 
   truncated  the body cut short, with a length prefix that matches the cut
@@ -16,6 +17,10 @@ means the broker read the frame, dealt with it and kept the connection; a close
 means it closed that connection. Counted: frames, closes, probe timeouts, broker
 crashes (the process exits; it is restarted), tracebacks in the broker's log, and
 the broker's resident memory (peak and last).
+
+Before the fuzzing, the partition the samples name (topic "fuzz", partition 1) is
+given batches of every codec and up-converted message sets, so that fetches of
+every version read real data (Fetch v0-v3 down-convert it) and ListOffsets finds it.
 
     python tools/fuzz_frames.py --frames 1000000
     python tools/fuzz_frames.py --frames 20000 --seed 7 --keep-log fuzz.log
@@ -40,7 +45,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -53,10 +61,10 @@ PROBE_TIMEOUT_S = 10.0
 ALWAYS_NULLABLE = (0, 32767)
 
 
-def _records() -> bytes:
+def _records(compression: int = 0) -> bytes:
     builder = DefaultRecordBatchBuilder(
         magic=2,
-        compression_type=0,
+        compression_type=compression,
         is_transactional=False,
         producer_id=-1,
         producer_epoch=-1,
@@ -64,7 +72,31 @@ def _records() -> bytes:
         batch_size=1 << 16,
     )
     builder.append(0, timestamp=1_700_000_000_000, key=b"k", value=b"fuzz", headers=[])
+    builder.append(1, timestamp=1_700_000_000_001, key=None, value=b"fuzz", headers=[])
     return bytes(builder.build())
+
+
+def _message_set(magic: int, compression: int = 0) -> bytes:
+    builder = LegacyRecordBatchBuilder(
+        magic=magic, compression_type=compression, batch_size=1 << 16
+    )
+    builder.append(0, timestamp=1_700_000_000_000, key=b"k", value=b"fuzz")
+    builder.append(1, timestamp=1_700_000_000_001, key=None, value=b"fuzz")
+    return bytes(builder.build())
+
+
+def _produced_records(api_key: int, version: int) -> list[bytes]:
+    """What a sample Produce request carries: a message set of the version's magic
+    (plain and gzip-wrapped) where the version predates v2 batches."""
+    if api_key != PRODUCE or version >= 3:
+        return [_records()]
+    magic = 0 if version < 2 else 1
+    return [_message_set(magic), _message_set(magic, GZIP)]
+
+
+PRODUCE = 0
+GZIP = 1
+ZSTD = 4
 
 
 _PRIMITIVES: dict[str, Any] = {
@@ -77,13 +109,14 @@ _PRIMITIVES: dict[str, Any] = {
     "bool": True,
     "string": "fuzz",
     "bytes": b"\x00\x01fuzz",
-    "records": _records(),
 }
 
 
-def _primitive(type_str: str) -> Any:
+def _primitive(type_str: str, records: bytes) -> Any:
     if type_str == "uuid":
         return uuid.UUID(int=0x0123456789ABCDEF)
+    if type_str == "records":
+        return records
     return _PRIMITIVES.get(type_str, 1)
 
 
@@ -91,7 +124,9 @@ def _fields(struct_field: Any, version: int) -> Iterator[Any]:
     return (f for f in struct_field._fields if f.for_version_q(version))
 
 
-def _sample(struct_field: Any, version: int, null_at: tuple[str, ...]) -> dict[str, Any]:
+def _sample(
+    struct_field: Any, version: int, null_at: tuple[str, ...], records: bytes
+) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for f in _fields(struct_field, version):
         here = null_at[:1] == (f.name,)
@@ -100,13 +135,13 @@ def _sample(struct_field: Any, version: int, null_at: tuple[str, ...]) -> dict[s
             continue
         rest = null_at[1:] if here else ()
         if f.is_struct_array():
-            values[f.name] = [f.data_class(**_sample(f.array_of, version, rest))]
+            values[f.name] = [f.data_class(**_sample(f.array_of, version, rest, records))]
         elif f.is_struct():
-            values[f.name] = f.data_class(**_sample(f, version, rest))
+            values[f.name] = f.data_class(**_sample(f, version, rest, records))
         elif f.is_array():
-            values[f.name] = [_primitive(f.array_of.type_str)]
+            values[f.name] = [_primitive(f.array_of.type_str, records)]
         else:
-            values[f.name] = _primitive(f.type_str)
+            values[f.name] = _primitive(f.type_str, records)
     return values
 
 
@@ -155,21 +190,23 @@ def build_templates() -> Templates:
         cls = REQUESTS[api.key]
         for version in range(api.min_version, api.max_version + 1):
             label = f"{api.name} v{version}"
+            samples = _produced_records(api.key, version)
             for path, schema_field in list(_null_paths(cls._struct, version)):
                 saved = schema_field._nullable_versions
                 schema_field._nullable_versions = ALWAYS_NULLABLE
                 _clear_encoders(cls._struct)
                 try:
-                    frame = _encode(cls, version, _sample(cls._struct, version, path))
+                    frame = _encode(cls, version, _sample(cls._struct, version, path, samples[0]))
                     templates.nulls.append((f"{label} {'.'.join(path)}=null", frame))
                 except Exception:
                     templates.unbuildable += 1
                 finally:
                     schema_field._nullable_versions = saved
                     _clear_encoders(cls._struct)
-            templates.valid.append(
-                (label, _encode(cls, version, _sample(cls._struct, version, ())))
-            )
+            for records in samples:
+                templates.valid.append(
+                    (label, _encode(cls, version, _sample(cls._struct, version, (), records)))
+                )
     return templates
 
 
@@ -392,6 +429,59 @@ async def run(
     return counts
 
 
+def seed(port: int) -> None:
+    """Give the samples' partition data of every codec, some of it from message sets."""
+    Topic = ProduceRequest.TopicProduceData
+    sets = [(9, _records(c)) for c in (0, GZIP, 2, 3, ZSTD)]
+    sets += [(2, _message_set(1, GZIP)), (1, _message_set(1, 3)), (0, _message_set(0, 2))]
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        reader = sock.makefile("rb")
+
+        def call(request: Any, response_class: Any) -> Any:
+            request.with_header(correlation_id=1, client_id="fuzz-seed")
+            body = bytes(request.encode(header=True))
+            sock.sendall(struct.pack(">i", len(body)) + body)
+            (size,) = struct.unpack(">i", reader.read(4))
+            return response_class.decode(
+                reader.read(size), version=request.API_VERSION, header=True
+            )
+
+        Create = CreateTopicsRequest.CreatableTopic
+        created = call(
+            CreateTopicsRequest[4](
+                topics=[
+                    Create(
+                        name="fuzz",
+                        num_partitions=2,
+                        replication_factor=1,
+                        assignments=[],
+                        configs=[],
+                    )
+                ],
+                timeout_ms=10_000,
+                validate_only=False,
+            ),
+            CreateTopicsResponse,
+        )
+        if created.topics[0].error_code not in (0, 36):  # 36: it exists already
+            raise SystemExit(f"creating the topic got error {created.topics[0].error_code}")
+        for version, records in sets:
+            request = ProduceRequest[version](
+                transactional_id=None,
+                acks=1,
+                timeout_ms=5000,
+                topic_data=[
+                    Topic(
+                        name="fuzz",
+                        partition_data=[Topic.PartitionProduceData(index=1, records=records)],
+                    )
+                ],
+            )
+            code = call(request, ProduceResponse).responses[0].partition_responses[0].error_code
+            if code != 0:
+                raise SystemExit(f"seeding Produce v{version} got error {code}")
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -419,6 +509,7 @@ def main() -> None:
         log_path = args.keep_log or Path(tmp) / "broker.log"
         broker = BrokerUnderTest(Path(tmp) / "data", log_path, _free_port())
         broker.start()
+        seed(broker.port)
         started = time.monotonic()
         try:
             counts = asyncio.run(

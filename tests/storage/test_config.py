@@ -52,7 +52,7 @@ def test_long_max_means_never() -> None:
         ("segment.bytes", "4294967296", "outside"),
         ("retention.ms", "-2", "outside"),
         ("cleanup.policy", "shred", "cleanup.policy"),
-        ("cleanup.policy", "", "cleanup.policy"),
+        ("cleanup.policy", "compact,", "cleanup.policy"),
         ("message.timestamp.type", "createtime", "message.timestamp.type"),
         ("min.insync.replicas", "0", "outside"),
         ("flush.messages", "0", "outside"),
@@ -66,7 +66,11 @@ def test_long_max_means_never() -> None:
         ("message.timestamp.before.max.ms", "-1", "outside"),
         ("preallocate", "yes", "true or false"),
         ("leader.replication.throttled.replicas", "0-1", "partitionId:brokerId"),
-        ("message.format.version", "latest", "not a Kafka version"),
+        ("message.format.version", "latest", "not a valid version"),
+        ("message.format.version", "3.10", "not a valid version"),
+        ("message.format.version", "4.0", "not a valid version"),
+        ("min.cleanable.dirty.ratio", "1.5", "outside"),
+        ("min.cleanable.dirty.ratio", "1_0", "not a number"),
         ("local.retention.ms", "-3", "outside"),
     ],
 )
@@ -176,3 +180,50 @@ def test_compaction_lag_bounds_how_long_a_segment_stays_active() -> None:
         {"segment.ms": "10000", "max.compaction.lag.ms": "3000"}
     )
     assert deleting.max_segment_ms == 10000
+
+
+@pytest.mark.parametrize(
+    "version",
+    [
+        "0.8.2",
+        "0.8.2.2",
+        "0.10.0",
+        "0.10.0.1",
+        "0.10.0-IV1",
+        "0.11.0.3",
+        "1.0",
+        "1.1.1",
+        "2.8.2",
+        "2.8.1-IV0",
+        "3.0-IV1",
+        "3.9",
+        "3.9.0",
+        "4.0-IV1",
+    ],
+)
+def test_message_format_versions_kafka_accepts_are_accepted(version: str) -> None:
+    # Kafka 3.9's MetadataVersion.fromVersionString: known versions, a patch release
+    # counting as its release. Ignored since 3.0 (always format v2), as here.
+    config = LogConfig.from_topic_configs({"message.format.version": version})
+    assert config.to_topic_configs()["message.format.version"] == version
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "parsed"),
+    [
+        ("retention.bytes", "-7", -7),  # any negative: no limit
+        ("cleanup.policy", "", ""),  # neither deleted nor compacted
+        ("min.cleanable.dirty.ratio", "0x1p-1", 0.5),  # Java's Double.parseDouble
+        ("min.cleanable.dirty.ratio", "0.25f", 0.25),
+        ("min.cleanable.dirty.ratio", ".5", 0.5),
+    ],
+)
+def test_values_kafka_accepts_are_accepted(name: str, value: str, parsed: object) -> None:
+    config = LogConfig.from_topic_configs({name: value})
+    assert getattr(config, name.replace(".", "_")) == parsed
+    assert LogConfig.from_topic_configs(config.explicit_topic_configs()) == config
+
+
+def test_a_nan_ratio_is_accepted_as_kafka_accepts_it_and_round_trips() -> None:
+    config = LogConfig.from_topic_configs({"min.cleanable.dirty.ratio": "NaN"})
+    assert config.explicit_topic_configs() == {"min.cleanable.dirty.ratio": "NaN"}

@@ -65,9 +65,9 @@ def unsupported_api_versions(correlation_id: int) -> bytes:
 
 
 _TABLE = [
-    Api(0, "Produce", 0, 9, produce.handle_produce),
-    Api(1, "Fetch", 4, 12, fetch.handle_fetch),
-    Api(2, "ListOffsets", 1, 7, list_offsets.handle_list_offsets),
+    Api(0, "Produce", 0, 11, produce.handle_produce),
+    Api(1, "Fetch", 0, 17, fetch.handle_fetch),
+    Api(2, "ListOffsets", 0, 9, list_offsets.handle_list_offsets),
     Api(3, "Metadata", 0, 12, cluster.handle_metadata),
     Api(8, "OffsetCommit", 0, 9, groups.handle_offset_commit),
     Api(9, "OffsetFetch", 0, 9, groups.handle_offset_fetch),
@@ -82,8 +82,8 @@ _TABLE = [
     Api(19, "CreateTopics", 0, 7, admin.handle_create_topics),
     Api(20, "DeleteTopics", 0, 6, admin.handle_delete_topics),
     Api(21, "DeleteRecords", 0, 2, admin.handle_delete_records),
-    Api(22, "InitProducerId", 0, 4, produce.handle_init_producer_id),
-    Api(23, "OffsetForLeaderEpoch", 2, 4, leader_epochs.handle_offset_for_leader_epoch),
+    Api(22, "InitProducerId", 0, 5, produce.handle_init_producer_id),
+    Api(23, "OffsetForLeaderEpoch", 0, 4, leader_epochs.handle_offset_for_leader_epoch),
     Api(32, "DescribeConfigs", 0, 4, configs.handle_describe_configs),
     Api(33, "AlterConfigs", 0, 2, configs.handle_alter_configs),
     Api(35, "DescribeLogDirs", 0, 4, admin.handle_describe_log_dirs),

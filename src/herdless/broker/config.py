@@ -89,8 +89,6 @@ _RANGES: dict[str, tuple[int | None, int | None]] = {
 # Broker-wide topic defaults: Kafka's log.* name -> topic config name.
 _TOPIC_DEFAULTS: dict[str, str] = {
     "log.segment.bytes": "segment.bytes",
-    "log.roll.ms": "segment.ms",
-    "log.retention.ms": "retention.ms",
     "log.retention.bytes": "retention.bytes",
     "log.index.interval.bytes": "index.interval.bytes",
     "log.flush.interval.messages": "flush.messages",
@@ -121,11 +119,17 @@ _TOPIC_DEFAULTS: dict[str, str] = {
     "log.local.retention.bytes": "local.retention.bytes",
 }
 
-_HOURS = {
-    "log.retention.hours": 3_600_000,
-    "log.retention.minutes": 60_000,
-    "log.roll.hours": 3_600_000,
+# Durations Kafka takes in several units: the finest one given wins, whatever the order
+# they come in (KafkaConfig.logRetentionTimeMillis, logRollTimeMillis).
+_DURATIONS: dict[str, tuple[tuple[str, int], ...]] = {
+    "retention.ms": (
+        ("log.retention.ms", 1),
+        ("log.retention.minutes", 60_000),
+        ("log.retention.hours", 3_600_000),
+    ),
+    "segment.ms": (("log.roll.ms", 1), ("log.roll.hours", 3_600_000)),
 }
+_DURATION_KEYS = {key for units in _DURATIONS.values() for key, _ in units}
 
 
 class ConfigError(ValueError):
@@ -153,6 +157,8 @@ class BrokerConfig:
     flush_scheduler_interval_ms: int = 1_000
     delete_topic_enable: bool = True
     topic_defaults: dict[str, str] = field(default_factory=dict)
+    # log.retention.ms/minutes/hours and log.roll.ms/hours as given, by key.
+    durations: dict[str, str] = field(default_factory=dict)
     offsets_topic_num_partitions: int = 50
     offsets_topic_segment_bytes: int = 104_857_600
     cleaner_enable: bool = True
@@ -208,10 +214,9 @@ class BrokerConfig:
                 setattr(self, name, _parse(key, value, kind))
             elif key in _TOPIC_DEFAULTS:
                 self.topic_defaults[_TOPIC_DEFAULTS[key]] = value
-            elif key in _HOURS:
-                target = "log.roll.ms" if key == "log.roll.hours" else "log.retention.ms"
-                millis = _parse(key, value, int) * _HOURS[key]
-                self.topic_defaults[_TOPIC_DEFAULTS[target]] = str(millis)
+            elif key in _DURATION_KEYS:
+                _parse(key, value, int)
+                self.durations[key] = value
             elif key in ("listeners", "advertised.listeners"):
                 host, port = _parse_listener(key, value)
                 if key == "listeners":
@@ -221,9 +226,22 @@ class BrokerConfig:
             elif key == "log.dirs" or key == "log.dir":
                 self.data_dir = Path(value.split(",")[0])
             else:
-                known = sorted([*_BROKER_PROPERTIES, *_TOPIC_DEFAULTS, *_HOURS, "listeners"])
+                known = sorted(
+                    [*_BROKER_PROPERTIES, *_TOPIC_DEFAULTS, *_DURATION_KEYS, "listeners"]
+                )
                 raise ConfigError(f"unknown broker setting {key!r}; known: {', '.join(known)}")
+        self._resolve_durations()
         self._check_topic_defaults()
+
+    def _resolve_durations(self) -> None:
+        for topic_config, units in _DURATIONS.items():
+            for key, millis_per_unit in units:
+                if key in self.durations:
+                    millis = int(self.durations[key]) * millis_per_unit
+                    if topic_config == "retention.ms" and millis < 0:
+                        millis = -1  # any negative retention is Kafka's "forever"
+                    self.topic_defaults[topic_config] = str(millis)
+                    break
 
     def validate(self) -> None:
         """Check the settings as a whole, however they were set (file, --set, options):
@@ -261,7 +279,10 @@ def _check_range(name: str, value: int, smallest: int | None, largest: int | Non
 def broker_topic_defaults(config: LogConfig) -> dict[str, str]:
     """The broker-wide topic defaults under their broker names (log.retention.ms, ...)."""
     topic_configs = config.to_topic_configs()
-    return {broker: topic_configs[topic] for broker, topic in _TOPIC_DEFAULTS.items()}
+    defaults = {broker: topic_configs[topic] for broker, topic in _TOPIC_DEFAULTS.items()}
+    for topic_config, units in _DURATIONS.items():
+        defaults[units[0][0]] = topic_configs[topic_config]
+    return defaults
 
 
 def _parse(key: str, value: str, kind: type) -> object:

@@ -2,6 +2,11 @@
 
 Server side we decode requests and encode responses; those classes carry every
 version, flexible ones included, so herdless writes no per-field codec.
+
+The schemas are Kafka 4's, which dropped the oldest versions from their ranges but
+kept those versions' fields; kafka-python encodes and decodes any version from 0,
+so the old versions herdless serves (Produce v0-v2, Fetch v0-v3, ListOffsets v0,
+...) use the same classes, field for field as in Kafka 3.9's schemas.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ The broker stores batches exactly as producers sent them. Only the base offset
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -37,6 +37,7 @@ _INT64 = struct.Struct(">q")
 _UINT32 = struct.Struct(">I")
 
 LOG_APPEND_TIME_FLAG = 0x08
+CURRENT_MAGIC = 2
 
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
@@ -167,11 +168,14 @@ def split_batches(
         raise InvalidBatch("empty record set", ErrorCode.INVALID_RECORD)
     while pos < len(view):
         header = parse_header(view, pos)
-        if header.magic != 2:
+        if header.magic < 2:
+            # A message set (magic v0/v1) where a batch must be: see legacy_records.
             raise InvalidBatch(
-                f"unsupported record batch magic {header.magic}",
-                ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                f"message format v{header.magic} where record batches (v2) are expected",
+                ErrorCode.INVALID_RECORD,
             )
+        if header.magic != 2:
+            raise InvalidBatch(f"invalid magic {header.magic} in a record batch")
         if header.batch_length < HEADER_SIZE - LENGTH_PREFIX:
             raise InvalidBatch("record batch length smaller than its header")
         if pos + header.size > len(view):
@@ -360,10 +364,20 @@ def build_batch(entries: list[tuple[bytes | None, bytes | None]], timestamp_ms: 
 
     For the broker's own writes (e.g. `__consumer_offsets`); the log assigns the offset.
     """
+    return encode_batch([(timestamp_ms, key, value) for key, value in entries])
+
+
+def encode_batch(
+    entries: Sequence[tuple[int, bytes | None, bytes | None]], compression: int = Compression.NONE
+) -> bytes:
+    """A magic v2 batch of (timestamp, key, value) records, CreateTime, no headers, base
+    offset 0 and no producer, as Kafka's builder writes one: the first record's timestamp
+    is the base, the largest is the max timestamp."""
     body = bytearray()
-    for delta, (key, value) in enumerate(entries):
-        # attributes 0 and timestamp delta 0, then the offset delta
-        parts = [b"\x00\x00", _zigzag(delta)]
+    base_timestamp = entries[0][0]
+    for delta, (timestamp, key, value) in enumerate(entries):
+        # attributes 0, then the timestamp and offset deltas
+        parts = [b"\x00", _zigzag(timestamp - base_timestamp), _zigzag(delta)]
         for field in (key, value):
             if field is None:
                 parts.append(_zigzag(-1))
@@ -375,11 +389,23 @@ def build_batch(entries: list[tuple[bytes | None, bytes | None]], timestamp_ms: 
         body += _zigzag(len(record))
         body += record
     count = len(entries)
-    after_crc = _AFTER_CRC.pack(
-        0, count - 1, timestamp_ms, timestamp_ms, NO_PRODUCER_ID, -1, NO_SEQUENCE, count
-    ) + bytes(body)
+    max_timestamp = max(timestamp for timestamp, _, _ in entries)
+    payload = compress(compression, body)
+    after_crc = (
+        _AFTER_CRC.pack(
+            compression,
+            count - 1,
+            base_timestamp,
+            max_timestamp,
+            NO_PRODUCER_ID,
+            -1,
+            NO_SEQUENCE,
+            count,
+        )
+        + payload
+    )
     crc = crc32c.crc32c(after_crc)
-    batch_length = HEADER_SIZE - LENGTH_PREFIX + len(body)
+    batch_length = HEADER_SIZE - LENGTH_PREFIX + len(payload)
     return _BEFORE_CRC.pack(0, batch_length, -1, 2, crc) + after_crc
 
 
@@ -435,14 +461,18 @@ def iter_record_slices(
         )
 
 
-def first_keyless_offset(batch: memoryview, header: BatchHeader) -> int | None:
-    """The offset of the first record without a key, or None: compacted topics refuse them."""
+def iter_keys_and_timestamps(batch: memoryview, header: BatchHeader) -> Iterator[tuple[bool, int]]:
+    """Whether each record of a validated batch has a key, and its timestamp, in order:
+    what a log checks record by record (compacted topics refuse records without keys)."""
     payload = decompress(header.compression, batch[HEADER_SIZE : header.size])
-    for _, _, _, offset_delta, pos in _walk(payload, header.record_count):
+    for _, _, timestamp_delta, _, pos in _walk(payload, header.record_count):
         key_length, _ = _varint(payload, pos)
-        if key_length < 0:
-            return header.base_offset + offset_delta
-    return None
+        timestamp = (
+            header.max_timestamp
+            if header.log_append_time
+            else header.base_timestamp + timestamp_delta
+        )
+        yield key_length >= 0, timestamp
 
 
 # Kafka's default levels; cramjam's own defaults differ (zstd 11, gzip 6).

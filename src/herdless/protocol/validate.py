@@ -38,7 +38,8 @@ def _rules(struct: Any, version: int) -> tuple[_FieldRule, ...]:
         rules.append(
             _FieldRule(
                 name=field.name,
-                nullable=field.nullable_for_version_q(version),
+                # A tagged field may be left out, which decodes as None.
+                nullable=field.nullable_for_version_q(version) or field.tagged_field_q(version),
                 inner=inner or None,
                 is_array=field.is_array(),
                 elements_not_null=field.is_array() and not field.is_struct_array(),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -210,19 +211,38 @@ def _long_or_never(low: int) -> Callable[[str, str], int | None]:
     return parse
 
 
+# What Java's Double.parseDouble reads: decimal or hexadecimal, NaN, Infinity, a type suffix.
+_JAVA_DOUBLE = re.compile(
+    r"(?P<sign>[+-]?)(?:(?P<special>NaN|Infinity)"
+    r"|(?P<hex>0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?[0-9]+)"
+    r"|(?P<decimal>(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?))[fFdD]?"
+)
+
+
+def _java_double(name: str, raw: str) -> float:
+    found = _JAVA_DOUBLE.fullmatch(raw)
+    if found is None:
+        raise InvalidConfigError(f"topic config {name!r}: {raw!r} is not a number")
+    sign = -1.0 if found["sign"] == "-" else 1.0
+    if found["special"] is not None:
+        return sign * float(found["special"].replace("Infinity", "inf"))
+    if found["hex"] is not None:
+        return sign * float.fromhex(found["hex"])
+    return sign * float(found["decimal"])
+
+
 def _ratio(name: str, raw: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        raise InvalidConfigError(f"topic config {name!r}: {raw!r} is not a number") from None
-    if not 0.0 <= value <= 1.0:
+    value = _java_double(name, raw)
+    # Kafka's range check, which NaN passes (it then never cleans, as here).
+    if value < 0.0 or value > 1.0:
         raise InvalidConfigError(f"topic config {name!r}: {value} is outside [0, 1]")
     return value
 
 
 def _cleanup_policy(name: str, raw: str) -> str:
-    policies = [item.strip() for item in raw.split(",")]
-    if not raw or any(p not in CLEANUP_POLICIES for p in policies):
+    # Kafka 3.9 takes an empty list too: neither deleted nor compacted, kept for ever.
+    policies = [item.strip() for item in raw.split(",")] if raw else []
+    if any(p not in CLEANUP_POLICIES for p in policies):
         raise InvalidConfigError(
             f"topic config {name!r}: {raw!r} is not a list of {sorted(CLEANUP_POLICIES)}"
         )
@@ -285,19 +305,72 @@ def _throttled_replicas(name: str, raw: str) -> str:
     )
 
 
-_FORMAT_VERSION = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?(-IV[0-9]+)?")
+# Kafka 3.9's metadata versions (MetadataVersion): release and internal version, the
+# last two not yet production ones.
+_METADATA_VERSIONS = (
+    *(("0.8.0", ""), ("0.8.1", ""), ("0.8.2", ""), ("0.9.0", "")),
+    *(
+        (release, f"IV{n}")
+        for release, count in (("0.10.0", 2), ("0.10.1", 3))
+        for n in range(count)
+    ),
+    *(("0.10.2", "IV0"), *(("0.11.0", f"IV{n}") for n in range(3)), ("1.0", "IV0"), ("1.1", "IV0")),
+    *(("2.0", "IV0"), ("2.0", "IV1"), *(("2.1", f"IV{n}") for n in range(3))),
+    *(
+        ("2.2", "IV0"),
+        ("2.2", "IV1"),
+        ("2.3", "IV0"),
+        ("2.3", "IV1"),
+        ("2.4", "IV0"),
+        ("2.4", "IV1"),
+    ),
+    *(("2.5", "IV0"), ("2.6", "IV0"), *(("2.7", f"IV{n}") for n in range(3))),
+    *(
+        ("2.8", "IV0"),
+        ("2.8", "IV1"),
+        ("3.0", "IV0"),
+        ("3.0", "IV1"),
+        ("3.1", "IV0"),
+        ("3.2", "IV0"),
+    ),
+    *(("3.3", f"IV{n}") for n in range(4)),
+    *(
+        ("3.4", "IV0"),
+        *(("3.5", f"IV{n}") for n in range(3)),
+        *(("3.6", f"IV{n}") for n in range(3)),
+    ),
+    *(("3.7", f"IV{n}") for n in range(5)),
+    *(("3.8", "IV0"), ("3.9", "IV0"), ("4.0", "IV0"), ("4.0", "IV1")),
+)
+_UNRELEASED = frozenset({"4.0"})
+# What Kafka's MetadataVersion.fromVersionString knows: every "release-IVn", and each
+# release alone (its latest internal version) once it is out.
+_KNOWN_VERSIONS = frozenset(
+    {f"{release}-{iv}" if iv else release for release, iv in _METADATA_VERSIONS}
+    | {release for release, _ in _METADATA_VERSIONS if release not in _UNRELEASED}
+)
 
 
 def _format_version(name: str, raw: str) -> str:
-    # Ignored since Kafka 3.0 (message format v2 always); only its shape is checked.
-    if not _FORMAT_VERSION.fullmatch(raw):
-        raise InvalidConfigError(f"topic config {name!r}: {raw!r} is not a Kafka version")
+    """message.format.version as Kafka 3.9 validates it (MetadataVersionValidator): any
+    version it knows, a patch release ("2.8.2", "0.10.0.1") counting as its release.
+    Ignored since Kafka 3.0 (always message format v2): only accepted and reported."""
+    # Java's split, which drops trailing empty strings.
+    segments = raw.split(".")
+    while segments and segments[-1] == "":
+        segments.pop()
+    wanted = 3 if raw.startswith("0.") else 2
+    key = raw if wanted >= len(segments) else ".".join(segments[:wanted])
+    if key not in _KNOWN_VERSIONS:
+        raise InvalidConfigError(f"topic config {name!r}: version {raw} is not a valid version")
     return raw
 
 
 def _render(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("-" if value < 0 else "") + "Infinity"
     return str(INT64_MAX) if value is None else str(value)
 
 
@@ -322,7 +395,8 @@ _SPECS: dict[str, _Spec] = {
     "min.cleanable.dirty.ratio": _Spec("min_cleanable_dirty_ratio", _ratio, "DOUBLE"),
     "min.compaction.lag.ms": _Spec("min_compaction_lag_ms", _long(0), "LONG"),
     "min.insync.replicas": _Spec("min_insync_replicas", _int(1), "INT"),
-    "retention.bytes": _Spec("retention_bytes", _long(-1), "LONG"),
+    # No bound in Kafka: every negative value means no limit.
+    "retention.bytes": _Spec("retention_bytes", _long(INT64_MIN), "LONG"),
     "retention.ms": _Spec("retention_ms", _long(-1), "LONG"),
     "segment.bytes": _Spec("segment_bytes", _int(14), "INT"),
     "segment.index.bytes": _Spec("segment_index_bytes", _int(4), "INT"),

@@ -6,6 +6,7 @@ place; the message says what was wrong, for the error_message field of responses
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import ClassVar
 
 from herdless.protocol.errors import ErrorCode
@@ -59,13 +60,29 @@ class RecordTooLarge(StorageError):
     error_code = ErrorCode.MESSAGE_TOO_LARGE
 
 
-class InvalidRecord(StorageError):
+@dataclass(frozen=True, slots=True)
+class RecordError:
+    """One refused record of a batch (KIP-467): its index in the batch and why."""
+
+    batch_index: int
+    message: str
+
+
+class RecordsRefused(StorageError):
+    """A batch refused whole for some of its records, which `record_errors` names."""
+
+    def __init__(self, message: str, record_errors: tuple[RecordError, ...] = ()) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
+
+
+class InvalidRecord(RecordsRefused):
     """A record the log refuses, such as one without a key in a compacted topic."""
 
     error_code = ErrorCode.INVALID_RECORD
 
 
-class InvalidTimestamp(StorageError):
+class InvalidTimestamp(RecordsRefused):
     """A CreateTime record outside message.timestamp.before/after.max.ms of the broker's clock."""
 
     error_code = ErrorCode.INVALID_TIMESTAMP

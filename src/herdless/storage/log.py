@@ -63,6 +63,7 @@ from herdless.storage.errors import (
     LogClosed,
     OffsetOutOfRange,
     OffsetsOutOfOrder,
+    RecordError,
     RecordTooLarge,
     StorageIOError,
     UnexpectedAppendOffset,
@@ -105,6 +106,11 @@ CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 # Left behind by an interrupted compaction, deletion or checkpoint once swap.py has
 # completed the committed swaps: never complete data.
 _STRAY_SUFFIXES = (swap.CLEANED_SUFFIX, swap.SWAP_SUFFIX, ".deleted", checkpoint.TMP_SUFFIX)
+
+
+# The special timestamps of ListOffsets.
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,9 +427,7 @@ class PartitionLog:
                     f"a batch of {header.size} bytes exceeds max.message.bytes"
                     f" {config.max_message_bytes} of {self.name}"
                 )
-            if config.compacts:
-                self._check_keyed(header, view)
-            self._check_timestamps(header, view, now_ms)
+            self._check_records(header, view, now_ms)
         log_append_time = config.log_append_time
         with self._lock:
             self._check_open()
@@ -558,35 +562,57 @@ class PartitionLog:
         rebuilt = memoryview(records.recompress_batch(batch, header, compression, level))
         return records.parse_header(rebuilt), rebuilt
 
-    def _check_timestamps(self, header: BatchHeader, batch: memoryview, now_ms: int) -> None:
-        before, after = self.config.timestamp_bounds
-        if (before is None and after is None) or header.is_control:
+    def _check_records(self, header: BatchHeader, batch: memoryview, now_ms: int) -> None:
+        """Kafka's checks of each record (LogValidator): a compacted topic refuses records
+        without a key (compaction keeps the latest record per key: a record without one
+        has no place in it), a CreateTime topic timestamps outside its bounds around the
+        broker's clock. The batch is refused whole, naming every record that failed
+        (KIP-467), so that a producer can tell them from the rest."""
+        config = self.config
+        before, after = config.timestamp_bounds
+        compacts = config.compacts
+        if header.is_control or not (compacts or before is not None or after is not None):
             return
         low = None if before is None else now_ms - before
         high = None if after is None else now_ms + after
-        for offset, timestamp in records.iter_record_timestamps(batch, header):
-            if timestamp == records.NO_TIMESTAMP:
-                continue
-            if (low is not None and timestamp < low) or (high is not None and timestamp > high):
-                raise InvalidTimestamp(
-                    f"timestamp {timestamp} of record {offset - header.base_offset} of a batch"
-                    f" is out of range for {self.name}: it should be within"
-                    f" [{'-inf' if low is None else low}, {'inf' if high is None else high}]"
-                    " (message.timestamp.before.max.ms / after.max.ms of the broker's clock)"
+        errors: list[RecordError] = []
+        late_or_early = False
+        checks = records.iter_keys_and_timestamps(batch, header)
+        for index, (has_key, timestamp) in enumerate(checks):
+            if compacts and not has_key:
+                errors.append(
+                    RecordError(
+                        index,
+                        f"compacted topic cannot accept a record without a key: {self.name}"
+                        f" has cleanup.policy={config.cleanup_policy}",
+                    )
                 )
-
-    def _check_keyed(self, header: BatchHeader, batch: memoryview) -> None:
-        # Compaction keeps the latest record per key: a record without one has no
-        # place in it. Kafka's LogValidator refuses it the same way.
-        if header.is_control:
+            elif timestamp != records.NO_TIMESTAMP and (
+                (low is not None and timestamp < low) or (high is not None and timestamp > high)
+            ):
+                late_or_early = True
+                errors.append(
+                    RecordError(
+                        index,
+                        f"timestamp {timestamp} of record {index} is out of range for"
+                        f" {self.name}: it should be within [{'-inf' if low is None else low},"
+                        f" {'inf' if high is None else high}] (message.timestamp.before.max.ms"
+                        " / after.max.ms of the broker's clock)",
+                    )
+                )
+        if not errors:
             return
-        keyless = records.first_keyless_offset(batch, header)
-        if keyless is not None:
-            raise InvalidRecord(
-                f"compacted topic cannot accept a record without a key: {self.name} has"
-                f" cleanup.policy={self.config.cleanup_policy}, and record"
-                f" {keyless - header.base_offset} of a batch has a null key"
+        shown = "; ".join(f"record {e.batch_index}: {e.message}" for e in errors[:3])
+        if late_or_early:
+            raise InvalidTimestamp(
+                f"one or more records have been rejected due to invalid timestamp: {shown}",
+                tuple(errors),
             )
+        raise InvalidRecord(
+            f"{len(errors)} record{'s' if len(errors) != 1 else ''} of a batch rejected"
+            f" (the first three at most): {shown}",
+            tuple(errors),
+        )
 
     def _segment_for(
         self, size: int, last_offset: int, now_ms: int, first_offset: int | None = None
@@ -708,6 +734,34 @@ class PartitionLog:
                 if found is not None:
                     return found
             return None
+
+    def legacy_offsets_before(self, timestamp_ms: int, max_count: int, now_ms: int) -> list[int]:
+        """ListOffsets v0's answer, as Kafka computes it (legacyFetchOffsetsBefore).
+
+        Each segment stands for its base offset (at least the log start offset) at the
+        time its file was last modified, and the log end offset for `now_ms` when the
+        active segment holds records. The answer is the offsets of those last modified
+        at or before `timestamp_ms` (all of them for -1, latest; the first for -2,
+        earliest), newest first, at most `max_count` of them.
+        """
+        with self._lock:
+            self._check_open()
+            points = [
+                (max(segment.base_offset, self._log_start), segment.last_modified_ms)
+                for segment in self._segments
+            ]
+            if self._segments[-1].size > 0:
+                points.append((self.log_end_offset, now_ms))
+        if timestamp_ms == LATEST_TIMESTAMP:
+            start = len(points) - 1
+        elif timestamp_ms == EARLIEST_TIMESTAMP:
+            start = 0
+        else:
+            start = len(points) - 1
+            while start >= 0 and points[start][1] > timestamp_ms:
+                start -= 1
+        count = min(max_count, start + 1)
+        return sorted((points[start - j][0] for j in range(count)), reverse=True)
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with the largest timestamp (ListOffsets -3)."""

@@ -508,6 +508,10 @@ class Segment:
         """Kafka's rule for retention: the largest record timestamp, else the file's mtime."""
         if self.max_timestamp >= 0:
             return self.max_timestamp
+        return self.last_modified_ms
+
+    @property
+    def last_modified_ms(self) -> int:
         return int(os.stat(self.path(LOG_SUFFIX)).st_mtime * 1000)
 
     def _require_fd(self) -> int:

@@ -1,12 +1,19 @@
-"""ListOffsets: earliest, latest, max timestamp, or the first offset at or after a time."""
+"""ListOffsets: earliest, latest, max timestamp, or the first offset at or after a time.
+
+Version 0 answers differently, as Kafka does: up to max_num_offsets offsets
+(old_style_offsets), segment base offsets chosen by when each segment file was
+last written rather than by record timestamps (see PartitionLog.legacy_offsets_before).
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from herdless.broker.clock import now_ms
 from herdless.broker.replicas import PartitionError
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
+from herdless.storage import StorageError
 
 if TYPE_CHECKING:
     from herdless.broker.context import BrokerContext
@@ -16,6 +23,11 @@ LIST_OFFSETS = 2
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+CONSUMER_REPLICA_ID = -1
+# The first version that may ask for each special timestamp (Kafka's KafkaApis table).
+_SPECIAL_SINCE = {LATEST: 1, EARLIEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
 
 
 async def handle_list_offsets(context: BrokerContext, request: Request) -> Any:
@@ -34,6 +46,16 @@ async def handle_list_offsets(context: BrokerContext, request: Request) -> Any:
                 offset=-1,
                 leader_epoch=-1,
             )
+            if request.api_version == 0:
+                _answer_v0(context, topic.name, wanted, request.body.replica_id, result)
+                partitions.append(result)
+                continue
+            if wanted.timestamp < 0 and request.api_version < _SPECIAL_SINCE.get(
+                wanted.timestamp, 1 << 15
+            ):
+                result.error_code = ErrorCode.UNSUPPORTED_VERSION
+                partitions.append(result)
+                continue
             try:
                 partition_log = context.replicas.leader_log(
                     topic.name, wanted.partition_index, wanted.current_leader_epoch
@@ -43,6 +65,8 @@ async def handle_list_offsets(context: BrokerContext, request: Request) -> Any:
             else:
                 result.leader_epoch = context.replicas.leader_epoch(partition_log)
                 result.timestamp, result.offset = _lookup(partition_log, wanted.timestamp)
+                if wanted.timestamp == LATEST_TIERED:
+                    result.leader_epoch = -1
                 result.old_style_offsets = [result.offset]
             partitions.append(result)
         topics.append(TopicResponse(name=topic.name, partitions=partitions))
@@ -53,8 +77,11 @@ def _lookup(partition_log: PartitionLog, timestamp: int) -> tuple[int, int]:
     """(timestamp, offset) as Kafka answers: -1 timestamp for the special lookups."""
     if timestamp == LATEST:
         return -1, partition_log.high_watermark
-    if timestamp == EARLIEST:
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        # With no remote tier, the local log starts where the log does.
         return -1, partition_log.log_start_offset
+    if timestamp == LATEST_TIERED:
+        return -1, -1  # nothing is tiered
     if timestamp == MAX_TIMESTAMP:
         found = partition_log.max_timestamp_offset()
         return (found[1], found[0]) if found is not None else (-1, -1)
@@ -64,3 +91,34 @@ def _lookup(partition_log: PartitionLog, timestamp: int) -> tuple[int, int]:
         return -1, -1
     offset, record_timestamp = found
     return record_timestamp, offset
+
+
+def _answer_v0(
+    context: BrokerContext, topic: str, wanted: Any, replica_id: int, result: Any
+) -> None:
+    if wanted.timestamp < EARLIEST:
+        # v0 knows no other special timestamps (such as -3, max timestamp).
+        result.error_code = ErrorCode.UNSUPPORTED_VERSION
+        return
+    if wanted.max_num_offsets < 0:
+        # Kafka's answer too: its array of that many offsets cannot be made.
+        result.error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+        return
+    try:
+        partition_log = context.replicas.leader_log(topic, wanted.partition_index)
+    except PartitionError as exc:
+        result.error_code = exc.error_code
+        return
+    try:
+        offsets = partition_log.legacy_offsets_before(
+            wanted.timestamp, wanted.max_num_offsets, now_ms()
+        )
+    except StorageError as exc:  # the log closed under us (topic deleted, shutdown)
+        result.error_code = exc.error_code
+        return
+    if replica_id == CONSUMER_REPLICA_ID:
+        # A consumer is never told of offsets past the high watermark: it gets that instead.
+        high_watermark = partition_log.high_watermark
+        if any(offset > high_watermark for offset in offsets):
+            offsets = [high_watermark, *(o for o in offsets if o <= high_watermark)]
+    result.old_style_offsets = offsets

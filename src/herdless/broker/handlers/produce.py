@@ -11,8 +11,9 @@ from herdless.broker.replicas import PartitionError
 from herdless.cluster.errors import ClusterError
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
-from herdless.protocol.records import InvalidBatch, split_batches
-from herdless.storage import PartitionLog, StorageError
+from herdless.protocol.produced import produced_batch
+from herdless.protocol.records import InvalidBatch
+from herdless.storage import PartitionLog, RecordsRefused, StorageError
 
 if TYPE_CHECKING:
     from herdless.broker.context import BrokerContext
@@ -48,7 +49,9 @@ async def handle_produce(context: BrokerContext, request: Request) -> Any:
                 result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
                 result.error_message = f"{topic_data.name} is internal: only brokers write to it"
             else:
-                written = _append(context, topic_data.name, partition_data, acks, result)
+                written = _append(
+                    context, topic_data.name, partition_data, acks, result, request.api_version
+                )
                 if written is not None:
                     appended.append((*written, result))
             partitions.append(result)
@@ -79,19 +82,39 @@ def _writable(topic: str, client_id: str | None) -> bool:
 
 
 def _append(
-    context: BrokerContext, topic: str, partition_data: Any, acks: int, result: Any
+    context: BrokerContext,
+    topic: str,
+    partition_data: Any,
+    acks: int,
+    result: Any,
+    api_version: int,
 ) -> tuple[PartitionLog, int] | None:
-    """Append one partition's batches and fill in `result`; (log, end offset) if accepted."""
+    """Append one partition's batch and fill in `result`; (log, end offset) if accepted."""
     try:
         partition_log = context.replicas.leader_log(topic, partition_data.index)
-        batches = split_batches(
-            partition_data.records or b"", partition_log.config.max_message_bytes
+        config = partition_log.config
+        batches = produced_batch(
+            partition_data.records or b"",
+            api_version,
+            max_batch_size=config.max_message_bytes,
+            log_append_time=config.log_append_time,
         )
         info = context.replicas.append(partition_log, batches, acks)
     except InvalidBatch as exc:
         result.error_code = exc.error
         result.error_message = str(exc)
         log.info("refused a batch for %s-%d: %s", topic, partition_data.index, exc)
+        return None
+    except RecordsRefused as exc:
+        # KIP-467: the batch is refused whole, naming the records at fault so that a
+        # producer fails those and may send the others again.
+        RecordError = type(result).BatchIndexAndErrorMessage
+        result.error_code = exc.error_code
+        result.error_message = str(exc)
+        result.record_errors = [
+            RecordError(batch_index=e.batch_index, batch_index_error_message=e.message)
+            for e in exc.record_errors
+        ]
         return None
     except (StorageError, PartitionError) as exc:
         result.error_code = exc.error_code

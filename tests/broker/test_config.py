@@ -1,0 +1,52 @@
+"""Broker settings read as Kafka 3.9 reads its server.properties."""
+
+from __future__ import annotations
+
+import pytest
+
+from herdless.broker.config import BrokerConfig, ConfigError
+
+
+def configured(properties: dict[str, str]) -> BrokerConfig:
+    config = BrokerConfig()
+    config.apply_properties(properties)
+    return config
+
+
+def test_the_finest_retention_unit_wins_whatever_the_order() -> None:
+    both = {"log.retention.ms": "5000", "log.retention.hours": "2"}
+    assert configured(both).log_config().retention_ms == 5000
+    assert configured(dict(reversed(both.items()))).log_config().retention_ms == 5000
+    assert configured({"log.retention.hours": "2"}).log_config().retention_ms == 7_200_000
+    minutes = {"log.retention.hours": "2", "log.retention.minutes": "3"}
+    assert configured(minutes).log_config().retention_ms == 180_000
+    roll = {"log.roll.hours": "1", "log.roll.ms": "60000"}
+    assert configured(roll).log_config().segment_ms == 60_000
+
+
+@pytest.mark.parametrize(
+    "key", ["log.retention.hours", "log.retention.minutes", "log.retention.ms"]
+)
+def test_any_negative_retention_is_kept_for_ever(key: str) -> None:
+    # Kafka maps every negative retention time to -1, the common "log.retention.hours=-1".
+    assert configured({key: "-1"}).log_config().retention_ms == -1
+    assert configured({key: "-5"}).log_config().retention_ms == -1
+
+
+def test_a_later_setting_in_another_unit_does_not_beat_a_finer_one() -> None:
+    config = configured({"log.retention.ms": "5000"})
+    config.apply_properties({"log.retention.hours": "1"})  # e.g. --set after the file
+    assert config.log_config().retention_ms == 5000
+
+
+def test_deprecated_message_format_versions_are_accepted() -> None:
+    for version in ("0.10.2", "0.10.0.1", "2.8.2", "3.0-IV1"):
+        config = configured({"log.message.format.version": version})
+        assert config.log_config().message_format_version == version
+    with pytest.raises(ConfigError, match="not a valid version"):
+        configured({"log.message.format.version": "9.9"})
+
+
+def test_a_retention_that_is_not_a_number_is_refused() -> None:
+    with pytest.raises(ConfigError, match="log.retention.hours"):
+        configured({"log.retention.hours": "a week"})
