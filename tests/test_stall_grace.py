@@ -4,8 +4,6 @@ and a member that really died meanwhile is still expired, at most one stall late
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,14 +32,13 @@ def create_topic(broker: BrokerProcess, name: str) -> None:
 
 
 def stall(broker: BrokerProcess, seconds: float, meanwhile: object = None) -> None:
-    assert broker.process is not None
-    os.kill(broker.process.pid, signal.SIGSTOP)
+    broker.pause()
     try:
         if callable(meanwhile):
             meanwhile()
         time.sleep(seconds)
     finally:
-        os.kill(broker.process.pid, signal.SIGCONT)
+        broker.resume()
 
 
 def test_a_paused_broker_does_not_expire_members_that_kept_trying(

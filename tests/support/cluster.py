@@ -131,9 +131,7 @@ class ClusterProcesses:
         return found
 
     def pause(self, broker_id: int) -> None:
-        process = self.brokers[broker_id].process
-        assert process is not None
-        os.kill(process.pid, signal.SIGSTOP)
+        self.brokers[broker_id].pause()
 
     def resume(self, broker_id: int) -> None:
         process = self.brokers[broker_id].process

@@ -20,6 +20,24 @@ class BrokerStartError(RuntimeError):
     """The broker exited, or did not listen, before it was ready; the message has its log."""
 
 
+def sigstop(pid: int, timeout_s: float = 5.0) -> None:
+    """SIGSTOP, and return once every thread of the process has stopped: a thread busy
+    on another core may otherwise still answer a request sent right after the signal."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + timeout_s
+    tasks = Path(f"/proc/{pid}/task")
+    while time.monotonic() < deadline:
+        try:
+            states = [
+                (task / "stat").read_text().rsplit(")", 1)[1].split()[0] for task in tasks.iterdir()
+            ]
+        except OSError:
+            return  # gone, or no /proc: nothing more to wait for
+        if all(state in ("T", "t") for state in states):
+            return
+        time.sleep(0.005)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -133,7 +151,7 @@ class BrokerProcess:
     def pause(self) -> None:
         """SIGSTOP: the broker holds its connections and answers nothing, as in a long stall."""
         assert self.process is not None
-        os.kill(self.process.pid, signal.SIGSTOP)
+        sigstop(self.process.pid)
 
     def resume(self) -> None:
         if self.alive():

@@ -7,7 +7,7 @@ import signal
 from pathlib import Path
 
 from herdless.cli.zookeeper import ZooKeeperServer
-from herdless.testing.process import free_port
+from herdless.testing.process import free_port, sigstop
 
 # Sessions expire at a tick boundary: a short tick keeps expiry close to the timeout.
 TICK_MS = 100
@@ -36,7 +36,7 @@ class ZooKeeperProcess(ZooKeeperServer):
     def pause(self) -> None:
         """SIGSTOP: the server holds its connections but answers nothing."""
         assert self.process is not None
-        os.kill(self.process.pid, signal.SIGSTOP)
+        sigstop(self.process.pid)
 
     def resume(self) -> None:
         assert self.process is not None
