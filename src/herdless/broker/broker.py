@@ -27,6 +27,7 @@ from herdless.broker.partition_limits import PartitionLimits, within_file_limit
 from herdless.broker.producer_ids import LocalBlocks, ProducerIds
 from herdless.broker.replicas import ReplicaManager
 from herdless.broker.stalls import StallDetector
+from herdless.broker.storage_errors import StorageErrors
 from herdless.broker.topic_admin import LocalTopics, TopicAdmin, ZooKeeperTopics
 from herdless.storage import LogManager
 
@@ -41,12 +42,15 @@ class Broker:
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
+        self.metrics = BrokerMetrics(config.metrics_lag_per_partition)
+        self.storage_errors = StorageErrors(self.metrics.storage_error)
         # In a cluster the replica manager moves each log's high watermark; alone, every
         # appended record is committed at once.
         self.logs = LogManager(
             config.data_dir,
             config.log_config(),
             high_watermark_follows_log_end=not config.clustered,
+            on_io_error=self.storage_errors.report,
         )
         self.durability = Durability(now_ms)
         self.node: ClusterNode | None = None
@@ -75,7 +79,6 @@ class Broker:
             )
             self.replicas = ReplicaManager(self.logs, self.durability, now_ms)
             self.topics = LocalTopics(self.logs, config.node_id, config.num_partitions, limits)
-        self.metrics = BrokerMetrics(config.metrics_lag_per_partition)
         self.stalls = StallDetector()
         self.groups = GroupCoordinator(
             self.logs,
@@ -231,6 +234,7 @@ class Broker:
 
     async def _summarise_warnings(self) -> None:
         self.limited_warnings.sweep()
+        self.storage_errors.sweep()
 
     async def _flush_due(self) -> None:
         await self.durability.flush_due(self.logs.logs())

@@ -61,6 +61,13 @@ class BrokerMetrics:
             ["group", "cause"],
             registry=self.registry,
         )
+        self._storage_errors = Counter(
+            "herdless_storage_errors",
+            "Disk operations that failed, by operation (append, flush, checkpoint, retention,"
+            " cleaning, index, ...) and errno (ENOSPC: the disk is full).",
+            ["operation", "error"],
+            registry=self.registry,
+        )
         self._observers: dict[str, Callable[[float], None]] = {}
 
     def attach(self, groups: GroupCoordinator, logs: LogManager) -> None:
@@ -75,6 +82,10 @@ class BrokerMetrics:
 
     def rebalanced(self, group: str, cause: str) -> None:
         self._rebalances.labels(group, cause).inc()
+
+    def storage_error(self, operation: str, errno_name: str) -> None:
+        """Thread-safe: flushes fail in worker threads."""
+        self._storage_errors.labels(operation, errno_name).inc()
 
     async def exposition(self) -> bytes:
         """The text format; call on the broker's loop."""

@@ -363,8 +363,10 @@ class _Copy:
             return None
         self.write()
         segment.seal()
-        handles = segment.take_sync_handles()
+        handles, problem = segment.take_sync_handles()
         try:
+            if problem is not None:
+                raise StorageIOError(f"cannot write the indexes of the cleaned copy: {problem}")
             for fd in handles:
                 os.fsync(fd)
         finally:

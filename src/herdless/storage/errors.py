@@ -6,6 +6,8 @@ place; the message says what was wrong, for the error_message field of responses
 
 from __future__ import annotations
 
+import errno
+from collections.abc import Callable
 from typing import ClassVar
 
 from herdless.protocol.errors import ErrorCode
@@ -16,9 +18,24 @@ class StorageError(Exception):
 
 
 class StorageIOError(StorageError):
-    """A read, write or fsync of log files failed."""
+    """A read, write or fsync of log files failed; raised from the OSError that says why."""
 
     error_code = ErrorCode.KAFKA_STORAGE_ERROR
+
+    @property
+    def errno_name(self) -> str:
+        """The failed call's errno by name (ENOSPC for a full disk), or "unknown"."""
+        cause = self.__cause__
+        while cause is not None:
+            if isinstance(cause, OSError) and cause.errno is not None:
+                return errno.errorcode.get(cause.errno, str(cause.errno))
+            cause = cause.__cause__
+        return "unknown"
+
+
+# Told of a disk operation that failed where no request is waiting to hear of it
+# (a checkpoint, retention, a cleaning): the operation's name, the partition's, the error.
+IoErrorListener = Callable[[str, str, StorageIOError], None]
 
 
 class LogClosed(StorageError):

@@ -37,6 +37,8 @@ anything new is appended.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import os
 import random
@@ -51,6 +53,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
 from herdless.protocol import records
 from herdless.protocol.records import HEADER_SIZE, BatchHeader
@@ -60,6 +63,7 @@ from herdless.storage.errors import (
     CorruptRecord,
     InvalidRecord,
     InvalidTimestamp,
+    IoErrorListener,
     LogClosed,
     OffsetOutOfRange,
     OffsetsOutOfOrder,
@@ -92,6 +96,8 @@ from herdless.storage.segment import (
 )
 
 log = logging.getLogger(__name__)
+P = ParamSpec("P")
+R = TypeVar("R")
 
 LOG_START_OFFSET_FILE = "log-start-offset"
 RECOVERY_POINT_FILE = "recovery-point"
@@ -148,6 +154,23 @@ def _wall_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _disk_errors(
+    method: Callable[Concatenate[PartitionLog, P], R],
+) -> Callable[Concatenate[PartitionLog, P], R]:
+    """An OSError from any write below (a full disk) becomes StorageIOError naming the log:
+    KAFKA_STORAGE_ERROR for the request that asked, never an unexpected exception."""
+
+    @functools.wraps(method)
+    def wrapper(self: PartitionLog, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(self, *args, **kwargs)
+        except OSError as exc:
+            action = method.__name__.replace("_", " ")
+            raise StorageIOError(f"{action} of {self.name} failed: {exc}") from exc
+
+    return wrapper
+
+
 class PartitionLog:
     def __init__(
         self,
@@ -198,6 +221,9 @@ class PartitionLog:
         # When a tombstone the log cleaner kept may be dropped (cleaner.py owns it);
         # None until a cleaning since the log was opened has told.
         self.tombstone_expiry_ms: int | None = None
+        # Told of writes that failed where no caller hears of it (checkpoints after a
+        # flush that synced the records); the LogManager passes on the broker's.
+        self.on_io_error: IoErrorListener = log_io_error
 
     def __repr__(self) -> str:
         return f"PartitionLog({self.name}, {self._log_start}..{self.log_end_offset})"
@@ -386,6 +412,7 @@ class PartitionLog:
         """The leader epoch that wrote `offset`, if the cache knows it."""
         return self._epochs.epoch_for_offset(offset)
 
+    @_disk_errors
     def assign_leader_epoch(self, epoch: int) -> None:
         """Record that `epoch` starts at the log end offset: a leader elected here, before
         it appends, so that OffsetForLeaderEpoch for older epochs ends where it took over."""
@@ -395,6 +422,7 @@ class PartitionLog:
 
     # -- appending --------------------------------------------------------------
 
+    @_disk_errors
     def append(
         self,
         batches: list[tuple[BatchHeader, memoryview]],
@@ -474,6 +502,7 @@ class PartitionLog:
                 log_start_offset=self._log_start,
             )
 
+    @_disk_errors
     def append_as_follower(self, data: bytes | memoryview, now_ms: int) -> AppendInfo:
         """Store batches exactly as a leader's Fetch response returned them.
 
@@ -539,13 +568,15 @@ class PartitionLog:
     ) -> None:
         """Append to `segment`, recording new leader epochs first, as Kafka does: after a
         crash the cache may run past the log, which opening corrects, but never lag it."""
-        for epoch, start_offset in epochs:
-            if epoch >= 0:
-                self._epochs.assign(epoch, start_offset)
         try:
+            for epoch, start_offset in epochs:
+                if epoch >= 0:
+                    self._epochs.assign(epoch, start_offset)
             segment.append(data, placements, self.config.index_interval_bytes, now_ms)
         except StorageIOError:
-            self._epochs.truncate_from_end(self.log_end_offset)
+            # In memory at least: reopening cuts a checkpoint that runs past the log.
+            with contextlib.suppress(StorageIOError):
+                self._epochs.truncate_from_end(self.log_end_offset)
             raise
 
     @staticmethod
@@ -614,6 +645,7 @@ class PartitionLog:
             self._roll(first_offset)
         return self._segments[-1]
 
+    @_disk_errors
     def roll(self) -> None:
         """Start a new active segment (if the current one holds anything)."""
         with self._lock:
@@ -629,9 +661,11 @@ class PartitionLog:
         active = self._segments[-1]
         if active.size == 0 and base_offset is None:
             return
-        active.seal()
         base = self.log_end_offset if base_offset is None else max(base_offset, self.log_end_offset)
+        # Created before the active segment is sealed: if it cannot be (a full disk),
+        # the active segment takes appends as before.
         segment = Segment.create(self.directory, base, self.config.segment_index_bytes)
+        active.seal()
         self._segments.append(segment)
         self._bases.append(segment.base_offset)
         self._dir_dirty = True
@@ -726,6 +760,7 @@ class PartitionLog:
 
     # -- durability -------------------------------------------------------------
 
+    @_disk_errors
     def flush(self, now_ms: int | None = None, *, checkpoint_now: bool = False) -> None:
         """fsync everything appended so far. Safe to run in a thread beside appends.
 
@@ -743,9 +778,15 @@ class PartitionLog:
                 dirty = [s for s in self._segments if s.dirty]
                 dir_dirty = self._dir_dirty
                 handles: list[int] = []
+                # A segment whose index could not be written whole is recovered after a
+                # crash, however well its records were synced: the recovery point stays below.
+                torn: tuple[int, OSError] | None = None
                 try:
                     for segment in dirty:
-                        handles.extend(segment.take_sync_handles())
+                        taken, problem = segment.take_sync_handles()
+                        handles.extend(taken)
+                        if problem is not None and torn is None:
+                            torn = segment.base_offset, problem
                     if dir_dirty:
                         handles.append(os.open(self.directory, os.O_RDONLY))
                 except OSError as exc:
@@ -753,7 +794,7 @@ class PartitionLog:
                     raise StorageIOError(f"cannot flush {self.name}: {exc}") from exc
                 self._dir_dirty = False
                 appended = self._appended_messages
-                recovery_point = self.log_end_offset
+                recovery_point = self.log_end_offset if torn is None else torn[0]
                 # At once when a segment was sealed since, so that reopening never checks
                 # sealed segments again; else on the interval.
                 due = (
@@ -777,18 +818,36 @@ class PartitionLog:
                 _close_all(handles)
             self._flushed_messages = appended
             self.last_flush_ms = _wall_ms() if now_ms is None else now_ms
-            if producer_snapshot is not None and recovery_point != self._recovery_point:
-                # Everything below the log end is synced: no need to check it after a crash.
-                # The snapshot first: one ahead of the recovery point is still usable.
-                write_producer_snapshot(
-                    self.directory / PRODUCER_SNAPSHOT_FILE, recovery_point, producer_snapshot
-                )
-                checkpoint.write_offset(self.directory / RECOVERY_POINT_FILE, recovery_point)
-                self._recovery_point = recovery_point
-                self._recovery_point_written_s = time.monotonic()
+            if torn is not None:
+                self._io_failed("index", f"cannot rewrite an index of {self.name}", torn[1])
+            # The records are synced: a checkpoint that cannot be written (a full disk)
+            # fails no one; an older one only means more to check after a crash.
+            if producer_snapshot is not None and recovery_point > self._recovery_point:
+                try:
+                    # Everything below the log end is synced: no need to check it after a
+                    # crash. The snapshot first: one ahead of the recovery point is usable.
+                    write_producer_snapshot(
+                        self.directory / PRODUCER_SNAPSHOT_FILE, recovery_point, producer_snapshot
+                    )
+                    checkpoint.write_offset(self.directory / RECOVERY_POINT_FILE, recovery_point)
+                except OSError as exc:
+                    message = f"cannot checkpoint the recovery point of {self.name}"
+                    self._io_failed("checkpoint", message, exc)
+                else:
+                    self._recovery_point = recovery_point
+                    self._recovery_point_written_s = time.monotonic()
             if high_watermark is not None:
                 # After the data it covers is synced; following the log end, it is not kept.
-                self._checkpoint_high_watermark(high_watermark)
+                try:
+                    self._checkpoint_high_watermark(high_watermark)
+                except OSError as exc:
+                    message = f"cannot checkpoint the high watermark of {self.name}"
+                    self._io_failed("checkpoint", message, exc)
+
+    def _io_failed(self, operation: str, message: str, exc: OSError) -> None:
+        error = StorageIOError(f"{message}: {exc}")
+        error.__cause__ = exc
+        self.on_io_error(operation, self.name, error)
 
     def _checkpoint_high_watermark(self, high_watermark: int) -> None:
         if high_watermark != self._checkpointed_high_watermark:
@@ -797,6 +856,7 @@ class PartitionLog:
 
     # -- retention --------------------------------------------------------------
 
+    @_disk_errors
     def apply_retention(self, now_ms: int) -> int:
         """Delete whole segments past retention.ms or retention.bytes; returns how many.
 
@@ -829,6 +889,7 @@ class PartitionLog:
             self._producers.remove_expired(now_ms, self._producer_id_expiration_ms)
             return deleted
 
+    @_disk_errors
     def delete_records(self, before_offset: int) -> int:
         """Advance the log start offset (DeleteRecords); -1 means the high watermark.
 
@@ -882,16 +943,30 @@ class PartitionLog:
             segment.delete()
         self._dir_dirty = True
         if self._segments[0].base_offset > self._log_start:
-            self._set_log_start(self._segments[0].base_offset)
+            self._set_log_start(self._segments[0].base_offset, durable=False)
         log.info("%s: deleted %d segments, log start offset %d", self.name, count, self._log_start)
         return count
 
-    def _set_log_start(self, offset: int) -> None:
+    def _set_log_start(self, offset: int, *, durable: bool = True) -> None:
+        """Move the log start offset up, checkpointed first: records a DeleteRecords
+        removed must stay removed after a restart (StorageIOError, nothing changed, if
+        the checkpoint cannot be written). Not `durable`: the segments below are gone,
+        which makes the next open start the log there anyway; only reported then."""
+        try:
+            checkpoint.write_offset(self.directory / LOG_START_OFFSET_FILE, offset)
+        except OSError as exc:
+            message = f"cannot checkpoint the log start offset of {self.name}"
+            if durable:
+                raise StorageIOError(f"{message}: {exc}") from exc
+            self._io_failed("checkpoint", message, exc)
         self._log_start = offset
-        checkpoint.write_offset(self.directory / LOG_START_OFFSET_FILE, offset)
         self._producers.truncate_head(offset)
-        self._epochs.truncate_from_start(offset)
         self._high_watermark = max(self._high_watermark, offset)
+        try:
+            self._epochs.truncate_from_start(offset)
+        except StorageIOError as exc:
+            # Cut in memory; opening cuts the checkpoint to the log start again.
+            self.on_io_error("checkpoint", self.name, exc)
 
     # -- truncation (a follower's, to where it agrees with its leader) ----------------
 
@@ -900,6 +975,7 @@ class PartitionLog:
         """A truncation waits for the cleaner to let go: a cleaning should stop."""
         return self._truncating
 
+    @_disk_errors
     def truncate_to(self, offset: int, now_ms: int) -> bool:
         """Remove every batch at or after `offset`; returns whether the log was cut.
 
@@ -930,6 +1006,7 @@ class PartitionLog:
                 self._cut(offset, now_ms)
             return True
 
+    @_disk_errors
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete everything and restart the log, empty, at `offset`.
 
@@ -1200,6 +1277,10 @@ def _replicated_batches(view: memoryview, log_end: int, name: str) -> list[tuple
             taken.append((position, header))
         position += header.size
     return taken
+
+
+def log_io_error(operation: str, name: str, error: StorageIOError) -> None:
+    log.warning("%s of %s failed: %s", operation, name, error)
 
 
 def _close_all(handles: list[int]) -> None:

@@ -88,18 +88,20 @@ class Segment:
     def create(
         cls, directory: Path, base_offset: int, max_index_bytes: int, file_suffix: str = ""
     ) -> Segment:
-        fd = os.open(
-            segment_file(directory, base_offset, LOG_SUFFIX + file_suffix),
-            os.O_RDWR | os.O_CREAT | os.O_TRUNC,
-            0o644,
-        )
+        """A new empty segment; StorageIOError if its files cannot be created (a full disk,
+        no descriptors left), leaving none of them behind."""
+        path = segment_file(directory, base_offset, LOG_SUFFIX + file_suffix)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        except OSError as exc:
+            raise StorageIOError(f"cannot create {path}: {exc.strerror}") from exc
         segment = cls(directory, base_offset, fd, 0, max_index_bytes, file_suffix)
         try:
             segment.offset_index.open_for_append(truncate=True)
             segment.time_index.open_for_append(truncate=True)
-        except BaseException:
-            segment.close()
-            raise
+        except OSError as exc:
+            segment.delete()
+            raise StorageIOError(f"cannot create the indexes of {path}: {exc.strerror}") from exc
         segment.dirty = True
         return segment
 
@@ -435,22 +437,39 @@ class Segment:
     def fits_relative(self, offset: int) -> bool:
         return offset - self.base_offset <= INT32_MAX
 
-    def take_sync_handles(self) -> list[int]:
-        """Duplicates of every descriptor with unsynced data, for fsync outside the lock.
+    def take_sync_handles(self) -> tuple[list[int], OSError | None]:
+        """Duplicates of every descriptor with unsynced data, for fsync outside the lock,
+        and the error that kept a torn index from being rewritten, if one did.
 
         fsync works on the file, not the descriptor, and a duplicate stays valid
-        even if the segment is closed or deleted meanwhile.
+        even if the segment is closed or deleted meanwhile. An index torn by a
+        failed write (a full disk) is replaced whole first, with a handle on the
+        directory for the rename; if that fails too, the segment stays dirty and
+        the next flush tries again.
         """
         handles = [os.dup(self._require_fd())]
-        for index in (self.offset_index, self.time_index):
-            fd = index.dup_fd()
-            if fd is not None:
-                handles.append(fd)
-            if self.sealed:
-                # Complete and now covered by the duplicate: no need to keep it open.
-                index.close()
-        self.dirty = False
-        return handles
+        problem: OSError | None = None
+        try:
+            for index in (self.offset_index, self.time_index):
+                if index.torn:
+                    try:
+                        index.repair()
+                    except OSError as exc:
+                        problem = exc
+                        continue
+                    handles.append(os.open(self.directory, os.O_RDONLY))
+                fd = index.dup_fd()
+                if fd is not None:
+                    handles.append(fd)
+                if self.sealed:
+                    # Complete and now covered by the duplicate: no need to keep it open.
+                    index.close()
+        except BaseException:
+            for fd in handles:
+                os.close(fd)
+            raise
+        self.dirty = problem is not None
+        return handles, problem
 
     # -- reading ----------------------------------------------------------------
 
