@@ -26,6 +26,7 @@ from herdless.broker.metrics import BrokerMetrics, serve_metrics
 from herdless.broker.partition_limits import PartitionLimits, within_file_limit
 from herdless.broker.producer_ids import LocalBlocks, ProducerIds
 from herdless.broker.replicas import ReplicaManager
+from herdless.broker.scrubber import Scrubber
 from herdless.broker.stalls import StallDetector
 from herdless.broker.storage_errors import StorageErrors
 from herdless.broker.topic_admin import LocalTopics, TopicAdmin, ZooKeeperTopics
@@ -92,6 +93,14 @@ class Broker:
             stalls=self.stalls,
         )
         self.metrics.attach(self.groups, self.logs)
+        self.scrubber: Scrubber | None = None
+        if config.scrubber_enable:
+            self.scrubber = Scrubber(
+                self.logs,
+                config.scrubber_bytes_per_second,
+                config.scrubber_backoff_ms,
+                self.metrics.scrubbed,
+            )
         self.context: BrokerContext | None = None
         self._server: asyncio.Server | None = None
         self._connections: dict[asyncio.Task[None], Connection] = {}
@@ -160,6 +169,8 @@ class Broker:
             self._background.append(
                 loop.create_task(self._every(self.config.cleaner_backoff_ms, self._clean))
             )
+        if self.scrubber is not None:
+            self._background.append(loop.create_task(self.scrubber.run()))
         log.info("herdless listening on %s:%d", self.config.host, context.bound_port)
         if self.node is not None:
             await self.node.join(*self.config.advertised_address)
@@ -193,6 +204,8 @@ class Broker:
             await asyncio.gather(*pending, return_exceptions=True)
         if self._cleaning is not None:
             await asyncio.gather(self._cleaning, return_exceptions=True)
+        if self.scrubber is not None:
+            await self.scrubber.stop()
         if self.node is not None:
             await self.node.stop()
         if self.history is not None:

@@ -8,6 +8,8 @@
         producer-snapshot      the producer state at the recovery point (producer_state.py)
         leader-epoch-checkpoint  the offset each leader epoch started at (leader_epochs.py)
         high-watermark         when the owner sets the high watermark: its last flushed value
+        damaged-offsets        offsets known missing or corrupt, not served (damage.py)
+        offset-gaps            present once a follower stored a compacted leader's gaps
 
 The log serves a leader (append, which assigns offsets) and a follower
 (append_as_follower, which stores a leader's batches as they are; truncate_to
@@ -53,23 +55,26 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from herdless.protocol import records
 from herdless.protocol.records import HEADER_SIZE, BatchHeader
 from herdless.storage import checkpoint, swap
 from herdless.storage.config import LogConfig
+from herdless.storage.damage import DAMAGED_OFFSETS_FILE, Damage, DamageKind, DamageMap
 from herdless.storage.errors import (
     CorruptRecord,
     InvalidRecord,
     InvalidTimestamp,
     IoErrorListener,
     LogClosed,
+    LogFileError,
     OffsetOutOfRange,
     OffsetsOutOfOrder,
     RecordTooLarge,
     StorageIOError,
     UnexpectedAppendOffset,
+    file_problem,
 )
 from herdless.storage.leader_epochs import (
     LEADER_EPOCH_CHECKPOINT_FILE,
@@ -86,6 +91,7 @@ from herdless.storage.producer_state import (
 from herdless.storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    OFFSET_DIGITS,
     SEGMENT_SUFFIXES,
     TIME_INDEX_SUFFIX,
     BatchPlacement,
@@ -108,6 +114,8 @@ PRODUCER_SNAPSHOT_FILE = "producer-snapshot"
 RECOVERY_POINT_INTERVAL_S = 1.0
 # Where the log cleaner's last cleaning ended (cleaner.py); a truncation below it pulls it back.
 CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+# Present once a follower stored the offset gaps of a compacted leader.
+OFFSET_GAPS_FILE = "offset-gaps"
 # Left behind by an interrupted compaction, deletion or checkpoint once swap.py has
 # completed the committed swaps: never complete data.
 _STRAY_SUFFIXES = (swap.CLEANED_SUFFIX, swap.SWAP_SUFFIX, ".deleted", checkpoint.TMP_SUFFIX)
@@ -154,6 +162,27 @@ def _wall_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _files_named(opener: Callable[..., PartitionLog]) -> Callable[..., PartitionLog]:
+    """An OSError while a log opens becomes LogFileError naming the file and the partition."""
+
+    @functools.wraps(opener)
+    def wrapper(
+        cls: type[PartitionLog],
+        directory: Path,
+        topic: str,
+        partition: int,
+        *args: Any,
+        **kwargs: Any,
+    ) -> PartitionLog:
+        try:
+            return opener(cls, directory, topic, partition, *args, **kwargs)
+        except OSError as exc:
+            problem = file_problem(directory, exc)
+            raise LogFileError(f"cannot open the log of {topic}-{partition}: {problem}") from exc
+
+    return wrapper
+
+
 def _disk_errors(
     method: Callable[Concatenate[PartitionLog, P], R],
 ) -> Callable[Concatenate[PartitionLog, P], R]:
@@ -187,6 +216,7 @@ class PartitionLog:
         epochs: LeaderEpochCache,
         high_watermark: int,
         high_watermark_follows_log_end: bool,
+        damage: DamageMap,
     ) -> None:
         self.directory = directory
         self.topic = topic
@@ -205,6 +235,7 @@ class PartitionLog:
         # Set while a truncation waits for a cleaning to stop; the cleaner checks it.
         self._truncating = False
         self._epochs = epochs
+        self._damage = damage
         self._follows_log_end = high_watermark_follows_log_end
         # Only read while the owner sets it (not following the log end offset).
         self._high_watermark = high_watermark
@@ -231,6 +262,7 @@ class PartitionLog:
     # -- opening ------------------------------------------------------------------
 
     @classmethod
+    @_files_named
     def open(
         cls,
         directory: Path,
@@ -253,7 +285,14 @@ class PartitionLog:
 
         After a crash only what lies past the recovery point is checked; after
         a `clean_shutdown` (the log was closed and flushed, and nothing wrote
-        to it since) nothing is.
+        to it since) nothing is. What was synced and is now missing or does
+        not parse is damage (damage.py), found by cheap checks: segments whose
+        offsets do not follow on from the segment before, batch headers that do
+        not chain, a log that ends below its recovery point.
+
+        A file that cannot be used as it stands (a directory, a dangling link,
+        an unreadable file, a .log not named by an offset) raises LogFileError
+        naming it: the log is not opened without it.
         """
         directory.mkdir(parents=True, exist_ok=True)
         swap.complete_interrupted_swaps(directory)
@@ -263,11 +302,18 @@ class PartitionLog:
         recovery_point = checkpoint.read_offset(directory / RECOVERY_POINT_FILE) or 0
         bases = _segment_bases(directory, checkpointed_start or 0)
         synced_below = sys.maxsize if clean_shutdown else recovery_point
-        segments = _open_segments(directory, config, bases, synced_below)
+        segments = _open_segments(directory, config, bases, synced_below, recovery_point)
+        damage = DamageMap.load(directory / DAMAGED_OFFSETS_FILE)
         try:
             if not segments:
                 start = checkpointed_start or 0
                 segments.append(Segment.create(directory, start, config.segment_index_bytes))
+            found = _damage_found(directory, config, segments, recovery_point)
+            if segments[-1].sealed:
+                # Damaged, or short of what was synced: new records go after the damage.
+                assert segments[-1].next_offset is not None
+                base = segments[-1].next_offset
+                segments.append(Segment.create(directory, base, config.segment_index_bytes))
             active_segment = segments[-1]
             assert active_segment.next_offset is not None
             log_end = active_segment.next_offset
@@ -286,6 +332,8 @@ class PartitionLog:
                 segments = [Segment.create(directory, log_start, config.segment_index_bytes)]
                 active_segment = segments[0]
                 log_end = log_start
+            if any([damage.add(d) for d in found]) | damage.keep_within(log_start, log_end):
+                damage.save()
             if active_segment.size > 0:
                 active_segment.first_append_ms = _estimate_first_append(active_segment, now_ms)
             producers = _load_producers(
@@ -315,6 +363,7 @@ class PartitionLog:
             epochs,
             high_watermark,
             high_watermark_follows_log_end,
+            damage,
         )
 
     # -- state ------------------------------------------------------------------
@@ -380,6 +429,46 @@ class PartitionLog:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def _note_offset_gaps(self) -> None:
+        """This log holds gaps a compacted leader left: opening must not take them for
+        missing segments, whatever cleanup.policy says by then."""
+        path = self.directory / OFFSET_GAPS_FILE
+        if not path.exists():
+            checkpoint.atomic_write(path, b"")
+
+    @property
+    def damage(self) -> list[Damage]:
+        """The offset ranges known to be missing or corrupt, which are not served."""
+        return self._damage.ranges
+
+    def record_damage(self, segment: Segment, damage: Damage) -> bool:
+        """Record damage found in `segment` (by the scrubber, the cleaner): from now on it
+        is not served. Returns False if the segment has left the log meanwhile (retention,
+        a cleaning swapped it out), the range lies below the log start, or it was known."""
+        with self._lock:
+            if (
+                self._closed
+                or segment not in self._segments
+                or damage.end_offset <= self._log_start
+            ):
+                return False
+            if not self._damage.add(damage):
+                return False
+            log.error("%s: %s; they are not served", self.name, damage.describe(self.name))
+            self._save_damage()
+            return True
+
+    def _forget_damage_outside(self) -> None:
+        if self._damage.keep_within(self._log_start, self.log_end_offset):
+            self._save_damage()
+
+    def _save_damage(self) -> None:
+        try:
+            self._damage.save()
+        except OSError as exc:
+            # Known in memory; a restart before the scrubber finds it again would serve it.
+            self._io_failed("checkpoint", f"cannot record the damage of {self.name}", exc)
 
     def flush_due(self, now_ms: int) -> bool:
         """Whether flush.messages or flush.ms asks for a flush now."""
@@ -524,6 +613,9 @@ class PartitionLog:
             taken = _replicated_batches(view, log_end, self.name)
             if not taken:
                 return AppendInfo(log_end, log_end - 1, -1, self._log_start)
+            expected = [log_end] + [h.last_offset + 1 for _, h in taken[:-1]]
+            if any(h.base_offset != e for (_, h), e in zip(taken, expected, strict=True)):
+                self._note_offset_gaps()
             config = self.config
             first = 0
             while first < len(taken):
@@ -688,7 +780,9 @@ class PartitionLog:
         With `max_offset`, only batches whose base offset is below it come:
         consumers read up to the high watermark, followers to the log end.
         An offset from `max_offset` up to the log end offset reads nothing,
-        as in Kafka; only one outside the log is out of range.
+        as in Kafka; only one outside the log is out of range. A read stops
+        before damaged offsets (damage.py), and one that starts in them
+        raises CorruptRecord.
         """
         with self._lock:
             self._check_open()
@@ -698,6 +792,12 @@ class PartitionLog:
                     f"offset {offset} is outside {self._log_start}..{log_end} of {self.name}"
                 )
             limit = log_end if max_offset is None else max_offset
+            if self._damage and offset < limit:
+                damaged = self._damage.at(offset)
+                if damaged is not None:
+                    raise CorruptRecord(damaged.describe(self.name))
+                # Whatever lies past damage is read by a fetch at an offset past it.
+                limit = min(limit, self._damage.next_start(offset) or limit)
             if offset >= limit:
                 return b""
             parts: list[bytes] = []
@@ -967,6 +1067,7 @@ class PartitionLog:
         except StorageIOError as exc:
             # Cut in memory; opening cuts the checkpoint to the log start again.
             self.on_io_error("checkpoint", self.name, exc)
+        self._forget_damage_outside()
 
     # -- truncation (a follower's, to where it agrees with its leader) ----------------
 
@@ -1081,6 +1182,11 @@ class PartitionLog:
             # From here on a crash reopens the log empty at `offset`: open() starts a log
             # that ends below its start offset afresh.
             checkpoint.write_offset(self.directory / LOG_START_OFFSET_FILE, offset)
+        first_base = self._segments[0].base_offset
+        if self._recovery_point > first_base:
+            # A crash while the segments go must not look like synced records lost.
+            checkpoint.write_offset(self.directory / RECOVERY_POINT_FILE, first_base)
+            self._recovery_point = first_base
         doomed, self._segments, self._bases = self._segments, [], []
         try:
             for segment in reversed(doomed):
@@ -1110,6 +1216,7 @@ class PartitionLog:
         log.info("%s: emptied, restarting at offset %d", self.name, offset)
 
     def _after_truncation(self, log_end: int) -> None:
+        self._forget_damage_outside()
         cleaned_to = checkpoint.read_offset(self.directory / CLEANER_CHECKPOINT_FILE)
         if cleaned_to is not None and cleaned_to > log_end:
             checkpoint.write_offset(self.directory / CLEANER_CHECKPOINT_FILE, log_end)
@@ -1137,25 +1244,38 @@ class PartitionLog:
         """
         with self._lock:
             self._check_open()
-            high_watermark = self.high_watermark
-            sealed = [
-                SealedSegment(
-                    segment,
-                    segment.base_offset,
-                    following.base_offset,
-                    segment.size,
-                    segment.largest_timestamp,
-                    segment.path(LOG_SUFFIX),
-                )
-                for segment, following in pairwise(self._segments)
-                if following.base_offset <= high_watermark
-            ]
+            limit = self.high_watermark
+            damaged = self._damage.next_start(0)
+            if damaged is not None:
+                # Damaged segments are kept as they are: a copy would drop what is unreadable.
+                limit = min(limit, damaged)
             return CleaningView(
                 self.config,
                 self._log_start,
-                sealed,
+                self._sealed(limit),
                 frozenset(self._producers.remembered_last_offsets()),
             )
+
+    def sealed_segments(self) -> list[SealedSegment]:
+        """Every segment below the active one, for reading outside the lock (the scrubber)."""
+        with self._lock:
+            self._check_open()
+            return self._sealed(sys.maxsize)
+
+    def _sealed(self, limit: int) -> list[SealedSegment]:
+        """The sealed segments wholly below offset `limit`."""
+        return [
+            SealedSegment(
+                segment,
+                segment.base_offset,
+                following.base_offset,
+                segment.size,
+                segment.largest_timestamp,
+                segment.path(LOG_SUFFIX),
+            )
+            for segment, following in pairwise(self._segments)
+            if following.base_offset <= limit
+        ]
 
     def replace_segments(self, old: list[Segment], cleaned: Segment) -> bool:
         """Swap the cleaned copy of the consecutive segments `old` in for them (swap.py).
@@ -1308,11 +1428,17 @@ def _segment_bases(directory: Path, log_start: int) -> list[int]:
     deleting at the crash. The first stays even if empty (the cleaner can empty
     it): its base offset is where the log starts.
     """
-    bases = sorted(
-        base
-        for path in directory.glob("*" + LOG_SUFFIX)
-        if (base := parse_base_offset(path.name)) is not None
-    )
+    bases = []
+    for path in directory.glob("*" + LOG_SUFFIX):
+        base = parse_base_offset(path.name)
+        if base is None:
+            # As Kafka: a log file whose offset cannot be told stops the log from opening.
+            raise LogFileError(
+                f"cannot open the log of {directory.name}: {path} is not named as a segment"
+                f" is (its base offset in {OFFSET_DIGITS} digits, then {LOG_SUFFIX})"
+            )
+        bases.append(base)
+    bases.sort()
     kept = []
     for i, base in enumerate(bases):
         last = i == len(bases) - 1
@@ -1326,23 +1452,29 @@ def _segment_bases(directory: Path, log_start: int) -> list[int]:
 
 
 def _open_segments(
-    directory: Path, config: LogConfig, bases: list[int], recovery_point: int
+    directory: Path, config: LogConfig, bases: list[int], synced_below: int, recovery_point: int
 ) -> list[Segment]:
     segments: list[Segment] = []
     try:
         for i, base in enumerate(bases):
             active = i == len(bases) - 1
             offset_limit = None if active else bases[i + 1]
-            segment = Segment.open(
-                directory,
-                base,
-                config.segment_index_bytes,
-                index_interval_bytes=config.index_interval_bytes,
-                offset_limit=offset_limit,
-                recover=offset_limit is None or offset_limit > recovery_point,
-                active=active,
-                synced_below=recovery_point,
-            )
+            try:
+                segment = Segment.open(
+                    directory,
+                    base,
+                    config.segment_index_bytes,
+                    index_interval_bytes=config.index_interval_bytes,
+                    offset_limit=offset_limit,
+                    recover=offset_limit is None or offset_limit > synced_below,
+                    active=active,
+                    synced_below=synced_below,
+                    known_end=recovery_point,
+                )
+            except (OSError, StorageIOError) as exc:
+                path = segment_file(directory, base, LOG_SUFFIX)
+                problem = file_problem(path, exc) if isinstance(exc, OSError) else f"{path}: {exc}"
+                raise LogFileError(f"cannot open the log of {directory.name}: {problem}") from exc
             segments.append(segment)
             if not active and segment.cut_bytes:
                 # Kafka's rule: what follows a corrupt batch cannot be trusted either.
@@ -1354,6 +1486,34 @@ def _open_segments(
             segment.close()
         raise
     return segments
+
+
+def _damage_found(
+    directory: Path, config: LogConfig, segments: list[Segment], recovery_point: int
+) -> list[Damage]:
+    """The damage that opening the segments found, offsets between two segments that
+    neither holds (unless compaction may have left the gap), and offsets from the log
+    end to the recovery point, which were synced and are gone: new records then go
+    after them, and the last segment is sealed for that."""
+    found: list[Damage] = []
+    # Compaction leaves gaps, which stay if the topic stops compacting later.
+    compacted = config.compacts or any(
+        (directory / name).exists() for name in (CLEANER_CHECKPOINT_FILE, OFFSET_GAPS_FILE)
+    )
+    if not compacted:
+        for segment, following in pairwise(segments):
+            end = segment.next_offset
+            if end is not None and end < following.base_offset:
+                found.append(Damage(end, following.base_offset, DamageKind.MISSING))
+    last = segments[-1]
+    assert last.next_offset is not None
+    if recovery_point > last.next_offset:
+        found.append(Damage(last.next_offset, recovery_point, DamageKind.MISSING))
+        last.seal()
+        last.next_offset = recovery_point
+    for damage in found:
+        log.error("%s: %s; they are not served", directory, damage.describe(directory.name))
+    return [d for segment in segments for d in segment.damage] + found
 
 
 def _drop_segments_after(directory: Path, bases: list[int]) -> None:

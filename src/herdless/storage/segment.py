@@ -23,6 +23,7 @@ from herdless.protocol.records import (
     iter_offsets_and_timestamps,
     parse_header,
 )
+from herdless.storage.damage import Damage, DamageKind
 from herdless.storage.errors import StorageIOError
 from herdless.storage.index import INT32_MAX, IndexCorrupt, OffsetIndex, TimeIndex
 
@@ -32,7 +33,7 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
-_OFFSET_DIGITS = 20
+OFFSET_DIGITS = 20
 # Enough to hold many small batches per read, small enough to waste little on big ones.
 _CHUNK = 64 * 1024
 _MIN_BATCH_LENGTH = HEADER_SIZE - LENGTH_PREFIX
@@ -42,12 +43,12 @@ BatchPlacement = tuple[int, int, int, int]
 
 
 def segment_file(directory: Path, base_offset: int, suffix: str) -> Path:
-    return directory / f"{base_offset:0{_OFFSET_DIGITS}d}{suffix}"
+    return directory / f"{base_offset:0{OFFSET_DIGITS}d}{suffix}"
 
 
 def parse_base_offset(name: str, suffix: str = LOG_SUFFIX) -> int | None:
     stem = name.removesuffix(suffix)
-    if stem == name or len(stem) != _OFFSET_DIGITS or not stem.isdigit():
+    if stem == name or len(stem) != OFFSET_DIGITS or not stem.isdigit():
         return None
     return int(stem)
 
@@ -80,6 +81,10 @@ class Segment:
         self.dirty = False
         # Bytes recovery cut off the end of the file.
         self.cut_bytes = 0
+        # What opening found unreadable in bytes known to have been synced whole, and
+        # the position from which the bytes do not parse: scans stop there.
+        self.damage: list[Damage] = []
+        self._unreadable_from: int | None = None
         self._bytes_since_index_entry = 0
 
     # -- lifecycle ----------------------------------------------------------
@@ -117,6 +122,7 @@ class Segment:
         recover: bool,
         active: bool,
         synced_below: int = 0,
+        known_end: int | None = None,
     ) -> Segment:
         """Open an existing segment; the active (last) one is always recovered.
 
@@ -125,8 +131,14 @@ class Segment:
         below `synced_below` (the recovery point) were synced with their
         index entries, so recovery keeps those entries and checks only the
         batches from there on. Without `recover`, the index files are only
-        sanity-checked, and rebuilt if they fail. `offset_limit` is the next
-        segment's base offset, if any.
+        sanity-checked (with the batch headers after the last entry), and
+        rebuilt if they fail. `offset_limit` is the next segment's base offset,
+        if any; `known_end`, for the active segment, where its offsets were
+        known to reach (the recovery point).
+
+        Bytes that do not parse where everything was synced are not a torn
+        write but damage: they are kept, and the segment's `damage` says which
+        offsets they held; a damaged active segment is sealed.
         """
         fd = os.open(segment_file(directory, base_offset, LOG_SUFFIX), os.O_RDWR)
         try:
@@ -137,12 +149,13 @@ class Segment:
         segment = cls(directory, base_offset, fd, size, max_index_bytes)
         try:
             rebuild = recover or active
+            indexes_trusted = True
             if not rebuild:
                 try:
                     segment._load_indexes(offset_limit)
                 except IndexCorrupt as exc:
                     log.warning("%s: %s; rebuilding the indexes", directory, exc)
-                    rebuild = True
+                    rebuild, indexes_trusted = True, False
             if rebuild:
                 # Compaction leaves gaps in sealed segments, and a follower copies a
                 # compacted leader's gaps into its active one.
@@ -151,12 +164,14 @@ class Segment:
                     allow_gaps=True,
                     offset_limit=offset_limit,
                     synced_below=synced_below,
+                    known_end=known_end,
+                    indexes_trusted=indexes_trusted,
                 )
-                if not active:
+                if not active or segment.damage:
                     segment.seal()
                 segment.offset_index.write_file()
                 segment.time_index.write_file()
-            if active:
+            if active and not segment.damage:
                 segment.open_indexes_for_append()
         except BaseException:
             segment.close()
@@ -187,7 +202,48 @@ class Segment:
             # Sealing always leaves the largest timestamp behind; without it retention
             # would have to guess the segment's age.
             raise IndexCorrupt(f"{self.time_index.path.name} is empty")
+        self.next_offset = self._check_tail(offset_limit)
         self.sealed = True
+
+    def _check_tail(self, offset_limit: int | None) -> int:
+        """Where the segment's offsets end, from the batch headers after the last offset
+        index entry: at most index.interval.bytes and a batch to read.
+
+        They must chain from the batch that entry names to the last byte of the file,
+        below `offset_limit`, with no timestamp above the time index's last entry
+        (sealing wrote the largest there). Anything else means the indexes are not
+        this segment's as it stands (truncated, garbage, another segment's): IndexCorrupt.
+        """
+        position = self.offset_index.last_position or 0
+        named = self.offset_index.last_offset
+        last_time = self.time_index.last_entry
+        end = self.base_offset
+        window = FileWindow(self._require_fd(), self.size)
+        while position < self.size:
+            if self.size - position < HEADER_SIZE:
+                raise IndexCorrupt(f"the batch at position {position} is torn")
+            header = parse_header(window.get(position, HEADER_SIZE))
+            problem = header_problem(header)
+            if problem is None and position + header.size > self.size:
+                problem = "a batch running past the end of the file"
+            if problem is None and named is not None and header.last_offset != named:
+                problem = f"offset {named} where the batch there ends at {header.last_offset}"
+            if problem is None and header.base_offset < end:
+                problem = f"base offset {header.base_offset} after {end - 1}"
+            if problem is None and last_time is not None and header.max_timestamp > last_time[0]:
+                problem = f"{self.time_index.path.name} lacks timestamp {header.max_timestamp}"
+            if problem is not None:
+                raise IndexCorrupt(
+                    f"{self.offset_index.path.name} at position {position}: {problem}"
+                )
+            named = None
+            end = header.last_offset + 1
+            position += header.size
+        if offset_limit is not None and end > offset_limit:
+            raise IndexCorrupt(
+                f"the segment reaches offset {end - 1}, the next one's {offset_limit}"
+            )
+        return end
 
     def recover(
         self,
@@ -196,6 +252,8 @@ class Segment:
         allow_gaps: bool = False,
         offset_limit: int | None = None,
         synced_below: int = 0,
+        known_end: int | None = None,
+        indexes_trusted: bool = True,
     ) -> int:
         """Check every batch, cut the file at the first bad one, rebuild both indexes in memory.
 
@@ -212,7 +270,13 @@ class Segment:
         whole before the recovery point was written: their CRCs are not
         checked, and the index entries naming them are kept rather than
         rebuilt, so that opening costs time in proportion to what was not
-        synced, not to the segment's size.
+        synced, not to the segment's size. Not if the index files were found
+        damaged (not `indexes_trusted`): they are then rebuilt from nothing.
+
+        A bad batch where the next offset is below `synced_below` is no torn
+        write: the records were synced, and something damaged them since. Up
+        to `offset_limit` (or, for the active segment, `known_end`) they are
+        recorded in `damage` rather than cut, and the file is left as it is.
         """
         fd = self._require_fd()
         file_size = os.fstat(fd).st_size
@@ -221,8 +285,10 @@ class Segment:
         self.offset_index, self.time_index = self._empty_indexes()
         self.max_timestamp = self.offset_of_max_timestamp = -1
         self._bytes_since_index_entry = 0
-        window = _Window(fd, file_size)
-        position, expected = self._keep_synced_entries(window, file_size, synced_below)
+        window = FileWindow(fd, file_size)
+        position, expected = self._keep_synced_entries(
+            window, file_size, synced_below if indexes_trusted else 0
+        )
         problem: str | None = None
         while position < file_size:
             if file_size - position < HEADER_SIZE:
@@ -256,6 +322,23 @@ class Segment:
             )
             expected = header.last_offset + 1
             position += header.size
+        end = offset_limit if offset_limit is not None else known_end
+        if position < file_size and expected < synced_below and end is not None and end > expected:
+            damage = Damage(expected, end, DamageKind.UNREADABLE)
+            log.error(
+                "%s: %s (%s at position %d of %s); they are kept as they are and not served",
+                self.directory,
+                damage.describe(self.directory.name),
+                problem,
+                position,
+                self.path(LOG_SUFFIX).name,
+            )
+            self.damage.append(damage)
+            self._unreadable_from = position
+            self.size = file_size
+            self.next_offset = end
+            self.cut_bytes = 0
+            return 0
         if position < file_size:
             log.warning(
                 "%s: cutting %d bytes at position %d of segment %d: %s",
@@ -273,7 +356,7 @@ class Segment:
         return self.cut_bytes
 
     def _keep_synced_entries(
-        self, window: _Window, file_size: int, synced_below: int
+        self, window: FileWindow, file_size: int, synced_below: int
     ) -> tuple[int, int]:
         """Load the index entries of synced batches; returns where recovery goes on from.
 
@@ -481,7 +564,8 @@ class Segment:
 
     def scan(self, position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each batch from `position`, reading only around headers."""
-        return scan_file(self._require_fd(), self.size, position)
+        end = self.size if self._unreadable_from is None else self._unreadable_from
+        return scan_file(self._require_fd(), end, position)
 
     def find(self, offset: int) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is at or after `offset`."""
@@ -537,7 +621,7 @@ class Segment:
 
 def scan_file(fd: int, end: int, position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
     """(position, header) of each whole batch of a .log file up to `end`."""
-    window = _Window(fd, end)
+    window = FileWindow(fd, end)
     while end - position >= HEADER_SIZE:
         header = parse_header(window.get(position, HEADER_SIZE))
         if header.batch_length < _MIN_BATCH_LENGTH or position + header.size > end:
@@ -591,8 +675,9 @@ def _placement_problem(
     return None
 
 
-class _Window:
-    """Reads a file through one buffer, refilled in chunks, so header scans are cheap."""
+class FileWindow:
+    """Reads a file through one buffer, refilled in chunks, so header scans are cheap.
+    Raises StorageIOError if the file cannot be read."""
 
     def __init__(self, fd: int, end: int) -> None:
         self._fd = fd
