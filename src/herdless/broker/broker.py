@@ -18,12 +18,13 @@ from herdless.broker.config import BrokerConfig
 from herdless.broker.connection import Connection, start_server
 from herdless.broker.context import BrokerContext
 from herdless.broker.durability import Durability
+from herdless.broker.file_limit import segment_file_budget
 from herdless.broker.group_coordinator import REBALANCES_TOPIC, GroupCoordinator
 from herdless.broker.history_forwarder import HistoryForwarder
 from herdless.broker.limited_warnings import WINDOW_S, LimitedWarnings
 from herdless.broker.metadata import LocalMetadata
 from herdless.broker.metrics import BrokerMetrics, serve_metrics
-from herdless.broker.partition_limits import PartitionLimits, within_file_limit
+from herdless.broker.partition_limits import PartitionLimits
 from herdless.broker.producer_ids import LocalBlocks, ProducerIds
 from herdless.broker.replicas import ReplicaManager
 from herdless.broker.scrubber import Scrubber
@@ -45,6 +46,7 @@ class Broker:
         self.config = config
         self.metrics = BrokerMetrics(config.metrics_lag_per_partition)
         self.storage_errors = StorageErrors(self.metrics.storage_error)
+        open_files, self._file_limit_note = segment_file_budget()
         # In a cluster the replica manager moves each log's high watermark; alone, every
         # appended record is committed at once.
         self.logs = LogManager(
@@ -52,6 +54,7 @@ class Broker:
             config.log_config(),
             high_watermark_follows_log_end=not config.clustered,
             on_io_error=self.storage_errors.report,
+            open_files=open_files,
         )
         self.durability = Durability(now_ms)
         self.node: ClusterNode | None = None
@@ -59,8 +62,7 @@ class Broker:
         self.metadata: LocalMetadata | ClusterMetadata
         self.replicas: ReplicaManager
         self.topics: TopicAdmin
-        per_broker, self._file_limit_note = within_file_limit(config.max_broker_partitions)
-        limits = PartitionLimits(config.max_partitions_per_request, per_broker)
+        limits = PartitionLimits(config.max_partitions_per_request, config.max_broker_partitions)
         if config.clustered:
             self.metadata = ClusterMetadata()
             self.node = ClusterNode(config, self.logs, self.durability, self.metadata, now_ms)
@@ -127,8 +129,7 @@ class Broker:
         started = time.monotonic()
         self.logs.open(now_ms())
         # Said once the data directory is ours: a start that fails there says only why.
-        if self._file_limit_note is not None:
-            log.info("%s", self._file_limit_note)
+        log.info("%s", self._file_limit_note)
         log.info(
             "opened %d topics from %s in %.2fs",
             len(self.logs.topics),

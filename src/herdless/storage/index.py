@@ -49,6 +49,8 @@ class _Index:
         self._appending = False
         # The file lacks entries the memory has: a write through failed.
         self.torn = False
+        # Entries written through since the last sync_handle().
+        self._unsynced = False
 
     @property
     def entry_size(self) -> int:
@@ -70,10 +72,11 @@ class _Index:
             if self._fd is None:
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
             _write_all(self._fd, self._entry.pack(key, value))
+            self._unsynced = True
         except OSError:
             # The in-memory entries stay right; the file is now short or torn.
             self.torn = True
-            self._release()
+            self.release()
 
     def _read_entries(self) -> None:
         try:
@@ -138,7 +141,7 @@ class _Index:
         Raises OSError if the file still cannot be written.
         """
         if self.torn:
-            self._release()
+            self.release()
             self.write_file()
 
     def open_for_append(self, *, truncate: bool = False) -> None:
@@ -146,21 +149,30 @@ class _Index:
             flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if truncate else 0)
             self._fd = os.open(self.path, flags, 0o644)
         self._appending = True
+        # A new or truncated file is a directory entry, a size, to sync.
+        self._unsynced = self._unsynced or truncate
 
     @property
     def writable(self) -> bool:
         return self._appending
 
-    def dup_fd(self) -> int | None:
-        """A duplicate descriptor for fsync in another thread; it outlives close()."""
-        return None if self._fd is None else os.dup(self._fd)
+    def sync_handle(self) -> int | None:
+        """A descriptor of the file for fsync in another thread, if entries were written
+        through since the last one; it outlives close(). The file is opened anew if its
+        descriptor was released meanwhile: fsync syncs the file, whatever wrote it."""
+        if not self._unsynced:
+            return None
+        fd = os.dup(self._fd) if self._fd is not None else os.open(self.path, os.O_RDONLY)
+        self._unsynced = False
+        return fd
 
     def close(self) -> None:
         """Stop writing entries through; the file is left as it is."""
         self._appending = False
-        self._release()
+        self.release()
 
-    def _release(self) -> None:
+    def release(self) -> None:
+        """Close the descriptor; an index still taking entries opens its file again for the next."""
         if self._fd is not None:
             fd, self._fd = self._fd, None
             os.close(fd)

@@ -62,6 +62,7 @@ from herdless.protocol.records import HEADER_SIZE, BatchHeader
 from herdless.storage import checkpoint, swap
 from herdless.storage.config import LogConfig
 from herdless.storage.damage import DAMAGED_OFFSETS_FILE, Damage, DamageKind, DamageMap
+from herdless.storage.descriptors import DescriptorBudget
 from herdless.storage.errors import (
     CorruptRecord,
     InvalidRecord,
@@ -217,6 +218,8 @@ class PartitionLog:
         high_watermark: int,
         high_watermark_follows_log_end: bool,
         damage: DamageMap,
+        budget: DescriptorBudget | None,
+        lock: threading.Lock,
     ) -> None:
         self.directory = directory
         self.topic = topic
@@ -229,7 +232,8 @@ class PartitionLog:
         self._recovery_point = recovery_point
         self._producers = producers
         self._producer_id_expiration_ms = producer_id_expiration_ms
-        self._lock = threading.Lock()
+        self._budget = budget
+        self._lock = lock
         self._flush_lock = threading.Lock()
         self._clean_lock = threading.Lock()
         # Set while a truncation waits for a cleaning to stop; the cleaner checks it.
@@ -274,6 +278,7 @@ class PartitionLog:
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         high_watermark_follows_log_end: bool = True,
         clean_shutdown: bool = False,
+        budget: DescriptorBudget | None = None,
     ) -> PartitionLog:
         """Open the log in `directory`, creating it if absent, recovering it if it was cut short.
 
@@ -293,78 +298,89 @@ class PartitionLog:
         A file that cannot be used as it stands (a directory, a dangling link,
         an unreadable file, a .log not named by an offset) raises LogFileError
         naming it: the log is not opened without it.
+
+        With a `budget`, the segments' files count against it and are closed
+        when unused and others need room (descriptors.py); without one, each
+        stays open until the log is closed.
         """
-        directory.mkdir(parents=True, exist_ok=True)
-        swap.complete_interrupted_swaps(directory)
-        _remove_strays(directory)
-        checkpointed_start = checkpoint.read_offset(directory / LOG_START_OFFSET_FILE)
-        # Absent, every segment gets checked: slow but safe.
-        recovery_point = checkpoint.read_offset(directory / RECOVERY_POINT_FILE) or 0
-        bases = _segment_bases(directory, checkpointed_start or 0)
-        synced_below = sys.maxsize if clean_shutdown else recovery_point
-        segments = _open_segments(directory, config, bases, synced_below, recovery_point)
-        damage = DamageMap.load(directory / DAMAGED_OFFSETS_FILE)
-        try:
-            if not segments:
-                start = checkpointed_start or 0
-                segments.append(Segment.create(directory, start, config.segment_index_bytes))
-            found = _damage_found(directory, config, segments, recovery_point)
-            if segments[-1].sealed:
-                # Damaged, or short of what was synced: new records go after the damage.
-                assert segments[-1].next_offset is not None
-                base = segments[-1].next_offset
-                segments.append(Segment.create(directory, base, config.segment_index_bytes))
-            active_segment = segments[-1]
-            assert active_segment.next_offset is not None
-            log_end = active_segment.next_offset
-            log_start = max(checkpointed_start or 0, segments[0].base_offset)
-            if log_start > log_end:
-                # The tail below the checkpointed start was lost: start empty at the log
-                # start offset rather than hand out offsets consumers have already seen.
-                log.warning(
-                    "%s: log end %d is below log start %d; starting empty",
-                    directory,
-                    log_end,
-                    log_start,
-                )
-                for segment in segments:
-                    segment.delete()
-                segments = [Segment.create(directory, log_start, config.segment_index_bytes)]
-                active_segment = segments[0]
-                log_end = log_start
-            if any([damage.add(d) for d in found]) | damage.keep_within(log_start, log_end):
-                damage.save()
-            if active_segment.size > 0:
-                active_segment.first_append_ms = _estimate_first_append(active_segment, now_ms)
-            producers = _load_producers(
-                directory, segments, log_start, now_ms, producer_id_expiration_ms
+        lock = threading.Lock()
+        # Held until the log is built: the budget closes a log's files only under its lock.
+        with lock:
+            directory.mkdir(parents=True, exist_ok=True)
+            swap.complete_interrupted_swaps(directory)
+            _remove_strays(directory)
+            checkpointed_start = checkpoint.read_offset(directory / LOG_START_OFFSET_FILE)
+            # Absent, every segment gets checked: slow but safe.
+            recovery_point = checkpoint.read_offset(directory / RECOVERY_POINT_FILE) or 0
+            bases = _segment_bases(directory, checkpointed_start or 0)
+            synced_below = sys.maxsize if clean_shutdown else recovery_point
+            segments = _open_segments(
+                directory, config, bases, synced_below, recovery_point, budget, lock
             )
-            epochs = _open_leader_epochs(directory, segments, log_start, log_end)
-        except BaseException:
-            for segment in segments:
-                segment.close()
-            raise
-        checkpointed_high_watermark = checkpoint.read_offset(directory / HIGH_WATERMARK_FILE)
-        if checkpointed_high_watermark is None:
-            high_watermark = log_start
-        else:
-            high_watermark = min(max(checkpointed_high_watermark, log_start), log_end)
-        return cls(
-            directory,
-            topic,
-            partition,
-            config,
-            segments,
-            log_start,
-            recovery_point,
-            producers,
-            producer_id_expiration_ms,
-            now_ms,
-            epochs,
-            high_watermark,
-            high_watermark_follows_log_end,
-            damage,
-        )
+            damage = DamageMap.load(directory / DAMAGED_OFFSETS_FILE)
+            try:
+                if not segments:
+                    start = checkpointed_start or 0
+                    segments.append(_new_segment(directory, start, config, budget, lock))
+                found = _damage_found(directory, config, segments, recovery_point)
+                if segments[-1].sealed:
+                    # Damaged, or short of what was synced: new records go after the damage.
+                    assert segments[-1].next_offset is not None
+                    base = segments[-1].next_offset
+                    segments.append(_new_segment(directory, base, config, budget, lock))
+                active_segment = segments[-1]
+                assert active_segment.next_offset is not None
+                log_end = active_segment.next_offset
+                log_start = max(checkpointed_start or 0, segments[0].base_offset)
+                if log_start > log_end:
+                    # The tail below the checkpointed start was lost: start empty at the log
+                    # start offset rather than hand out offsets consumers have already seen.
+                    log.warning(
+                        "%s: log end %d is below log start %d; starting empty",
+                        directory,
+                        log_end,
+                        log_start,
+                    )
+                    for segment in segments:
+                        segment.delete()
+                    segments = [_new_segment(directory, log_start, config, budget, lock)]
+                    active_segment = segments[0]
+                    log_end = log_start
+                if any([damage.add(d) for d in found]) | damage.keep_within(log_start, log_end):
+                    damage.save()
+                if active_segment.size > 0:
+                    active_segment.first_append_ms = _estimate_first_append(active_segment, now_ms)
+                producers = _load_producers(
+                    directory, segments, log_start, now_ms, producer_id_expiration_ms
+                )
+                epochs = _open_leader_epochs(directory, segments, log_start, log_end)
+            except BaseException:
+                for segment in segments:
+                    segment.close()
+                raise
+            checkpointed_high_watermark = checkpoint.read_offset(directory / HIGH_WATERMARK_FILE)
+            if checkpointed_high_watermark is None:
+                high_watermark = log_start
+            else:
+                high_watermark = min(max(checkpointed_high_watermark, log_start), log_end)
+            return cls(
+                directory,
+                topic,
+                partition,
+                config,
+                segments,
+                log_start,
+                recovery_point,
+                producers,
+                producer_id_expiration_ms,
+                now_ms,
+                epochs,
+                high_watermark,
+                high_watermark_follows_log_end,
+                damage,
+                budget,
+                lock,
+            )
 
     # -- state ------------------------------------------------------------------
 
@@ -756,7 +772,7 @@ class PartitionLog:
         base = self.log_end_offset if base_offset is None else max(base_offset, self.log_end_offset)
         # Created before the active segment is sealed: if it cannot be (a full disk),
         # the active segment takes appends as before.
-        segment = Segment.create(self.directory, base, self.config.segment_index_bytes)
+        segment = _new_segment(self.directory, base, self.config, self._budget, self._lock)
         active.seal()
         self._segments.append(segment)
         self._bases.append(segment.base_offset)
@@ -1192,7 +1208,7 @@ class PartitionLog:
             for segment in reversed(doomed):
                 segment.delete()
             checkpoint.fsync_dir(self.directory)
-            fresh = Segment.create(self.directory, offset, self.config.segment_index_bytes)
+            fresh = _new_segment(self.directory, offset, self.config, self._budget, self._lock)
         except (OSError, StorageIOError) as exc:
             log.error("%s: restarting at %d failed; closing the log: %s", self.name, offset, exc)
             for segment in doomed:
@@ -1307,6 +1323,8 @@ class PartitionLog:
                 raise StorageIOError(f"{message}; the log is closed until reopened: {exc}") from exc
             self._segments[first:last] = [cleaned]
             self._bases[first:last] = [cleaned.base_offset]
+            if self._budget is not None:
+                cleaned.manage(self._budget, self._lock)
             if cleaned.size == 0 and first > 0:
                 # Holds nothing and fixes no log start: the segment before covers its range.
                 del self._segments[first]
@@ -1451,8 +1469,27 @@ def _segment_bases(directory: Path, log_start: int) -> list[int]:
     return kept
 
 
+def _new_segment(
+    directory: Path,
+    base_offset: int,
+    config: LogConfig,
+    budget: DescriptorBudget | None,
+    lock: threading.Lock,
+) -> Segment:
+    segment = Segment.create(directory, base_offset, config.segment_index_bytes)
+    if budget is not None:
+        segment.manage(budget, lock)
+    return segment
+
+
 def _open_segments(
-    directory: Path, config: LogConfig, bases: list[int], synced_below: int, recovery_point: int
+    directory: Path,
+    config: LogConfig,
+    bases: list[int],
+    synced_below: int,
+    recovery_point: int,
+    budget: DescriptorBudget | None,
+    lock: threading.Lock,
 ) -> list[Segment]:
     segments: list[Segment] = []
     try:
@@ -1475,6 +1512,8 @@ def _open_segments(
                 path = segment_file(directory, base, LOG_SUFFIX)
                 problem = file_problem(path, exc) if isinstance(exc, OSError) else f"{path}: {exc}"
                 raise LogFileError(f"cannot open the log of {directory.name}: {problem}") from exc
+            if budget is not None:
+                segment.manage(budget, lock)
             segments.append(segment)
             if not active and segment.cut_bytes:
                 # Kafka's rule: what follows a corrupt batch cannot be trusted either.

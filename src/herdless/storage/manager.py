@@ -37,6 +37,7 @@ from typing import Any
 
 from herdless.storage import checkpoint, cleaner
 from herdless.storage.config import LogConfig, altered_topic_configs
+from herdless.storage.descriptors import DescriptorBudget
 from herdless.storage.errors import (
     InvalidPartitions,
     InvalidTopicName,
@@ -118,13 +119,16 @@ class LogManager:
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         high_watermark_follows_log_end: bool = True,
         on_io_error: IoErrorListener = log_io_error,
+        open_files: int | None = None,
     ) -> None:
         """`high_watermark_follows_log_end` off: every log's high watermark is the
         owner's to set (PartitionLog.set_high_watermark), as replication needs.
         `on_io_error` hears of disk operations that failed with no request to tell:
-        checkpoints, retention, cleaning."""
+        checkpoints, retention, cleaning. `open_files` bounds the descriptors all
+        segments hold at once (descriptors.py); None leaves every segment open."""
         self.data_dir = Path(data_dir)
         self.on_io_error = on_io_error
+        self.budget = None if open_files is None else DescriptorBudget(open_files)
         # The broker's topic defaults; a topic's explicit configs apply over them.
         self.default_config = default_config if default_config is not None else LogConfig()
         self._producer_id_expiration_ms = producer_id_expiration_ms
@@ -458,6 +462,7 @@ class LogManager:
                 producer_id_expiration_ms=self._producer_id_expiration_ms,
                 high_watermark_follows_log_end=self._high_watermark_follows_log_end,
                 clean_shutdown=self._clean_shutdown and not fresh,
+                budget=self.budget,
             )
         except BaseException:
             if fresh:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from herdless.protocol.records import (
     parse_header,
 )
 from herdless.storage.damage import Damage, DamageKind
+from herdless.storage.descriptors import DescriptorBudget
 from herdless.storage.errors import StorageIOError
 from herdless.storage.index import INT32_MAX, IndexCorrupt, OffsetIndex, TimeIndex
 
@@ -68,7 +70,11 @@ class Segment:
         # ".cleaned" while the log cleaner writes the segment (see swap.py); "" once installed.
         self.file_suffix = file_suffix
         self.size = size
+        # Released when unused for a while (descriptors.py), opened again on the next use.
         self._fd: int | None = fd
+        self._closed = False
+        self._budget: DescriptorBudget | None = None
+        self._owner: threading.Lock | None = None
         self._max_index_bytes = max_index_bytes
         self.offset_index, self.time_index = self._empty_indexes()
         # Offset after the last batch, when known: always for the active segment.
@@ -420,12 +426,35 @@ class Segment:
             self.dirty = self.dirty or self.time_index.writable
         self.sealed = True
 
+    def manage(self, budget: DescriptorBudget, owner: threading.Lock) -> None:
+        """Count this segment's files against `budget`, which may close them when others
+        need room; `owner`, the log's lock, is held around every use of them."""
+        self._budget, self._owner = budget, owner
+        if self._fd is not None:
+            budget.used(self)
+
+    @property
+    def owner(self) -> threading.Lock:
+        assert self._owner is not None
+        return self._owner
+
+    def release_files(self) -> None:
+        """Close the descriptors until the next use (the budget, under the owner's lock)."""
+        self.offset_index.release()
+        self.time_index.release()
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+
     def close(self) -> None:
+        self._closed = True
         self.offset_index.close()
         self.time_index.close()
         if self._fd is not None:
             fd, self._fd = self._fd, None
             os.close(fd)
+        if self._budget is not None:
+            self._budget.forget(self)
 
     def delete(self) -> None:
         self.close()
@@ -541,7 +570,7 @@ class Segment:
                         problem = exc
                         continue
                     handles.append(os.open(self.directory, os.O_RDONLY))
-                fd = index.dup_fd()
+                fd = index.sync_handle()
                 if fd is not None:
                     handles.append(fd)
                 if self.sealed:
@@ -614,9 +643,18 @@ class Segment:
         return int(os.stat(self.path(LOG_SUFFIX)).st_mtime * 1000)
 
     def _require_fd(self) -> int:
-        if self._fd is None:
-            raise StorageIOError(f"segment {self.path(LOG_SUFFIX)} is closed")
-        return self._fd
+        fd = self._fd
+        if fd is None:
+            if self._closed:
+                raise StorageIOError(f"segment {self.path(LOG_SUFFIX)} is closed")
+            path = self.path(LOG_SUFFIX)
+            try:
+                fd = self._fd = os.open(path, os.O_RDWR)
+            except OSError as exc:
+                raise StorageIOError(f"cannot open {path} again: {exc.strerror}") from exc
+        if self._budget is not None:
+            self._budget.used(self)
+        return fd
 
 
 def scan_file(fd: int, end: int, position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
