@@ -21,11 +21,11 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
-from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.protocol.producer import ProduceRequest
 
 from tests.support.broker import BrokerProcess
 from tests.support.wire import Wire
-from tests.test_data_path import batch, fetch_request
+from tests.test_data_path import batch, fetch_request, produce_partitions
 
 PER_REQUEST = 100
 # 256 kept for sockets, 344 for segment files: 114 segments open at once.
@@ -218,27 +218,6 @@ def test_a_long_poll_ends_when_its_client_hangs_up(broker: BrokerProcess) -> Non
     assert close_wait_sockets(broker) == 0
 
 
-def produce_to_every_partition(wire: Wire, topic: str, count: int) -> list[int]:
-    """One record to each of `count` partitions of `topic`, in one request: the error codes."""
-    Topic = ProduceRequest.TopicProduceData
-    request = ProduceRequest[8](
-        transactional_id=None,
-        acks=1,
-        timeout_ms=10_000,
-        topic_data=[
-            Topic(
-                name=topic,
-                partition_data=[
-                    Topic.PartitionProduceData(index=p, records=batch([f"{topic}/{p}".encode()]))
-                    for p in range(count)
-                ],
-            )
-        ],
-    )
-    [answer] = wire.call(request, ProduceResponse).responses
-    return [p.error_code for p in answer.partition_responses]
-
-
 def fetch_every_partition(wire: Wire, topic: str, count: int) -> dict[int, bytes]:
     """The records of partitions 0..count-1 of `topic`, read in one request."""
     request = fetch_request(topic, dict.fromkeys(range(count), 0), max_wait_ms=0, min_bytes=0)
@@ -257,7 +236,9 @@ def test_a_broker_hosts_more_partitions_than_its_file_limit(broker: BrokerProces
         assert create_topics(broker, {topic: PER_REQUEST}) == [(0, "")]
     wire = Wire(broker)
     for topic in topics:
-        assert produce_to_every_partition(wire, topic, PER_REQUEST) == [0] * PER_REQUEST
+        records = {p: batch([f"{topic}/{p}".encode()]) for p in range(PER_REQUEST)}
+        answers = produce_partitions(wire, topic, records, acks=1)
+        assert [a.error_code for a in answers] == [0] * PER_REQUEST
     for topic in topics:
         for partition, records in fetch_every_partition(wire, topic, PER_REQUEST).items():
             assert f"{topic}/{partition}".encode() in records
