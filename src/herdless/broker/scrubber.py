@@ -23,6 +23,9 @@ from herdless.storage.scrubber import scrub_segment
 
 log = logging.getLogger(__name__)
 
+# Small batches are paced in bursts rather than with a sleep each.
+_MIN_SLEEP_S = 0.01
+
 
 class Scrubber:
     def __init__(
@@ -35,7 +38,7 @@ class Scrubber:
         self._logs = logs
         self._bytes_per_second = bytes_per_second
         self._backoff_s = backoff_ms / 1000
-        # Thread-safe: counts bytes read as they are read, in the worker thread.
+        # Told of each segment's bytes once it has been read.
         self._on_scrubbed = on_scrubbed
         self._stopping = threading.Event()
         self._reading: asyncio.Future[list[Damage]] | None = None
@@ -83,14 +86,17 @@ class Scrubber:
         except StorageIOError as exc:
             partition_log.on_io_error("scrubbing", partition_log.name, exc)
             return
+        self._on_scrubbed(sealed.size)
         for damage in found:
             # Logged by the log, once, if it is news and the segment still in the log.
             partition_log.record_damage(sealed.segment, damage)
 
     def _pace(self, size: int) -> bool:
         """In the worker thread: wait until `size` more bytes keep to the rate; False to stop."""
-        self._on_scrubbed(size)
         now = time.monotonic()
         # Time not spent scrubbing (between segments, in a pause) is not saved up.
         self._due = max(self._due, now - 1.0) + size / self._bytes_per_second
-        return not self._stopping.wait(max(self._due - now, 0))
+        delay = self._due - now
+        if delay < _MIN_SLEEP_S:
+            return not self._stopping.is_set()
+        return not self._stopping.wait(delay)

@@ -27,7 +27,10 @@ flushes (or a flush and a delete or a truncation) from interleaving;
 `_clean_lock` does the same for two cleanings, and makes delete() wait for a
 cleaning to notice the close and a truncation for it to notice the truncation.
 A truncation holds all three, in the order _clean_lock, _flush_lock, _lock:
-it is rare, and may keep the loop waiting for a flush's fsync.
+it is rare, and may keep the loop waiting for a flush's fsync. With a
+descriptor budget (descriptors.py), another thread may close a segment's files
+to make room, but only holding `_lock` (taken without waiting): a segment's
+descriptors are only ever used under it, and reopen on their next use.
 
 Truncation and crashes: segments above the cut are deleted newest first and
 the directory synced before the cut segment is cut and synced, so a crash at
