@@ -58,7 +58,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Concatenate, ParamSpec, TypeVar
 
 from herdless.protocol import records
 from herdless.protocol.records import HEADER_SIZE, BatchHeader
@@ -166,7 +166,10 @@ def _wall_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _files_named(opener: Callable[..., PartitionLog]) -> Callable[..., PartitionLog]:
+Opener = Callable[Concatenate[type["PartitionLog"], Path, str, int, P], "PartitionLog"]
+
+
+def _files_named(opener: Opener[P]) -> Opener[P]:
     """An OSError while a log opens becomes LogFileError naming the file and the partition."""
 
     @functools.wraps(opener)
@@ -175,8 +178,8 @@ def _files_named(opener: Callable[..., PartitionLog]) -> Callable[..., Partition
         directory: Path,
         topic: str,
         partition: int,
-        *args: Any,
-        **kwargs: Any,
+        *args: P.args,
+        **kwargs: P.kwargs,
     ) -> PartitionLog:
         try:
             return opener(cls, directory, topic, partition, *args, **kwargs)
