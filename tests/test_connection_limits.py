@@ -4,6 +4,7 @@ stalled connections, and long polls whose client has gone."""
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import struct
@@ -18,15 +19,20 @@ from kafka.protocol.admin import (
     CreateTopicsRequest,
     CreateTopicsResponse,
 )
-from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceRequest
 
 from tests.support.broker import BrokerProcess
 from tests.support.wire import Wire
+from tests.test_data_path import batch, fetch_request, produce_partitions
 
 PER_REQUEST = 100
-FILE_LIMIT = 1200  # 300 kept for sockets, 3 descriptors per partition: 300 partitions
+# 256 kept for sockets, 344 for segment files: 114 segments open at once.
+FILE_LIMIT = 600
+# More partitions than the file limit, let alone three descriptors each.
+HOSTED = 7 * PER_REQUEST
+MAX_BROKER_PARTITIONS = HOSTED + PER_REQUEST
 IDLE_MS = 1500
 READ_TIMEOUT_MS = 1000
 INVALID_PARTITIONS, INVALID_REQUEST, POLICY_VIOLATION = 37, 42, 44
@@ -43,6 +49,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         f"connections.max.idle.ms={IDLE_MS}",
         "--set",
         f"request.read.timeout.ms={READ_TIMEOUT_MS}",
+        "--set",
+        f"max.broker.partitions={MAX_BROKER_PARTITIONS}",
         prefix=("prlimit", f"--nofile={FILE_LIMIT}:{FILE_LIMIT}", "--"),
     ).start()
     yield process
@@ -210,25 +218,41 @@ def test_a_long_poll_ends_when_its_client_hangs_up(broker: BrokerProcess) -> Non
     assert close_wait_sockets(broker) == 0
 
 
-def test_the_file_limit_bounds_partitions_per_broker(broker: BrokerProcess) -> None:
-    """Last in this module: it fills the broker."""
-    found = re.search(r"max\.broker\.partitions lowered to (\d+)", full_log(broker))
-    assert found, full_log(broker)
-    allowed = int(found.group(1))
-    assert allowed == (FILE_LIMIT - FILE_LIMIT // 4) // 3
-    codes = []
-    for n in range(allowed // PER_REQUEST + 2):
-        [(code, message)] = create_topics(broker, {f"fill-{n}": PER_REQUEST})
-        codes.append(code)
-        if code:
-            break
-    assert codes[-1] == POLICY_VIOLATION, codes
-    assert f"max.broker.partitions ({allowed})" in message
-    assert topic_dirs(broker, f"fill-{len(codes) - 1}") == []
+def fetch_every_partition(wire: Wire, topic: str, count: int) -> dict[int, bytes]:
+    """The records of partitions 0..count-1 of `topic`, read in one request."""
+    request = fetch_request(topic, dict.fromkeys(range(count), 0), max_wait_ms=0, min_bytes=0)
+    [answer] = wire.call(request, FetchResponse).responses
+    assert {p.error_code for p in answer.partitions} == {0}
+    return {p.partition_index: p.records for p in answer.partitions}
+
+
+def test_a_broker_hosts_more_partitions_than_its_file_limit(broker: BrokerProcess) -> None:
+    """Last in this module: it fills the broker. Partitions do not hold descriptors: their
+    segment files are closed when unused and others need room, and reopened on demand."""
+    note = f"file limit {FILE_LIMIT}: segment files hold at most 344 descriptors at once"
+    assert note in full_log(broker)
+    topics = [f"fill-{n}" for n in range(HOSTED // PER_REQUEST)]
+    for topic in topics:
+        assert create_topics(broker, {topic: PER_REQUEST}) == [(0, "")]
+    wire = Wire(broker)
+    for topic in topics:
+        records = {p: batch([f"{topic}/{p}".encode()]) for p in range(PER_REQUEST)}
+        answers = produce_partitions(wire, topic, records, acks=1)
+        assert [a.error_code for a in answers] == [0] * PER_REQUEST
+    for topic in topics:
+        for partition, records in fetch_every_partition(wire, topic, PER_REQUEST).items():
+            assert f"{topic}/{partition}".encode() in records
+    wire.close()
+    assert broker.process is not None
+    assert len(os.listdir(f"/proc/{broker.process.pid}/fd")) < FILE_LIMIT
+    # max.broker.partitions is what bounds them now, and names itself.
+    [(code, message)] = create_topics(broker, {"one-too-many": PER_REQUEST})
+    assert code == POLICY_VIOLATION
+    assert f"max.broker.partitions ({MAX_BROKER_PARTITIONS})" in message
+    assert topic_dirs(broker, "one-too-many") == []
     hosted = int(re.search(r"hosts (\d+) partitions", message).group(1))
-    if hosted < allowed:
-        assert create_topics(broker, {"last-room": allowed - hosted}) == [(0, "")]
     # Auto-creation at the limit: an error code per request, not a traceback per request.
+    assert create_topics(broker, {"last-room": MAX_BROKER_PARTITIONS - hosted}) == [(0, "")]
     lines = len(full_log(broker).splitlines())
     wire = Wire(broker)
     for _ in range(20):
@@ -242,3 +266,4 @@ def test_the_file_limit_bounds_partitions_per_broker(broker: BrokerProcess) -> N
     wire.close()
     assert len(full_log(broker).splitlines()) - lines <= 1
     assert "Traceback" not in full_log(broker)
+    assert "Too many open files" not in full_log(broker)

@@ -16,7 +16,6 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kafka.protocol.consumer import (
-    OffsetCommitRequest,
     OffsetCommitResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
@@ -24,7 +23,7 @@ from kafka.protocol.consumer import (
 
 from tests.support.broker import BrokerProcess
 from tests.support.kafka_python import subscribe_safely
-from tests.support.wire import Wire
+from tests.support.wire import Wire, simple_commit
 
 GROUP = "survivors"
 TOPIC = "failover"
@@ -190,28 +189,7 @@ def test_commit_to_a_missing_topic_is_refused(own_broker: BrokerProcess) -> None
     """As in Kafka: UNKNOWN_TOPIC_OR_PARTITION, nothing stored; real partitions still commit."""
     admin = AdminClient({"bootstrap.servers": own_broker.bootstrap})
     admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
-    Topic = OffsetCommitRequest.OffsetCommitRequestTopic
-    Partition = Topic.OffsetCommitRequestPartition
-    request = OffsetCommitRequest[8](
-        group_id="careful",
-        generation_id_or_member_epoch=-1,
-        member_id="",
-        group_instance_id=None,
-        topics=[
-            Topic(
-                name=name,
-                partitions=[
-                    Partition(
-                        partition_index=0,
-                        committed_offset=offset,
-                        committed_leader_epoch=-1,
-                        committed_metadata="",
-                    )
-                ],
-            )
-            for name, offset in (("no-such-topic", 5), (TOPIC, 3))
-        ],
-    )
+    request = simple_commit("careful", {("no-such-topic", 0): 5, (TOPIC, 0): 3})
     # The coordinator must be loaded: wait until a fetch of the group answers.
     consumer = KafkaConsumer(
         bootstrap_servers=own_broker.bootstrap, group_id="careful", enable_auto_commit=False

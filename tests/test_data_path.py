@@ -51,17 +51,29 @@ def batch(values: list[bytes], producer_id: int = -1, epoch: int = -1, sequence:
     return bytes(builder.build())
 
 
-def produce_raw(wire: Wire, topic: str, records: bytes, acks: int = -1) -> object:
+def produce_partitions(
+    wire: Wire, topic: str, records: dict[int, bytes], acks: int = -1
+) -> list[Any]:
+    """Produce v8 of {partition: records} of `topic` in one request: the partition answers."""
     Topic = ProduceRequest.TopicProduceData
     request = ProduceRequest[8](
         transactional_id=None,
         acks=acks,
         timeout_ms=10_000,
         topic_data=[
-            Topic(name=topic, partition_data=[Topic.PartitionProduceData(index=0, records=records)])
+            Topic(
+                name=topic,
+                partition_data=[
+                    Topic.PartitionProduceData(index=p, records=data) for p, data in records.items()
+                ],
+            )
         ],
     )
-    return wire.call(request, ProduceResponse).responses[0].partition_responses[0]
+    return wire.call(request, ProduceResponse).responses[0].partition_responses
+
+
+def produce_raw(wire: Wire, topic: str, records: bytes, acks: int = -1) -> Any:
+    return produce_partitions(wire, topic, {0: records}, acks)[0]
 
 
 def create_topic(broker: BrokerProcess, name: str, partitions: int = 1, **configs: str) -> None:

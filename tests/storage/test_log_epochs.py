@@ -97,9 +97,10 @@ def test_a_checkpoint_ahead_of_the_log_is_cut_back(open_log: OpenLog, tmp_path: 
     log.append(split(batch(3)), 0, leader_epoch=2)
     log.close()
     directory = tmp_path / "t-0"
-    # As a crash leaves it: the epoch written, the batch lost.
+    # As a crash leaves it: the epoch written, the batch lost before it was synced.
     segment = directory / "00000000000000000000.log"
     segment.write_bytes(segment.read_bytes()[: len(batch(3))])
+    (directory / "recovery-point").unlink()
     again = open_log()
     assert again.log_end_offset == 3
     assert again.leader_epoch_entries == [EpochEntry(1, 0)]

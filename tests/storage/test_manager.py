@@ -16,6 +16,7 @@ from herdless.storage import (
     LogManager,
     PartitionLog,
     StorageError,
+    StorageIOError,
     TopicAlreadyExists,
     UnknownTopicOrPartition,
     checkpoint,
@@ -299,11 +300,12 @@ def test_hosting_changes_a_failed_metadata_write_leaves_as_they_were(
         raise OSError("disk full")
 
     monkeypatch.setattr(checkpoint, "atomic_write", failing)
-    with pytest.raises(OSError):
+    # KAFKA_STORAGE_ERROR to the request that asked.
+    with pytest.raises(StorageIOError, match="disk full"):
         manager.host_partitions("t", [1])
-    with pytest.raises(OSError):
+    with pytest.raises(StorageIOError):
         manager.create_partitions("t", 5)
-    with pytest.raises(OSError):
+    with pytest.raises(StorageIOError):
         manager.drop_partition("t", 0)
     topic = manager.topics["t"]
     assert (topic.partition_count, list(topic.partitions)) == (3, [0])

@@ -5,6 +5,8 @@ from __future__ import annotations
 import socket
 import struct
 
+from kafka.protocol.consumer import OffsetCommitRequest
+
 from tests.support.broker import BrokerProcess
 
 
@@ -47,3 +49,26 @@ class Wire:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def simple_commit(group: str, offsets: dict[tuple[str, int], int]) -> OffsetCommitRequest:
+    """OffsetCommit v8 outside any generation (a consumer that assigns itself partitions)."""
+    Topic = OffsetCommitRequest.OffsetCommitRequestTopic
+    Partition = Topic.OffsetCommitRequestPartition
+    topics: dict[str, list[object]] = {}
+    for (topic, partition), offset in offsets.items():
+        topics.setdefault(topic, []).append(
+            Partition(
+                partition_index=partition,
+                committed_offset=offset,
+                committed_leader_epoch=-1,
+                committed_metadata="",
+            )
+        )
+    return OffsetCommitRequest[8](
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=[Topic(name=name, partitions=partitions) for name, partitions in topics.items()],
+    )

@@ -18,15 +18,18 @@ from herdless.broker.config import BrokerConfig
 from herdless.broker.connection import Connection, start_server
 from herdless.broker.context import BrokerContext
 from herdless.broker.durability import Durability
+from herdless.broker.file_limit import segment_file_budget
 from herdless.broker.group_coordinator import REBALANCES_TOPIC, GroupCoordinator
 from herdless.broker.history_forwarder import HistoryForwarder
 from herdless.broker.limited_warnings import WINDOW_S, LimitedWarnings
 from herdless.broker.metadata import LocalMetadata
 from herdless.broker.metrics import BrokerMetrics, serve_metrics
-from herdless.broker.partition_limits import PartitionLimits, within_file_limit
+from herdless.broker.partition_limits import PartitionLimits
 from herdless.broker.producer_ids import LocalBlocks, ProducerIds
 from herdless.broker.replicas import ReplicaManager
+from herdless.broker.scrubber import Scrubber
 from herdless.broker.stalls import StallDetector
+from herdless.broker.storage_errors import StorageErrors
 from herdless.broker.topic_admin import LocalTopics, TopicAdmin, ZooKeeperTopics
 from herdless.storage import LogManager
 
@@ -41,12 +44,17 @@ class Broker:
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
+        self.metrics = BrokerMetrics(config.metrics_lag_per_partition)
+        self.storage_errors = StorageErrors(self.metrics.storage_error)
+        open_files, self._file_limit_note = segment_file_budget()
         # In a cluster the replica manager moves each log's high watermark; alone, every
         # appended record is committed at once.
         self.logs = LogManager(
             config.data_dir,
             config.log_config(),
             high_watermark_follows_log_end=not config.clustered,
+            on_io_error=self.storage_errors.report,
+            open_files=open_files,
         )
         self.durability = Durability(now_ms)
         self.node: ClusterNode | None = None
@@ -54,8 +62,7 @@ class Broker:
         self.metadata: LocalMetadata | ClusterMetadata
         self.replicas: ReplicaManager
         self.topics: TopicAdmin
-        per_broker, self._file_limit_note = within_file_limit(config.max_broker_partitions)
-        limits = PartitionLimits(config.max_partitions_per_request, per_broker)
+        limits = PartitionLimits(config.max_partitions_per_request, config.max_broker_partitions)
         if config.clustered:
             self.metadata = ClusterMetadata()
             self.node = ClusterNode(config, self.logs, self.durability, self.metadata, now_ms)
@@ -75,7 +82,6 @@ class Broker:
             )
             self.replicas = ReplicaManager(self.logs, self.durability, now_ms)
             self.topics = LocalTopics(self.logs, config.node_id, config.num_partitions, limits)
-        self.metrics = BrokerMetrics(config.metrics_lag_per_partition)
         self.stalls = StallDetector()
         self.groups = GroupCoordinator(
             self.logs,
@@ -89,6 +95,14 @@ class Broker:
             stalls=self.stalls,
         )
         self.metrics.attach(self.groups, self.logs)
+        self.scrubber: Scrubber | None = None
+        if config.scrubber_enable:
+            self.scrubber = Scrubber(
+                self.logs,
+                config.scrubber_bytes_per_second,
+                config.scrubber_backoff_ms,
+                self.metrics.scrubbed,
+            )
         self.context: BrokerContext | None = None
         self._server: asyncio.Server | None = None
         self._connections: dict[asyncio.Task[None], Connection] = {}
@@ -115,8 +129,7 @@ class Broker:
         started = time.monotonic()
         self.logs.open(now_ms())
         # Said once the data directory is ours: a start that fails there says only why.
-        if self._file_limit_note is not None:
-            log.info("%s", self._file_limit_note)
+        log.info("%s", self._file_limit_note)
         log.info(
             "opened %d topics from %s in %.2fs",
             len(self.logs.topics),
@@ -157,6 +170,8 @@ class Broker:
             self._background.append(
                 loop.create_task(self._every(self.config.cleaner_backoff_ms, self._clean))
             )
+        if self.scrubber is not None:
+            self._background.append(loop.create_task(self.scrubber.run()))
         log.info("herdless listening on %s:%d", self.config.host, context.bound_port)
         if self.node is not None:
             await self.node.join(*self.config.advertised_address)
@@ -190,6 +205,8 @@ class Broker:
             await asyncio.gather(*pending, return_exceptions=True)
         if self._cleaning is not None:
             await asyncio.gather(self._cleaning, return_exceptions=True)
+        if self.scrubber is not None:
+            await self.scrubber.stop()
         if self.node is not None:
             await self.node.stop()
         if self.history is not None:
@@ -231,6 +248,7 @@ class Broker:
 
     async def _summarise_warnings(self) -> None:
         self.limited_warnings.sweep()
+        self.storage_errors.sweep()
 
     async def _flush_due(self) -> None:
         await self.durability.flush_due(self.logs.logs())

@@ -38,6 +38,11 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     "offsets.topic.segment.bytes": ("offsets_topic_segment_bytes", int),
     "log.cleaner.enable": ("cleaner_enable", bool),
     "log.cleaner.backoff.ms": ("cleaner_backoff_ms", int),
+    # herdless's own: a background reading of sealed segments that finds batches no
+    # longer matching their CRCs, at a bounded rate, with a pause between two passes.
+    "log.scrubber.enable": ("scrubber_enable", bool),
+    "log.scrubber.bytes.per.second": ("scrubber_bytes_per_second", int),
+    "log.scrubber.backoff.ms": ("scrubber_backoff_ms", int),
     "group.min.session.timeout.ms": ("group_min_session_timeout_ms", int),
     "group.max.session.timeout.ms": ("group_max_session_timeout_ms", int),
     "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", int),
@@ -71,6 +76,8 @@ _RANGES: dict[str, tuple[int | None, int | None]] = {
     "offsets.topic.num.partitions": (1, None),
     "offsets.topic.segment.bytes": (1, None),
     "log.cleaner.backoff.ms": (1, None),
+    "log.scrubber.bytes.per.second": (1, None),
+    "log.scrubber.backoff.ms": (1, None),
     "group.min.session.timeout.ms": (0, None),
     "group.max.session.timeout.ms": (1, None),
     "group.initial.rebalance.delay.ms": (0, None),
@@ -163,6 +170,10 @@ class BrokerConfig:
     offsets_topic_segment_bytes: int = 104_857_600
     cleaner_enable: bool = True
     cleaner_backoff_ms: int = 15_000
+    scrubber_enable: bool = True
+    # 4 MiB/s: a terabyte is read in three days, a few percent of a disk's bandwidth.
+    scrubber_bytes_per_second: int = 4 * 1024 * 1024
+    scrubber_backoff_ms: int = 300_000
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3_000

@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from herdless.storage import PartitionLog
+from herdless.storage import PartitionLog, StorageIOError
 
 
 class Flushable(Protocol):
@@ -75,11 +75,18 @@ class Durability:
             await self.flush(partition_log)
 
     async def flush_due(self, logs: Iterable[PartitionLog]) -> None:
-        """The flush schedule: flush every log whose policy is met now (flush.ms)."""
+        """The flush schedule: flush every log whose policy is met now (flush.ms).
+
+        A log whose flush fails (a full disk) is reported to its on_io_error and
+        tried again next time; the others are flushed all the same.
+        """
         now = self._clock()
         for partition_log in list(logs):
             if partition_log.flush_due(now):
-                await self.flush(partition_log)
+                try:
+                    await self.flush(partition_log)
+                except StorageIOError as exc:
+                    partition_log.on_io_error("flush", partition_log.name, exc)
 
     def forget(self, partition_log: PartitionLog) -> None:
         self._group_commits.pop(id(partition_log), None)

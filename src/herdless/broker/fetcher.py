@@ -21,7 +21,7 @@ from herdless.broker.durability import Durability
 from herdless.broker.metadata import BrokerEndpoint
 from herdless.broker.peer import PeerConnection, PeerError
 from herdless.protocol.errors import ErrorCode
-from herdless.storage import PartitionLog, StorageError, UnexpectedAppendOffset
+from herdless.storage import PartitionLog, StorageError, StorageIOError, UnexpectedAppendOffset
 
 log = logging.getLogger(__name__)
 
@@ -281,11 +281,21 @@ class ReplicaFetcher:
                     # An empty replica takes the leader's batches from where they start.
                     partition_log.truncate_fully_and_start_at(exc.first_offset)
                     partition_log.append_as_follower(records, self._clock())
+            except StorageIOError as exc:
+                # A full or failing disk: nothing was stored; fetch again later.
+                partition_log.on_io_error("append", partition_log.name, exc)
+                self._delay(partition)
+                return
             except StorageError as exc:
                 log.warning("%s: %s; truncating again", partition_log.name, exc)
                 partition.needs_truncation = True
                 return
-            await self._durability.after_append(partition_log)
+            try:
+                await self._durability.after_append(partition_log)
+            except StorageIOError as exc:
+                partition_log.on_io_error("flush", partition_log.name, exc)
+                self._delay(partition)
+                return
         high_watermark = partition_log.high_watermark
         if result.high_watermark >= 0:
             high_watermark = partition_log.set_high_watermark(

@@ -5,6 +5,7 @@ counted and summarised in one line when the window ends."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,8 +36,14 @@ class LimitedWarnings:
         self._window_s = window_s
         self._clock = clock
         self._windows: dict[str, _Window] = {}
+        # Disk errors are reported from flush threads too.
+        self._lock = threading.Lock()
 
     def warn(self, subject: str, message: str) -> None:
+        with self._lock:
+            self._warn(subject, message)
+
+    def _warn(self, subject: str, message: str) -> None:
         now = self._clock()
         window = self._windows.get(subject)
         if window is None or now - window.started >= self._window_s:
@@ -52,11 +59,12 @@ class LimitedWarnings:
 
     def sweep(self) -> None:
         """Summarise and forget the windows that have ended (called periodically)."""
-        now = self._clock()
-        for subject, window in list(self._windows.items()):
-            if now - window.started >= self._window_s:
-                self._summarise(subject, window)
-                del self._windows[subject]
+        with self._lock:
+            now = self._clock()
+            for subject, window in list(self._windows.items()):
+                if now - window.started >= self._window_s:
+                    self._summarise(subject, window)
+                    del self._windows[subject]
 
     def _summarise(self, subject: str, window: _Window) -> None:
         if window.suppressed:

@@ -61,6 +61,18 @@ class BrokerMetrics:
             ["group", "cause"],
             registry=self.registry,
         )
+        self._storage_errors = Counter(
+            "herdless_storage_errors",
+            "Disk operations that failed, by operation (append, flush, checkpoint, retention,"
+            " cleaning, index, ...) and errno (ENOSPC: the disk is full).",
+            ["operation", "error"],
+            registry=self.registry,
+        )
+        self._scrubbed = Counter(
+            "herdless_log_scrubbed_bytes",
+            "Bytes of sealed segments the scrubber has read and checked.",
+            registry=self.registry,
+        )
         self._observers: dict[str, Callable[[float], None]] = {}
 
     def attach(self, groups: GroupCoordinator, logs: LogManager) -> None:
@@ -75,6 +87,14 @@ class BrokerMetrics:
 
     def rebalanced(self, group: str, cause: str) -> None:
         self._rebalances.labels(group, cause).inc()
+
+    def scrubbed(self, size: int) -> None:
+        """Thread-safe: the scrubber reads in a worker thread."""
+        self._scrubbed.inc(size)
+
+    def storage_error(self, operation: str, errno_name: str) -> None:
+        """Thread-safe: flushes fail in worker threads."""
+        self._storage_errors.labels(operation, errno_name).inc()
 
     async def exposition(self) -> bytes:
         """The text format; call on the broker's loop."""
@@ -96,8 +116,8 @@ class Snapshot:
     groups: list[tuple[str, int, int, GroupState]] = field(default_factory=list)
     # (group, topic, partition, committed offset, high watermark or None)
     offsets: list[tuple[str, str, int, int, int | None]] = field(default_factory=list)
-    # (topic, partition, log start offset, log end offset, bytes)
-    partitions: list[tuple[str, int, int, int, int]] = field(default_factory=list)
+    # (topic, partition, log start offset, log end offset, bytes, damaged offsets)
+    partitions: list[tuple[str, int, int, int, int, int]] = field(default_factory=list)
     shards_loading: int = 0
 
 
@@ -125,6 +145,7 @@ def snapshot(groups: GroupCoordinator, logs: LogManager) -> Snapshot:
                     partition_log.log_start_offset,
                     partition_log.log_end_offset,
                     partition_log.size_bytes,
+                    sum(d.end_offset - d.first_offset for d in partition_log.damage),
                 )
             )
     return state
@@ -206,12 +227,20 @@ class _SnapshotCollector(Collector):
             "Bytes of a partition's segments on disk.",
             labels=["topic", "partition"],
         )
-        for name, partition, log_start, log_end, size_bytes in self._state.partitions:
+        damaged = GaugeMetricFamily(
+            "herdless_partition_damaged_offsets",
+            "Offsets a partition's files should hold soundly and do not (missing, failing"
+            " their CRC, unreadable): they are not served. Only partitions with damage.",
+            labels=["topic", "partition"],
+        )
+        for name, partition, log_start, log_end, size_bytes, bad in self._state.partitions:
             labels = [name, str(partition)]
             end.add_metric(labels, log_end)
             start.add_metric(labels, log_start)
             size.add_metric(labels, size_bytes)
-        yield from (end, start, size)
+            if bad:
+                damaged.add_metric(labels, bad)
+        yield from (end, start, size, damaged)
 
 
 async def serve_metrics(metrics: BrokerMetrics, host: str, port: int) -> asyncio.Server:

@@ -15,6 +15,8 @@ import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from herdless.storage import StorageError, StorageIOError
+
 BLOCK_SIZE = 1000
 
 # Reserves the next block of `size` ids; returns its first id and the id past its end.
@@ -45,15 +47,27 @@ class LocalBlocks:
         self._end = 0
         if path.exists():
             # Written atomically, so anything but a number means tampering: refuse to guess.
-            self._end = int(path.read_text())
+            try:
+                text = path.read_text()
+            except OSError as exc:
+                raise StorageError(f"{path} cannot be read: {exc.strerror}") from exc
+            if not text.strip().isdigit():
+                raise StorageError(
+                    f"{path} should hold the end of the last producer id block, a number,"
+                    f" but holds {text[:40]!r}"
+                )
+            self._end = int(text)
 
     async def reserve(self, size: int) -> tuple[int, int]:
         start, end = self._end, self._end + size
         tmp = self._path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            f.write(str(end))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._path)
+        try:
+            with open(tmp, "w") as f:
+                f.write(str(end))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self._path)
+        except OSError as exc:
+            raise StorageIOError(f"cannot reserve producer ids in {self._path}: {exc}") from exc
         self._end = end
         return start, end

@@ -16,7 +16,7 @@ from herdless.broker.durability import Durability
 from herdless.broker.metadata import SINGLE_NODE_LEADER_EPOCH
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.records import BatchHeader
-from herdless.storage import AppendInfo, LogManager, PartitionLog
+from herdless.storage import AppendInfo, LogManager, PartitionLog, StorageError, StorageIOError
 
 ACKS_ALL = -1
 NO_EPOCH = -1
@@ -87,9 +87,13 @@ class ReplicaManager:
                 f" {in_sync} in-sync replica{'s' if in_sync != 1 else ''}, so acks=all"
                 " cannot be satisfied",
             )
-        info = partition_log.append(
-            batches, self._clock(), leader_epoch=self.leader_epoch(partition_log)
-        )
+        try:
+            info = partition_log.append(
+                batches, self._clock(), leader_epoch=self.leader_epoch(partition_log)
+            )
+        except StorageIOError as exc:
+            self.logs.on_io_error("append", partition_log.name, exc)
+            raise
         if not info.duplicate:
             self.appends.notify(partition_log.topic, partition_log.partition)
         return info
@@ -99,7 +103,17 @@ class ReplicaManager:
     ) -> None:
         """Return once the records before `end_offset` may be acknowledged to a producer
         that asked for `acks`; PartitionError if they cannot be within `timeout_ms`."""
-        await self.durability.after_append(partition_log)
+        await self.durable(partition_log)
+
+    async def durable(self, partition_log: PartitionLog) -> None:
+        """Return once the topic's flush policy is met; PartitionError if the flush failed
+        (KAFKA_STORAGE_ERROR: the records are in the log, but not known to be on disk)."""
+        try:
+            await self.durability.after_append(partition_log)
+        except StorageError as exc:
+            if isinstance(exc, StorageIOError):
+                self.logs.on_io_error("flush", partition_log.name, exc)
+            raise PartitionError(exc.error_code, str(exc)) from exc
 
     async def wait_for_appends(
         self, partitions: Iterable[TopicPartition], timeout_s: float

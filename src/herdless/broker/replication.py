@@ -252,7 +252,7 @@ class ClusterReplicaManager(ReplicaManager):
     async def committed(
         self, partition_log: PartitionLog, acks: int, end_offset: int, timeout_ms: int
     ) -> None:
-        await self.durability.after_append(partition_log)
+        await self.durable(partition_log)
         partition = self.partitions.get((partition_log.topic, partition_log.partition))
         if partition is None or partition.role is not Role.LEADER:
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)

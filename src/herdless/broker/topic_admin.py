@@ -28,7 +28,7 @@ from herdless.cluster.errors import ClusterError, StateVersionConflict, UnknownT
 from herdless.cluster.layout import TopicAssignment
 from herdless.cluster.store import ClusterStore
 from herdless.protocol.errors import ErrorCode
-from herdless.storage import LogConfig, LogManager, StorageError
+from herdless.storage import LogConfig, LogManager, StorageError, StorageIOError
 from herdless.storage.config import altered_topic_configs
 from herdless.storage.manager import new_topic_id, validate_topic_name
 
@@ -91,7 +91,7 @@ def _storage_error(exc: StorageError) -> TopicAdminError:
     return TopicAdminError(exc.error_code, str(exc))
 
 
-def _creation_failed(name: str, exc: OSError) -> TopicAdminError:
+def _creation_failed(name: str, exc: OSError | StorageIOError) -> TopicAdminError:
     """Out of descriptors or space: an answer, and a log line that cannot flood."""
     _creation_warnings.warn("topic creation", f"cannot create partitions of {name}: {exc}")
     return TopicAdminError(
@@ -141,10 +141,10 @@ class LocalTopics:
             if validate_only:
                 return CreatedTopic(None, num_partitions, 1, config)
             created = self._logs.create_topic(topic.name, num_partitions, configs)
+        except (StorageIOError, OSError) as exc:
+            raise _creation_failed(topic.name, exc) from None
         except StorageError as exc:
             raise _storage_error(exc) from None
-        except OSError as exc:
-            raise _creation_failed(topic.name, exc) from None
         log.info("created topic %s with %d partitions", topic.name, num_partitions)
         return CreatedTopic(created.topic_id, num_partitions, 1, created.config)
 
@@ -181,7 +181,7 @@ class LocalTopics:
         if not validate_only:
             try:
                 self._logs.create_partitions(name, count)
-            except OSError as exc:
+            except (StorageIOError, OSError) as exc:
                 raise _creation_failed(name, exc) from None
             log.info("topic %s now has %d partitions", name, count)
 

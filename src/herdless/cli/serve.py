@@ -125,7 +125,7 @@ def _run(config: BrokerConfig) -> None:
 
     from herdless.broker.broker import ClusterIdMismatch
     from herdless.cluster.errors import ClusterError
-    from herdless.storage import StorageError
+    from herdless.storage import LogFileError, StorageError
 
     _tune_garbage_collection()
     try:
@@ -138,6 +138,9 @@ def _run(config: BrokerConfig) -> None:
         runner(_serve_until_signal(config))
     except (ClusterError, ClusterIdMismatch) as exc:
         # ZooKeeper unreachable, this broker id taken, another cluster's data...
+        raise fail(str(exc)) from None
+    except LogFileError as exc:
+        # A partition's file that cannot be used: the message names it and says why.
         raise fail(str(exc)) from None
     except StorageError as exc:
         # The data directory's own words: in use by another broker, unreadable...

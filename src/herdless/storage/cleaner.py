@@ -58,6 +58,7 @@ from herdless.protocol.records import (
 )
 from herdless.storage import checkpoint
 from herdless.storage.config import INT32_MAX, INT64_MAX, LogConfig
+from herdless.storage.damage import Damage, DamageKind
 from herdless.storage.errors import LogClosed, StorageIOError
 from herdless.storage.log import CLEANER_CHECKPOINT_FILE, CleaningView, PartitionLog, SealedSegment
 from herdless.storage.segment import BatchPlacement, Segment, read_file, scan_file
@@ -363,8 +364,10 @@ class _Copy:
             return None
         self.write()
         segment.seal()
-        handles = segment.take_sync_handles()
+        handles, problem = segment.take_sync_handles()
         try:
+            if problem is not None:
+                raise StorageIOError(f"cannot write the indexes of the cleaned copy: {problem}")
             for fd in handles:
                 os.fsync(fd)
         finally:
@@ -403,7 +406,8 @@ def _batches(
     """(position, header, bytes) of each batch of a sealed segment, CRC checked.
 
     A batch failing its CRC stops the cleaning: copying it under a new CRC
-    would pass the damage off as good data.
+    would pass the damage off as good data. It is recorded as damage, which
+    the log then serves no more and cleanings leave alone.
     """
     for position, header in scan_file(fd, sealed.size):
         if partition_log.closed:
@@ -412,6 +416,8 @@ def _batches(
             raise _Aborted
         raw = read_file(fd, header.size, position)
         if not crc_matches(raw, header):
+            damage = Damage(header.base_offset, header.last_offset + 1, DamageKind.CORRUPT)
+            partition_log.record_damage(sealed.segment, damage)
             raise StorageIOError(
                 f"{partition_log.name}: the batch at position {position} of segment"
                 f" {sealed.base_offset} fails its CRC; not cleaning"

@@ -6,7 +6,11 @@ place; the message says what was wrong, for the error_message field of responses
 
 from __future__ import annotations
 
+import errno
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 from herdless.protocol.errors import ErrorCode
@@ -17,7 +21,33 @@ class StorageError(Exception):
 
 
 class StorageIOError(StorageError):
-    """A read, write or fsync of log files failed."""
+    """A read, write or fsync of log files failed; raised from the OSError that says why."""
+
+    error_code = ErrorCode.KAFKA_STORAGE_ERROR
+
+    @property
+    def errno_name(self) -> str:
+        """The failed call's errno by name (ENOSPC for a full disk), or "unknown"."""
+        cause = self.__cause__
+        while cause is not None:
+            if isinstance(cause, OSError) and cause.errno is not None:
+                return errno.errorcode.get(cause.errno, str(cause.errno))
+            cause = cause.__cause__
+        return "unknown"
+
+
+# Told of a disk operation that failed where no request is waiting to hear of it
+# (a checkpoint, retention, a cleaning): the operation's name, the partition's, the error.
+IoErrorListener = Callable[[str, str, StorageIOError], None]
+
+
+class LogFileError(StorageError):
+    """A file of a partition's log that cannot be used as it stands (a directory where a
+    segment should be, a dangling link, an unreadable file, a name that is no offset).
+
+    Raised when the log is opened; the message names the file and what is wrong with
+    it. Nothing is changed: a log missing a segment must not be served as complete.
+    """
 
     error_code = ErrorCode.KAFKA_STORAGE_ERROR
 
@@ -114,3 +144,17 @@ class InvalidPartitions(StorageError):
 
 class InvalidConfigError(StorageError, ValueError):
     error_code = ErrorCode.INVALID_CONFIG
+
+
+def file_problem(fallback: Path, exc: OSError) -> str:
+    """What is wrong with the file an OSError names (`fallback` if it names none), in words."""
+    path = Path(exc.filename) if exc.filename is not None else fallback
+    if path.is_symlink() and not path.exists():
+        return f"{path} is a symbolic link to {os.readlink(path)}, which does not exist"
+    if isinstance(exc, IsADirectoryError):
+        return f"{path} is a directory, not a file"
+    if isinstance(exc, (NotADirectoryError, FileExistsError)) and not path.is_dir():
+        return f"{path} is not a directory"
+    if isinstance(exc, PermissionError):
+        return f"{path} cannot be read or written: {exc.strerror}"
+    return f"{path}: {exc.strerror or exc}"

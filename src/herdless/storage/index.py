@@ -11,7 +11,10 @@ base offset so an offset fits in 4 bytes:
 
 The entries also live in memory (arrays, bisected), and new ones are written
 through to the file of the active segment. A damaged file is never repaired
-in place: the segment rebuilds it from the log (see segment.py).
+in place: the segment rebuilds it from the log (see segment.py). A write
+through that fails (a full disk) leaves the file short or torn: it is then
+`torn`, takes no more writes, and is replaced whole by the next flush
+(repair()), or rebuilt when the log is next opened.
 """
 
 from __future__ import annotations
@@ -42,6 +45,12 @@ class _Index:
         self._keys = array(self._key_type)
         self._values = array(self._value_type)
         self._fd: int | None = None
+        # New entries are written through to the file (the active segment's indexes).
+        self._appending = False
+        # The file lacks entries the memory has: a write through failed.
+        self.torn = False
+        # Entries written through since the last sync_handle().
+        self._unsynced = False
 
     @property
     def entry_size(self) -> int:
@@ -57,13 +66,17 @@ class _Index:
     def _append(self, key: int, value: int) -> None:
         self._keys.append(key)
         self._values.append(value)
-        if self._fd is not None:
-            try:
-                _write_all(self._fd, self._entry.pack(key, value))
-            except OSError:
-                # The in-memory entries stay right; the file is now short or torn,
-                # which the sanity check on the next open notices and rebuilds.
-                self.close()
+        if not self._appending or self.torn:
+            return
+        try:
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+            _write_all(self._fd, self._entry.pack(key, value))
+            self._unsynced = True
+        except OSError:
+            # The in-memory entries stay right; the file is now short or torn.
+            self.torn = True
+            self.release()
 
     def _read_entries(self) -> None:
         try:
@@ -102,33 +115,64 @@ class _Index:
         data = self.to_bytes()
         try:
             if self.path.read_bytes() == data:
+                self.torn = False
                 return False
         except FileNotFoundError:
             pass
         tmp = self.path.with_name(self.path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            _write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                _write_all(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.path)
+        except OSError:
+            # A part-written copy would only take the room a full disk lacks.
+            tmp.unlink(missing_ok=True)
+            raise
+        self.torn = False
         return True
+
+    def repair(self) -> None:
+        """Replace a torn file with the entries in memory; appends are written through again.
+
+        Raises OSError if the file still cannot be written.
+        """
+        if self.torn:
+            self.release()
+            self.write_file()
 
     def open_for_append(self, *, truncate: bool = False) -> None:
         if self._fd is None:
             flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if truncate else 0)
             self._fd = os.open(self.path, flags, 0o644)
+        self._appending = True
+        # A new or truncated file is a directory entry, a size, to sync.
+        self._unsynced = self._unsynced or truncate
 
     @property
     def writable(self) -> bool:
-        return self._fd is not None
+        return self._appending
 
-    def dup_fd(self) -> int | None:
-        """A duplicate descriptor for fsync in another thread; it outlives close()."""
-        return None if self._fd is None else os.dup(self._fd)
+    def sync_handle(self) -> int | None:
+        """A descriptor of the file for fsync in another thread, if entries were written
+        through since the last one; it outlives close(). The file is opened anew if its
+        descriptor was released meanwhile: fsync syncs the file, whatever wrote it."""
+        if not self._unsynced:
+            return None
+        fd = os.dup(self._fd) if self._fd is not None else os.open(self.path, os.O_RDONLY)
+        self._unsynced = False
+        return fd
 
     def close(self) -> None:
+        """Stop writing entries through; the file is left as it is."""
+        self._appending = False
+        self.release()
+
+    def release(self) -> None:
+        """Close the descriptor; an index still taking entries opens its file again for the next."""
         if self._fd is not None:
             fd, self._fd = self._fd, None
             os.close(fd)

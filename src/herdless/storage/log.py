@@ -8,6 +8,8 @@
         producer-snapshot      the producer state at the recovery point (producer_state.py)
         leader-epoch-checkpoint  the offset each leader epoch started at (leader_epochs.py)
         high-watermark         when the owner sets the high watermark: its last flushed value
+        damaged-offsets        offsets known missing or corrupt, not served (damage.py)
+        offset-gaps            present once a follower stored a compacted leader's gaps
 
 The log serves a leader (append, which assigns offsets) and a follower
 (append_as_follower, which stores a leader's batches as they are; truncate_to
@@ -25,7 +27,10 @@ flushes (or a flush and a delete or a truncation) from interleaving;
 `_clean_lock` does the same for two cleanings, and makes delete() wait for a
 cleaning to notice the close and a truncation for it to notice the truncation.
 A truncation holds all three, in the order _clean_lock, _flush_lock, _lock:
-it is rare, and may keep the loop waiting for a flush's fsync.
+it is rare, and may keep the loop waiting for a flush's fsync. With a
+descriptor budget (descriptors.py), another thread may close a segment's files
+to make room, but only holding `_lock` (taken without waiting): a segment's
+descriptors are only ever used under it, and reopen on their next use.
 
 Truncation and crashes: segments above the cut are deleted newest first and
 the directory synced before the cut segment is cut and synced, so a crash at
@@ -37,6 +42,8 @@ anything new is appended.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import os
 import random
@@ -51,22 +58,28 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
 from herdless.protocol import records
 from herdless.protocol.records import HEADER_SIZE, BatchHeader
 from herdless.storage import checkpoint, swap
 from herdless.storage.config import LogConfig
+from herdless.storage.damage import DAMAGED_OFFSETS_FILE, Damage, DamageKind, DamageMap
+from herdless.storage.descriptors import DescriptorBudget
 from herdless.storage.errors import (
     CorruptRecord,
     InvalidRecord,
     InvalidTimestamp,
+    IoErrorListener,
     LogClosed,
+    LogFileError,
     OffsetOutOfRange,
     OffsetsOutOfOrder,
     RecordError,
     RecordTooLarge,
     StorageIOError,
     UnexpectedAppendOffset,
+    file_problem,
 )
 from herdless.storage.leader_epochs import (
     LEADER_EPOCH_CHECKPOINT_FILE,
@@ -83,6 +96,7 @@ from herdless.storage.producer_state import (
 from herdless.storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    OFFSET_DIGITS,
     SEGMENT_SUFFIXES,
     TIME_INDEX_SUFFIX,
     BatchPlacement,
@@ -93,6 +107,8 @@ from herdless.storage.segment import (
 )
 
 log = logging.getLogger(__name__)
+P = ParamSpec("P")
+R = TypeVar("R")
 
 LOG_START_OFFSET_FILE = "log-start-offset"
 RECOVERY_POINT_FILE = "recovery-point"
@@ -103,6 +119,8 @@ PRODUCER_SNAPSHOT_FILE = "producer-snapshot"
 RECOVERY_POINT_INTERVAL_S = 1.0
 # Where the log cleaner's last cleaning ended (cleaner.py); a truncation below it pulls it back.
 CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+# Present once a follower stored the offset gaps of a compacted leader.
+OFFSET_GAPS_FILE = "offset-gaps"
 # Left behind by an interrupted compaction, deletion or checkpoint once swap.py has
 # completed the committed swaps: never complete data.
 _STRAY_SUFFIXES = (swap.CLEANED_SUFFIX, swap.SWAP_SUFFIX, ".deleted", checkpoint.TMP_SUFFIX)
@@ -154,6 +172,47 @@ def _wall_ms() -> int:
     return int(time.time() * 1000)
 
 
+Opener = Callable[Concatenate[type["PartitionLog"], Path, str, int, P], "PartitionLog"]
+
+
+def _files_named(opener: Opener[P]) -> Opener[P]:
+    """An OSError while a log opens becomes LogFileError naming the file and the partition."""
+
+    @functools.wraps(opener)
+    def wrapper(
+        cls: type[PartitionLog],
+        directory: Path,
+        topic: str,
+        partition: int,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> PartitionLog:
+        try:
+            return opener(cls, directory, topic, partition, *args, **kwargs)
+        except OSError as exc:
+            problem = file_problem(directory, exc)
+            raise LogFileError(f"cannot open the log of {topic}-{partition}: {problem}") from exc
+
+    return wrapper
+
+
+def _disk_errors(
+    method: Callable[Concatenate[PartitionLog, P], R],
+) -> Callable[Concatenate[PartitionLog, P], R]:
+    """An OSError from any write below (a full disk) becomes StorageIOError naming the log:
+    KAFKA_STORAGE_ERROR for the request that asked, never an unexpected exception."""
+
+    @functools.wraps(method)
+    def wrapper(self: PartitionLog, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(self, *args, **kwargs)
+        except OSError as exc:
+            action = method.__name__.replace("_", " ")
+            raise StorageIOError(f"{action} of {self.name} failed: {exc}") from exc
+
+    return wrapper
+
+
 class PartitionLog:
     def __init__(
         self,
@@ -170,6 +229,9 @@ class PartitionLog:
         epochs: LeaderEpochCache,
         high_watermark: int,
         high_watermark_follows_log_end: bool,
+        damage: DamageMap,
+        budget: DescriptorBudget | None,
+        lock: threading.Lock,
     ) -> None:
         self.directory = directory
         self.topic = topic
@@ -182,12 +244,14 @@ class PartitionLog:
         self._recovery_point = recovery_point
         self._producers = producers
         self._producer_id_expiration_ms = producer_id_expiration_ms
-        self._lock = threading.Lock()
+        self._budget = budget
+        self._lock = lock
         self._flush_lock = threading.Lock()
         self._clean_lock = threading.Lock()
         # Set while a truncation waits for a cleaning to stop; the cleaner checks it.
         self._truncating = False
         self._epochs = epochs
+        self._damage = damage
         self._follows_log_end = high_watermark_follows_log_end
         # Only read while the owner sets it (not following the log end offset).
         self._high_watermark = high_watermark
@@ -204,6 +268,9 @@ class PartitionLog:
         # When a tombstone the log cleaner kept may be dropped (cleaner.py owns it);
         # None until a cleaning since the log was opened has told.
         self.tombstone_expiry_ms: int | None = None
+        # Told of writes that failed where no caller hears of it (checkpoints after a
+        # flush that synced the records); the LogManager passes on the broker's.
+        self.on_io_error: IoErrorListener = log_io_error
 
     def __repr__(self) -> str:
         return f"PartitionLog({self.name}, {self._log_start}..{self.log_end_offset})"
@@ -211,6 +278,7 @@ class PartitionLog:
     # -- opening ------------------------------------------------------------------
 
     @classmethod
+    @_files_named
     def open(
         cls,
         directory: Path,
@@ -222,6 +290,7 @@ class PartitionLog:
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         high_watermark_follows_log_end: bool = True,
         clean_shutdown: bool = False,
+        budget: DescriptorBudget | None = None,
     ) -> PartitionLog:
         """Open the log in `directory`, creating it if absent, recovering it if it was cut short.
 
@@ -233,69 +302,97 @@ class PartitionLog:
 
         After a crash only what lies past the recovery point is checked; after
         a `clean_shutdown` (the log was closed and flushed, and nothing wrote
-        to it since) nothing is.
+        to it since) nothing is. What was synced and is now missing or does
+        not parse is damage (damage.py), found by cheap checks: segments whose
+        offsets do not follow on from the segment before, batch headers that do
+        not chain, a log that ends below its recovery point.
+
+        A file that cannot be used as it stands (a directory, a dangling link,
+        an unreadable file, a .log not named by an offset) raises LogFileError
+        naming it: the log is not opened without it.
+
+        With a `budget`, the segments' files count against it and are closed
+        when unused and others need room (descriptors.py); without one, each
+        stays open until the log is closed.
         """
-        directory.mkdir(parents=True, exist_ok=True)
-        swap.complete_interrupted_swaps(directory)
-        _remove_strays(directory)
-        checkpointed_start = checkpoint.read_offset(directory / LOG_START_OFFSET_FILE)
-        # Absent, every segment gets checked: slow but safe.
-        recovery_point = checkpoint.read_offset(directory / RECOVERY_POINT_FILE) or 0
-        bases = _segment_bases(directory, checkpointed_start or 0)
-        synced_below = sys.maxsize if clean_shutdown else recovery_point
-        segments = _open_segments(directory, config, bases, synced_below)
-        try:
-            if not segments:
-                start = checkpointed_start or 0
-                segments.append(Segment.create(directory, start, config.segment_index_bytes))
-            active_segment = segments[-1]
-            assert active_segment.next_offset is not None
-            log_end = active_segment.next_offset
-            log_start = max(checkpointed_start or 0, segments[0].base_offset)
-            if log_start > log_end:
-                # The tail below the checkpointed start was lost: start empty at the log
-                # start offset rather than hand out offsets consumers have already seen.
-                log.warning(
-                    "%s: log end %d is below log start %d; starting empty",
-                    directory,
-                    log_end,
-                    log_start,
-                )
-                for segment in segments:
-                    segment.delete()
-                segments = [Segment.create(directory, log_start, config.segment_index_bytes)]
-                active_segment = segments[0]
-                log_end = log_start
-            if active_segment.size > 0:
-                active_segment.first_append_ms = _estimate_first_append(active_segment, now_ms)
-            producers = _load_producers(
-                directory, segments, log_start, now_ms, producer_id_expiration_ms
+        lock = threading.Lock()
+        # Held until the log is built: the budget closes a log's files only under its lock.
+        with lock:
+            directory.mkdir(parents=True, exist_ok=True)
+            swap.complete_interrupted_swaps(directory)
+            _remove_strays(directory)
+            checkpointed_start = checkpoint.read_offset(directory / LOG_START_OFFSET_FILE)
+            # Absent, every segment gets checked: slow but safe.
+            recovery_point = checkpoint.read_offset(directory / RECOVERY_POINT_FILE) or 0
+            bases = _segment_bases(directory, checkpointed_start or 0)
+            synced_below = sys.maxsize if clean_shutdown else recovery_point
+            segments = _open_segments(
+                directory, config, bases, synced_below, recovery_point, budget, lock
             )
-            epochs = _open_leader_epochs(directory, segments, log_start, log_end)
-        except BaseException:
-            for segment in segments:
-                segment.close()
-            raise
-        checkpointed_high_watermark = checkpoint.read_offset(directory / HIGH_WATERMARK_FILE)
-        if checkpointed_high_watermark is None:
-            high_watermark = log_start
-        else:
-            high_watermark = min(max(checkpointed_high_watermark, log_start), log_end)
-        return cls(
-            directory,
-            topic,
-            partition,
-            config,
-            segments,
-            log_start,
-            recovery_point,
-            producers,
-            producer_id_expiration_ms,
-            now_ms,
-            epochs,
-            high_watermark,
-            high_watermark_follows_log_end,
-        )
+            damage = DamageMap.load(directory / DAMAGED_OFFSETS_FILE)
+            try:
+                if not segments:
+                    start = checkpointed_start or 0
+                    segments.append(_new_segment(directory, start, config, budget, lock))
+                found = _damage_found(directory, config, segments, recovery_point)
+                if segments[-1].sealed:
+                    # Damaged, or short of what was synced: new records go after the damage.
+                    assert segments[-1].next_offset is not None
+                    base = segments[-1].next_offset
+                    segments.append(_new_segment(directory, base, config, budget, lock))
+                active_segment = segments[-1]
+                assert active_segment.next_offset is not None
+                log_end = active_segment.next_offset
+                log_start = max(checkpointed_start or 0, segments[0].base_offset)
+                if log_start > log_end:
+                    # The tail below the checkpointed start was lost: start empty at the log
+                    # start offset rather than hand out offsets consumers have already seen.
+                    log.warning(
+                        "%s: log end %d is below log start %d; starting empty",
+                        directory,
+                        log_end,
+                        log_start,
+                    )
+                    for segment in segments:
+                        segment.delete()
+                    segments = [_new_segment(directory, log_start, config, budget, lock)]
+                    active_segment = segments[0]
+                    log_end = log_start
+                if any([damage.add(d) for d in found]) | damage.keep_within(log_start, log_end):
+                    damage.save()
+                if active_segment.size > 0:
+                    active_segment.first_append_ms = _estimate_first_append(active_segment, now_ms)
+                producers = _load_producers(
+                    directory, segments, log_start, now_ms, producer_id_expiration_ms
+                )
+                epochs = _open_leader_epochs(directory, segments, log_start, log_end)
+            except BaseException:
+                for segment in segments:
+                    segment.close()
+                raise
+            checkpointed_high_watermark = checkpoint.read_offset(directory / HIGH_WATERMARK_FILE)
+            if checkpointed_high_watermark is None:
+                high_watermark = log_start
+            else:
+                high_watermark = min(max(checkpointed_high_watermark, log_start), log_end)
+            return cls(
+                directory,
+                topic,
+                partition,
+                config,
+                segments,
+                log_start,
+                recovery_point,
+                producers,
+                producer_id_expiration_ms,
+                now_ms,
+                epochs,
+                high_watermark,
+                high_watermark_follows_log_end,
+                damage,
+                budget,
+                lock,
+            )
 
     # -- state ------------------------------------------------------------------
 
@@ -361,6 +458,46 @@ class PartitionLog:
     def closed(self) -> bool:
         return self._closed
 
+    def _note_offset_gaps(self) -> None:
+        """This log holds gaps a compacted leader left: opening must not take them for
+        missing segments, whatever cleanup.policy says by then."""
+        path = self.directory / OFFSET_GAPS_FILE
+        if not path.exists():
+            checkpoint.atomic_write(path, b"")
+
+    @property
+    def damage(self) -> list[Damage]:
+        """The offset ranges known to be missing or corrupt, which are not served."""
+        return self._damage.ranges
+
+    def record_damage(self, segment: Segment, damage: Damage) -> bool:
+        """Record damage found in `segment` (by the scrubber, the cleaner): from now on it
+        is not served. Returns False if the segment has left the log meanwhile (retention,
+        a cleaning swapped it out), the range lies below the log start, or it was known."""
+        with self._lock:
+            if (
+                self._closed
+                or segment not in self._segments
+                or damage.end_offset <= self._log_start
+            ):
+                return False
+            if not self._damage.add(damage):
+                return False
+            log.error("%s: %s; they are not served", self.name, damage.describe(self.name))
+            self._save_damage()
+            return True
+
+    def _forget_damage_outside(self) -> None:
+        if self._damage.keep_within(self._log_start, self.log_end_offset):
+            self._save_damage()
+
+    def _save_damage(self) -> None:
+        try:
+            self._damage.save()
+        except OSError as exc:
+            # Known in memory; a restart before the scrubber finds it again would serve it.
+            self._io_failed("checkpoint", f"cannot record the damage of {self.name}", exc)
+
     def flush_due(self, now_ms: int) -> bool:
         """Whether flush.messages or flush.ms asks for a flush now."""
         unflushed = self.unflushed_messages
@@ -392,6 +529,7 @@ class PartitionLog:
         """The leader epoch that wrote `offset`, if the cache knows it."""
         return self._epochs.epoch_for_offset(offset)
 
+    @_disk_errors
     def assign_leader_epoch(self, epoch: int) -> None:
         """Record that `epoch` starts at the log end offset: a leader elected here, before
         it appends, so that OffsetForLeaderEpoch for older epochs ends where it took over."""
@@ -401,6 +539,7 @@ class PartitionLog:
 
     # -- appending --------------------------------------------------------------
 
+    @_disk_errors
     def append(
         self,
         batches: list[tuple[BatchHeader, memoryview]],
@@ -478,6 +617,7 @@ class PartitionLog:
                 log_start_offset=self._log_start,
             )
 
+    @_disk_errors
     def append_as_follower(self, data: bytes | memoryview, now_ms: int) -> AppendInfo:
         """Store batches exactly as a leader's Fetch response returned them.
 
@@ -499,6 +639,9 @@ class PartitionLog:
             taken = _replicated_batches(view, log_end, self.name)
             if not taken:
                 return AppendInfo(log_end, log_end - 1, -1, self._log_start)
+            expected = [log_end] + [h.last_offset + 1 for _, h in taken[:-1]]
+            if any(h.base_offset != e for (_, h), e in zip(taken, expected, strict=True)):
+                self._note_offset_gaps()
             config = self.config
             first = 0
             while first < len(taken):
@@ -543,13 +686,15 @@ class PartitionLog:
     ) -> None:
         """Append to `segment`, recording new leader epochs first, as Kafka does: after a
         crash the cache may run past the log, which opening corrects, but never lag it."""
-        for epoch, start_offset in epochs:
-            if epoch >= 0:
-                self._epochs.assign(epoch, start_offset)
         try:
+            for epoch, start_offset in epochs:
+                if epoch >= 0:
+                    self._epochs.assign(epoch, start_offset)
             segment.append(data, placements, self.config.index_interval_bytes, now_ms)
         except StorageIOError:
-            self._epochs.truncate_from_end(self.log_end_offset)
+            # In memory at least: reopening cuts a checkpoint that runs past the log.
+            with contextlib.suppress(StorageIOError):
+                self._epochs.truncate_from_end(self.log_end_offset)
             raise
 
     @staticmethod
@@ -640,6 +785,7 @@ class PartitionLog:
             self._roll(first_offset)
         return self._segments[-1]
 
+    @_disk_errors
     def roll(self) -> None:
         """Start a new active segment (if the current one holds anything)."""
         with self._lock:
@@ -655,9 +801,11 @@ class PartitionLog:
         active = self._segments[-1]
         if active.size == 0 and base_offset is None:
             return
-        active.seal()
         base = self.log_end_offset if base_offset is None else max(base_offset, self.log_end_offset)
-        segment = Segment.create(self.directory, base, self.config.segment_index_bytes)
+        # Created before the active segment is sealed: if it cannot be (a full disk),
+        # the active segment takes appends as before.
+        segment = _new_segment(self.directory, base, self.config, self._budget, self._lock)
+        active.seal()
         self._segments.append(segment)
         self._bases.append(segment.base_offset)
         self._dir_dirty = True
@@ -680,7 +828,9 @@ class PartitionLog:
         With `max_offset`, only batches whose base offset is below it come:
         consumers read up to the high watermark, followers to the log end.
         An offset from `max_offset` up to the log end offset reads nothing,
-        as in Kafka; only one outside the log is out of range.
+        as in Kafka; only one outside the log is out of range. A read stops
+        before damaged offsets (damage.py), and one that starts in them
+        raises CorruptRecord.
         """
         with self._lock:
             self._check_open()
@@ -690,6 +840,12 @@ class PartitionLog:
                     f"offset {offset} is outside {self._log_start}..{log_end} of {self.name}"
                 )
             limit = log_end if max_offset is None else max_offset
+            if self._damage and offset < limit:
+                damaged = self._damage.at(offset)
+                if damaged is not None:
+                    raise CorruptRecord(damaged.describe(self.name))
+                # Whatever lies past damage is read by a fetch at an offset past it.
+                limit = min(limit, self._damage.next_start(offset) or limit)
             if offset >= limit:
                 return b""
             parts: list[bytes] = []
@@ -780,6 +936,7 @@ class PartitionLog:
 
     # -- durability -------------------------------------------------------------
 
+    @_disk_errors
     def flush(self, now_ms: int | None = None, *, checkpoint_now: bool = False) -> None:
         """fsync everything appended so far. Safe to run in a thread beside appends.
 
@@ -797,9 +954,15 @@ class PartitionLog:
                 dirty = [s for s in self._segments if s.dirty]
                 dir_dirty = self._dir_dirty
                 handles: list[int] = []
+                # A segment whose index could not be written whole is recovered after a
+                # crash, however well its records were synced: the recovery point stays below.
+                torn: tuple[int, OSError] | None = None
                 try:
                     for segment in dirty:
-                        handles.extend(segment.take_sync_handles())
+                        taken, problem = segment.take_sync_handles()
+                        handles.extend(taken)
+                        if problem is not None and torn is None:
+                            torn = segment.base_offset, problem
                     if dir_dirty:
                         handles.append(os.open(self.directory, os.O_RDONLY))
                 except OSError as exc:
@@ -807,7 +970,7 @@ class PartitionLog:
                     raise StorageIOError(f"cannot flush {self.name}: {exc}") from exc
                 self._dir_dirty = False
                 appended = self._appended_messages
-                recovery_point = self.log_end_offset
+                recovery_point = self.log_end_offset if torn is None else torn[0]
                 # At once when a segment was sealed since, so that reopening never checks
                 # sealed segments again; else on the interval.
                 due = (
@@ -831,18 +994,36 @@ class PartitionLog:
                 _close_all(handles)
             self._flushed_messages = appended
             self.last_flush_ms = _wall_ms() if now_ms is None else now_ms
-            if producer_snapshot is not None and recovery_point != self._recovery_point:
-                # Everything below the log end is synced: no need to check it after a crash.
-                # The snapshot first: one ahead of the recovery point is still usable.
-                write_producer_snapshot(
-                    self.directory / PRODUCER_SNAPSHOT_FILE, recovery_point, producer_snapshot
-                )
-                checkpoint.write_offset(self.directory / RECOVERY_POINT_FILE, recovery_point)
-                self._recovery_point = recovery_point
-                self._recovery_point_written_s = time.monotonic()
+            if torn is not None:
+                self._io_failed("index", f"cannot rewrite an index of {self.name}", torn[1])
+            # The records are synced: a checkpoint that cannot be written (a full disk)
+            # fails no one; an older one only means more to check after a crash.
+            if producer_snapshot is not None and recovery_point > self._recovery_point:
+                try:
+                    # Everything below the log end is synced: no need to check it after a
+                    # crash. The snapshot first: one ahead of the recovery point is usable.
+                    write_producer_snapshot(
+                        self.directory / PRODUCER_SNAPSHOT_FILE, recovery_point, producer_snapshot
+                    )
+                    checkpoint.write_offset(self.directory / RECOVERY_POINT_FILE, recovery_point)
+                except OSError as exc:
+                    message = f"cannot checkpoint the recovery point of {self.name}"
+                    self._io_failed("checkpoint", message, exc)
+                else:
+                    self._recovery_point = recovery_point
+                    self._recovery_point_written_s = time.monotonic()
             if high_watermark is not None:
                 # After the data it covers is synced; following the log end, it is not kept.
-                self._checkpoint_high_watermark(high_watermark)
+                try:
+                    self._checkpoint_high_watermark(high_watermark)
+                except OSError as exc:
+                    message = f"cannot checkpoint the high watermark of {self.name}"
+                    self._io_failed("checkpoint", message, exc)
+
+    def _io_failed(self, operation: str, message: str, exc: OSError) -> None:
+        error = StorageIOError(f"{message}: {exc}")
+        error.__cause__ = exc
+        self.on_io_error(operation, self.name, error)
 
     def _checkpoint_high_watermark(self, high_watermark: int) -> None:
         if high_watermark != self._checkpointed_high_watermark:
@@ -851,6 +1032,7 @@ class PartitionLog:
 
     # -- retention --------------------------------------------------------------
 
+    @_disk_errors
     def apply_retention(self, now_ms: int) -> int:
         """Delete whole segments past retention.ms or retention.bytes; returns how many.
 
@@ -883,6 +1065,7 @@ class PartitionLog:
             self._producers.remove_expired(now_ms, self._producer_id_expiration_ms)
             return deleted
 
+    @_disk_errors
     def delete_records(self, before_offset: int) -> int:
         """Advance the log start offset (DeleteRecords); -1 means the high watermark.
 
@@ -936,16 +1119,31 @@ class PartitionLog:
             segment.delete()
         self._dir_dirty = True
         if self._segments[0].base_offset > self._log_start:
-            self._set_log_start(self._segments[0].base_offset)
+            self._set_log_start(self._segments[0].base_offset, durable=False)
         log.info("%s: deleted %d segments, log start offset %d", self.name, count, self._log_start)
         return count
 
-    def _set_log_start(self, offset: int) -> None:
+    def _set_log_start(self, offset: int, *, durable: bool = True) -> None:
+        """Move the log start offset up, checkpointed first: records a DeleteRecords
+        removed must stay removed after a restart (StorageIOError, nothing changed, if
+        the checkpoint cannot be written). Not `durable`: the segments below are gone,
+        which makes the next open start the log there anyway; only reported then."""
+        try:
+            checkpoint.write_offset(self.directory / LOG_START_OFFSET_FILE, offset)
+        except OSError as exc:
+            message = f"cannot checkpoint the log start offset of {self.name}"
+            if durable:
+                raise StorageIOError(f"{message}: {exc}") from exc
+            self._io_failed("checkpoint", message, exc)
         self._log_start = offset
-        checkpoint.write_offset(self.directory / LOG_START_OFFSET_FILE, offset)
         self._producers.truncate_head(offset)
-        self._epochs.truncate_from_start(offset)
         self._high_watermark = max(self._high_watermark, offset)
+        try:
+            self._epochs.truncate_from_start(offset)
+        except StorageIOError as exc:
+            # Cut in memory; opening cuts the checkpoint to the log start again.
+            self.on_io_error("checkpoint", self.name, exc)
+        self._forget_damage_outside()
 
     # -- truncation (a follower's, to where it agrees with its leader) ----------------
 
@@ -954,6 +1152,7 @@ class PartitionLog:
         """A truncation waits for the cleaner to let go: a cleaning should stop."""
         return self._truncating
 
+    @_disk_errors
     def truncate_to(self, offset: int, now_ms: int) -> bool:
         """Remove every batch at or after `offset`; returns whether the log was cut.
 
@@ -984,6 +1183,7 @@ class PartitionLog:
                 self._cut(offset, now_ms)
             return True
 
+    @_disk_errors
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete everything and restart the log, empty, at `offset`.
 
@@ -1058,12 +1258,17 @@ class PartitionLog:
             # From here on a crash reopens the log empty at `offset`: open() starts a log
             # that ends below its start offset afresh.
             checkpoint.write_offset(self.directory / LOG_START_OFFSET_FILE, offset)
+        first_base = self._segments[0].base_offset
+        if self._recovery_point > first_base:
+            # A crash while the segments go must not look like synced records lost.
+            checkpoint.write_offset(self.directory / RECOVERY_POINT_FILE, first_base)
+            self._recovery_point = first_base
         doomed, self._segments, self._bases = self._segments, [], []
         try:
             for segment in reversed(doomed):
                 segment.delete()
             checkpoint.fsync_dir(self.directory)
-            fresh = Segment.create(self.directory, offset, self.config.segment_index_bytes)
+            fresh = _new_segment(self.directory, offset, self.config, self._budget, self._lock)
         except (OSError, StorageIOError) as exc:
             log.error("%s: restarting at %d failed; closing the log: %s", self.name, offset, exc)
             for segment in doomed:
@@ -1087,6 +1292,7 @@ class PartitionLog:
         log.info("%s: emptied, restarting at offset %d", self.name, offset)
 
     def _after_truncation(self, log_end: int) -> None:
+        self._forget_damage_outside()
         cleaned_to = checkpoint.read_offset(self.directory / CLEANER_CHECKPOINT_FILE)
         if cleaned_to is not None and cleaned_to > log_end:
             checkpoint.write_offset(self.directory / CLEANER_CHECKPOINT_FILE, log_end)
@@ -1114,25 +1320,38 @@ class PartitionLog:
         """
         with self._lock:
             self._check_open()
-            high_watermark = self.high_watermark
-            sealed = [
-                SealedSegment(
-                    segment,
-                    segment.base_offset,
-                    following.base_offset,
-                    segment.size,
-                    segment.largest_timestamp,
-                    segment.path(LOG_SUFFIX),
-                )
-                for segment, following in pairwise(self._segments)
-                if following.base_offset <= high_watermark
-            ]
+            limit = self.high_watermark
+            damaged = self._damage.next_start(0)
+            if damaged is not None:
+                # Damaged segments are kept as they are: a copy would drop what is unreadable.
+                limit = min(limit, damaged)
             return CleaningView(
                 self.config,
                 self._log_start,
-                sealed,
+                self._sealed(limit),
                 frozenset(self._producers.remembered_last_offsets()),
             )
+
+    def sealed_segments(self) -> list[SealedSegment]:
+        """Every segment below the active one, for reading outside the lock (the scrubber)."""
+        with self._lock:
+            self._check_open()
+            return self._sealed(sys.maxsize)
+
+    def _sealed(self, limit: int) -> list[SealedSegment]:
+        """The sealed segments wholly below offset `limit`."""
+        return [
+            SealedSegment(
+                segment,
+                segment.base_offset,
+                following.base_offset,
+                segment.size,
+                segment.largest_timestamp,
+                segment.path(LOG_SUFFIX),
+            )
+            for segment, following in pairwise(self._segments)
+            if following.base_offset <= limit
+        ]
 
     def replace_segments(self, old: list[Segment], cleaned: Segment) -> bool:
         """Swap the cleaned copy of the consecutive segments `old` in for them (swap.py).
@@ -1164,6 +1383,8 @@ class PartitionLog:
                 raise StorageIOError(f"{message}; the log is closed until reopened: {exc}") from exc
             self._segments[first:last] = [cleaned]
             self._bases[first:last] = [cleaned.base_offset]
+            if self._budget is not None:
+                cleaned.manage(self._budget, self._lock)
             if cleaned.size == 0 and first > 0:
                 # Holds nothing and fixes no log start: the segment before covers its range.
                 del self._segments[first]
@@ -1256,6 +1477,10 @@ def _replicated_batches(view: memoryview, log_end: int, name: str) -> list[tuple
     return taken
 
 
+def log_io_error(operation: str, name: str, error: StorageIOError) -> None:
+    log.warning("%s of %s failed: %s", operation, name, error)
+
+
 def _close_all(handles: list[int]) -> None:
     for fd in handles:
         os.close(fd)
@@ -1281,11 +1506,17 @@ def _segment_bases(directory: Path, log_start: int) -> list[int]:
     deleting at the crash. The first stays even if empty (the cleaner can empty
     it): its base offset is where the log starts.
     """
-    bases = sorted(
-        base
-        for path in directory.glob("*" + LOG_SUFFIX)
-        if (base := parse_base_offset(path.name)) is not None
-    )
+    bases = []
+    for path in directory.glob("*" + LOG_SUFFIX):
+        base = parse_base_offset(path.name)
+        if base is None:
+            # As Kafka: a log file whose offset cannot be told stops the log from opening.
+            raise LogFileError(
+                f"cannot open the log of {directory.name}: {path} is not named as a segment"
+                f" is (its base offset in {OFFSET_DIGITS} digits, then {LOG_SUFFIX})"
+            )
+        bases.append(base)
+    bases.sort()
     kept = []
     for i, base in enumerate(bases):
         last = i == len(bases) - 1
@@ -1298,24 +1529,51 @@ def _segment_bases(directory: Path, log_start: int) -> list[int]:
     return kept
 
 
+def _new_segment(
+    directory: Path,
+    base_offset: int,
+    config: LogConfig,
+    budget: DescriptorBudget | None,
+    lock: threading.Lock,
+) -> Segment:
+    segment = Segment.create(directory, base_offset, config.segment_index_bytes)
+    if budget is not None:
+        segment.manage(budget, lock)
+    return segment
+
+
 def _open_segments(
-    directory: Path, config: LogConfig, bases: list[int], recovery_point: int
+    directory: Path,
+    config: LogConfig,
+    bases: list[int],
+    synced_below: int,
+    recovery_point: int,
+    budget: DescriptorBudget | None,
+    lock: threading.Lock,
 ) -> list[Segment]:
     segments: list[Segment] = []
     try:
         for i, base in enumerate(bases):
             active = i == len(bases) - 1
             offset_limit = None if active else bases[i + 1]
-            segment = Segment.open(
-                directory,
-                base,
-                config.segment_index_bytes,
-                index_interval_bytes=config.index_interval_bytes,
-                offset_limit=offset_limit,
-                recover=offset_limit is None or offset_limit > recovery_point,
-                active=active,
-                synced_below=recovery_point,
-            )
+            try:
+                segment = Segment.open(
+                    directory,
+                    base,
+                    config.segment_index_bytes,
+                    index_interval_bytes=config.index_interval_bytes,
+                    offset_limit=offset_limit,
+                    recover=offset_limit is None or offset_limit > synced_below,
+                    active=active,
+                    synced_below=synced_below,
+                    known_end=recovery_point,
+                )
+            except (OSError, StorageIOError) as exc:
+                path = segment_file(directory, base, LOG_SUFFIX)
+                problem = file_problem(path, exc) if isinstance(exc, OSError) else f"{path}: {exc}"
+                raise LogFileError(f"cannot open the log of {directory.name}: {problem}") from exc
+            if budget is not None:
+                segment.manage(budget, lock)
             segments.append(segment)
             if not active and segment.cut_bytes:
                 # Kafka's rule: what follows a corrupt batch cannot be trusted either.
@@ -1327,6 +1585,34 @@ def _open_segments(
             segment.close()
         raise
     return segments
+
+
+def _damage_found(
+    directory: Path, config: LogConfig, segments: list[Segment], recovery_point: int
+) -> list[Damage]:
+    """The damage that opening the segments found, offsets between two segments that
+    neither holds (unless compaction may have left the gap), and offsets from the log
+    end to the recovery point, which were synced and are gone: new records then go
+    after them, and the last segment is sealed for that."""
+    found: list[Damage] = []
+    # Compaction leaves gaps, which stay if the topic stops compacting later.
+    compacted = config.compacts or any(
+        (directory / name).exists() for name in (CLEANER_CHECKPOINT_FILE, OFFSET_GAPS_FILE)
+    )
+    if not compacted:
+        for segment, following in pairwise(segments):
+            end = segment.next_offset
+            if end is not None and end < following.base_offset:
+                found.append(Damage(end, following.base_offset, DamageKind.MISSING))
+    last = segments[-1]
+    assert last.next_offset is not None
+    if recovery_point > last.next_offset:
+        found.append(Damage(last.next_offset, recovery_point, DamageKind.MISSING))
+        last.seal()
+        last.next_offset = recovery_point
+    for damage in found:
+        log.error("%s: %s; they are not served", directory, damage.describe(directory.name))
+    return [d for segment in segments for d in segment.damage] + found
 
 
 def _drop_segments_after(directory: Path, bases: list[int]) -> None:

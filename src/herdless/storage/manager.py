@@ -37,15 +37,18 @@ from typing import Any
 
 from herdless.storage import checkpoint, cleaner
 from herdless.storage.config import LogConfig, altered_topic_configs
+from herdless.storage.descriptors import DescriptorBudget
 from herdless.storage.errors import (
     InvalidPartitions,
     InvalidTopicName,
+    IoErrorListener,
     LogClosed,
     StorageError,
+    StorageIOError,
     TopicAlreadyExists,
     UnknownTopicOrPartition,
 )
-from herdless.storage.log import PartitionLog
+from herdless.storage.log import PartitionLog, log_io_error
 from herdless.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 log = logging.getLogger(__name__)
@@ -115,10 +118,17 @@ class LogManager:
         *,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         high_watermark_follows_log_end: bool = True,
+        on_io_error: IoErrorListener = log_io_error,
+        open_files: int | None = None,
     ) -> None:
         """`high_watermark_follows_log_end` off: every log's high watermark is the
-        owner's to set (PartitionLog.set_high_watermark), as replication needs."""
+        owner's to set (PartitionLog.set_high_watermark), as replication needs.
+        `on_io_error` hears of disk operations that failed with no request to tell:
+        checkpoints, retention, cleaning. `open_files` bounds the descriptors all
+        segments hold at once (descriptors.py); None leaves every segment open."""
         self.data_dir = Path(data_dir)
+        self.on_io_error = on_io_error
+        self.budget = None if open_files is None else DescriptorBudget(open_files)
         # The broker's topic defaults; a topic's explicit configs apply over them.
         self.default_config = default_config if default_config is not None else LogConfig()
         self._producer_id_expiration_ms = producer_id_expiration_ms
@@ -168,6 +178,9 @@ class LogManager:
             failed = failed or partition_log.closed
             try:
                 partition_log.close()
+            except StorageIOError as exc:
+                failed = True
+                log.warning("closing %s failed: %s", partition_log.name, exc)
             except Exception:
                 failed = True
                 log.exception("closing %s failed", partition_log.name)
@@ -357,6 +370,8 @@ class LogManager:
         for partition_log in list(self.logs()):
             try:
                 deleted += partition_log.apply_retention(now_ms)
+            except StorageIOError as exc:
+                self.on_io_error("retention", partition_log.name, exc)
             except Exception:
                 # One failing disk operation must not stop retention of the other partitions.
                 log.exception("retention of %s failed", partition_log.name)
@@ -381,6 +396,8 @@ class LogManager:
                     cleaned += not stats.aborted
             except LogClosed:
                 continue
+            except (StorageIOError, OSError) as exc:
+                self.on_io_error("cleaning", partition_log.name, _as_storage_error(exc))
             except Exception:
                 # One unreadable log must not stop the cleaning of the others.
                 log.exception("cleaning %s failed", partition_log.name)
@@ -410,7 +427,11 @@ class LogManager:
         added: list[int] = []
         try:
             for partition in indices:
-                partition_log = self._open_partition(topic, partition, now_ms, fresh=True)
+                try:
+                    partition_log = self._open_partition(topic, partition, now_ms, fresh=True)
+                except OSError as exc:
+                    # Out of space or descriptors: the request is answered, the broker goes on.
+                    raise StorageIOError(f"partition {partition}: {exc}") from exc
                 topic.partitions[partition] = partition_log
                 added.append(partition)
             _sort_partitions(topic)
@@ -431,16 +452,25 @@ class LogManager:
             # Named by no topic in the metadata: left by a create or delete a crash cut short.
             log.warning("removing leftover partition directory %s", directory)
             shutil.rmtree(directory)
-        return PartitionLog.open(
-            directory,
-            topic.name,
-            partition,
-            topic.config,
-            now_ms,
-            producer_id_expiration_ms=self._producer_id_expiration_ms,
-            high_watermark_follows_log_end=self._high_watermark_follows_log_end,
-            clean_shutdown=self._clean_shutdown and not fresh,
-        )
+        try:
+            partition_log = PartitionLog.open(
+                directory,
+                topic.name,
+                partition,
+                topic.config,
+                now_ms,
+                producer_id_expiration_ms=self._producer_id_expiration_ms,
+                high_watermark_follows_log_end=self._high_watermark_follows_log_end,
+                clean_shutdown=self._clean_shutdown and not fresh,
+                budget=self.budget,
+            )
+        except BaseException:
+            if fresh:
+                # Half made (a full disk): nothing in it yet, and nothing names it.
+                shutil.rmtree(directory, ignore_errors=True)
+            raise
+        partition_log.on_io_error = self.on_io_error
+        return partition_log
 
     def _lock_directory(self) -> None:
         if self._lock_fd is not None:
@@ -486,7 +516,10 @@ class LogManager:
             ],
         }
         data = json.dumps(document, indent=1, sort_keys=True).encode() + b"\n"
-        checkpoint.atomic_write(self.data_dir / METADATA_FILE, data)
+        try:
+            checkpoint.atomic_write(self.data_dir / METADATA_FILE, data)
+        except OSError as exc:
+            raise StorageIOError(f"cannot write {self.data_dir / METADATA_FILE}: {exc}") from exc
 
     def _report_leftovers(self) -> None:
         known = {p.directory.name for p in self.logs()}
@@ -494,6 +527,14 @@ class LogManager:
             name, _, number = path.name.rpartition("-")
             if path.is_dir() and number.isdigit() and name and path.name not in known:
                 log.warning("%s belongs to no topic; it is ignored", path)
+
+
+def _as_storage_error(exc: StorageIOError | OSError) -> StorageIOError:
+    if isinstance(exc, StorageIOError):
+        return exc
+    error = StorageIOError(str(exc))
+    error.__cause__ = exc
+    return error
 
 
 def _metadata_entry(topic: Topic) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -23,6 +24,8 @@ from herdless.protocol.records import (
     iter_offsets_and_timestamps,
     parse_header,
 )
+from herdless.storage.damage import Damage, DamageKind
+from herdless.storage.descriptors import DescriptorBudget
 from herdless.storage.errors import StorageIOError
 from herdless.storage.index import INT32_MAX, IndexCorrupt, OffsetIndex, TimeIndex
 
@@ -32,7 +35,7 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
-_OFFSET_DIGITS = 20
+OFFSET_DIGITS = 20
 # Enough to hold many small batches per read, small enough to waste little on big ones.
 _CHUNK = 64 * 1024
 _MIN_BATCH_LENGTH = HEADER_SIZE - LENGTH_PREFIX
@@ -42,12 +45,12 @@ BatchPlacement = tuple[int, int, int, int]
 
 
 def segment_file(directory: Path, base_offset: int, suffix: str) -> Path:
-    return directory / f"{base_offset:0{_OFFSET_DIGITS}d}{suffix}"
+    return directory / f"{base_offset:0{OFFSET_DIGITS}d}{suffix}"
 
 
 def parse_base_offset(name: str, suffix: str = LOG_SUFFIX) -> int | None:
     stem = name.removesuffix(suffix)
-    if stem == name or len(stem) != _OFFSET_DIGITS or not stem.isdigit():
+    if stem == name or len(stem) != OFFSET_DIGITS or not stem.isdigit():
         return None
     return int(stem)
 
@@ -67,7 +70,11 @@ class Segment:
         # ".cleaned" while the log cleaner writes the segment (see swap.py); "" once installed.
         self.file_suffix = file_suffix
         self.size = size
+        # Released when unused for a while (descriptors.py), opened again on the next use.
         self._fd: int | None = fd
+        self._closed = False
+        self._budget: DescriptorBudget | None = None
+        self._owner: threading.Lock | None = None
         self._max_index_bytes = max_index_bytes
         self.offset_index, self.time_index = self._empty_indexes()
         # Offset after the last batch, when known: always for the active segment.
@@ -80,6 +87,10 @@ class Segment:
         self.dirty = False
         # Bytes recovery cut off the end of the file.
         self.cut_bytes = 0
+        # What opening found unreadable in bytes known to have been synced whole, and
+        # the position from which the bytes do not parse: scans stop there.
+        self.damage: list[Damage] = []
+        self._unreadable_from: int | None = None
         self._bytes_since_index_entry = 0
 
     # -- lifecycle ----------------------------------------------------------
@@ -88,18 +99,20 @@ class Segment:
     def create(
         cls, directory: Path, base_offset: int, max_index_bytes: int, file_suffix: str = ""
     ) -> Segment:
-        fd = os.open(
-            segment_file(directory, base_offset, LOG_SUFFIX + file_suffix),
-            os.O_RDWR | os.O_CREAT | os.O_TRUNC,
-            0o644,
-        )
+        """A new empty segment; StorageIOError if its files cannot be created (a full disk,
+        no descriptors left), leaving none of them behind."""
+        path = segment_file(directory, base_offset, LOG_SUFFIX + file_suffix)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        except OSError as exc:
+            raise StorageIOError(f"cannot create {path}: {exc.strerror}") from exc
         segment = cls(directory, base_offset, fd, 0, max_index_bytes, file_suffix)
         try:
             segment.offset_index.open_for_append(truncate=True)
             segment.time_index.open_for_append(truncate=True)
-        except BaseException:
-            segment.close()
-            raise
+        except OSError as exc:
+            segment.delete()
+            raise StorageIOError(f"cannot create the indexes of {path}: {exc.strerror}") from exc
         segment.dirty = True
         return segment
 
@@ -115,6 +128,7 @@ class Segment:
         recover: bool,
         active: bool,
         synced_below: int = 0,
+        known_end: int | None = None,
     ) -> Segment:
         """Open an existing segment; the active (last) one is always recovered.
 
@@ -123,8 +137,14 @@ class Segment:
         below `synced_below` (the recovery point) were synced with their
         index entries, so recovery keeps those entries and checks only the
         batches from there on. Without `recover`, the index files are only
-        sanity-checked, and rebuilt if they fail. `offset_limit` is the next
-        segment's base offset, if any.
+        sanity-checked (with the batch headers after the last entry), and
+        rebuilt if they fail. `offset_limit` is the next segment's base offset,
+        if any; `known_end`, for the active segment, where its offsets were
+        known to reach (the recovery point).
+
+        Bytes that do not parse where everything was synced are not a torn
+        write but damage: they are kept, and the segment's `damage` says which
+        offsets they held; a damaged active segment is sealed.
         """
         fd = os.open(segment_file(directory, base_offset, LOG_SUFFIX), os.O_RDWR)
         try:
@@ -135,12 +155,13 @@ class Segment:
         segment = cls(directory, base_offset, fd, size, max_index_bytes)
         try:
             rebuild = recover or active
+            indexes_trusted = True
             if not rebuild:
                 try:
                     segment._load_indexes(offset_limit)
                 except IndexCorrupt as exc:
                     log.warning("%s: %s; rebuilding the indexes", directory, exc)
-                    rebuild = True
+                    rebuild, indexes_trusted = True, False
             if rebuild:
                 # Compaction leaves gaps in sealed segments, and a follower copies a
                 # compacted leader's gaps into its active one.
@@ -149,12 +170,14 @@ class Segment:
                     allow_gaps=True,
                     offset_limit=offset_limit,
                     synced_below=synced_below,
+                    known_end=known_end,
+                    indexes_trusted=indexes_trusted,
                 )
-                if not active:
+                if not active or segment.damage:
                     segment.seal()
                 segment.offset_index.write_file()
                 segment.time_index.write_file()
-            if active:
+            if active and not segment.damage:
                 segment.open_indexes_for_append()
         except BaseException:
             segment.close()
@@ -185,7 +208,48 @@ class Segment:
             # Sealing always leaves the largest timestamp behind; without it retention
             # would have to guess the segment's age.
             raise IndexCorrupt(f"{self.time_index.path.name} is empty")
+        self.next_offset = self._check_tail(offset_limit)
         self.sealed = True
+
+    def _check_tail(self, offset_limit: int | None) -> int:
+        """Where the segment's offsets end, from the batch headers after the last offset
+        index entry: at most index.interval.bytes and a batch to read.
+
+        They must chain from the batch that entry names to the last byte of the file,
+        below `offset_limit`, with no timestamp above the time index's last entry
+        (sealing wrote the largest there). Anything else means the indexes are not
+        this segment's as it stands (truncated, garbage, another segment's): IndexCorrupt.
+        """
+        position = self.offset_index.last_position or 0
+        named = self.offset_index.last_offset
+        last_time = self.time_index.last_entry
+        end = self.base_offset
+        window = FileWindow(self._require_fd(), self.size)
+        while position < self.size:
+            if self.size - position < HEADER_SIZE:
+                raise IndexCorrupt(f"the batch at position {position} is torn")
+            header = parse_header(window.get(position, HEADER_SIZE))
+            problem = header_problem(header)
+            if problem is None and position + header.size > self.size:
+                problem = "a batch running past the end of the file"
+            if problem is None and named is not None and header.last_offset != named:
+                problem = f"offset {named} where the batch there ends at {header.last_offset}"
+            if problem is None and header.base_offset < end:
+                problem = f"base offset {header.base_offset} after {end - 1}"
+            if problem is None and last_time is not None and header.max_timestamp > last_time[0]:
+                problem = f"{self.time_index.path.name} lacks timestamp {header.max_timestamp}"
+            if problem is not None:
+                raise IndexCorrupt(
+                    f"{self.offset_index.path.name} at position {position}: {problem}"
+                )
+            named = None
+            end = header.last_offset + 1
+            position += header.size
+        if offset_limit is not None and end > offset_limit:
+            raise IndexCorrupt(
+                f"the segment reaches offset {end - 1}, the next one's {offset_limit}"
+            )
+        return end
 
     def recover(
         self,
@@ -194,6 +258,8 @@ class Segment:
         allow_gaps: bool = False,
         offset_limit: int | None = None,
         synced_below: int = 0,
+        known_end: int | None = None,
+        indexes_trusted: bool = True,
     ) -> int:
         """Check every batch, cut the file at the first bad one, rebuild both indexes in memory.
 
@@ -210,7 +276,13 @@ class Segment:
         whole before the recovery point was written: their CRCs are not
         checked, and the index entries naming them are kept rather than
         rebuilt, so that opening costs time in proportion to what was not
-        synced, not to the segment's size.
+        synced, not to the segment's size. Not if the index files were found
+        damaged (not `indexes_trusted`): they are then rebuilt from nothing.
+
+        A bad batch where the next offset is below `synced_below` is no torn
+        write: the records were synced, and something damaged them since. Up
+        to `offset_limit` (or, for the active segment, `known_end`) they are
+        recorded in `damage` rather than cut, and the file is left as it is.
         """
         fd = self._require_fd()
         file_size = os.fstat(fd).st_size
@@ -219,8 +291,10 @@ class Segment:
         self.offset_index, self.time_index = self._empty_indexes()
         self.max_timestamp = self.offset_of_max_timestamp = -1
         self._bytes_since_index_entry = 0
-        window = _Window(fd, file_size)
-        position, expected = self._keep_synced_entries(window, file_size, synced_below)
+        window = FileWindow(fd, file_size)
+        position, expected = self._keep_synced_entries(
+            window, file_size, synced_below if indexes_trusted else 0
+        )
         problem: str | None = None
         while position < file_size:
             if file_size - position < HEADER_SIZE:
@@ -254,6 +328,23 @@ class Segment:
             )
             expected = header.last_offset + 1
             position += header.size
+        end = offset_limit if offset_limit is not None else known_end
+        if position < file_size and expected < synced_below and end is not None and end > expected:
+            damage = Damage(expected, end, DamageKind.UNREADABLE)
+            log.error(
+                "%s: %s (%s at position %d of %s); they are kept as they are and not served",
+                self.directory,
+                damage.describe(self.directory.name),
+                problem,
+                position,
+                self.path(LOG_SUFFIX).name,
+            )
+            self.damage.append(damage)
+            self._unreadable_from = position
+            self.size = file_size
+            self.next_offset = end
+            self.cut_bytes = 0
+            return 0
         if position < file_size:
             log.warning(
                 "%s: cutting %d bytes at position %d of segment %d: %s",
@@ -271,7 +362,7 @@ class Segment:
         return self.cut_bytes
 
     def _keep_synced_entries(
-        self, window: _Window, file_size: int, synced_below: int
+        self, window: FileWindow, file_size: int, synced_below: int
     ) -> tuple[int, int]:
         """Load the index entries of synced batches; returns where recovery goes on from.
 
@@ -335,12 +426,35 @@ class Segment:
             self.dirty = self.dirty or self.time_index.writable
         self.sealed = True
 
+    def manage(self, budget: DescriptorBudget, owner: threading.Lock) -> None:
+        """Count this segment's files against `budget`, which may close them when others
+        need room; `owner`, the log's lock, is held around every use of them."""
+        self._budget, self._owner = budget, owner
+        if self._fd is not None:
+            budget.used(self)
+
+    @property
+    def owner(self) -> threading.Lock:
+        assert self._owner is not None
+        return self._owner
+
+    def release_files(self) -> None:
+        """Close the descriptors until the next use (the budget, under the owner's lock)."""
+        self.offset_index.release()
+        self.time_index.release()
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+
     def close(self) -> None:
+        self._closed = True
         self.offset_index.close()
         self.time_index.close()
         if self._fd is not None:
             fd, self._fd = self._fd, None
             os.close(fd)
+        if self._budget is not None:
+            self._budget.forget(self)
 
     def delete(self) -> None:
         self.close()
@@ -435,22 +549,39 @@ class Segment:
     def fits_relative(self, offset: int) -> bool:
         return offset - self.base_offset <= INT32_MAX
 
-    def take_sync_handles(self) -> list[int]:
-        """Duplicates of every descriptor with unsynced data, for fsync outside the lock.
+    def take_sync_handles(self) -> tuple[list[int], OSError | None]:
+        """Duplicates of every descriptor with unsynced data, for fsync outside the lock,
+        and the error that kept a torn index from being rewritten, if one did.
 
         fsync works on the file, not the descriptor, and a duplicate stays valid
-        even if the segment is closed or deleted meanwhile.
+        even if the segment is closed or deleted meanwhile. An index torn by a
+        failed write (a full disk) is replaced whole first, with a handle on the
+        directory for the rename; if that fails too, the segment stays dirty and
+        the next flush tries again.
         """
         handles = [os.dup(self._require_fd())]
-        for index in (self.offset_index, self.time_index):
-            fd = index.dup_fd()
-            if fd is not None:
-                handles.append(fd)
-            if self.sealed:
-                # Complete and now covered by the duplicate: no need to keep it open.
-                index.close()
-        self.dirty = False
-        return handles
+        problem: OSError | None = None
+        try:
+            for index in (self.offset_index, self.time_index):
+                if index.torn:
+                    try:
+                        index.repair()
+                    except OSError as exc:
+                        problem = exc
+                        continue
+                    handles.append(os.open(self.directory, os.O_RDONLY))
+                fd = index.sync_handle()
+                if fd is not None:
+                    handles.append(fd)
+                if self.sealed:
+                    # Complete and now covered by the duplicate: no need to keep it open.
+                    index.close()
+        except BaseException:
+            for fd in handles:
+                os.close(fd)
+            raise
+        self.dirty = problem is not None
+        return handles, problem
 
     # -- reading ----------------------------------------------------------------
 
@@ -462,7 +593,8 @@ class Segment:
 
     def scan(self, position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each batch from `position`, reading only around headers."""
-        return scan_file(self._require_fd(), self.size, position)
+        end = self.size if self._unreadable_from is None else self._unreadable_from
+        return scan_file(self._require_fd(), end, position)
 
     def find(self, offset: int) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is at or after `offset`."""
@@ -515,14 +647,23 @@ class Segment:
         return int(os.stat(self.path(LOG_SUFFIX)).st_mtime * 1000)
 
     def _require_fd(self) -> int:
-        if self._fd is None:
-            raise StorageIOError(f"segment {self.path(LOG_SUFFIX)} is closed")
-        return self._fd
+        fd = self._fd
+        if fd is None:
+            if self._closed:
+                raise StorageIOError(f"segment {self.path(LOG_SUFFIX)} is closed")
+            path = self.path(LOG_SUFFIX)
+            try:
+                fd = self._fd = os.open(path, os.O_RDWR)
+            except OSError as exc:
+                raise StorageIOError(f"cannot open {path} again: {exc.strerror}") from exc
+        if self._budget is not None:
+            self._budget.used(self)
+        return fd
 
 
 def scan_file(fd: int, end: int, position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
     """(position, header) of each whole batch of a .log file up to `end`."""
-    window = _Window(fd, end)
+    window = FileWindow(fd, end)
     while end - position >= HEADER_SIZE:
         header = parse_header(window.get(position, HEADER_SIZE))
         if header.batch_length < _MIN_BATCH_LENGTH or position + header.size > end:
@@ -576,8 +717,9 @@ def _placement_problem(
     return None
 
 
-class _Window:
-    """Reads a file through one buffer, refilled in chunks, so header scans are cheap."""
+class FileWindow:
+    """Reads a file through one buffer, refilled in chunks, so header scans are cheap.
+    Raises StorageIOError if the file cannot be read."""
 
     def __init__(self, fd: int, end: int) -> None:
         self._fd = fd

@@ -139,8 +139,8 @@ async def handle_init_producer_id(context: BrokerContext, request: Request) -> A
         )
     try:
         producer_id = await context.producer_ids.next_id()
-    except ClusterError as exc:
-        # In a cluster, ids come in blocks from ZooKeeper; the client retries this.
+    except (ClusterError, StorageError) as exc:
+        # Ids come in blocks, reserved in ZooKeeper or on disk; the client retries this.
         log.warning("no producer id to hand out: %s", exc)
         return Response(
             throttle_time_ms=0,
