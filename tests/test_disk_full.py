@@ -173,5 +173,6 @@ def test_offset_commits_on_a_full_disk_keep_what_was_acknowledged(disk: Path) ->
         broker.start()
         assert committed(broker) == last
         wire.close()
+        assert "Traceback" not in broker.log_path.read_text(errors="replace")
     finally:
         broker.kill()

@@ -31,7 +31,7 @@ from herdless.coordinator import CoordinatorConfig, CoordinatorShard, Result, pa
 from herdless.coordinator.messages import RebalanceRecord
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.records import build_batch, iter_batches, iter_records, parse_header
-from herdless.storage import LogManager, PartitionLog
+from herdless.storage import LogManager, PartitionLog, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -300,6 +300,14 @@ class ShardRuntime:
                 records = [(parse_header(batch), memoryview(batch))]
                 # Waited on as acks=all: an answer leaves only once its records are committed.
                 end_offset = self.replicas.append(self.log, records, ACKS_ALL).last_offset + 1
+            except (StorageError, PartitionError) as exc:
+                # A full disk is counted and logged where it happened (rate-limited).
+                # The groups' state ran ahead of the log: build it again from the log.
+                log.info(
+                    "append to %s-%d refused: %s; replaying it", OFFSETS_TOPIC, self.partition, exc
+                )
+                self._fail_and_reload(self._incarnation)
+                return
             except Exception:
                 log.exception("append to %s-%d failed; reloading it", OFFSETS_TOPIC, self.partition)
                 self._fail_and_reload(self._incarnation)
@@ -360,7 +368,7 @@ class ShardRuntime:
                 if waiter is not None and not waiter.done():
                     waiter.set_exception(exc)
         except Exception as exc:
-            if isinstance(exc, PartitionError):
+            if isinstance(exc, (PartitionError, StorageError)):
                 log.info("%s-%d: %s; reloading it", OFFSETS_TOPIC, self.partition, exc)
             else:
                 log.exception("committing to %s-%d failed", OFFSETS_TOPIC, self.partition)
@@ -581,6 +589,8 @@ class GroupCoordinator:
             return
         try:
             self.replicas.append(history_log, [(parse_header(batch), memoryview(batch))], 1)
+        except (StorageError, PartitionError) as exc:
+            log.info("could not record rebalances in %s: %s", REBALANCES_TOPIC, exc)
         except Exception:
             # Operator information only: losing it must not disturb the group.
             log.exception("could not record rebalances in %s", REBALANCES_TOPIC)
