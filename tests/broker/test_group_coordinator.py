@@ -192,9 +192,23 @@ class Replica:
         self.replicas.leading = False
         self.groups.on_leadership(OFFSETS, partition_for(group, PARTITIONS), Role.FOLLOWER)
 
+    def offsets_log(self, group: str) -> PartitionLog:
+        partition_log = self.logs.partition(OFFSETS, partition_for(group, PARTITIONS))
+        assert partition_log is not None
+        return partition_log
+
     def close(self) -> None:
         self.groups.close()
         self.logs.close()
+
+
+def leader_and_follower(tmp_path: Path) -> tuple[Replica, Replica]:
+    """Two brokers' copies of the offsets topic: the first leads group g's partition."""
+    first = Replica(tmp_path / "a")
+    second = Replica(tmp_path / "b")
+    first.lead("g")
+    second.follow("g")
+    return first, second
 
 
 OFFSETS = "__consumer_offsets"
@@ -217,13 +231,8 @@ def test_a_standby_replays_only_what_is_committed_and_takes_over_at_once(
     tmp_path: Path,
 ) -> None:
     async def main() -> None:
-        first = Replica(tmp_path / "a")
-        second = Replica(tmp_path / "b")
-        first.lead("g")
-        second.follow("g")
-        leader_log = first.logs.partition(OFFSETS, partition_for("g", PARTITIONS))
-        follower_log = second.logs.partition(OFFSETS, partition_for("g", PARTITIONS))
-        assert leader_log is not None and follower_log is not None
+        first, second = leader_and_follower(tmp_path)
+        leader_log, follower_log = first.offsets_log("g"), second.offsets_log("g")
         await settle()
         await first.groups.run("g", commit("g", {0: 1}))
         committed_end = leader_log.log_end_offset
@@ -258,13 +267,8 @@ def test_a_standby_replays_only_what_is_committed_and_takes_over_at_once(
 
 def test_a_standby_truncated_below_what_it_replayed_starts_again(tmp_path: Path) -> None:
     async def main() -> None:
-        first = Replica(tmp_path / "a")
-        second = Replica(tmp_path / "b")
-        first.lead("g")
-        second.follow("g")
-        leader_log = first.logs.partition(OFFSETS, partition_for("g", PARTITIONS))
-        follower_log = second.logs.partition(OFFSETS, partition_for("g", PARTITIONS))
-        assert leader_log is not None and follower_log is not None
+        first, second = leader_and_follower(tmp_path)
+        leader_log, follower_log = first.offsets_log("g"), second.offsets_log("g")
         await settle()
         for offset in range(1, 4):
             await first.groups.run("g", commit("g", {0: offset}))
@@ -291,8 +295,7 @@ def test_losing_leadership_answers_waiting_requests_and_rebuilds_a_standby(
     async def main() -> None:
         replica = Replica(tmp_path)
         replica.lead("g")
-        partition_log = replica.logs.partition(OFFSETS, partition_for("g", PARTITIONS))
-        assert partition_log is not None
+        partition_log = replica.offsets_log("g")
         await settle()
         await replica.groups.run("g", commit("g", {0: 4}))
         runtime = replica.groups.shards[partition_for("g", PARTITIONS)]
@@ -320,8 +323,6 @@ def test_a_broker_that_cannot_prove_its_leadership_answers_nothing(tmp_path: Pat
     async def main() -> None:
         replica = Replica(tmp_path)
         replica.lead("g")
-        partition_log = replica.logs.partition(OFFSETS, partition_for("g", PARTITIONS))
-        assert partition_log is not None
         await settle()
         await replica.groups.run("g", commit("g", {0: 4}))
         # Paused past its ZooKeeper session: still the leader it knew, but unproven.
