@@ -11,14 +11,16 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch
+from kafka.record.util import encode_varint
 
 from herdless.protocol.records import InvalidBatch, iter_records, parse_header
-from herdless.spark.decode import AbortedTransaction, decode_records
+from herdless.spark.decode import AbortedTransaction, _varints, decode_records
 from herdless.spark.schema import arrow_schema
 from tests.spark.record_batches import (
     ABORT,
@@ -72,6 +74,8 @@ fields = st.one_of(
     st.none(),
     st.binary(max_size=70),  # lengths across the one-byte varint limit (63)
     st.integers(8180, 8200).map(lambda n: b"x" * n),  # record lengths of two varint bytes and three
+    # Lengths 64 apart: two-byte length prefixes whose first bytes are equal.
+    st.sampled_from([70, 134, 198]).map(lambda n: b"y" * n),
 )
 headers = st.lists(st.tuples(st.text(max_size=8), st.none() | st.binary(max_size=20)), max_size=3)
 records = st.builds(
@@ -120,7 +124,9 @@ def answers(draw: st.DrawFn) -> Answer:
             parts.append(control_batch(offset, producer, kind))
             offset = after_last_batch = offset + 1
             continue
-        batch_records = draw(st.lists(records, max_size=8))
+        # Runs of records alike, as fixed-format producers write them.
+        runs = draw(st.lists(st.tuples(records, st.sampled_from([1, 1, 2, 50])), max_size=5))
+        batch_records = [record for record, repeat in runs for _ in range(repeat)]
         # The cleaner may empty a batch and keep it: its offsets stay taken.
         tail_gap = draw(st.sampled_from([0, 0, 3])) or (0 if batch_records else 1)
         batch = build_batch(
@@ -270,3 +276,16 @@ def test_any_damage_is_invalid_batch_or_rows_never_a_crash(data: st.DataObject) 
         return
     if decoded.rows is not None:
         decoded.rows.validate(full=True)
+
+
+@given(st.lists(st.integers(-(2**63), 2**63 - 1), min_size=1, max_size=50))
+def test_varints_of_every_width_read_back(values: list[int]) -> None:
+    encoded = bytearray()
+    positions = []
+    for value in values:
+        positions.append(len(encoded))
+        encode_varint(value, encoded.append)
+    data = np.frombuffer(bytes(encoded), np.uint8)
+    decoded, sizes = _varints(data, np.array(positions, np.int64))
+    assert decoded.tolist() == values
+    assert (np.array(positions) + sizes).tolist() == positions[1:] + [len(encoded)]

@@ -45,6 +45,10 @@ _ABORT_MARKER = 0
 _CONTROL_KEY = struct.Struct(">hh")
 # A length, the attributes byte, two deltas, two null lengths and a header count.
 _MIN_RECORD_SIZE = 7
+# _record_starts: the first window of records guessed alike, and the most
+# records walked one by one between guesses.
+_FIRST_WINDOW = 32
+_MAX_BY_HAND = 4096
 _TIMESTAMP = KAFKA_ARROW_SCHEMA.field("timestamp").type
 # Arrow's binary type addresses its data with int32 offsets.
 _INT32_LIMIT = 2**31 - 1
@@ -208,31 +212,39 @@ def _is_abort_marker(records: bytes, batch_start: int) -> bool:
 
 
 def _record_starts(buffer: bytes, spans: list[tuple[int, int, int]]) -> np.ndarray:
-    """Where each record of each kept batch starts: the one walk done record by record.
+    """Where each record of each kept batch starts.
 
-    Only the length prefix is read here (one or two bytes for records under
-    8 KiB, read inline); everything else is read by numpy afterwards.
+    Each record's start follows from the length prefix of the one before, so
+    this is a walk. Records of one length in a row are common (fixed-format
+    values), so after walking a record the walk guesses that the next ones
+    share its length prefix and checks that guess for a window of them at once
+    with numpy, widening the window while guesses hold. Where lengths vary it
+    walks record by record, reading only the prefix (one or two bytes under 8
+    KiB, read inline), and guesses again less and less often while guesses fail.
     """
+    data = np.frombuffer(buffer, np.uint8)
     starts = array("q")
-    append = starts.append
     try:
         for begin, end, count in spans:
             if count > (end - begin) // _MIN_RECORD_SIZE:
                 raise InvalidBatch("record count larger than the batch has room for")
-            pos = begin
-            for _ in range(count):
-                append(pos)
-                first = buffer[pos]
-                if first < 0x80:
-                    pos += 1 + ((first >> 1) ^ -(first & 1))
+            pos, left = begin, count
+            window, by_hand = _FIRST_WINDOW, 1
+            while left:
+                walked = min(by_hand, left)
+                last, pos = _walk(buffer, pos, walked, starts)
+                left -= walked
+                step = pos - last
+                if not left or step < _MIN_RECORD_SIZE or buffer[last] & buffer[last + 1] & 0x80:
                     continue
-                second = buffer[pos + 1]
-                if second < 0x80:
-                    length = (first & 0x7F) | (second << 7)
-                    pos += 2 + ((length >> 1) ^ -(length & 1))
-                    continue
-                length, pos = varint(memoryview(buffer), pos)
-                pos += length
+                guessed = _guess(data, last, pos, step, min(left, window, (end - pos) // step))
+                starts.frombytes(guessed.tobytes())
+                pos += step * len(guessed)
+                left -= len(guessed)
+                if len(guessed) >= _FIRST_WINDOW:
+                    window, by_hand = window * 8, 1
+                else:
+                    window, by_hand = _FIRST_WINDOW, min(by_hand * 2, _MAX_BY_HAND)
             if pos != end:
                 raise InvalidBatch("record lengths disagree with the batch length")
     except IndexError:
@@ -240,27 +252,79 @@ def _record_starts(buffer: bytes, spans: list[tuple[int, int, int]]) -> np.ndarr
     return np.frombuffer(starts, np.int64)
 
 
+def _walk(buffer: bytes, pos: int, count: int, starts: array) -> tuple[int, int]:
+    """Walk `count` records from `pos`: (start of the last, position after it)."""
+    append = starts.append
+    last = pos
+    for _ in range(count):
+        append(pos)
+        last = pos
+        first = buffer[pos]
+        if first < 0x80:
+            pos += 1 + ((first >> 1) ^ -(first & 1))
+            continue
+        second = buffer[pos + 1]
+        if second < 0x80:
+            length = (first & 0x7F) | (second << 7)
+            pos += 2 + ((length >> 1) ^ -(length & 1))
+            continue
+        length, pos = varint(memoryview(buffer), pos)
+        pos += length
+    return last, pos
+
+
+def _guess(data: np.ndarray, last: int, pos: int, step: int, window: int) -> np.ndarray:
+    """Starts from `pos` on of the records that repeat the length prefix of the one at `last`.
+
+    The prefix is one byte, or two (the first with its continuation bit set);
+    equal prefix bytes mean equal lengths, so those records lie `step` apart.
+    """
+    if window <= 0:
+        return np.empty(0, np.int64)
+    candidates = pos + step * np.arange(window, dtype=np.int64)
+    same = data[candidates] == data[last]
+    if data[last] >= 0x80:
+        same &= data[candidates + 1] == data[last + 1]
+    return candidates if same.all() else candidates[: int(same.argmin())]
+
+
 def _varints(data: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray | int]:
-    """The zigzag varints starting at each position of `at`: (values, sizes in bytes)."""
-    byte = data[at]
-    more = np.flatnonzero(byte & 0x80)
-    if not more.size:
-        # The usual case for deltas and short lengths: every varint is one byte.
-        small = byte.astype(np.int64)
-        return (small >> 1) ^ -(small & 1), 1
-    value = (byte & 0x7F).astype(np.uint64)
-    size = np.ones(at.shape, np.int64)
-    shift = 7
+    """The zigzag varints starting at each position of `at`: (values, sizes in bytes).
+
+    Deltas and lengths under 8 KiB take one or two bytes: those are read with
+    two gathers; longer ones (rare: big records, timestamps far apart) byte by byte.
+    """
+    first = data[at].astype(np.int64)
+    continued = first >= 0x80
+    if not continued.any():
+        return (first >> 1) ^ -(first & 1), 1
+    if at[-1] + 1 >= len(data) and continued[-1]:
+        raise InvalidBatch("record runs past the end of its batch")
+    second = data.take(at + 1, mode="clip").astype(np.int64)
+    value = np.where(continued, (first & 0x7F) | (second << 7), first)
+    size = continued.astype(np.int64) + 1
+    longer = np.flatnonzero(continued & (second >= 0x80))
+    if longer.size:
+        value[longer], size[longer] = _long_varints(data, at[longer])
+    # Unzigzag with a logical shift: a ten-byte varint fills all 64 bits.
+    return (value.view(np.uint64) >> np.uint64(1)).view(np.int64) ^ -(value & 1), size
+
+
+def _long_varints(data: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Varints of three bytes or more, not yet unzigzagged (as int64 bit patterns)."""
+    value = np.zeros(at.shape, np.uint64)
+    size = np.zeros(at.shape, np.int64)
+    more = np.arange(len(at))
+    shift = 0
     while more.size:
         if shift > 63:
             raise InvalidBatch("varint longer than 64 bits")
         byte = data[at[more] + size[more]]
         value[more] |= (byte & 0x7F).astype(np.uint64) << np.uint64(shift)
         size[more] += 1
-        more = more[(byte & 0x80) != 0]
+        more = more[byte >= 0x80]
         shift += 7
-    decoded = (value >> np.uint64(1)) ^ (np.uint64(0) - (value & np.uint64(1)))
-    return decoded.view(np.int64), size
+    return value.view(np.int64), size
 
 
 def _check(ok: np.ndarray | bool, what: str) -> None:
