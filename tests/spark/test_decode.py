@@ -20,7 +20,7 @@ from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.util import encode_varint
 
 from herdless.protocol.records import InvalidBatch, iter_records, parse_header
-from herdless.spark.decode import AbortedTransaction, _varints, decode_records
+from herdless.spark.decode import AbortedTransaction, _varints, decode_records, next_offset
 from herdless.spark.schema import arrow_schema
 from tests.spark.record_batches import (
     ABORT,
@@ -191,11 +191,11 @@ def test_bulk_decoding_equals_per_record_decoding(answer: Answer, data: st.DataO
     expected = [r for r in expected if start <= r["offset"] < until]
     if not with_headers:
         expected = [{k: v for k, v in r.items() if k != "headers"} for r in expected]
-    assert rows_of(decoded.rows) == expected
+    assert rows_of(decoded) == expected
     if answer.after_last_batch is None:
-        assert decoded.next_offset == start
+        assert next_offset(answer.records, start) == start
     else:
-        assert decoded.next_offset == max(start, answer.after_last_batch)
+        assert next_offset(answer.records, start) == max(start, answer.after_last_batch)
 
 
 # -- examples -------------------------------------------------------------------------------
@@ -210,13 +210,14 @@ def plain(offset: int, count: int, **options) -> bytes:
 
 
 def test_an_empty_answer_has_no_rows_and_stays_put() -> None:
-    decoded = decode_records(b"", "t", 3, 17, 100, True, [])
-    assert decoded.rows is None and decoded.next_offset == 17
+    assert decode_records(b"", "t", 3, 17, 100, True, []) is None
+    assert next_offset(b"", 17) == 17
 
 
 def test_an_answer_of_markers_only_moves_on_without_rows() -> None:
-    decoded = decode_records(control_batch(40, 1, COMMIT), "t", 3, 40, 100, True, [])
-    assert decoded.rows is None and decoded.next_offset == 41
+    marker = control_batch(40, 1, COMMIT)
+    assert decode_records(marker, "t", 3, 40, 100, True, []) is None
+    assert next_offset(marker, 40) == 41
 
 
 def test_an_aborted_transaction_is_skipped_until_its_marker_and_no_further() -> None:
@@ -228,17 +229,17 @@ def test_an_aborted_transaction_is_skipped_until_its_marker_and_no_further() -> 
         + control_batch(4, 7, COMMIT)
     )
     committed = decode_records(records, "t", 3, 0, 10, False, [AbortedTransaction(7, 0)])
-    assert committed.rows.column("offset").to_pylist() == [1, 3]
-    assert committed.next_offset == 5
+    assert committed.column("offset").to_pylist() == [1, 3]
+    assert next_offset(records, 0) == 5
     uncommitted = decode_records(records, "t", 3, 0, 10, False, None)
-    assert uncommitted.rows.column("offset").to_pylist() == [0, 1, 3]
+    assert uncommitted.column("offset").to_pylist() == [0, 1, 3]
 
 
 def test_null_and_empty_stay_apart() -> None:
     records = build_batch(
         0, [Record(0, 5, None, b"", []), Record(0, 5, b"", None, [("h", None), ("", b"")])]
     )
-    rows = decode_records(records, "t", 3, 0, 10, True, None).rows.to_pydict()
+    rows = decode_records(records, "t", 3, 0, 10, True, None).to_pydict()
     assert rows["key"] == [None, b""]
     assert rows["value"] == [b"", None]
     assert rows["headers"] == [None, [{"key": "h", "value": None}, {"key": "", "value": b""}]]
@@ -274,8 +275,8 @@ def test_any_damage_is_invalid_batch_or_rows_never_a_crash(data: st.DataObject) 
         decoded = decode_records(bytes(batch), "t", 3, 0, 2**62, True, None)
     except InvalidBatch:
         return
-    if decoded.rows is not None:
-        decoded.rows.validate(full=True)
+    if decoded is not None:
+        decoded.validate(full=True)
 
 
 @given(st.lists(st.integers(-(2**63), 2**63 - 1), min_size=1, max_size=50))

@@ -92,16 +92,23 @@ class ScriptedFetcher:
     def __init__(self, *answers: FetchedPartition | Exception) -> None:
         self.answers = list(answers)
         self.asked: list[int] = []
+        self.in_flight = 0
         self.resets = 0
 
-    def fetch(self, offset: int, max_wait_ms: int, max_bytes: int) -> FetchedPartition:
+    def send_fetch(self, offset: int, max_wait_ms: int, max_bytes: int) -> None:
         self.asked.append(offset)
+        self.in_flight += 1
+
+    def receive_fetch(self) -> FetchedPartition:
+        assert self.in_flight > 0
+        self.in_flight -= 1
         answer = self.answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
         return answer
 
     def reset(self) -> None:
+        self.in_flight = 0
         self.resets += 1
 
 
@@ -131,6 +138,16 @@ def test_a_range_past_the_end_of_the_log_stops_at_the_end() -> None:
     fetcher = ScriptedFetcher(_answer(_batch(0, 3), end=3), _answer(end=3))
     assert _read(fetcher, 0, 10) == [0, 1, 2]
     assert fetcher.asked == [0, 3]
+
+
+def test_the_next_fetch_is_on_its_way_while_an_answer_is_decoded() -> None:
+    fetcher = ScriptedFetcher(_answer(_batch(0, 3), end=6), _answer(_batch(3, 3), end=6))
+    batches = fetch_range(fetcher, OffsetRange("t", 0, 0, 6), 5.0, False, READ_COMMITTED, "b")
+    first = next(batches)
+    assert first.column("offset").to_pylist() == [0, 1, 2]
+    assert fetcher.asked == [0, 3] and fetcher.in_flight == 1
+    assert [o for b in batches for o in b.column("offset").to_pylist()] == [3, 4, 5]
+    assert fetcher.asked == [0, 3]  # nothing asked past the range
 
 
 def test_an_emptied_batch_moves_the_position_on() -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import struct
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,14 +62,6 @@ class AbortedTransaction:
     first_offset: int
 
 
-@dataclass(frozen=True, slots=True)
-class Decoded:
-    """The rows of one Fetch answer that lie in the wanted range, and where to fetch next."""
-
-    rows: pa.RecordBatch | None
-    next_offset: int
-
-
 @dataclass(slots=True)
 class _Batches:
     """Per kept batch: where its records lie in `buffer`, and what its header says."""
@@ -90,24 +82,55 @@ def decode_records(
     until: int,
     headers: bool,
     aborted: Sequence[AbortedTransaction] | None,
-) -> Decoded:
+) -> pa.RecordBatch | None:
     """The records of `records` with offsets in [start, until), as one Arrow record batch.
 
     `aborted` is None to read uncommitted, else the Fetch answer's aborted
     transactions (read_committed): their batches are skipped, as Kafka's
     consumers skip them. A batch cut short at the end of the answer is left
-    for the next fetch. Raises InvalidBatch for records that do not parse.
+    for the next fetch. None if no record is left. Raises InvalidBatch for
+    records that do not parse.
     """
-    batches, next_offset = _kept_batches(records, start, aborted)
+    batches = _kept_batches(records, start, aborted)
     if not batches.spans:
-        return Decoded(None, next_offset)
-    rows = _to_arrow(batches, topic, partition, start, until, headers)
-    return Decoded(rows, next_offset)
+        return None
+    return _to_arrow(batches, topic, partition, start, until, headers)
+
+
+def next_offset(records: bytes, start: int) -> int:
+    """Where to fetch after an answer read from `start`: past its last whole batch.
+
+    Past the batch's last offset, not its last record's: compaction may have
+    removed the records at the end of a batch, and markers are batches too.
+    """
+    after = start
+    for _, _, header in _whole_batches(records):
+        after = max(after, header[0] + header[6] + 1)  # base offset + last offset delta
+    return after
+
+
+def _whole_batches(records: bytes) -> Iterator[tuple[int, int, tuple]]:
+    """(start, end, header fields) of each whole batch; a batch cut short ends the answer."""
+    pos = 0
+    end = len(records)
+    unpack = _BATCH_HEADER.unpack_from
+    while end - pos >= HEADER_SIZE:
+        header = unpack(records, pos)
+        size = header[1] + LENGTH_PREFIX
+        if header[1] < HEADER_SIZE - LENGTH_PREFIX or pos + size > end:
+            return
+        if header[3] != 2:
+            raise InvalidBatch(
+                f"message format v{header[3]} at offset {header[0]}: only record batches "
+                "(magic 2, Kafka 0.11 and later) are read"
+            )
+        yield pos, pos + size, header
+        pos += size
 
 
 def _kept_batches(
     records: bytes, start: int, aborted: Sequence[AbortedTransaction] | None
-) -> tuple[_Batches, int]:
+) -> _Batches:
     # Per producer, the first offsets of its aborted transactions not yet closed
     # by an abort marker, ascending: a transactional batch of that producer at or
     # past the first is part of the aborted transaction.
@@ -116,18 +139,14 @@ def _kept_batches(
         open_aborts.setdefault(txn.producer_id, []).append(txn.first_offset)
 
     spans: list[tuple[int, int, int]] = []
-    compressed: list[tuple[int, int, int]] = []  # (index in spans, codec, end)
+    compressed: list[tuple[int, int]] = []  # (index in spans, codec)
     kept = _Batches(b"", spans, [], [], [], [])
-    next_offset = start
-    pos = 0
-    end = len(records)
-    unpack = _BATCH_HEADER.unpack_from
-    while end - pos >= HEADER_SIZE:
+    for batch_start, batch_end, header in _whole_batches(records):
         (
             base_offset,
-            batch_length,
             _,
-            magic,
+            _,
+            _,
             _,
             attributes,
             last_delta,
@@ -137,17 +156,7 @@ def _kept_batches(
             _,
             _,
             count,
-        ) = unpack(records, pos)
-        size = batch_length + LENGTH_PREFIX
-        if batch_length < HEADER_SIZE - LENGTH_PREFIX or pos + size > end:
-            break  # the answer ends inside this batch
-        if magic != 2:
-            raise InvalidBatch(
-                f"message format v{magic} at offset {base_offset}: only record batches "
-                "(magic 2, Kafka 0.11 and later) are read"
-            )
-        batch_start, pos = pos, pos + size
-        next_offset = max(next_offset, base_offset + last_delta + 1)
+        ) = header
         if count <= 0:
             continue  # emptied by the cleaner
         if attributes & _CONTROL:
@@ -165,25 +174,22 @@ def _kept_batches(
             continue
         codec = attributes & 0x07
         if codec != Compression.NONE:
-            compressed.append((len(spans), codec, pos))
-        spans.append((batch_start + HEADER_SIZE, pos, count))
+            compressed.append((len(spans), codec))
+        spans.append((batch_start + HEADER_SIZE, batch_end, count))
         kept.base_offsets.append(base_offset)
         kept.base_timestamps.append(base_timestamp)
         kept.max_timestamps.append(max_timestamp)
         kept.log_append_time.append(bool(attributes & _LOG_APPEND_TIME))
 
-    if not compressed:
-        kept.buffer = records
-    else:
-        kept.buffer = _decompressed(records, spans, compressed)
-    return kept, next_offset
+    kept.buffer = _decompressed(records, spans, compressed) if compressed else records
+    return kept
 
 
 def _decompressed(
-    records: bytes, spans: list[tuple[int, int, int]], compressed: list[tuple[int, int, int]]
+    records: bytes, spans: list[tuple[int, int, int]], compressed: list[tuple[int, int]]
 ) -> bytes:
     """One buffer of every kept payload, compressed ones inflated; `spans` rewritten to it."""
-    codecs = {index: codec for index, codec, _ in compressed}
+    codecs = dict(compressed)
     view = memoryview(records)
     pieces = []
     at = 0

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.records import InvalidBatch
-from herdless.spark.decode import decode_records
+from herdless.spark.decode import decode_records, next_offset
 from herdless.spark.errors import HerdlessSparkError
 from herdless.spark.offsets import OffsetRange
 from herdless.spark.options import ClientOptions
@@ -85,7 +85,9 @@ def read_range(
 
 
 class Fetcher(Protocol):
-    def fetch(self, offset: int, max_wait_ms: int, max_bytes: int) -> FetchedPartition: ...
+    def send_fetch(self, offset: int, max_wait_ms: int, max_bytes: int) -> None: ...
+
+    def receive_fetch(self) -> FetchedPartition: ...
 
     def reset(self) -> None: ...
 
@@ -98,24 +100,33 @@ def fetch_range(
     isolation: int,
     bootstrap: str,
 ) -> Iterator[pa.RecordBatch]:
-    """Fetch `offsets` whole: one Arrow batch per answer, retrying what Kafka calls retriable."""
+    """Fetch `offsets` whole: one Arrow batch per answer, retrying what Kafka calls retriable.
+
+    The next fetch is sent before an answer is decoded (where it starts needs
+    only the answer's batch headers), so the broker reads while this decodes.
+    """
     where = f"{offsets.topic}-{offsets.partition}"
     position = offsets.start
     record_bytes = GUESSED_RECORD_BYTES
     last_progress = time.monotonic()
     problem = ""
+    sent = False  # a fetch from `position` is already on its way
     while position < offsets.until:
-        wanted = (offsets.until - position) * record_bytes
         try:
-            fetched = fetcher.fetch(
-                position, MAX_WAIT_MS, min(max(wanted, MIN_FETCH_BYTES), MAX_FETCH_BYTES)
-            )
+            if not sent:
+                fetcher.send_fetch(position, MAX_WAIT_MS, _size(offsets, position, record_bytes))
+            sent = False
+            fetched = fetcher.receive_fetch()
         except WireError as exc:
             fetched, problem = None, str(exc)
             fetcher.reset()
         if fetched is not None and fetched.error_code == ErrorCode.NONE:
             try:
-                decoded = decode_records(
+                after = next_offset(fetched.records, position)
+                if position < after < offsets.until:
+                    record_bytes = max(1, len(fetched.records) // (after - position))
+                    sent = _send_quietly(fetcher, after, _size(offsets, after, record_bytes))
+                rows = decode_records(
                     fetched.records,
                     offsets.topic,
                     offsets.partition,
@@ -129,11 +140,10 @@ def fetch_range(
                     f"reading {where} at offset {position}: the broker at {bootstrap} "
                     f"sent a corrupt record batch ({exc})"
                 ) from None
-            if decoded.rows is not None and decoded.rows.num_rows:
-                yield decoded.rows
-            if decoded.next_offset > position:
-                record_bytes = max(1, len(fetched.records) // (decoded.next_offset - position))
-                position = decoded.next_offset
+            if rows is not None:
+                yield rows
+            if after > position:
+                position = after
                 last_progress = time.monotonic()
                 continue
             if position >= _visible_end(fetched, isolation):
@@ -151,6 +161,22 @@ def fetch_range(
                 f"{bootstrap} up? ({problem})"
             )
         time.sleep(RETRY_BACKOFF_S)
+
+
+def _size(offsets: OffsetRange, position: int, record_bytes: int) -> int:
+    """How many bytes to ask for: what the rest of the range should take, within bounds."""
+    wanted = (offsets.until - position) * record_bytes
+    return min(max(wanted, MIN_FETCH_BYTES), MAX_FETCH_BYTES)
+
+
+def _send_quietly(fetcher: Fetcher, position: int, max_bytes: int) -> bool:
+    """Send a fetch ahead; if that fails, the loop sends it again and reports the failure."""
+    try:
+        fetcher.send_fetch(position, MAX_WAIT_MS, max_bytes)
+    except WireError:
+        fetcher.reset()
+        return False
+    return True
 
 
 def _visible_end(fetched: FetchedPartition, isolation: int) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import socket
 import struct
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +56,7 @@ class BrokerConnection:
         self._client_id = client_id
         self._timeout_s = timeout_s
         self._correlation_ids = itertools.count(1)
+        self._in_flight: deque[tuple[int, int, int]] = deque()  # (api key, version, id)
         try:
             self._socket = socket.create_connection((host, port), timeout=timeout_s)
         except OSError as exc:
@@ -79,12 +81,31 @@ class BrokerConnection:
 
     def request(self, api_key: int, version: int, body: Any, timeout_s: float = 0) -> Any:
         """Send one request and return the decoded response body."""
+        self.send(api_key, version, body)
+        return self.receive(timeout_s)
+
+    def send(self, api_key: int, version: int, body: Any) -> None:
+        """Send a request; its answer comes from receive(), after those of earlier requests.
+
+        Kafka answers a connection's requests in order, so a reader can ask for
+        the next batches before decoding the last ones: the broker reads while
+        the reader decodes.
+        """
         body.API_VERSION = version
         correlation_id = next(self._correlation_ids)
         body.with_header(correlation_id=correlation_id, client_id=self._client_id)
         try:
-            self._socket.settimeout(self._timeout_s + timeout_s)
             self._socket.sendall(bytes(body.encode(header=True, framed=True)))
+        except OSError as exc:
+            self.close()
+            raise WireError(f"{self.address}: {exc}") from None
+        self._in_flight.append((api_key, version, correlation_id))
+
+    def receive(self, timeout_s: float = 0) -> Any:
+        """The answer to the earliest request not yet answered, decoded."""
+        api_key, version, correlation_id = self._in_flight.popleft()
+        try:
+            self._socket.settimeout(self._timeout_s + timeout_s)
             (size,) = FRAME_SIZE.unpack(self._receive(FRAME_SIZE.size))
             frame = self._receive(size)
         except OSError as exc:
@@ -162,8 +183,14 @@ class PartitionFetcher:
         self._timeout_s = timeout_s
         self._isolation_level = isolation_level
         self._leader: BrokerConnection | None = None
+        self._max_wait_s: deque[float] = deque()  # of each fetch sent and not yet received
 
     def fetch(self, offset: int, max_wait_ms: int, max_bytes: int) -> FetchedPartition:
+        self.send_fetch(offset, max_wait_ms, max_bytes)
+        return self.receive_fetch()
+
+    def send_fetch(self, offset: int, max_wait_ms: int, max_bytes: int) -> None:
+        """Ask for records from `offset`; receive_fetch() returns the answers in order."""
         leader = self._leader or self._find_leader()
         fetch = REQUESTS[FETCH]
         body = fetch(
@@ -192,9 +219,13 @@ class PartitionFetcher:
             forgotten_topics_data=[],
             rack_id="",
         )
-        answer = leader.request(
-            FETCH, leader.version(FETCH, _FETCH_VERSIONS), body, max_wait_ms / 1000
-        )
+        leader.send(FETCH, leader.version(FETCH, _FETCH_VERSIONS), body)
+        self._max_wait_s.append(max_wait_ms / 1000)
+
+    def receive_fetch(self) -> FetchedPartition:
+        leader = self._leader
+        assert leader is not None and self._max_wait_s, "receive_fetch without send_fetch"
+        answer = leader.receive(self._max_wait_s.popleft())
         if answer.error_code:
             return FetchedPartition(answer.error_code, -1, -1, None, b"")
         for topic in answer.responses:
@@ -213,10 +244,11 @@ class PartitionFetcher:
         raise WireError(f"{leader.address}: no {self.topic}-{self.partition} in the Fetch answer")
 
     def reset(self) -> None:
-        """Forget the leader: the next fetch asks the bootstrap servers again."""
+        """Forget the leader and any unanswered fetch; the next fetch finds the leader anew."""
         if self._leader is not None:
             self._leader.close()
             self._leader = None
+        self._max_wait_s.clear()
 
     close = reset
 
