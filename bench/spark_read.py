@@ -1,31 +1,38 @@
 """Rows per second of a Structured Streaming read from herdless into a count, local[2].
 
 Produces --records records (--value-bytes each, keyed) into a fresh topic on a
-fresh herdless broker, then runs
+fresh herdless broker, then runs, --runs times (each run a new group and
+checkpoint, so each reads the whole topic),
 
     spark.readStream.format("herdless")...load().groupBy().count()
 
-with Trigger.AvailableNow into the memory sink, and reports:
+with Trigger.AvailableNow into the memory sink, and reports for each run:
 
 - batch rows/s: rows read / the summed durations of the micro-batches that read
   them (Spark's own progress reports): the data source's throughput;
 - wall rows/s: rows / the time from start() to the query's end, which also pays
-  for query start-up and joining the consumer group.
+  for query start-up and joining the consumer group (the broker's
+  group.initial.rebalance.delay.ms, 3 s unless --rebalance-delay-ms says);
+- where the wall time went: before the first batch, in batches, after them;
+- the CPU seconds each kind of process used from start() to the end (Linux
+  only): what bounds a figure on a machine with two cores.
 
-A warm-up query over a small topic runs first so that neither figure pays for
-the JVM's and the Python workers' first start.
+A warm-up query over a small topic runs first so that no figure pays for the
+JVM's and the Python workers' first start.
 
     python bench/spark_read.py
-    python bench/spark_read.py --records 200000 --partitions 2
+    python bench/spark_read.py --records 200000 --partitions 2 --runs 1
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 from confluent_kafka import Producer
@@ -52,12 +59,12 @@ def produce(bootstrap: str, topic: str, partitions: int, records: int, value_byt
         raise SystemExit("the broker did not acknowledge every record")
 
 
-def count_query(spark, bootstrap: str, topic: str, checkpoint: Path, max_per_trigger: int | None):
+def count_query(spark, bootstrap: str, topic: str, name: str, checkpoint: Path, max_per_trigger):
     reader = (
         spark.readStream.format("herdless")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
-        .option("group.id", f"bench-{topic}")
+        .option("group.id", f"bench-{name}")
         .option("startingOffsets", "earliest")
     )
     if max_per_trigger:
@@ -67,27 +74,99 @@ def count_query(spark, bootstrap: str, topic: str, checkpoint: Path, max_per_tri
         .groupBy()
         .count()
         .writeStream.format("memory")
-        .queryName(topic.replace("-", "_"))
+        .queryName(name)
         .outputMode("complete")
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
     )
 
 
-def run(spark, bootstrap: str, topic: str, workdir: Path, records: int, max_per_trigger):
-    writer = count_query(spark, bootstrap, topic, workdir / f"{topic}-checkpoint", max_per_trigger)
+# -- CPU seconds by kind of process, from /proc ---------------------------------------------
+
+ROLES = {
+    "pyspark.worker": "Python read workers",
+    "python_streaming_source_runner": "Python planning process",
+    "herdless serve": "broker",
+}
+
+
+def _role(argv: str) -> str:
+    for needle, role in ROLES.items():
+        if needle in argv:
+            return role
+    if "java" in argv.split(" ")[0]:
+        return "Spark JVM"
+    return "other Spark Python" if "pyspark" in argv else "this script"
+
+
+def cpu_by_role() -> dict[str, float]:
+    """CPU seconds used so far by this process and its descendants (and the children they
+    have reaped), summed by what they are; empty where /proc is not there."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    processes: dict[int, tuple[int, float, str]] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (entry / "stat").read_text()
+            argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        # utime, stime, cutime, cstime
+        processes[int(entry.name)] = (int(fields[1]), sum(map(int, fields[11:15])) / tick, argv)
+    used: dict[str, float] = {}
+    frontier = [os.getpid()]
+    while frontier:
+        pid = frontier.pop()
+        if pid in processes:
+            _, cpu, argv = processes[pid]
+            used[_role(argv)] = used.get(_role(argv), 0.0) + cpu
+        frontier += [child for child, (parent, _, _) in processes.items() if parent == pid]
+    return used
+
+
+# -- one run -------------------------------------------------------------------------------
+
+
+def run(spark, bootstrap: str, topic: str, name: str, workdir: Path, records: int, max_per_trigger):
+    writer = count_query(
+        spark, bootstrap, topic, name, workdir / f"{name}-checkpoint", max_per_trigger
+    )
+    cpu_before = cpu_by_role()
+    started_at = time.time()
     started = time.monotonic()
     query = writer.start()
     query.awaitTermination()
     wall = time.monotonic() - started
+    cpu = {k: v - cpu_before.get(k, 0.0) for k, v in cpu_by_role().items()}
     if query.exception() is not None:
         raise SystemExit(f"query failed: {query.exception()}")
-    counted = spark.sql(f"select * from {topic.replace('-', '_')}").first()[0]
+    counted = spark.sql(f"select * from {name}").first()[0]
     if counted != records:
         raise SystemExit(f"counted {counted} records, produced {records}")
     batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
     busy = sum(p["durationMs"]["triggerExecution"] for p in batches) / 1000
-    return wall, busy, len(batches)
+    first = datetime.fromisoformat(batches[0]["timestamp"]).timestamp() - started_at
+    return {
+        "batch": records / busy,
+        "wall": records / wall,
+        "busy": busy,
+        "wall_s": wall,
+        "before": first,
+        "after": wall - first - busy,
+        "batches": len(batches),
+        "cpu": cpu,
+    }
+
+
+def report(result: dict) -> str:
+    cpu = result["cpu"]
+    return (
+        f"batch rows/s {result['batch']:,.0f} ({result['busy']:.2f} s in "
+        f"{result['batches']} batch(es)); wall rows/s {result['wall']:,.0f} "
+        f"({result['wall_s']:.2f} s: {result['before']:.2f} before the first batch, "
+        f"{result['after']:.2f} after the last)\n"
+        f"  CPU s: " + ", ".join(f"{role} {cpu[role]:.2f}" for role in sorted(cpu) if cpu[role])
+    )
 
 
 def main() -> int:
@@ -96,6 +175,13 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--max-offsets-per-trigger", type=int, default=None)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--rebalance-delay-ms",
+        type=int,
+        default=None,
+        help="the broker's group.initial.rebalance.delay.ms (default: its own, 3000)",
+    )
     args = parser.parse_args()
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -107,7 +193,11 @@ def main() -> int:
 
     import herdless.spark
 
-    with tempfile.TemporaryDirectory() as tmp, herdless_broker(tmp) as bootstrap:
+    broker_args = []
+    if args.rebalance_delay_ms is not None:
+        broker_args = ["--set", f"group.initial.rebalance.delay.ms={args.rebalance_delay_ms}"]
+    results = []
+    with tempfile.TemporaryDirectory() as tmp, herdless_broker(tmp, broker_args) as bootstrap:
         workdir = Path(tmp)
         print(f"producing {args.records:,} records of {args.value_bytes} bytes ...", flush=True)
         produce(bootstrap, "warmup", args.partitions, 10_000, args.value_bytes)
@@ -121,15 +211,31 @@ def main() -> int:
         )
         spark.sparkContext.setLogLevel("ERROR")
         herdless.spark.register(spark)
-        run(spark, bootstrap, "warmup", workdir, 10_000, None)
-        wall, busy, batches = run(
-            spark, bootstrap, "measured", workdir, args.records, args.max_offsets_per_trigger
+        run(spark, bootstrap, "warmup", "warmup", workdir, 10_000, None)
+        print(
+            f"{args.records:,} records, {args.partitions} partitions, local[2], "
+            f"{os.cpu_count()} CPUs",
+            flush=True,
         )
+        for i in range(args.runs):
+            result = run(
+                spark,
+                bootstrap,
+                "measured",
+                f"measured_{i}",
+                workdir,
+                args.records,
+                args.max_offsets_per_trigger,
+            )
+            results.append(result)
+            load = os.getloadavg()[0]
+            print(
+                f"run {i + 1} (load average {load:.1f}): {report(result, args.records)}", flush=True
+            )
         spark.stop()
     print(
-        f"{args.records:,} records, {args.partitions} partitions, local[2], {batches} batch(es)\n"
-        f"batch rows/s: {args.records / busy:,.0f}  ({busy:.2f} s in batches)\n"
-        f"wall rows/s:  {args.records / wall:,.0f}  ({wall:.2f} s from start() to the end)"
+        f"median: batch rows/s {statistics.median(r['batch'] for r in results):,.0f}, "
+        f"wall rows/s {statistics.median(r['wall'] for r in results):,.0f}"
     )
     return 0
 
