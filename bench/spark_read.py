@@ -18,7 +18,10 @@ with Trigger.AvailableNow into the memory sink, and reports for each run:
   only): what bounds a figure on a machine with two cores.
 
 A warm-up query over a small topic runs first so that no figure pays for the
-JVM's and the Python workers' first start.
+JVM's and the Python workers' first start. Then, for comparison, the same
+query runs over a source whose readers yield Arrow batches of the same rows
+built in advance (format "prebuilt"): what Spark itself costs, the most any
+Python data source could reach on this machine at this moment.
 
     python bench/spark_read.py
     python bench/spark_read.py --records 200000 --partitions 2 --runs 1
@@ -33,10 +36,13 @@ import sys
 import tempfile
 import time
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 
+import pyarrow as pa
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from peers import herdless as herdless_broker
 
@@ -60,6 +66,7 @@ def produce(bootstrap: str, topic: str, partitions: int, records: int, value_byt
 
 
 def count_query(spark, bootstrap: str, topic: str, name: str, checkpoint: Path, max_per_trigger):
+    """The measured query: count a herdless topic's records, in a group of its own."""
     reader = (
         spark.readStream.format("herdless")
         .option("kafka.bootstrap.servers", bootstrap)
@@ -71,6 +78,91 @@ def count_query(spark, bootstrap: str, topic: str, name: str, checkpoint: Path, 
         reader = reader.option("maxOffsetsPerTrigger", str(max_per_trigger))
     return (
         reader.load()
+        .groupBy()
+        .count()
+        .writeStream.format("memory")
+        .queryName(name)
+        .outputMode("complete")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+    )
+
+
+# -- the comparison: rows that cost nothing to make -----------------------------------------
+
+
+class PrebuiltSource(DataSource):
+    """Streams `records` rows shaped like herdless's, from Arrow batches that cost nothing."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "prebuilt"
+
+    def schema(self):
+        from herdless.spark.schema import KAFKA_SCHEMA
+
+        return KAFKA_SCHEMA
+
+    def streamReader(self, schema) -> DataSourceStreamReader:
+        return PrebuiltStream(
+            int(self.options["records"]),
+            int(self.options["partitions"]),
+            int(self.options["value_bytes"]),
+        )
+
+
+class PrebuiltStream(DataSourceStreamReader):
+    def __init__(self, records: int, partitions: int, value_bytes: int) -> None:
+        self.records, self.partition_count, self.value_bytes = records, partitions, value_bytes
+
+    def initialOffset(self) -> dict:
+        return {"batch": 0}
+
+    def latestOffset(self) -> dict:
+        return {"batch": 1}
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        return [InputPartition(p) for p in range(self.partition_count)] if start != end else []
+
+    def read(self, partition: InputPartition):
+        rows = self.records // self.partition_count
+        chunk = _prebuilt(min(rows, 60_000), partition.value, self.value_bytes)
+        for begin in range(0, rows, chunk.num_rows):
+            yield chunk.slice(0, min(chunk.num_rows, rows - begin))
+
+    def commit(self, end: dict) -> None:
+        pass
+
+
+def _prebuilt(rows: int, partition: int, value_bytes: int) -> pa.RecordBatch:
+    """Arrow's own repeat and range: a few milliseconds, nothing next to what Spark spends."""
+    from herdless.spark.schema import KAFKA_ARROW_SCHEMA
+
+    def repeat(value: object, field: str) -> pa.Array:
+        return pa.repeat(pa.scalar(value, KAFKA_ARROW_SCHEMA.field(field).type), rows)
+
+    return pa.RecordBatch.from_arrays(
+        [
+            repeat(b"key-1234567", "key"),
+            repeat(b"v" * value_bytes, "value"),
+            repeat("measured", "topic"),
+            repeat(partition, "partition"),
+            pa.array(range(rows), pa.int64()),
+            repeat(1_700_000_000_000_000, "timestamp"),
+            repeat(0, "timestampType"),
+            pa.nulls(rows, KAFKA_ARROW_SCHEMA.field("headers").type),
+        ],
+        schema=KAFKA_ARROW_SCHEMA,
+    )
+
+
+def prebuilt_query(spark, name: str, checkpoint: Path, records: int, args) -> object:
+    return (
+        spark.readStream.format("prebuilt")
+        .option("records", str(records))
+        .option("partitions", str(args.partitions))
+        .option("value_bytes", str(args.value_bytes))
+        .load()
         .groupBy()
         .count()
         .writeStream.format("memory")
@@ -127,10 +219,8 @@ def cpu_by_role() -> dict[str, float]:
 # -- one run -------------------------------------------------------------------------------
 
 
-def run(spark, bootstrap: str, topic: str, name: str, workdir: Path, records: int, max_per_trigger):
-    writer = count_query(
-        spark, bootstrap, topic, name, workdir / f"{name}-checkpoint", max_per_trigger
-    )
+def run(spark, writer, name: str, records: int) -> dict:
+    """Run a count query to its end; its figures."""
     cpu_before = cpu_by_role()
     started_at = time.time()
     started = time.monotonic()
@@ -142,7 +232,7 @@ def run(spark, bootstrap: str, topic: str, name: str, workdir: Path, records: in
         raise SystemExit(f"query failed: {query.exception()}")
     counted = spark.sql(f"select * from {name}").first()[0]
     if counted != records:
-        raise SystemExit(f"counted {counted} records, produced {records}")
+        raise SystemExit(f"counted {counted} records, expected {records}")
     batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
     busy = sum(p["durationMs"]["triggerExecution"] for p in batches) / 1000
     first = datetime.fromisoformat(batches[0]["timestamp"]).timestamp() - started_at
@@ -196,7 +286,11 @@ def main() -> int:
     broker_args = []
     if args.rebalance_delay_ms is not None:
         broker_args = ["--set", f"group.initial.rebalance.delay.ms={args.rebalance_delay_ms}"]
-    results = []
+    results: list[dict] = []
+    prebuilt: list[dict] = []
+    # Spark's Python workers import the prebuilt source from this file.
+    here = str(Path(__file__).resolve().parent)
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
     with tempfile.TemporaryDirectory() as tmp, herdless_broker(tmp, broker_args) as bootstrap:
         workdir = Path(tmp)
         print(f"producing {args.records:,} records of {args.value_bytes} bytes ...", flush=True)
@@ -211,31 +305,34 @@ def main() -> int:
         )
         spark.sparkContext.setLogLevel("ERROR")
         herdless.spark.register(spark)
-        run(spark, bootstrap, "warmup", "warmup", workdir, 10_000, None)
+        spark.dataSource.register(PrebuiltSource)
+        herdless_query = partial(count_query, spark, bootstrap)
+        run(spark, herdless_query("warmup", "warmup", workdir / "w", None), "warmup", 10_000)
+        writer = prebuilt_query(spark, "prebuilt_warmup", workdir / "pw", 10_000, args)
+        run(spark, writer, "prebuilt_warmup", 10_000)
         print(
             f"{args.records:,} records, {args.partitions} partitions, local[2], "
             f"{os.cpu_count()} CPUs",
             flush=True,
         )
         for i in range(args.runs):
-            result = run(
-                spark,
-                bootstrap,
-                "measured",
-                f"measured_{i}",
-                workdir,
-                args.records,
-                args.max_offsets_per_trigger,
-            )
+            name = f"measured_{i}"
+            writer = herdless_query("measured", name, workdir / name, args.max_offsets_per_trigger)
+            result = run(spark, writer, name, args.records)
             results.append(result)
             load = os.getloadavg()[0]
-            print(
-                f"run {i + 1} (load average {load:.1f}): {report(result, args.records)}", flush=True
-            )
+            print(f"run {i + 1} (load average {load:.1f}): {report(result)}", flush=True)
+            name = f"prebuilt_{i}"
+            writer = prebuilt_query(spark, name, workdir / name, args.records, args)
+            result = run(spark, writer, name, args.records)
+            prebuilt.append(result)
+            load = os.getloadavg()[0]
+            print(f"  prebuilt (load average {load:.1f}): {report(result)}", flush=True)
         spark.stop()
     print(
         f"median: batch rows/s {statistics.median(r['batch'] for r in results):,.0f}, "
-        f"wall rows/s {statistics.median(r['wall'] for r in results):,.0f}"
+        f"wall rows/s {statistics.median(r['wall'] for r in results):,.0f}; prebuilt batches: "
+        f"batch rows/s {statistics.median(r['batch'] for r in prebuilt):,.0f}"
     )
     return 0
 
