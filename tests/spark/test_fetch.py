@@ -16,7 +16,7 @@ from herdless.spark.offsets import OffsetRange
 from herdless.spark.options import ClientOptions
 from herdless.spark.rdkafka_fetch import read_range_rdkafka
 from herdless.spark.wire import READ_COMMITTED, FetchedPartition, WireError
-from tests.spark.kafka import create_topic
+from tests.spark.kafka import create_topic, produce
 from tests.spark.record_batches import Record, build_batch
 from tests.support.broker import free_port
 
@@ -58,6 +58,18 @@ def test_bulk_reads_give_exactly_what_librdkafka_gives(broker, codec, config) ->
         assert bulk.num_rows == until - start
         assert bulk.to_pydict() == reference.to_pydict()
         assert bulk.schema == reference.schema
+
+
+def test_a_dead_bootstrap_server_is_passed_over_and_the_leader_found(broker) -> None:
+    topic = "bootstrap-list"
+    create_topic(broker.bootstrap, topic, 1)
+    produce(broker.bootstrap, topic, [(b"k", b"v%d" % i, 0) for i in range(5)])
+    # The broker calls itself 127.0.0.1: asked as localhost, the reader connects to the
+    # leader by the name the metadata gives, as it must when the leader is another broker.
+    alias = broker.bootstrap.replace("127.0.0.1", "localhost")
+    connection = ClientOptions(f"127.0.0.1:{free_port()},{alias}", {}, 5.0)
+    rows = _table(read_range(connection, OffsetRange(topic, 0, 1, 4), 10.0, False))
+    assert rows.column("value").to_pylist() == [b"v1", b"v2", b"v3"]
 
 
 def test_tls_and_sasl_connections_read_through_librdkafka(monkeypatch) -> None:
