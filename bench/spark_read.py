@@ -25,6 +25,7 @@ Python data source could reach on this machine at this moment.
 
     python bench/spark_read.py
     python bench/spark_read.py --records 200000 --partitions 2 --runs 1
+    python bench/spark_read.py --executor-only   # no Spark: the executors' own CPU, by step
 """
 
 from __future__ import annotations
@@ -216,6 +217,72 @@ def cpu_by_role() -> dict[str, float]:
     return used
 
 
+# -- the executors' share, without Spark ----------------------------------------------------
+
+
+def executor_profile(bootstrap: str, topic: str, partitions: int, records: int) -> None:
+    """Read the topic as executors do, in this process, writing the batches as Arrow IPC
+    as Spark's workers do; the CPU seconds of each step, best of five."""
+    from herdless.spark import fetch
+    from herdless.spark.offsets import OffsetRange
+    from herdless.spark.options import ClientOptions
+    from herdless.spark.schema import KAFKA_ARROW_SCHEMA
+
+    try:
+        from herdless.spark import decode, wire
+    except ImportError:  # a tree from before bulk decoding
+        decode = wire = None
+    steps = [
+        (getattr(wire, "BrokerConnection", None), "receive", "receive answers (socket, Fetch)"),
+        (decode, "_record_starts", "decode: find record starts"),
+        (decode, "_fields", "decode: read fields (numpy)"),
+        (decode, "_binary_columns", "decode: copy keys and values (Arrow take)"),
+        (fetch, "decode_records", "decode, all of it"),
+    ]
+    # Steps an older tree lacks are left out: its total still compares.
+    steps = [(owner, name, label) for owner, name, label in steps if hasattr(owner, name)]
+    spent: dict[str, float] = {}
+    originals = [(owner, name, getattr(owner, name)) for owner, name, _ in steps]
+
+    def timed(function, label):
+        def wrapper(*args, **kwargs):
+            began = time.process_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[label] = spent.get(label, 0.0) + time.process_time() - began
+
+        return wrapper
+
+    connection = ClientOptions(bootstrap, {}, 10.0)
+    best: tuple[float, dict[str, float]] | None = None
+    try:
+        for (owner, name, label), (_, _, function) in zip(steps, originals, strict=True):
+            setattr(owner, name, timed(function, label))
+        for _ in range(5):
+            spent.clear()
+            began = time.process_time()
+            with open(os.devnull, "wb") as sink:
+                for p in range(partitions):
+                    until = (records - p + partitions - 1) // partitions
+                    writer = pa.ipc.new_stream(sink, KAFKA_ARROW_SCHEMA)
+                    for batch in fetch.read_range(
+                        connection, OffsetRange(topic, p, 0, until), 30.0, True
+                    ):
+                        writer.write_batch(batch)
+                    writer.close()
+            total = time.process_time() - began
+            if best is None or total < best[0]:
+                best = (total, dict(spent))
+    finally:
+        for owner, name, function in originals:
+            setattr(owner, name, function)
+    total, parts = best
+    print(f"executor CPU for {records:,} records: {total:.3f} s ({records / total:,.0f} rows/s)")
+    for label, seconds in sorted(parts.items(), key=lambda item: -item[1]):
+        print(f"  {seconds:.3f} s  {label}")
+
+
 # -- one run -------------------------------------------------------------------------------
 
 
@@ -272,6 +339,11 @@ def main() -> int:
         default=None,
         help="the broker's group.initial.rebalance.delay.ms (default: its own, 3000)",
     )
+    parser.add_argument(
+        "--executor-only",
+        action="store_true",
+        help="no Spark: read the topic as executors do, in this process, and profile it",
+    )
     args = parser.parse_args()
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -296,6 +368,9 @@ def main() -> int:
         print(f"producing {args.records:,} records of {args.value_bytes} bytes ...", flush=True)
         produce(bootstrap, "warmup", args.partitions, 10_000, args.value_bytes)
         produce(bootstrap, "measured", args.partitions, args.records, args.value_bytes)
+        if args.executor_only:
+            executor_profile(bootstrap, "measured", args.partitions, args.records)
+            return 0
         spark = (
             SparkSession.builder.master("local[2]")
             .config("spark.ui.enabled", "false")
