@@ -8,7 +8,10 @@ several times faster than Python rows (SPARK.md), and decoding without a
 Python object per record keeps the executor's own share small as well.
 
 Connections that need TLS or SASL are read through librdkafka instead
-(rdkafka_fetch.py), which speaks them all; the rows are the same.
+(rdkafka_fetch.py), which speaks them all; the rows are the same. Of the
+kafka.* settings, plaintext reads use isolation.level (read_committed unless
+set, as in librdkafka), client.id and security.protocol; fetch sizes are
+this module's own. The group member on the planning side uses them all.
 """
 
 from __future__ import annotations
