@@ -5,8 +5,8 @@ say what to skip: records before the wanted offset, control batches, aborted
 transactions) and, inside a batch, only each record's length prefix, to learn
 where the records start. numpy then reads every field of every record at once,
 and Arrow copies the keys and values out of the payload with one `take` each.
-Decoding 250,000 records of 100 bytes this way costs about a quarter of what
-going through librdkafka's Python messages did (see docs/benchmarks.md).
+Reading a million records of 100 bytes this way costs an executor about an
+eighth of the CPU it spent on librdkafka's Python messages (docs/benchmarks.md).
 
 What the rows hold follows Kafka's consumers exactly: a null key or value (length
 -1) is null and an empty one empty; offsets come from each record's delta, so
