@@ -49,7 +49,7 @@ class FetchedPartition:
 
 
 class BrokerConnection:
-    """One socket to one broker; one request in flight at a time."""
+    """One socket to one broker. Requests may be sent ahead; their answers come in order."""
 
     def __init__(self, host: str, port: int, client_id: str, timeout_s: float) -> None:
         self.address = f"{host}:{port}"
