@@ -77,9 +77,13 @@ def count_query(spark, bootstrap: str, topic: str, name: str, checkpoint: Path, 
     )
     if max_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(max_per_trigger))
+    return count_into_memory(reader.load(), name, checkpoint)
+
+
+def count_into_memory(frame, name: str, checkpoint: Path):
+    """The query every run times: count the rows, Trigger.AvailableNow, memory sink `name`."""
     return (
-        reader.load()
-        .groupBy()
+        frame.groupBy()
         .count()
         .writeStream.format("memory")
         .queryName(name)
@@ -158,20 +162,14 @@ def _prebuilt(rows: int, partition: int, value_bytes: int) -> pa.RecordBatch:
 
 
 def prebuilt_query(spark, name: str, checkpoint: Path, records: int, args) -> object:
-    return (
+    frame = (
         spark.readStream.format("prebuilt")
         .option("records", str(records))
         .option("partitions", str(args.partitions))
         .option("value_bytes", str(args.value_bytes))
         .load()
-        .groupBy()
-        .count()
-        .writeStream.format("memory")
-        .queryName(name)
-        .outputMode("complete")
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
     )
+    return count_into_memory(frame, name, checkpoint)
 
 
 # -- CPU seconds by kind of process, from /proc ---------------------------------------------
