@@ -8,9 +8,11 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+def create_topic(
+    bootstrap: str, name: str, partitions: int, config: dict[str, str] | None = None
+) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(name, num_partitions=partitions)])
+    futures = admin.create_topics([NewTopic(name, num_partitions=partitions, config=config or {})])
     futures[name].result(30)
 
 

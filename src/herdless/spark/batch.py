@@ -13,7 +13,6 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from herdless.spark.client import committed_offsets, quiet_consumer, topic_partitions, watermarks
 from herdless.spark.errors import HerdlessSparkError
-from herdless.spark.fetch import read_range
 from herdless.spark.offsets import EARLIEST, LATEST, OffsetRange, TopicPartition
 from herdless.spark.options import ReadOptions
 from herdless.spark.stream import RangePartition
@@ -82,6 +81,10 @@ class HerdlessBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)
+        # Imported here: only executors read, and the reading path (numpy, the Kafka
+        # protocol classes) would add a fifth of a second to every planning process.
+        from herdless.spark.fetch import read_range
+
         yield from read_range(
             self.options.connection,
             partition.offsets,

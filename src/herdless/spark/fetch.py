@@ -1,105 +1,205 @@
 """Executor side: read one partition's offset range into Arrow record batches.
 
-Executors never join the group. They assign the partition, seek to the range's
-first offset and read up to its end; the driver's group member decides which
-ranges exist. Arrow batches rather than Python tuples, because Spark converts
-tuples row by row (about three times slower, see SPARK.md).
+Executors never join the group. They fetch the partition from its leader,
+from the range's first offset up to its end; the driver's group member
+decides which ranges exist. Each Fetch answer's record batches become one
+Arrow record batch, decoded in bulk (decode.py): Spark takes Arrow batches
+several times faster than Python rows (SPARK.md), and decoding without a
+Python object per record keeps the executor's own share small as well.
+
+Connections that need TLS or SASL are read through librdkafka instead
+(rdkafka_fetch.py), which speaks them all; the rows are the same. Of the
+kafka.* settings, plaintext reads use isolation.level (read_committed unless
+set, as in librdkafka), client.id and security.protocol; fetch sizes are
+this module's own. The group member on the planning side uses them all.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Protocol
 
+import kafka.errors
 import pyarrow as pa
-from confluent_kafka import KafkaError
-from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from herdless.spark.client import quiet_consumer
+from herdless.protocol.errors import ErrorCode
+from herdless.protocol.records import InvalidBatch
+from herdless.spark.decode import decode_records, next_offset
 from herdless.spark.errors import HerdlessSparkError
 from herdless.spark.offsets import OffsetRange
 from herdless.spark.options import ClientOptions
-from herdless.spark.schema import HEADERS_ARROW, KAFKA_ARROW_SCHEMA
+from herdless.spark.rdkafka_fetch import read_range_rdkafka
+from herdless.spark.wire import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    FetchedPartition,
+    PartitionFetcher,
+    WireError,
+)
 
-BATCH_ROWS = 10_000
-EXECUTOR_GROUP = "herdless-spark-executor"  # assign() only: never joins, never commits
+CLIENT_ID = "herdless-spark-executor"
+# Large answers keep round trips few; the first request of a range asks for
+# about a kilobyte a record, later ones for what the records so far measured.
+MAX_FETCH_BYTES = 8 << 20
+MIN_FETCH_BYTES = 64 << 10
+GUESSED_RECORD_BYTES = 1024
+MAX_WAIT_MS = 500
+RETRY_BACKOFF_S = 0.2
+
+_ISOLATION = {"read_committed": READ_COMMITTED, "read_uncommitted": READ_UNCOMMITTED}
+
+
+def speaks_plaintext(connection: ClientOptions) -> bool:
+    return connection.client.get("security.protocol", "plaintext").lower() == "plaintext"
+
+
+def isolation_level(connection: ClientOptions) -> int:
+    """librdkafka's isolation.level setting (read_committed unless set), as Fetch spells it."""
+    name = connection.client.get("isolation.level", "read_committed")
+    if name not in _ISOLATION:
+        raise HerdlessSparkError(
+            f"kafka.isolation.level is {name!r}; use read_committed or read_uncommitted"
+        )
+    return _ISOLATION[name]
 
 
 def read_range(
     connection: ClientOptions, offsets: OffsetRange, poll_timeout_s: float, headers: bool
 ) -> Iterator[pa.RecordBatch]:
-    schema = KAFKA_ARROW_SCHEMA if headers else KAFKA_ARROW_SCHEMA.remove(7)
-    consumer = quiet_consumer(
-        connection,
-        EXECUTOR_GROUP,
-        # librdkafka stops prefetching when its queue is full and, by default,
-        # waits a whole second before fetching again: a 1 s stall in a 0.2 s read.
-        defaults={"fetch.queue.backoff.ms": 10, "client.id": "herdless-spark-executor"},
-        **{
-            # Records before the range were deleted: fail loudly, never skip silently.
-            "auto.offset.reset": "error",
-            # The end of the log ends a range whose last offsets hold no record
-            # (compaction, transaction markers).
-            "enable.partition.eof": True,
-        },
+    if not speaks_plaintext(connection):
+        yield from read_range_rdkafka(connection, offsets, poll_timeout_s, headers)
+        return
+    isolation = isolation_level(connection)
+    fetcher = PartitionFetcher(
+        connection.bootstrap,
+        offsets.topic,
+        offsets.partition,
+        connection.client.get("client.id", CLIENT_ID),
+        connection.connect_timeout_s,
+        isolation,
     )
     try:
-        consumer.assign([KafkaTopicPartition(offsets.topic, offsets.partition, offsets.start)])
-        position = offsets.start
-        last_progress = time.monotonic()
-        while position < offsets.until:
-            wanted = min(BATCH_ROWS, offsets.until - position)
-            messages = consumer.consume(wanted, timeout=1.0)
-            records = []
-            at_end = False
-            for message in messages:
-                error = message.error()
-                if error is None:
-                    if message.offset() < offsets.until:
-                        records.append(message)
-                elif error.code() == KafkaError._PARTITION_EOF:
-                    at_end = True
-                else:
-                    raise HerdlessSparkError(
-                        f"reading {offsets.topic}-{offsets.partition} offsets "
-                        f"{offsets.start}..{offsets.until}: {error.str()}"
-                    )
-            if records:
-                position = records[-1].offset() + 1
-                last_progress = time.monotonic()
-                yield _to_arrow(records, schema, headers)
-            if at_end:
-                break
-            if time.monotonic() - last_progress > poll_timeout_s:
-                raise HerdlessSparkError(
-                    f"no record of {offsets.topic}-{offsets.partition} arrived for "
-                    f"{poll_timeout_s:g}s at offset {position} "
-                    f"(reading up to {offsets.until}); is the broker at "
-                    f"{connection.bootstrap} up?"
-                )
+        yield from fetch_range(
+            fetcher, offsets, poll_timeout_s, headers, isolation, connection.bootstrap
+        )
     finally:
-        consumer.close()
+        fetcher.close()
 
 
-def _to_arrow(messages: list, schema: pa.Schema, headers: bool) -> pa.RecordBatch:
-    n = len(messages)
-    first = messages[0]
-    stamps = [m.timestamp() for m in messages]
-    columns = [
-        pa.array([m.key() for m in messages], pa.binary()),
-        pa.array([m.value() for m in messages], pa.binary()),
-        pa.array([first.topic()] * n, pa.string()),
-        pa.array([first.partition()] * n, pa.int32()),
-        pa.array([m.offset() for m in messages], pa.int64()),
-        # Kafka stamps milliseconds; Spark wants microseconds.
-        pa.array([s[1] * 1000 for s in stamps], pa.int64()).cast(schema.field(5).type),
-        # librdkafka: 1 create time, 2 log append time; Spark (Java's ids): 0 and 1.
-        pa.array([s[0] - 1 for s in stamps], pa.int32()),
-    ]
-    if headers:
-        raw = [m.headers() for m in messages]
-        if any(raw):
-            columns.append(pa.array(raw, HEADERS_ARROW))
-        else:
-            columns.append(pa.nulls(n, HEADERS_ARROW))
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
+class Fetcher(Protocol):
+    def send_fetch(self, offset: int, max_wait_ms: int, max_bytes: int) -> None: ...
+
+    def receive_fetch(self) -> FetchedPartition: ...
+
+    def reset(self) -> None: ...
+
+
+def fetch_range(
+    fetcher: Fetcher,
+    offsets: OffsetRange,
+    poll_timeout_s: float,
+    headers: bool,
+    isolation: int,
+    bootstrap: str,
+) -> Iterator[pa.RecordBatch]:
+    """Fetch `offsets` whole: one Arrow batch per answer, retrying what Kafka calls retriable.
+
+    The next fetch is sent before an answer is decoded (where it starts needs
+    only the answer's batch headers), so the broker reads while this decodes.
+    """
+    where = f"{offsets.topic}-{offsets.partition}"
+    position = offsets.start
+    record_bytes = GUESSED_RECORD_BYTES
+    last_progress = time.monotonic()
+    problem = ""
+    sent = False  # a fetch from `position` is already on its way
+    while position < offsets.until:
+        try:
+            if not sent:
+                fetcher.send_fetch(position, MAX_WAIT_MS, _size(offsets, position, record_bytes))
+            sent = False
+            fetched = fetcher.receive_fetch()
+        except WireError as exc:
+            fetched, problem = None, str(exc)
+            fetcher.reset()
+        if fetched is not None and fetched.error_code == ErrorCode.NONE:
+            try:
+                after = next_offset(fetched.records, position)
+                if position < after < offsets.until:
+                    record_bytes = max(1, len(fetched.records) // (after - position))
+                    sent = _send_quietly(fetcher, after, _size(offsets, after, record_bytes))
+                rows = decode_records(
+                    fetched.records,
+                    offsets.topic,
+                    offsets.partition,
+                    position,
+                    offsets.until,
+                    headers,
+                    (fetched.aborted or []) if isolation == READ_COMMITTED else None,
+                )
+            except InvalidBatch as exc:
+                raise HerdlessSparkError(
+                    f"reading {where} at offset {position}: the broker at {bootstrap} "
+                    f"sent a corrupt record batch ({exc})"
+                ) from None
+            if rows is not None:
+                yield rows
+            if after > position:
+                position = after
+                last_progress = time.monotonic()
+                continue
+            if position >= _visible_end(fetched, isolation):
+                # The range ends in offsets that hold no record (compaction,
+                # transaction markers): nothing more will come.
+                return
+            problem = f"no record at offset {position} yet"
+        elif fetched is not None:
+            problem = _retriable_problem(fetched.error_code, where, offsets, position)
+            fetcher.reset()
+        if time.monotonic() - last_progress > poll_timeout_s:
+            raise HerdlessSparkError(
+                f"no record of {where} arrived for {poll_timeout_s:g}s at offset "
+                f"{position} (reading up to {offsets.until}); is the broker at "
+                f"{bootstrap} up? ({problem})"
+            )
+        time.sleep(RETRY_BACKOFF_S)
+
+
+def _size(offsets: OffsetRange, position: int, record_bytes: int) -> int:
+    """How many bytes to ask for: what the rest of the range should take, within bounds."""
+    wanted = (offsets.until - position) * record_bytes
+    return min(max(wanted, MIN_FETCH_BYTES), MAX_FETCH_BYTES)
+
+
+def _send_quietly(fetcher: Fetcher, position: int, max_bytes: int) -> bool:
+    """Send a fetch ahead; if that fails, the loop sends it again and reports the failure."""
+    try:
+        fetcher.send_fetch(position, MAX_WAIT_MS, max_bytes)
+    except WireError:
+        fetcher.reset()
+        return False
+    return True
+
+
+def _visible_end(fetched: FetchedPartition, isolation: int) -> int:
+    if isolation == READ_COMMITTED and fetched.last_stable_offset >= 0:
+        return fetched.last_stable_offset
+    return fetched.high_watermark
+
+
+def _retriable_problem(code: int, where: str, offsets: OffsetRange, position: int) -> str:
+    """What a retriable Fetch error code means; any other one ends the read with an error."""
+    error = kafka.errors.for_code(code)
+    if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+        # Never skip silently: the records before the range's end were deleted.
+        raise HerdlessSparkError(
+            f"reading {where} offsets {offsets.start}..{offsets.until}: offset {position} "
+            "is out of range on the broker (deleted by retention?)"
+        )
+    if not error.retriable:
+        raise HerdlessSparkError(
+            f"reading {where} offsets {offsets.start}..{offsets.until}: "
+            f"the broker answered {error.message}"
+        )
+    return f"the broker answered {error.message}"

@@ -53,5 +53,11 @@ KAFKA_ARROW_SCHEMA = pa.schema(
     ]
 )
 
+
+def arrow_schema(headers: bool) -> pa.Schema:
+    """What executors yield: the headers column only when includeHeaders is true."""
+    return KAFKA_ARROW_SCHEMA if headers else KAFKA_ARROW_SCHEMA.remove(7)
+
+
 # Columns a writer understands; anything else is a mistake worth reporting.
 WRITE_COLUMNS = ("key", "value", "headers", "partition", "topic")

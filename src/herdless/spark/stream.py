@@ -30,7 +30,6 @@ from pyspark.sql.streaming.datasource import (
 
 from herdless.spark.client import watermarks
 from herdless.spark.errors import HerdlessSparkError
-from herdless.spark.fetch import read_range
 from herdless.spark.member import GroupMember, leave_group_on_sigterm
 from herdless.spark.offsets import (
     EARLIEST,
@@ -120,7 +119,9 @@ class HerdlessStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
         if end.positions == previous.positions and not end.starts:
             member.planned(fresh, in_flight=False)
-            time.sleep(IDLE_PAUSE_S)
+            if self._target is None:
+                # Trigger.AvailableNow asks once more only to learn that it is done.
+                time.sleep(IDLE_PAUSE_S)
             return start  # the very same JSON: Spark plans no batch
         member.planned(fresh, in_flight=True)
         return end.to_json()
@@ -189,6 +190,10 @@ class HerdlessStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)
+        # Imported here: only executors read, and the reading path (numpy, the Kafka
+        # protocol classes) would add a fifth of a second to every planning process.
+        from herdless.spark.fetch import read_range
+
         yield from read_range(
             self.options.connection,
             partition.offsets,
