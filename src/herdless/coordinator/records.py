@@ -257,6 +257,26 @@ def decode_key(data: bytes) -> RecordKey | None:
     return None
 
 
+def decode_offset_key_prefix(prefix: bytes) -> tuple[str, str] | None:
+    """The group and topic of every offset commit key that is `prefix` and a partition
+    (int32), when decode_key reads such keys as exactly that; else None.
+
+    Loading applies a run of commits of one group and topic at once: the keys of
+    a run differ only in their last four bytes, so their shared head is read once.
+    """
+    try:
+        (version,) = _I16.unpack_from(prefix, 0)
+        if version not in (0, 1):
+            return None
+        group, pos = _string_at(prefix, 2)
+        topic, pos = _string_at(prefix, pos)
+    except (struct.error, RecordFormatError):
+        return None
+    # Bytes after the partition are ignored by decode_key, so they would be read here
+    # as the partition: such keys are left to decode_key.
+    return (group, topic) if pos == len(prefix) else None
+
+
 def _string_at(data: bytes, pos: int) -> tuple[str, int]:
     """The non-null int16-length string at pos, and the position after it.
 
@@ -338,6 +358,17 @@ def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
     except struct.error as e:
         raise RecordFormatError("record truncated") from e
     return OffsetCommitValue(offset, metadata, commit_timestamp, leader_epoch, expire_timestamp)
+
+
+def offset_commit_value_offset(data: bytes) -> int:
+    """The committed offset alone: the same field at the same place in every version."""
+    try:
+        version, offset = _OFFSET_VALUE_HEAD.unpack_from(data, 0)
+    except struct.error as e:
+        raise RecordFormatError("record truncated") from e
+    if not 0 <= version <= 4:
+        raise RecordFormatError(f"OffsetCommitValue version {version}")
+    return int(offset)
 
 
 def _decode_flexible_offset_commit_value(data: bytes) -> OffsetCommitValue:

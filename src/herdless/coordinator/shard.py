@@ -14,9 +14,11 @@ OffsetMetadataManager step by step; comments mark where and why we differ.
 
 from __future__ import annotations
 
+import struct
 import uuid
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from herdless.coordinator.config import CoordinatorConfig
 from herdless.coordinator.group import ClassicGroup, JoinWaiter, Member
@@ -57,7 +59,7 @@ from herdless.coordinator.records import (
     Record,
     decode_group_metadata_value,
     decode_key,
-    decode_offset_commit_value,
+    decode_offset_key_prefix,
     group_metadata_record,
     offset_commit_record,
 )
@@ -129,25 +131,43 @@ class CoordinatorShard:
             # groups): skipped, so a log written by Kafka still loads.
             return
         if isinstance(decoded, OffsetCommitKey):
-            self._replay_offset(decoded, value)
+            self._apply_offset(decoded, value)
         else:
             self._replay_group(decoded, value)
 
-    def _replay_offset(self, key: OffsetCommitKey, value: bytes | None) -> None:
-        offset = None
-        if value is not None:
-            offset = OffsetAndMetadata.from_record(decode_offset_commit_value(value))
-        self._apply_offset(key, offset)
+    def replay_records(self, keys: Sequence[bytes], values: Sequence[bytes | None]) -> None:
+        """replay() of each (key, value) in order.
 
-    def _apply_offset(self, key: OffsetCommitKey, offset: OffsetAndMetadata | None) -> None:
-        """The state change of one offset record, shared by live writes and replay."""
-        if offset is None:
+        Loading hands over a batch's records a run at a time (see
+        protocol/record_columns.py), and a run of one OffsetCommit's records (one
+        group and topic, every value a commit, or every one a tombstone) is applied
+        at once, to the same state: each partition ends with its last value, and
+        the group exists afterwards if it did before or any value was a commit.
+        """
+        run = _offset_run(keys)
+        tombstones = -1 if run is None else values.count(None)
+        if run is None or 0 < tombstones < len(values):
+            for key, value in zip(keys, values, strict=True):
+                self.replay(key, value)
+            return
+        group_id, topic, partitions = run
+        if tombstones:
+            self.offsets.remove_all(group_id, topic, partitions)
+            return
+        if group_id not in self.groups:
+            self.groups[group_id] = self._new_group(group_id, None)
+        self.offsets.put_all(group_id, topic, zip(partitions, values, strict=True))  # type: ignore[arg-type]
+
+    def _apply_offset(self, key: OffsetCommitKey, value: bytes | None) -> None:
+        """The state change of one offset record (`value` encoded, None a tombstone),
+        shared by live writes and replay."""
+        if value is None:
             self.offsets.remove(key.group, key.topic, key.partition)
             return
         if key.group not in self.groups:
             # Offsets without membership: a "simple" group, Empty with no protocol type.
             self.groups[key.group] = self._new_group(key.group, None)
-        self.offsets.put(key.group, key.topic, key.partition, offset)
+        self.offsets.put(key.group, key.topic, key.partition, value)
 
     def _replay_group(self, key: GroupMetadataKey, value: bytes | None) -> None:
         if value is None:
@@ -1146,9 +1166,9 @@ class CoordinatorShard:
         self, out: Result, key: OffsetCommitKey, offset: OffsetAndMetadata | None
     ) -> None:
         """Append an offset record (None: a tombstone) and apply it as replay would."""
-        value = None if offset is None else offset.to_record()
-        out.records.append(offset_commit_record(key, value))
-        self._apply_offset(key, offset)
+        record = offset_commit_record(key, None if offset is None else offset.to_record())
+        out.records.append(record)
+        self._apply_offset(key, record.value)
 
     def _write_group_tombstone(self, out: Result, group_id: str) -> None:
         out.records.append(group_metadata_record(GroupMetadataKey(group_id), None))
@@ -1166,6 +1186,24 @@ class CoordinatorShard:
 
 def _inconsistent(requested: str | None, current: str | None) -> bool:
     return requested is not None and current is not None and requested != current
+
+
+@lru_cache(maxsize=64)
+def _offset_key_split(size: int) -> struct.Struct:
+    return struct.Struct(f">{size - 4}si")
+
+
+def _offset_run(keys: Sequence[bytes]) -> tuple[str, str, tuple[int, ...]] | None:
+    """(group, topic, partitions) when `keys` are two or more offset commit keys of one
+    group and topic that decode_key would read as exactly that; else None."""
+    size = len(keys[0]) if keys else 0
+    if len(keys) < 2 or size <= 4 or len(set(map(len, keys))) != 1:
+        return None
+    heads, partitions = zip(*_offset_key_split(size).iter_unpack(b"".join(keys)), strict=True)
+    if heads.count(heads[0]) != len(heads):
+        return None
+    group_and_topic = decode_offset_key_prefix(heads[0])
+    return None if group_and_topic is None else (*group_and_topic, partitions)
 
 
 def _fetched(partition: int, o: OffsetAndMetadata) -> FetchedPartition:
