@@ -25,7 +25,13 @@ from herdless.broker.clock import now_ms
 from herdless.broker.replicas import ACKS_ALL, PartitionError, ReplicaManager
 from herdless.broker.replication import Role
 from herdless.broker.topic_admin import NewTopic, TopicAdmin, TopicAdminError
-from herdless.coordinator import CoordinatorConfig, CoordinatorShard, Result, partition_for
+from herdless.coordinator import (
+    CoordinatorConfig,
+    CoordinatorShard,
+    Reply,
+    Result,
+    partition_for,
+)
 from herdless.coordinator.messages import RebalanceRecord
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.record_columns import iter_key_value_runs
@@ -119,6 +125,8 @@ class ShardRuntime:
         # Completes when every record written so far is durable and its replies are out.
         self._tail: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
+        # The shard's deadline that `_timer` is armed for.
+        self._timer_deadline = 0
         # Set when the log or its high watermark moved, or the role changed.
         self._moved = asyncio.Event()
         self._replaying: asyncio.Task[None] | None = None
@@ -291,12 +299,32 @@ class ShardRuntime:
         if result.rebalances:
             self._publish_rebalances(result.rebalances)
         previous = self._tail
-        tail: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._tail = tail
-        asyncio.get_running_loop().create_task(
-            self._release(result, previous, tail, end_offset, self._incarnation)
-        )
+        if end_offset is None and (previous is None or previous.done()):
+            # Nothing of its own nor of an earlier operation to wait for (a heartbeat,
+            # most fetches): answered now, without a task of its own.
+            try:
+                self._require_leading()
+            except CoordinatorError as exc:
+                self._deliver(result.replies, exc)
+            else:
+                self._deliver(result.replies)
+        else:
+            tail: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._tail = tail
+            asyncio.get_running_loop().create_task(
+                self._release(result, previous, tail, end_offset, self._incarnation)
+            )
         self._arm_timer()
+
+    def _deliver(self, replies: list[Reply], error: CoordinatorError | None = None) -> None:
+        """Hand each waiting request its response, or `error`."""
+        for reply in replies:
+            waiter = self._waiting.get(reply.token)
+            if waiter is not None and not waiter.done():
+                if error is None:
+                    waiter.set_result(reply.response)
+                else:
+                    waiter.set_exception(error)
 
     def _publish_rebalances(self, rebalances: list[tuple[str, RebalanceRecord]]) -> None:
         entries = []
@@ -334,15 +362,9 @@ class ShardRuntime:
                 await previous
             if end_offset is None:
                 self._require_leading()
-            for reply in result.replies:
-                waiter = self._waiting.get(reply.token)
-                if waiter is not None and not waiter.done():
-                    waiter.set_result(reply.response)
+            self._deliver(result.replies)
         except CoordinatorError as exc:
-            for reply in result.replies:
-                waiter = self._waiting.get(reply.token)
-                if waiter is not None and not waiter.done():
-                    waiter.set_exception(exc)
+            self._deliver(result.replies, exc)
         except Exception as exc:
             if isinstance(exc, PartitionError):
                 log.info("%s-%d: %s; reloading it", OFFSETS_TOPIC, self.partition, exc)
@@ -365,14 +387,20 @@ class ShardRuntime:
     # -- timers ----------------------------------------------------------------
 
     def _arm_timer(self) -> None:
+        deadline = self.shard.next_deadline()
+        if self.state is not ShardState.ACTIVE:
+            deadline = None
         if self._timer is not None:
+            if deadline == self._timer_deadline:
+                # Most operations (a heartbeat) move a deadline that is not the next one.
+                return
             self._timer.cancel()
             self._timer = None
-        deadline = self.shard.next_deadline()
-        if deadline is None or self.state is not ShardState.ACTIVE:
+        if deadline is None:
             return
         delay = max(deadline - now_ms(), 0) / 1000
         self._timer = asyncio.get_running_loop().call_later(delay, self._fire)
+        self._timer_deadline = deadline
 
     def _fire(self) -> None:
         self._timer = None

@@ -14,6 +14,7 @@ OffsetMetadataManager step by step; comments mark where and why we differ.
 
 from __future__ import annotations
 
+import heapq
 import struct
 import uuid
 from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -117,6 +118,9 @@ class CoordinatorShard:
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets = OffsetTable()
         self._timers: dict[TimerKey, _Timer] = {}
+        # (deadline, seq, key) of every timer, and of some since cancelled or
+        # rescheduled, which are dropped when they come to the top.
+        self._deadlines: list[tuple[int, int, TimerKey]] = []
         self._timer_seq = 0
 
     # ======================================================================
@@ -219,7 +223,13 @@ class CoordinatorShard:
     # ======================================================================
 
     def next_deadline(self) -> int | None:
-        return min((t.deadline_ms for t in self._timers.values()), default=None)
+        deadlines = self._deadlines
+        while deadlines:
+            deadline_ms, seq, key = deadlines[0]
+            if self._is_live(key, seq):
+                return deadline_ms
+            heapq.heappop(deadlines)
+        return None
 
     def scheduled(self) -> dict[TimerKey, int]:
         return {key: t.deadline_ms for key, t in self._timers.items()}
@@ -236,19 +246,27 @@ class CoordinatorShard:
     def poll(self, now_ms: int) -> Result:
         """Fire every due timer, earliest first (ties in scheduling order)."""
         out = Result()
-        while True:
-            due = [
-                (t.deadline_ms, t.seq, k)
-                for k, t in self._timers.items()
-                if t.deadline_ms <= now_ms
-            ]
-            if not due:
-                return out
-            out.extend(self.fire_timer(min(due)[2], now_ms))
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][0] <= now_ms:
+            _, seq, key = heapq.heappop(deadlines)
+            if self._is_live(key, seq):
+                out.extend(self.fire_timer(key, now_ms))
+        return out
+
+    def _is_live(self, key: TimerKey, seq: int) -> bool:
+        timer = self._timers.get(key)
+        return timer is not None and timer.seq == seq
 
     def _schedule(self, out: Result, key: TimerKey, deadline_ms: int, cb: TimerCallback) -> None:
         self._timer_seq += 1
         self._timers[key] = _Timer(deadline_ms, self._timer_seq, cb)
+        deadlines = self._deadlines
+        heapq.heappush(deadlines, (deadline_ms, self._timer_seq, key))
+        if len(deadlines) > 2 * len(self._timers) + 64:
+            # Every heartbeat reschedules its member: drop the deadlines it replaced.
+            # In place: poll() may be walking this very list.
+            deadlines[:] = [(t.deadline_ms, t.seq, k) for k, t in self._timers.items()]
+            heapq.heapify(deadlines)
         out.timers.append(ScheduleTimer(key, deadline_ms))
 
     def _cancel(self, out: Result, key: TimerKey) -> None:
