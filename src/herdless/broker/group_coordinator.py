@@ -30,6 +30,8 @@ from herdless.coordinator import (
     CoordinatorShard,
     Reply,
     Result,
+    ScheduleTimer,
+    TimerChange,
     partition_for,
 )
 from herdless.coordinator.messages import RebalanceRecord
@@ -314,7 +316,7 @@ class ShardRuntime:
             asyncio.get_running_loop().create_task(
                 self._release(result, previous, tail, end_offset, self._incarnation)
             )
-        self._arm_timer()
+        self._arm_timer(result.timers)
 
     def _deliver(self, replies: list[Reply], error: CoordinatorError | None = None) -> None:
         """Hand each waiting request its response, or `error`."""
@@ -386,16 +388,26 @@ class ShardRuntime:
 
     # -- timers ----------------------------------------------------------------
 
-    def _arm_timer(self) -> None:
-        deadline = self.shard.next_deadline()
+    def _arm_timer(self, changes: list[TimerChange]) -> None:
+        """Have the loop call the shard at its next deadline.
+
+        A deadline that moved later or went away leaves the loop timer as it is: it
+        fires early, finds nothing due and is armed again then. That is once per
+        session timeout or so, where asking the shard for its next deadline after
+        every operation (every heartbeat moves one) was a tenth of a busy broker.
+        """
         if self.state is not ShardState.ACTIVE:
-            deadline = None
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            return
         if self._timer is not None:
-            if deadline == self._timer_deadline:
-                # Most operations (a heartbeat) move a deadline that is not the next one.
+            armed = self._timer_deadline
+            if all(not isinstance(c, ScheduleTimer) or c.deadline_ms >= armed for c in changes):
                 return
             self._timer.cancel()
             self._timer = None
+        deadline = self.shard.next_deadline()
         if deadline is None:
             return
         delay = max(deadline - now_ms(), 0) / 1000
