@@ -301,15 +301,19 @@ class ShardRuntime:
         if result.rebalances:
             self._publish_rebalances(result.rebalances)
         previous = self._tail
-        if end_offset is None and (previous is None or previous.done()):
-            # Nothing of its own nor of an earlier operation to wait for (a heartbeat,
-            # most fetches): answered now, without a task of its own.
+        # With nothing of an earlier operation still to release, and nothing of its own
+        # to wait for (a heartbeat, a fetch; a commit on one broker with no flush due),
+        # the replies go now, without a task of their own.
+        idle = previous is None or previous.done()
+        if idle and end_offset is None:
             try:
                 self._require_leading()
             except CoordinatorError as exc:
                 self._deliver(result.replies, exc)
             else:
                 self._deliver(result.replies)
+        elif idle and self.replicas.committed_now(self.log, ACKS_ALL, end_offset or 0):
+            self._deliver(result.replies)
         else:
             tail: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._tail = tail

@@ -97,6 +97,13 @@ class ReplicaManager:
         that asked for `acks`; PartitionError if they cannot be within `timeout_ms`."""
         await self.durability.after_append(partition_log)
 
+    def committed_now(self, partition_log: PartitionLog, acks: int, end_offset: int) -> bool:
+        """True when `committed` would return at once, with nothing to wait for: lets a
+        caller answer without a task to wait in. False says nothing."""
+        return partition_log.high_watermark >= end_offset and self.durability.durable_now(
+            partition_log
+        )
+
     async def wait_for_appends(
         self, partitions: Iterable[TopicPartition], timeout_s: float
     ) -> bool:
