@@ -104,6 +104,8 @@ class _Timer:
 
 def _java_length(s: str) -> int:
     """String.length() in Java counts UTF-16 code units; Kafka's size limits use it."""
+    if s.isascii():
+        return len(s)
     return len(s.encode("utf-16-le")) // 2
 
 
