@@ -407,7 +407,10 @@ class ShardRuntime:
             return
         if self._timer is not None:
             armed = self._timer_deadline
-            if all(not isinstance(c, ScheduleTimer) or c.deadline_ms >= armed for c in changes):
+            for change in changes:
+                if isinstance(change, ScheduleTimer) and change.deadline_ms < armed:
+                    break
+            else:
                 return
             self._timer.cancel()
             self._timer = None
