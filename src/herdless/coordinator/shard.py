@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import Any
 
 from herdless.coordinator.config import CoordinatorConfig
 from herdless.coordinator.group import ClassicGroup, JoinWaiter, Member
@@ -1208,9 +1209,10 @@ def _inconsistent(requested: str | None, current: str | None) -> bool:
     return requested is not None and current is not None and requested != current
 
 
-@lru_cache(maxsize=64)
-def _offset_key_split(size: int) -> struct.Struct:
-    return struct.Struct(f">{size - 4}si")
+@lru_cache(maxsize=1024)
+def _offset_keys_split(size: int, n: int) -> Callable[[bytes], tuple[Any, ...]]:
+    """Unpacks n keys of `size` bytes, joined, into head, partition, head, partition..."""
+    return struct.Struct(">" + f"{size - 4}si" * n).unpack
 
 
 def _offset_run(keys: Sequence[bytes]) -> tuple[str, str, tuple[int, ...]] | None:
@@ -1219,7 +1221,8 @@ def _offset_run(keys: Sequence[bytes]) -> tuple[str, str, tuple[int, ...]] | Non
     size = len(keys[0]) if keys else 0
     if len(keys) < 2 or size <= 4 or len(set(map(len, keys))) != 1:
         return None
-    heads, partitions = zip(*_offset_key_split(size).iter_unpack(b"".join(keys)), strict=True)
+    fields = _offset_keys_split(size, len(keys))(b"".join(keys))
+    heads, partitions = fields[0::2], fields[1::2]
     if heads.count(heads[0]) != len(heads):
         return None
     group_and_topic = decode_offset_key_prefix(heads[0])

@@ -42,7 +42,7 @@ def iter_key_value_runs(batch: memoryview, header: BatchHeader) -> Iterator[tupl
     while left > 0:
         layout, size, room = _template(payload, pos, end)
         n = min(left, attempt, room, (end - pos) // size)
-        keys, values, valid = _cut(payload, pos, n, size, layout)
+        keys, values, valid = _cut(payload, pos, n, layout)
         attempt = left if valid == n else 2 * valid
         yield keys, values
         pos += valid * size
@@ -107,13 +107,14 @@ def _template(payload: memoryview, pos: int, end: int) -> tuple[_Layout, int, in
     return layout, record_end - start, room
 
 
-def _cut(
-    payload: memoryview, pos: int, n: int, size: int, layout: _Layout
-) -> tuple[Column, Column, int]:
+def _cut(payload: memoryview, pos: int, n: int, layout: _Layout) -> tuple[Column, Column, int]:
     """The keys and values of up to `n` records of `layout` from `pos`, and how many
     of them parse as the template does (at least the template itself)."""
-    unpack, checks, key_at, value_at = _unpacker(layout)
-    columns = list(zip(*unpack(payload[pos : pos + n * size]), strict=True))
+    _, width, checks, key_at, value_at = _unpacker(layout)
+    # One struct for all n records: a flat tuple sliced into columns, where unpacking
+    # record by record and transposing cost a third more.
+    fields = _run_unpacker(layout, n)(payload, pos)
+    columns = [fields[i::width] for i in range(width)]
     valid = n
     if not all(check(columns[i]) for i, check in checks):
         # Each check holds for a pair (template, record) exactly when it holds for the record.
@@ -125,6 +126,11 @@ def _cut(
     if valid < n:
         keys, values = keys[:valid], values[:valid]
     return keys, values, valid
+
+
+@lru_cache(maxsize=1024)
+def _run_unpacker(layout: _Layout, n: int) -> Callable[[memoryview, int], tuple[Any, ...]]:
+    return struct.Struct(">" + _unpacker(layout)[0] * n).unpack_from
 
 
 def _all_equal(column: tuple[object, ...]) -> bool:
@@ -143,16 +149,10 @@ _Check = Callable[[tuple[Any, ...]], bool]
 
 
 @lru_cache(maxsize=1024)
-def _unpacker(
-    layout: _Layout,
-) -> tuple[
-    Callable[[memoryview], Iterator[tuple[Any, ...]]],
-    list[tuple[int, _Check]],
-    int | None,
-    int | None,
-]:
-    """One struct for records of `layout`, the check of each column it yields that
-    needs one, and which columns are the keys and the values (None: all null).
+def _unpacker(layout: _Layout) -> tuple[str, int, list[tuple[int, _Check]], int | None, int | None]:
+    """The struct format of one record of `layout` (no byte order), how many fields it
+    yields, the check of each that needs one, and which are the key and the value
+    (None: all null).
 
     Length prefixes must equal the template's, so each record has its size and its
     key and value their lengths. The timestamp and offset deltas may differ, but
@@ -178,7 +178,5 @@ def _unpacker(
     column(f"{layout.value_width}s", _all_equal)
     value_at = column(f"{layout.value_length}s") if layout.value_length >= 0 else None
     # The attributes byte (after the length) and the headers are not read.
-    fmt = (
-        ">" + codes[0] + "x" + "".join(codes[1:]) + (f"{layout.headers}x" if layout.headers else "")
-    )
-    return struct.Struct(fmt).iter_unpack, checks, key_at, value_at
+    fmt = codes[0] + "x" + "".join(codes[1:]) + (f"{layout.headers}x" if layout.headers else "")
+    return fmt, len(codes), checks, key_at, value_at
