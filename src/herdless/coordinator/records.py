@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from functools import lru_cache
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -221,15 +222,15 @@ class _Reader:
 
 def encode_key(key: RecordKey) -> bytes:
     if isinstance(key, OffsetCommitKey):
-        return b"".join(
-            (
-                _I16.pack(OFFSET_COMMIT_KEY_VERSION),
-                _string_bytes(key.group),
-                _string_bytes(key.topic),
-                _I32.pack(key.partition),
-            )
-        )
+        return _offset_key_head(key.group, key.topic) + _I32.pack(key.partition)
     return _I16.pack(GROUP_METADATA_KEY_VERSION) + _string_bytes(key.group)
+
+
+@lru_cache(maxsize=4096)
+def _offset_key_head(group: str, topic: str) -> bytes:
+    """Everything of an offset commit key but the partition: the same for every
+    partition of a commit, and for every commit of a group."""
+    return _I16.pack(OFFSET_COMMIT_KEY_VERSION) + _string_bytes(group) + _string_bytes(topic)
 
 
 def _string_bytes(s: str) -> bytes:
@@ -312,6 +313,9 @@ def encode_offset_commit_value(value: OffsetCommitValue, version: int | None = N
         raise RecordFormatError(f"OffsetCommitValue version {version}")
     if version == 4:
         return _encode_flexible_offset_commit_value(value)
+    if version == 3 and not value.metadata:
+        # What nearly every commit writes: one pack.
+        return _V3_NO_METADATA.pack(3, value.offset, value.leader_epoch, 0, value.commit_timestamp)
     # Written once per committed partition: packed directly, like the decoder reads.
     parts = [_OFFSET_VALUE_HEAD.pack(version, value.offset)]
     if version == 3:
@@ -335,6 +339,8 @@ def _encode_flexible_offset_commit_value(value: OffsetCommitValue) -> bytes:
 
 
 _OFFSET_VALUE_HEAD = struct.Struct(">hq")  # version, offset
+# Version 3 with empty metadata: version, offset, leader epoch, metadata length 0, commit time.
+_V3_NO_METADATA = struct.Struct(">hqihq")
 
 
 def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
