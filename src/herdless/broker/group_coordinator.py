@@ -305,15 +305,17 @@ class ShardRuntime:
         # to wait for (a heartbeat, a fetch; a commit on one broker with no flush due),
         # the replies go now, without a task of their own.
         idle = previous is None or previous.done()
-        if idle and end_offset is None:
-            try:
-                self._require_leading()
-            except CoordinatorError as exc:
-                self._deliver(result.replies, exc)
-            else:
-                self._deliver(result.replies)
-        elif idle and self.replicas.committed_now(self.log, ACKS_ALL, end_offset or 0):
-            self._deliver(result.replies)
+        if idle and (
+            end_offset is None or self.replicas.committed_now(self.log, ACKS_ALL, end_offset)
+        ):
+            error = None
+            if end_offset is None:
+                # As in _release: an answer that wrote nothing needs this broker to lead.
+                try:
+                    self._require_leading()
+                except CoordinatorError as exc:
+                    error = exc
+            self._deliver(result.replies, error)
         else:
             tail: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._tail = tail
