@@ -58,6 +58,8 @@ class OffsetTable:
     before they are committed again: as bytes they cost no decode at load, half
     the memory, and nothing to the garbage collector, which never has to scan
     them (a frozen dataclass per offset made each full collection walk them all).
+    So a stored value that does not decode (none is ever written so) fails the
+    read that meets it with RecordFormatError, where decoding at load failed the load.
     """
 
     def __init__(self) -> None:
