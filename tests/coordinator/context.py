@@ -151,6 +151,8 @@ class Context:
         self.answer(result.replies)
         self.rebalances += result.rebalances
         assert self.timers == self.shard.scheduled()
+        # What the broker arms its one loop timer for.
+        assert self.shard.next_deadline() == min(self.timers.values(), default=None)
         return result
 
     def change_timers(self, changes: Iterable[TimerChange]) -> None:
@@ -176,15 +178,21 @@ class Context:
         return token, self.apply(operation(self.shard, token, self.now))
 
     def sleep(self, ms: int) -> Result:
+        """Let `ms` pass; every timer due meanwhile fires, as the broker fires them:
+        one poll at the shard's next deadline."""
         self.now += ms
         total = Result()
-        while True:
-            due = [(d, i, k) for i, (k, d) in enumerate(self.timers.items()) if d <= self.now]
-            if not due:
-                return total
-            _, _, key = min(due)
-            del self.timers[key]  # a timer that fires is gone from the broker's table
-            total.extend(self.apply(self.shard.fire_timer(key, self.now)))
+        while (deadline := self.shard.next_deadline()) is not None and deadline <= self.now:
+            result = self.shard.poll(self.now)
+            # A timer that fired is gone from the broker's table; one scheduled and fired
+            # within this poll shows only as scheduled.
+            self.change_timers(result.timers)
+            live = self.shard.scheduled()
+            for key in [k for k, d in self.timers.items() if d <= self.now and k not in live]:
+                del self.timers[key]
+            total.extend(self.apply(replace(result, timers=[])))
+            total.timers += result.timers
+        return total
 
     def restart(self) -> None:
         """A new shard loaded by replaying everything written so far."""

@@ -61,6 +61,14 @@ def test_offset_commit_value_v3_bytes() -> None:
     assert decode_offset_commit_value(OFFSET_VALUE_V3_BYTES) == value
 
 
+def test_offset_commit_value_v3_without_metadata_bytes() -> None:
+    # What nearly every commit writes, packed in one go: the same layout, length 0.
+    value = OffsetCommitValue(offset=5, metadata="", commit_timestamp=1000, leader_epoch=-1)
+    data = bytes.fromhex("00030000000000000005ffffffff000000000000000003e8")
+    assert encode_offset_commit_value(value) == data
+    assert decode_offset_commit_value(data) == value
+
+
 def test_offset_commit_value_with_expiry_is_written_as_v1() -> None:
     value = OffsetCommitValue(5, "m", 1000, expire_timestamp=2000)
     data = encode_offset_commit_value(value)

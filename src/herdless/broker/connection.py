@@ -15,6 +15,7 @@ join) are applied, as when Kafka drops the response of a client that has gone.
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -45,8 +46,9 @@ class ConnectionClosed(Exception):
     """The client must be disconnected; the message says why."""
 
 
-class _IdleTooLong(Exception):
-    """No request began within connections.max.idle.ms."""
+class _Read(enum.Enum):
+    IDLE = "the next request"  # connections.max.idle.ms
+    FRAME = "the rest of a frame"  # request.read.timeout.ms
 
 
 class Connection:
@@ -71,27 +73,39 @@ class Connection:
         # True while waiting for the next request: shutdown may then close at once.
         self.idle = True
         self._abandoned = False
+        # The read under way (None: handling a request) and when it began: the
+        # watchdog ends a connection idle or a frame stalled too long.
+        self._reading: _Read | None = None
+        self._reading_since = 0.0
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._expired: _Read | None = None
+        self._frame_size = 0
 
     async def serve(self) -> None:
         serving = asyncio.current_task()
         if isinstance(self._reader, HangUpReader):
             self._reader.on_hang_up = lambda: self._hung_up(serving)
+        self._arm_watchdog(serving, asyncio.get_running_loop().time())
         try:
             while not self._context.stopping:
                 self.idle = True
                 frame = await self._read_frame()
                 self.idle = False
                 await self._handle(frame)
-        except (*_GONE, _IdleTooLong):
-            pass  # the client went away, or said nothing for too long
+        except _GONE:
+            pass  # the client went away
         except ConnectionClosed as exc:
             self._warnings.warn(self._warned_as, f"closing connection from {self.peer}: {exc}")
         except asyncio.CancelledError:
-            if self._abandoned:
+            if self._expired is not None:
+                self._report_expired(self._expired)
+            elif self._abandoned:
                 log.debug("%s hung up during a request; abandoned it", self.peer)
         except Exception:
             log.exception("closing connection from %s after an internal error", self.peer)
         finally:
+            if self._watchdog is not None:
+                self._watchdog.cancel()
             if isinstance(self._reader, HangUpReader):
                 self._reader.on_hang_up = None
             self._writer.close()
@@ -104,30 +118,60 @@ class Connection:
 
     async def _read_frame(self) -> bytes:
         config = self._context.config
-        try:
-            async with asyncio.timeout(config.connections_max_idle_ms / 1000):
-                size_bytes = await self._reader.readexactly(FRAME_SIZE.size)
-        except TimeoutError:
-            log.debug(
-                "closing connection from %s: idle for %d ms (connections.max.idle.ms)",
-                self.peer,
-                config.connections_max_idle_ms,
-            )
-            raise _IdleTooLong from None
+        loop_time = asyncio.get_running_loop().time
+        self._reading, self._reading_since = _Read.IDLE, loop_time()
+        size_bytes = await self._reader.readexactly(FRAME_SIZE.size)
         (size,) = FRAME_SIZE.unpack(size_bytes)
         if size < 0 or size > config.max_request_bytes:
             raise ConnectionClosed(
                 f"frame of {size} bytes is outside 0..{config.max_request_bytes}"
                 " (socket.request.max.bytes)"
             )
-        try:
-            async with asyncio.timeout(config.request_read_timeout_ms / 1000):
-                return await self._reader.readexactly(size)
-        except TimeoutError:
-            raise ConnectionClosed(
-                f"a frame of {size} bytes did not arrive whole within"
-                f" {config.request_read_timeout_ms} ms (request.read.timeout.ms)"
-            ) from None
+        self._reading, self._reading_since = _Read.FRAME, loop_time()
+        self._frame_size = size
+        frame = await self._reader.readexactly(size)
+        self._reading = None
+        return frame
+
+    def _arm_watchdog(self, serving: asyncio.Task[Any] | None, now: float) -> None:
+        """Check the read under way when it would first be too long, and again from then.
+
+        One timer per connection, re-armed only when it fires: two asyncio.timeout
+        blocks per request (idle, then the frame) cost a tenth of a broker answering
+        heartbeats, nearly all in scheduling and cancelling their timers.
+        """
+        config = self._context.config
+        limits = {
+            _Read.IDLE: config.connections_max_idle_ms / 1000,
+            _Read.FRAME: config.request_read_timeout_ms / 1000,
+        }
+        reading = self._reading
+        if reading is None:
+            due = now + min(limits.values())
+        else:
+            due = self._reading_since + limits[reading]
+            if now >= due:
+                self._expired = reading
+                if serving is not None:
+                    serving.cancel()
+                return
+        loop = asyncio.get_running_loop()
+        self._watchdog = loop.call_at(due, lambda: self._arm_watchdog(serving, loop.time()))
+
+    def _report_expired(self, reading: _Read) -> None:
+        config = self._context.config
+        if reading is _Read.IDLE:
+            log.debug(
+                "closing connection from %s: idle for %d ms (connections.max.idle.ms)",
+                self.peer,
+                config.connections_max_idle_ms,
+            )
+            return
+        self._warnings.warn(
+            self._warned_as,
+            f"closing connection from {self.peer}: a frame of {self._frame_size} bytes did not"
+            f" arrive whole within {config.request_read_timeout_ms} ms (request.read.timeout.ms)",
+        )
 
     async def _handle(self, frame: bytes) -> None:
         try:

@@ -71,8 +71,12 @@ class Durability:
 
     async def after_append(self, partition_log: PartitionLog) -> None:
         """Return once an append just made is as durable as the topic asks."""
-        if partition_log.flush_due(self._clock()):
+        if not self.durable_now(partition_log):
             await self.flush(partition_log)
+
+    def durable_now(self, partition_log: PartitionLog) -> bool:
+        """An append just made is as durable as the topic asks, with no flush to wait for."""
+        return not partition_log.flush_due(self._clock())
 
     async def flush_due(self, logs: Iterable[PartitionLog]) -> None:
         """The flush schedule: flush every log whose policy is met now (flush.ms).

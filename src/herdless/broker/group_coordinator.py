@@ -27,9 +27,18 @@ from herdless.broker.replicas import ACKS_ALL, PartitionError, ReplicaManager
 from herdless.broker.replication import Role
 from herdless.broker.stalls import StallDetector
 from herdless.broker.topic_admin import NewTopic, TopicAdmin, TopicAdminError
-from herdless.coordinator import CoordinatorConfig, CoordinatorShard, Result, partition_for
+from herdless.coordinator import (
+    CoordinatorConfig,
+    CoordinatorShard,
+    Reply,
+    Result,
+    ScheduleTimer,
+    TimerChange,
+    partition_for,
+)
 from herdless.coordinator.messages import RebalanceRecord
 from herdless.protocol.errors import ErrorCode
+from herdless.protocol.record_columns import iter_key_value_runs
 from herdless.protocol.records import build_batch, iter_batches, iter_records, parse_header
 from herdless.storage import LogManager, PartitionLog, StorageError
 
@@ -126,6 +135,8 @@ class ShardRuntime:
         # Completes when every record written so far is durable and its replies are out.
         self._tail: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
+        # The shard's deadline that `_timer` is armed for.
+        self._timer_deadline = 0
         # Set when the log or its high watermark moved, or the role changed.
         self._moved = asyncio.Event()
         self._replaying: asyncio.Task[None] | None = None
@@ -239,6 +250,15 @@ class ShardRuntime:
         view = memoryview(data)
         for position, header in iter_batches(view):
             batch = view[position : position + header.size]
+            if self.applied_offset <= header.base_offset and header.last_offset < target:
+                # All of the batch is replayed, so its records' offsets are not needed:
+                # its keys and values come a run at a time, cut out in C.
+                for keys, values in iter_key_value_runs(batch, header):
+                    if keys[0] is not None:
+                        self.shard.replay_records(keys, values)  # type: ignore[arg-type]
+                        self.loaded_records += len(keys)
+                self.applied_offset = header.last_offset + 1
+                continue
             for record in iter_records(batch, header):
                 if record.offset < self.applied_offset or record.key is None:
                     continue
@@ -315,12 +335,38 @@ class ShardRuntime:
         if result.rebalances:
             self._publish_rebalances(result.rebalances)
         previous = self._tail
-        tail: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._tail = tail
-        asyncio.get_running_loop().create_task(
-            self._release(result, previous, tail, end_offset, self._incarnation)
-        )
-        self._arm_timer()
+        # With nothing of an earlier operation still to release, and nothing of its own
+        # to wait for (a heartbeat, a fetch; a commit on one broker with no flush due),
+        # the replies go now, without a task of their own.
+        idle = previous is None or previous.done()
+        if idle and (
+            end_offset is None or self.replicas.committed_now(self.log, ACKS_ALL, end_offset)
+        ):
+            error = None
+            if end_offset is None:
+                # As in _release: an answer that wrote nothing needs this broker to lead.
+                try:
+                    self._require_leading()
+                except CoordinatorError as exc:
+                    error = exc
+            self._deliver(result.replies, error)
+        else:
+            tail: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._tail = tail
+            asyncio.get_running_loop().create_task(
+                self._release(result, previous, tail, end_offset, self._incarnation)
+            )
+        self._arm_timer(result.timers)
+
+    def _deliver(self, replies: list[Reply], error: CoordinatorError | None = None) -> None:
+        """Hand each waiting request its response, or `error`."""
+        for reply in replies:
+            waiter = self._waiting.get(reply.token)
+            if waiter is not None and not waiter.done():
+                if error is None:
+                    waiter.set_result(reply.response)
+                else:
+                    waiter.set_exception(error)
 
     def _publish_rebalances(self, rebalances: list[tuple[str, RebalanceRecord]]) -> None:
         entries = []
@@ -358,15 +404,9 @@ class ShardRuntime:
                 await previous
             if end_offset is None:
                 self._require_leading()
-            for reply in result.replies:
-                waiter = self._waiting.get(reply.token)
-                if waiter is not None and not waiter.done():
-                    waiter.set_result(reply.response)
+            self._deliver(result.replies)
         except CoordinatorError as exc:
-            for reply in result.replies:
-                waiter = self._waiting.get(reply.token)
-                if waiter is not None and not waiter.done():
-                    waiter.set_exception(exc)
+            self._deliver(result.replies, exc)
         except Exception as exc:
             if isinstance(exc, (PartitionError, StorageError)):
                 log.info("%s-%d: %s; reloading it", OFFSETS_TOPIC, self.partition, exc)
@@ -388,15 +428,34 @@ class ShardRuntime:
 
     # -- timers ----------------------------------------------------------------
 
-    def _arm_timer(self) -> None:
+    def _arm_timer(self, changes: list[TimerChange]) -> None:
+        """Have the loop call the shard at its next deadline.
+
+        A deadline that moved later or went away leaves the loop timer as it is: it
+        fires early, finds nothing due and is armed again then. That is once per
+        session timeout or so, where asking the shard for its next deadline after
+        every operation (every heartbeat moves one) was a tenth of a busy broker.
+        """
+        if self.state is not ShardState.ACTIVE:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            return
         if self._timer is not None:
+            armed = self._timer_deadline
+            for change in changes:
+                if isinstance(change, ScheduleTimer) and change.deadline_ms < armed:
+                    break
+            else:
+                return
             self._timer.cancel()
             self._timer = None
         deadline = self.shard.next_deadline()
-        if deadline is None or self.state is not ShardState.ACTIVE:
+        if deadline is None:
             return
         delay = max(deadline - now_ms(), 0) / 1000
         self._timer = asyncio.get_running_loop().call_later(delay, self._fire)
+        self._timer_deadline = deadline
 
     def _fire(self) -> None:
         self._timer = None
@@ -416,7 +475,7 @@ class ShardRuntime:
     def postpone_timers(self, stalled_ms: int) -> None:
         if self.state is ShardState.ACTIVE:
             self.shard.postpone_timers(stalled_ms)
-            self._arm_timer()
+            self._arm_timer([])
 
 
 class GroupCoordinator:

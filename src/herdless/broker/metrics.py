@@ -132,10 +132,10 @@ def snapshot(groups: GroupCoordinator, logs: LogManager) -> Snapshot:
         shard = runtime.shard
         for group_id, group in shard.groups.items():
             state.groups.append((group_id, len(group.members), group.generation, group.state))
-            for topic, partition, offset in shard.offsets.entries(group_id):
+            for topic, partition, offset in shard.offsets.committed_offsets(group_id):
                 partition_log = logs.partition(topic, partition)
                 high_watermark = None if partition_log is None else partition_log.high_watermark
-                state.offsets.append((group_id, topic, partition, offset.offset, high_watermark))
+                state.offsets.append((group_id, topic, partition, offset, high_watermark))
     for name, topic in logs.topics.items():
         for partition_log in topic.partitions.values():
             state.partitions.append(

@@ -249,6 +249,10 @@ class ClusterReplicaManager(ReplicaManager):
         self._maybe_advance_high_watermark(partition)
         return info
 
+    def committed_now(self, partition_log: PartitionLog, acks: int, end_offset: int) -> bool:
+        # Followers have yet to fetch what was just appended: always wait in committed().
+        return False
+
     async def committed(
         self, partition_log: PartitionLog, acks: int, end_offset: int, timeout_ms: int
     ) -> None:

@@ -8,6 +8,8 @@ Math.abs would return it unchanged and negative).
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 _INT32_MIN = -(2**31)
 
 
@@ -23,6 +25,9 @@ def kafka_abs(n: int) -> int:
     return 0 if n == _INT32_MIN else abs(n)
 
 
+# Every group request asks where its group lives, and hashing the id in Python cost
+# a few per cent of a broker answering heartbeats.
+@lru_cache(maxsize=1 << 16)
 def partition_for(group_id: str, num_partitions: int) -> int:
     if num_partitions <= 0:
         raise ValueError("num_partitions must be positive")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from functools import lru_cache
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -221,15 +222,15 @@ class _Reader:
 
 def encode_key(key: RecordKey) -> bytes:
     if isinstance(key, OffsetCommitKey):
-        return b"".join(
-            (
-                _I16.pack(OFFSET_COMMIT_KEY_VERSION),
-                _string_bytes(key.group),
-                _string_bytes(key.topic),
-                _I32.pack(key.partition),
-            )
-        )
+        return _offset_key_head(key.group, key.topic) + _I32.pack(key.partition)
     return _I16.pack(GROUP_METADATA_KEY_VERSION) + _string_bytes(key.group)
+
+
+@lru_cache(maxsize=4096)
+def _offset_key_head(group: str, topic: str) -> bytes:
+    """Everything of an offset commit key but the partition: the same for every
+    partition of a commit, and for every commit of a group."""
+    return _I16.pack(OFFSET_COMMIT_KEY_VERSION) + _string_bytes(group) + _string_bytes(topic)
 
 
 def _string_bytes(s: str) -> bytes:
@@ -255,6 +256,26 @@ def decode_key(data: bytes) -> RecordKey | None:
     if version < 0:
         raise RecordFormatError(f"negative key version {version}")
     return None
+
+
+def decode_offset_key_prefix(prefix: bytes) -> tuple[str, str] | None:
+    """The group and topic of every offset commit key that is `prefix` and a partition
+    (int32), when decode_key reads such keys as exactly that; else None.
+
+    Loading applies a run of commits of one group and topic at once: the keys of
+    a run differ only in their last four bytes, so their shared head is read once.
+    """
+    try:
+        (version,) = _I16.unpack_from(prefix, 0)
+        if version not in (0, 1):
+            return None
+        group, pos = _string_at(prefix, 2)
+        topic, pos = _string_at(prefix, pos)
+    except (struct.error, RecordFormatError):
+        return None
+    # Bytes after the partition are ignored by decode_key, so they would be read here
+    # as the partition: such keys are left to decode_key.
+    return (group, topic) if pos == len(prefix) else None
 
 
 def _string_at(data: bytes, pos: int) -> tuple[str, int]:
@@ -292,6 +313,9 @@ def encode_offset_commit_value(value: OffsetCommitValue, version: int | None = N
         raise RecordFormatError(f"OffsetCommitValue version {version}")
     if version == 4:
         return _encode_flexible_offset_commit_value(value)
+    if version == 3 and not value.metadata:
+        # What nearly every commit writes: one pack.
+        return _V3_NO_METADATA.pack(3, value.offset, value.leader_epoch, 0, value.commit_timestamp)
     # Written once per committed partition: packed directly, like the decoder reads.
     parts = [_OFFSET_VALUE_HEAD.pack(version, value.offset)]
     if version == 3:
@@ -315,6 +339,8 @@ def _encode_flexible_offset_commit_value(value: OffsetCommitValue) -> bytes:
 
 
 _OFFSET_VALUE_HEAD = struct.Struct(">hq")  # version, offset
+# Version 3 with empty metadata: version, offset, leader epoch, metadata length 0, commit time.
+_V3_NO_METADATA = struct.Struct(">hqihq")
 
 
 def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
@@ -338,6 +364,17 @@ def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
     except struct.error as e:
         raise RecordFormatError("record truncated") from e
     return OffsetCommitValue(offset, metadata, commit_timestamp, leader_epoch, expire_timestamp)
+
+
+def offset_commit_value_offset(data: bytes) -> int:
+    """The committed offset alone: the same field at the same place in every version."""
+    try:
+        version, offset = _OFFSET_VALUE_HEAD.unpack_from(data, 0)
+    except struct.error as e:
+        raise RecordFormatError("record truncated") from e
+    if not 0 <= version <= 4:
+        raise RecordFormatError(f"OffsetCommitValue version {version}")
+    return int(offset)
 
 
 def _decode_flexible_offset_commit_value(data: bytes) -> OffsetCommitValue:

@@ -14,9 +14,13 @@ OffsetMetadataManager step by step; comments mark where and why we differ.
 
 from __future__ import annotations
 
+import heapq
+import struct
 import uuid
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Any
 
 from herdless.coordinator.config import CoordinatorConfig
 from herdless.coordinator.group import ClassicGroup, JoinWaiter, Member
@@ -58,7 +62,7 @@ from herdless.coordinator.records import (
     Record,
     decode_group_metadata_value,
     decode_key,
-    decode_offset_commit_value,
+    decode_offset_key_prefix,
     group_metadata_record,
     offset_commit_record,
 )
@@ -102,6 +106,8 @@ class _Timer:
 
 def _java_length(s: str) -> int:
     """String.length() in Java counts UTF-16 code units; Kafka's size limits use it."""
+    if s.isascii():
+        return len(s)
     return len(s.encode("utf-16-le")) // 2
 
 
@@ -116,6 +122,9 @@ class CoordinatorShard:
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets = OffsetTable()
         self._timers: dict[TimerKey, _Timer] = {}
+        # (deadline, seq, key) of every timer, and of some since cancelled or
+        # rescheduled, which are dropped when they come to the top.
+        self._deadlines: list[tuple[int, int, TimerKey]] = []
         self._timer_seq = 0
 
     # ======================================================================
@@ -130,25 +139,43 @@ class CoordinatorShard:
             # groups): skipped, so a log written by Kafka still loads.
             return
         if isinstance(decoded, OffsetCommitKey):
-            self._replay_offset(decoded, value)
+            self._apply_offset(decoded, value)
         else:
             self._replay_group(decoded, value)
 
-    def _replay_offset(self, key: OffsetCommitKey, value: bytes | None) -> None:
-        offset = None
-        if value is not None:
-            offset = OffsetAndMetadata.from_record(decode_offset_commit_value(value))
-        self._apply_offset(key, offset)
+    def replay_records(self, keys: Sequence[bytes], values: Sequence[bytes | None]) -> None:
+        """replay() of each (key, value) in order.
 
-    def _apply_offset(self, key: OffsetCommitKey, offset: OffsetAndMetadata | None) -> None:
-        """The state change of one offset record, shared by live writes and replay."""
-        if offset is None:
+        Loading hands over a batch's records a run at a time (see
+        protocol/record_columns.py), and a run of one OffsetCommit's records (one
+        group and topic, every value a commit, or every one a tombstone) is applied
+        at once, to the same state: each partition ends with its last value, and
+        the group exists afterwards if it did before or any value was a commit.
+        """
+        run = _offset_run(keys)
+        tombstones = -1 if run is None else values.count(None)
+        if run is None or 0 < tombstones < len(values):
+            for key, value in zip(keys, values, strict=True):
+                self.replay(key, value)
+            return
+        group_id, topic, partitions = run
+        if tombstones:
+            self.offsets.remove_all(group_id, topic, partitions)
+            return
+        if group_id not in self.groups:
+            self.groups[group_id] = self._new_group(group_id, None)
+        self.offsets.put_all(group_id, topic, zip(partitions, values, strict=True))  # type: ignore[arg-type]
+
+    def _apply_offset(self, key: OffsetCommitKey, value: bytes | None) -> None:
+        """The state change of one offset record (`value` encoded, None a tombstone),
+        shared by live writes and replay."""
+        if value is None:
             self.offsets.remove(key.group, key.topic, key.partition)
             return
         if key.group not in self.groups:
             # Offsets without membership: a "simple" group, Empty with no protocol type.
             self.groups[key.group] = self._new_group(key.group, None)
-        self.offsets.put(key.group, key.topic, key.partition, offset)
+        self.offsets.put(key.group, key.topic, key.partition, value)
 
     def _replay_group(self, key: GroupMetadataKey, value: bytes | None) -> None:
         if value is None:
@@ -200,7 +227,13 @@ class CoordinatorShard:
     # ======================================================================
 
     def next_deadline(self) -> int | None:
-        return min((t.deadline_ms for t in self._timers.values()), default=None)
+        deadlines = self._deadlines
+        while deadlines:
+            deadline_ms, seq, key = deadlines[0]
+            if self._is_live(key, seq):
+                return deadline_ms
+            heapq.heappop(deadlines)
+        return None
 
     def scheduled(self) -> dict[TimerKey, int]:
         return {key: t.deadline_ms for key, t in self._timers.items()}
@@ -213,6 +246,7 @@ class CoordinatorShard:
         for key, timer in self._timers.items():
             timer.deadline_ms += stalled_ms
             out.timers.append(ScheduleTimer(key, timer.deadline_ms))
+        self._rebuild_deadlines()
         return out
 
     def fire_timer(self, key: TimerKey, now_ms: int) -> Result:
@@ -227,19 +261,32 @@ class CoordinatorShard:
     def poll(self, now_ms: int) -> Result:
         """Fire every due timer, earliest first (ties in scheduling order)."""
         out = Result()
-        while True:
-            due = [
-                (t.deadline_ms, t.seq, k)
-                for k, t in self._timers.items()
-                if t.deadline_ms <= now_ms
-            ]
-            if not due:
-                return out
-            out.extend(self.fire_timer(min(due)[2], now_ms))
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][0] <= now_ms:
+            _, seq, key = heapq.heappop(deadlines)
+            if self._is_live(key, seq):
+                out.extend(self.fire_timer(key, now_ms))
+        return out
+
+    def _rebuild_deadlines(self) -> None:
+        """One heap entry per live timer, at its current deadline. In place: poll() may
+        be walking this very list."""
+        deadlines = self._deadlines
+        deadlines[:] = [(t.deadline_ms, t.seq, k) for k, t in self._timers.items()]
+        heapq.heapify(deadlines)
+
+    def _is_live(self, key: TimerKey, seq: int) -> bool:
+        timer = self._timers.get(key)
+        return timer is not None and timer.seq == seq
 
     def _schedule(self, out: Result, key: TimerKey, deadline_ms: int, cb: TimerCallback) -> None:
         self._timer_seq += 1
         self._timers[key] = _Timer(deadline_ms, self._timer_seq, cb)
+        deadlines = self._deadlines
+        heapq.heappush(deadlines, (deadline_ms, self._timer_seq, key))
+        if len(deadlines) > 2 * len(self._timers) + 64:
+            # Every heartbeat reschedules its member: drop the deadlines it replaced.
+            self._rebuild_deadlines()
         out.timers.append(ScheduleTimer(key, deadline_ms))
 
     def _cancel(self, out: Result, key: TimerKey) -> None:
@@ -1161,9 +1208,9 @@ class CoordinatorShard:
         self, out: Result, key: OffsetCommitKey, offset: OffsetAndMetadata | None
     ) -> None:
         """Append an offset record (None: a tombstone) and apply it as replay would."""
-        value = None if offset is None else offset.to_record()
-        out.records.append(offset_commit_record(key, value))
-        self._apply_offset(key, offset)
+        record = offset_commit_record(key, None if offset is None else offset.to_record())
+        out.records.append(record)
+        self._apply_offset(key, record.value)
 
     def _write_group_tombstone(self, out: Result, group_id: str) -> None:
         out.records.append(group_metadata_record(GroupMetadataKey(group_id), None))
@@ -1181,6 +1228,26 @@ class CoordinatorShard:
 
 def _inconsistent(requested: str | None, current: str | None) -> bool:
     return requested is not None and current is not None and requested != current
+
+
+@lru_cache(maxsize=1024)
+def _offset_keys_split(size: int, n: int) -> Callable[[bytes], tuple[Any, ...]]:
+    """Unpacks n keys of `size` bytes, joined, into head, partition, head, partition..."""
+    return struct.Struct(">" + f"{size - 4}si" * n).unpack
+
+
+def _offset_run(keys: Sequence[bytes]) -> tuple[str, str, tuple[int, ...]] | None:
+    """(group, topic, partitions) when `keys` are two or more offset commit keys of one
+    group and topic that decode_key would read as exactly that; else None."""
+    size = len(keys[0]) if keys else 0
+    if len(keys) < 2 or size <= 4 or len(set(map(len, keys))) != 1:
+        return None
+    fields = _offset_keys_split(size, len(keys))(b"".join(keys))
+    heads, partitions = fields[0::2], fields[1::2]
+    if heads.count(heads[0]) != len(heads):
+        return None
+    group_and_topic = decode_offset_key_prefix(heads[0])
+    return None if group_and_topic is None else (*group_and_topic, partitions)
 
 
 def _fetched(partition: int, o: OffsetAndMetadata) -> FetchedPartition:

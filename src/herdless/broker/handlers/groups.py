@@ -199,19 +199,21 @@ async def handle_offset_commit(context: BrokerContext, request: Request) -> Any:
         api_version=request.api_version,
     )
     # As Kafka does, a partition that does not exist is refused here and never stored.
-    existing = {t.name: _partitions(context, t.name) for t in commit.topics}
-    known = tuple(
-        m.CommitTopic(t.name, tuple(p for p in t.partitions if p.partition in existing[t.name]))
-        for t in commit.topics
-    )
-    unknown = tuple(
-        m.CommitTopic(t.name, tuple(p for p in t.partitions if p.partition not in existing[t.name]))
-        for t in commit.topics
-    )
-    known = tuple(t for t in known if t.partitions)
+    known: list[m.CommitTopic] = []
+    unknown: list[m.CommitTopic] = []
+    for t in commit.topics:
+        existing = _partitions(context, t.name)
+        here = tuple(p for p in t.partitions if p.partition in existing)
+        if len(here) == len(t.partitions):
+            known.append(t)
+            continue
+        if here:
+            known.append(m.CommitTopic(t.name, here))
+        unknown.append(m.CommitTopic(t.name, tuple(p for p in t.partitions if p not in here)))
     answered: tuple[m.TopicErrors, ...] = ()
     if known:
-        stored = replace(commit, topics=known)
+        # The common case, every partition known, is stored as it came.
+        stored = replace(commit, topics=tuple(known)) if unknown else commit
         result = await _run(
             context,
             commit.group_id,
@@ -219,9 +221,7 @@ async def handle_offset_commit(context: BrokerContext, request: Request) -> Any:
             lambda error: m.OffsetCommitResponse(_every_partition(stored.topics, error)),
         )
         answered = result.topics
-    answered += _every_partition(
-        tuple(t for t in unknown if t.partitions), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    )
+    answered += _every_partition(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     return Response(throttle_time_ms=0, topics=_topic_errors(Response, answered, "OffsetCommit"))
 
 
