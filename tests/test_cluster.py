@@ -598,7 +598,8 @@ def test_no_coordinator_until_the_offsets_topic_can_have_its_replicas(tmp_path: 
     from herdless.protocol.codec import REQUESTS, RESPONSES
     from tests.support.wire import Wire
 
-    with running_cluster(tmp_path / "small", brokers=1) as small:
+    three_copies = {"offsets.topic.replication.factor": "3"}  # Kafka's default
+    with running_cluster(tmp_path / "small", brokers=1, **three_copies) as small:
         find = REQUESTS[10](key="lonely", key_type=0)
         find.API_VERSION = 1
         wire = Wire(small.brokers[1])

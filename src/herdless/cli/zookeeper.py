@@ -7,13 +7,12 @@ sessions. A production cluster runs its own ZooKeeper ensemble instead.
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import socket
-import subprocess
 import time
 from pathlib import Path
+
+from herdless.cli.child_process import ChildProcess
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")
@@ -38,7 +37,7 @@ def require_zookeeper() -> str:
     return java
 
 
-class ZooKeeperServer:
+class ZooKeeperServer(ChildProcess):
     """A standalone ZooKeeper server whose data and config live in `data_dir`."""
 
     def __init__(
@@ -56,8 +55,7 @@ class ZooKeeperServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.port = port
         self.config_path = data_dir / "zoo.cfg"
-        self.log_path = data_dir.parent / f"{data_dir.name}-zookeeper.log"
-        self.process: subprocess.Popen[bytes] | None = None
+        super().__init__(data_dir.parent / f"{data_dir.name}-zookeeper.log")
         lines = [
             f"tickTime={tick_ms}",
             f"dataDir={data_dir}",
@@ -92,11 +90,8 @@ class ZooKeeperServer:
             "org.apache.zookeeper.server.ZooKeeperServerMain",
             str(self.config_path),
         ]
-        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
-        self.process = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        log.close()
+        self.spawn(command, new_session=True)
+        assert self.process is not None
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -117,27 +112,3 @@ class ZooKeeperServer:
                 return sock.recv(4096).decode(errors="replace")
         except OSError:
             return None
-
-    def stop(self, timeout: float = 30.0) -> int:
-        """SIGTERM and wait."""
-        assert self.process is not None
-        if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGCONT)
-            self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout)
-
-    def kill(self) -> None:
-        """SIGKILL: sessions are not closed; clients see the server vanish."""
-        if self.alive():
-            assert self.process is not None
-            os.kill(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def log(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-5000:]
-        except OSError:
-            return ""

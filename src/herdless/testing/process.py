@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import shlex
-import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from herdless.cli.child_process import ChildProcess
 
 STARTUP_TIMEOUT_S = 60.0
 # How long SIGTERM may take before terminate() falls back to SIGKILL.
@@ -20,31 +20,13 @@ class BrokerStartError(RuntimeError):
     """The broker exited, or did not listen, before it was ready; the message has its log."""
 
 
-def sigstop(pid: int, timeout_s: float = 5.0) -> None:
-    """SIGSTOP, and return once every thread of the process has stopped: a thread busy
-    on another core may otherwise still answer a request sent right after the signal."""
-    os.kill(pid, signal.SIGSTOP)
-    deadline = time.monotonic() + timeout_s
-    tasks = Path(f"/proc/{pid}/task")
-    while time.monotonic() < deadline:
-        try:
-            states = [
-                (task / "stat").read_text().rsplit(")", 1)[1].split()[0] for task in tasks.iterdir()
-            ]
-        except OSError:
-            return  # gone, or no /proc: nothing more to wait for
-        if all(state in ("T", "t") for state in states):
-            return
-        time.sleep(0.005)
-
-
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
-class BrokerProcess:
+class BrokerProcess(ChildProcess):
     """One broker process whose output goes to a log file beside its data directory."""
 
     def __init__(
@@ -61,8 +43,7 @@ class BrokerProcess:
         self.host = host
         self.port = free_port() if port is None else port
         self.extra_args = list(extra_args)
-        self.log_path = data_dir.parent / f"{data_dir.name}-broker.log"
-        self.process: subprocess.Popen[bytes] | None = None
+        super().__init__(data_dir.parent / f"{data_dir.name}-broker.log")
 
     @property
     def bootstrap(self) -> str:
@@ -92,10 +73,7 @@ class BrokerProcess:
 
     def launch(self) -> None:
         """Start the process without waiting: several brokers start side by side."""
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
-        self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT)
-        log.close()
+        self.spawn(self.command)
 
     def wait_listening(self, timeout: float = STARTUP_TIMEOUT_S) -> BrokerProcess:
         assert self.process is not None, "launch() first"
@@ -119,13 +97,6 @@ class BrokerProcess:
             f"--- its log ({self.log_path}) ---\n{self.log()}"
         )
 
-    def stop(self, timeout: float = 30.0) -> int:
-        """SIGTERM and wait: the graceful path."""
-        assert self.process is not None
-        self.resume()
-        self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout)
-
     def terminate(self, timeout: float = STOP_TIMEOUT_S) -> None:
         """SIGTERM, then SIGKILL if the broker has not stopped within `timeout`."""
         if not self.alive():
@@ -135,34 +106,9 @@ class BrokerProcess:
         except subprocess.TimeoutExpired:
             self.kill()
 
-    def kill(self) -> None:
-        """SIGKILL: nothing gets to flush or close."""
-        if self.process is not None and self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-
     def restart(self, *, hard: bool = False) -> BrokerProcess:
         if hard:
             self.kill()
         elif self.alive():
             self.stop()
         return self.start()
-
-    def pause(self) -> None:
-        """SIGSTOP: the broker holds its connections and answers nothing, as in a long stall."""
-        assert self.process is not None
-        sigstop(self.process.pid)
-
-    def resume(self) -> None:
-        if self.alive():
-            assert self.process is not None
-            os.kill(self.process.pid, signal.SIGCONT)
-
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def log(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-5000:]
-        except OSError:
-            return ""

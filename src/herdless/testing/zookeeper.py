@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import signal
 from pathlib import Path
 
 from herdless.cli.zookeeper import ZooKeeperServer
-from herdless.testing.process import free_port, sigstop
+from herdless.testing.process import free_port
 
 # Sessions expire at a tick boundary: a short tick keeps expiry close to the timeout.
 TICK_MS = 100
@@ -32,16 +30,6 @@ class ZooKeeperProcess(ZooKeeperServer):
             # Tests write little; no need to fsync every transaction to the log.
             sync_writes=False,
         )
-
-    def pause(self) -> None:
-        """SIGSTOP: the server holds its connections but answers nothing."""
-        assert self.process is not None
-        sigstop(self.process.pid)
-
-    def resume(self) -> None:
-        assert self.process is not None
-        if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGCONT)
 
     def restart(self) -> ZooKeeperProcess:
         """Stop and start again on the same port with the same data; sessions survive if
