@@ -319,6 +319,30 @@ def test_losing_leadership_answers_waiting_requests_and_rebuilds_a_standby(
     asyncio.run(main())
 
 
+def test_a_parked_join_is_answered_by_the_shard_when_leadership_goes(tmp_path: Path) -> None:
+    async def main() -> None:
+        replica = Replica(tmp_path)
+        replica.lead("g")
+        await settle()
+        join = m.JoinGroupRequest(
+            "g", 10_000, 30_000, "", "consumer", (m.Protocol("range", b""),), api_version=3
+        )
+        # Parked for the group's initial rebalance delay (3 s by default).
+        parked = asyncio.create_task(
+            replica.groups.run("g", lambda shard, token, now: shard.join_group(join, token, now))
+        )
+        await settle()
+        assert not parked.done()
+        replica.follow("g")
+        # The shard's own answer to a join it parked, as for any loss of the partition.
+        answer = await parked
+        assert isinstance(answer, m.JoinGroupResponse)
+        assert answer.error_code is ErrorCode.NOT_COORDINATOR
+        replica.close()
+
+    asyncio.run(main())
+
+
 def test_a_broker_that_cannot_prove_its_leadership_answers_nothing(tmp_path: Path) -> None:
     async def main() -> None:
         replica = Replica(tmp_path)

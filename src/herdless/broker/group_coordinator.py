@@ -186,6 +186,10 @@ class ShardRuntime:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self.state is ShardState.ACTIVE:
+            # The shard answers the joins and syncs it parked, as it would on any loss
+            # of the partition; whatever else waits gets `error`.
+            self._deliver(self.shard.unload().replies)
         for waiter in self._waiting.values():
             if not waiter.done():
                 waiter.set_exception(CoordinatorError(error))
