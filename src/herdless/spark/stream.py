@@ -287,7 +287,10 @@ class HerdlessStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 def read_partition(options: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     """An executor's read of one planned range (streams and batch reads alike)."""
-    assert isinstance(partition, RangePartition)
+    if not isinstance(partition, RangePartition):
+        # A batch read that planned no range (nothing to read): PySpark still
+        # runs one task, with a partition of its own.
+        return iter(())
     # Imported here: only executors read, and the reading path (numpy, the Kafka
     # protocol classes) would add a fifth of a second to every planning process.
     from herdless.spark.fetch import read_range
