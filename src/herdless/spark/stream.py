@@ -95,7 +95,7 @@ class HerdlessStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._report: dict[str, Any] | None = None
 
     def __getstate__(self) -> dict:
-        # Executors get only the options: the member is this process's alone.
+        # Executors get no member: it is this planning process's alone.
         return {**self.__dict__, "_members": None}
 
     def _planner(self) -> Members:
@@ -153,9 +153,8 @@ class HerdlessStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not isinstance(limit, ReadAllAvailable):
             if self._waits_for_more(begin, ends):
                 self._report_lag(latest, previous.positions, members.client_id)
-                members.planned(set(), in_flight=False)
                 time.sleep(IDLE_PAUSE_S)
-                return start
+                return start  # fresh partitions stay fresh until a batch is planned
             most = limit.max_rows if isinstance(limit, ReadMaxRows) else None
             if most is not None:
                 ends = limit_ranges(begin, ends, most)
