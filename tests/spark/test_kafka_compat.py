@@ -141,29 +141,39 @@ def test_a_job_for_sparks_kafka_source_runs_with_only_the_format_changed(
     }
 
 
-def test_assign_reads_the_named_partitions_without_joining_a_group(spark, broker) -> None:
-    bootstrap, topic = broker.bootstrap, "assigned"
-    create_topic(bootstrap, topic, 3)
-    produce(bootstrap, topic, ((None, f"{p}-{i}".encode(), p) for p in range(3) for i in range(30)))
-
+def _stream_to_the_end(spark, name: str, **options: str) -> list[tuple[int, int]]:
+    """(partition, offset) of what a Trigger.AvailableNow stream with `options` read."""
     query = (
         spark.readStream.format("herdless")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("assign", json.dumps({topic: [0, 2]}))
-        .option("startingOffsets", "earliest")
-        .option("kafka.group.id", "assign-lag")
+        .options(**options)
         .load()
         .writeStream.format("memory")
-        .queryName("assigned")
+        .queryName(name)
         .trigger(availableNow=True)
         .start()
     )
     query.awaitTermination(120)
     assert query.exception() is None
-    rows = spark.table("assigned").select("partition", "offset").collect()
-    assert sorted((r.partition, r.offset) for r in rows) == [
-        (p, i) for p in (0, 2) for i in range(30)
-    ]
+    rows = spark.table(name).select("partition", "offset").collect()
+    return sorted((r.partition, r.offset) for r in rows)
+
+
+def test_assign_reads_the_named_partitions_without_joining_a_group(spark, broker) -> None:
+    bootstrap, topic = broker.bootstrap, "assigned"
+    create_topic(bootstrap, topic, 3)
+    produce(bootstrap, topic, ((None, f"{p}-{i}".encode(), p) for p in range(3) for i in range(30)))
+
+    streamed = _stream_to_the_end(
+        spark,
+        "assigned",
+        **{
+            "kafka.bootstrap.servers": bootstrap,
+            "assign": json.dumps({topic: [0, 2]}),
+            "startingOffsets": "earliest",
+            "kafka.group.id": "assign-lag",
+        },
+    )
+    assert streamed == [(p, i) for p in (0, 2) for i in range(30)]
     # The group has the query's offsets (its lag shows) but no member: nobody joined.
     assert committed(bootstrap, "assign-lag", topic, 3) == {0: 30, 2: 30}
     assert group_members(bootstrap, "assign-lag") == []
@@ -226,21 +236,16 @@ def test_reads_start_and_end_at_timestamps(spark, broker) -> None:
         == []
     )
 
-    query = (
-        spark.readStream.format("herdless")
-        .option("kafka.bootstrap.servers", broker.bootstrap)
-        .option("subscribe", "stamped")
-        .option("startingTimestamp", str(BASE_MS + 12_000))
-        .load()
-        .writeStream.format("memory")
-        .queryName("stamped_stream")
-        .trigger(availableNow=True)
-        .start()
+    streamed = _stream_to_the_end(
+        spark,
+        "stamped_stream",
+        **{
+            "kafka.bootstrap.servers": broker.bootstrap,
+            "subscribe": "stamped",
+            "startingTimestamp": str(BASE_MS + 12_000),
+        },
     )
-    query.awaitTermination(120)
-    assert query.exception() is None
-    streamed = spark.table("stamped_stream").select("partition", "offset").collect()
-    assert sorted((r.partition, r.offset) for r in streamed) == at[0][12:] + at[1][12:]
+    assert streamed == at[0][12:] + at[1][12:]
 
 
 def _trigger_time(progress: dict) -> float:
