@@ -18,9 +18,9 @@ from herdless.spark.errors import HerdlessSparkError
 from herdless.spark.offsets import TopicPartition
 from herdless.spark.options import ClientOptions, Subscription
 
+log = logging.getLogger(__name__)
 # librdkafka logs every failed connection attempt to stderr; the errors that
 # matter reach the user as exceptions instead.
-log = logging.getLogger(__name__)
 _quiet = logging.getLogger("herdless.spark.librdkafka")
 _quiet.addHandler(logging.NullHandler())
 _quiet.propagate = False
