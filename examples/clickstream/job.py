@@ -56,7 +56,7 @@ def start(
         spark.readStream.format("herdless")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
-        .option("group.id", group)
+        .option("kafka.group.id", group)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", "50000")
         .load()

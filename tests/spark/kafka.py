@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -21,14 +21,20 @@ def produce(
     topic: str,
     records: Iterable[tuple[bytes | None, bytes, int | None]],
     headers: list[tuple[str, bytes]] | None = None,
+    timestamp: Callable[[int], int] | None = None,
 ) -> int:
-    """Produce (key, value, partition) records and wait for every acknowledgement."""
+    """Produce (key, value, partition) records and wait for every acknowledgement.
+
+    `timestamp` gives the i-th record's timestamp (ms); by default the producer stamps it.
+    """
     producer = Producer(
         {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5}
     )
     count = 0
     for key, value, partition in records:
         extra = {} if partition is None else {"partition": partition}
+        if timestamp is not None:
+            extra["timestamp"] = timestamp(count)
         while True:
             try:
                 producer.produce(topic, value, key, headers=headers, **extra)
@@ -71,3 +77,13 @@ def group_assignment(bootstrap: str, group: str) -> dict[str, set[int]]:
         member.member_id: {tp.partition for tp in member.assignment.topic_partitions}
         for member in description.members
     }
+
+
+def group_members(bootstrap: str, group: str) -> list[tuple[str, set[int]]]:
+    """(client id, partitions) of each member, as DescribeGroups answers."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    description = admin.describe_consumer_groups([group])[group].result(10)
+    return [
+        (member.client_id, {tp.partition for tp in member.assignment.topic_partitions})
+        for member in description.members
+    ]

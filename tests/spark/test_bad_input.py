@@ -31,8 +31,10 @@ def _load(spark, **options: str):
         ({"kafka.enable.auto.commit": "true"}, "kafka.enable.auto.commit is not supported"),
         ({"startingOffsets": '{"bad-input": {"0": 1'}, "startingOffsets is neither .* JSON"),
         ({"startingOffsets": '{"bad-input": {"0": "x"}}'}, "must be an integer"),
-        ({"endingOffsets": '{"other": {"0": 5}}'}, "names topic 'other', which is not subscribed"),
-        ({"assign": '{"bad-input": [0]}'}, "assign is not supported"),
+        ({"endingOffsets": '{"other": {"0": 5}}'}, "names other-0, which this reader does not"),
+        ({"assign": '{"bad-input": [0]}'}, "set exactly one .*set: subscribe and assign"),
+        ({"kafka.auto.offset.reset": "earliest"}, "auto.offset.reset is not supported"),
+        ({"kafka.ssl.truststore.location": "/x.jks"}, "Java TrustStores are not supported"),
     ],
 )
 def test_bad_read_options_fail_at_load(spark, broker, topic, options, message) -> None:
@@ -56,15 +58,24 @@ def test_unreachable_broker_fails_at_load_naming_the_address(spark) -> None:
     assert time.monotonic() - started < 60  # bounded, not a hang
 
 
-def test_stream_without_group_fails_at_start(spark, broker, topic, tmp_path) -> None:
+def test_missing_assigned_partition_fails_at_load(spark, broker, topic) -> None:
+    with pytest.raises(AnalysisException, match="assign names partition bad-input-7, which"):
+        _load(
+            spark,
+            **{"kafka.bootstrap.servers": broker.bootstrap, "assign": '{"bad-input": [0, 7]}'},
+        )
+
+
+def test_stream_with_ending_offsets_fails_at_start(spark, broker, topic, tmp_path) -> None:
     frame = (
         spark.readStream.format("herdless")
         .option("kafka.bootstrap.servers", broker.bootstrap)
         .option("subscribe", topic)
+        .option("endingOffsets", "latest")
         .load()
     )
     query = frame.writeStream.format("noop").option("checkpointLocation", str(tmp_path)).start()
-    with pytest.raises(StreamingQueryException, match="option group.id is required"):
+    with pytest.raises(StreamingQueryException, match="ending offsets are not valid in streaming"):
         query.awaitTermination(60)
 
 

@@ -62,6 +62,7 @@ def _read(spark, bootstrap: str, topic: str):
         spark.read.format("herdless")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
+        .option("includeHeaders", "true")
         .load()
     )
 
@@ -101,6 +102,7 @@ def test_stream_writer_copies_a_topic_with_keys_values_and_headers(spark, broker
         .option("subscribe", "copy-from")
         .option("group.id", "copier")
         .option("startingOffsets", "earliest")
+        .option("includeHeaders", "true")
         .load()
         .select("key", "value", "headers")
         .writeStream.format("herdless")
@@ -128,6 +130,7 @@ def test_batch_read_between_json_offsets(spark, broker) -> None:
         .option("subscribe", "ranges")
         .option("startingOffsets", json.dumps({"ranges": {"0": 10, "1": -2}}))
         .option("endingOffsets", json.dumps({"ranges": {"0": 20, "1": -1}}))
+        .option("includeHeaders", "true")
         .load()
     )
     rows = frame.select("partition", "offset", F.col("value").cast("string").alias("v")).collect()
@@ -146,17 +149,16 @@ def test_batch_read_between_json_offsets(spark, broker) -> None:
     }
 
 
-def test_include_headers_false_drops_the_column(spark, broker) -> None:
+def test_headers_are_left_out_unless_include_headers(spark, broker) -> None:
     create_topic(broker.bootstrap, "headless", 1)
     produce(broker.bootstrap, "headless", [(b"k", b"v", 0)], headers=[("h", b"1")])
     frame = (
         spark.read.format("herdless")
         .option("kafka.bootstrap.servers", broker.bootstrap)
         .option("subscribe", "headless")
-        .option("includeHeaders", "false")
         .load()
     )
-    assert "headers" not in frame.columns
+    assert "headers" not in frame.columns  # Spark's default: includeHeaders=false
     assert [(bytes(r.key), bytes(r.value)) for r in frame.collect()] == [(b"k", b"v")]
 
 
@@ -171,3 +173,18 @@ def test_subscribe_pattern_reads_every_matching_topic(spark, broker) -> None:
         .load()
     )
     assert sorted(r.topic for r in frame.select("topic").collect()) == ["pattern-a", "pattern-b"]
+
+
+def test_min_partitions_and_max_records_per_partition_split_the_read(spark, broker) -> None:
+    create_topic(broker.bootstrap, "split", 1)
+    produce(broker.bootstrap, "split", ((None, b"%d" % i, 0) for i in range(100)))
+    for options, tasks in (({"minPartitions": "4"}, 4), ({"maxRecordsPerPartition": "30"}, 4)):
+        frame = (
+            spark.read.format("herdless")
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("subscribe", "split")
+            .options(**options)
+            .load()
+        )
+        assert frame.rdd.getNumPartitions() == tasks
+        assert sorted(r.offset for r in frame.select("offset").collect()) == list(range(100))

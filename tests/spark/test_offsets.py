@@ -13,8 +13,8 @@ from herdless.spark.offsets import (
     batch_ranges,
     limit_ranges,
     parse_offsets_json,
+    split_ranges,
 )
-from herdless.spark.options import read_options
 
 
 def test_stream_offset_json_is_sorted_the_way_spark_compares_it() -> None:
@@ -60,15 +60,21 @@ def test_offsets_json_sentinels_and_errors() -> None:
         parse_offsets_json('{"t": {"x": 1}}', "startingOffsets")
 
 
-def test_read_options_defaults_and_modes() -> None:
-    base = {"kafka.bootstrap.servers": "h:1", "subscribe": "a, b", "group.id": "g"}
-    stream = read_options({**base, "kafka.session.timeout.ms": "6000"}, "stream")
-    assert stream.topics == ("a", "b") and stream.starting == "latest"
-    assert stream.connection.client == {"session.timeout.ms": "6000"}
-    assert read_options(base, "batch").starting == "earliest"
-    with pytest.raises(HerdlessSparkError, match="endingOffsets applies to batch reads"):
-        read_options({**base, "endingoffsets": "latest"}, "stream")
-    with pytest.raises(HerdlessSparkError, match="group.id is required"):
-        read_options({"kafka.bootstrap.servers": "h:1", "subscribe": "a"}, "stream")
-    with pytest.raises(HerdlessSparkError, match="maxoffsetspertrigger must be positive"):
-        read_options({**base, "maxoffsetspertrigger": "0"}, "stream")
+def test_split_ranges_as_min_partitions_and_max_records_per_partition_ask() -> None:
+    ranges = [OffsetRange("t", 0, 0, 900), OffsetRange("t", 1, 50, 150), OffsetRange("t", 2, 7, 7)]
+    assert split_ranges(ranges, None, None) == ranges[:2]  # empty ranges are dropped
+    # minPartitions=4: the big range is cut in three, the small one stays whole.
+    assert split_ranges(ranges, 4, None) == [
+        OffsetRange("t", 0, 0, 300),
+        OffsetRange("t", 0, 300, 600),
+        OffsetRange("t", 0, 600, 900),
+        OffsetRange("t", 1, 50, 150),
+    ]
+    # maxRecordsPerPartition=400: no piece longer than 400, every offset read once.
+    pieces = split_ranges(ranges, None, 400)
+    assert [p.count for p in pieces] == [300, 300, 300, 100]
+    assert [(p.start, p.until) for p in pieces if p.partition == 0] == [
+        (0, 300),
+        (300, 600),
+        (600, 900),
+    ]

@@ -4,6 +4,9 @@
     herdless.spark.register(spark)
     spark.readStream.format("herdless").option("kafka.bootstrap.servers", ...)
 
+It takes the options of Spark's Kafka connector (docs/spark.md), so a job
+written for format("kafka") runs with the format name changed.
+
 Needs pyspark 4.x and pyarrow (`pip install 'herdless[spark]'`).
 """
 

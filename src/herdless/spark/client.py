@@ -8,16 +8,17 @@ is down must turn into an error naming its address, never into a hang.
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Iterable
+import uuid
+from collections.abc import Callable, Iterable, Mapping
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from herdless.spark.errors import HerdlessSparkError
 from herdless.spark.offsets import TopicPartition
-from herdless.spark.options import ClientOptions, ReadOptions
+from herdless.spark.options import ClientOptions, Subscription
 
+log = logging.getLogger(__name__)
 # librdkafka logs every failed connection attempt to stderr; the errors that
 # matter reach the user as exceptions instead.
 _quiet = logging.getLogger("herdless.spark.librdkafka")
@@ -25,6 +26,16 @@ _quiet.addHandler(logging.NullHandler())
 _quiet.propagate = False
 
 METADATA_GROUP = "herdless-spark-metadata"  # never joined: librdkafka wants a group.id
+
+
+def query_client_id(connection: ClientOptions) -> str:
+    """The client id of one query run's planning side: kafka.client.id, else one of its own.
+
+    Spark tells a Python source neither the query's name nor its id, so a
+    query run names itself; its progress reports the name (stream.py), which
+    ties the query to its member in `herdless groups describe`.
+    """
+    return connection.client.get("client.id") or f"herdless-spark-{uuid.uuid4().hex[:8]}"
 
 
 def quiet_consumer(
@@ -35,13 +46,37 @@ def quiet_consumer(
 ) -> Consumer:
     """A consumer with the user's kafka.* settings over `defaults`, under `forced`."""
     config = {**(defaults or {}), **connection.consumer_config(group_id), **forced}
-    return Consumer({**config, "logger": _quiet})
+    try:
+        return Consumer({**config, "logger": _quiet})
+    except KafkaException as exc:
+        raise bad_setting(exc) from None
+
+
+def quiet_producer(connection: ClientOptions) -> Producer:
+    """The writer's producer (also made once at save() so that bad kafka.* options fail there)."""
+    try:
+        return Producer({**connection.producer_config(), "logger": _quiet})
+    except KafkaException as exc:
+        raise bad_setting(exc) from None
+
+
+def bad_setting(exc: KafkaException) -> HerdlessSparkError:
+    """librdkafka refused its configuration: the culprit is one of the kafka.* options."""
+    return HerdlessSparkError(
+        f"a kafka.* option is not a setting herdless's Kafka clients take: {_reason(exc)} "
+        "(kafka.* options are Java client settings that herdless translates, or librdkafka "
+        "settings; see docs/spark.md)"
+    )
 
 
 def topic_partitions(
-    consumer: Consumer, connection: ClientOptions, options: ReadOptions
+    consumer: Consumer, connection: ClientOptions, subscription: Subscription
 ) -> dict[str, int]:
-    """Partition counts of the subscribed topics; an error for a missing topic or no broker."""
+    """Partition counts of the topics read; an error for a missing topic or no broker.
+
+    For assign, every assigned partition must exist: reading a partition that
+    is not there would wait for it forever.
+    """
     try:
         metadata = consumer.list_topics(timeout=connection.connect_timeout_s)
     except KafkaException as exc:
@@ -51,17 +86,33 @@ def topic_partitions(
         for name, topic in metadata.topics.items()
         if topic.error is None and not name.startswith("__")
     }
-    if options.pattern is not None:
-        regex = re.compile(options.pattern.lstrip("^"))
-        return {name: n for name, n in available.items() if regex.fullmatch(name)}
-    missing = [t for t in options.topics if t not in available]
+    if subscription.pattern is not None:
+        return {n: count for n, count in available.items() if subscription.covers((n, 0))}
+    named = subscription.topics or tuple(sorted({t for t, _ in subscription.assigned}))
+    missing = [t for t in named if t not in available]
     if missing:
         raise HerdlessSparkError(
             f"topic {', '.join(missing)} does not exist on the broker at {connection.bootstrap} "
             "(create it first, e.g. `herdless topics create "
             f"{missing[0]} --partitions 3`)"
         )
-    return {t: available[t] for t in options.topics}
+    absent = [f"{t}-{p}" for t, p in subscription.assigned if p >= available[t]]
+    if absent:
+        raise HerdlessSparkError(
+            f"assign names partition {', '.join(absent)}, which does not exist on the broker "
+            f"at {connection.bootstrap}"
+        )
+    return {t: available[t] for t in named}
+
+
+def readable_partitions(
+    consumer: Consumer, connection: ClientOptions, subscription: Subscription
+) -> list[TopicPartition]:
+    """Every partition a reader reads now: the assigned ones, or all of its topics'."""
+    counts = topic_partitions(consumer, connection, subscription)
+    if subscription.assigns:
+        return list(subscription.assigned)
+    return [(t, p) for t, n in sorted(counts.items()) for p in range(n)]
 
 
 def _reason(exc: BaseException) -> str:
@@ -119,15 +170,60 @@ def committed_offsets(
     consumer: Consumer, connection: ClientOptions, partitions: Iterable[TopicPartition]
 ) -> dict[TopicPartition, int]:
     """The group's committed offset of each partition that has one."""
-    asked = [KafkaTopicPartition(t, p) for t, p in partitions]
+    answered = _ask(
+        consumer.committed,
+        [KafkaTopicPartition(t, p) for t, p in partitions],
+        connection,
+        "fetch committed offsets from",
+    )
+    # librdkafka reports "no committed offset" as a negative sentinel.
+    return {tp: offset for tp, offset in answered.items() if offset >= 0}
+
+
+def offsets_for_times(
+    consumer: Consumer, connection: ClientOptions, timestamps: dict[TopicPartition, int]
+) -> dict[TopicPartition, int | None]:
+    """The first offset of each partition whose record is stamped at or after its timestamp.
+
+    None where no record is that recent (Kafka's ListOffsets by timestamp).
+    """
+    answered = _ask(
+        consumer.offsets_for_times,
+        [KafkaTopicPartition(t, p, stamp) for (t, p), stamp in timestamps.items()],
+        connection,
+        "look offsets up by timestamp on",
+    )
+    return {tp: offset if offset >= 0 else None for tp, offset in answered.items()}
+
+
+def _ask(
+    call: Callable[..., list[KafkaTopicPartition]],
+    asked: list[KafkaTopicPartition],
+    connection: ClientOptions,
+    doing: str,
+) -> dict[TopicPartition, int]:
     if not asked:
         return {}
     try:
-        answered = consumer.committed(asked, timeout=connection.connect_timeout_s)
+        answered = call(asked, timeout=connection.connect_timeout_s)
     except KafkaException as exc:
         raise HerdlessSparkError(
-            f"could not fetch committed offsets from the broker at {connection.bootstrap}: "
-            f"{_reason(exc)}"
+            f"could not {doing} the broker at {connection.bootstrap}: {_reason(exc)}"
         ) from None
-    # librdkafka reports "no committed offset" as a negative sentinel.
-    return {(tp.topic, tp.partition): tp.offset for tp in answered if tp.offset >= 0}
+    return {(tp.topic, tp.partition): tp.offset for tp in answered}
+
+
+def commit(consumer: Consumer, offsets: Mapping[TopicPartition, int], group_id: str) -> None:
+    """Commit offsets to the group; a failed commit is logged, never raised.
+
+    It fails when a rebalance won the race (the next owner re-reads from the
+    previous commit: nothing is skipped) or, for a query that joins no group,
+    when the group has members of its own: reading goes on either way.
+    """
+    try:
+        consumer.commit(
+            offsets=[KafkaTopicPartition(t, p, o) for (t, p), o in offsets.items()],
+            asynchronous=False,
+        )
+    except KafkaException as exc:
+        log.warning("group %s: commit failed: %s", group_id, exc)

@@ -9,9 +9,10 @@ Python object per record keeps the executor's own share small as well.
 
 Connections that need TLS or SASL are read through librdkafka instead
 (rdkafka_fetch.py), which speaks them all; the rows are the same. Of the
-kafka.* settings, plaintext reads use isolation.level (read_committed unless
-set, as in librdkafka), client.id and security.protocol; fetch sizes are
-this module's own. The group member on the planning side uses them all.
+kafka.* settings, plaintext reads use those WireSettings holds (client.id,
+isolation.level, fetch.max.bytes, max.partition.fetch.bytes,
+fetch.max.wait.ms, receive.buffer.bytes) and security.protocol; the planning
+side's librdkafka clients use them all (client_config.py).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import pyarrow as pa
 
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.records import InvalidBatch
+from herdless.spark.client_config import WireSettings
 from herdless.spark.decode import decode_records, next_offset
 from herdless.spark.errors import HerdlessSparkError
 from herdless.spark.offsets import OffsetRange
@@ -54,9 +56,9 @@ def speaks_plaintext(connection: ClientOptions) -> bool:
     return connection.client.get("security.protocol", "plaintext").lower() == "plaintext"
 
 
-def isolation_level(connection: ClientOptions) -> int:
-    """librdkafka's isolation.level setting (read_committed unless set), as Fetch spells it."""
-    name = connection.client.get("isolation.level", "read_committed")
+def isolation_level(settings: WireSettings) -> int:
+    """isolation.level (read_committed unless set, as in librdkafka), as Fetch spells it."""
+    name = settings.isolation_level
     if name not in _ISOLATION:
         raise HerdlessSparkError(
             f"kafka.isolation.level is {name!r}; use read_committed or read_uncommitted"
@@ -70,18 +72,28 @@ def read_range(
     if not speaks_plaintext(connection):
         yield from read_range_rdkafka(connection, offsets, poll_timeout_s, headers)
         return
-    isolation = isolation_level(connection)
+    settings = WireSettings.from_client(connection.client)
+    isolation = isolation_level(settings)
     fetcher = PartitionFetcher(
         connection.bootstrap,
         offsets.topic,
         offsets.partition,
-        connection.client.get("client.id", CLIENT_ID),
+        settings.client_id or CLIENT_ID,
         connection.connect_timeout_s,
         isolation,
+        settings.receive_buffer_bytes,
     )
+    limits = [n for n in (settings.fetch_max_bytes, settings.max_partition_fetch_bytes) if n]
     try:
         yield from fetch_range(
-            fetcher, offsets, poll_timeout_s, headers, isolation, connection.bootstrap
+            fetcher,
+            offsets,
+            poll_timeout_s,
+            headers,
+            isolation,
+            connection.bootstrap,
+            max_bytes=max(1, min([MAX_FETCH_BYTES, *limits])),
+            max_wait_ms=settings.fetch_max_wait_ms or MAX_WAIT_MS,
         )
     finally:
         fetcher.close()
@@ -102,6 +114,9 @@ def fetch_range(
     headers: bool,
     isolation: int,
     bootstrap: str,
+    *,
+    max_bytes: int = MAX_FETCH_BYTES,
+    max_wait_ms: int = MAX_WAIT_MS,
 ) -> Iterator[pa.RecordBatch]:
     """Fetch `offsets` whole: one Arrow batch per answer, retrying what Kafka calls retriable.
 
@@ -117,7 +132,8 @@ def fetch_range(
     while position < offsets.until:
         try:
             if not sent:
-                fetcher.send_fetch(position, MAX_WAIT_MS, _size(offsets, position, record_bytes))
+                size = _size(offsets, position, record_bytes, max_bytes)
+                fetcher.send_fetch(position, max_wait_ms, size)
             sent = False
             fetched = fetcher.receive_fetch()
         except WireError as exc:
@@ -128,7 +144,8 @@ def fetch_range(
                 after = next_offset(fetched.records, position)
                 if position < after < offsets.until:
                     record_bytes = max(1, len(fetched.records) // (after - position))
-                    sent = _send_quietly(fetcher, after, _size(offsets, after, record_bytes))
+                    size = _size(offsets, after, record_bytes, max_bytes)
+                    sent = _send_quietly(fetcher, after, max_wait_ms, size)
                 rows = decode_records(
                     fetched.records,
                     offsets.topic,
@@ -166,16 +183,16 @@ def fetch_range(
         time.sleep(RETRY_BACKOFF_S)
 
 
-def _size(offsets: OffsetRange, position: int, record_bytes: int) -> int:
+def _size(offsets: OffsetRange, position: int, record_bytes: int, most: int) -> int:
     """How many bytes to ask for: what the rest of the range should take, within bounds."""
     wanted = (offsets.until - position) * record_bytes
-    return min(max(wanted, MIN_FETCH_BYTES), MAX_FETCH_BYTES)
+    return min(max(wanted, MIN_FETCH_BYTES), most)
 
 
-def _send_quietly(fetcher: Fetcher, position: int, max_bytes: int) -> bool:
+def _send_quietly(fetcher: Fetcher, position: int, max_wait_ms: int, max_bytes: int) -> bool:
     """Send a fetch ahead; if that fails, the loop sends it again and reports the failure."""
     try:
-        fetcher.send_fetch(position, MAX_WAIT_MS, max_bytes)
+        fetcher.send_fetch(position, max_wait_ms, max_bytes)
     except WireError:
         fetcher.reset()
         return False

@@ -34,7 +34,13 @@ from collections.abc import Mapping
 from confluent_kafka import Consumer, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from herdless.spark.client import quiet_consumer, unreachable
+from herdless.spark.client import (
+    commit,
+    committed_offsets,
+    query_client_id,
+    quiet_consumer,
+    unreachable,
+)
 from herdless.spark.errors import HerdlessSparkError
 from herdless.spark.offsets import TopicPartition
 from herdless.spark.options import ReadOptions
@@ -61,16 +67,19 @@ class GroupMember:
         self._closed = threading.Event()
         self._failure: str | None = None
         self._pending: dict[TopicPartition, int] = {}  # commits for the thread to send
+        self.client_id = query_client_id(options.connection)
         # Same group.id, never subscribed: fetches committed offsets without joining.
-        self.lookup: Consumer = quiet_consumer(options.connection, options.group_id)
+        self.lookup: Consumer = quiet_consumer(
+            options.connection, options.group_id, defaults={"client.id": self.client_id}
+        )
         self.consumer: Consumer = quiet_consumer(
             options.connection,
             options.group_id,
-            defaults={"client.id": "herdless-spark"},
+            defaults={"client.id": self.client_id},
             **{"error_cb": self._on_error, "partition.assignment.strategy": "range"},
         )
         self.consumer.subscribe(
-            options.subscription,
+            options.subscription.for_librdkafka(),
             on_assign=self._on_assign,
             on_revoke=self._on_revoke,
             on_lost=self._on_lost,
@@ -145,17 +154,8 @@ class GroupMember:
     def _send_commits(self) -> None:
         with self._cond:
             offsets, self._pending = self._pending, {}
-        if not offsets:
-            return
-        try:
-            self.consumer.commit(
-                offsets=[KafkaTopicPartition(t, p, o) for (t, p), o in offsets.items()],
-                asynchronous=False,
-            )
-        except KafkaException as exc:
-            # A commit that lost a race with a rebalance: the next owner starts
-            # from the previous commit and re-reads; nothing is skipped.
-            log.warning("group %s: commit failed: %s", self.options.group_id, exc)
+        if offsets:
+            commit(self.consumer, offsets, self.options.group_id)
 
     # -- what the planner asks -------------------------------------------
 
@@ -217,8 +217,6 @@ class GroupMember:
             self._cond.notify_all()
 
     def committed(self, partitions: set[TopicPartition]) -> dict[TopicPartition, int]:
-        from herdless.spark.client import committed_offsets
-
         return committed_offsets(self.lookup, self.options.connection, partitions)
 
     def close(self) -> None:

@@ -31,7 +31,7 @@ EARLIEST = -2
 LATEST = -1
 
 
-def _nest(flat: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+def nest(flat: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
     nested: dict[str, dict[str, int]] = {}
     for topic, partition in sorted(flat, key=lambda tp: (tp[0], str(tp[1]))):
         nested.setdefault(topic, {})[str(partition)] = flat[(topic, partition)]
@@ -70,9 +70,9 @@ class StreamOffset:
     starts: dict[TopicPartition, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        encoded: dict[str, Any] = {"offsets": _nest(self.positions)}
+        encoded: dict[str, Any] = {"offsets": nest(self.positions)}
         if self.starts:
-            encoded["starts"] = _nest(self.starts)
+            encoded["starts"] = nest(self.starts)
         return encoded
 
     @classmethod
@@ -112,24 +112,46 @@ def batch_ranges(start: StreamOffset, end: StreamOffset) -> list[OffsetRange]:
     return ranges
 
 
+def decode_json(text: str, option: str, otherwise: str) -> Any:
+    """JSON an option holds, or an error that says what else the option could have been."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise HerdlessSparkError(
+            f"{option} is {otherwise}: {exc.msg} at character {exc.pos}"
+        ) from None
+
+
+def _partitions_json(text: str, option: str, otherwise: str) -> dict[TopicPartition, int]:
+    return _flatten(decode_json(text, option, otherwise), option)
+
+
 def parse_offsets_json(
     text: str, option: str, *, allow_earliest: bool = True
 ) -> dict[TopicPartition, int]:
     """Spark's per-partition offset JSON: {"topic": {"0": 23, "1": -2}}."""
-    try:
-        decoded = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise HerdlessSparkError(
-            f"{option} is neither earliest, latest, committed nor valid JSON "
-            f'like {{"topic": {{"0": 23}}}}: {exc.msg} at character {exc.pos}'
-        ) from None
-    flat = _flatten(decoded, option)
+    flat = _partitions_json(
+        text,
+        option,
+        'neither earliest, latest, committed nor valid JSON like {"topic": {"0": 23}}',
+    )
     for (topic, partition), offset in flat.items():
         lowest = EARLIEST if allow_earliest else LATEST
         if offset < lowest:
             raise HerdlessSparkError(
                 f"{option}: offset {offset} of {topic}-{partition} is not an offset, "
                 f"{'-2 (earliest), ' if allow_earliest else ''}or -1 (latest)"
+            )
+    return flat
+
+
+def parse_timestamps_json(text: str, option: str) -> dict[TopicPartition, int]:
+    """Spark's per-partition timestamp JSON: {"topic": {"0": 1700000000000}} (milliseconds)."""
+    flat = _partitions_json(text, option, 'not valid JSON like {"topic": {"0": 1700000000000}}')
+    for (topic, partition), stamp in flat.items():
+        if stamp < 0:
+            raise HerdlessSparkError(
+                f"{option}: timestamp {stamp} of {topic}-{partition} is negative"
             )
     return flat
 
@@ -161,3 +183,43 @@ def limit_ranges(
 
 def sorted_partitions(partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
     return sorted(partitions, key=lambda tp: (tp[0], tp[1]))
+
+
+def split_ranges(
+    ranges: list[OffsetRange], min_partitions: int | None, max_records: int | None
+) -> list[OffsetRange]:
+    """Cut ranges into pieces, as Spark's minPartitions and maxRecordsPerPartition ask.
+
+    With neither, one Spark task reads one Kafka partition's range. A range
+    longer than max_records becomes pieces of at most that many offsets. If
+    there are still fewer than min_partitions ranges, the larger ones are cut
+    in proportion to their size (Spark's KafkaOffsetRangeCalculator), so the
+    task count comes out near min_partitions.
+    """
+    ranges = [r for r in ranges if r.count > 0]
+    if max_records is not None:
+        ranges = [piece for r in ranges for piece in _cut(r, -(-r.count // max_records))]
+    if min_partitions is None or len(ranges) >= min_partitions:
+        return ranges
+    total = sum(r.count for r in ranges)
+
+    def share(count: int, of: int, parts: int) -> int:
+        return max(round(count / of * parts), 1)
+
+    whole = [r for r in ranges if share(r.count, total, min_partitions) == 1]
+    rest = total - sum(r.count for r in whole)
+    parts = max(min_partitions - len(whole), 1)
+    return [
+        piece for r in ranges for piece in _cut(r, 1 if r in whole else share(r.count, rest, parts))
+    ]
+
+
+def _cut(offsets: OffsetRange, parts: int) -> list[OffsetRange]:
+    pieces = []
+    start, remaining = offsets.start, offsets.count
+    for part in range(parts):
+        size = remaining // (parts - part)
+        remaining -= size
+        pieces.append(OffsetRange(offsets.topic, offsets.partition, start, start + size))
+        start += size
+    return [p for p in pieces if p.count > 0]

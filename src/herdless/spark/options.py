@@ -1,10 +1,12 @@
-"""Options of the `herdless` format, checked before anything talks to a broker.
+"""Options of the `herdless` format: those of Spark's Kafka source and sink, checked before
+anything talks to a broker.
 
-Names follow Spark's Kafka source where the idea is the same
-(kafka.bootstrap.servers, subscribe, subscribePattern, startingOffsets,
-endingOffsets, maxOffsetsPerTrigger, failOnDataLoss, includeHeaders, topic,
-kafka.*). Spark hands Python data sources their options with lower-cased keys,
-so every lookup here is lower-case.
+The names, defaults and refusals are Spark's (KafkaSourceProvider), so a job
+written for format("kafka") runs with only the format name changed;
+docs/spark.md lists every option and where herdless differs. Unlike Spark, an
+option no Kafka source knows is an error rather than silently ignored. Spark
+hands Python data sources their options with lower-cased keys, and read_options
+lower-cases them too.
 """
 
 from __future__ import annotations
@@ -14,67 +16,93 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from herdless.spark.client_config import (
+    check_read_settings,
+    check_write_settings,
+    librdkafka_settings,
+)
 from herdless.spark.errors import HerdlessSparkError
-from herdless.spark.offsets import TopicPartition, parse_offsets_json
+from herdless.spark.offsets import (
+    EARLIEST,
+    LATEST,
+    TopicPartition,
+    decode_json,
+    parse_offsets_json,
+    parse_timestamps_json,
+    sorted_partitions,
+)
 
 Mode = Literal["stream", "batch", "any", "write"]
-
-# Client properties this source owns: letting users set them would break the
-# meaning of the options above (the same list Spark's Kafka source refuses).
-_OWNED_CLIENT_PROPERTIES = {
-    "auto.offset.reset": "use startingOffsets",
-    "enable.auto.commit": "the source commits each batch's end offsets itself",
-    "enable.auto.offset.store": "the source commits each batch's end offsets itself",
-    "key.deserializer": "keys are always returned as bytes",
-    "value.deserializer": "values are always returned as bytes",
-    "key.serializer": "keys are written as the bytes (or UTF-8 strings) of the key column",
-    "value.serializer": "values are written as the bytes (or UTF-8 strings) of the value column",
-    "enable.idempotence": "the writer always uses an idempotent producer",
-}
 
 _COMMON = {"kafka.bootstrap.servers", "connecttimeoutms"}
 _READ = _COMMON | {
     "subscribe",
     "subscribepattern",
+    "assign",
     "group.id",
     "kafka.group.id",
+    "groupidprefix",
     "startingoffsets",
+    "startingoffsetsbytimestamp",
+    "startingtimestamp",
+    "startingoffsetsbytimestampstrategy",
     "failondataloss",
     "includeheaders",
+    "minpartitions",
+    "maxrecordsperpartition",
     "kafkaconsumer.polltimeoutms",
+    "fetchoffset.numretries",
+    "fetchoffset.retryintervalms",
+    # Spark accepts these in batch reads too, and ignores them there.
+    "maxoffsetspertrigger",
+    "minoffsetspertrigger",
+    "maxtriggerdelay",
 }
+_ENDING = {"endingoffsets", "endingoffsetsbytimestamp", "endingtimestamp"}
 _ALLOWED: dict[Mode, set[str]] = {
-    "stream": _READ | {"maxoffsetspertrigger", "groupjointimeoutms"},
-    "batch": _READ | {"endingoffsets"},
+    "stream": _READ | {"groupjointimeoutms"},
+    "batch": _READ | _ENDING,
     # Spark passes a streaming query's checkpointLocation on to its sink.
     "write": _COMMON | {"topic", "checkpointlocation"},
 }
 _ALLOWED["any"] = _ALLOWED["stream"] | _ALLOWED["batch"]
 # Options that exist, but not for this kind of use: name the right one.
 _WRONG_MODE = {
-    "endingoffsets": "endingOffsets applies to batch reads (spark.read) only",
-    "maxoffsetspertrigger": "maxOffsetsPerTrigger applies to streaming reads only",
+    **dict.fromkeys(_ENDING, "ending offsets are not valid in streaming queries (spark.read only)"),
     "groupjointimeoutms": "groupJoinTimeoutMs applies to streaming reads only",
-    "topic": "topic names the topic to write to; readers use subscribe or subscribePattern",
-    "assign": "assign is not supported: this source reads through a consumer group; use subscribe",
+    "topic": "topic names the topic to write to; readers use subscribe, subscribePattern or assign",
 }
 
 # Kafka's rule for topic names.
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+# Spark's time strings (Utils.timeStringAsMs): a number, then a unit; no unit means ms.
+_DURATION = re.compile(r"^\s*(\d+)\s*([a-z]*)\s*$")
+_DURATION_MS: dict[str, float] = {
+    "us": 0.001,
+    "": 1,
+    "ms": 1,
+    "s": 1000,
+    "m": 60_000,
+    "min": 60_000,
+    "h": 3_600_000,
+    "d": 86_400_000,
+}
 
-StartingOffsets = Literal["earliest", "latest", "committed"] | dict[TopicPartition, int]
-EndingOffsets = Literal["latest"] | dict[TopicPartition, int]
+DEFAULT_GROUP_ID_PREFIX = "spark-kafka-source"
+DEFAULT_MAX_TRIGGER_DELAY_S = 15 * 60.0
+
+Named = Literal["earliest", "latest", "committed"]
 
 
 @dataclass(frozen=True)
 class ClientOptions:
     bootstrap: str
-    client: dict[str, str]  # kafka.* options, prefix stripped
+    client: dict[str, str]  # kafka.* options, prefix stripped, as the user gave them
     connect_timeout_s: float
 
     def consumer_config(self, group_id: str) -> dict[str, object]:
         return {
-            **self.client,
+            **librdkafka_settings(self.client),
             "bootstrap.servers": self.bootstrap,
             "group.id": group_id,
             "enable.auto.commit": False,
@@ -82,35 +110,102 @@ class ClientOptions:
         }
 
     def producer_config(self) -> dict[str, object]:
-        return {**self.client, "bootstrap.servers": self.bootstrap, "enable.idempotence": True}
+        return {
+            # Java's partitioner: keyed records land where Spark's Kafka sink puts them.
+            "partitioner": "murmur2_random",
+            **librdkafka_settings(self.client),
+            "bootstrap.servers": self.bootstrap,
+            "enable.idempotence": True,
+        }
 
 
 @dataclass(frozen=True)
-class ReadOptions:
-    connection: ClientOptions
+class Subscription:
+    """What a reader reads: named topics, topics matching a pattern, or assigned partitions."""
+
     topics: tuple[str, ...] = ()
     pattern: str | None = None
-    group_id: str | None = None
-    starting: StartingOffsets = "latest"
-    ending: EndingOffsets = "latest"
-    max_offsets_per_trigger: int | None = None
-    fail_on_data_loss: bool = True
-    include_headers: bool = True
-    poll_timeout_s: float = 120.0
-    group_join_timeout_s: float = 60.0
-    extra: dict[str, str] = field(default_factory=dict)
+    assigned: tuple[TopicPartition, ...] = ()
 
     @property
-    def subscription(self) -> list[str]:
+    def assigns(self) -> bool:
+        return bool(self.assigned)
+
+    def covers(self, tp: TopicPartition) -> bool:
+        if self.assigned:
+            return tp in self.assigned
+        if self.pattern is not None:
+            return re.fullmatch(self.pattern, tp[0]) is not None
+        return tp[0] in self.topics
+
+    def for_librdkafka(self) -> list[str]:
         """What librdkafka's subscribe() takes: topic names, or a regex starting with ^."""
         if self.pattern is not None:
             return [self.pattern if self.pattern.startswith("^") else "^" + self.pattern]
         return list(self.topics)
 
-    def describe_subscription(self) -> str:
+    def describe(self) -> str:
+        if self.assigned:
+            return "assign " + ",".join(f"{t}-{p}" for t, p in self.assigned)
         if self.pattern is not None:
             return f"subscribePattern {self.pattern!r}"
         return "subscribe " + ",".join(self.topics)
+
+
+@dataclass(frozen=True)
+class Bound:
+    """Where reads start (or a batch read ends), per partition, as the options say.
+
+    For each partition the first that applies wins, as in Spark: the one
+    timestamp (startingTimestamp), the partition's timestamp
+    (startingOffsetsByTimestamp), the partition's offset (startingOffsets
+    JSON, -2 earliest, -1 latest), then `named`.
+    """
+
+    named: Named
+    offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
+    timestamps: Mapping[TopicPartition, int] = field(default_factory=dict)
+    timestamp: int | None = None
+    # startingOffsetsByTimestampStrategy=latest: a timestamp past every record means latest.
+    latest_when_no_match: bool = False
+
+    def offset_or_named(self, tp: TopicPartition) -> int | Named:
+        offset = self.offsets.get(tp)
+        if offset is None:
+            return self.named
+        return "earliest" if offset == EARLIEST else "latest" if offset == LATEST else offset
+
+    def timestamp_of(self, tp: TopicPartition) -> int | None:
+        return self.timestamp if self.timestamp is not None else self.timestamps.get(tp)
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    connection: ClientOptions
+    subscription: Subscription
+    group_id: str | None = None
+    group_id_prefix: str = DEFAULT_GROUP_ID_PREFIX
+    starting: Bound = Bound("latest")
+    ending: Bound = Bound("latest")
+    max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_s: float = DEFAULT_MAX_TRIGGER_DELAY_S
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    poll_timeout_s: float = 120.0
+    group_join_timeout_s: float = 60.0
+
+    @property
+    def joins_group(self) -> bool:
+        """Streaming reads of subscribed topics with a group id are members of that group."""
+        return self.group_id is not None and not self.subscription.assigns
+
+    @property
+    def lookup_group(self) -> str:
+        """The group id of consumers that never join: Spark's generated prefix unless set."""
+        return self.group_id or f"{self.group_id_prefix}-lookup"
 
 
 @dataclass(frozen=True)
@@ -120,15 +215,13 @@ class WriteOptions:
 
 
 def _check_keys(options: Mapping[str, str], mode: Mode) -> None:
+    client = {k[len("kafka.") :]: v for k, v in options.items() if k.startswith("kafka.")}
+    if mode == "write":
+        check_write_settings(client)
+    else:
+        check_read_settings(client)
     for key in options:
-        if key.startswith("kafka."):
-            prop = key[len("kafka.") :]
-            if prop in _OWNED_CLIENT_PROPERTIES:
-                raise HerdlessSparkError(
-                    f"option {key} is not supported: {_OWNED_CLIENT_PROPERTIES[prop]}"
-                )
-            continue
-        if key in _ALLOWED[mode]:
+        if key.startswith("kafka.") or key in _ALLOWED[mode]:
             continue
         if key in _WRONG_MODE:
             raise HerdlessSparkError(f"option {key} is not valid here: {_WRONG_MODE[key]}")
@@ -139,7 +232,7 @@ def _check_keys(options: Mapping[str, str], mode: Mode) -> None:
         )
 
 
-def _positive_number(options: Mapping[str, str], key: str, default: float) -> float:
+def _number(options: Mapping[str, str], key: str, default: float) -> float:
     raw = options.get(key)
     if raw is None:
         return default
@@ -152,6 +245,24 @@ def _positive_number(options: Mapping[str, str], key: str, default: float) -> fl
     return value
 
 
+def _count(options: Mapping[str, str], key: str) -> int | None:
+    """A positive whole number, or None when the option is not set."""
+    value = _whole(options, key, "a whole number")
+    if value is not None and value <= 0:
+        raise HerdlessSparkError(f"option {key} must be positive, got {options[key]!r}")
+    return value
+
+
+def _whole(options: Mapping[str, str], key: str, what: str) -> int | None:
+    raw = options.get(key)
+    if raw is None:
+        return None
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise HerdlessSparkError(f"option {key} must be {what}, got {raw!r}") from None
+
+
 def _boolean(options: Mapping[str, str], key: str, default: bool) -> bool:
     raw = options.get(key)
     if raw is None:
@@ -159,6 +270,18 @@ def _boolean(options: Mapping[str, str], key: str, default: bool) -> bool:
     if raw.strip().lower() in ("true", "false"):
         return raw.strip().lower() == "true"
     raise HerdlessSparkError(f"option {key} must be true or false, got {raw!r}")
+
+
+def _duration_s(options: Mapping[str, str], key: str, default: float) -> float:
+    raw = options.get(key)
+    if raw is None:
+        return default
+    match = _DURATION.match(raw.lower())
+    if match is None or match.group(2) not in _DURATION_MS:
+        raise HerdlessSparkError(
+            f"option {key} must be a time such as 30s, 5m or 500ms, got {raw!r}"
+        )
+    return int(match.group(1)) * _DURATION_MS[match.group(2)] / 1000
 
 
 def _connection(options: Mapping[str, str]) -> ClientOptions:
@@ -173,7 +296,7 @@ def _connection(options: Mapping[str, str]) -> ClientOptions:
         for key, value in options.items()
         if key.startswith("kafka.") and key not in ("kafka.bootstrap.servers", "kafka.group.id")
     }
-    timeout_ms = _positive_number(options, "connecttimeoutms", 10_000)
+    timeout_ms = _number(options, "connecttimeoutms", 10_000)
     return ClientOptions(bootstrap, client, timeout_ms / 1000)
 
 
@@ -185,102 +308,218 @@ def _group_id(options: Mapping[str, str]) -> str | None:
         )
     group = plain if plain is not None else prefixed
     if group is not None and not group.strip():
-        raise HerdlessSparkError("option group.id must not be empty")
+        raise HerdlessSparkError("option kafka.group.id must not be empty")
     return group
 
 
-def _topics(options: Mapping[str, str]) -> tuple[tuple[str, ...], str | None]:
-    subscribe, pattern = options.get("subscribe"), options.get("subscribepattern")
-    if (subscribe is None) == (pattern is None):
+def _subscription(options: Mapping[str, str]) -> Subscription:
+    given = [k for k in ("subscribe", "subscribepattern", "assign") if k in options]
+    if len(given) != 1:
+        which = " and ".join(given) if given else "none"
         raise HerdlessSparkError(
-            "set exactly one of the options subscribe (comma-separated topics) "
-            "and subscribePattern (a regular expression)"
+            "set exactly one of the options subscribe (comma-separated topics), "
+            "subscribePattern (a regular expression) and assign (JSON such as "
+            f'{{"topic": [0, 1]}}); set: {which}'
         )
-    if pattern is not None:
+    if "assign" in options:
+        return Subscription(assigned=_assigned(options["assign"]))
+    if "subscribepattern" in options:
+        pattern = options["subscribepattern"].strip()
+        if not pattern:
+            raise HerdlessSparkError("option subscribePattern is empty")
         try:
             re.compile(pattern)
         except re.error as exc:
             raise HerdlessSparkError(
                 f"subscribePattern {pattern!r} is not a regular expression: {exc}"
             ) from None
-        return (), pattern
-    assert subscribe is not None
-    topics = tuple(t.strip() for t in subscribe.split(",") if t.strip())
+        return Subscription(pattern=pattern)
+    topics = tuple(t.strip() for t in options["subscribe"].split(",") if t.strip())
     if not topics:
-        raise HerdlessSparkError("option subscribe names no topic")
+        raise HerdlessSparkError(
+            f"option subscribe names no topic (it is {options['subscribe']!r})"
+        )
     for topic in topics:
-        if not _TOPIC_NAME.match(topic):
-            raise HerdlessSparkError(f"subscribe: {topic!r} is not a valid topic name")
-    return topics, None
+        _check_topic_name(topic, "subscribe")
+    return Subscription(topics=topics)
 
 
-def _starting(options: Mapping[str, str], default: str, group_id: str | None) -> StartingOffsets:
-    raw = options.get("startingoffsets", default).strip()
+def _check_topic_name(topic: str, option: str) -> None:
+    if not _TOPIC_NAME.match(topic):
+        raise HerdlessSparkError(f"{option}: {topic!r} is not a valid topic name")
+
+
+def _assigned(raw: str) -> tuple[TopicPartition, ...]:
+    """Spark's assign JSON: {"topicA": [0, 1], "topicB": [2]}."""
+    if not raw.strip().startswith("{"):
+        raise HerdlessSparkError(
+            f'option assign must be JSON such as {{"topic": [0, 1]}}, got {raw!r}'
+        )
+    decoded = decode_json(raw, "option assign", "not valid JSON")
+    partitions = []
+    for topic, numbers in decoded.items():
+        _check_topic_name(topic, "assign")
+        if not isinstance(numbers, list) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in numbers
+        ):
+            raise HerdlessSparkError(
+                f"option assign: topic {topic!r} must map to a list of partition numbers, "
+                f"got {numbers!r}"
+            )
+        partitions.extend((topic, n) for n in numbers)
+    if not partitions:
+        raise HerdlessSparkError(f"option assign names no partition (it is {raw!r})")
+    return tuple(sorted_partitions(set(partitions)))
+
+
+def _timestamp(options: Mapping[str, str], key: str) -> int | None:
+    value = _whole(options, key, "one timestamp in milliseconds")
+    if value is not None and value < 0:
+        raise HerdlessSparkError(f"option {key} must not be negative, got {options[key]!r}")
+    return value
+
+
+def _starting(options: Mapping[str, str], mode: str, group_id: str | None) -> Bound:
+    strategy = options.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise HerdlessSparkError(
+            "option startingOffsetsByTimestampStrategy must be error or latest, "
+            f"got {options['startingoffsetsbytimestampstrategy']!r}"
+        )
+    raw = options.get("startingoffsets", "latest" if mode == "stream" else "earliest").strip()
+    offsets: dict[TopicPartition, int] = {}
+    named: Named = "earliest"
     if raw.lower() in ("earliest", "latest", "committed"):
-        if raw.lower() == "committed" and group_id is None:
-            raise HerdlessSparkError("startingOffsets committed needs the option group.id")
-        return raw.lower()  # type: ignore[return-value]
-    return parse_offsets_json(raw, "startingOffsets")
+        named = raw.lower()  # type: ignore[assignment]
+    else:
+        offsets = parse_offsets_json(raw, "startingOffsets")
+    if named == "committed" and group_id is None:
+        raise HerdlessSparkError("startingOffsets committed needs the option kafka.group.id")
+    if mode == "batch" and (named == "latest" or LATEST in offsets.values()):
+        raise HerdlessSparkError(
+            "startingOffsets latest (or -1 in JSON) is not valid for batch reads: "
+            "the read would be empty"
+        )
+    timestamps = {}
+    if "startingoffsetsbytimestamp" in options:
+        timestamps = parse_timestamps_json(
+            options["startingoffsetsbytimestamp"], "startingOffsetsByTimestamp"
+        )
+    return Bound(
+        named=named,
+        offsets=offsets,
+        timestamps=timestamps,
+        timestamp=_timestamp(options, "startingtimestamp"),
+        latest_when_no_match=strategy == "latest",
+    )
 
 
-def _ending(options: Mapping[str, str]) -> EndingOffsets:
+def _ending(options: Mapping[str, str]) -> Bound:
     raw = options.get("endingoffsets", "latest").strip()
-    if raw.lower() == "latest":
-        return "latest"
+    offsets: dict[TopicPartition, int] = {}
     if raw.lower() in ("earliest", "committed"):
-        raise HerdlessSparkError(f"endingOffsets {raw!r} is not allowed: use latest or JSON")
-    return parse_offsets_json(raw, "endingOffsets", allow_earliest=False)
+        raise HerdlessSparkError(f"endingOffsets {raw!r} is not valid: use latest or JSON")
+    if raw.lower() != "latest":
+        offsets = parse_offsets_json(raw, "endingOffsets", allow_earliest=False)
+    timestamps = {}
+    if "endingoffsetsbytimestamp" in options:
+        timestamps = parse_timestamps_json(
+            options["endingoffsetsbytimestamp"], "endingOffsetsByTimestamp"
+        )
+    return Bound(
+        named="latest",
+        offsets=offsets,
+        timestamps=timestamps,
+        timestamp=_timestamp(options, "endingtimestamp"),
+        # Spark: an ending timestamp past every record means the end of the log.
+        latest_when_no_match=True,
+    )
+
+
+def _check_bounds(starting: Bound, ending: Bound, subscription: Subscription) -> None:
+    """Named partitions are read; offsets or timestamps given at both ends agree (as Spark)."""
+    for name, partitions in (
+        ("startingOffsets", starting.offsets),
+        ("startingOffsetsByTimestamp", starting.timestamps),
+        ("endingOffsets", ending.offsets),
+        ("endingOffsetsByTimestamp", ending.timestamps),
+    ):
+        for tp in partitions:
+            if not subscription.covers(tp):
+                raise HerdlessSparkError(
+                    f"{name} names {tp[0]}-{tp[1]}, which this reader does not read "
+                    f"({subscription.describe()})"
+                )
+    pairs = (
+        ("startingOffsets", starting.offsets, "endingOffsets", ending.offsets),
+        (
+            "startingOffsetsByTimestamp",
+            starting.timestamps,
+            "endingOffsetsByTimestamp",
+            ending.timestamps,
+        ),
+    )
+    for first, begins, last, ends in pairs:
+        if not begins or not ends:
+            continue
+        if set(begins) != set(ends):
+            raise HerdlessSparkError(
+                f"{first} and {last} must name the same partitions: "
+                f"{_listed(begins)} against {_listed(ends)}"
+            )
+        for tp, begin in begins.items():
+            if begin >= 0 and ends[tp] >= 0 and begin > ends[tp]:
+                raise HerdlessSparkError(
+                    f"{first} of {tp[0]}-{tp[1]} ({begin}) is past its {last} ({ends[tp]})"
+                )
+
+
+def _listed(partitions: Mapping[TopicPartition, int]) -> str:
+    return ",".join(f"{t}-{p}" for t, p in sorted_partitions(partitions))
 
 
 def read_options(
     options: Mapping[str, str], mode: Literal["stream", "batch", "any"]
 ) -> ReadOptions:
+    options = {key.lower(): value for key, value in options.items()}
     _check_keys(options, mode)
     connection = _connection(options)
-    topics, pattern = _topics(options)
+    subscription = _subscription(options)
     group_id = _group_id(options)
-    if mode == "stream" and group_id is None:
+    max_per_trigger = _count(options, "maxoffsetspertrigger")
+    min_per_trigger = _count(options, "minoffsetspertrigger")
+    if max_per_trigger and min_per_trigger and min_per_trigger > max_per_trigger:
         raise HerdlessSparkError(
-            "option group.id is required for streaming reads: the query joins that "
-            "consumer group and commits each batch's offsets to it"
+            f"minOffsetsPerTrigger ({min_per_trigger}) is higher than "
+            f"maxOffsetsPerTrigger ({max_per_trigger})"
         )
-    max_per_trigger = None
-    if "maxoffsetspertrigger" in options:
-        max_per_trigger = int(_positive_number(options, "maxoffsetspertrigger", 1))
-    starting = _starting(options, "latest" if mode == "stream" else "earliest", group_id)
-    ending = _ending(options) if mode != "stream" else "latest"
-    if isinstance(starting, dict) or isinstance(ending, dict):
-        _check_json_topics(starting, ending, topics, pattern)
+    starting = _starting(options, mode, group_id)
+    ending = _ending(options) if mode != "stream" else Bound("latest")
+    _check_bounds(starting, ending, subscription)
     return ReadOptions(
         connection=connection,
-        topics=topics,
-        pattern=pattern,
+        subscription=subscription,
         group_id=group_id,
+        group_id_prefix=options.get("groupidprefix", DEFAULT_GROUP_ID_PREFIX),
         starting=starting,
         ending=ending,
         max_offsets_per_trigger=max_per_trigger,
+        min_offsets_per_trigger=min_per_trigger,
+        max_trigger_delay_s=_duration_s(options, "maxtriggerdelay", DEFAULT_MAX_TRIGGER_DELAY_S),
+        min_partitions=_count(options, "minpartitions"),
+        max_records_per_partition=_count(options, "maxrecordsperpartition"),
         fail_on_data_loss=_boolean(options, "failondataloss", True),
-        include_headers=_boolean(options, "includeheaders", True),
-        poll_timeout_s=_positive_number(options, "kafkaconsumer.polltimeoutms", 120_000) / 1000,
-        group_join_timeout_s=_positive_number(options, "groupjointimeoutms", 60_000) / 1000,
+        include_headers=_boolean(options, "includeheaders", False),
+        poll_timeout_s=_number(options, "kafkaconsumer.polltimeoutms", 120_000) / 1000,
+        group_join_timeout_s=_number(options, "groupjointimeoutms", 60_000) / 1000,
     )
 
 
-def _check_json_topics(
-    starting: StartingOffsets, ending: EndingOffsets, topics: tuple[str, ...], pattern: str | None
-) -> None:
-    for name, offsets in (("startingOffsets", starting), ("endingOffsets", ending)):
-        if not isinstance(offsets, dict):
-            continue
-        for topic, _ in offsets:
-            subscribed = re.fullmatch(pattern.lstrip("^"), topic) if pattern else topic in topics
-            if not subscribed:
-                raise HerdlessSparkError(f"{name} names topic {topic!r}, which is not subscribed")
-
-
 def write_options(options: Mapping[str, str]) -> WriteOptions:
+    options = {key.lower(): value for key, value in options.items()}
     _check_keys(options, "write")
     topic = options.get("topic")
-    if topic is not None and not _TOPIC_NAME.match(topic):
-        raise HerdlessSparkError(f"option topic: {topic!r} is not a valid topic name")
+    if topic is not None:
+        topic = topic.strip()
+        _check_topic_name(topic, "option topic")
     return WriteOptions(_connection(options), topic)

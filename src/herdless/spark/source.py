@@ -12,7 +12,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from herdless.spark.batch import HerdlessBatchReader
-from herdless.spark.client import quiet_consumer, require_topic, topic_partitions
+from herdless.spark.client import quiet_consumer, quiet_producer, require_topic, topic_partitions
 from herdless.spark.options import WriteOptions, read_options, write_options
 from herdless.spark.schema import KAFKA_SCHEMA
 from herdless.spark.stream import HerdlessStreamReader
@@ -31,9 +31,9 @@ class HerdlessDataSource(DataSource):
         # batch read follows, so this checks what both share; the reader created
         # next checks the rest.
         options = read_options(self.options, "any")
-        consumer = quiet_consumer(options.connection, options.group_id or "herdless-spark-metadata")
+        consumer = quiet_consumer(options.connection, options.lookup_group)
         try:
-            topic_partitions(consumer, options.connection, options)
+            topic_partitions(consumer, options.connection, options.subscription)
         finally:
             consumer.close()
         if options.include_headers:
@@ -55,6 +55,7 @@ class HerdlessDataSource(DataSource):
     def _write_options(self, schema: StructType) -> WriteOptions:
         options = write_options(self.options)
         check_write_schema(schema, options)
+        quiet_producer(options.connection).flush(0)
         if options.topic is not None:
             require_topic(options.connection, options.topic)
         return options

@@ -51,7 +51,14 @@ class FetchedPartition:
 class BrokerConnection:
     """One socket to one broker. Requests may be sent ahead; their answers come in order."""
 
-    def __init__(self, host: str, port: int, client_id: str, timeout_s: float) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        client_id: str,
+        timeout_s: float,
+        receive_buffer_bytes: int | None = None,
+    ) -> None:
         self.address = f"{host}:{port}"
         self._client_id = client_id
         self._timeout_s = timeout_s
@@ -62,6 +69,9 @@ class BrokerConnection:
         except OSError as exc:
             raise WireError(f"{self.address}: {exc}") from None
         self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if receive_buffer_bytes is not None and receive_buffer_bytes > 0:
+            # Java's receive.buffer.bytes: -1 (the system's default) leaves it alone.
+            self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer_bytes)
         self._versions: dict[int, tuple[int, int]] = {}
         answer = self.request(API_VERSIONS, 0, REQUESTS[API_VERSIONS]())
         if answer.error_code != ErrorCode.NONE:
@@ -175,6 +185,7 @@ class PartitionFetcher:
         client_id: str,
         timeout_s: float,
         isolation_level: int,
+        receive_buffer_bytes: int | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -182,6 +193,7 @@ class PartitionFetcher:
         self._client_id = client_id
         self._timeout_s = timeout_s
         self._isolation_level = isolation_level
+        self._receive_buffer_bytes = receive_buffer_bytes
         self._leader: BrokerConnection | None = None
         self._max_wait_s: deque[float] = deque()  # of each fetch sent and not yet received
 
@@ -256,7 +268,7 @@ class PartitionFetcher:
         failures = []
         for host, port in self._bootstrap:
             try:
-                connection = BrokerConnection(host, port, self._client_id, self._timeout_s)
+                connection = self._connect(host, port)
             except WireError as exc:
                 failures.append(str(exc))
                 continue
@@ -270,9 +282,14 @@ class PartitionFetcher:
                 self._leader = connection
             else:
                 connection.close()
-                self._leader = BrokerConnection(*leader, self._client_id, self._timeout_s)
+                self._leader = self._connect(*leader)
             return self._leader
         raise WireError("; ".join(failures) or "no bootstrap server given")
+
+    def _connect(self, host: str, port: int) -> BrokerConnection:
+        return BrokerConnection(
+            host, port, self._client_id, self._timeout_s, self._receive_buffer_bytes
+        )
 
     def _leader_address(self, connection: BrokerConnection) -> tuple[str, int]:
         metadata = REQUESTS[METADATA]

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaException
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -22,7 +22,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
-from herdless.spark.client import _quiet
+from herdless.spark.client import quiet_producer
 from herdless.spark.errors import HerdlessSparkError
 from herdless.spark.options import WriteOptions
 from herdless.spark.schema import HEADER_SPARK, WRITE_COLUMNS
@@ -66,7 +66,7 @@ def check_write_schema(schema: StructType, options: WriteOptions) -> None:
 
 
 def produce_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> Written:
-    producer = Producer({**options.connection.producer_config(), "logger": _quiet})
+    producer = quiet_producer(options.connection)
     failures: list[str] = []
 
     def delivered(error, message) -> None:

@@ -1,0 +1,180 @@
+"""What the kafka.* options mean here: Java client settings, as herdless's clients take them.
+
+Spark's Kafka connector hands kafka.* options to Kafka's Java client. Here two
+clients take them: librdkafka (the planning side's consumers, the writer's
+producer, and executor reads over TLS or SASL) and herdless's own Kafka client
+(executor reads over plaintext, wire.py). Most Java settings are librdkafka
+settings of the same name and meaning; the rest are renamed, translated
+(sasl.jaas.config), ignored when they only tune the Java client, or refused
+when honouring them is impossible and ignoring them would change what is read
+or written. Anything else goes to librdkafka as it is, so librdkafka's own
+settings work too.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from herdless.spark.errors import HerdlessSparkError
+
+# Java names of settings librdkafka has under another name.
+RENAMED = {
+    "fetch.max.wait.ms": "fetch.wait.max.ms",
+    "receive.buffer.bytes": "socket.receive.buffer.bytes",
+    "send.buffer.bytes": "socket.send.buffer.bytes",
+    "max.request.size": "message.max.bytes",
+}
+
+# Java client settings with no librdkafka counterpart that change only how the
+# Java client itself runs (metrics, its own timeouts and buffers): accepted and
+# ignored, so that Spark jobs keep working.
+IGNORED = frozenset(
+    {
+        "auto.include.jmx.reporter",
+        "buffer.memory",
+        "default.api.timeout.ms",
+        "exclude.internal.topics",
+        "internal.leave.group.on.close",
+        "max.block.ms",
+        "metric.reporters",
+        "metrics.num.samples",
+        "metrics.recording.level",
+        "metrics.sample.window.ms",
+        # The group member always uses range (see member.py); the Java names of
+        # assignors mean nothing to librdkafka.
+        "partition.assignment.strategy",
+        "socket.connection.setup.timeout.max.ms",
+        "ssl.enabled.protocols",
+        "ssl.keystore.type",
+        "ssl.protocol",
+    }
+)
+
+# Settings the source or sink owns, as Spark's Kafka connector refuses them, and why.
+_READ_REFUSED = {
+    "auto.offset.reset": "set the option startingOffsets to earliest or latest instead",
+    "key.deserializer": "keys are always read as bytes; deserialize them with DataFrame operations",
+    "value.deserializer": (
+        "values are always read as bytes; deserialize them with DataFrame operations"
+    ),
+    "enable.auto.commit": "the source commits each micro-batch's end offsets itself",
+    "enable.auto.offset.store": "the source commits each micro-batch's end offsets itself",
+    "interceptor.classes": "interceptors could change records under the source",
+}
+_WRITE_REFUSED = {
+    "key.serializer": "keys are written as the bytes (or UTF-8 text) of the key column",
+    "value.serializer": "values are written as the bytes (or UTF-8 text) of the value column",
+    "interceptor.classes": "interceptors could change records behind the sink",
+}
+
+_JAAS = re.compile(
+    r"^\s*(?P<module>[\w.$]+)\s+(?:required|requisite|sufficient|optional)\b(?P<rest>.*)$", re.S
+)
+_JAAS_MECHANISMS = {
+    "org.apache.kafka.common.security.plain.PlainLoginModule": "PLAIN",
+    "org.apache.kafka.common.security.scram.ScramLoginModule": "SCRAM",
+    "com.sun.security.auth.module.Krb5LoginModule": "GSSAPI",
+}
+
+
+def _jaas(value: str) -> dict[str, str]:
+    """librdkafka's settings for a Java JAAS login line (PLAIN, SCRAM or Kerberos keytab)."""
+    match = _JAAS.match(value)
+    module = match.group("module") if match else ""
+    if module not in _JAAS_MECHANISMS:
+        raise HerdlessSparkError(
+            f"option kafka.sasl.jaas.config: login module {module or value!r} cannot be "
+            "translated; herdless translates PlainLoginModule, ScramLoginModule and "
+            "Krb5LoginModule, or set librdkafka's kafka.sasl.username/kafka.sasl.password"
+        )
+    assert match is not None
+    fields = {}
+    for word in shlex.split(match.group("rest").rstrip().rstrip(";"), posix=True):
+        key, _, raw = word.partition("=")
+        fields[key] = raw
+    if _JAAS_MECHANISMS[module] == "GSSAPI":
+        config = {}
+        if "keyTab" in fields:
+            config["sasl.kerberos.keytab"] = fields["keyTab"]
+        if "principal" in fields:
+            config["sasl.kerberos.principal"] = fields["principal"]
+        return config
+    if "username" not in fields or "password" not in fields:
+        raise HerdlessSparkError(
+            "option kafka.sasl.jaas.config: the login line names no username and password"
+        )
+    return {"sasl.username": fields["username"], "sasl.password": fields["password"]}
+
+
+def _refuse(client: Mapping[str, str], refused: Mapping[str, str]) -> None:
+    for key in client:
+        if key in refused:
+            raise HerdlessSparkError(f"option kafka.{key} is not supported: {refused[key]}")
+        if key.endswith((".class", ".classes")):
+            raise HerdlessSparkError(
+                f"option kafka.{key} is not supported: it names a Java class, and "
+                "herdless's Kafka clients are not Java"
+            )
+
+
+def check_read_settings(client: Mapping[str, str]) -> None:
+    _refuse(client, _READ_REFUSED)
+
+
+def check_write_settings(client: Mapping[str, str]) -> None:
+    _refuse(client, _WRITE_REFUSED)
+    if client.get("enable.idempotence", "true").strip().lower() != "true":
+        raise HerdlessSparkError(
+            "option kafka.enable.idempotence=false is not supported: the writer always "
+            "uses an idempotent producer"
+        )
+
+
+def librdkafka_settings(client: Mapping[str, str]) -> dict[str, str]:
+    """The kafka.* options (prefix stripped) as librdkafka configuration."""
+    config: dict[str, str] = {}
+    for key, value in client.items():
+        if key in IGNORED:
+            continue
+        if key == "sasl.jaas.config":
+            config.update(_jaas(value))
+            continue
+        config[RENAMED.get(key, key)] = value
+    return config
+
+
+@dataclass(frozen=True)
+class WireSettings:
+    """The kafka.* settings plaintext executor reads (wire.py) honour; see docs/spark.md."""
+
+    client_id: str | None = None
+    isolation_level: str = "read_committed"  # librdkafka's default, not Java's
+    fetch_max_bytes: int | None = None
+    max_partition_fetch_bytes: int | None = None
+    fetch_max_wait_ms: int | None = None
+    receive_buffer_bytes: int | None = None
+
+    @classmethod
+    def from_client(cls, client: Mapping[str, str]) -> WireSettings:
+        def number(*names: str) -> int | None:
+            for name in names:
+                if name in client:
+                    try:
+                        return int(client[name])
+                    except ValueError:
+                        raise HerdlessSparkError(
+                            f"option kafka.{name} must be a whole number, got {client[name]!r}"
+                        ) from None
+            return None
+
+        return cls(
+            client_id=client.get("client.id"),
+            isolation_level=client.get("isolation.level", "read_committed"),
+            fetch_max_bytes=number("fetch.max.bytes"),
+            max_partition_fetch_bytes=number("max.partition.fetch.bytes"),
+            fetch_max_wait_ms=number("fetch.max.wait.ms", "fetch.wait.max.ms"),
+            receive_buffer_bytes=number("receive.buffer.bytes", "socket.receive.buffer.bytes"),
+        )
