@@ -44,11 +44,11 @@ def console(
     with their lag over time, and rebalances. Ctrl-C stops it."""
     from herdless.cli.client import require_reachable
 
-    require_reachable(bootstrap)
     web = open_console(host, port, interval)
-    web.start(bootstrap)
-    note(f"console at {web.url} for the brokers at {bootstrap}; Ctrl-C stops it")
     try:
+        require_reachable(bootstrap)
+        web.start(bootstrap)
+        note(f"console at {web.url} for the brokers at {bootstrap}; Ctrl-C stops it")
         while True:
             time.sleep(3600)
     finally:
