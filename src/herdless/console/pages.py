@@ -33,6 +33,7 @@ STATIC = {
     "favicon.svg": "image/svg+xml",
 }
 HTML = "text/html; charset=utf-8"
+LONGEST_FLOOR_MS = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +144,8 @@ class Pages:
         return {
             "rebalances": entries,
             "strip": rebalance_strip(entries, int(time.time() * 1000)),
-            "longest_ms": max((e.get("duration_ms") or 0 for e in entries), default=0) or 1,
+            # Bars to one scale: the longest rebalance, or a second if all were quicker.
+            "longest_ms": max([LONGEST_FLOOR_MS, *(e.get("duration_ms") or 0 for e in entries)]),
             "history_problem": self.sampler.rebalances.problem,
         }
 
@@ -166,10 +168,11 @@ class Pages:
             "navigation": NAVIGATION,
             "bootstrap": self.sampler.bootstrap,
             "interval_s": self.sampler.interval_s,
+            "period_s": self.sampler.period_s,
+            "took_s": self.sampler.took_s,
             "snapshot": snapshot,
             "problems": snapshot.problems if snapshot else {},
             "problem": self.sampler.problem,
-            "now": time.time(),
             **context,
         }
         name = template if fragment else "page.html"

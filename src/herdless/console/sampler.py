@@ -26,12 +26,18 @@ CLIENT_ID = "herdless-console"
 # Reading the history must not hold up the next look for long; what is left is
 # read the next time.
 HISTORY_READ_S = 5.0
+# The console asks the brokers at most this share of the time: when a look takes
+# long (many groups), the next ones are spaced out, whatever the interval says.
+BUSY_SHARE = 0.2
 
 
 class Sampler:
     def __init__(self, bootstrap: str, interval_s: float) -> None:
         self.bootstrap = bootstrap
         self.interval_s = interval_s
+        # How long the last look took, and so how far apart looks are now.
+        self.took_s = 0.0
+        self.period_s = interval_s
         self.lag = LagHistory()
         self.rebalances = Rebalances()
         # None until the first look; then the last one that reached the brokers.
@@ -55,6 +61,7 @@ class Sampler:
 
     def look(self) -> None:
         """One look at the brokers: a snapshot, then the new rebalances."""
+        started = time.monotonic()
         try:
             if self._admin is None:
                 from herdless.cli.client import open_admin
@@ -64,6 +71,9 @@ class Sampler:
         except CommandError as exc:
             self._fail(str(exc))
             return
+        finally:
+            # The history is left out: reading it from the start once may take long.
+            self.took_s = time.monotonic() - started
         if "topics" in snapshot.problems and not snapshot.topics:
             # Nothing answered: keep showing the last look, and say why it is old.
             self._fail(snapshot.problems["topics"])
@@ -93,7 +103,8 @@ class Sampler:
                 # A bug must not end the console's sampling silently; the next look may work.
                 log.exception("the console's look at the brokers failed")
                 self._close()
-            self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
+            self.period_s = max(self.interval_s, self.took_s / BUSY_SHARE)
+            self._stop.wait(max(0.0, self.period_s - (time.monotonic() - started)))
 
     def _fail(self, reason: str) -> None:
         self.problem = reason

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
@@ -77,6 +78,15 @@ class _Server(ThreadingHTTPServer):
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, handler)
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A browser that goes away mid-answer (a tab closed during a refresh) is no
+        error; socketserver would print its traceback on stderr."""
+        error = sys.exc_info()[1]
+        if isinstance(error, ConnectionError):
+            log.debug("%s went away: %s", client_address, error)
+        else:
+            log.exception("the console failed answering %s", client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
