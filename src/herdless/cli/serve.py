@@ -253,8 +253,10 @@ def _start_console(web: Console, config: BrokerConfig, broker: Broker) -> None:
     from herdless.console.server import WILDCARD_HOSTS
 
     assert broker.context is not None, "started"
-    # Its client (kafka-python) tells of every connection at INFO: not the broker's news.
-    logging.getLogger("kafka").setLevel(logging.WARNING)
+    # Its client (kafka-python) tells of every connection, and warns of its own I/O
+    # thread's slow tasks as "blocking the event loop": not the broker's news. The
+    # console's pages say when the broker does not answer it.
+    logging.getLogger("kafka").setLevel(logging.ERROR)
     host = "127.0.0.1" if config.host in WILDCARD_HOSTS else config.host
     shown = f"[{host}]" if ":" in host else host
     web.start(f"{shown}:{broker.context.bound_port}")
