@@ -9,17 +9,18 @@ is imported here, when a command first connects, and never when `--help` runs.
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from herdless.cli.errors import fail
+from herdless.cli.errors import CommandError, fail
 from herdless.cli.options import parse_addresses
 
 if TYPE_CHECKING:
-    from kafka import KafkaAdminClient
+    from kafka import KafkaAdminClient, TopicPartition
+    from kafka.admin import OffsetSpec
     from kafka.errors import KafkaError
 
 # How long to keep trying to bootstrap from a server that accepts connections but
@@ -40,36 +41,55 @@ def require_reachable(bootstrap: str, timeout_s: float = 5.0) -> None:
 
     Kafka clients retry an absent broker for tens of seconds before giving up.
     """
+    if not reachable(bootstrap, timeout_s):
+        raise fail(f"no broker answers at {bootstrap}")
+
+
+def reachable(bootstrap: str, timeout_s: float = 5.0) -> bool:
+    """Whether any bootstrap server accepts a connection."""
     for host, port in parse_addresses(bootstrap):
         try:
             with socket.create_connection((host, port), timeout=timeout_s):
-                return
+                return True
         except OSError:
             continue
-    raise fail(f"no broker answers at {bootstrap}")
+    return False
+
+
+def open_admin(bootstrap: str, client_id: str = CLIENT_ID) -> KafkaAdminClient:
+    """An admin client, bootstrapped; CommandError says why there is none."""
+    if not reachable(bootstrap):
+        raise CommandError(f"no broker answers at {bootstrap}")
+    from kafka.errors import KafkaError
+
+    try:
+        return _admin_class()(
+            bootstrap_servers=bootstrap,
+            client_id=client_id,
+            request_timeout_ms=REQUEST_TIMEOUT_MS,
+            bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
+        )
+    except KafkaError:
+        raise CommandError(f"no broker answers at {bootstrap}") from None
+    except Exception as exc:  # e.g. a host name that does not resolve
+        raise CommandError(f"cannot connect to {bootstrap}: {exc}") from None
 
 
 @contextmanager
 def connect(bootstrap: str) -> Iterator[KafkaAdminClient]:
     """An admin client; any failure becomes one line naming it, and exit code 1."""
-    require_reachable(bootstrap)
+    try:
+        admin = open_admin(bootstrap)
+    except CommandError as exc:
+        raise fail(str(exc)) from None
     from kafka.errors import KafkaError
 
-    try:
-        admin = _admin_class()(
-            bootstrap_servers=bootstrap,
-            client_id=CLIENT_ID,
-            request_timeout_ms=REQUEST_TIMEOUT_MS,
-            bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
-        )
-    except KafkaError:
-        raise fail(f"no broker answers at {bootstrap}") from None
-    except Exception as exc:  # e.g. a host name that does not resolve
-        raise fail(f"cannot connect to {bootstrap}: {exc}") from None
     try:
         yield admin
     except typer.Exit:
         raise
+    except CommandError as exc:
+        raise fail(str(exc)) from None
     except KafkaError as exc:
         raise fail(explain(exc, bootstrap)) from None
     except Exception as exc:
@@ -125,6 +145,16 @@ def error_text(error: object, message: str | None = None) -> str:
         message = detail if len(detail) <= 200 else None
     words = message or getattr(error, "description", "") or name
     return f"{words.rstrip('.')} ({name})"
+
+
+def offsets_at(
+    admin: KafkaAdminClient, tps: Iterable[TopicPartition], spec: OffsetSpec
+) -> dict[TopicPartition, int]:
+    """ListOffsets: each partition's offset at `spec` (its log start, log end...)."""
+    wanted = dict.fromkeys(tps, spec)
+    if not wanted:
+        return {}
+    return {tp: found.offset for tp, found in admin.list_partition_offsets(wanted).items()}
 
 
 def find_coordinators(admin: KafkaAdminClient, group_ids: list[str]) -> dict[str, str]:

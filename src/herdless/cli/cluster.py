@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -33,13 +33,80 @@ cluster_app = command_group("See a cluster's brokers and partitions, or run one 
 def describe(output: OutputOption = None, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP) -> None:
     """Brokers, racks, the controller, the groups each broker coordinates, and
     under-replicated or offline partitions."""
-    from herdless.cli.client import connect, from_any_broker
+    from herdless.cli.client import connect
 
     with connect(bootstrap) as admin:
-        cluster = from_any_broker(admin.describe_cluster)
+        data = cluster_state(admin)
+    broker_rows, problems = data["brokers"], data["unhealthy_partitions"]
+    controller, under, offline = data["controller"], data["under_replicated"], data["offline"]
+    heading = (
+        f"cluster {data['cluster_id']}: {len(broker_rows)} brokers, controller {controller},"
+        f" {data['partitions']} partitions, {under} under-replicated, {offline} offline"
+    )
+    tables = [
+        Table(
+            (
+                "BROKER",
+                "HOST",
+                "PORT",
+                "RACK",
+                "CONTROLLER",
+                "LEADER-OF",
+                "REPLICAS",
+                "OUT-OF-ISR",
+                "OFFSETS-LEADER-OF",
+                "GROUPS",
+            ),
+            [
+                (
+                    r["broker"],
+                    r["host"],
+                    r["port"],
+                    r["rack"],
+                    "yes" if r["controller"] else "",
+                    r["leader_of"],
+                    r["replicas"],
+                    r["out_of_isr"],
+                    r["offsets_leader_of"],
+                    r["groups"] if r["groups_error"] is None else r["groups_error"],
+                )
+                for r in broker_rows
+            ],
+        )
+    ]
+    if problems:
+        tables.append(
+            Table(
+                ("TOPIC", "PARTITION", "STATE", "LEADER", "REPLICAS", "ISR", "OFFLINE"),
+                [
+                    (
+                        p["topic"],
+                        p["partition"],
+                        p["state"],
+                        p["leader"] if p["leader"] >= 0 else "none",
+                        _ids(p["replicas"]),
+                        _ids(p["isr"]),
+                        _ids(p["offline_replicas"]),
+                    )
+                    for p in problems
+                ],
+            )
+        )
+    show(View(data=data, tables=tables, heading=heading), output)
+
+
+def cluster_state(
+    admin: KafkaAdminClient, topics: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """What `cluster describe` shows, as its JSON document (keys in docs/cli.md);
+    `topics`: every topic as described already, if the caller has them."""
+    from herdless.cli.client import from_any_broker
+
+    cluster = from_any_broker(admin.describe_cluster)
+    if topics is None:
         topics = from_any_broker(admin.describe_topics)
-        brokers = sorted(cluster.get("brokers", []), key=lambda b: b["broker_id"])
-        groups = {b["broker_id"]: _coordinated_groups(admin, b["broker_id"]) for b in brokers}
+    brokers = sorted(cluster.get("brokers", []), key=lambda b: b["broker_id"])
+    groups = {b["broker_id"]: _coordinated_groups(admin, b["broker_id"]) for b in brokers}
     controller = cluster.get("controller_id", -1)
     live = {b["broker_id"] for b in brokers}
     leads = dict.fromkeys(live, 0)
@@ -96,71 +163,15 @@ def describe(output: OutputOption = None, bootstrap: Bootstrap = DEFAULT_BOOTSTR
         }
         for b in brokers
     ]
-    under = sum(1 for p in problems if p["state"] == "under-replicated")
-    offline = sum(1 for p in problems if p["state"] == "offline")
-    heading = (
-        f"cluster {cluster.get('cluster_id')}: {len(brokers)} brokers, controller {controller},"
-        f" {total} partitions, {under} under-replicated, {offline} offline"
-    )
-    tables = [
-        Table(
-            (
-                "BROKER",
-                "HOST",
-                "PORT",
-                "RACK",
-                "CONTROLLER",
-                "LEADER-OF",
-                "REPLICAS",
-                "OUT-OF-ISR",
-                "OFFSETS-LEADER-OF",
-                "GROUPS",
-            ),
-            [
-                (
-                    r["broker"],
-                    r["host"],
-                    r["port"],
-                    r["rack"],
-                    "yes" if r["controller"] else "",
-                    r["leader_of"],
-                    r["replicas"],
-                    r["out_of_isr"],
-                    r["offsets_leader_of"],
-                    r["groups"] if r["groups_error"] is None else r["groups_error"],
-                )
-                for r in broker_rows
-            ],
-        )
-    ]
-    if problems:
-        tables.append(
-            Table(
-                ("TOPIC", "PARTITION", "STATE", "LEADER", "REPLICAS", "ISR", "OFFLINE"),
-                [
-                    (
-                        p["topic"],
-                        p["partition"],
-                        p["state"],
-                        p["leader"] if p["leader"] >= 0 else "none",
-                        _ids(p["replicas"]),
-                        _ids(p["isr"]),
-                        _ids(p["offline_replicas"]),
-                    )
-                    for p in problems
-                ],
-            )
-        )
-    data = {
+    return {
         "cluster_id": cluster.get("cluster_id"),
         "controller": controller,
         "brokers": broker_rows,
         "partitions": total,
-        "under_replicated": under,
-        "offline": offline,
+        "under_replicated": sum(1 for p in problems if p["state"] == "under-replicated"),
+        "offline": sum(1 for p in problems if p["state"] == "offline"),
         "unhealthy_partitions": problems,
     }
-    show(View(data=data, tables=tables, heading=heading), output)
 
 
 def _coordinated_groups(admin: KafkaAdminClient, broker_id: int) -> tuple[int | None, str | None]:

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from herdless.cli.errors import fail
+from herdless.cli.client import offsets_at
+from herdless.cli.errors import CommandError, fail
 from herdless.cli.output import NONE
 
 if TYPE_CHECKING:
@@ -26,6 +27,10 @@ if TYPE_CHECKING:
 STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
 # Kafka's tool changes offsets only when no member could overwrite them right away.
 INACTIVE_STATES = ("Empty", "Dead")
+# One OffsetFetch for all groups is one answer a broker builds in one go: 200 groups
+# of 50 partitions held a herdless broker's other requests up to 0.2 s
+# (bench/console_cost.py); five at a time kept them within what no console costs.
+GROUPS_PER_OFFSET_FETCH = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +126,7 @@ def _group_info(group_id: str, raw: Mapping[str, Any]) -> GroupInfo:
         # DescribeGroups v6+ names an unknown group an error; before, it is just Dead.
         if "GroupIdNotFound" in raw["error"]:
             return GroupInfo(group_id, "Dead", "", "", ())
-        raise fail(f"cannot describe group {group_id!r}: {raw['error']}")
+        raise CommandError(f"cannot describe group {group_id!r}: {raw['error']}")
     members = tuple(
         sorted(
             (
@@ -177,9 +182,35 @@ def format_partitions(partitions: tuple[TopicPartition, ...] | None) -> str:
 
 
 def committed_offsets(admin: KafkaAdminClient, group_id: str) -> dict[TopicPartition, int]:
-    fetched = admin.list_group_offsets({group_id: None}).get(group_id, {})
+    return groups_committed_offsets(admin, [group_id])[group_id]
+
+
+def groups_committed_offsets(
+    admin: KafkaAdminClient, group_ids: Iterable[str]
+) -> dict[str, dict[TopicPartition, int]]:
+    """Each group's committed offsets: OffsetFetch for a few groups at a time where the
+    broker takes several in one (v8+), else one group at a time."""
+    from kafka.errors import UnsupportedVersionError
+
+    ids = list(dict.fromkeys(group_ids))
+    batch = GROUPS_PER_OFFSET_FETCH
+    fetched: dict[str, Any] = {}
+    pending = ids
+    while pending:
+        some, pending = pending[:batch], pending[batch:]
+        try:
+            fetched |= admin.list_group_offsets(dict.fromkeys(some))
+        except UnsupportedVersionError:
+            if len(some) == 1:
+                raise
+            batch, pending = 1, some + pending
     # -1 is how OffsetFetch says "nothing committed here".
-    return {tp: oam.offset for tp, oam in fetched.items() if oam.offset >= 0}
+    return {
+        group_id: {
+            tp: oam.offset for tp, oam in fetched.get(group_id, {}).items() if oam.offset >= 0
+        }
+        for group_id in ids
+    }
 
 
 def partition_counts(admin: KafkaAdminClient, topics: Iterable[str]) -> dict[str, int]:
@@ -201,25 +232,32 @@ def log_offsets(
     (a group keeps its offsets for a topic after the topic is deleted)."""
     tps = set(tps)
     counts = partition_counts(admin, (tp.topic for tp in tps))
-    present = {tp: spec for tp in tps if tp.partition < counts.get(tp.topic, 0)}
-    if not present:
-        return {}
-    return {tp: o.offset for tp, o in admin.list_partition_offsets(present).items()}
+    return offsets_at(admin, (tp for tp in tps if tp.partition < counts.get(tp.topic, 0)), spec)
 
 
 def partition_offsets(admin: KafkaAdminClient, group: GroupInfo) -> list[PartitionOffsets]:
-    """Kafka's rows: every partition a member owns, and every partition with a
-    committed offset that no member owns (its consumer columns show '-')."""
+    """Kafka's rows for a group, its offsets and its partitions' offsets asked for."""
     from kafka.admin import OffsetSpec
 
     committed = committed_offsets(admin, group.group_id)
-    owners = {tp: m for m in group.members for tp in m.partitions or ()}
-    tps = sorted(set(committed) | set(owners))
+    tps = set(committed) | {tp for m in group.members for tp in m.partitions or ()}
     ends = log_offsets(admin, tps, OffsetSpec.LATEST)
     starts = log_offsets(admin, tps, OffsetSpec.EARLIEST)
+    return offset_rows(group, committed, starts, ends)
+
+
+def offset_rows(
+    group: GroupInfo,
+    committed: Mapping[TopicPartition, int],
+    starts: Mapping[TopicPartition, int],
+    ends: Mapping[TopicPartition, int],
+) -> list[PartitionOffsets]:
+    """Kafka's rows: every partition a member owns, and every partition with a
+    committed offset that no member owns (its consumer columns show '-')."""
+    owners = {tp: m for m in group.members for tp in m.partitions or ()}
     return [
         PartitionOffsets(tp, committed.get(tp), starts.get(tp), ends.get(tp), owners.get(tp))
-        for tp in tps
+        for tp in sorted(set(committed) | set(owners))
     ]
 
 

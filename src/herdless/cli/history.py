@@ -18,9 +18,9 @@ from herdless.cli.client import (
     BOOTSTRAP_TIMEOUT_MS,
     CLIENT_ID,
     REQUEST_TIMEOUT_MS,
-    require_reachable,
+    reachable,
 )
-from herdless.cli.errors import fail
+from herdless.cli.errors import CommandError, fail
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap
 from herdless.cli.output import OutputOption, Table, View, show
 
@@ -63,41 +63,85 @@ def history(
 
 
 def _read(bootstrap: str, group: str) -> list[dict[str, Any]]:
-    require_reachable(bootstrap)
-    from kafka import KafkaConsumer, TopicPartition
-    from kafka.errors import KafkaError
-
     key = group.encode()
     try:
-        consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap,
-            client_id=CLIENT_ID,
-            enable_auto_commit=False,
-            request_timeout_ms=REQUEST_TIMEOUT_MS,
-            bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
-        )
-    except KafkaError:
-        raise fail(f"no broker answers at {bootstrap}") from None
-    try:
-        partitions = consumer.partitions_for_topic(HISTORY_TOPIC)
-        if not partitions:
-            raise fail(f"the broker at {bootstrap} keeps no {HISTORY_TOPIC} topic")
-        tps = [TopicPartition(HISTORY_TOPIC, p) for p in sorted(partitions)]
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
+        with HistoryReader(bootstrap) as reader:
+            entries = [entry for entry_key, entry in reader.read_to_end() if entry_key == key]
+    except CommandError as exc:
+        raise fail(str(exc)) from None
+    return sorted(entries, key=lambda e: e.get("ended_ms") or 0)
+
+
+class HistoryReader:
+    """A plain consumer of `__rebalance_history`, from its beginning: each call of
+    `read_to_end` returns the entries recorded since the previous one, as (key, entry).
+
+    Failures are CommandError, in words.
+    """
+
+    def __init__(self, bootstrap: str, client_id: str = CLIENT_ID) -> None:
+        if not reachable(bootstrap):
+            raise CommandError(f"no broker answers at {bootstrap}")
+        from kafka import KafkaConsumer
+        from kafka.errors import KafkaError
+
+        self._bootstrap = bootstrap
+        try:
+            self._consumer = KafkaConsumer(
+                bootstrap_servers=bootstrap,
+                client_id=client_id,
+                enable_auto_commit=False,
+                # Retention may delete what was not read yet: go on from what is left.
+                auto_offset_reset="earliest",
+                request_timeout_ms=REQUEST_TIMEOUT_MS,
+                bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
+            )
+        except KafkaError:
+            raise CommandError(f"no broker answers at {bootstrap}") from None
+        self._assigned: list[Any] = []
+
+    def __enter__(self) -> HistoryReader:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def read_to_end(self, timeout_s: float = READ_TIMEOUT_S) -> list[tuple[bytes, dict[str, Any]]]:
+        from kafka.errors import KafkaError
+
+        try:
+            return self._read_to_end(timeout_s)
+        except KafkaError as exc:
+            raise CommandError(
+                f"cannot read {HISTORY_TOPIC} from {self._bootstrap}: {exc}"
+            ) from None
+
+    def _read_to_end(self, timeout_s: float) -> list[tuple[bytes, dict[str, Any]]]:
+        consumer = self._consumer
+        if not self._assigned:
+            from kafka import TopicPartition
+
+            partitions = consumer.partitions_for_topic(HISTORY_TOPIC)
+            if not partitions:
+                raise CommandError(
+                    f"the broker at {self._bootstrap} keeps no {HISTORY_TOPIC} topic"
+                )
+            self._assigned = [TopicPartition(HISTORY_TOPIC, p) for p in sorted(partitions)]
+            consumer.assign(self._assigned)
+            consumer.seek_to_beginning(*self._assigned)
+        tps = self._assigned
         ends = consumer.end_offsets(tps)
-        entries: list[dict[str, Any]] = []
-        deadline = time.monotonic() + READ_TIMEOUT_S
+        entries: list[tuple[bytes, dict[str, Any]]] = []
+        deadline = time.monotonic() + timeout_s
         while any(consumer.position(tp) < ends[tp] for tp in tps):
             if time.monotonic() > deadline:
-                raise fail(f"reading {HISTORY_TOPIC} from {bootstrap} timed out")
+                raise CommandError(f"reading {HISTORY_TOPIC} from {self._bootstrap} timed out")
             for records in consumer.poll(timeout_ms=1000).values():
-                entries += [_decode(r.value) for r in records if r.key == key]
-        return sorted(entries, key=lambda e: e.get("ended_ms") or 0)
-    except KafkaError as exc:
-        raise fail(f"cannot read {HISTORY_TOPIC} from {bootstrap}: {exc}") from None
-    finally:
-        consumer.close()
+                entries += [(r.key, _decode(r.value)) for r in records]
+        return entries
 
 
 def _decode(value: bytes) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import typer
 
 from herdless import __version__
 from herdless.cli.cluster import cluster_app
+from herdless.cli.console import console
 from herdless.cli.consume import consume
 from herdless.cli.errors import error
 from herdless.cli.groups import groups_app
@@ -37,6 +38,7 @@ app.add_typer(groups_app, name="groups")
 app.command()(produce)
 app.command()(consume)
 app.add_typer(marshal_app, name="marshal")
+app.command()(console)
 
 
 def _print_version(wanted: bool) -> None:

@@ -17,7 +17,9 @@ import typer
 from herdless.cli.errors import USAGE, fail
 
 if TYPE_CHECKING:
+    from herdless.broker.broker import Broker
     from herdless.broker.config import BrokerConfig
+    from herdless.console.server import Console
 
 
 class LogLevel(enum.StrEnum):
@@ -52,6 +54,16 @@ def serve(
         typer.Option(
             help="Serve Prometheus metrics (group lag, members, requests) on this port"
             " at /metrics; 0 for any free one.",
+            show_default="off",
+        ),
+    ] = None,
+    console_port: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            max=65_535,
+            help="Serve the web console (brokers, topics, groups, lag, rebalances) on this"
+            " port; 0 for any free one.",
             show_default="off",
         ),
     ] = None,
@@ -111,16 +123,36 @@ def serve(
             if value is not None:
                 setattr(broker_config, name, value)
         broker_config.validate()
+        if console_port:
+            _check_console_port(broker_config, console_port)
     except ConfigError as exc:
         raise fail(str(exc), USAGE) from None
     logging.basicConfig(
         level=log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    _run(broker_config)
+    web = None
+    if console_port is not None:
+        from herdless.cli.console import open_console
+
+        # Before the broker starts: a port in use stops it from starting at all.
+        web = open_console(broker_config.host, console_port)
+    try:
+        _run(broker_config, web)
+    finally:
+        if web is not None:
+            web.stop()
 
 
-def _run(config: BrokerConfig) -> None:
+def _check_console_port(config: BrokerConfig, console_port: int) -> None:
+    from herdless.broker.config import ConfigError
+
+    for name, taken in (("--port", config.port), ("--metrics-port", config.metrics_port)):
+        if console_port == taken:
+            raise ConfigError(f"--console-port {console_port} is the {name} too; give another")
+
+
+def _run(config: BrokerConfig, web: Console | None = None) -> None:
     import asyncio
 
     from herdless.broker.broker import ClusterIdMismatch
@@ -135,7 +167,7 @@ def _run(config: BrokerConfig) -> None:
     else:
         runner = uvloop.run
     try:
-        runner(_serve_until_signal(config))
+        runner(_serve_until_signal(config, web))
     except (ClusterError, ClusterIdMismatch) as exc:
         # ZooKeeper unreachable, this broker id taken, another cluster's data...
         raise fail(str(exc)) from None
@@ -177,7 +209,7 @@ def _tune_garbage_collection() -> None:
     gc.set_threshold(100_000, 50, 1000)
 
 
-async def _serve_until_signal(config: BrokerConfig) -> None:
+async def _serve_until_signal(config: BrokerConfig, web: Console | None) -> None:
     import asyncio
     import signal
 
@@ -196,17 +228,39 @@ async def _serve_until_signal(config: BrokerConfig) -> None:
         await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
         if starting.done():
             starting.result()  # a failed start raises here
+            if web is not None:
+                _start_console(web, config, broker)
             await stopping
         else:
             starting.cancel()
             await asyncio.gather(starting, return_exceptions=True)
     finally:
         stopping.cancel()
+        if web is not None:
+            # Its client goes first: the broker then has one connection less to wait for.
+            await asyncio.to_thread(web.stop)
         watchdog = loop.call_later(SLOW_STOP_S, _report_slow_stop)
         try:
             await broker.stop()
         finally:
             watchdog.cancel()
+
+
+def _start_console(web: Console, config: BrokerConfig, broker: Broker) -> None:
+    """The console asks this broker over its own port, like any client."""
+    import logging
+
+    from herdless.console.server import WILDCARD_HOSTS
+
+    assert broker.context is not None, "started"
+    # Its client (kafka-python) tells of every connection, and warns of its own I/O
+    # thread's slow tasks as "blocking the event loop": not the broker's news. The
+    # console's pages say when the broker does not answer it.
+    logging.getLogger("kafka").setLevel(logging.ERROR)
+    host = "127.0.0.1" if config.host in WILDCARD_HOSTS else config.host
+    shown = f"[{host}]" if ":" in host else host
+    web.start(f"{shown}:{broker.context.bound_port}")
+    logging.getLogger("herdless.console").info("console at %s", web.url)
 
 
 # After this long, a stopping broker says what it is still waiting for.

@@ -7,14 +7,17 @@ a topic created without `--partitions` gets the broker's `num.partitions`.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from herdless.cli.client import connect, error_text
+from herdless.cli.client import connect, error_text, offsets_at
 from herdless.cli.errors import fail
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, command_group
 from herdless.cli.output import OutputOption, Table, View, say, show
+
+if TYPE_CHECKING:
+    from kafka import KafkaAdminClient
 
 topics_app = command_group("Create, list, describe, alter and delete topics.")
 
@@ -166,32 +169,14 @@ def describe(
     name: str, output: OutputOption = None, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP
 ) -> None:
     """Show a topic's partitions, their offsets, and its configs."""
-    from kafka import TopicPartition
-    from kafka.admin import ConfigResource, ConfigResourceType, OffsetSpec
+    from kafka.admin import ConfigResource, ConfigResourceType
 
     with connect(bootstrap) as admin:
         topic = _describe(admin, name)
         configs = admin.describe_configs(
             [ConfigResource(ConfigResourceType.TOPIC, name)], config_filter="all"
         )["topic"][name]
-        described = {p["partition_index"]: p for p in topic["partitions"]}
-        tps = [TopicPartition(name, p) for p in sorted(described)]
-        starts = admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.EARLIEST))
-        ends = admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.LATEST))
-    partitions = [
-        {
-            "partition": tp.partition,
-            "leader": described[tp.partition]["leader_id"],
-            "leader_epoch": described[tp.partition]["leader_epoch"],
-            "replicas": described[tp.partition]["replica_nodes"],
-            "isr": described[tp.partition]["isr_nodes"],
-            "offline_replicas": described[tp.partition]["offline_replicas"],
-            "log_start_offset": starts[tp].offset,
-            "log_end_offset": ends[tp].offset,
-            "records": ends[tp].offset - starts[tp].offset,
-        }
-        for tp in tps
-    ]
+        partitions = partition_rows(admin, [topic])[name]
     config_rows = [
         {"name": key, "value": entry["value"], "source": entry["config_source"].lower()}
         for key, entry in sorted(configs.items())
@@ -227,6 +212,43 @@ def describe(
         heading=f"topic {name}  id {topic_id}",
     )
     show(view, output)
+
+
+def partition_rows(
+    admin: KafkaAdminClient, topics: list[dict[str, Any]]
+) -> dict[str, list[dict[str, Any]]]:
+    """The partitions of described topics as `topics describe` shows them (keys in
+    docs/cli.md), by topic: one ListOffsets per leader for the log start offsets of
+    all of them and one for the log end offsets."""
+    from kafka import TopicPartition
+    from kafka.admin import OffsetSpec
+
+    described = {
+        TopicPartition(t["name"], p["partition_index"]): p for t in topics for p in t["partitions"]
+    }
+    tps = sorted(described)
+    # A partition without a leader (offline) has no offsets to give: null in its row.
+    led = [tp for tp in tps if described[tp]["leader_id"] >= 0]
+    starts = offsets_at(admin, led, OffsetSpec.EARLIEST)
+    ends = offsets_at(admin, led, OffsetSpec.LATEST)
+    rows: dict[str, list[dict[str, Any]]] = {t["name"]: [] for t in topics}
+    for tp in tps:
+        p = described[tp]
+        start, end = starts.get(tp), ends.get(tp)
+        rows[tp.topic].append(
+            {
+                "partition": tp.partition,
+                "leader": p["leader_id"],
+                "leader_epoch": p["leader_epoch"],
+                "replicas": p["replica_nodes"],
+                "isr": p["isr_nodes"],
+                "offline_replicas": p["offline_replicas"],
+                "log_start_offset": start,
+                "log_end_offset": end,
+                "records": None if start is None or end is None else end - start,
+            }
+        )
+    return rows
 
 
 @topics_app.command("delete")

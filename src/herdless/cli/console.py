@@ -1,0 +1,70 @@
+"""`herdless console`: the web console against any brokers, herdless or Kafka.
+
+`herdless serve --console-port P` starts the same console beside its broker;
+both open it here, so a port that cannot be had fails the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from herdless.cli.errors import fail
+from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap
+from herdless.cli.output import note
+
+if TYPE_CHECKING:
+    from herdless.console.server import Console
+
+DEFAULT_CONSOLE_PORT = 8080
+DEFAULT_INTERVAL_S = 2.0
+# Shorter looks would be a load on the brokers that no person watching needs.
+MIN_INTERVAL_S = 0.2
+
+
+def console(
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
+    host: Annotated[str, typer.Option(help="Address the console listens on.")] = "127.0.0.1",
+    port: Annotated[
+        int,
+        typer.Option(min=0, max=65_535, help="Port the console listens on; 0 for any free one."),
+    ] = DEFAULT_CONSOLE_PORT,
+    interval: Annotated[
+        float,
+        typer.Option(
+            min=MIN_INTERVAL_S,
+            metavar="SECONDS",
+            help="How often to ask the brokers and refresh the pages.",
+        ),
+    ] = DEFAULT_INTERVAL_S,
+) -> None:
+    """Serve a web console for the brokers at --bootstrap-server: brokers, topics, groups
+    with their lag over time, and rebalances. Ctrl-C stops it."""
+    from herdless.cli.client import require_reachable
+
+    web = open_console(host, port, interval)
+    try:
+        require_reachable(bootstrap)
+        web.start(bootstrap)
+        note(f"console at {web.url} for the brokers at {bootstrap}; Ctrl-C stops it")
+        while True:
+            time.sleep(3600)
+    finally:
+        web.stop()
+
+
+def open_console(host: str, port: int, interval_s: float = DEFAULT_INTERVAL_S) -> Console:
+    """A console listening on host:port, or the command's error saying why it cannot."""
+    from herdless.console.server import Console
+
+    try:
+        return Console(host, port, interval_s)
+    except OSError as exc:
+        raise fail(f"cannot listen for the console on {host}:{port}: {_reason(exc)}") from None
+
+
+def _reason(exc: OSError) -> str:
+    reason = exc.strerror or str(exc)  # "Address already in use"
+    return reason[:1].lower() + reason[1:]

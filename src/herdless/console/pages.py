@@ -1,0 +1,217 @@
+"""The console's pages: a path in, a response out, drawn from what the sampler holds.
+
+No sockets here (server.py has them), so every page renders in a plain call.
+Each page is a fragment inside a frame of navigation; the page's script fetches
+the fragment alone (`?fragment=1`) every interval and puts it in place.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+from urllib.parse import quote, unquote
+
+import jinja2
+
+from herdless.cli.group_state import format_partitions, uncommitted_note
+from herdless.cli.output import cell
+from herdless.console.plot import lag_plot, rebalance_strip
+from herdless.console.sampler import Sampler
+
+NAVIGATION = (
+    ("/groups", "Groups"),
+    ("/topics", "Topics"),
+    ("/brokers", "Brokers"),
+    ("/rebalances", "Rebalances"),
+)
+STATIC = {
+    "console.css": "text/css; charset=utf-8",
+    "console.js": "text/javascript; charset=utf-8",
+    "favicon.svg": "image/svg+xml",
+}
+HTML = "text/html; charset=utf-8"
+LONGEST_FLOOR_MS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    status: int
+    body: bytes
+    content_type: str = HTML
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class Pages:
+    def __init__(self, sampler: Sampler) -> None:
+        self.sampler = sampler
+        self.env = jinja2.Environment(
+            loader=jinja2.PackageLoader("herdless.console", "templates"),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self.env.filters.update(
+            cell=cell,
+            urlpart=lambda text: quote(str(text), safe=""),
+            size=human_size,
+            duration=human_duration,
+            clock=clock,
+            slug=slug,
+            partitions=format_partitions,
+        )
+
+    def get(self, path: str, fragment: bool = False) -> Response:
+        if path == "/":
+            return Response(302, b"", headers={"Location": "/groups"})
+        if path.startswith("/static/"):
+            return _static(path.removeprefix("/static/"))
+        section, _, rest = path.strip("/").partition("/")
+        page = {
+            "groups": self._groups,
+            "topics": self._topics,
+            "brokers": self._brokers,
+            "rebalances": self._rebalances,
+        }.get(section)
+        if page is None:
+            return self._page(404, "not-found.html", "/" + section, "Not found", {}, fragment)
+        return page(unquote(rest), fragment)
+
+    # -- pages ---------------------------------------------------------------
+
+    def _groups(self, group_id: str, fragment: bool) -> Response:
+        if group_id:
+            return self._group(group_id, fragment)
+        snapshot = self.sampler.snapshot
+        groups = list(snapshot.groups.values()) if snapshot else []
+        sparklines = {
+            g.info.group_id: lag_plot(self.sampler.lag.of(g.info.group_id), 160, 32, labels=False)
+            for g in groups
+        }
+        return self._page(
+            200,
+            "groups.html",
+            "/groups",
+            "Consumer groups",
+            {"groups": groups, "sparklines": sparklines},
+            fragment,
+        )
+
+    def _group(self, group_id: str, fragment: bool) -> Response:
+        snapshot = self.sampler.snapshot
+        group = snapshot.groups.get(group_id) if snapshot else None
+        rebalances = self.sampler.rebalances.of(group_id)
+        samples = self.sampler.lag.of(group_id)
+        known = group is not None or rebalances or samples or snapshot is None
+        context = {
+            "group_id": group_id,
+            "group": group,
+            "notes": uncommitted_note(group.rows) if group else [],
+            "samples": samples,
+            "plot": lag_plot(samples),
+            **self._timeline(rebalances),
+        }
+        status = 200 if known else 404
+        return self._page(status, "group.html", "/groups", f"Group {group_id}", context, fragment)
+
+    def _topics(self, name: str, fragment: bool) -> Response:
+        snapshot = self.sampler.snapshot
+        topics = snapshot.topics if snapshot else []
+        if not name:
+            context = {"topics": topics}
+            return self._page(200, "topics.html", "/topics", "Topics", context, fragment)
+        topic = next((t for t in topics if t.name == name), None)
+        status = 404 if topic is None and snapshot is not None else 200
+        context = {"name": name, "topic": topic}
+        return self._page(status, "topic.html", "/topics", f"Topic {name}", context, fragment)
+
+    def _brokers(self, rest: str, fragment: bool) -> Response:
+        snapshot = self.sampler.snapshot
+        context = {"cluster": snapshot.cluster if snapshot else None}
+        status = 404 if rest else 200
+        return self._page(status, "brokers.html", "/brokers", "Brokers", context, fragment)
+
+    def _rebalances(self, rest: str, fragment: bool) -> Response:
+        context = self._timeline(self.sampler.rebalances.latest())
+        status = 404 if rest else 200
+        return self._page(status, "rebalances.html", "/rebalances", "Rebalances", context, fragment)
+
+    def _timeline(self, entries: list[dict[str, Any]]) -> dict[str, Any]:
+        """What _timeline.html draws."""
+        return {
+            "rebalances": entries,
+            "strip": rebalance_strip(entries, int(time.time() * 1000)),
+            # Bars to one scale: the longest rebalance, or a second if all were quicker.
+            "longest_ms": max([LONGEST_FLOOR_MS, *(e.get("duration_ms") or 0 for e in entries)]),
+            "history_problem": self.sampler.rebalances.problem,
+        }
+
+    # -- frame ---------------------------------------------------------------
+
+    def _page(
+        self,
+        status: int,
+        template: str,
+        section: str,
+        title: str,
+        context: dict[str, Any],
+        fragment: bool,
+    ) -> Response:
+        snapshot = self.sampler.snapshot
+        shared = {
+            "fragment": template,
+            "title": title,
+            "section": section,
+            "navigation": NAVIGATION,
+            "bootstrap": self.sampler.bootstrap,
+            "interval_s": self.sampler.interval_s,
+            "period_s": self.sampler.period_s,
+            "took_s": self.sampler.took_s,
+            "snapshot": snapshot,
+            "problems": snapshot.problems if snapshot else {},
+            "problem": self.sampler.problem,
+            **context,
+        }
+        name = template if fragment else "page.html"
+        body = self.env.get_template(name).render(shared).encode()
+        return Response(status, body)
+
+
+def _static(name: str) -> Response:
+    if name not in STATIC:
+        return Response(404, b"not found", "text/plain; charset=utf-8")
+    body = resources.files("herdless.console").joinpath("static", name).read_bytes()
+    return Response(200, body, STATIC[name])
+
+
+def human_size(size: int | None) -> str:
+    """Bytes as a person reads them: 512 B, 1.5 KiB, 3.2 MiB."""
+    if size is None:
+        return cell(None)
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def human_duration(ms: int | float | None) -> str:
+    if ms is None:
+        return cell(None)
+    return f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.2f} s"
+
+
+def clock(seconds: float | None) -> str:
+    """A time as the console shows it, in UTC as `herdless groups history` does."""
+    if seconds is None:
+        return cell(None)
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds))
+
+
+def slug(text: str) -> str:
+    """A word for a CSS class: `member joined` is `member-joined`."""
+    return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")

@@ -1,0 +1,165 @@
+"""One look at the brokers: cluster, topics with their sizes, groups with their lag.
+
+Each part is asked for on its own, so a part the brokers cannot answer (a
+coordinator loading its groups, a broker without DescribeLogDirs) leaves the
+others shown, with the reason in words beside the part that is missing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from herdless.cli.client import explain, find_coordinators, from_any_broker
+from herdless.cli.cluster import cluster_state
+from herdless.cli.errors import CommandError
+from herdless.cli.group_state import (
+    GroupInfo,
+    PartitionOffsets,
+    describe_groups,
+    groups_committed_offsets,
+    list_group_ids,
+    offset_rows,
+)
+from herdless.cli.topics import partition_rows
+
+if TYPE_CHECKING:
+    from kafka import KafkaAdminClient, TopicPartition
+
+T = TypeVar("T")
+
+# What the topics page says when it shows no sizes, by why.
+SIZES_UNSUPPORTED = "the brokers do not answer DescribeLogDirs: sizes are not shown"
+
+
+@dataclass(frozen=True, slots=True)
+class Topic:
+    name: str
+    internal: bool
+    # `herdless topics describe`'s partition rows, each with `size_bytes` added: the
+    # size of the leader's replica, or None when the brokers did not say.
+    partitions: list[dict[str, Any]]
+
+    @property
+    def records(self) -> int:
+        return sum(p["records"] or 0 for p in self.partitions)
+
+    @property
+    def size_bytes(self) -> int | None:
+        sizes = [p["size_bytes"] for p in self.partitions]
+        return None if None in sizes else sum(sizes)
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    info: GroupInfo
+    rows: list[PartitionOffsets]
+    coordinator: str | None
+
+    @property
+    def total_lag(self) -> int:
+        return sum(row.lag or 0 for row in self.rows)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    taken_at: float  # seconds since the epoch
+    cluster: dict[str, Any] | None = None  # `herdless cluster describe`'s JSON document
+    topics: list[Topic] = field(default_factory=list)
+    groups: dict[str, Group] = field(default_factory=dict)
+    # Why a part is missing or incomplete: "cluster", "topics", "sizes", "groups".
+    problems: dict[str, str] = field(default_factory=dict)
+
+
+def take_snapshot(admin: KafkaAdminClient, bootstrap: str) -> Snapshot:
+    problems: dict[str, str] = {}
+
+    def part(name: str, ask: Callable[[], T]) -> T | None:
+        """What `ask` answers, or None with the reason kept under `name`."""
+        from kafka.errors import KafkaError
+
+        try:
+            return ask()
+        except CommandError as exc:
+            problems[name] = str(exc)
+        except KafkaError as exc:
+            problems[name] = explain(exc, bootstrap)
+        return None
+
+    described = part("topics", lambda: from_any_broker(admin.describe_topics))
+    if described is None:
+        # Without topics nothing else can be told: offsets and lag are per partition.
+        return Snapshot(time.time(), problems=problems)
+    described = sorted(described, key=lambda t: (t["is_internal"], t["name"]))
+    cluster = part("cluster", lambda: cluster_state(admin, described))
+    rows = part("topics", lambda: partition_rows(admin, described)) or {}
+    leaders = {
+        (name, p["partition"]): p["leader"] for name, partitions in rows.items() for p in partitions
+    }
+    sizes = part("sizes", lambda: log_sizes(admin, leaders)) or {}
+    topics = [
+        Topic(
+            t["name"],
+            t["is_internal"],
+            [{**p, "size_bytes": sizes.get((t["name"], p["partition"]))} for p in rows[t["name"]]],
+        )
+        for t in described
+        if t["name"] in rows
+    ]
+    groups = part("groups", lambda: _groups(admin, topics)) or {}
+    return Snapshot(time.time(), cluster, topics, groups, problems)
+
+
+def log_sizes(
+    admin: KafkaAdminClient, leaders: Mapping[tuple[str, int], int]
+) -> dict[tuple[str, int], int]:
+    """Each partition's size in bytes on its leader, from every broker's DescribeLogDirs
+    (each broker tells of the replicas it holds)."""
+    from kafka.errors import IncompatibleBrokerVersion, UnsupportedVersionError
+
+    wanted: dict[str, list[int]] = {}
+    for topic, partition in leaders:
+        wanted.setdefault(topic, []).append(partition)
+    if not wanted:
+        return {}
+    try:
+        answers = admin.describe_log_dirs(wanted)
+    except (IncompatibleBrokerVersion, UnsupportedVersionError):
+        raise CommandError(SIZES_UNSUPPORTED) from None
+    sizes = {}
+    for answer in answers:
+        for log_dir in answer["log_dirs"]:
+            if log_dir.get("error_code"):
+                continue
+            for topic in log_dir["topics"]:
+                for p in topic["partitions"]:
+                    key = (topic["name"], p["partition_index"])
+                    if leaders.get(key) == answer["broker"] and not p.get("is_future_key"):
+                        sizes[key] = p["partition_size"]
+    return sizes
+
+
+def _groups(admin: KafkaAdminClient, topics: Iterable[Topic]) -> dict[str, Group]:
+    from kafka import TopicPartition
+
+    infos = [g for g in describe_groups(admin, list_group_ids(admin)).values() if g.exists]
+    ids = [g.group_id for g in infos]
+    committed = groups_committed_offsets(admin, ids)
+    coordinators = find_coordinators(admin, ids)
+    starts: dict[TopicPartition, int] = {}
+    ends: dict[TopicPartition, int] = {}
+    for topic in topics:
+        for p in topic.partitions:
+            tp = TopicPartition(topic.name, p["partition"])
+            if p["log_end_offset"] is not None:
+                starts[tp], ends[tp] = p["log_start_offset"], p["log_end_offset"]
+    return {
+        g.group_id: Group(
+            g,
+            offset_rows(g, committed[g.group_id], starts, ends),
+            coordinators.get(g.group_id),
+        )
+        for g in sorted(infos, key=lambda g: g.group_id)
+    }
