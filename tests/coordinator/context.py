@@ -330,6 +330,13 @@ class Context:
     # --- consumer groups (KIP-848) -------------------------------------------------------
 
     def consumer_heartbeat(
+        self, group_id: str, member_id: str, epoch: int, **fields: Any
+    ) -> tuple[ConsumerGroupHeartbeatResponse, Result]:
+        """A ConsumerGroupHeartbeat answered at once; `fields` as for send_consumer_heartbeat."""
+        token, result = self.send_consumer_heartbeat(group_id, member_id, epoch, **fields)
+        return result.reply_to(token), result
+
+    def send_consumer_heartbeat(
         self,
         group_id: str,
         member_id: str,
@@ -339,7 +346,7 @@ class Context:
         owned: Partitions | None = None,
         rebalance_timeout_ms: int | None = None,
         **fields: Any,
-    ) -> tuple[ConsumerGroupHeartbeatResponse, Result]:
+    ) -> tuple[int, Result]:
         """A ConsumerGroupHeartbeat; when joining (epoch 0) the fields a join needs default
         to a subscription of topic t, owning nothing, a 30 s rebalance timeout."""
         if epoch == 0:
@@ -358,10 +365,7 @@ class Context:
             **fields,
         )
         image = self.topics
-        token, result = self.send(
-            lambda shard, t, now: shard.consumer_group_heartbeat(req, image, t, now)
-        )
-        return result.reply_to(token), result
+        return self.send(lambda shard, t, now: shard.consumer_group_heartbeat(req, image, t, now))
 
     def consumer_describe(self, *group_ids: str) -> list[DescribedConsumerGroup]:
         token = self.token()

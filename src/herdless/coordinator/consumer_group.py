@@ -78,6 +78,13 @@ class ConsumerGroupMember:
     def assigned(self) -> Partitions:
         return self.assignment.assigned
 
+    @property
+    def is_revoking(self) -> bool:
+        """Asked to give up partitions, and on the clock for it. (A static member away keeps
+        UNREVOKED_PARTITIONS with nothing left to revoke, as in Kafka.)"""
+        a = self.assignment
+        return a.state is MemberState.UNREVOKED_PARTITIONS and bool(a.pending_revocation)
+
     def metadata_value(self) -> ConsumerGroupMemberMetadataValue:
         return ConsumerGroupMemberMetadataValue(
             instance_id=self.instance_id,

@@ -590,7 +590,7 @@ class ConsumerGroups:
         for group_id, group in self.groups.items():
             for member in group.members.values():
                 self._schedule_session(out, group_id, member.member_id, now_ms)
-                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                if member.is_revoking:
                     self._schedule_revocation(out, group_id, member, now_ms)
 
     # ======================================================================
