@@ -40,9 +40,7 @@ class ConsumerTopics:
         for name in self._metadata.topic_names():
             described = self._metadata.topic(name)
             if described is not None:
-                topics[name] = TopicMetadata(
-                    described.topic_id, name, len(described.partitions)
-                )
+                topics[name] = TopicMetadata(described.topic_id, name, len(described.partitions))
         if topics != self._topics:
             self._topics = topics
             self._image = TopicsImage(topics.values(), self._image.version + 1)

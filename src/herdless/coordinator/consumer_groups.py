@@ -254,8 +254,11 @@ class ConsumerGroups:
         )
         if needs_member_id and not req.member_id.strip():
             raise invalid("MemberId can't be empty.")
-        for value, name in ((req.group_id, "GroupId"), (req.instance_id, "InstanceId"),
-                            (req.rack_id, "RackId")):  # fmt: skip
+        for name, value in (
+            ("GroupId", req.group_id),
+            ("InstanceId", req.instance_id),
+            ("RackId", req.rack_id),
+        ):
             if value is not None and not value.strip():
                 raise invalid(f"{name} can't be empty.")
         if epoch == 0:

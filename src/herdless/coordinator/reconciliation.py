@@ -79,22 +79,24 @@ def reconcile(
     None if it did not say; `owner_epoch` answers for partitions as currently owned,
     this member's included. A member in the UNKNOWN state must have said it owns
     nothing (Kafka fences it otherwise): it starts again from the target's epoch."""
+
+    def advance(member_epoch: int) -> CurrentAssignment:
+        return _next(
+            current, member_epoch, target_epoch, target, subscribed_topic_ids, owner_epoch, owned
+        )
+
     if current.state is MemberState.STABLE:
         if current.member_epoch != target_epoch:
-            return _next(current, current.member_epoch, target_epoch, target,
-                         subscribed_topic_ids, owner_epoch, owned)  # fmt: skip
+            return advance(current.member_epoch)
         return _drop_unsubscribed(current, subscribed_topic_ids, owned)
     if current.state is MemberState.UNREVOKED_PARTITIONS:
         if _still_owns(owned, current.pending_revocation):
             return _drop_unsubscribed(current, subscribed_topic_ids, owned)
-        return _next(current, current.member_epoch, target_epoch, target,
-                     subscribed_topic_ids, owner_epoch, owned)  # fmt: skip
+        return advance(current.member_epoch)
     if current.state is MemberState.UNRELEASED_PARTITIONS:
-        return _next(current, current.member_epoch, target_epoch, target,
-                     subscribed_topic_ids, owner_epoch, owned)  # fmt: skip
+        return advance(current.member_epoch)
     # UNKNOWN: the caller has fenced a member in it unless it said it owns nothing.
-    return _next(current, target_epoch, target_epoch, target,
-                 subscribed_topic_ids, owner_epoch, owned)  # fmt: skip
+    return advance(target_epoch)
 
 
 def _still_owns(owned: Partitions | None, revoking: Partitions) -> bool:
