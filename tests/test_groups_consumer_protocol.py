@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import ConsumerGroupState
+from confluent_kafka import Consumer, ConsumerGroupState
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.broker import BrokerProcess, module_broker
@@ -176,3 +176,46 @@ def test_members_split_take_over_from_a_killed_one_and_make_room_without_stoppin
         assert overlapping_ownership(group.members, {victim.name: killed_at_wall}) == []
         assert commit_failures(everyone) == []
         assert len(delivered) > 1_000, "too few records to show anything"
+
+
+def test_a_regex_subscription_takes_matching_topics_and_new_ones(
+    group_broker: BrokerProcess,
+) -> None:
+    bootstrap = group_broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for topic in ("re848-a", "re848-b", "other848"):
+        admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "re848",
+            "group.protocol": "consumer",
+            "group.remote.assignor": "range",
+        }
+    )
+    consumer.subscribe(["^re848-.*"])
+    try:
+
+        def assigned() -> set[tuple[str, int]]:
+            consumer.poll(0.2)
+            return {(tp.topic, tp.partition) for tp in consumer.assignment()}
+
+        def assigned_text() -> str:
+            return f"{sorted(assigned())}\n{broker_tail(group_broker)}"
+
+        expected = {(t, p) for t in ("re848-a", "re848-b") for p in (0, 1)}
+        wait_until(
+            lambda: assigned() == expected, SETTLE_TIMEOUT_S, "the matching topics", assigned_text
+        )
+        admin.create_topics([NewTopic("re848-c", 1, 1)])["re848-c"].result(30)
+        expected.add(("re848-c", 0))
+        wait_until(
+            lambda: assigned() == expected, SETTLE_TIMEOUT_S, "a new matching topic", assigned_text
+        )
+        description = described(bootstrap, "re848")
+        assert description.partition_assignor == "range"
+        (member,) = description.members
+        topics = {tp.topic for tp in member.assignment.topic_partitions}
+        assert topics == {"re848-a", "re848-b", "re848-c"}
+    finally:
+        consumer.close()

@@ -39,12 +39,13 @@ async def handle_metadata(context: BrokerContext, request: Request) -> Any:
     auto_create = context.config.auto_create_topics and body.allow_auto_topic_creation is not False
 
     topics = []
-    for index, name in enumerate(names):
-        if name is None:
-            # v12+ may name a topic by id alone (as consumers of KIP-848 groups, which are
+    for index, requested in enumerate(names):
+        name = requested
+        if not name and request.api_version >= 10:
+            # v10+ may name a topic by id alone (as consumers of KIP-848 groups, which are
             # assigned partitions by topic id, do); an unknown id is not created.
             topic_id = body.topics[index].topic_id
-            name = metadata.topic_name(topic_id)
+            name = metadata.topic_name(topic_id) if topic_id.int else None
             if name is None:
                 topics.append(
                     TopicResponse(
@@ -55,6 +56,7 @@ async def handle_metadata(context: BrokerContext, request: Request) -> Any:
                     )
                 )
                 continue
+        assert name is not None
         topic = metadata.topic(name)
         if topic is None:
             if auto_create:
