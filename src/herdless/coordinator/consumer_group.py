@@ -19,6 +19,11 @@ import enum
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
+from herdless.coordinator.consumer_messages import (
+    DescribedConsumerGroup,
+    DescribedConsumerGroupMember,
+    DescribedTopicPartitions,
+)
 from herdless.coordinator.consumer_records import (
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue,
@@ -30,7 +35,10 @@ from herdless.coordinator.topic_metadata import (
     Partitions,
     TopicIdPartition,
     TopicMetadata,
+    TopicsImage,
+    by_topic,
 )
+from herdless.protocol.errors import ErrorCode
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
@@ -198,6 +206,34 @@ class ConsumerGroup:
             return None
         return min(self._assignor_votes, key=lambda name: (-self._assignor_votes[name], name))
 
+    def validate_offset_commit(
+        self, member_id: str, member_epoch: int, api_version: int
+    ) -> ErrorCode:
+        """Who may commit to the group: anyone while it is empty (admin tools, consumers
+        assigning themselves partitions), else a member at its current epoch."""
+        if member_epoch < 0 and not self.members:
+            return ErrorCode.NONE
+        member = self.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if api_version < 9:
+            # A member of a consumer group commits with its member epoch, from OffsetCommit v9.
+            return ErrorCode.UNSUPPORTED_VERSION
+        if member_epoch != member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode:
+        """Anyone who does not say who it is (an admin tool), else a member at its epoch."""
+        if member_id is None and member_epoch < 0:
+            return ErrorCode.NONE
+        member = self.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
     def static_member(self, instance_id: str) -> ConsumerGroupMember | None:
         member_id = self.static_members.get(instance_id)
         return None if member_id is None else self.members[member_id]
@@ -258,3 +294,43 @@ class ConsumerGroup:
         a = member.assignment
         for tp in a.assigned | a.pending_revocation:
             self._owners.pop(tp, None)
+
+
+def describe_group(
+    group: ConsumerGroup, topics: TopicsImage, default_assignor: str
+) -> DescribedConsumerGroup:
+    """The group as ConsumerGroupDescribe shows it; topics named as `topics` has them (a
+    partition of a topic gone since is left out, as Kafka does)."""
+
+    def named(partitions: Partitions) -> tuple[DescribedTopicPartitions, ...]:
+        described = []
+        for topic_id, ps in by_topic(partitions).items():
+            topic = topics.topic_by_id(topic_id)
+            if topic is not None:
+                described.append(DescribedTopicPartitions(topic_id, topic.name, tuple(ps)))
+        return tuple(described)
+
+    members = tuple(
+        DescribedConsumerGroupMember(
+            member_id=m.member_id,
+            instance_id=m.instance_id,
+            rack_id=m.rack_id,
+            member_epoch=m.member_epoch,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            subscribed_topic_names=tuple(sorted(m.subscribed_topic_names)),
+            subscribed_topic_regex=m.subscribed_topic_regex,
+            assignment=named(m.assigned),
+            target_assignment=named(group.target_of(m.member_id)),
+        )
+        for m in group.members.values()
+    )
+    return DescribedConsumerGroup(
+        group.group_id,
+        ErrorCode.NONE,
+        group_state=str(group.state),
+        group_epoch=group.group_epoch,
+        assignment_epoch=group.target_assignment_epoch,
+        assignor_name=group.preferred_assignor() or default_assignor,
+        members=members,
+    )

@@ -29,7 +29,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import replace
-from typing import TypeVar
 
 from herdless.coordinator.assignors import ASSIGNORS, MemberSpec
 from herdless.coordinator.config import CoordinatorConfig
@@ -39,15 +38,20 @@ from herdless.coordinator.consumer_group import (
     NO_ASSIGNMENT_EPOCH,
     ConsumerGroup,
     ConsumerGroupMember,
+    describe_group,
+)
+from herdless.coordinator.consumer_heartbeat import (
+    HeartbeatRefused,
+    check_epoch,
+    updated_member,
+    validate,
 )
 from herdless.coordinator.consumer_messages import (
-    MIN_VERSION_CLIENT_MEMBER_ID,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
     DescribedConsumerGroup,
-    DescribedConsumerGroupMember,
-    DescribedTopicPartitions,
 )
+from herdless.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from herdless.coordinator.consumer_records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupKey,
@@ -77,37 +81,26 @@ from herdless.coordinator.topic_metadata import (
     Partitions,
     TopicMetadata,
     TopicsImage,
-    by_topic,
 )
 from herdless.protocol.errors import ErrorCode
 
+# The group type ListGroups v5 names (and filters by); classic groups are "classic".
 CONSUMER_GROUP_TYPE = "consumer"
-CONSUMER_PROTOCOL_TYPE = "consumer"
 
 TimerCallback = Callable[[Result, int], None]
-T = TypeVar("T")
 
 
 # The shard's timers, lent to its consumer groups: schedule (or move) a key, cancel one.
-ScheduleTimer = Callable[[Result, TimerKey, int, TimerCallback], None]
-CancelTimer = Callable[[Result, TimerKey], None]
-
-
-class HeartbeatRefused(Exception):
-    """The request gets this error and changes nothing."""
-
-    def __init__(self, error_code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.error_code = error_code
-        self.message = message
+TimerScheduler = Callable[[Result, TimerKey, int, TimerCallback], None]
+TimerCanceller = Callable[[Result, TimerKey], None]
 
 
 class ConsumerGroups:
     def __init__(
         self,
         config: CoordinatorConfig,
-        schedule_timer: ScheduleTimer,
-        cancel_timer: CancelTimer,
+        schedule_timer: TimerScheduler,
+        cancel_timer: TimerCanceller,
         new_uuid: Callable[[], str],
         classic_groups: dict[str, ClassicGroup],
         write_classic_tombstone: Callable[[Result, str], None],
@@ -231,7 +224,7 @@ class ConsumerGroups:
     ) -> Result:
         out = Result()
         try:
-            self._validate(req)
+            validate(req, self._assignors())
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 response = self._leave(out, req)
             else:
@@ -241,56 +234,6 @@ class ConsumerGroups:
             response = ConsumerGroupHeartbeatResponse(refused.error_code, refused.message)
         out.replies.append(Reply(token, response))
         return out
-
-    def _validate(self, req: ConsumerGroupHeartbeatRequest) -> None:
-        def invalid(message: str) -> HeartbeatRefused:
-            return HeartbeatRefused(ErrorCode.INVALID_REQUEST, message)
-
-        epoch = req.member_epoch
-        needs_member_id = (
-            req.api_version >= MIN_VERSION_CLIENT_MEMBER_ID
-            or epoch > 0
-            or epoch == LEAVE_GROUP_MEMBER_EPOCH
-        )
-        if needs_member_id and not req.member_id.strip():
-            raise invalid("MemberId can't be empty.")
-        for name, value in (
-            ("GroupId", req.group_id),
-            ("InstanceId", req.instance_id),
-            ("RackId", req.rack_id),
-        ):
-            if value is not None and not value.strip():
-                raise invalid(f"{name} can't be empty.")
-        if epoch == 0:
-            if req.rebalance_timeout_ms == -1:
-                raise invalid("RebalanceTimeoutMs must be provided in first request.")
-            if req.owned_partitions is None or req.owned_partitions:
-                raise invalid("TopicPartitions must be empty when (re-)joining.")
-            if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
-                raise invalid(
-                    "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null"
-                    " when (re-)joining."
-                )
-        elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            if req.instance_id is None:
-                raise invalid("InstanceId can't be null.")
-        elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            raise invalid("MemberEpoch is invalid.")
-        if req.server_assignor is not None and req.server_assignor not in self._assignors():
-            raise HeartbeatRefused(
-                ErrorCode.UNSUPPORTED_ASSIGNOR,
-                f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
-                f"{', '.join(self._assignors())}.",
-            )
-        if req.subscribed_topic_regex:
-            try:
-                re.compile(req.subscribed_topic_regex)
-            except re.error as exc:
-                raise HeartbeatRefused(
-                    ErrorCode.INVALID_REGULAR_EXPRESSION,
-                    f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a valid"
-                    f" regular expression: {exc}.",
-                ) from None
 
     def _not_found(self, group_id: str) -> str:
         if group_id in self._classic:
@@ -323,7 +266,7 @@ class ConsumerGroups:
         before = member
         if replaced is not None:
             self._replace_static_member(out, group, replaced, member)
-        updated = _updated(member, req)
+        updated = updated_member(member, req)
         is_new = member.member_id not in group.members
         if is_new or updated.metadata_value() != member.metadata_value():
             self._write_member(out, group_id, updated)
@@ -380,7 +323,7 @@ class ConsumerGroups:
                         f"Member {member_id} is not a member of group {group.group_id}.",
                     )
                 return ConsumerGroupMember(member_id), None
-            _check_epoch(member, req)
+            check_epoch(member, req)
             return member, None
         existing = group.static_member(req.instance_id)
         if joining and (existing is None or existing.member_id != member_id):
@@ -406,7 +349,7 @@ class ConsumerGroups:
                 f"Static member {member_id} with instance id {req.instance_id} was fenced by"
                 f" member {existing.member_id}.",
             )
-        _check_epoch(existing, req)
+        check_epoch(existing, req)
         return existing, None
 
     def _replace_static_member(
@@ -437,7 +380,7 @@ class ConsumerGroups:
         if fresh and regexes <= group.resolved_regexes.keys():
             return False
         for regex in sorted(regexes):
-            matched = tuple(sorted(n for n in topics.names() if re.fullmatch(regex, n)))
+            matched = _matching(regex, topics.names())
             resolved = group.resolved_regexes.get(regex)
             if resolved is None or resolved.topics != matched:
                 value = ConsumerGroupRegularExpressionValue(matched, topics.version, now_ms)
@@ -615,42 +558,8 @@ class ConsumerGroups:
                     )
                 )
             else:
-                described.append(self._describe(group, topics))
+                described.append(describe_group(group, topics, self._assignors()[0]))
         return described
-
-    def _describe(self, group: ConsumerGroup, topics: TopicsImage) -> DescribedConsumerGroup:
-        def named(partitions: Partitions) -> tuple[DescribedTopicPartitions, ...]:
-            out = []
-            for topic_id, ps in by_topic(partitions).items():
-                topic = topics.topic_by_id(topic_id)
-                if topic is not None:
-                    out.append(DescribedTopicPartitions(topic_id, topic.name, tuple(ps)))
-            return tuple(out)
-
-        members = tuple(
-            DescribedConsumerGroupMember(
-                member_id=m.member_id,
-                instance_id=m.instance_id,
-                rack_id=m.rack_id,
-                member_epoch=m.member_epoch,
-                client_id=m.client_id,
-                client_host=m.client_host,
-                subscribed_topic_names=tuple(sorted(m.subscribed_topic_names)),
-                subscribed_topic_regex=m.subscribed_topic_regex,
-                assignment=named(m.assigned),
-                target_assignment=named(group.target_of(m.member_id)),
-            )
-            for m in group.members.values()
-        )
-        return DescribedConsumerGroup(
-            group.group_id,
-            ErrorCode.NONE,
-            group_state=str(group.state),
-            group_epoch=group.group_epoch,
-            assignment_epoch=group.target_assignment_epoch,
-            assignor_name=group.preferred_assignor() or self._assignors()[0],
-            members=members,
-        )
 
     def list_groups(self, states: set[str]) -> list[ListedGroup]:
         """`states` in lower case; empty: every state."""
@@ -666,34 +575,6 @@ class ConsumerGroups:
     # ======================================================================
     # offsets and administration
     # ======================================================================
-
-    def validate_offset_commit(
-        self, group: ConsumerGroup, member_id: str, member_epoch: int, api_version: int
-    ) -> ErrorCode:
-        """Kafka's ConsumerGroup.validateOffsetCommit."""
-        if member_epoch < 0 and not group.members:
-            return ErrorCode.NONE  # admin tools and manual assignment commit to empty groups
-        member = group.members.get(member_id)
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if api_version < 9:
-            # A member of a consumer group commits with its member epoch, from OffsetCommit v9.
-            return ErrorCode.UNSUPPORTED_VERSION
-        if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
-        return ErrorCode.NONE
-
-    def validate_offset_fetch(
-        self, group: ConsumerGroup, member_id: str | None, member_epoch: int
-    ) -> ErrorCode:
-        if member_id is None and member_epoch < 0:
-            return ErrorCode.NONE  # a client that does not say who it is: an admin tool
-        member = group.members.get(member_id or "")
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
-        return ErrorCode.NONE
 
     def delete(self, out: Result, group_id: str) -> None:
         """Tombstones for all of a group, in Kafka's order; the group is gone once applied."""
@@ -751,55 +632,12 @@ def _is_empty_classic(group: ClassicGroup) -> bool:
     return group.is_in(GroupState.EMPTY) and not group.members
 
 
-def _check_epoch(member: ConsumerGroupMember, req: ConsumerGroupHeartbeatRequest) -> None:
-    """Kafka's member epoch check: the epoch the member has, or, when the answer that moved
-    it on was lost, the previous one with no partition it was not given. Epoch 0 is a
-    member that lost everything (fenced, or restarted) rejoining under its own id."""
-    owned = req.owned_partitions
-    if member.state is MemberState.UNKNOWN and (owned is None or owned):
-        raise HeartbeatRefused(
-            ErrorCode.FENCED_MEMBER_EPOCH,
-            "The consumer group member is in a unknown state. The member must abandon all its"
-            " partitions and rejoin.",
-        )
-    received = req.member_epoch
-    expected = member.member_epoch
-    if received in (0, expected):
-        return
-    # The answer that moved the member on was lost: it may still use what it had.
-    previous = member.assignment.previous_member_epoch
-    lost_answer = received < expected and received == previous
-    if lost_answer and owned is not None and owned <= member.assigned:
-        return
-    raise HeartbeatRefused(
-        ErrorCode.FENCED_MEMBER_EPOCH,
-        f"The consumer group member has a {'greater' if received > expected else 'smaller'}"
-        f" member epoch ({received}) than the one known by the group coordinator ({expected})."
-        " The member must abandon all its partitions and rejoin.",
-    )
-
-
-def _updated(
-    member: ConsumerGroupMember, req: ConsumerGroupHeartbeatRequest
-) -> ConsumerGroupMember:
-    """The member with what the request changes; None and -1 fields change nothing."""
-
-    def given(value: T | None, current: T) -> T:
-        return current if value is None else value
-
-    regex = req.subscribed_topic_regex
-    names = req.subscribed_topic_names
-    return replace(
-        member,
-        instance_id=given(req.instance_id, member.instance_id),
-        rack_id=given(req.rack_id, member.rack_id),
-        client_id=req.client_id,
-        client_host=req.client_host,
-        subscribed_topic_names=member.subscribed_topic_names if names is None else frozenset(names),
-        subscribed_topic_regex=member.subscribed_topic_regex if regex is None else regex or None,
-        rebalance_timeout_ms=given(
-            None if req.rebalance_timeout_ms == -1 else req.rebalance_timeout_ms,
-            member.rebalance_timeout_ms,
-        ),
-        server_assignor=given(req.server_assignor, member.server_assignor),
-    )
+def _matching(regex: str, names: Iterable[str]) -> tuple[str, ...]:
+    """The names `regex` matches whole, sorted. One that does not compile (a group loaded from
+    a log Kafka wrote, with RE2/J syntax Python lacks) matches nothing: heartbeats refuse
+    such a regex, but a loaded group has it already."""
+    try:
+        pattern = re.compile(regex)
+    except re.error:
+        return ()
+    return tuple(sorted(n for n in names if pattern.fullmatch(n)))

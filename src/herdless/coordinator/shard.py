@@ -1025,8 +1025,8 @@ class CoordinatorShard:
             return ErrorCode.INVALID_GROUP_ID
         consumer_group = self.consumer.groups.get(req.group_id)
         if consumer_group is not None:
-            return self.consumer.validate_offset_commit(
-                consumer_group, req.member_id, req.generation_id, req.api_version
+            return consumer_group.validate_offset_commit(
+                req.member_id, req.generation_id, req.api_version
             )
         group = self.groups.get(req.group_id)
         if group is None:
@@ -1056,9 +1056,7 @@ class CoordinatorShard:
         known = group is not None and state_answer(Op.OFFSET_FETCH, group.state) is ErrorCode.NONE
         consumer_group = self.consumer.groups.get(req.group_id)
         if consumer_group is not None:
-            error = self.consumer.validate_offset_fetch(
-                consumer_group, req.member_id, req.member_epoch
-            )
+            error = consumer_group.validate_offset_fetch(req.member_id, req.member_epoch)
             if error is not ErrorCode.NONE:
                 out.replies.append(Reply(token, OffsetFetchResponse(req.group_id, (), error)))
                 return out
