@@ -210,6 +210,17 @@ def test_new_partitions_bump_the_group_epoch_and_are_assigned() -> None:
     assert (resp.member_epoch, resp.assignment) == (2, parts(TOPIC_T, *range(8)))
 
 
+def test_the_assignor_members_name_computes_the_target() -> None:
+    """uniform (the default) keeps m1's partitions where it can; range gives the first
+    member in id order the first range, whoever had it."""
+    for assignor, m0_gets in ((None, (3, 4, 5)), ("range", (0, 1, 2))):
+        ctx = Context()
+        fields = {} if assignor is None else {"server_assignor": assignor}
+        ctx.consumer_heartbeat("g", "m1", 0, **fields)
+        ctx.consumer_heartbeat("g", "m0", 0, **fields)
+        assert ctx.shard.consumer.groups["g"].target_of("m0") == parts(TOPIC_T, *m0_gets)
+
+
 # --- epochs ------------------------------------------------------------------------------
 
 

@@ -2,7 +2,8 @@
 
 A record key starts with an int16 that Kafka calls the key version and, since
 the KIP-848 coordinator, the record type: 0 and 1 are offset commits, 2 is
-group metadata, anything higher belongs to group types we do not run. A value
+group metadata; 3 to 8 and 16 are consumer groups' (consumer_records.py), the
+rest belong to group types we do not run (share and streams groups). A value
 starts with its own int16 version. Versions 0-3 are plain structs; version 4
 of both values is "flexible" (compact lengths, tagged fields), which Kafka
 reads but does not write yet, so we read it and write what Kafka 3.x writes.
