@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import bisect
 from collections import deque
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
 
 from herdless.coordinator import CoordinatorConfig, Reply, Result
 from herdless.protocol.errors import ErrorCode
@@ -60,6 +61,16 @@ class ReplicatedContext(Context):
     def _release(self) -> None:
         while self._held and self._held[0][0] <= self.high_watermark:
             super().answer(self._held.popleft()[1])
+
+    def deliver(self, on_reply: dict[Any, Callable[[Any], None]]) -> None:
+        """Hand the released replies, in order, to the callbacks of the requests they answer."""
+        replies = self.replies
+        while replies:
+            token = next(iter(replies))
+            response = replies.pop(token)
+            callback = on_reply.pop(token, None)
+            if callback is not None:
+                callback(response)
 
     def replicate(self, n: int) -> None:
         """Followers fetch n more records, and the rest of the batch the last one is in: the

@@ -165,13 +165,8 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
             client.ack_due = True
 
     def _react(self) -> None:
-        replies = self.ctx.replies
-        while replies:
-            token = next(iter(replies))
-            response = replies.pop(token)
-            on_reply = self.on_reply.pop(token, None)
-            if on_reply is not None:
-                on_reply(response)
+        """Deliver released replies, in order, to the clients waiting for them."""
+        self.ctx.deliver(self.on_reply)
 
     def _replicate(self, n: int) -> None:
         for _ in range(n):
