@@ -1137,8 +1137,7 @@ class CoordinatorShard:
         for group_id in list(self.consumer.groups):
             consumer_group = self.consumer.groups[group_id]
             # Offsets of topics the group does not read expire retention after their commit.
-            committed: BaseTimestamp = lambda o: o.commit_timestamp_ms  # noqa: E731
-            if self._expire_group_offsets(out, consumer_group, committed, now_ms) and (
+            if self._expire_group_offsets(out, consumer_group, _since_commit, now_ms) and (
                 consumer_group.state is ConsumerGroupState.EMPTY
             ):
                 self.consumer.delete(out, group_id)
@@ -1334,6 +1333,10 @@ def _offset_run(keys: Sequence[bytes]) -> tuple[str, str, tuple[int, ...]] | Non
         return None
     group_and_topic = decode_offset_key_prefix(heads[0])
     return None if group_and_topic is None else (*group_and_topic, partitions)
+
+
+def _since_commit(offset: OffsetAndMetadata) -> int:
+    return offset.commit_timestamp_ms
 
 
 def _fetched(partition: int, o: OffsetAndMetadata) -> FetchedPartition:
