@@ -119,6 +119,45 @@ def test_lag_members_and_requests_as_prometheus_reads_them(
     assert value(samples, "herdless_group_lag_sum", **group, topic="metered") == 6
 
 
+def test_a_consumer_groups_lag_members_and_state(metered: tuple[BrokerProcess, int]) -> None:
+    """A KIP-848 group (group.protocol=consumer) is on the dashboard as any other."""
+    broker, port = metered
+    wait_until(lambda: _answers(port), 30, "the metrics endpoint answers", broker.log)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("metered848", 2, 1)])["metered848"].result(30)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for partition in range(2):
+        for i in range(5):
+            producer.produce("metered848", b"%d" % i, partition=partition)
+    assert producer.flush(30) == 0
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "dashboard848",
+            "group.protocol": "consumer",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe(["metered848"])
+    deadline = time.monotonic() + 30
+    while len(consumer.assignment()) < 2 and time.monotonic() < deadline:
+        consumer.poll(0.2)
+    assert len(consumer.assignment()) == 2
+    consumer.commit(offsets=[TopicPartition("metered848", 0, 2)], asynchronous=False)
+    group = {"group": "dashboard848"}
+
+    def stable() -> bool:
+        return value(scrape(port), "herdless_group_state", **group, state="Stable") == 1
+
+    wait_until(stable, 30, "the group is Stable", broker.log)
+    samples = scrape(port)
+    assert value(samples, "herdless_group_members", **group) == 1
+    assert value(samples, "herdless_group_state", **group, state="Reconciling") == 0
+    assert value(samples, "herdless_group_generation", **group) == 1  # the group epoch
+    assert value(samples, "herdless_group_lag", **group, topic="metered848", partition="0") == 3
+    consumer.close()
+
+
 def _answers(port: int) -> bool:
     try:
         return get(port, "/metrics")[0] == 200
