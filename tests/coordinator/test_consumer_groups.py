@@ -23,6 +23,8 @@ from herdless.coordinator.consumer_records import (
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMetadataKey,
     decode_consumer_group_key,
+    encode_consumer_group_key,
+    encode_consumer_group_value,
 )
 from herdless.coordinator.reconciliation import MemberState
 from herdless.coordinator.records import Record
@@ -256,6 +258,28 @@ def test_a_fenced_member_rejoins_under_its_own_id_and_gets_its_partitions_back()
     before = member(ctx, "m1").assigned
     resp, _ = ctx.consumer_heartbeat("g", "m1", 0)
     assert (resp.error_code, resp.member_epoch, resp.assignment) == (ErrorCode.NONE, 2, before)
+
+
+def test_a_static_member_rejoins_under_its_own_id_too() -> None:
+    ctx = Context()
+    ctx.consumer_heartbeat("g", "a1", 0, instance_id="a")
+    resp, result = ctx.consumer_heartbeat("g", "a1", 0, instance_id="a")
+    assert (resp.error_code, resp.member_epoch) == (ErrorCode.NONE, 1)
+    assert resp.assignment == parts(TOPIC_T, *range(6)) and result.records == []
+
+
+def test_a_member_in_a_state_from_a_newer_kafka_starts_again_from_nothing() -> None:
+    ctx = Context()
+    ctx.consumer_heartbeat("g", "m1", 0)
+    value = replace(member(ctx, "m1").assignment_value(), state=42)
+    key = ConsumerGroupCurrentMemberAssignmentKey("g", "m1")
+    ctx.shard.replay(encode_consumer_group_key(key), encode_consumer_group_value(value))
+    assert member(ctx, "m1").state is MemberState.UNKNOWN
+    resp, result = ctx.consumer_heartbeat("g", "m1", 1)
+    assert (resp.error_code, result.records) == (ErrorCode.FENCED_MEMBER_EPOCH, [])
+    resp, _ = ctx.consumer_heartbeat("g", "m1", 1, owned=frozenset())
+    assert (resp.error_code, resp.member_epoch) == (ErrorCode.NONE, 1)
+    assert member(ctx, "m1").state is MemberState.STABLE
 
 
 # --- timeouts ------------------------------------------------------------------------------
