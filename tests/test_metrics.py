@@ -52,6 +52,17 @@ def scrape(port: int) -> Samples:
     }
 
 
+def fill(broker: BrokerProcess, topic: str, partitions: int, records: int) -> None:
+    """A new topic with `records` records in each partition."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for partition in range(partitions):
+        for i in range(records):
+            producer.produce(topic, b"%d" % i, partition=partition)
+    assert producer.flush(30) == 0
+
+
 def value(samples: Samples, name: str, **labels: str) -> float | None:
     return samples.get((name, frozenset(labels.items())))
 
@@ -61,13 +72,7 @@ def test_lag_members_and_requests_as_prometheus_reads_them(
 ) -> None:
     broker, port = metered
     wait_until(lambda: _answers(port), 30, "the metrics endpoint answers", broker.log)
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.create_topics([NewTopic("metered", 3, 1)])["metered"].result(30)
-    producer = Producer({"bootstrap.servers": broker.bootstrap})
-    for partition in range(3):
-        for i in range(10):
-            producer.produce("metered", b"%d" % i, partition=partition)
-    assert producer.flush(30) == 0
+    fill(broker, "metered", 3, 10)
 
     consumer = Consumer(
         {
@@ -123,13 +128,7 @@ def test_a_consumer_groups_lag_members_and_state(metered: tuple[BrokerProcess, i
     """A KIP-848 group (group.protocol=consumer) is on the dashboard as any other."""
     broker, port = metered
     wait_until(lambda: _answers(port), 30, "the metrics endpoint answers", broker.log)
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.create_topics([NewTopic("metered848", 2, 1)])["metered848"].result(30)
-    producer = Producer({"bootstrap.servers": broker.bootstrap})
-    for partition in range(2):
-        for i in range(5):
-            producer.produce("metered848", b"%d" % i, partition=partition)
-    assert producer.flush(30) == 0
+    fill(broker, "metered848", 2, 5)
     consumer = Consumer(
         {
             "bootstrap.servers": broker.bootstrap,
