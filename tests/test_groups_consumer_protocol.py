@@ -12,7 +12,7 @@ never owned by two members at once, and every record processed once.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -219,3 +219,48 @@ def test_a_regex_subscription_takes_matching_topics_and_new_ones(
         assert topics == {"re848-a", "re848-b", "re848-c"}
     finally:
         consumer.close()
+
+
+def test_a_static_member_that_restarts_gets_its_partitions_back_and_no_one_else_moves(
+    group_broker: BrokerProcess,
+) -> None:
+    bootstrap = group_broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("static848", 4, 1)])["static848"].result(30)
+
+    def static(instance: str) -> Consumer:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "static848",
+                "group.protocol": "consumer",
+                "group.instance.id": instance,
+            }
+        )
+        consumer.subscribe(["static848"])
+        return consumer
+
+    def owned(consumer: Consumer) -> set[int]:
+        return {tp.partition for tp in consumer.assignment()}
+
+    def poll_until(condition: Callable[[], bool], what: str, *consumers: Consumer) -> None:
+        def polled() -> bool:
+            for consumer in consumers:
+                consumer.poll(0.1)
+            return condition()
+
+        wait_until(polled, SETTLE_TIMEOUT_S, what, lambda: broker_tail(group_broker))
+
+    a, b = static("a"), static("b")
+    poll_until(lambda: len(owned(a)) == len(owned(b)) == 2, "two static members split", a, b)
+    kept, away = owned(a), owned(b)
+    b.close()  # a static member leaves for a while (epoch -2): nothing is reassigned
+    deadline = time.monotonic() + SESSION_MS / 3000  # well within its session
+    while time.monotonic() < deadline:
+        a.poll(0.1)
+        assert owned(a) == kept
+    b = static("b")
+    poll_until(lambda: owned(b) == away, "b has its partitions back", a, b)
+    assert owned(a) == kept
+    a.close()
+    b.close()
