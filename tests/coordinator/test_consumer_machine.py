@@ -155,6 +155,10 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         elif error is ErrorCode.FENCED_INSTANCE_ID:
             client.drop_everything()
             client.alive = False  # another process has its instance id: it stops
+        elif error is ErrorCode.GROUP_ID_NOT_FOUND:
+            # Its session ended and the empty group expired since (librdkafka stops here;
+            # this client starts over, as its application would).
+            client.drop_everything()
         else:
             assert error is ErrorCode.UNRELEASED_INSTANCE_ID, response
 
