@@ -629,3 +629,59 @@ def test_a_coordinator_paused_past_its_session_answers_nothing_stale(
         assert coverage_problem(python_members, delivered) is None, coverage_problem(
             python_members, delivered
         )
+
+
+def test_a_consumer_group_follows_a_killed_coordinator_at_the_same_epochs(
+    cluster: ClusterProcesses, tmp_path: Path
+) -> None:
+    """A KIP-848 group (group.protocol=consumer) is its records: the follower that takes
+    over the coordinator's partition has them replayed (a warm standby), so the members
+    go on at the epochs and with the partitions they had, and their commits stand."""
+    topic = "coordinator-kills-848"
+    (group,) = groups_sharing_a_coordinator("kills-848")
+    cluster.create_topic(topic, PARTITIONS, 3, **{"min.insync.replicas": "2"})
+    with (
+        BackgroundProducer(
+            cluster.bootstrap, topic, PARTITIONS, prefix="c", settings=PRODUCER_SETTINGS
+        ) as producer,
+        MemberSet(cluster.bootstrap, group, topic, tmp_path, group_protocol="consumer") as set_,
+    ):
+        members = [set_.start("confluent-kafka", f"c848-{i}") for i in (1, 2)]
+
+        def context() -> str:
+            return f"{set_.describe()}\n{broker_tails(cluster)}"
+
+        wait_balanced(members, PARTITIONS, SETTLE_TIMEOUT_S, "the group settles", context())
+        offsets = CommittedOffsets(cluster, group, topic, PARTITIONS)
+        cluster.wait_serving(topic, OFFSETS_TOPIC)  # a follower in the ISR, replaying
+        stable_marks = marks_of(members)
+        epochs = {m.name: m.generation for m in members}
+        victim = coordinator_of(cluster, group)
+        offsets.check(victim, members, "before the kill")
+        killed_at = time.monotonic()
+        cluster.brokers[victim].kill()
+        others = [b for b in cluster.brokers if b != victim]
+        coordinator = wait_coordinator_found(cluster, [group], others, victim, context())
+        offsets.check(coordinator, members, "moved")
+        wait_until(
+            lambda: all(any(c.seen_at > killed_at for c in m.commits()) for m in members),
+            SETTLE_TIMEOUT_S,
+            "both members commit at the new coordinator",
+            context,
+        )
+        assert rebalances_since(members, stable_marks) == [], (
+            "a consumer group's assignment changed when its coordinator moved:\n"
+            + "\n".join(rebalances_since(members, stable_marks))
+            + f"\n{context()}"
+        )
+        assert {m.name: m.generation for m in members} == epochs
+
+        cluster.brokers[victim].start()
+        cluster.wait_serving(topic, OFFSETS_TOPIC)
+        delivered = producer.stop()
+        wait_all_committed(offsets, coordinator_of(cluster, group), members, delivered)
+        for member in members:
+            member.close()
+        assert coverage_problem(members, delivered) is None, (
+            f"{coverage_problem(members, delivered)}\n{context()}"
+        )

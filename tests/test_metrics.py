@@ -52,6 +52,17 @@ def scrape(port: int) -> Samples:
     }
 
 
+def fill(broker: BrokerProcess, topic: str, partitions: int, records: int) -> None:
+    """A new topic with `records` records in each partition."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for partition in range(partitions):
+        for i in range(records):
+            producer.produce(topic, b"%d" % i, partition=partition)
+    assert producer.flush(30) == 0
+
+
 def value(samples: Samples, name: str, **labels: str) -> float | None:
     return samples.get((name, frozenset(labels.items())))
 
@@ -61,13 +72,7 @@ def test_lag_members_and_requests_as_prometheus_reads_them(
 ) -> None:
     broker, port = metered
     wait_until(lambda: _answers(port), 30, "the metrics endpoint answers", broker.log)
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.create_topics([NewTopic("metered", 3, 1)])["metered"].result(30)
-    producer = Producer({"bootstrap.servers": broker.bootstrap})
-    for partition in range(3):
-        for i in range(10):
-            producer.produce("metered", b"%d" % i, partition=partition)
-    assert producer.flush(30) == 0
+    fill(broker, "metered", 3, 10)
 
     consumer = Consumer(
         {
@@ -117,6 +122,39 @@ def test_lag_members_and_requests_as_prometheus_reads_them(
     assert value(samples, "herdless_group_state", **group, state="Empty") == 1
     # The commits stay, and so does the lag they define.
     assert value(samples, "herdless_group_lag_sum", **group, topic="metered") == 6
+
+
+def test_a_consumer_groups_lag_members_and_state(metered: tuple[BrokerProcess, int]) -> None:
+    """A KIP-848 group (group.protocol=consumer) is on the dashboard as any other."""
+    broker, port = metered
+    wait_until(lambda: _answers(port), 30, "the metrics endpoint answers", broker.log)
+    fill(broker, "metered848", 2, 5)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "dashboard848",
+            "group.protocol": "consumer",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe(["metered848"])
+    deadline = time.monotonic() + 30
+    while len(consumer.assignment()) < 2 and time.monotonic() < deadline:
+        consumer.poll(0.2)
+    assert len(consumer.assignment()) == 2
+    consumer.commit(offsets=[TopicPartition("metered848", 0, 2)], asynchronous=False)
+    group = {"group": "dashboard848"}
+
+    def stable() -> bool:
+        return value(scrape(port), "herdless_group_state", **group, state="Stable") == 1
+
+    wait_until(stable, 30, "the group is Stable", broker.log)
+    samples = scrape(port)
+    assert value(samples, "herdless_group_members", **group) == 1
+    assert value(samples, "herdless_group_state", **group, state="Reconciling") == 0
+    assert value(samples, "herdless_group_generation", **group) == 1  # the group epoch
+    assert value(samples, "herdless_group_lag", **group, topic="metered848", partition="0") == 3
+    consumer.close()
 
 
 def _answers(port: int) -> bool:

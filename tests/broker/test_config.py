@@ -50,3 +50,44 @@ def test_deprecated_message_format_versions_are_accepted() -> None:
 def test_a_retention_that_is_not_a_number_is_refused() -> None:
     with pytest.raises(ConfigError, match="log.retention.hours"):
         configured({"log.retention.hours": "a week"})
+
+
+def test_consumer_group_settings_follow_kafkas_rules() -> None:
+    config = configured({})
+    config.validate()
+    coordinator = config.coordinator_config()
+    assert (
+        coordinator.consumer_session_timeout_ms,
+        coordinator.consumer_heartbeat_interval_ms,
+    ) == (
+        45_000,
+        5_000,
+    )
+    assert coordinator.consumer_assignors == ("uniform", "range")
+    low = configured(
+        {
+            "group.consumer.session.timeout.ms": "3000",
+            "group.consumer.min.session.timeout.ms": "1000",
+            "group.consumer.heartbeat.interval.ms": "500",
+            "group.consumer.min.heartbeat.interval.ms": "100",
+            "group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.RangeAssignor",
+        }
+    )
+    low.validate()
+    assert low.coordinator_config().consumer_session_timeout_ms == 3_000
+    assert low.coordinator_config().consumer_assignors == ("range",)
+    for properties, message in (
+        ({"group.consumer.session.timeout.ms": "3000"}, "must be between"),
+        ({"group.consumer.heartbeat.interval.ms": "20000"}, "must be between"),
+        (
+            {
+                "group.consumer.heartbeat.interval.ms": "45000",
+                "group.consumer.max.heartbeat.interval.ms": "50000",
+            },
+            "must be less than",
+        ),
+        ({"group.consumer.min.session.timeout.ms": "70000"}, "must be at least"),
+        ({"group.consumer.assignors": "sticky"}, "no assignor 'sticky'"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            configured(properties).validate()

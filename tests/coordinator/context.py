@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import struct
+import uuid
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import replace
 from typing import Any
@@ -22,6 +23,11 @@ from herdless.coordinator import (
     ScheduleTimer,
     TimerChange,
     TimerKey,
+)
+from herdless.coordinator.consumer_messages import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+    DescribedConsumerGroup,
 )
 from herdless.coordinator.consumer_protocol import encode_subscription
 from herdless.coordinator.messages import (
@@ -40,9 +46,15 @@ from herdless.coordinator.messages import (
     SyncGroupRequest,
 )
 from herdless.coordinator.records import Record
+from herdless.coordinator.topic_metadata import Partitions, TopicMetadata, TopicsImage
 from herdless.protocol.errors import ErrorCode
 
 TEST_CONFIG = CoordinatorConfig(initial_rebalance_delay_ms=0)
+
+# The cluster consumer group tests run against unless they say otherwise: topic ids
+# that read as their names in failures.
+TOPIC_T = TopicMetadata(uuid.UUID(int=0x7), "t", 6)
+TOPIC_U = TopicMetadata(uuid.UUID(int=0x8), "u", 3)
 
 # One request to a shard, as the broker runs it: (shard, token, now_ms) -> Result.
 Operation = Callable[[CoordinatorShard, Hashable, int], Result]
@@ -132,6 +144,8 @@ class Context:
         self.replies: dict[Hashable, Any] = {}
         # Completed rebalances the shard reported, as the broker would publish them.
         self.rebalances: list[tuple[str, Any]] = []
+        # What the broker tells consumer group operations of the cluster's topics.
+        self.topics = TopicsImage([TOPIC_T, TOPIC_U])
         self.apply(self.shard.on_loaded(self.now))
 
     # --- plumbing ----------------------------------------------------------------
@@ -312,6 +326,51 @@ class Context:
     def describe(self, group_id: str, version: int = 5) -> Any:
         token = self.token()
         return self.apply(self.shard.describe_groups([group_id], token, version)).reply_to(token)[0]
+
+    # --- consumer groups (KIP-848) -------------------------------------------------------
+
+    def consumer_heartbeat(
+        self, group_id: str, member_id: str, epoch: int, **fields: Any
+    ) -> tuple[ConsumerGroupHeartbeatResponse, Result]:
+        """A ConsumerGroupHeartbeat answered at once; `fields` as for send_consumer_heartbeat."""
+        token, result = self.send_consumer_heartbeat(group_id, member_id, epoch, **fields)
+        return result.reply_to(token), result
+
+    def send_consumer_heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        epoch: int,
+        *,
+        topics: tuple[str, ...] | None = None,
+        owned: Partitions | None = None,
+        rebalance_timeout_ms: int | None = None,
+        **fields: Any,
+    ) -> tuple[int, Result]:
+        """A ConsumerGroupHeartbeat; when joining (epoch 0) the fields a join needs default
+        to a subscription of topic t, owning nothing, a 30 s rebalance timeout."""
+        if epoch == 0:
+            topics = ("t",) if topics is None and "subscribed_topic_regex" not in fields else topics
+            owned = frozenset() if owned is None else owned
+            rebalance_timeout_ms = 30_000 if rebalance_timeout_ms is None else rebalance_timeout_ms
+        req = ConsumerGroupHeartbeatRequest(
+            group_id,
+            member_id,
+            epoch,
+            subscribed_topic_names=topics,
+            owned_partitions=owned,
+            rebalance_timeout_ms=-1 if rebalance_timeout_ms is None else rebalance_timeout_ms,
+            client_id=fields.pop("client_id", "client"),
+            client_host=fields.pop("client_host", "/127.0.0.1"),
+            **fields,
+        )
+        image = self.topics
+        return self.send(lambda shard, t, now: shard.consumer_group_heartbeat(req, image, t, now))
+
+    def consumer_describe(self, *group_ids: str) -> list[DescribedConsumerGroup]:
+        token = self.token()
+        result = self.apply(self.shard.consumer_group_describe(group_ids, self.topics, token))
+        return list(result.reply_to(token))
 
     # --- whole scenarios ----------------------------------------------------------------
 

@@ -1,7 +1,9 @@
 """A fake broker whose `__consumer_offsets` partition is replicated, for leadership moves.
 
 Extends Context with what a cluster adds around a shard:
-- a high watermark over `log`, advanced by `replicate`; a reply goes out only
+- a high watermark over `log`, advanced by `replicate` a whole batch at a time (the
+  records of one operation are appended as one batch, as the broker does, so a
+  follower has all of them or none); a reply goes out only
   once the high watermark has passed every record its operation and all earlier
   ones wrote (result.py), so until then it waits here, not in `replies`;
 - a warm standby on a follower, replaying records only once they are committed;
@@ -13,10 +15,12 @@ Extends Context with what a cluster adds around a shard:
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
 
-from herdless.coordinator import CoordinatorConfig, Reply
+from herdless.coordinator import CoordinatorConfig, Reply, Result
 from herdless.protocol.errors import ErrorCode
 from tests.coordinator.context import TEST_CONFIG, Context, replay
 
@@ -32,6 +36,8 @@ class ReplicatedContext(Context):
         self._held: deque[tuple[int, list[Reply]]] = deque()
         # Requests the active shard has not answered yet (parked JoinGroup, SyncGroup).
         self._parked: set[Hashable] = set()
+        # The log's length after each batch: where the high watermark can stop.
+        self._batch_ends: list[int] = []
         super().__init__(config, now_ms)
         self.standby = self.new_shard()
         self.standby_offset = 0  # the standby has replayed log[:standby_offset]
@@ -40,6 +46,11 @@ class ReplicatedContext(Context):
         token = super().token()
         self._parked.add(token)
         return token
+
+    def apply(self, result: Result) -> Result:
+        if result.records:
+            self._batch_ends.append(len(self.log) + len(result.records))
+        return super().apply(result)
 
     def answer(self, replies: Iterable[Reply]) -> None:
         replies = list(replies)
@@ -51,9 +62,22 @@ class ReplicatedContext(Context):
         while self._held and self._held[0][0] <= self.high_watermark:
             super().answer(self._held.popleft()[1])
 
+    def deliver(self, on_reply: dict[Any, Callable[[Any], None]]) -> None:
+        """Hand the released replies, in order, to the callbacks of the requests they answer."""
+        replies = self.replies
+        while replies:
+            token = next(iter(replies))
+            response = replies.pop(token)
+            callback = on_reply.pop(token, None)
+            if callback is not None:
+                callback(response)
+
     def replicate(self, n: int) -> None:
-        """Followers fetch up to n more records: the high watermark moves towards the log end."""
-        self.high_watermark = min(self.high_watermark + n, len(self.log))
+        """Followers fetch n more records, and the rest of the batch the last one is in: the
+        high watermark moves towards the log end."""
+        target = min(self.high_watermark + n, len(self.log))
+        if target > self.high_watermark:
+            self.high_watermark = self._batch_ends[bisect.bisect_left(self._batch_ends, target)]
         self._release()
 
     def standby_replays(self, n: int) -> None:
@@ -79,6 +103,7 @@ class ReplicatedContext(Context):
 
         if truncate:
             del self.log[self.high_watermark :]
+            del self._batch_ends[bisect.bisect_right(self._batch_ends, self.high_watermark) :]
         if warm:
             shard, start = self.standby, self.standby_offset
         else:

@@ -8,7 +8,8 @@ from herdless.coordinator import CoordinatorShard, GroupState
 
 
 def quiescent(shard: CoordinatorShard) -> bool:
-    """No rebalance in flight: what the log holds is all there is to each group."""
+    """No rebalance in flight: what the log holds is all there is to each group. (A
+    consumer group is all in its log at any time.)"""
     return all(g.state in (GroupState.STABLE, GroupState.EMPTY) for g in shard.groups.values())
 
 
@@ -42,4 +43,17 @@ def snapshot(shard: CoordinatorShard) -> dict[str, Any]:
         for group_id in shard.offsets.group_ids()
         for topic, partition, value in shard.offsets.entries(group_id)
     }
-    return {"groups": groups, "offsets": offsets}
+    consumer_groups = {
+        group_id: (
+            g.group_epoch,
+            g.target_assignment_epoch,
+            g.members,
+            g.target_assignment,
+            g.subscription_metadata,
+            g.resolved_regexes,
+            g.static_members,
+            g.owned_partitions(),
+        )
+        for group_id, g in shard.consumer.groups.items()
+    }
+    return {"groups": groups, "offsets": offsets, "consumer_groups": consumer_groups}

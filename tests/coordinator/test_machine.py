@@ -154,13 +154,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
 
     def _react(self) -> None:
         """Deliver released replies, in order, to the clients waiting for them."""
-        replies = self.ctx.replies
-        while replies:
-            token = next(iter(replies))
-            response = replies.pop(token)
-            on_reply = self.on_reply.pop(token, None)
-            if on_reply is not None:
-                on_reply(response)
+        self.ctx.deliver(self.on_reply)
 
     def _on_join(self, client: Client, response: Any) -> None:
         client.join_token = None

@@ -17,6 +17,9 @@ subscribes to one topic and then:
 - on SIGTERM finishes the batch in hand, closes the consumer (which leaves the
   group, or for a static member just disconnects) and exits 0.
 
+With ``--group-protocol consumer`` (confluent-kafka only) the member joins a KIP-848
+consumer group; its ``generation`` is then its member epoch, its own, not the group's.
+
 It imports nothing from the tests package, only kafka_python.py beside it, so it
 runs as a plain script.
 """
@@ -190,12 +193,18 @@ def run_confluent(args: argparse.Namespace, reporter: Reporter) -> None:
         "client.id": args.name,
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
-        "session.timeout.ms": args.session_timeout_ms,
-        "heartbeat.interval.ms": args.heartbeat_interval_ms,
         "max.poll.interval.ms": args.max_poll_interval_ms,
     }
-    if args.assignor:
-        config["partition.assignment.strategy"] = args.assignor
+    if args.group_protocol == "consumer":
+        # KIP-848: the broker sets sessions and heartbeats and runs the assignor.
+        config["group.protocol"] = "consumer"
+        if args.assignor:
+            config["group.remote.assignor"] = args.assignor
+    else:
+        config["session.timeout.ms"] = args.session_timeout_ms
+        config["heartbeat.interval.ms"] = args.heartbeat_interval_ms
+        if args.assignor:
+            config["partition.assignment.strategy"] = args.assignor
     if args.instance_id:
         config["group.instance.id"] = args.instance_id
     consumer = Consumer(config)
@@ -419,6 +428,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--assignor",
         help="partition.assignment.strategy: librdkafka's names; range or roundrobin otherwise",
+    )
+    parser.add_argument(
+        "--group-protocol",
+        choices=("classic", "consumer"),
+        default="classic",
+        help="consumer: KIP-848's protocol (confluent-kafka only); --assignor is then the"
+        " broker's assignor and the session and heartbeat options are the broker's",
     )
     parser.add_argument("--log-level", default="INFO", help="Python client logging, to stderr")
     args = parser.parse_args(argv)

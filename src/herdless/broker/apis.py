@@ -16,6 +16,7 @@ from herdless.broker.handlers import (
     admin,
     cluster,
     configs,
+    consumer_groups,
     coordinator,
     fetch,
     groups,
@@ -92,6 +93,8 @@ _TABLE = [
     Api(44, "IncrementalAlterConfigs", 0, 1, configs.handle_incremental_alter_configs),
     Api(47, "OffsetDelete", 0, 0, groups.handle_offset_delete),
     Api(60, "DescribeCluster", 0, 1, cluster.handle_describe_cluster),
+    Api(68, "ConsumerGroupHeartbeat", 0, 1, consumer_groups.handle_consumer_group_heartbeat),
+    Api(69, "ConsumerGroupDescribe", 0, 1, consumer_groups.handle_consumer_group_describe),
 ]
 
 APIS: dict[int, Api] = {api.key: api for api in _TABLE}

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from herdless.coordinator import CoordinatorConfig
+from herdless.coordinator.assignors import ASSIGNORS
 from herdless.storage import LogConfig
 
 # Kafka broker property -> (BrokerConfig field, parser). Topic defaults use their log.* names.
@@ -47,6 +48,17 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     "group.max.session.timeout.ms": ("group_max_session_timeout_ms", int),
     "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", int),
     "group.max.size": ("group_max_size", int),
+    # Consumer groups (KIP-848): the broker sets their sessions and heartbeats.
+    "group.consumer.session.timeout.ms": ("group_consumer_session_timeout_ms", int),
+    "group.consumer.min.session.timeout.ms": ("group_consumer_min_session_timeout_ms", int),
+    "group.consumer.max.session.timeout.ms": ("group_consumer_max_session_timeout_ms", int),
+    "group.consumer.heartbeat.interval.ms": ("group_consumer_heartbeat_interval_ms", int),
+    "group.consumer.min.heartbeat.interval.ms": ("group_consumer_min_heartbeat_interval_ms", int),
+    "group.consumer.max.heartbeat.interval.ms": ("group_consumer_max_heartbeat_interval_ms", int),
+    "group.consumer.max.size": ("group_consumer_max_size", int),
+    # Server assignors by name (uniform, range), or by Kafka's class names; the first is the
+    # default.
+    "group.consumer.assignors": ("group_consumer_assignors", str),
     # herdless's own: in a cluster, followers of a __consumer_offsets partition keep its
     # groups replayed (a warm standby), so a new leader serves without loading.
     "group.coordinator.standby.enable": ("group_coordinator_standby_enable", bool),
@@ -82,6 +94,13 @@ _RANGES: dict[str, tuple[int | None, int | None]] = {
     "group.max.session.timeout.ms": (1, None),
     "group.initial.rebalance.delay.ms": (0, None),
     "group.max.size": (1, None),
+    "group.consumer.session.timeout.ms": (1, None),
+    "group.consumer.min.session.timeout.ms": (1, None),
+    "group.consumer.max.session.timeout.ms": (1, None),
+    "group.consumer.heartbeat.interval.ms": (1, None),
+    "group.consumer.min.heartbeat.interval.ms": (1, None),
+    "group.consumer.max.heartbeat.interval.ms": (1, None),
+    "group.consumer.max.size": (1, None),
     "offsets.retention.minutes": (1, None),
     "offsets.retention.check.interval.ms": (1, None),
     "offset.metadata.max.bytes": (0, None),
@@ -139,6 +158,13 @@ _DURATIONS: dict[str, tuple[tuple[str, int], ...]] = {
 _DURATION_KEYS = {key for units in _DURATIONS.values() for key, _ in units}
 
 
+# group.consumer.assignors may name assignors as Kafka does, by class.
+_ASSIGNOR_CLASSES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
+
+
 class ConfigError(ValueError):
     """A broker setting that cannot be used; the message names it."""
 
@@ -178,6 +204,14 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3_000
     group_max_size: int = 2**31 - 1
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_min_session_timeout_ms: int = 45_000
+    group_consumer_max_session_timeout_ms: int = 60_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_min_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_heartbeat_interval_ms: int = 15_000
+    group_consumer_max_size: int = 2**31 - 1
+    group_consumer_assignors: str = "uniform,range"
     offsets_retention_minutes: int = 7 * 24 * 60
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
@@ -211,7 +245,26 @@ class BrokerConfig:
             offsets_retention_ms=self.offsets_retention_minutes * 60_000,
             offsets_retention_check_interval_ms=self.offsets_retention_check_interval_ms,
             offset_metadata_max_bytes=self.offset_metadata_max_bytes,
+            consumer_session_timeout_ms=self.group_consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms=self.group_consumer_heartbeat_interval_ms,
+            consumer_max_group_size=self.group_consumer_max_size,
+            consumer_assignors=self.consumer_assignors(),
         )
+
+    def consumer_assignors(self) -> tuple[str, ...]:
+        """group.consumer.assignors as assignor names; ConfigError for one herdless lacks."""
+        names = []
+        for entry in self.group_consumer_assignors.split(","):
+            name = _ASSIGNOR_CLASSES.get(entry.strip(), entry.strip())
+            if name not in ASSIGNORS:
+                raise ConfigError(
+                    f"group.consumer.assignors: no assignor {entry.strip()!r};"
+                    f" known: {', '.join(ASSIGNORS)}"
+                )
+            names.append(name)
+        if not names:
+            raise ConfigError("group.consumer.assignors must name at least one assignor")
+        return tuple(names)
 
     def log_config(self) -> LogConfig:
         return LogConfig.from_topic_configs(self.topic_defaults)
@@ -269,7 +322,33 @@ class BrokerConfig:
                 f"group.min.session.timeout.ms ({self.group_min_session_timeout_ms}) must not"
                 f" exceed group.max.session.timeout.ms ({self.group_max_session_timeout_ms})"
             )
+        self._check_consumer_group_timeouts()
+        self.consumer_assignors()
         self._check_topic_defaults()
+
+    def _check_consumer_group_timeouts(self) -> None:
+        """Kafka's rules: each within its bounds, a heartbeat more often than a session ends."""
+        prefix = "group.consumer."
+        for what in ("session.timeout.ms", "heartbeat.interval.ms"):
+            field = what.replace(".", "_")
+            value = getattr(self, f"group_consumer_{field}")
+            low = getattr(self, f"group_consumer_min_{field}")
+            high = getattr(self, f"group_consumer_max_{field}")
+            if low > high:
+                raise ConfigError(
+                    f"{prefix}max.{what} ({high}) must be at least {prefix}min.{what} ({low})"
+                )
+            if not low <= value <= high:
+                raise ConfigError(
+                    f"{prefix}{what} ({value}) must be between {prefix}min.{what} ({low})"
+                    f" and {prefix}max.{what} ({high})"
+                )
+        if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
+            raise ConfigError(
+                f"{prefix}heartbeat.interval.ms ({self.group_consumer_heartbeat_interval_ms})"
+                f" must be less than {prefix}session.timeout.ms"
+                f" ({self.group_consumer_session_timeout_ms})"
+            )
 
     def _check_topic_defaults(self) -> None:
         try:

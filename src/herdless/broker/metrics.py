@@ -12,6 +12,7 @@ are answered. The endpoint is plain HTTP on `metrics.port`.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from herdless.broker.group_coordinator import GroupCoordinator, ShardState
+from herdless.coordinator.consumer_group import ConsumerGroupState
 from herdless.coordinator.state import GroupState
 from herdless.storage import LogManager
 
@@ -36,6 +38,10 @@ log = logging.getLogger(__name__)
 MAX_HEAD_BYTES = 16 * 1024
 SCRAPE_READ_TIMEOUT_S = 10.0
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+# herdless_group_state has a series for each state a group of its kind has.
+_CLASSIC_STATES = tuple(s.value for s in GroupState)
+_CONSUMER_STATES = tuple(s.value for s in ConsumerGroupState)
 
 
 class BrokerMetrics:
@@ -112,8 +118,8 @@ class BrokerMetrics:
 
 @dataclass
 class Snapshot:
-    # (group, members, generation, state)
-    groups: list[tuple[str, int, int, GroupState]] = field(default_factory=list)
+    # (group, members, generation or group epoch, state, the states a group of its kind has)
+    groups: list[tuple[str, int, int, str, tuple[str, ...]]] = field(default_factory=list)
     # (group, topic, partition, committed offset, high watermark or None)
     offsets: list[tuple[str, str, int, int, int | None]] = field(default_factory=list)
     # (topic, partition, log start offset, log end offset, bytes, damaged offsets)
@@ -130,8 +136,17 @@ def snapshot(groups: GroupCoordinator, logs: LogManager) -> Snapshot:
         if runtime.state is not ShardState.ACTIVE:
             continue
         shard = runtime.shard
-        for group_id, group in shard.groups.items():
-            state.groups.append((group_id, len(group.members), group.generation, group.state))
+        classic = (
+            (g.group_id, len(g.members), g.generation, str(g.state), _CLASSIC_STATES)
+            for g in shard.groups.values()
+        )
+        consumer = (
+            (g.group_id, len(g.members), g.group_epoch, str(g.state), _CONSUMER_STATES)
+            for g in shard.consumer.groups.values()
+        )
+        for group in itertools.chain(classic, consumer):
+            state.groups.append(group)
+            group_id = group[0]
             for topic, partition, offset in shard.offsets.committed_offsets(group_id):
                 partition_log = logs.partition(topic, partition)
                 high_watermark = None if partition_log is None else partition_log.high_watermark
@@ -165,7 +180,9 @@ class _SnapshotCollector(Collector):
             "herdless_group_members", "Members of a consumer group.", labels=["group"]
         )
         generation = GaugeMetricFamily(
-            "herdless_group_generation", "A group's current generation.", labels=["group"]
+            "herdless_group_generation",
+            "A group's current generation (a consumer group's group epoch).",
+            labels=["group"],
         )
         state = GaugeMetricFamily(
             "herdless_group_state", "1 for a group's current state.", labels=["group", "state"]
@@ -190,11 +207,11 @@ class _SnapshotCollector(Collector):
             "__consumer_offsets partitions still being replayed.",
         )
         loading.add_metric([], self._state.shards_loading)
-        for group_id, count, gen, current in self._state.groups:
+        for group_id, count, gen, current, states in self._state.groups:
             members.add_metric([group_id], count)
             generation.add_metric([group_id], gen)
-            for s in GroupState:
-                state.add_metric([group_id, s.value], 1.0 if current is s else 0.0)
+            for s in states:
+                state.add_metric([group_id, s], 1.0 if current == s else 0.0)
         sums: dict[tuple[str, str], int] = {}
         per_partition = self._lag_per_partition
         for group_id, topic, partition, offset, high_watermark in self._state.offsets:

@@ -19,3 +19,9 @@ class CoordinatorConfig:
     offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
     rebalance_history_size: int = 16
+    # Consumer groups (KIP-848): the session and heartbeat interval are the broker's to set.
+    consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
+    consumer_heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
+    consumer_max_group_size: int = 2**31 - 1  # group.consumer.max.size
+    # group.consumer.assignors: the server assignors members may name; the first is the default.
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")

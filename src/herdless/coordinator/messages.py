@@ -188,6 +188,9 @@ class OffsetFetchRequest:
     group_id: str
     topics: tuple[FetchTopic, ...] | None = None  # None: every committed partition
     require_stable: bool = False
+    # v9+: who asks, checked for consumer groups (KIP-848); None and -1 for anyone else.
+    member_id: str | None = None
+    member_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,8 @@
 
 A record key starts with an int16 that Kafka calls the key version and, since
 the KIP-848 coordinator, the record type: 0 and 1 are offset commits, 2 is
-group metadata, anything higher belongs to group types we do not run. A value
+group metadata; 3 to 8 and 16 are consumer groups' (consumer_records.py), the
+rest belong to group types we do not run (share and streams groups). A value
 starts with its own int16 version. Versions 0-3 are plain structs; version 4
 of both values is "flexible" (compact lengths, tagged fields), which Kafka
 reads but does not write yet, so we read it and write what Kafka 3.x writes.
@@ -11,6 +12,7 @@ reads but does not write yet, so we read it and write what Kafka 3.x writes.
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -77,15 +79,21 @@ RecordKey = OffsetCommitKey | GroupMetadataKey
 
 # --- primitive codec -------------------------------------------------------
 
+_I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 
 
-class _Writer:
+class FieldWriter:
+    """Fields in order, plain or flexible, as Kafka's generated message classes write them."""
+
     def __init__(self, flexible: bool = False) -> None:
         self.out = bytearray()
         self.flexible = flexible
+
+    def int8(self, v: int) -> None:
+        self.out += _I8.pack(v)
 
     def int16(self, v: int) -> None:
         self.out += _I16.pack(v)
@@ -95,6 +103,9 @@ class _Writer:
 
     def int64(self, v: int) -> None:
         self.out += _I64.pack(v)
+
+    def uuid_(self, v: uuid.UUID) -> None:
+        self.out += v.bytes
 
     def uvarint(self, v: int) -> None:
         while v >= 0x80:
@@ -134,8 +145,9 @@ class _Writer:
             self.uvarint(0)
 
 
-class _Reader:
-    """Versioned fields in order: group metadata values and flexible (v4) offset values."""
+class FieldReader:
+    """Versioned fields in order: group metadata values, flexible (v4) offset values and
+    the values of consumer group records."""
 
     def __init__(self, data: bytes) -> None:
         self.data = bytes(data)
@@ -158,6 +170,9 @@ class _Reader:
         self.pos += fmt.size
         return int(value)
 
+    def int8(self) -> int:
+        return self._unpack(_I8)
+
     def int16(self) -> int:
         return self._unpack(_I16)
 
@@ -166,6 +181,9 @@ class _Reader:
 
     def int64(self) -> int:
         return self._unpack(_I64)
+
+    def uuid_(self) -> uuid.UUID:
+        return uuid.UUID(bytes=self._take(16))
 
     def uvarint(self) -> int:
         shift = result = 0
@@ -282,7 +300,7 @@ def _string_at(data: bytes, pos: int) -> tuple[str, int]:
     """The non-null int16-length string at pos, and the position after it.
 
     Keys and offset values, read on every replay, are decoded with this and
-    unpack_from rather than through _Reader: a third less time per record.
+    unpack_from rather than through FieldReader: a third less time per record.
     """
     (n,) = _I16.unpack_from(data, pos)
     start = pos + 2
@@ -328,7 +346,7 @@ def encode_offset_commit_value(value: OffsetCommitValue, version: int | None = N
 
 
 def _encode_flexible_offset_commit_value(value: OffsetCommitValue) -> bytes:
-    w = _Writer(flexible=True)
+    w = FieldWriter(flexible=True)
     w.int16(4)
     w.int64(value.offset)
     w.int32(value.leader_epoch)
@@ -378,7 +396,7 @@ def offset_commit_value_offset(data: bytes) -> int:
 
 
 def _decode_flexible_offset_commit_value(data: bytes) -> OffsetCommitValue:
-    r = _Reader(data)
+    r = FieldReader(data)
     r.flexible = True
     r.int16()  # version 4
     offset = r.int64()
@@ -397,7 +415,7 @@ def encode_group_metadata_value(
 ) -> bytes:
     if not 0 <= version <= 4:
         raise RecordFormatError(f"GroupMetadataValue version {version}")
-    w = _Writer(flexible=version >= 4)
+    w = FieldWriter(flexible=version >= 4)
     w.int16(version)
     w.string(value.protocol_type)
     w.int32(value.generation)
@@ -423,7 +441,7 @@ def encode_group_metadata_value(
 
 
 def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
-    r = _Reader(data)
+    r = FieldReader(data)
     version = r.int16()
     if not 0 <= version <= 4:
         raise RecordFormatError(f"GroupMetadataValue version {version}")

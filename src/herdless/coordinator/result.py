@@ -29,6 +29,8 @@ class TimerKind(Enum):
     JOIN = "join"  # end of the join phase of a group's rebalance
     SYNC = "sync"  # members that never sent SyncGroup
     RETENTION = "retention"  # periodic offset expiry of the whole shard
+    SESSION = "session"  # session expiry of one consumer group (KIP-848) member
+    REVOCATION = "revocation"  # a consumer group member's rebalance timeout to revoke
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,9 @@ from functools import lru_cache
 from typing import Any
 
 from herdless.coordinator.config import CoordinatorConfig
+from herdless.coordinator.consumer_group import ConsumerGroup, ConsumerGroupState
+from herdless.coordinator.consumer_groups import CONSUMER_GROUP_TYPE, ConsumerGroups
+from herdless.coordinator.consumer_messages import ConsumerGroupHeartbeatRequest
 from herdless.coordinator.group import ClassicGroup, JoinWaiter, Member
 from herdless.coordinator.history import RebalanceCause
 from herdless.coordinator.messages import (
@@ -75,6 +78,7 @@ from herdless.coordinator.result import (
     TimerKind,
 )
 from herdless.coordinator.state import GroupState, Op, can_rebalance, state_answer
+from herdless.coordinator.topic_metadata import TopicsImage
 from herdless.protocol.errors import ErrorCode
 
 _E, _P, _C, _S, _D = (
@@ -121,6 +125,14 @@ class CoordinatorShard:
         self._new_uuid = new_uuid
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets = OffsetTable()
+        self.consumer = ConsumerGroups(
+            self.config,
+            self._schedule,
+            self._cancel,
+            new_uuid,
+            self.groups,
+            self._write_group_tombstone,
+        )
         self._timers: dict[TimerKey, _Timer] = {}
         # (deadline, seq, key) of every timer, and of some since cancelled or
         # rescheduled, which are dropped when they come to the top.
@@ -135,8 +147,9 @@ class CoordinatorShard:
         """Apply one `__consumer_offsets` record in log order: loading and live writes alike."""
         decoded = decode_key(key)
         if decoded is None:
-            # Records of group types we do not run (KIP-848 consumer groups, share
-            # groups): skipped, so a log written by Kafka still loads.
+            # Consumer groups' records; those of group types we do not run (share groups,
+            # streams groups) are skipped, so a log written by Kafka still loads.
+            self.consumer.replay(key, value)
             return
         if isinstance(decoded, OffsetCommitKey):
             self._apply_offset(decoded, value)
@@ -162,7 +175,7 @@ class CoordinatorShard:
         if tombstones:
             self.offsets.remove_all(group_id, topic, partitions)
             return
-        if group_id not in self.groups:
+        if group_id not in self.groups and group_id not in self.consumer.groups:
             self.groups[group_id] = self._new_group(group_id, None)
         self.offsets.put_all(group_id, topic, zip(partitions, values, strict=True))  # type: ignore[arg-type]
 
@@ -172,7 +185,7 @@ class CoordinatorShard:
         if value is None:
             self.offsets.remove(key.group, key.topic, key.partition)
             return
-        if key.group not in self.groups:
+        if key.group not in self.groups and key.group not in self.consumer.groups:
             # Offsets without membership: a "simple" group, Empty with no protocol type.
             self.groups[key.group] = self._new_group(key.group, None)
         self.offsets.put(key.group, key.topic, key.partition, value)
@@ -201,6 +214,7 @@ class CoordinatorShard:
                 self._prepare_rebalance(
                     out, group, RebalanceCause.MEMBER_LEFT, "group above max size", now_ms
                 )
+        self.consumer.on_loaded(out, now_ms)
         self._schedule_retention(out, now_ms)
         return out
 
@@ -219,6 +233,7 @@ class CoordinatorShard:
         for key in list(self._timers):
             self._cancel(out, key)
         self.groups.clear()
+        self.consumer.unload()
         self.offsets.clear()
         return out
 
@@ -340,8 +355,21 @@ class CoordinatorShard:
                 resp = JoinGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID, member_id=req.member_id)
                 out.replies.append(Reply(token, resp))
                 return out
+            consumer_group = self.consumer.groups.get(req.group_id)
+            if consumer_group is not None:
+                if consumer_group.state is not ConsumerGroupState.EMPTY:
+                    # Kafka would take the member into the consumer group with the classic
+                    # protocol (KIP-848's upgrade path); herdless keeps the protocols apart.
+                    resp = JoinGroupResponse(
+                        ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=UNKNOWN_MEMBER_ID
+                    )
+                    out.replies.append(Reply(token, resp))
+                    return out
+                # An empty consumer group gives way to a classic one, as in Kafka.
+                self.consumer.delete(out, req.group_id)
             group = self._new_group(req.group_id, now_ms)
             self.groups[req.group_id] = group
+        written = len(out.records)
 
         waiter = JoinWaiter(token, req.api_version)
         if not self._accept_joining_member(group, req.member_id):
@@ -353,7 +381,7 @@ class CoordinatorShard:
         else:
             self._join_existing_member(out, group, req, waiter, now_ms)
 
-        if is_new_group and not out.records:
+        if is_new_group and len(out.records) == written:
             # Kafka persists a new group at once, so it survives a reload.
             empty = GroupMetadataValue(
                 protocol_type="",
@@ -932,6 +960,24 @@ class CoordinatorShard:
         return ErrorCode.NONE
 
     # ======================================================================
+    # consumer groups (KIP-848): consumer_groups.py
+    # ======================================================================
+
+    def consumer_group_heartbeat(
+        self,
+        req: ConsumerGroupHeartbeatRequest,
+        topics: TopicsImage,
+        token: Hashable,
+        now_ms: int,
+    ) -> Result:
+        return self.consumer.heartbeat(req, topics, token, now_ms)
+
+    def consumer_group_describe(
+        self, group_ids: Iterable[str], topics: TopicsImage, token: Hashable
+    ) -> Result:
+        return Result(replies=[Reply(token, tuple(self.consumer.describe(group_ids, topics)))])
+
+    # ======================================================================
     # offsets
     # ======================================================================
 
@@ -948,9 +994,9 @@ class CoordinatorShard:
 
         group = self.groups.get(req.group_id)
         if group is None:
-            # A commit with no membership (generation -1) creates a simple group.
-            group = self._new_group(req.group_id, None)
-            self.groups[req.group_id] = group
+            if req.group_id not in self.consumer.groups:
+                # A commit with no membership (generation -1) creates a simple group.
+                self.groups[req.group_id] = self._new_group(req.group_id, None)
         elif group.is_in(_S, _P) and req.member_id in group.members:
             # In the classic protocol a commit also proves the member is alive.
             member = group.members[req.member_id]
@@ -977,6 +1023,11 @@ class CoordinatorShard:
     def _validate_offset_commit(self, req: OffsetCommitRequest) -> ErrorCode:
         if not req.group_id:
             return ErrorCode.INVALID_GROUP_ID
+        consumer_group = self.consumer.groups.get(req.group_id)
+        if consumer_group is not None:
+            return consumer_group.validate_offset_commit(
+                req.member_id, req.generation_id, req.api_version
+            )
         group = self.groups.get(req.group_id)
         if group is None:
             if req.generation_id < 0:
@@ -1003,6 +1054,13 @@ class CoordinatorShard:
         out = Result()
         group = self.groups.get(req.group_id)
         known = group is not None and state_answer(Op.OFFSET_FETCH, group.state) is ErrorCode.NONE
+        consumer_group = self.consumer.groups.get(req.group_id)
+        if consumer_group is not None:
+            error = consumer_group.validate_offset_fetch(req.member_id, req.member_epoch)
+            if error is not ErrorCode.NONE:
+                out.replies.append(Reply(token, OffsetFetchResponse(req.group_id, (), error)))
+                return out
+            known = True
         topics: list[FetchedTopic] = []
         if req.topics is None:
             if known:
@@ -1026,9 +1084,13 @@ class CoordinatorShard:
 
     def offset_delete(self, req: OffsetDeleteRequest, token: Hashable, now_ms: int) -> Result:
         out = Result()
-        group = self.groups.get(req.group_id)
+        group: ClassicGroup | ConsumerGroup | None = self.groups.get(req.group_id)
         if not req.group_id:
             error = ErrorCode.INVALID_GROUP_ID
+        elif req.group_id in self.consumer.groups:
+            # In any state: the per-partition check below keeps what it reads (KIP-496).
+            group = self.consumer.groups[req.group_id]
+            error = ErrorCode.NONE
         elif group is None:
             error = ErrorCode.GROUP_ID_NOT_FOUND
         else:
@@ -1068,12 +1130,26 @@ class CoordinatorShard:
         """Tombstone expired offsets; delete Empty groups left with none (KIP-211)."""
         for group_id in list(self.groups):
             group = self.groups[group_id]
-            if self._expire_group_offsets(out, group, now_ms) and group.is_in(_E):
+            if self._expire_group_offsets(out, group, self._expiry_base(group), now_ms) and (
+                group.is_in(_E)
+            ):
                 self._write_group_tombstone(out, group_id)
+        for group_id in list(self.consumer.groups):
+            consumer_group = self.consumer.groups[group_id]
+            # Offsets of topics the group does not read expire retention after their commit.
+            if self._expire_group_offsets(out, consumer_group, _since_commit, now_ms) and (
+                consumer_group.state is ConsumerGroupState.EMPTY
+            ):
+                self.consumer.delete(out, group_id)
 
-    def _expire_group_offsets(self, out: Result, group: ClassicGroup, now_ms: int) -> bool:
+    def _expire_group_offsets(
+        self,
+        out: Result,
+        group: ClassicGroup | ConsumerGroup,
+        base: BaseTimestamp | None,
+        now_ms: int,
+    ) -> bool:
         """True when the group has no offsets left."""
-        base = self._expiry_base(group)
         if base is None:
             return not self.offsets.has_group(group.group_id)
         retention = self.config.offsets_retention_ms
@@ -1108,8 +1184,12 @@ class CoordinatorShard:
         results = []
         for group_id in group_ids:
             group = self.groups.get(group_id)
+            consumer_group = self.consumer.groups.get(group_id)
             if not group_id:
                 error = ErrorCode.INVALID_GROUP_ID
+            elif consumer_group is not None:
+                empty = consumer_group.state is ConsumerGroupState.EMPTY
+                error = ErrorCode.NONE if empty else ErrorCode.NON_EMPTY_GROUP
             elif group is None:
                 error = ErrorCode.GROUP_ID_NOT_FOUND
             else:
@@ -1117,9 +1197,12 @@ class CoordinatorShard:
             if error is ErrorCode.NONE:
                 for topic, partition, _ in self.offsets.entries(group_id):
                     self._write_offset(out, OffsetCommitKey(group_id, topic, partition), None)
-                self._cancel(out, TimerKey(TimerKind.JOIN, group_id))
-                self._cancel(out, TimerKey(TimerKind.SYNC, group_id))
-                self._write_group_tombstone(out, group_id)
+                if consumer_group is not None:
+                    self.consumer.delete(out, group_id)
+                else:
+                    self._cancel(out, TimerKey(TimerKind.JOIN, group_id))
+                    self._cancel(out, TimerKey(TimerKind.SYNC, group_id))
+                    self._write_group_tombstone(out, group_id)
             results.append((group_id, error))
         out.replies.append(Reply(token, DeleteGroupsResponse(tuple(results))))
         return out
@@ -1140,6 +1223,8 @@ class CoordinatorShard:
                 listed.append(
                     ListedGroup(group.group_id, group.protocol_type or "", str(group.state))
                 )
+        if not types or CONSUMER_GROUP_TYPE in types:
+            listed += self.consumer.list_groups(states)
         return Result(replies=[Reply(token, tuple(listed))])
 
     def describe_groups(
@@ -1248,6 +1333,10 @@ def _offset_run(keys: Sequence[bytes]) -> tuple[str, str, tuple[int, ...]] | Non
         return None
     group_and_topic = decode_offset_key_prefix(heads[0])
     return None if group_and_topic is None else (*group_and_topic, partitions)
+
+
+def _since_commit(offset: OffsetAndMetadata) -> int:
+    return offset.commit_timestamp_ms
 
 
 def _fetched(partition: int, o: OffsetAndMetadata) -> FetchedPartition:

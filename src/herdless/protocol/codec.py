@@ -22,6 +22,8 @@ import kafka.protocol.metadata
 import kafka.protocol.producer
 from kafka.protocol.api_message import ApiMessage
 
+from herdless.protocol import consumer_group_messages
+
 _PREFIX = struct.Struct(">hhi")
 FRAME_SIZE = struct.Struct(">i")
 
@@ -34,6 +36,7 @@ def _message_classes() -> tuple[dict[int, type[ApiMessage]], dict[int, type[ApiM
         kafka.protocol.consumer,
         kafka.protocol.metadata,
         kafka.protocol.producer,
+        consumer_group_messages,  # the APIs kafka-python has no classes for
     )
     for module in modules:
         for _, cls in inspect.getmembers(module, inspect.isclass):

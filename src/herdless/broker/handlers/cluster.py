@@ -31,14 +31,32 @@ async def handle_metadata(context: BrokerContext, request: Request) -> Any:
     ]
 
     # v0 asks for all topics with an empty list; later versions with null.
+    names: list[str | None]
     if body.topics is None or (request.api_version == 0 and not body.topics):
-        names = metadata.topic_names()
+        names = list(metadata.topic_names())
     else:
         names = [topic.name for topic in body.topics]
     auto_create = context.config.auto_create_topics and body.allow_auto_topic_creation is not False
 
     topics = []
-    for name in names:
+    for index, requested in enumerate(names):
+        name = requested
+        if not name and request.api_version >= 10:
+            # v10+ may name a topic by id alone (as consumers of KIP-848 groups, which are
+            # assigned partitions by topic id, do); an unknown id is not created.
+            topic_id = body.topics[index].topic_id
+            name = metadata.topic_name(topic_id) if topic_id.int else None
+            if name is None:
+                topics.append(
+                    TopicResponse(
+                        error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                        name=None,
+                        topic_id=topic_id,
+                        partitions=[],
+                    )
+                )
+                continue
+        assert name is not None
         topic = metadata.topic(name)
         if topic is None:
             if auto_create:

@@ -34,7 +34,7 @@ DELETE_GROUPS = 42
 OFFSET_DELETE = 47
 
 
-async def _run(
+async def run_operation(
     context: BrokerContext, group_id: str, operation: Operation, on_error: Callable[[ErrorCode], T]
 ) -> T:
     """Run a coordinator operation, or answer as the API does when the group can't be served."""
@@ -62,7 +62,7 @@ async def handle_join_group(context: BrokerContext, request: Request) -> Any:
         reason=body.reason,
         api_version=request.api_version,
     )
-    result = await _run(
+    result = await run_operation(
         context,
         join.group_id,
         lambda shard, token, now: shard.join_group(join, token, now),
@@ -106,7 +106,7 @@ async def handle_sync_group(context: BrokerContext, request: Request) -> Any:
         protocol_type=body.protocol_type,
         protocol_name=body.protocol_name,
     )
-    result = await _run(
+    result = await run_operation(
         context,
         sync.group_id,
         lambda shard, token, now: shard.sync_group(sync, token, now),
@@ -129,7 +129,7 @@ async def handle_heartbeat(context: BrokerContext, request: Request) -> Any:
         member_id=body.member_id,
         group_instance_id=body.group_instance_id,
     )
-    result = await _run(
+    result = await run_operation(
         context,
         heartbeat.group_id,
         lambda shard, token, now: shard.heartbeat(heartbeat, token, now),
@@ -148,7 +148,7 @@ async def handle_leave_group(context: BrokerContext, request: Request) -> Any:
             m.LeavingMember(x.member_id, x.group_instance_id, x.reason) for x in body.members
         )
     leave = m.LeaveGroupRequest(body.group_id, members)
-    result = await _run(
+    result = await run_operation(
         context,
         leave.group_id,
         lambda shard, token, now: shard.leave_group(leave, token, now),
@@ -214,7 +214,7 @@ async def handle_offset_commit(context: BrokerContext, request: Request) -> Any:
     if known:
         # The common case, every partition known, is stored as it came.
         stored = replace(commit, topics=tuple(known)) if unknown else commit
-        result = await _run(
+        result = await run_operation(
             context,
             commit.group_id,
             lambda shard, token, now: shard.offset_commit(stored, token, now),
@@ -279,7 +279,13 @@ async def handle_offset_fetch(context: BrokerContext, request: Request) -> Any:
     groups = []
     for group in body.groups:
         topics = _fetch_topics(group.topics, "partition_indexes")
-        fetched = await _fetch_group(context, group.group_id, topics, body.require_stable)
+        # v9+: a member of a consumer group says who it is, and is checked (KIP-848).
+        member_id, member_epoch = (
+            (group.member_id, group.member_epoch) if request.api_version >= 9 else (None, -1)
+        )
+        fetched = await _fetch_group(
+            context, group.group_id, topics, body.require_stable, member_id, member_epoch
+        )
         groups.append(
             Group(
                 group_id=group.group_id,
@@ -301,9 +307,11 @@ async def _fetch_group(
     group_id: str,
     topics: tuple[m.FetchTopic, ...] | None,
     require_stable: bool,
+    member_id: str | None = None,
+    member_epoch: int = -1,
 ) -> m.OffsetFetchResponse:
-    fetch = m.OffsetFetchRequest(group_id, topics, require_stable)
-    return await _run(
+    fetch = m.OffsetFetchRequest(group_id, topics, require_stable, member_id, member_epoch)
+    return await run_operation(
         context,
         group_id,
         lambda shard, token, now: shard.offset_fetch(fetch, token, now),
@@ -341,7 +349,7 @@ async def handle_offset_delete(context: BrokerContext, request: Request) -> Any:
             for t in body.topics
         ),
     )
-    result = await _run(
+    result = await run_operation(
         context,
         delete.group_id,
         lambda shard, token, now: shard.offset_delete(delete, token, now),

@@ -1,0 +1,143 @@
+"""ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848): wire in, coordinator, wire out.
+
+Both take the cluster's topics as data: the heartbeat to subscribe, assign and
+notice new partitions, the describe to name the topics of assignments, which
+the API carries by id.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
+
+from herdless.broker.consumer_topics import ConsumerTopics
+from herdless.broker.group_coordinator import CoordinatorError
+from herdless.broker.handlers.groups import run_operation
+from herdless.broker.metadata import MetadataView
+from herdless.coordinator import consumer_messages as m
+from herdless.coordinator.topic_metadata import TopicsImage, by_topic, from_topics
+from herdless.protocol.codec import Request, response_class
+
+if TYPE_CHECKING:
+    from herdless.broker.context import BrokerContext
+
+CONSUMER_GROUP_HEARTBEAT = 68
+CONSUMER_GROUP_DESCRIBE = 69
+# ConsumerGroupDescribe v1 says what protocol each member speaks; all of ours speak this one.
+CONSUMER_MEMBER_TYPE = 1
+
+# One image source per metadata view, that is per broker (several run in one test process).
+_topics: WeakKeyDictionary[MetadataView, ConsumerTopics] = WeakKeyDictionary()
+
+
+def _image(context: BrokerContext, names: tuple[str, ...] | None = None) -> TopicsImage:
+    source = _topics.get(context.metadata)
+    if source is None:
+        source = _topics[context.metadata] = ConsumerTopics(context.metadata)
+    return source.image(names or ())
+
+
+async def handle_consumer_group_heartbeat(context: BrokerContext, request: Request) -> Any:
+    body = request.body
+    Response = response_class(CONSUMER_GROUP_HEARTBEAT)
+    names = body.subscribed_topic_names
+    owned = body.topic_partitions
+    heartbeat = m.ConsumerGroupHeartbeatRequest(
+        group_id=body.group_id,
+        member_id=body.member_id,
+        member_epoch=body.member_epoch,
+        instance_id=body.instance_id,
+        rack_id=body.rack_id,
+        rebalance_timeout_ms=body.rebalance_timeout_ms,
+        subscribed_topic_names=None if names is None else tuple(names),
+        subscribed_topic_regex=body.subscribed_topic_regex if request.api_version >= 1 else None,
+        server_assignor=body.server_assignor,
+        owned_partitions=(
+            None if owned is None else from_topics((t.topic_id, t.partitions) for t in owned)
+        ),
+        client_id=request.client_id or "",
+        client_host=request.client_host,
+        api_version=request.api_version,
+    )
+    topics = _image(context, heartbeat.subscribed_topic_names)
+    result = await run_operation(
+        context,
+        heartbeat.group_id,
+        lambda shard, token, now: shard.consumer_group_heartbeat(heartbeat, topics, token, now),
+        m.ConsumerGroupHeartbeatResponse,
+    )
+    assignment = None
+    if result.assignment is not None:
+        Partitions = Response.Assignment.TopicPartitions
+        assignment = Response.Assignment(
+            topic_partitions=[
+                Partitions(topic_id=topic_id, partitions=partitions)
+                for topic_id, partitions in by_topic(result.assignment).items()
+            ]
+        )
+    return Response(
+        throttle_time_ms=0,
+        error_code=result.error_code,
+        error_message=result.error_message,
+        member_id=result.member_id,
+        member_epoch=result.member_epoch,
+        heartbeat_interval_ms=result.heartbeat_interval_ms,
+        assignment=assignment,
+    )
+
+
+async def handle_consumer_group_describe(context: BrokerContext, request: Request) -> Any:
+    Response = response_class(CONSUMER_GROUP_DESCRIBE)
+    Group = Response.DescribedGroup
+    topics = _image(context)
+    groups = []
+    for group_id in request.body.group_ids:
+        try:
+            (described,) = await context.groups.run(
+                group_id,
+                lambda s, token, now, g=group_id: s.consumer_group_describe([g], topics, token),
+            )
+        except CoordinatorError as exc:
+            described = m.DescribedConsumerGroup(group_id, exc.error_code)
+        groups.append(
+            Group(
+                error_code=described.error_code,
+                error_message=described.error_message,
+                group_id=described.group_id,
+                group_state=described.group_state,
+                group_epoch=described.group_epoch,
+                assignment_epoch=described.assignment_epoch,
+                assignor_name=described.assignor_name,
+                members=[_member(Group.Member, x) for x in described.members],
+                authorized_operations=-(2**31),
+            )
+        )
+    return Response(throttle_time_ms=0, groups=groups)
+
+
+def _member(Member: Any, member: m.DescribedConsumerGroupMember) -> Any:
+    Assignment = Member.Assignment
+
+    def assignment(partitions: tuple[m.DescribedTopicPartitions, ...]) -> Any:
+        return Assignment(
+            topic_partitions=[
+                Assignment.TopicPartitions(
+                    topic_id=p.topic_id, topic_name=p.topic_name, partitions=list(p.partitions)
+                )
+                for p in partitions
+            ]
+        )
+
+    return Member(
+        member_id=member.member_id,
+        instance_id=member.instance_id,
+        rack_id=member.rack_id,
+        member_epoch=member.member_epoch,
+        client_id=member.client_id,
+        client_host=member.client_host,
+        subscribed_topic_names=list(member.subscribed_topic_names),
+        subscribed_topic_regex=member.subscribed_topic_regex,
+        assignment=assignment(member.assignment),
+        target_assignment=assignment(member.target_assignment),
+        member_type=CONSUMER_MEMBER_TYPE,
+    )

@@ -1,0 +1,643 @@
+"""The consumer groups (KIP-848) of one shard: ConsumerGroupHeartbeat and what follows from it.
+
+A heartbeat does, in order, what Kafka's GroupMetadataManager does:
+1. the member joins, or is updated (subscription, assignor, rebalance timeout);
+   the group epoch is bumped when the group is new, a subscription changed or
+   the subscribed topics' partitions did;
+2. a group epoch ahead of the target assignment's gets a new target assignment
+   from the server assignor, for every member at once;
+3. the member's own assignment moves towards its target (reconciliation.py),
+   independently of every other member.
+Leaving (epoch -1), a static member leaving for a while (-2), a session that
+expires and a member that does not revoke within its rebalance timeout all end
+in the same removal and group epoch bump.
+
+Every change is a record (consumer_records.py), appended to the result and
+applied at once through `apply`, the very function replay uses: a shard's
+consumer groups are always what its log makes of them, so loading, a warm
+standby and failover need nothing of their own. A request is checked whole
+before its first record; a refusal writes nothing.
+
+The topics come in as data (a TopicsImage, from the broker), never looked up.
+Group ids are shared with classic groups: a heartbeat takes over an empty
+classic group (its tombstone first), a non-empty one is not a consumer group
+(GROUP_ID_NOT_FOUND), as in Kafka without online migration.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import replace
+
+from herdless.coordinator.assignors import ASSIGNORS, MemberSpec
+from herdless.coordinator.config import CoordinatorConfig
+from herdless.coordinator.consumer_group import (
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    NO_ASSIGNMENT_EPOCH,
+    ConsumerGroup,
+    ConsumerGroupMember,
+    describe_group,
+)
+from herdless.coordinator.consumer_heartbeat import (
+    HeartbeatRefused,
+    check_epoch,
+    updated_member,
+    validate,
+)
+from herdless.coordinator.consumer_messages import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+    DescribedConsumerGroup,
+)
+from herdless.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
+from herdless.coordinator.consumer_records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupKey,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    ConsumerGroupValue,
+    consumer_group_record,
+    decode_consumer_group_key,
+    decode_consumer_group_value,
+)
+from herdless.coordinator.group import ClassicGroup
+from herdless.coordinator.messages import ListedGroup
+from herdless.coordinator.reconciliation import CurrentAssignment, MemberState, reconcile
+from herdless.coordinator.result import Reply, Result, TimerKey, TimerKind
+from herdless.coordinator.state import GroupState
+from herdless.coordinator.topic_metadata import (
+    NO_PARTITIONS,
+    Partitions,
+    TopicMetadata,
+    TopicsImage,
+)
+from herdless.protocol.errors import ErrorCode
+
+# The group type ListGroups v5 names (and filters by); classic groups are "classic".
+CONSUMER_GROUP_TYPE = "consumer"
+
+TimerCallback = Callable[[Result, int], None]
+
+
+# The shard's timers, lent to its consumer groups: schedule (or move) a key, cancel one.
+TimerScheduler = Callable[[Result, TimerKey, int, TimerCallback], None]
+TimerCanceller = Callable[[Result, TimerKey], None]
+
+
+class ConsumerGroups:
+    def __init__(
+        self,
+        config: CoordinatorConfig,
+        schedule_timer: TimerScheduler,
+        cancel_timer: TimerCanceller,
+        new_uuid: Callable[[], str],
+        classic_groups: dict[str, ClassicGroup],
+        write_classic_tombstone: Callable[[Result, str], None],
+    ) -> None:
+        self.config = config
+        self.groups: dict[str, ConsumerGroup] = {}
+        self._schedule_timer = schedule_timer
+        self._cancel_timer = cancel_timer
+        self._new_uuid = new_uuid
+        # Shared with the shard: the group ids consumer groups must not take over.
+        self._classic = classic_groups
+        self._write_classic_tombstone = write_classic_tombstone
+        # The image each group's regular expressions were last resolved against.
+        self._regexes_resolved_with: dict[str, TopicsImage] = {}
+
+    # ======================================================================
+    # records
+    # ======================================================================
+
+    def replay(self, key: bytes, value: bytes | None) -> bool:
+        """Apply a record if it is a consumer group's; False if it is not (another group
+        type Kafka runs, such as share groups: skipped, so a log Kafka wrote still loads)."""
+        decoded = decode_consumer_group_key(key)
+        if decoded is None:
+            return False
+        self.apply(decoded, None if value is None else decode_consumer_group_value(decoded, value))
+        return True
+
+    def apply(self, key: ConsumerGroupKey, value: ConsumerGroupValue | None) -> None:
+        """The state change of one record, live or replayed."""
+        group_id = key.group
+        if value is None:
+            self._apply_tombstone(key)
+            return
+        group = self._materialize(group_id)
+        if isinstance(value, ConsumerGroupMetadataValue):
+            group.group_epoch = value.epoch
+        elif isinstance(value, ConsumerGroupPartitionMetadataValue):
+            group.subscription_metadata = {t.name: t for t in value.topics}
+        elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
+            group.target_assignment_epoch = value.assignment_epoch
+        elif isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
+            assert isinstance(key, ConsumerGroupTargetAssignmentMemberKey)
+            group.put_target_assignment(key.member_id, value.partitions)
+        elif isinstance(value, ConsumerGroupRegularExpressionValue):
+            assert isinstance(key, ConsumerGroupRegularExpressionKey)
+            group.resolved_regexes[key.regex] = value
+        elif isinstance(key, ConsumerGroupMemberMetadataKey):
+            member = group.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
+            group.put_member(member.with_metadata(value))  # type: ignore[arg-type]
+        else:
+            assert isinstance(key, ConsumerGroupCurrentMemberAssignmentKey)
+            member = group.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
+            group.put_member(member.with_assignment(value))  # type: ignore[arg-type]
+
+    def _apply_tombstone(self, key: ConsumerGroupKey) -> None:
+        group = self.groups.get(key.group)
+        if group is None:
+            return
+        if isinstance(key, ConsumerGroupMetadataKey):
+            del self.groups[key.group]
+            self._regexes_resolved_with.pop(key.group, None)
+        elif isinstance(key, ConsumerGroupPartitionMetadataKey):
+            group.subscription_metadata = {}
+        elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
+            group.target_assignment_epoch = NO_ASSIGNMENT_EPOCH
+        elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
+            group.put_target_assignment(key.member_id, None)
+        elif isinstance(key, ConsumerGroupRegularExpressionKey):
+            group.resolved_regexes.pop(key.regex, None)
+        elif isinstance(key, ConsumerGroupMemberMetadataKey):
+            group.remove_member(key.member_id)
+        else:
+            member = group.members.get(key.member_id)
+            if member is not None:
+                # The member is on its way out: it holds nothing from now on.
+                left = CurrentAssignment(LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_MEMBER_EPOCH)
+                group.put_member(replace(member, assignment=left))
+
+    def _materialize(self, group_id: str) -> ConsumerGroup:
+        group = self.groups.get(group_id)
+        if group is None:
+            # A group that only held offsets (committed with no membership) gives way, as
+            # in Kafka; any other classic group was tombstoned before the first record.
+            self._classic.pop(group_id, None)
+            group = self.groups[group_id] = ConsumerGroup(group_id)
+        return group
+
+    def _write(self, out: Result, key: ConsumerGroupKey, value: ConsumerGroupValue | None) -> None:
+        out.records.append(consumer_group_record(key, value))
+        self.apply(key, value)
+
+    def _write_member(self, out: Result, group_id: str, member: ConsumerGroupMember) -> None:
+        key = ConsumerGroupMemberMetadataKey(group_id, member.member_id)
+        self._write(out, key, member.metadata_value())
+
+    def _write_assignment(self, out: Result, group_id: str, member: ConsumerGroupMember) -> None:
+        key = ConsumerGroupCurrentMemberAssignmentKey(group_id, member.member_id)
+        self._write(out, key, member.assignment_value())
+
+    def _write_target(self, out: Result, group_id: str, member_id: str, target: Partitions) -> None:
+        key = ConsumerGroupTargetAssignmentMemberKey(group_id, member_id)
+        self._write(out, key, ConsumerGroupTargetAssignmentMemberValue(target))
+
+    def _bump_group_epoch(self, out: Result, group: ConsumerGroup) -> None:
+        key = ConsumerGroupMetadataKey(group.group_id)
+        self._write(out, key, ConsumerGroupMetadataValue(group.group_epoch + 1))
+
+    def _remove_member_records(self, out: Result, group_id: str, member_id: str) -> None:
+        """Kafka's order: the current assignment, the target, then the member itself."""
+        self._write(out, ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id), None)
+        self._write(out, ConsumerGroupTargetAssignmentMemberKey(group_id, member_id), None)
+        self._write(out, ConsumerGroupMemberMetadataKey(group_id, member_id), None)
+
+    # ======================================================================
+    # ConsumerGroupHeartbeat
+    # ======================================================================
+
+    def heartbeat(
+        self, req: ConsumerGroupHeartbeatRequest, topics: TopicsImage, token: Hashable, now_ms: int
+    ) -> Result:
+        out = Result()
+        try:
+            validate(req, self._assignors())
+            if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                response = self._leave(out, req)
+            else:
+                response = self._join_or_heartbeat(out, req, topics, now_ms)
+        except HeartbeatRefused as refused:
+            assert not out.records, "a refused heartbeat wrote records"
+            response = ConsumerGroupHeartbeatResponse(refused.error_code, refused.message)
+        out.replies.append(Reply(token, response))
+        return out
+
+    def _not_found(self, group_id: str) -> str:
+        if group_id in self._classic:
+            return f"Group {group_id} is not a consumer group."
+        return f"Consumer group {group_id} not found."
+
+    def _assignors(self) -> tuple[str, ...]:
+        return tuple(name for name in self.config.consumer_assignors if name in ASSIGNORS)
+
+    def _join_or_heartbeat(
+        self,
+        out: Result,
+        req: ConsumerGroupHeartbeatRequest,
+        topics: TopicsImage,
+        now_ms: int,
+    ) -> ConsumerGroupHeartbeatResponse:
+        group_id = req.group_id
+        joining = req.member_epoch == 0
+        group = self.groups.get(group_id)
+        classic = self._classic.get(group_id) if group is None else None
+        if group is None and not (joining and (classic is None or _is_empty_classic(classic))):
+            raise HeartbeatRefused(ErrorCode.GROUP_ID_NOT_FOUND, self._not_found(group_id))
+        group = group or ConsumerGroup(group_id)
+        member, replaced = self._member_for(group, req)
+
+        # Checked: from here on the heartbeat only writes.
+        if classic is not None:
+            self._write_classic_tombstone(out, group_id)
+        self.groups.setdefault(group_id, group)
+        before = member
+        if replaced is not None:
+            self._replace_static_member(out, group, replaced, member)
+        updated = updated_member(member, req)
+        is_new = member.member_id not in group.members
+        if is_new or updated.metadata_value() != member.metadata_value():
+            self._write_member(out, group_id, updated)
+        bump = group.group_epoch == 0 or (
+            updated.subscribed_topic_names != member.subscribed_topic_names
+            or updated.subscribed_topic_regex != member.subscribed_topic_regex
+        )
+        bump |= self._refresh_regexes(out, group, topics, now_ms)
+        bump |= self._refresh_subscription_metadata(out, group, topics)
+        if bump:
+            self._bump_group_epoch(out, group)
+        if group.group_epoch > group.target_assignment_epoch:
+            self._compute_target_assignment(out, group)
+
+        member_id = updated.member_id
+        self._reconcile(out, group, group.members[member_id], req.owned_partitions, now_ms)
+        self._schedule_session(out, group_id, member_id, now_ms)
+        current = group.members[member_id]
+        # The assignment goes out when it changed, and to a member that sent everything
+        # (when joining, or after an error), whatever it believes it has.
+        full_request = joining or (
+            req.rebalance_timeout_ms != -1
+            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
+            and req.owned_partitions is not None
+        )
+        changed = current.assigned != before.assigned
+        return ConsumerGroupHeartbeatResponse(
+            ErrorCode.NONE,
+            member_id=member_id,
+            member_epoch=current.member_epoch,
+            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+            assignment=current.assigned if full_request or changed else None,
+        )
+
+    def _member_for(
+        self, group: ConsumerGroup, req: ConsumerGroupHeartbeatRequest
+    ) -> tuple[ConsumerGroupMember, ConsumerGroupMember | None]:
+        """The member the request speaks for (a new one when joining), and the static member
+        it replaces, if any; refuses the request if it may not speak for it."""
+        joining = req.member_epoch == 0
+        max_size = self.config.consumer_max_group_size
+        if len(group.members) >= max_size and req.member_id not in group.members:
+            raise HeartbeatRefused(
+                ErrorCode.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of {max_size} members.",
+            )
+        member_id = req.member_id or self._new_uuid()
+        if req.instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                if not joining:
+                    raise HeartbeatRefused(
+                        ErrorCode.UNKNOWN_MEMBER_ID,
+                        f"Member {member_id} is not a member of group {group.group_id}.",
+                    )
+                return ConsumerGroupMember(member_id), None
+            check_epoch(member, req)
+            return member, None
+        existing = group.static_member(req.instance_id)
+        if joining and (existing is None or existing.member_id != member_id):
+            if existing is None:
+                return group.members.get(member_id) or ConsumerGroupMember(member_id), None
+            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                raise HeartbeatRefused(
+                    ErrorCode.UNRELEASED_INSTANCE_ID,
+                    f"Static member {member_id} with instance id {req.instance_id} cannot join"
+                    f" the group because the instance id is owned by {existing.member_id}"
+                    " member.",
+                )
+            # It comes back under a new member id: its place, assignment included, is its.
+            assignment = replace(existing.assignment, member_epoch=0, previous_member_epoch=0)
+            return replace(existing, member_id=member_id, assignment=assignment), existing
+        if existing is None:
+            raise HeartbeatRefused(
+                ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown."
+            )
+        if existing.member_id != member_id:
+            raise HeartbeatRefused(
+                ErrorCode.FENCED_INSTANCE_ID,
+                f"Static member {member_id} with instance id {req.instance_id} was fenced by"
+                f" member {existing.member_id}.",
+            )
+        check_epoch(existing, req)
+        return existing, None
+
+    def _replace_static_member(
+        self,
+        out: Result,
+        group: ConsumerGroup,
+        old: ConsumerGroupMember,
+        new: ConsumerGroupMember,
+    ) -> None:
+        target = group.target_of(old.member_id)
+        self._cancel_member_timers(out, group.group_id, old.member_id)
+        self._remove_member_records(out, group.group_id, old.member_id)
+        self._write_member(out, group.group_id, new)
+        self._write_target(out, group.group_id, new.member_id, target)
+        self._write_assignment(out, group.group_id, new)
+
+    def _refresh_regexes(
+        self, out: Result, group: ConsumerGroup, topics: TopicsImage, now_ms: int
+    ) -> bool:
+        """Resolve the group's regular expressions against the topics when they or the topics
+        changed; True if what one matches changed."""
+        group_id = group.group_id
+        regexes = group.subscribed_regexes()
+        changed = False
+        for regex in sorted(group.resolved_regexes.keys() - regexes):
+            self._write(out, ConsumerGroupRegularExpressionKey(group_id, regex), None)
+        fresh = self._regexes_resolved_with.get(group_id) is topics
+        if fresh and regexes <= group.resolved_regexes.keys():
+            return False
+        for regex in sorted(regexes):
+            matched = _matching(regex, topics.names())
+            resolved = group.resolved_regexes.get(regex)
+            if resolved is None or resolved.topics != matched:
+                value = ConsumerGroupRegularExpressionValue(matched, topics.version, now_ms)
+                self._write(out, ConsumerGroupRegularExpressionKey(group_id, regex), value)
+                changed = True
+        self._regexes_resolved_with[group_id] = topics
+        return changed
+
+    def _refresh_subscription_metadata(
+        self, out: Result, group: ConsumerGroup, topics: TopicsImage | None
+    ) -> bool:
+        """Record the subscribed topics' metadata if it changed (a topic subscribed to or
+        no longer, created, deleted, or given partitions); True if it did. Without an
+        image, what is known of the topics still subscribed is kept."""
+        names = group.subscribed_topic_names()
+        metadata: dict[str, TopicMetadata] = {}
+        for name in sorted(names):
+            topic = group.subscription_metadata.get(name) if topics is None else topics.topic(name)
+            if topic is not None:
+                metadata[name] = topic
+        if metadata == group.subscription_metadata:
+            return False
+        value = ConsumerGroupPartitionMetadataValue(tuple(metadata.values()))
+        self._write(out, ConsumerGroupPartitionMetadataKey(group.group_id), value)
+        return True
+
+    def _compute_target_assignment(self, out: Result, group: ConsumerGroup) -> None:
+        preferred = group.preferred_assignor()
+        name = preferred if preferred in self._assignors() else self._assignors()[0]
+        ids = {n: t.topic_id for n, t in group.subscription_metadata.items()}
+        counts = {t.topic_id: t.num_partitions for t in group.subscription_metadata.values()}
+        specs = {
+            m.member_id: MemberSpec(
+                m.instance_id,
+                frozenset(ids[n] for n in group.member_topic_names(m) if n in ids),
+                group.target_of(m.member_id),
+            )
+            for m in group.members.values()
+        }
+        targets = ASSIGNORS[name](specs, counts)
+        for member_id in sorted(specs):
+            target = targets.get(member_id, NO_PARTITIONS)
+            if group.target_assignment.get(member_id) != target:
+                self._write_target(out, group.group_id, member_id, target)
+        epoch = ConsumerGroupTargetAssignmentMetadataValue(group.group_epoch)
+        self._write(out, ConsumerGroupTargetAssignmentMetadataKey(group.group_id), epoch)
+
+    def _reconcile(
+        self,
+        out: Result,
+        group: ConsumerGroup,
+        member: ConsumerGroupMember,
+        owned: Partitions | None,
+        now_ms: int,
+    ) -> None:
+        ids = {n: t.topic_id for n, t in group.subscription_metadata.items()}
+        subscribed = frozenset(ids[n] for n in group.member_topic_names(member) if n in ids)
+        assignment = reconcile(
+            member.assignment,
+            group.target_assignment_epoch,
+            group.target_of(member.member_id),
+            subscribed,
+            group.owner_epoch,
+            owned,
+        )
+        if assignment == member.assignment:
+            return
+        member = replace(member, assignment=assignment)
+        self._write_assignment(out, group.group_id, member)
+        if assignment.state is MemberState.UNREVOKED_PARTITIONS:
+            self._schedule_revocation(out, group.group_id, member, now_ms)
+        else:
+            self._cancel_timer(out, _revocation_key(group.group_id, member.member_id))
+
+    # ======================================================================
+    # leaving, and being made to leave
+    # ======================================================================
+
+    def _leave(
+        self, out: Result, req: ConsumerGroupHeartbeatRequest
+    ) -> ConsumerGroupHeartbeatResponse:
+        group = self.groups.get(req.group_id)
+        if group is None:
+            raise HeartbeatRefused(ErrorCode.GROUP_ID_NOT_FOUND, self._not_found(req.group_id))
+        if req.instance_id is None:
+            member = group.members.get(req.member_id)
+            if member is None:
+                raise HeartbeatRefused(
+                    ErrorCode.UNKNOWN_MEMBER_ID,
+                    f"Member {req.member_id} is not a member of group {req.group_id}.",
+                )
+        else:
+            member = group.static_member(req.instance_id)
+            if member is None:
+                raise HeartbeatRefused(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown."
+                )
+            if member.member_id != req.member_id:
+                raise HeartbeatRefused(
+                    ErrorCode.FENCED_INSTANCE_ID,
+                    f"Static member {req.member_id} with instance id {req.instance_id} was"
+                    f" fenced by member {member.member_id}.",
+                )
+            if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                # Gone for a while: it keeps its place and partitions until its session ends.
+                away = replace(
+                    member.assignment,
+                    member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+                    pending_revocation=NO_PARTITIONS,
+                )
+                self._write_assignment(out, group.group_id, replace(member, assignment=away))
+                self._cancel_timer(out, _revocation_key(group.group_id, member.member_id))
+                return ConsumerGroupHeartbeatResponse(
+                    ErrorCode.NONE,
+                    member_id=member.member_id,
+                    member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+                )
+        self._remove_member(out, group, member.member_id)
+        return ConsumerGroupHeartbeatResponse(
+            ErrorCode.NONE, member_id=req.member_id, member_epoch=req.member_epoch
+        )
+
+    def _remove_member(self, out: Result, group: ConsumerGroup, member_id: str) -> None:
+        """The member leaves, or is fenced: its partitions are free once the records are, and
+        the next heartbeat of any member computes a target assignment without it."""
+        self._cancel_member_timers(out, group.group_id, member_id)
+        self._remove_member_records(out, group.group_id, member_id)
+        for regex in sorted(group.resolved_regexes.keys() - group.subscribed_regexes()):
+            self._write(out, ConsumerGroupRegularExpressionKey(group.group_id, regex), None)
+        self._refresh_subscription_metadata(out, group, None)
+        self._bump_group_epoch(out, group)
+
+    def _expire_session(self, out: Result, group_id: str, member_id: str) -> None:
+        group = self.groups.get(group_id)
+        if group is not None and member_id in group.members:
+            self._remove_member(out, group, member_id)
+
+    def _expire_revocation(self, out: Result, group_id: str, member_id: str, epoch: int) -> None:
+        """A member that did not revoke within its rebalance timeout is fenced; one that has
+        moved on from the epoch it was asked to revoke in is not concerned."""
+        group = self.groups.get(group_id)
+        member = None if group is None else group.members.get(member_id)
+        if group is not None and member is not None and member.member_epoch == epoch:
+            self._remove_member(out, group, member_id)
+
+    def _cancel_member_timers(self, out: Result, group_id: str, member_id: str) -> None:
+        self._cancel_timer(out, _session_key(group_id, member_id))
+        self._cancel_timer(out, _revocation_key(group_id, member_id))
+
+    def on_loaded(self, out: Result, now_ms: int) -> None:
+        """Loaded by replay: every member's session starts now, and so does the revocation
+        deadline of every member asked to revoke."""
+        for group_id, group in self.groups.items():
+            for member in group.members.values():
+                self._schedule_session(out, group_id, member.member_id, now_ms)
+                if member.is_revoking:
+                    self._schedule_revocation(out, group_id, member, now_ms)
+
+    # ======================================================================
+    # describing and listing
+    # ======================================================================
+
+    def describe(
+        self, group_ids: Iterable[str], topics: TopicsImage
+    ) -> list[DescribedConsumerGroup]:
+        described = []
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if not group_id:
+                described.append(DescribedConsumerGroup(group_id, ErrorCode.INVALID_GROUP_ID))
+            elif group is None:
+                described.append(
+                    DescribedConsumerGroup(
+                        group_id, ErrorCode.GROUP_ID_NOT_FOUND, self._not_found(group_id)
+                    )
+                )
+            else:
+                described.append(describe_group(group, topics, self._assignors()[0]))
+        return described
+
+    def list_groups(self, states: set[str]) -> list[ListedGroup]:
+        """`states` in lower case; empty: every state."""
+        listed = []
+        for group in self.groups.values():
+            state = str(group.state)
+            if not states or state.lower() in states:
+                listed.append(
+                    ListedGroup(group.group_id, CONSUMER_PROTOCOL_TYPE, state, CONSUMER_GROUP_TYPE)
+                )
+        return listed
+
+    # ======================================================================
+    # offsets and administration
+    # ======================================================================
+
+    def delete(self, out: Result, group_id: str) -> None:
+        """Tombstones for all of a group, in Kafka's order; the group is gone once applied."""
+        group = self.groups[group_id]
+        for member_id in list(group.members):
+            self._cancel_member_timers(out, group_id, member_id)
+            self._write(out, ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id), None)
+        for member_id in list(group.target_assignment):
+            self._write(out, ConsumerGroupTargetAssignmentMemberKey(group_id, member_id), None)
+        self._write(out, ConsumerGroupTargetAssignmentMetadataKey(group_id), None)
+        for member_id in list(group.members):
+            self._write(out, ConsumerGroupMemberMetadataKey(group_id, member_id), None)
+        for regex in sorted(group.resolved_regexes):
+            self._write(out, ConsumerGroupRegularExpressionKey(group_id, regex), None)
+        self._write(out, ConsumerGroupPartitionMetadataKey(group_id), None)
+        self._write(out, ConsumerGroupMetadataKey(group_id), None)
+
+    def unload(self) -> None:
+        self.groups.clear()
+        self._regexes_resolved_with.clear()
+
+    # ======================================================================
+    # timers
+    # ======================================================================
+
+    def _schedule_session(self, out: Result, group_id: str, member_id: str, now_ms: int) -> None:
+        self._schedule_timer(
+            out,
+            _session_key(group_id, member_id),
+            now_ms + self.config.consumer_session_timeout_ms,
+            lambda o, now: self._expire_session(o, group_id, member_id),
+        )
+
+    def _schedule_revocation(
+        self, out: Result, group_id: str, member: ConsumerGroupMember, now_ms: int
+    ) -> None:
+        member_id, epoch = member.member_id, member.member_epoch
+        self._schedule_timer(
+            out,
+            _revocation_key(group_id, member_id),
+            now_ms + member.rebalance_timeout_ms,
+            lambda o, now: self._expire_revocation(o, group_id, member_id, epoch),
+        )
+
+
+def _session_key(group_id: str, member_id: str) -> TimerKey:
+    return TimerKey(TimerKind.SESSION, group_id, member_id)
+
+
+def _revocation_key(group_id: str, member_id: str) -> TimerKey:
+    return TimerKey(TimerKind.REVOCATION, group_id, member_id)
+
+
+def _is_empty_classic(group: ClassicGroup) -> bool:
+    return group.is_in(GroupState.EMPTY) and not group.members
+
+
+def _matching(regex: str, names: Iterable[str]) -> tuple[str, ...]:
+    """The names `regex` matches whole, sorted. One that does not compile (a group loaded from
+    a log Kafka wrote, with RE2/J syntax Python lacks) matches nothing: heartbeats refuse
+    such a regex, but a loaded group has it already."""
+    try:
+        pattern = re.compile(regex)
+    except re.error:
+        return ()
+    return tuple(sorted(n for n in names if pattern.fullmatch(n)))

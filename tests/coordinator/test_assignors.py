@@ -1,0 +1,147 @@
+"""Server-side assignors: what each promises of every target assignment it computes."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from herdless.coordinator.assignors import MemberSpec, range_, uniform
+from herdless.coordinator.topic_metadata import Partitions, TopicIdPartition
+
+T1, T2, T3 = (uuid.UUID(int=n) for n in (1, 2, 3))
+
+
+def tps(topic: uuid.UUID, *partitions: int) -> Partitions:
+    return frozenset(TopicIdPartition(topic, p) for p in partitions)
+
+
+@st.composite
+def groups(
+    draw: st.DrawFn, homogeneous: bool
+) -> tuple[dict[str, MemberSpec], dict[uuid.UUID, int]]:
+    """Members with subscriptions and a previous target, which, like any target, gives a
+    partition to one member at most, but may be stale: partitions that no longer exist,
+    topics no longer subscribed."""
+    counts = {t: draw(st.integers(0, 12)) for t in (T1, T2, T3)}
+    topics = draw(st.frozensets(st.sampled_from((T1, T2, T3)), min_size=1))
+    n = draw(st.integers(1, 7))
+    previous: list[set[TopicIdPartition]] = [set() for _ in range(n)]
+    every = [TopicIdPartition(t, p) for t in (T1, T2, T3) for p in range(14)]
+    holders = draw(st.lists(st.integers(-n, n - 1), min_size=len(every), max_size=len(every)))
+    for tp, holder in zip(every, holders, strict=True):
+        if holder >= 0:  # half the time nobody
+            previous[holder].add(tp)
+    members = {}
+    for i in range(n):
+        subscribed = topics if homogeneous else draw(st.frozensets(st.sampled_from((T1, T2, T3))))
+        members[f"m{i}"] = MemberSpec(None, subscribed, frozenset(previous[i]))
+    return members, counts
+
+
+def check_complete(
+    members: Mapping[str, MemberSpec],
+    counts: Mapping[uuid.UUID, int],
+    result: Mapping[str, Partitions],
+) -> None:
+    """Every partition of a subscribed topic goes to exactly one of its subscribers."""
+    assert result.keys() == members.keys()
+    given_out = [tp for ps in result.values() for tp in ps]
+    assert len(given_out) == len(set(given_out)), "a partition has two owners"
+    subscribed = {t for m in members.values() for t in m.subscribed_topic_ids if t in counts}
+    assert set(given_out) == {TopicIdPartition(t, p) for t in subscribed for p in range(counts[t])}
+    for member_id, ps in result.items():
+        assert all(tp.topic_id in members[member_id].subscribed_topic_ids for tp in ps)
+
+
+@given(groups(homogeneous=True))
+def test_uniform_with_one_subscription_is_balanced_and_moves_the_least(
+    group: tuple[dict[str, MemberSpec], dict[uuid.UUID, int]],
+) -> None:
+    members, counts = group
+    result = uniform(members, counts)
+    check_complete(members, counts, result)
+    sizes = [len(ps) for ps in result.values()]
+    assert max(sizes) - min(sizes) <= 1
+    floor = min(sizes)
+    # Sticky: a member within its share keeps everything it still validly had; one above
+    # it keeps as much as its share allows.
+    for member_id, spec in members.items():
+        valid = {
+            tp
+            for tp in spec.assignment
+            if tp.topic_id in spec.subscribed_topic_ids and tp.partition < counts[tp.topic_id]
+        }
+        kept = result[member_id] & valid
+        assert len(kept) == min(len(valid), len(result[member_id])), member_id
+        if len(valid) <= floor:
+            assert kept == valid
+
+
+@given(groups(homogeneous=False))
+def test_uniform_with_different_subscriptions_leaves_no_gap_of_two(
+    group: tuple[dict[str, MemberSpec], dict[uuid.UUID, int]],
+) -> None:
+    members, counts = group
+    result = uniform(members, counts)
+    check_complete(members, counts, result)
+    for giver, ps in result.items():
+        for tp in ps:
+            for taker, spec in members.items():
+                if tp.topic_id in spec.subscribed_topic_ids:
+                    assert len(result[taker]) >= len(ps) - 1, (giver, taker, tp)
+
+
+@given(groups(homogeneous=False))
+def test_uniform_is_stable_on_its_own_result(
+    group: tuple[dict[str, MemberSpec], dict[uuid.UUID, int]],
+) -> None:
+    members, counts = group
+    first = uniform(members, counts)
+    again = {m: MemberSpec(None, s.subscribed_topic_ids, first[m]) for m, s in members.items()}
+    assert uniform(again, counts) == first
+    assert uniform(members, counts) == first  # and deterministic
+
+
+def test_uniform_gives_a_new_member_only_what_others_have_too_many_of() -> None:
+    members = {
+        "a": MemberSpec(None, frozenset({T1}), tps(T1, 0, 1, 2)),
+        "b": MemberSpec(None, frozenset({T1}), tps(T1, 3, 4, 5)),
+        "c": MemberSpec(None, frozenset({T1})),
+    }
+    result = uniform(members, {T1: 6})
+    assert result["a"] < tps(T1, 0, 1, 2) and result["b"] < tps(T1, 3, 4, 5)
+    assert len(result["c"]) == 2
+
+
+@given(groups(homogeneous=False))
+def test_range_gives_each_topic_in_contiguous_ranges(
+    group: tuple[dict[str, MemberSpec], dict[uuid.UUID, int]],
+) -> None:
+    members, counts = group
+    result = range_(members, counts)
+    check_complete(members, counts, result)
+    for topic in counts:
+        subscribers = sorted(m for m, s in members.items() if topic in s.subscribed_topic_ids)
+        start = 0
+        for i, member_id in enumerate(subscribers):
+            share = counts[topic] // len(subscribers) + (i < counts[topic] % len(subscribers))
+            assert {tp for tp in result[member_id] if tp.topic_id == topic} == tps(
+                topic, *range(start, start + share)
+            )
+            start += share
+
+
+def test_range_co_partitions_and_puts_static_members_first() -> None:
+    members = {
+        "m0": MemberSpec(None, frozenset({T1, T2})),
+        "m1": MemberSpec(None, frozenset({T1, T2})),
+    }
+    result = range_(members, {T1: 3, T2: 3})
+    assert result["m0"] == tps(T1, 0, 1) | tps(T2, 0, 1)
+    assert result["m1"] == tps(T1, 2) | tps(T2, 2)
+    members["a"] = MemberSpec("z", frozenset({T1, T2}))
+    result = range_(members, {T1: 3, T2: 3})
+    assert result["a"] == tps(T1, 0) | tps(T2, 0)
