@@ -20,6 +20,7 @@ from confluent_kafka import Consumer, ConsumerGroupState
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.broker import BrokerProcess, module_broker
+from tests.support.cli import herdless, succeeded, table_rows
 from tests.support.members import (
     BackgroundProducer,
     Member,
@@ -217,6 +218,15 @@ def test_a_regex_subscription_takes_matching_topics_and_new_ones(
         (member,) = description.members
         topics = {tp.topic for tp in member.assignment.topic_partitions}
         assert topics == {"re848-a", "re848-b", "re848-c"}
+        # herdless's own tool shows the consumer group (DescribeGroups calls it Dead).
+        state = table_rows(
+            succeeded(herdless("groups", "describe", "re848", "--state", "-b", bootstrap))
+        )
+        assert [row[2:] for row in state] == [["range", "Stable", "1"]]
+        members = table_rows(
+            succeeded(herdless("groups", "describe", "re848", "--members", "-b", bootstrap))
+        )
+        assert [row[-1] for row in members] == ["re848-a[0,1] re848-b[0,1] re848-c[0]"]
     finally:
         consumer.close()
 

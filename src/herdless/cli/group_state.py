@@ -84,7 +84,74 @@ def describe_groups(admin: KafkaAdminClient, group_ids: Iterable[str]) -> dict[s
     if not ids:
         return {}
     described = admin.describe_groups(ids)
-    return {group_id: _group_info(group_id, described[group_id]) for group_id in ids}
+    infos = {group_id: _group_info(group_id, described[group_id]) for group_id in ids}
+    # DescribeGroups shows a consumer group (KIP-848) as Dead, as Kafka does.
+    dead = [group_id for group_id, info in infos.items() if not info.exists]
+    if dead:
+        infos.update(_describe_consumer_groups(admin, dead))
+    return infos
+
+
+def _describe_consumer_groups(
+    admin: KafkaAdminClient, group_ids: list[str]
+) -> dict[str, GroupInfo]:
+    """The groups among `group_ids` that are consumer groups, through ConsumerGroupDescribe
+    at each coordinator; none from brokers that do not serve it."""
+    from kafka.errors import KafkaError
+
+    from herdless.protocol.consumer_group_messages import ConsumerGroupDescribeRequest
+
+    async def ask() -> list[Any]:
+        by_coordinator: dict[int, list[str]] = {}
+        for group_id, node in (await admin._find_coordinator_ids(group_ids)).items():
+            by_coordinator.setdefault(node, []).append(group_id)
+        described = []
+        for node, ids in by_coordinator.items():
+            request = ConsumerGroupDescribeRequest[0](
+                group_ids=ids, include_authorized_operations=False
+            )
+            described += (await admin._manager.send(request, node_id=node)).groups
+        return described
+
+    try:
+        described = admin._manager.run(ask)
+    except KafkaError:
+        return {}  # a broker without the API (Kafka before 3.7): DescribeGroups' answer
+    infos = {}
+    for group in described:
+        if group.error_code != 0:
+            continue  # GROUP_ID_NOT_FOUND: not a consumer group either
+        members = tuple(
+            sorted(
+                (
+                    Member(
+                        member_id=m.member_id,
+                        client_id=m.client_id,
+                        host=m.client_host,
+                        instance_id=m.instance_id,
+                        partitions=_consumer_assignment(m.assignment),
+                    )
+                    for m in group.members
+                ),
+                key=lambda m: (m.client_id, m.member_id),
+            )
+        )
+        infos[group.group_id] = GroupInfo(
+            group.group_id, group.group_state, "consumer", group.assignor_name, members
+        )
+    return infos
+
+
+def _consumer_assignment(assignment: Any) -> tuple[TopicPartition, ...]:
+    from kafka import TopicPartition
+
+    return tuple(
+        sorted(
+            TopicPartition(t.topic_name, p)
+            for t in assignment.topic_partitions
+            for p in t.partitions
+        )
+    )
 
 
 def describe_group(admin: KafkaAdminClient, group_id: str) -> GroupInfo:
