@@ -310,6 +310,7 @@ def test_an_unknown_session_is_fetch_session_id_not_found() -> None:
     answer = context.answer([])
     assert answer.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
     assert answer.session_id == INVALID_SESSION_ID
+    assert store.errors == {ErrorCode.FETCH_SESSION_ID_NOT_FOUND: 1}
 
 
 def test_a_wrong_epoch_is_invalid_fetch_session_epoch_and_changes_nothing() -> None:
@@ -331,6 +332,7 @@ def test_two_fetches_at_once_in_one_session_fail_the_earlier() -> None:
     assert answer.error_code == ErrorCode.INVALID_FETCH_SESSION_EPOCH
     assert answer.session_id == session_id and answer.partitions == []
     assert later.answer([(later.partitions[0], Answer())]).error_code == ErrorCode.NONE
+    assert store.errors == {ErrorCode.INVALID_FETCH_SESSION_EPOCH: 1}
 
 
 def test_a_session_keeps_the_naming_it_was_opened_with() -> None:

@@ -176,6 +176,9 @@ class FetchSessionCache:
         self._evictable_by_privileged: list[tuple[bool, int, int]] = []
         self.total_partitions = 0
         self.evictions = 0
+        # Fetches answered with a session error, by error: a client recovers from each
+        # with a full fetch, so a steady count means sessions that do not last.
+        self.errors: dict[ErrorCode, int] = {}
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -265,6 +268,11 @@ class FetchSessionCache:
         self.evictions += 1
         return True
 
+    def counted(self, error_code: ErrorCode) -> ErrorCode:
+        """`error_code`, once counted among the session errors answered."""
+        self.errors[error_code] = self.errors.get(error_code, 0) + 1
+        return error_code
+
     def _new_session_id(self) -> int:
         while True:
             session_id = self._rng.randint(1, MAX_SESSION_ID)
@@ -298,18 +306,18 @@ class FetchSessionCache:
             return FullContext(self, now, privileged, uses_topic_ids, requested)
         session = self._sessions.get(session_id)
         if session is None:
-            return SessionErrorContext(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+            return SessionErrorContext(self.counted(ErrorCode.FETCH_SESSION_ID_NOT_FOUND))
         if session.epoch != epoch:
-            return SessionErrorContext(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+            return SessionErrorContext(self.counted(ErrorCode.INVALID_FETCH_SESSION_EPOCH))
         if session.uses_topic_ids != uses_topic_ids:
-            return SessionErrorContext(ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
+            return SessionErrorContext(self.counted(ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR))
         session.update(requested, forgotten)
         if not session.partitions:
             self.remove(session.id)
             return SessionlessContext(list(requested.values()))
         self.touch(session, now)
         session.epoch = next_epoch(session.epoch)
-        return IncrementalContext(session, epoch)
+        return IncrementalContext(self, session, epoch)
 
 
 def _discard(keys: list[tuple[bool, int, int]], key: tuple[bool, int, int]) -> None:
@@ -388,7 +396,8 @@ class FullContext(FetchContext):
 class IncrementalContext(FetchContext):
     """An incremental fetch: every partition of the session is read, the changed answered."""
 
-    def __init__(self, session: FetchSession, request_epoch: int) -> None:
+    def __init__(self, cache: FetchSessionCache, session: FetchSession, request_epoch: int) -> None:
+        self._cache = cache
         self.session = session
         self._request_epoch = request_epoch
         self.partitions = list(session.partitions.values())
@@ -398,7 +407,8 @@ class IncrementalContext(FetchContext):
         if session.epoch != next_epoch(self._request_epoch):
             # Another fetch in this session was served while this one waited: the client
             # sent two at once, and only the later one's answer can be right.
-            return SessionAnswer(ErrorCode.INVALID_FETCH_SESSION_EPOCH, session.id, [])
+            error_code = self._cache.counted(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+            return SessionAnswer(error_code, session.id, [])
         kept = []
         for partition, response in read:
             if not partition.must_respond(response):

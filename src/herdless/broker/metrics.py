@@ -126,6 +126,8 @@ class Snapshot:
     shards_loading: int = 0
     # (sessions, partitions they hold, sessions evicted since the start)
     fetch_sessions: tuple[int, int, int] = (0, 0, 0)
+    # (error name, fetches answered with it since the start)
+    fetch_session_errors: list[tuple[str, int]] = field(default_factory=list)
 
 
 def snapshot(
@@ -138,6 +140,7 @@ def snapshot(
         fetch_sessions.total_partitions,
         fetch_sessions.evictions,
     )
+    state.fetch_session_errors = [(code.name, n) for code, n in fetch_sessions.errors.items()]
     for runtime in groups.shards.values():
         if runtime.state is ShardState.LOADING:
             state.shards_loading += 1
@@ -276,6 +279,16 @@ class _SnapshotCollector(Collector):
             "Fetch sessions evicted to make room for another, since the broker started.",
             value=evictions,
         )
+        errors = CounterMetricFamily(
+            "herdless_fetch_session_errors",
+            "Fetches answered with a session error (FETCH_SESSION_ID_NOT_FOUND,"
+            " INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR); the client's next"
+            " fetch is a full one.",
+            labels=["error"],
+        )
+        for name, count in self._state.fetch_session_errors:
+            errors.add_metric([name], count)
+        yield errors
 
 
 async def serve_metrics(metrics: BrokerMetrics, host: str, port: int) -> asyncio.Server:
