@@ -159,9 +159,24 @@ def test_acks_0_gets_no_answer_but_is_stored(broker: BrokerProcess) -> None:
     assert values == [b"%d" % i for i in range(100)]
 
 
-def fetch_request(topic: str, offsets: dict[int, int], max_wait_ms: int, min_bytes: int) -> Any:
-    """Fetch v11 of `topic` from {partition: offset}, with no fetch session."""
+def fetch_request(
+    topic: str,
+    offsets: dict[int, int],
+    max_wait_ms: int,
+    min_bytes: int,
+    *,
+    version: int = 11,
+    session_id: int = 0,
+    session_epoch: int = -1,
+    forgotten: tuple[int, ...] = (),
+) -> Any:
+    """Fetch of `topic` from {partition: offset}; by default v11 with no fetch session.
+
+    From v13 topics go by id: set the request's topics[0].topic_id (and the forgotten
+    topic's) before sending.
+    """
     Topic = FetchRequest.FetchTopic
+    Forgotten = FetchRequest.ForgottenTopic
     partitions = [
         Topic.FetchPartition(
             partition=partition,
@@ -172,16 +187,18 @@ def fetch_request(topic: str, offsets: dict[int, int], max_wait_ms: int, min_byt
         )
         for partition, offset in offsets.items()
     ]
-    return FetchRequest[11](
+    return FetchRequest[version](
         replica_id=-1,
         max_wait_ms=max_wait_ms,
         min_bytes=min_bytes,
         max_bytes=1 << 20,
         isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[Topic(topic=topic, partitions=partitions)],
-        forgotten_topics_data=[],
+        session_id=session_id,
+        session_epoch=session_epoch,
+        topics=[Topic(topic=topic, partitions=partitions)] if partitions else [],
+        forgotten_topics_data=[Forgotten(topic=topic, partitions=list(forgotten))]
+        if forgotten
+        else [],
         rack_id="",
     )
 
