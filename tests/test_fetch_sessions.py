@@ -142,6 +142,10 @@ def test_clients_recover_from_a_restart_that_loses_their_sessions(tmp_path: Path
     sent: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
     try:
         readers.read_until(produce_round(producer, topic, sent, 0), broker.log)
+        # kafka-python sends fetches from poll(): past fetch.max.wait.ms (500) after the
+        # last poll it has none in flight, so the restart cannot fail one (which would
+        # make it give up the session itself) and its next fetch names the lost session.
+        time.sleep(1.0)
         broker.restart()
         wait_until(lambda: _answers(port), TIMEOUT_S, "the metrics endpoint answers", broker.log)
         readers.read_until(produce_round(producer, topic, sent, 1), broker.log)
