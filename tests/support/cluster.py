@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 
-from tests.support.broker import BrokerProcess
+from tests.support.broker import BrokerProcess, free_port
 from tests.support.zookeeper import ZooKeeperProcess
 
 T = TypeVar("T")
@@ -34,6 +34,8 @@ class ClusterProcesses:
         self.zookeeper = ZooKeeperProcess(base_dir / "zookeeper")
         self.settings = {**BROKER_SETTINGS, **settings}
         self.brokers: dict[int, BrokerProcess] = {}
+        # Where each broker serves its Prometheus metrics.
+        self.metrics_ports: dict[int, int] = {}
         for broker_id in range(1, brokers + 1):
             self.add_broker(broker_id)
 
@@ -41,6 +43,8 @@ class ClusterProcesses:
         args = ["--zookeeper", self.zookeeper.connect, "--broker-id", str(broker_id)]
         for key, value in self.settings.items():
             args += ["--set", f"{key}={value}"]
+        self.metrics_ports[broker_id] = free_port()
+        args += ["--metrics-port", str(self.metrics_ports[broker_id])]
         process = BrokerProcess(self.base_dir / f"broker-{broker_id}", *args, *extra_args)
         self.brokers[broker_id] = process
         return process
