@@ -71,10 +71,7 @@ async def handle_fetch(context: BrokerContext, request: Request) -> Any:
     )
     partitions = fetch.partitions
     if uses_topic_ids:
-        # Named afresh at each fetch: a topic deleted since leaves its id unknown, and a
-        # topic created again under the name has another id.
-        for partition in partitions:
-            partition.topic = context.metadata.topic_name(partition.topic_id)
+        _name_topics(context, partitions)
     wanted = [(p.topic, p.partition) for p in partitions if p.topic is not None]
     while True:
         read, size = _read(context, partitions, api_version, replica_id, body.max_bytes)
@@ -90,6 +87,17 @@ async def handle_fetch(context: BrokerContext, request: Request) -> Any:
         session_id=answer.session_id,
         responses=_by_topic(answer.partitions, uses_topic_ids),
     )
+
+
+def _name_topics(context: BrokerContext, partitions: list[CachedPartition]) -> None:
+    """Name each partition's topic by its id, afresh at each fetch: a topic deleted since
+    leaves its id unknown (None), and a topic created again under the name has another id."""
+    names: dict[uuid.UUID | None, str | None] = {None: None}
+    for partition in partitions:
+        topic_id = partition.topic_id
+        if topic_id not in names:
+            names[topic_id] = context.metadata.topic_name(topic_id)
+        partition.topic = names[topic_id]
 
 
 def _now_ms() -> int:
