@@ -15,7 +15,7 @@ EVICTION_MS: a consumer's before a follower's, then the one with fewer
 partitions. A follower's session may also take the place of any consumer's.
 Kafka splits the cache into 8 shards, each with its own lock and an eighth of
 the slots, because its request threads contend for it; one event loop has no
-such contention, so herdless keeps one cache, as Kafka did before 2.5, and
+such contention, so herdless keeps one cache, as Kafka did before 3.8, and
 eviction weighs every session against every other.
 
 Sans clock: every call that needs the time takes `now`, in milliseconds on a
@@ -28,7 +28,7 @@ import bisect
 import random
 import uuid
 from collections.abc import Sized
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from herdless.protocol.errors import ErrorCode
@@ -43,6 +43,11 @@ MAX_SESSION_ID = 2**31 - 1
 # being evicted after it is created, and how long unused before it is stale.
 EVICTION_MS = 120_000
 DEFAULT_MAX_SESSIONS = 1_000
+
+# (privileged, partitions, id): the session that sorts first is evicted first.
+EvictableKey = tuple[bool, int, int]
+# A session's key, and whether any newcomer, or only a follower's, may evict it.
+_Filing = tuple[EvictableKey, bool, bool]
 
 # A partition as a session knows it: (topic id, index) in sessions that use topic ids
 # (Fetch v13+), else (topic name, index).
@@ -109,7 +114,8 @@ class CachedPartition:
         """Whether an incremental answer must carry this partition; remembers what it says.
 
         An error is always told, and leaves the high watermark unknown so that the
-        partition is told again once the error clears.
+        partition is told again once the error clears. Unlike Kafka's, a moved last
+        stable offset alone is told too: a read_committed consumer waits on it.
         """
         changed = (
             bool(response.records)
@@ -138,10 +144,6 @@ class FetchSession:
     # In the order they are read: a partition that returned records moves to the end,
     # so that a response's byte budget goes round all of them.
     partitions: dict[PartitionKey, CachedPartition]
-    # (privileged, size, id) as filed in the cache's eviction order when last touched.
-    _evictable_key: tuple[bool, int, int] | None = field(default=None, repr=False)
-    _by_all: bool = field(default=False, repr=False)
-    _by_privileged: bool = field(default=False, repr=False)
 
     def update(
         self, requested: dict[PartitionKey, CachedPartition], forgotten: list[PartitionKey]
@@ -171,9 +173,11 @@ class FetchSessionCache:
         self._rng = rng or random.Random()
         # Least recently used first: a touch moves a session to the end.
         self._sessions: dict[int, FetchSession] = {}
-        # Sorted (privileged, size, id) of the sessions each kind of newcomer may evict.
-        self._evictable_by_all: list[tuple[bool, int, int]] = []
-        self._evictable_by_privileged: list[tuple[bool, int, int]] = []
+        # Sorted (privileged, size, id) of the sessions each kind of newcomer may evict,
+        # as they were when last touched, and where each session is filed.
+        self._evictable_by_all: list[EvictableKey] = []
+        self._evictable_by_privileged: list[EvictableKey] = []
+        self._filed: dict[int, _Filing] = {}
         self.total_partitions = 0
         self.evictions = 0
         # Fetches answered with a session error, by error: a client recovers from each
@@ -214,37 +218,40 @@ class FetchSessionCache:
     def remove(self, session_id: int) -> FetchSession | None:
         session = self._sessions.pop(session_id, None)
         if session is not None:
-            self._unfile(session)
+            self._unfile(session_id)
         return session
 
     def touch(self, session: FetchSession, now: int) -> None:
         """Mark a session used at `now` and refile it under its current size."""
         self._sessions[session.id] = self._sessions.pop(session.id)
         session.last_used_ms = now
-        self._unfile(session)
-        size = len(session.partitions)
-        key = (session.privileged, size, session.id)
+        # Young sessions are safe from eviction, a young follower's even from followers.
         old_enough = now - session.creation_ms > self.eviction_ms
-        session._evictable_key = key
-        session._by_all = old_enough
-        session._by_privileged = old_enough or not session.privileged
-        if session._by_all:
-            bisect.insort(self._evictable_by_all, key)
-        if session._by_privileged:
-            bisect.insort(self._evictable_by_privileged, key)
-        self.total_partitions += size
-
-    def _unfile(self, session: FetchSession) -> None:
-        key = session._evictable_key
-        if key is None:
+        filing = (
+            (session.privileged, len(session.partitions), session.id),
+            old_enough,
+            old_enough or not session.privileged,
+        )
+        if self._filed.get(session.id) == filing:
             return
-        if session._by_all:
+        self._unfile(session.id)
+        key, by_all, by_privileged = self._filed[session.id] = filing
+        if by_all:
+            bisect.insort(self._evictable_by_all, key)
+        if by_privileged:
+            bisect.insort(self._evictable_by_privileged, key)
+        self.total_partitions += key[1]
+
+    def _unfile(self, session_id: int) -> None:
+        filing = self._filed.pop(session_id, None)
+        if filing is None:
+            return
+        key, by_all, by_privileged = filing
+        if by_all:
             _discard(self._evictable_by_all, key)
-        if session._by_privileged:
+        if by_privileged:
             _discard(self._evictable_by_privileged, key)
         self.total_partitions -= key[1]
-        session._evictable_key = None
-        session._by_all = session._by_privileged = False
 
     def _evict(self, privileged: bool, size: int, now: int) -> bool:
         """Make room for a new session of `size` partitions, if one may be evicted.
@@ -320,7 +327,7 @@ class FetchSessionCache:
         return IncrementalContext(self, session, epoch)
 
 
-def _discard(keys: list[tuple[bool, int, int]], key: tuple[bool, int, int]) -> None:
+def _discard(keys: list[EvictableKey], key: EvictableKey) -> None:
     index = bisect.bisect_left(keys, key)
     if index < len(keys) and keys[index] == key:
         del keys[index]
