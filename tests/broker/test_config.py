@@ -50,3 +50,14 @@ def test_deprecated_message_format_versions_are_accepted() -> None:
 def test_a_retention_that_is_not_a_number_is_refused() -> None:
     with pytest.raises(ConfigError, match="log.retention.hours"):
         configured({"log.retention.hours": "a week"})
+
+
+def test_fetch_session_slots_may_be_0_but_not_negative() -> None:
+    config = BrokerConfig()
+    assert config.max_incremental_fetch_session_cache_slots == 1000  # Kafka's default
+    config.apply_properties({"max.incremental.fetch.session.cache.slots": "0"})
+    config.validate()
+    assert config.max_incremental_fetch_session_cache_slots == 0
+    config.apply_properties({"max.incremental.fetch.session.cache.slots": "-1"})
+    with pytest.raises(ConfigError, match="max.incremental.fetch.session.cache.slots must be"):
+        config.validate()
