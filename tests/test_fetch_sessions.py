@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,8 +78,12 @@ class Readers:
             "confluent-kafka": {p: [] for p in range(partitions)},
         }
 
-    def read_until(self, total: int, seen: Any) -> None:
+    def read_until(self, total: int, broker_log: Callable[[], str]) -> None:
         """Poll both until each has `total` records."""
+
+        def seen() -> str:
+            counts = {client: sum(map(len, got.values())) for client, got in self.got.items()}
+            return f"records read: {counts}\n{broker_log()}"
 
         def read() -> bool:
             for records in self.kafka_python.poll(100).values():
@@ -189,6 +193,13 @@ def produce(broker: BrokerProcess, topic: str, partition: int, count: int) -> No
     assert producer.flush(TIMEOUT_S) == 0
 
 
+def by_id(topic_id: uuid.UUID, offsets: dict[int, int], version: int = 16, **session: int) -> Any:
+    """A fetch naming its topic by id (v13+), without waiting."""
+    request = fetch_request("", offsets, 0, 0, version=version, **session)
+    request.topics[0].topic_id = topic_id
+    return request
+
+
 def test_incremental_fetches_answer_what_changed_and_long_poll_the_whole_session(
     metered: tuple[BrokerProcess, int],
 ) -> None:
@@ -259,9 +270,8 @@ def test_session_errors(metered: tuple[BrokerProcess, int]) -> None:
             [],
         )
         # A session opened naming topics cannot go on naming them by id (v13+).
-        by_id = fetch_request(topic, {0: 0}, 0, 0, version=13, session_id=session, session_epoch=2)
-        by_id.topics[0].topic_id = topic_id
-        assert wire.call(by_id, FetchResponse).error_code == FETCH_SESSION_TOPIC_ID_ERROR
+        renamed = by_id(topic_id, {0: 0}, version=13, session_id=session, session_epoch=2)
+        assert wire.call(renamed, FetchResponse).error_code == FETCH_SESSION_TOPIC_ID_ERROR
         later = fetch_request(topic, {}, 0, 0, session_id=session, session_epoch=2)
         assert wire.call(later, FetchResponse).error_code == 0
         unknown_id = session + 1 if session < 2**31 - 1 else 1
@@ -279,24 +289,18 @@ def test_sessions_by_topic_id(metered: tuple[BrokerProcess, int]) -> None:
     wire = Wire(broker)
     try:
         topic_id = topic_id_of(wire, topic)
-        request = fetch_request(topic, {0: 0, 1: 0}, 0, 0, version=16, session_epoch=0)
-        request.topics[0].topic_id = topic_id
-        opened = wire.call(request, FetchResponse)
-        assert opened.session_id != 0 and opened.responses[0].topic_id == topic_id
+        opened = wire.call(by_id(topic_id, {0: 0, 1: 0}, session_epoch=0), FetchResponse)
+        session = opened.session_id
+        assert session != 0 and opened.responses[0].topic_id == topic_id
         produce(broker, topic, 0, 1)
-        request = fetch_request(
-            topic, {1: 3}, 0, 0, version=16, session_id=opened.session_id, session_epoch=1
-        )
-        request.topics[0].topic_id = topic_id
-        [changed] = wire.call(request, FetchResponse).responses
+        moved = by_id(topic_id, {1: 3}, session_id=session, session_epoch=1)
+        [changed] = wire.call(moved, FetchResponse).responses
         assert changed.topic_id == topic_id
         assert [(p.partition_index, p.high_watermark) for p in changed.partitions] == [(0, 1)]
         # An id no topic has stays in the session and is answered UNKNOWN_TOPIC_ID.
-        request = fetch_request(
-            topic, {0: 1}, 0, 0, version=16, session_id=opened.session_id, session_epoch=2
-        )
-        unknown_id = request.topics[0].topic_id = uuid.uuid4()
-        topics = {t.topic_id: t for t in wire.call(request, FetchResponse).responses}
-        assert [p.error_code for p in topics[unknown_id].partitions] == [100]  # UNKNOWN_TOPIC_ID
+        unknown_id = uuid.uuid4()
+        unknown = by_id(unknown_id, {0: 1}, session_id=session, session_epoch=2)
+        topics = {t.topic_id: t for t in wire.call(unknown, FetchResponse).responses}
+        assert [p.error_code for p in topics[unknown_id].partitions] == [100]
     finally:
         wire.close()
