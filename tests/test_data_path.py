@@ -23,7 +23,12 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 from kafka import KafkaAdminClient, KafkaProducer
-from kafka.protocol.consumer import FetchRequest, FetchResponse
+from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
 from kafka.protocol.producer import (
     InitProducerIdRequest,
     InitProducerIdResponse,
@@ -238,6 +243,37 @@ def test_fetch_out_of_range_and_unknown_partition(broker: BrokerProcess) -> None
         1,
         3,
     ]  # OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_the_leader_epoch_ends_at_the_log_end_even_before_anything_is_written(
+    broker: BrokerProcess,
+) -> None:
+    # librdkafka checks its position this way after reconnecting; an UNDEFINED answer
+    # made it reset to the log end and skip what was appended meanwhile.
+    create_topic(broker, "epochs", 1)
+    wire = Wire(broker)
+    Topic = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
+    request = OffsetForLeaderEpochRequest[4](
+        replica_id=-1,
+        topics=[
+            Topic(
+                topic="epochs",
+                partitions=[
+                    Topic.OffsetForLeaderPartition(
+                        partition=0, current_leader_epoch=0, leader_epoch=0
+                    )
+                ],
+            )
+        ],
+    )
+    try:
+        [empty] = wire.call(request, OffsetForLeaderEpochResponse).topics[0].partitions
+        assert (empty.error_code, empty.leader_epoch, empty.end_offset) == (0, 0, 0)
+        produce_raw(wire, "epochs", batch([b"a", b"b"]))
+        [written] = wire.call(request, OffsetForLeaderEpochResponse).topics[0].partitions
+        assert (written.error_code, written.leader_epoch, written.end_offset) == (0, 0, 2)
+    finally:
+        wire.close()
 
 
 def test_list_offsets_earliest_latest_and_by_time(broker: BrokerProcess) -> None:
