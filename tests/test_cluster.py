@@ -22,6 +22,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from herdless.coordinator import partition_for
 from tests.support.broker import free_port
 from tests.support.cluster import BROKER_SETTINGS, ClusterProcesses, running_cluster
+from tests.test_metrics import scrape
+from tests.test_metrics import value as sample
 
 
 @pytest.fixture(scope="module")
@@ -125,6 +127,17 @@ def test_acks_all_records_reach_every_replica_byte_for_byte(cluster: ClusterProc
         time.sleep(0.2)
     assert not differing, f"partitions {differing} differ between replicas"
     assert all(logs_of(1, p) for p in range(3))
+
+
+def test_followers_fetch_in_fetch_sessions(cluster: ClusterProcesses) -> None:
+    cluster.create_topic("in-sessions", 6, 3)
+    acked = produce(cluster, "in-sessions", [b"%d" % i for i in range(600)])
+    assert len(consume_all(cluster, "in-sessions", 6, len(acked))) == len(acked)
+    for broker_id, port in cluster.metrics_ports.items():
+        # Each broker leads some of the partitions, and each of the other two follows
+        # it in a session of its own.
+        sessions = sample(scrape(port), "herdless_fetch_sessions")
+        assert sessions is not None and sessions >= 2, (broker_id, sessions)
 
 
 def test_replication_factor_above_the_broker_count_is_refused(cluster: ClusterProcesses) -> None:

@@ -23,7 +23,12 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 from kafka import KafkaAdminClient, KafkaProducer
-from kafka.protocol.consumer import FetchRequest, FetchResponse
+from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
 from kafka.protocol.producer import (
     InitProducerIdRequest,
     InitProducerIdResponse,
@@ -159,9 +164,24 @@ def test_acks_0_gets_no_answer_but_is_stored(broker: BrokerProcess) -> None:
     assert values == [b"%d" % i for i in range(100)]
 
 
-def fetch_request(topic: str, offsets: dict[int, int], max_wait_ms: int, min_bytes: int) -> Any:
-    """Fetch v11 of `topic` from {partition: offset}, with no fetch session."""
+def fetch_request(
+    topic: str,
+    offsets: dict[int, int],
+    max_wait_ms: int,
+    min_bytes: int,
+    *,
+    version: int = 11,
+    session_id: int = 0,
+    session_epoch: int = -1,
+    forgotten: tuple[int, ...] = (),
+) -> Any:
+    """Fetch of `topic` from {partition: offset}; by default v11 with no fetch session.
+
+    From v13 topics go by id: set the request's topics[0].topic_id (and the forgotten
+    topic's) before sending.
+    """
     Topic = FetchRequest.FetchTopic
+    Forgotten = FetchRequest.ForgottenTopic
     partitions = [
         Topic.FetchPartition(
             partition=partition,
@@ -172,16 +192,18 @@ def fetch_request(topic: str, offsets: dict[int, int], max_wait_ms: int, min_byt
         )
         for partition, offset in offsets.items()
     ]
-    return FetchRequest[11](
+    return FetchRequest[version](
         replica_id=-1,
         max_wait_ms=max_wait_ms,
         min_bytes=min_bytes,
         max_bytes=1 << 20,
         isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[Topic(topic=topic, partitions=partitions)],
-        forgotten_topics_data=[],
+        session_id=session_id,
+        session_epoch=session_epoch,
+        topics=[Topic(topic=topic, partitions=partitions)] if partitions else [],
+        forgotten_topics_data=[Forgotten(topic=topic, partitions=list(forgotten))]
+        if forgotten
+        else [],
         rack_id="",
     )
 
@@ -221,6 +243,37 @@ def test_fetch_out_of_range_and_unknown_partition(broker: BrokerProcess) -> None
         1,
         3,
     ]  # OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_the_leader_epoch_ends_at_the_log_end_even_before_anything_is_written(
+    broker: BrokerProcess,
+) -> None:
+    # librdkafka checks its position this way after reconnecting; an UNDEFINED answer
+    # made it reset to the log end and skip what was appended meanwhile.
+    create_topic(broker, "epochs", 1)
+    wire = Wire(broker)
+    Topic = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
+    request = OffsetForLeaderEpochRequest[4](
+        replica_id=-1,
+        topics=[
+            Topic(
+                topic="epochs",
+                partitions=[
+                    Topic.OffsetForLeaderPartition(
+                        partition=0, current_leader_epoch=0, leader_epoch=0
+                    )
+                ],
+            )
+        ],
+    )
+    try:
+        [empty] = wire.call(request, OffsetForLeaderEpochResponse).topics[0].partitions
+        assert (empty.error_code, empty.leader_epoch, empty.end_offset) == (0, 0, 0)
+        produce_raw(wire, "epochs", batch([b"a", b"b"]))
+        [written] = wire.call(request, OffsetForLeaderEpochResponse).topics[0].partitions
+        assert (written.error_code, written.leader_epoch, written.end_offset) == (0, 0, 2)
+    finally:
+        wire.close()
 
 
 def test_list_offsets_earliest_latest_and_by_time(broker: BrokerProcess) -> None:

@@ -91,3 +91,14 @@ def test_consumer_group_settings_follow_kafkas_rules() -> None:
     ):
         with pytest.raises(ConfigError, match=message):
             configured(properties).validate()
+
+
+def test_fetch_session_slots_may_be_0_but_not_negative() -> None:
+    config = BrokerConfig()
+    assert config.max_incremental_fetch_session_cache_slots == 1000  # Kafka's default
+    config.apply_properties({"max.incremental.fetch.session.cache.slots": "0"})
+    config.validate()
+    assert config.max_incremental_fetch_session_cache_slots == 0
+    config.apply_properties({"max.incremental.fetch.session.cache.slots": "-1"})
+    with pytest.raises(ConfigError, match="max.incremental.fetch.session.cache.slots must be"):
+        config.validate()

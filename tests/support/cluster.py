@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from herdless.testing import BrokerProcess, HerdlessCluster
+from herdless.testing import BrokerProcess, HerdlessCluster, free_port
 from herdless.testing.broker import set_args
 
 # Short timeouts, so that failures are detected (and tests finish) in seconds.
@@ -22,13 +22,20 @@ BROKER_SETTINGS = {
 class ClusterProcesses(HerdlessCluster):
     def __init__(self, base_dir: Path, brokers: int = 3, **settings: str) -> None:
         super().__init__(base_dir, brokers, {**BROKER_SETTINGS, **settings})
+        # Where each broker serves its Prometheus metrics.
+        self.metrics_ports: dict[int, int] = {}
+        for broker_id in list(self.brokers):
+            self.add_broker(broker_id)
 
     def add_broker(self, broker_id: int, *extra_args: str) -> BrokerProcess:
-        """A broker of this cluster that is not started, e.g. one that never comes up."""
+        """A broker of this cluster, not started (one that never comes up, or one of
+        the cluster's own, given a metrics port)."""
+        self.metrics_ports[broker_id] = free_port()
         process = BrokerProcess(
             self.base_dir / f"broker-{broker_id}",
             *("--zookeeper", self.zookeeper.connect, "--broker-id", str(broker_id)),
             *set_args(self.settings),
+            *("--metrics-port", str(self.metrics_ports[broker_id])),
             *extra_args,
         )
         self.brokers[broker_id] = process

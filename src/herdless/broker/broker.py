@@ -18,6 +18,7 @@ from herdless.broker.config import BrokerConfig
 from herdless.broker.connection import Connection, start_server
 from herdless.broker.context import BrokerContext
 from herdless.broker.durability import Durability
+from herdless.broker.fetch_sessions import FetchSessionCache
 from herdless.broker.file_limit import segment_file_budget
 from herdless.broker.group_coordinator import REBALANCES_TOPIC, GroupCoordinator
 from herdless.broker.history_forwarder import HistoryForwarder
@@ -94,7 +95,8 @@ class Broker:
             forward_history=None if self.history is None else self.history.send,
             stalls=self.stalls,
         )
-        self.metrics.attach(self.groups, self.logs)
+        self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
+        self.metrics.attach(self.groups, self.logs, self.fetch_sessions)
         self.scrubber: Scrubber | None = None
         if config.scrubber_enable:
             self.scrubber = Scrubber(
@@ -150,6 +152,7 @@ class Broker:
             self.topics,
             self.groups,
             producer_ids,
+            self.fetch_sessions,
         )
         # A deep accept queue: thousands of clients reconnecting at once (after a
         # restart, or a group of 10k members) overflowed asyncio's default of 100.

@@ -21,6 +21,8 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     "default.replication.factor": ("default_replication_factor", int),
     "offsets.topic.replication.factor": ("offsets_topic_replication_factor", int),
     "replica.lag.time.max.ms": ("replica_lag_time_max_ms", int),
+    # Fetch sessions (KIP-227) kept at once; 0 serves every fetch without a session.
+    "max.incremental.fetch.session.cache.slots": ("max_incremental_fetch_session_cache_slots", int),
     "auto.create.topics.enable": ("auto_create_topics", bool),
     "num.partitions": ("num_partitions", int),
     "socket.request.max.bytes": ("max_request_bytes", int),
@@ -110,6 +112,7 @@ _RANGES: dict[str, tuple[int | None, int | None]] = {
     "default.replication.factor": (1, None),
     "offsets.topic.replication.factor": (1, None),
     "replica.lag.time.max.ms": (1, None),
+    "max.incremental.fetch.session.cache.slots": (0, None),
 }
 
 # Broker-wide topic defaults: Kafka's log.* name -> topic config name.
@@ -224,6 +227,7 @@ class BrokerConfig:
     offsets_topic_replication_factor: int = 3
     group_coordinator_standby_enable: bool = True
     replica_lag_time_max_ms: int = 30_000
+    max_incremental_fetch_session_cache_slots: int = 1_000
 
     @property
     def clustered(self) -> bool:

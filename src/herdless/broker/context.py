@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from herdless.broker.config import BrokerConfig
+from herdless.broker.fetch_sessions import FetchSessionCache
 from herdless.broker.group_coordinator import GroupCoordinator
 from herdless.broker.metadata import MetadataView
 from herdless.broker.producer_ids import ProducerIds
@@ -28,6 +29,7 @@ class BrokerContext:
     topics: TopicAdmin
     groups: GroupCoordinator
     producer_ids: ProducerIds
+    fetch_sessions: FetchSessionCache
     # The port actually bound (config.port may be 0: any free port).
     bound_port: int = 0
     # Set when shutdown begins: long polls answer at once and connections stop reading.

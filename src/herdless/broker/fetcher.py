@@ -6,6 +6,11 @@ leader epoch ends (OffsetForLeaderEpoch); then fetch from the log end offset
 with this broker's replica id, append what comes back byte for byte, and take
 the high watermark the leader reports. The leader learns how far this replica
 has got from the offset of its next fetch.
+
+The fetches go in a fetch session (KIP-227), as Kafka's followers' do: after
+the first, each names only the partitions whose fetch offset (or epoch, or log
+start) moved, and the leader answers only those with news. A follower of many
+quiet partitions then costs the leader next to nothing per fetch.
 """
 
 from __future__ import annotations
@@ -15,15 +20,17 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from herdless.broker.durability import Durability
+from herdless.broker.fetch_session_handler import FetchSessionHandler, PartitionFetch
 from herdless.broker.metadata import BrokerEndpoint
 from herdless.broker.peer import PeerConnection, PeerError
 from herdless.protocol.errors import ErrorCode
 from herdless.storage import PartitionLog, StorageError, StorageIOError, UnexpectedAppendOffset
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 FETCH = 1
 OFFSET_FOR_LEADER_EPOCH = 23
@@ -38,6 +45,11 @@ FETCH_MAX_BYTES = 1024 * 1024
 FETCH_RESPONSE_MAX_BYTES = 10 * 1024 * 1024
 BACKOFF_S = 0.2
 REQUEST_TIMEOUT_S = 10.0
+SESSION_ERRORS = (
+    ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+    ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+    ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR,
+)
 
 
 @dataclass(eq=False, slots=True)
@@ -69,6 +81,7 @@ class ReplicaFetcher:
             leader.host, leader.port, f"herdless-replica-{node_id}", REQUEST_TIMEOUT_S
         )
         self.partitions: dict[tuple[str, int], FollowedPartition] = {}
+        self._session = FetchSessionHandler(leader.node_id)
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -204,42 +217,66 @@ class ReplicaFetcher:
     # -- fetching ------------------------------------------------------------------
 
     async def _fetch(self, partitions: list[FollowedPartition]) -> None:
-        by_topic: dict[str, list[FollowedPartition]] = {}
-        for partition in partitions:
-            by_topic.setdefault(partition.log.topic, []).append(partition)
-        response = await self._connection.request(
-            FETCH,
-            FETCH_VERSION,
-            timeout_s=FETCH_WAIT_MAX_MS / 1000,
-            replica_id=self.node_id,
-            max_wait_ms=FETCH_WAIT_MAX_MS,
-            min_bytes=1,
-            max_bytes=FETCH_RESPONSE_MAX_BYTES,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=[
-                {
-                    "topic": topic,
-                    "topic_id": None,
-                    "partitions": [
-                        {
-                            "partition": p.log.partition,
-                            "current_leader_epoch": p.leader_epoch,
-                            "fetch_offset": p.log.log_end_offset,
-                            "last_fetched_epoch": NO_EPOCH,
-                            "log_start_offset": p.log.log_start_offset,
-                            "partition_max_bytes": FETCH_MAX_BYTES,
-                        }
-                        for p in members
-                    ],
-                }
-                for topic, members in by_topic.items()
-            ],
-            forgotten_topics_data=[],
-            rack_id="",
+        fetch = self._session.build(
+            {
+                (p.log.topic, p.log.partition): PartitionFetch(
+                    fetch_offset=p.log.log_end_offset,
+                    current_leader_epoch=p.leader_epoch,
+                    log_start_offset=p.log.log_start_offset,
+                    partition_max_bytes=FETCH_MAX_BYTES,
+                )
+                for p in partitions
+            }
         )
-        if response.error_code != ErrorCode.NONE:
+        try:
+            response = await self._connection.request(
+                FETCH,
+                FETCH_VERSION,
+                timeout_s=FETCH_WAIT_MAX_MS / 1000,
+                replica_id=self.node_id,
+                max_wait_ms=FETCH_WAIT_MAX_MS,
+                min_bytes=1,
+                max_bytes=FETCH_RESPONSE_MAX_BYTES,
+                isolation_level=0,
+                session_id=fetch.session_id,
+                session_epoch=fetch.epoch,
+                topics=[
+                    {
+                        "topic": topic,
+                        "topic_id": None,
+                        "partitions": [
+                            {
+                                "partition": index,
+                                "current_leader_epoch": wanted.current_leader_epoch,
+                                "fetch_offset": wanted.fetch_offset,
+                                "last_fetched_epoch": wanted.last_fetched_epoch,
+                                "log_start_offset": wanted.log_start_offset,
+                                "partition_max_bytes": wanted.partition_max_bytes,
+                            }
+                            for index, wanted in members.items()
+                        ],
+                    }
+                    for topic, members in _by_topic(fetch.partitions).items()
+                ],
+                forgotten_topics_data=[
+                    {"topic": topic, "partitions": list(members)}
+                    for topic, members in _by_topic(dict.fromkeys(fetch.forgotten)).items()
+                ],
+                rack_id="",
+            )
+        except PeerError:
+            self._session.handle_error()
+            raise
+        answered = {
+            (topic_result.topic, result.partition_index)
+            for topic_result in response.responses
+            for result in topic_result.partitions
+        }
+        if not self._session.handle_response(
+            fetch, response.error_code, response.session_id, answered
+        ):
+            if response.error_code in SESSION_ERRORS or response.error_code == ErrorCode.NONE:
+                return  # the next fetch, a full one, starts the session again
             raise PeerError(f"fetch answered {ErrorCode(response.error_code).name}")
         for topic_result in response.responses:
             for result in topic_result.partitions:
@@ -303,6 +340,13 @@ class ReplicaFetcher:
             )
         if records or high_watermark != previous_high_watermark:
             self._on_replicated(partition_log)
+
+
+def _by_topic(partitions: dict[tuple[str, int], _T]) -> dict[str, dict[int, _T]]:
+    by_topic: dict[str, dict[int, _T]] = {}
+    for (topic, index), value in partitions.items():
+        by_topic.setdefault(topic, {})[index] = value
+    return by_topic
 
 
 def _latest_epoch(partition_log: PartitionLog) -> int:

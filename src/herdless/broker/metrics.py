@@ -1,4 +1,4 @@
-"""Prometheus metrics: consumer-group lag and membership, partitions, requests.
+"""Prometheus metrics: consumer-group lag and membership, partitions, requests, fetch sessions.
 
 Group and partition figures are read from the broker's state when Prometheus
 scrapes, so they cost nothing between scrapes and are never stale. The read
@@ -24,9 +24,10 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from herdless.broker.fetch_sessions import FetchSessionCache
 from herdless.broker.group_coordinator import GroupCoordinator, ShardState
 from herdless.coordinator.consumer_group import ConsumerGroupState
 from herdless.coordinator.state import GroupState
@@ -53,6 +54,7 @@ class BrokerMetrics:
         # Attached once the broker has built them (they report rebalances here).
         self._groups: GroupCoordinator | None = None
         self._logs: LogManager | None = None
+        self._fetch_sessions: FetchSessionCache | None = None
         self.registry = CollectorRegistry(auto_describe=False)
         self._requests = Histogram(
             "herdless_request_seconds",
@@ -81,9 +83,11 @@ class BrokerMetrics:
         )
         self._observers: dict[str, Callable[[float], None]] = {}
 
-    def attach(self, groups: GroupCoordinator, logs: LogManager) -> None:
+    def attach(
+        self, groups: GroupCoordinator, logs: LogManager, fetch_sessions: FetchSessionCache
+    ) -> None:
         """What each scrape snapshots."""
-        self._groups, self._logs = groups, logs
+        self._groups, self._logs, self._fetch_sessions = groups, logs, fetch_sessions
 
     def observe_request(self, api: str, seconds: float) -> None:
         observe = self._observers.get(api)
@@ -105,7 +109,8 @@ class BrokerMetrics:
     async def exposition(self) -> bytes:
         """The text format; call on the broker's loop."""
         assert self._groups is not None and self._logs is not None
-        state = snapshot(self._groups, self._logs)
+        assert self._fetch_sessions is not None
+        state = snapshot(self._groups, self._logs, self._fetch_sessions)
         return await asyncio.to_thread(self.render, state)
 
     def render(self, state: Snapshot) -> bytes:
@@ -125,11 +130,23 @@ class Snapshot:
     # (topic, partition, log start offset, log end offset, bytes, damaged offsets)
     partitions: list[tuple[str, int, int, int, int, int]] = field(default_factory=list)
     shards_loading: int = 0
+    # (sessions, partitions they hold, sessions evicted since the start)
+    fetch_sessions: tuple[int, int, int] = (0, 0, 0)
+    # (error name, fetches answered with it since the start)
+    fetch_session_errors: list[tuple[str, int]] = field(default_factory=list)
 
 
-def snapshot(groups: GroupCoordinator, logs: LogManager) -> Snapshot:
+def snapshot(
+    groups: GroupCoordinator, logs: LogManager, fetch_sessions: FetchSessionCache
+) -> Snapshot:
     """Copy what the metrics need; on the loop, between any two state changes."""
     state = Snapshot()
+    state.fetch_sessions = (
+        len(fetch_sessions),
+        fetch_sessions.total_partitions,
+        fetch_sessions.evictions,
+    )
+    state.fetch_session_errors = [(code.name, n) for code, n in fetch_sessions.errors.items()]
     for runtime in groups.shards.values():
         if runtime.state is ShardState.LOADING:
             state.shards_loading += 1
@@ -174,6 +191,7 @@ class _SnapshotCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         yield from self._groups()
         yield from self._partitions()
+        yield from self._fetch_sessions()
 
     def _groups(self) -> Iterator[Metric]:
         members = GaugeMetricFamily(
@@ -258,6 +276,36 @@ class _SnapshotCollector(Collector):
             if bad:
                 damaged.add_metric(labels, bad)
         yield from (end, start, size, damaged)
+
+    def _fetch_sessions(self) -> Iterator[Metric]:
+        # Kafka's NumIncrementalFetchSessions, NumIncrementalFetchPartitionsCached and
+        # IncrementalFetchSessionEvictionsPerSec (here a count; rate() makes it per second).
+        sessions, partitions, evictions = self._state.fetch_sessions
+        yield GaugeMetricFamily(
+            "herdless_fetch_sessions",
+            "Incremental fetch sessions (KIP-227) the broker holds, consumers' and followers'.",
+            value=sessions,
+        )
+        yield GaugeMetricFamily(
+            "herdless_fetch_session_partitions",
+            "Partitions held in all incremental fetch sessions.",
+            value=partitions,
+        )
+        yield CounterMetricFamily(
+            "herdless_fetch_session_evictions",
+            "Fetch sessions evicted to make room for another, since the broker started.",
+            value=evictions,
+        )
+        errors = CounterMetricFamily(
+            "herdless_fetch_session_errors",
+            "Fetches answered with a session error (FETCH_SESSION_ID_NOT_FOUND,"
+            " INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR); the client's next"
+            " fetch is a full one.",
+            labels=["error"],
+        )
+        for name, count in self._state.fetch_session_errors:
+            errors.add_metric([name], count)
+        yield errors
 
 
 async def serve_metrics(metrics: BrokerMetrics, host: str, port: int) -> asyncio.Server:

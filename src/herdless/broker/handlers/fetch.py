@@ -1,7 +1,9 @@
 """Fetch with long polling: a fetch short of min_bytes parks until an append wakes it.
 
-Fetch sessions (KIP-227) are declined by answering session id 0, which every
-client accepts by sending full fetch requests.
+Fetch sessions (KIP-227, from v7): the session cache (broker/fetch_sessions.py)
+says which partitions a request covers, those it names or all of its session's,
+and which of their answers go back. The wait for min_bytes counts every
+partition of the session, as Kafka's does, not only those the request named.
 
 Fetch v0-v3 cannot carry v2 batches: their records are down-converted to message
 sets, magic v1 for v2-v3 and v0 for v0-v1, as Kafka 3 does (legacy_records).
@@ -12,8 +14,15 @@ replica state.
 from __future__ import annotations
 
 import time
+import uuid
 from typing import TYPE_CHECKING, Any
 
+from herdless.broker.fetch_sessions import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    CachedPartition,
+    PartitionKey,
+)
 from herdless.broker.replicas import PartitionError
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
@@ -29,6 +38,8 @@ ZSTD_VERSION = 10
 # Up to this version a partition's max bytes is a hard limit: no batch is given whole
 # past it (v3 added the response's max_bytes and "at least one message").
 HARD_LIMIT_VERSION = 2
+# From v7 a request names its fetch session and epoch; from v13 topics by id.
+SESSIONS_VERSION = 7
 TOPIC_IDS_VERSION = 13
 REPLICA_STATE_VERSION = 15
 # Up to this version a storage error is told as NOT_LEADER_OR_FOLLOWER, the only one
@@ -47,36 +58,93 @@ def legacy_magic(api_version: int) -> int | None:
 
 async def handle_fetch(context: BrokerContext, request: Request) -> Any:
     body = request.body
+    api_version = request.api_version
     deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
-    names = _topic_names(context, body, request.api_version)
-    wanted = [
-        (name, p.partition)
-        for name, topic in zip(names, body.topics, strict=True)
-        if name is not None
-        for p in topic.partitions
-    ]
+    replica_id = _replica_id(body, api_version)
+    uses_topic_ids = api_version >= TOPIC_IDS_VERSION
+    session_id, epoch = INVALID_SESSION_ID, FINAL_EPOCH
+    if api_version >= SESSIONS_VERSION:
+        session_id, epoch = body.session_id, body.session_epoch
+    requested, forgotten = _requested(body, uses_topic_ids)
+    fetch = context.fetch_sessions.new_context(
+        _now_ms(), session_id, epoch, replica_id >= 0, uses_topic_ids, requested, forgotten
+    )
+    partitions = fetch.partitions
+    if uses_topic_ids:
+        _name_topics(context, partitions)
+    wanted = [(p.topic, p.partition) for p in partitions if p.topic is not None]
     while True:
-        responses, size = _read(context, body, request.api_version, names)
+        read, size = _read(context, partitions, api_version, replica_id, body.max_bytes)
         remaining = deadline - time.monotonic()
-        if size >= body.min_bytes or remaining <= 0 or context.stopping:
+        # Nothing to read (a session error, an empty fetch) is answered at once, as Kafka does.
+        if not partitions or size >= body.min_bytes or remaining <= 0 or context.stopping:
             break
         await context.replicas.wait_for_appends(wanted, remaining)
+    answer = fetch.answer(read)
     return response_class(FETCH)(
         throttle_time_ms=0,
-        error_code=ErrorCode.NONE,
-        session_id=0,
-        responses=responses,
+        error_code=answer.error_code,
+        session_id=answer.session_id,
+        responses=_by_topic(answer.partitions, uses_topic_ids),
     )
 
 
-def _topic_names(context: BrokerContext, body: Any, api_version: int) -> list[str | None]:
-    """Each requested topic's name; None for an id no topic has (UNKNOWN_TOPIC_ID)."""
-    if api_version < TOPIC_IDS_VERSION:
-        return [topic.topic for topic in body.topics]
-    return [
-        None if topic.topic_id is None else context.metadata.topic_name(topic.topic_id)
-        for topic in body.topics
+def _name_topics(context: BrokerContext, partitions: list[CachedPartition]) -> None:
+    """Name each partition's topic by its id, afresh at each fetch: a topic deleted since
+    leaves its id unknown (None), and a topic created again under the name has another id."""
+    names: dict[uuid.UUID | None, str | None] = {None: None}
+    for partition in partitions:
+        topic_id = partition.topic_id
+        if topic_id not in names:
+            names[topic_id] = context.metadata.topic_name(topic_id)
+        partition.topic = names[topic_id]
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+def _requested(
+    body: Any, uses_topic_ids: bool
+) -> tuple[dict[PartitionKey, CachedPartition], list[PartitionKey]]:
+    """The partitions a request names, by session key, and those it asks to forget."""
+    requested: dict[PartitionKey, CachedPartition] = {}
+    for topic in body.topics:
+        name = None if uses_topic_ids else topic.topic
+        topic_id = topic.topic_id if uses_topic_ids else None
+        for wanted in topic.partitions:
+            partition = CachedPartition(
+                topic=name,
+                topic_id=topic_id,
+                partition=wanted.partition,
+                fetch_offset=wanted.fetch_offset,
+                partition_max_bytes=wanted.partition_max_bytes,
+                current_leader_epoch=wanted.current_leader_epoch,
+                log_start_offset=wanted.log_start_offset,
+                last_fetched_epoch=wanted.last_fetched_epoch,
+            )
+            requested[partition.key(uses_topic_ids)] = partition
+    forgotten: list[PartitionKey] = [
+        (topic.topic_id if uses_topic_ids else topic.topic, index)
+        for topic in body.forgotten_topics_data or ()
+        for index in topic.partitions
     ]
+    return requested, forgotten
+
+
+def _by_topic(answered: list[tuple[CachedPartition, Any]], uses_topic_ids: bool) -> list[Any]:
+    """The answered partitions under their topics, each topic once, in first-answered order."""
+    TopicResponse = response_class(FETCH).FetchableTopicResponse
+    topics: dict[str | uuid.UUID | None, Any] = {}
+    for partition, data in answered:
+        key = partition.topic_id if uses_topic_ids else partition.topic
+        topic = topics.get(key)
+        if topic is None:
+            topic = topics[key] = TopicResponse(
+                topic=partition.topic, topic_id=partition.topic_id, partitions=[]
+            )
+        topic.partitions.append(data)
+    return list(topics.values())
 
 
 def _replica_id(body: Any, api_version: int) -> int:
@@ -87,89 +155,90 @@ def _replica_id(body: Any, api_version: int) -> int:
 
 
 def _read(
-    context: BrokerContext, body: Any, api_version: int, names: list[str | None]
-) -> tuple[list[Any], int]:
-    TopicResponse = response_class(FETCH).FetchableTopicResponse
-    PartitionData = TopicResponse.PartitionData
-    budget = body.max_bytes if body.max_bytes is not None else 0x7FFFFFFF
-    replica_id = _replica_id(body, api_version)
+    context: BrokerContext,
+    fetched: list[CachedPartition],
+    api_version: int,
+    replica_id: int,
+    max_bytes: int | None,
+) -> tuple[list[tuple[CachedPartition, Any]], int]:
+    """Each partition's answer, in order, and the bytes of records they carry."""
+    PartitionData = response_class(FETCH).FetchableTopicResponse.PartitionData
+    budget = max_bytes if max_bytes is not None else 0x7FFFFFFF
     replicas = context.replicas
     total = 0
-    topics = []
-    for name, topic in zip(names, body.topics, strict=True):
-        partitions = []
-        for wanted in topic.partitions:
-            data = PartitionData(
-                partition_index=wanted.partition,
-                error_code=ErrorCode.NONE,
-                high_watermark=-1,
-                last_stable_offset=-1,
-                log_start_offset=-1,
-                aborted_transactions=None,
-                preferred_read_replica=-1,
-                records=b"",
-            )
-            partitions.append(data)
-            if name is None:
-                data.error_code = ErrorCode.UNKNOWN_TOPIC_ID
-                continue
-            epoch = wanted.current_leader_epoch
-            try:
-                if replica_id >= 0:
-                    # A follower: it reads past the high watermark, and where it fetches
-                    # tells the leader how far it has got.
-                    partition_log = replicas.follower_log(name, wanted.partition, replica_id, epoch)
-                    replicas.record_follower_fetch(
-                        name, wanted.partition, replica_id, wanted.fetch_offset
-                    )
-                    max_offset = None
-                else:
-                    partition_log = replicas.leader_log(name, wanted.partition, epoch)
-                    max_offset = partition_log.high_watermark
-            except PartitionError as exc:
-                data.error_code = exc.error_code
-                continue
-            data.high_watermark = data.last_stable_offset = partition_log.high_watermark
-            data.log_start_offset = partition_log.log_start_offset
-            config = partition_log.config
-            if api_version < ZSTD_VERSION and config.compression_type == "zstd":
-                data.error_code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
-                continue
-            magic = legacy_magic(api_version)
-            if magic is not None and replica_id < 0 and not config.message_downconversion_enable:
-                data.error_code = ErrorCode.UNSUPPORTED_VERSION
-                continue
-            # Past the response budget a partition still reports its offsets, without records;
-            # the first one always gets a whole batch so a large batch cannot stall a consumer.
-            limit = min(wanted.partition_max_bytes, budget - total)
-            if limit <= 0 and total > 0:
-                continue
-            try:
-                if magic is None:
-                    records = partition_log.read(
-                        wanted.fetch_offset, max(limit, 1), max_offset=max_offset
-                    )
-                else:
-                    whole_first = api_version > HARD_LIMIT_VERSION and total == 0
-                    records = _read_message_sets(
-                        partition_log, wanted.fetch_offset, limit, max_offset, magic, whole_first
-                    )
-            except StorageError as exc:
-                # Out of range, or the log closed under us (topic deleted, shutdown).
-                data.error_code = exc.error_code
-                if (
-                    exc.error_code == ErrorCode.KAFKA_STORAGE_ERROR
-                    and api_version <= OLD_STORAGE_ERROR_VERSION
-                ):
-                    data.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                continue
-            except _UnsupportedCodec:
-                data.error_code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
-                continue
-            data.records = records
-            total += len(records)
-        topics.append(TopicResponse(topic=name, topic_id=topic.topic_id, partitions=partitions))
-    return topics, total
+    partitions = []
+    for wanted in fetched:
+        name = wanted.topic
+        data = PartitionData(
+            partition_index=wanted.partition,
+            error_code=ErrorCode.NONE,
+            high_watermark=-1,
+            last_stable_offset=-1,
+            log_start_offset=-1,
+            aborted_transactions=None,
+            preferred_read_replica=-1,
+            records=b"",
+        )
+        partitions.append((wanted, data))
+        if name is None:
+            data.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+            continue
+        epoch = wanted.current_leader_epoch
+        try:
+            if replica_id >= 0:
+                # A follower: it reads past the high watermark, and where it fetches
+                # tells the leader how far it has got.
+                partition_log = replicas.follower_log(name, wanted.partition, replica_id, epoch)
+                replicas.record_follower_fetch(
+                    name, wanted.partition, replica_id, wanted.fetch_offset
+                )
+                max_offset = None
+            else:
+                partition_log = replicas.leader_log(name, wanted.partition, epoch)
+                max_offset = partition_log.high_watermark
+        except PartitionError as exc:
+            data.error_code = exc.error_code
+            continue
+        data.high_watermark = data.last_stable_offset = partition_log.high_watermark
+        data.log_start_offset = partition_log.log_start_offset
+        config = partition_log.config
+        if api_version < ZSTD_VERSION and config.compression_type == "zstd":
+            data.error_code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+            continue
+        magic = legacy_magic(api_version)
+        if magic is not None and replica_id < 0 and not config.message_downconversion_enable:
+            data.error_code = ErrorCode.UNSUPPORTED_VERSION
+            continue
+        # Past the response budget a partition still reports its offsets, without records;
+        # the first one always gets a whole batch so a large batch cannot stall a consumer.
+        limit = min(wanted.partition_max_bytes, budget - total)
+        if limit <= 0 and total > 0:
+            continue
+        try:
+            if magic is None:
+                records = partition_log.read(
+                    wanted.fetch_offset, max(limit, 1), max_offset=max_offset
+                )
+            else:
+                whole_first = api_version > HARD_LIMIT_VERSION and total == 0
+                records = _read_message_sets(
+                    partition_log, wanted.fetch_offset, limit, max_offset, magic, whole_first
+                )
+        except StorageError as exc:
+            # Out of range, or the log closed under us (topic deleted, shutdown).
+            data.error_code = exc.error_code
+            if (
+                exc.error_code == ErrorCode.KAFKA_STORAGE_ERROR
+                and api_version <= OLD_STORAGE_ERROR_VERSION
+            ):
+                data.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            continue
+        except _UnsupportedCodec:
+            data.error_code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+            continue
+        data.records = records
+        total += len(records)
+    return partitions, total
 
 
 class _UnsupportedCodec(Exception):

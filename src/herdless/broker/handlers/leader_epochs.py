@@ -42,6 +42,14 @@ async def handle_offset_for_leader_epoch(context: BrokerContext, request: Reques
             except PartitionError as exc:
                 result.error_code = exc.error_code
                 continue
+            leader_epoch = context.replicas.leader_epoch(partition_log)
+            if wanted.leader_epoch >= 0 and wanted.leader_epoch == leader_epoch:
+                # The leader's own epoch ends at its log end, even in a partition never
+                # written to (Kafka's leader files its epoch as it takes over; one broker
+                # alone files it at the first append). Told UNDEFINED, librdkafka validating
+                # offset 0 after a reconnect reset to the end and skipped what came meanwhile.
+                result.leader_epoch, result.end_offset = leader_epoch, partition_log.log_end_offset
+                continue
             result.leader_epoch, result.end_offset = partition_log.end_offset_for_epoch(
                 wanted.leader_epoch
             )
