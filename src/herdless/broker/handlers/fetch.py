@@ -31,6 +31,10 @@ ZSTD_VERSION = 10
 HARD_LIMIT_VERSION = 2
 TOPIC_IDS_VERSION = 13
 REPLICA_STATE_VERSION = 15
+# Records read for a response are sent from the segment file (sendfile) from this size on;
+# smaller ones are copied, which costs less than the descriptor and system calls a region
+# takes (docs/benchmarks.md).
+ZERO_COPY_MIN_BYTES = 0
 # Up to this version a storage error is told as NOT_LEADER_OR_FOLLOWER, the only one
 # such clients know to recover from by refreshing metadata.
 OLD_STORAGE_ERROR_VERSION = 5
@@ -146,8 +150,11 @@ def _read(
                 continue
             try:
                 if magic is None:
-                    records = partition_log.read(
-                        wanted.fetch_offset, max(limit, 1), max_offset=max_offset
+                    records = partition_log.read_records(
+                        wanted.fetch_offset,
+                        max(limit, 1),
+                        max_offset=max_offset,
+                        min_region_bytes=ZERO_COPY_MIN_BYTES,
                     )
                 else:
                     whole_first = api_version > HARD_LIMIT_VERSION and total == 0
