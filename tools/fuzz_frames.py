@@ -12,6 +12,11 @@ then spoiled one of five ways:
              or beyond socket.request.max.bytes
   null       a field the schema says is never null sent as null (-1 / 0 length)
 
+Flexible versions are also sampled with unknown tagged fields in the request header's
+tag section and the message's own (as a newer client may send them), and spoiled the
+same ways. `--apis` keeps some APIs only: `--apis compiled` those whose requests and
+responses go through the code written per version from the schemas (schema_codec.py).
+
 Each frame is followed, on the same connection, by an ApiVersions probe: an answer
 means the broker read the frame, dealt with it and kept the connection; a close
 means it closed that connection. Counted: frames, closes, probe timeouts, broker
@@ -20,10 +25,19 @@ the broker's resident memory (peak and last).
 
 Before the fuzzing, the partition the samples name (topic "fuzz", partition 1) is
 given batches of every codec and up-converted message sets, so that fetches of
-every version read real data (Fetch v0-v3 down-convert it) and ListOffsets finds it.
+every version read real data (Fetch v0-v3 down-convert it) and ListOffsets finds it;
+the batch holding the offset the samples fetch is large enough to be sent from its
+segment file (sendfile), so Fetch answers take the zero-copy path.
+
+`--in-process` sends nothing: each spoiled frame is decoded in this process, by
+codec.decode_request and, for the compiled APIs, by kafka-python too, and the two
+outcomes are tallied side by side. A decode that raises anything but MalformedRequest,
+or two decoders that both accept a frame and disagree, is counted and shown.
 
     python tools/fuzz_frames.py --frames 1000000
     python tools/fuzz_frames.py --frames 20000 --seed 7 --keep-log fuzz.log
+    python tools/fuzz_frames.py --frames 100000 --apis compiled
+    python tools/fuzz_frames.py --frames 1000000 --in-process --apis compiled
 """
 
 from __future__ import annotations
@@ -53,7 +67,14 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from herdless.broker.apis import APIS
-from herdless.protocol.codec import REQUESTS
+from herdless.protocol.codec import (
+    COMPILED_APIS,
+    REQUESTS,
+    MalformedRequest,
+    decode_request,
+    read_prefix,
+)
+from herdless.protocol.schema_codec import uvarint
 
 KINDS = ("truncated", "bitflip", "inflated", "oversized", "null")
 PROBE = struct.pack(">hhih", 18, 0, 0x7FFF_0000, 5) + b"probe"
@@ -61,7 +82,7 @@ PROBE_TIMEOUT_S = 10.0
 ALWAYS_NULLABLE = (0, 32767)
 
 
-def _records(compression: int = 0) -> bytes:
+def _records(compression: int = 0, value: bytes = b"fuzz", count: int = 2) -> bytes:
     builder = DefaultRecordBatchBuilder(
         magic=2,
         compression_type=compression,
@@ -69,10 +90,11 @@ def _records(compression: int = 0) -> bytes:
         producer_id=-1,
         producer_epoch=-1,
         base_sequence=-1,
-        batch_size=1 << 16,
+        batch_size=1 << 24,
     )
-    builder.append(0, timestamp=1_700_000_000_000, key=b"k", value=b"fuzz", headers=[])
-    builder.append(1, timestamp=1_700_000_000_001, key=None, value=b"fuzz", headers=[])
+    for i in range(count):
+        key = b"k" if i == 0 else None
+        builder.append(i, timestamp=1_700_000_000_000 + i, key=key, value=value, headers=[])
     return bytes(builder.build())
 
 
@@ -171,10 +193,30 @@ def _clear_encoders(struct_field: Any) -> None:
         struct_field._compiled_encoders.clear()
 
 
+CLIENT_ID = "fuzz"
+# Where a request header's tag section starts: key, version, correlation id, client id.
+_HEADER_TAGS_AT = 2 + 2 + 4 + 2 + len(CLIENT_ID)
+# Two tags no schema knows, one of them empty.
+_UNKNOWN_TAGS = b"\x02" + uvarint(100) + b"\x03abc" + uvarint(7000) + b"\x00"
+
+
 def _encode(cls: Any, version: int, values: dict[str, Any]) -> bytes:
     request = cls[version](**values)
-    request.with_header(correlation_id=1, client_id="fuzz")
+    request.with_header(correlation_id=1, client_id=CLIENT_ID)
     return bytes(request.encode(header=True))
+
+
+def _with_unknown_tags(cls: Any, version: int, frame: bytes) -> bytes:
+    """The frame with unknown tags in the header's tag section, and in the message's own
+    when that one is empty (kafka-python's encoder writes none)."""
+    assert frame[_HEADER_TAGS_AT] == 0, "a header with tagged fields already"
+    frame = frame[:_HEADER_TAGS_AT] + _UNKNOWN_TAGS + frame[_HEADER_TAGS_AT + 1 :]
+    if frame[-1] == 0:
+        candidate = frame[:-1] + _UNKNOWN_TAGS
+        with contextlib.suppress(Exception):
+            if cls.decode(candidate, version=version, header=True).unknown_tags:
+                return candidate
+    return frame
 
 
 @dataclass
@@ -184,9 +226,11 @@ class Templates:
     unbuildable: int = 0
 
 
-def build_templates() -> Templates:
+def build_templates(api_keys: frozenset[int]) -> Templates:
     templates = Templates()
     for api in APIS.values():
+        if api.key not in api_keys:
+            continue
         cls = REQUESTS[api.key]
         for version in range(api.min_version, api.max_version + 1):
             label = f"{api.name} v{version}"
@@ -204,9 +248,11 @@ def build_templates() -> Templates:
                     schema_field._nullable_versions = saved
                     _clear_encoders(cls._struct)
             for records in samples:
-                templates.valid.append(
-                    (label, _encode(cls, version, _sample(cls._struct, version, (), records)))
-                )
+                frame = _encode(cls, version, _sample(cls._struct, version, (), records))
+                templates.valid.append((label, frame))
+                if cls.flexible_version_q(version):
+                    tagged = _with_unknown_tags(cls, version, frame)
+                    templates.valid.append((f"{label} with unknown tags", tagged))
     return templates
 
 
@@ -432,7 +478,9 @@ async def run(
 def seed(port: int) -> None:
     """Give the samples' partition data of every codec, some of it from message sets."""
     Topic = ProduceRequest.TopicProduceData
-    sets = [(9, _records(c)) for c in (0, GZIP, 2, 3, ZSTD)]
+    # First a batch past fetch.ZERO_COPY_MIN_BYTES holding offset 1, which the samples fetch.
+    sets = [(9, _records(value=bytes(1024), count=80))]
+    sets += [(9, _records(c)) for c in (0, GZIP, 2, 3, ZSTD)]
     sets += [(2, _message_set(1, GZIP)), (1, _message_set(1, 3)), (0, _message_set(0, 2))]
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
         reader = sock.makefile("rb")
@@ -482,10 +530,110 @@ def seed(port: int) -> None:
                 raise SystemExit(f"seeding Produce v{version} got error {code}")
 
 
+@dataclass
+class InProcessCounts:
+    frames: int = 0
+    kinds: Counter[str] = field(default_factory=Counter)
+    # (our outcome, kafka-python's): accepted, refused, or not decoded (a key or version
+    # the broker does not serve; it closes the connection before decoding).
+    outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)
+    crashes: int = 0
+    disagreements: int = 0
+    # Decoded alike but for an array count below -1: null here, as in Kafka; kafka-python
+    # reads an empty array.
+    negative_counts: int = 0
+    examples: list[str] = field(default_factory=list)
+
+
+def _tree(value: Any) -> Any:
+    """A decoded message as plain data, tags and unknown tags included."""
+    if hasattr(value, "_struct"):
+        version = value._version
+        out = {"tags": value.tags, "unknown_tags": value.unknown_tags}
+        for f in value._struct._fields:
+            if version is None or f.for_version_q(version):
+                out[f.name] = _tree(getattr(value, f.name))
+        return out
+    if isinstance(value, list):
+        return [_tree(item) for item in value]
+    return bytes(value) if isinstance(value, memoryview) else value
+
+
+def _differences(ours: Any, theirs: Any) -> set[str]:
+    """How two decoded trees differ: "negative count" where ours holds null and kafka-python's
+    an empty list, "apart" anywhere else."""
+    if isinstance(ours, dict) and isinstance(theirs, dict) and ours.keys() == theirs.keys():
+        return set().union(*(_differences(ours[k], theirs[k]) for k in ours))
+    if isinstance(ours, list) and isinstance(theirs, list) and len(ours) == len(theirs):
+        return set().union(*(_differences(a, b) for a, b in zip(ours, theirs, strict=True)))
+    if ours is None and theirs == []:
+        return {"negative count"}
+    return set() if ours == theirs else {"apart"}
+
+
+def fuzz_in_process(templates: Templates, total: int, seed: int) -> InProcessCounts:
+    """Decode spoiled frames here, with the broker's decoder and kafka-python's."""
+    counts = InProcessCounts()
+    rng = random.Random(seed)
+    for _ in range(total):
+        kind, frame, _ = spoil(templates, rng, 104_857_600)
+        counts.frames += 1
+        counts.kinds[kind] += 1
+        body = frame[4:]
+        try:
+            prefix = read_prefix(body)
+        except MalformedRequest:
+            counts.outcomes["not decoded", "not decoded"] += 1
+            continue
+        api = APIS.get(prefix.api_key)
+        if api is None or not api.min_version <= prefix.api_version <= api.max_version:
+            counts.outcomes["not decoded", "not decoded"] += 1
+            continue
+        ours: Any = None
+        try:
+            ours = decode_request(body, prefix)
+        except MalformedRequest:
+            pass
+        except Exception as exc:  # what the broker would log as an internal error
+            counts.crashes += 1
+            counts.examples.append(f"{api.name} v{prefix.api_version} {kind}: {exc!r}")
+            continue
+        theirs: Any = None
+        if prefix.api_key in COMPILED_APIS:
+            with contextlib.suppress(Exception):
+                theirs = REQUESTS[prefix.api_key].decode(
+                    body, version=prefix.api_version, header=True
+                )
+        else:
+            theirs = ours and ours.body
+        outcome = ("accepted" if ours else "refused", "accepted" if theirs else "refused")
+        counts.outcomes[outcome] += 1
+        differences = _differences(_tree(ours.body), _tree(theirs)) if ours and theirs else set()
+        if "apart" in differences:
+            counts.disagreements += 1
+            if len(counts.examples) < 20:
+                counts.examples.append(f"{api.name} v{prefix.api_version} {kind}: decoded apart")
+        elif differences:
+            counts.negative_counts += 1
+    return counts
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def _api_keys(names: list[str] | None) -> frozenset[int]:
+    if not names:
+        return frozenset(APIS)
+    if names == ["compiled"]:
+        return COMPILED_APIS
+    by_name = {api.name.lower(): api.key for api in APIS.values()}
+    unknown = [n for n in names if n.lower() not in by_name]
+    if unknown:
+        raise SystemExit(f"--apis: no API named {', '.join(unknown)}")
+    return frozenset(by_name[n.lower()] for n in names)
 
 
 def main() -> None:
@@ -497,14 +645,25 @@ def main() -> None:
     parser.add_argument(
         "--max-rss-mib", type=int, default=2048, help="stop early if the broker grows past this"
     )
+    parser.add_argument(
+        "--apis", nargs="+", help="API names to sample (Fetch, Heartbeat...), or: compiled"
+    )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="decode the frames here, beside kafka-python, instead of sending them",
+    )
     args = parser.parse_args()
 
-    templates = build_templates()
+    templates = build_templates(_api_keys(args.apis))
     print(
-        f"{len(templates.valid)} API versions, {len(templates.nulls)} null-injected"
+        f"{len(templates.valid)} sample requests, {len(templates.nulls)} null-injected"
         f" requests ({templates.unbuildable} fields could not be sent as null)",
         file=sys.stderr,
     )
+    if args.in_process:
+        _report_in_process(templates, args.frames, args.seed)
+        return
     with tempfile.TemporaryDirectory(prefix="herdless-fuzz-") as tmp:
         log_path = args.keep_log or Path(tmp) / "broker.log"
         broker = BrokerUnderTest(Path(tmp) / "data", log_path, _free_port())
@@ -533,6 +692,27 @@ def main() -> None:
         f"exit code on SIGTERM: {code}"
         + (f"\nstopped early: {counts.stopped_early}" if counts.stopped_early else "")
     )
+
+
+def _report_in_process(templates: Templates, total: int, seed: int) -> None:
+    started = time.monotonic()
+    counts = fuzz_in_process(templates, total, seed)
+    elapsed = time.monotonic() - started
+    kinds = ", ".join(f"{k} {counts.kinds[k]:,}" for k in KINDS)
+    outcomes = ", ".join(
+        f"{ours} here / {theirs} by kafka-python {n:,}"
+        for (ours, theirs), n in sorted(counts.outcomes.items())
+    )
+    print(
+        f"frames: {counts.frames:,} in {elapsed:.0f} s ({kinds})\n"
+        f"outcomes: {outcomes}\n"
+        f"crashes (an error other than MalformedRequest): {counts.crashes}\n"
+        f"accepted by both but decoded apart: {counts.disagreements}\n"
+        f"accepted by both, alike but for an array count below -1 (null here, as in Kafka;"
+        f" empty in kafka-python): {counts.negative_counts:,}"
+    )
+    for example in counts.examples[:20]:
+        print(f"  {example}")
 
 
 if __name__ == "__main__":

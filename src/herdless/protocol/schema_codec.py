@@ -16,10 +16,10 @@ by slot as its decoder fills them, so handlers see what they saw before; the tes
 both directions to kafka-python byte for byte and object for object.
 
 Differences from kafka-python, all on the side of Kafka's own parser: a length that runs
-past the frame is an error rather than a short string; a tagged field's value is read
-within the size its tag gives; a negative array length other than -1 reads as null, as
-in Kafka; and the records of a request are a memoryview of the frame instead of a copy
-(storage copies them once, to rewrite the base offset). A response's records may be a
+past the frame is an error rather than a short string; a negative array length other
+than -1 reads as null, as in Kafka, not as an empty array; and the records of a request
+are a memoryview of the frame instead of a copy (storage copies them once, to rewrite
+the base offset). A response's records may be a
 FileRegion: the encoder then returns the frame in chunks, the region between them.
 """
 
@@ -379,13 +379,12 @@ class _DecoderWriter:
         src.emit(ind, f"for _ in range({count}):")
         src.emit(ind + 1, f"{tag}, pos = {read}(data, pos)")
         src.emit(ind + 1, f"{size}, pos = {read}(data, pos)")
-        self.slice_end(ind + 1, end, size)
+        # A known tag's value is read by its own encoding, its size trusted no further,
+        # as Kafka's generated parsers read it; an unknown one is kept as its bytes.
         keyword = "if"
         for f in tagged:
             src.emit(ind + 1, f"{keyword} {tag} == {f.tag}:")
             self.value(ind + 2, f, f"{target}.{f.name}", path.child(f.name), nullable=True)
-            src.emit(ind + 2, f"if pos > {end}:")
-            src.emit(ind + 3, f"raise {src.const(Underrun, 'Underrun')}")
             src.emit(ind + 2, f"if {target}.tags is None:")
             src.emit(ind + 3, f"{target}.tags = set()")
             src.emit(ind + 2, f"{target}.tags.add({f.name!r})")
@@ -393,10 +392,11 @@ class _DecoderWriter:
         if tagged:
             src.emit(ind + 1, "else:")
         inner = ind + 2 if tagged else ind + 1
+        self.slice_end(inner, end, size)
         src.emit(inner, f"if {target}.unknown_tags is None:")
         src.emit(inner + 1, f"{target}.unknown_tags = {{}}")
         src.emit(inner, f"{target}.unknown_tags['_%d' % {tag}] = data[pos:{end}]")
-        src.emit(ind + 1, f"pos = {end}")
+        src.emit(inner, f"pos = {end}")
 
 
 def request_decoder(
