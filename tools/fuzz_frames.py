@@ -134,9 +134,23 @@ _PRIMITIVES: dict[str, Any] = {
 }
 
 
-def _primitive(type_str: str, records: bytes) -> Any:
+# What a consumer sends where the sample value 1 would have the broker refuse before it
+# reads anything: a follower's replica id, a leader epoch it does not have, a fetch
+# session that does not exist.
+_AS_A_CONSUMER = {
+    "replica_id": -1,
+    "current_leader_epoch": -1,
+    "last_fetched_epoch": -1,
+    "session_id": 0,
+    "session_epoch": -1,
+}
+# The topic id of samples built with no broker to ask (--in-process).
+ANY_TOPIC_ID = uuid.UUID(int=0x0123456789ABCDEF)
+
+
+def _primitive(type_str: str, records: bytes, topic_id: uuid.UUID) -> Any:
     if type_str == "uuid":
-        return uuid.UUID(int=0x0123456789ABCDEF)
+        return topic_id
     if type_str == "records":
         return records
     return _PRIMITIVES.get(type_str, 1)
@@ -147,7 +161,11 @@ def _fields(struct_field: Any, version: int) -> Iterator[Any]:
 
 
 def _sample(
-    struct_field: Any, version: int, null_at: tuple[str, ...], records: bytes
+    struct_field: Any,
+    version: int,
+    null_at: tuple[str, ...],
+    records: bytes,
+    topic_id: uuid.UUID,
 ) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for f in _fields(struct_field, version):
@@ -157,13 +175,16 @@ def _sample(
             continue
         rest = null_at[1:] if here else ()
         if f.is_struct_array():
-            values[f.name] = [f.data_class(**_sample(f.array_of, version, rest, records))]
+            inner = _sample(f.array_of, version, rest, records, topic_id)
+            values[f.name] = [f.data_class(**inner)]
         elif f.is_struct():
-            values[f.name] = f.data_class(**_sample(f, version, rest, records))
+            values[f.name] = f.data_class(**_sample(f, version, rest, records, topic_id))
         elif f.is_array():
-            values[f.name] = [_primitive(f.array_of.type_str, records)]
+            values[f.name] = [_primitive(f.array_of.type_str, records, topic_id)]
+        elif f.name in _AS_A_CONSUMER and f.type_str != "string":
+            values[f.name] = _AS_A_CONSUMER[f.name]
         else:
-            values[f.name] = _primitive(f.type_str, records)
+            values[f.name] = _primitive(f.type_str, records, topic_id)
     return values
 
 
@@ -226,7 +247,7 @@ class Templates:
     unbuildable: int = 0
 
 
-def build_templates(api_keys: frozenset[int]) -> Templates:
+def build_templates(api_keys: frozenset[int], topic_id: uuid.UUID = ANY_TOPIC_ID) -> Templates:
     templates = Templates()
     for api in APIS.values():
         if api.key not in api_keys:
@@ -240,7 +261,8 @@ def build_templates(api_keys: frozenset[int]) -> Templates:
                 schema_field._nullable_versions = ALWAYS_NULLABLE
                 _clear_encoders(cls._struct)
                 try:
-                    frame = _encode(cls, version, _sample(cls._struct, version, path, samples[0]))
+                    values = _sample(cls._struct, version, path, samples[0], topic_id)
+                    frame = _encode(cls, version, values)
                     templates.nulls.append((f"{label} {'.'.join(path)}=null", frame))
                 except Exception:
                     templates.unbuildable += 1
@@ -248,7 +270,7 @@ def build_templates(api_keys: frozenset[int]) -> Templates:
                     schema_field._nullable_versions = saved
                     _clear_encoders(cls._struct)
             for records in samples:
-                frame = _encode(cls, version, _sample(cls._struct, version, (), records))
+                frame = _encode(cls, version, _sample(cls._struct, version, (), records, topic_id))
                 templates.valid.append((label, frame))
                 if cls.flexible_version_q(version):
                     tagged = _with_unknown_tags(cls, version, frame)
@@ -475,8 +497,9 @@ async def run(
     return counts
 
 
-def seed(port: int) -> None:
-    """Give the samples' partition data of every codec, some of it from message sets."""
+def seed(port: int) -> uuid.UUID:
+    """Create the samples' topic and give its partition data of every codec, some of it
+    from message sets; the topic's id."""
     Topic = ProduceRequest.TopicProduceData
     # First a batch past fetch.ZERO_COPY_MIN_BYTES holding offset 1, which the samples fetch.
     sets = [(9, _records(value=bytes(1024), count=80))]
@@ -496,7 +519,7 @@ def seed(port: int) -> None:
 
         Create = CreateTopicsRequest.CreatableTopic
         created = call(
-            CreateTopicsRequest[4](
+            CreateTopicsRequest[7](
                 topics=[
                     Create(
                         name="fuzz",
@@ -511,7 +534,7 @@ def seed(port: int) -> None:
             ),
             CreateTopicsResponse,
         )
-        if created.topics[0].error_code not in (0, 36):  # 36: it exists already
+        if created.topics[0].error_code != 0:
             raise SystemExit(f"creating the topic got error {created.topics[0].error_code}")
         for version, records in sets:
             request = ProduceRequest[version](
@@ -528,6 +551,7 @@ def seed(port: int) -> None:
             code = call(request, ProduceResponse).responses[0].partition_responses[0].error_code
             if code != 0:
                 raise SystemExit(f"seeding Produce v{version} got error {code}")
+    return created.topics[0].topic_id
 
 
 @dataclass
@@ -624,6 +648,16 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _built(api_keys: frozenset[int], topic_id: uuid.UUID = ANY_TOPIC_ID) -> Templates:
+    templates = build_templates(api_keys, topic_id)
+    print(
+        f"{len(templates.valid)} sample requests, {len(templates.nulls)} null-injected"
+        f" requests ({templates.unbuildable} fields could not be sent as null)",
+        file=sys.stderr,
+    )
+    return templates
+
+
 def _api_keys(names: list[str] | None) -> frozenset[int]:
     if not names:
         return frozenset(APIS)
@@ -655,20 +689,15 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    templates = build_templates(_api_keys(args.apis))
-    print(
-        f"{len(templates.valid)} sample requests, {len(templates.nulls)} null-injected"
-        f" requests ({templates.unbuildable} fields could not be sent as null)",
-        file=sys.stderr,
-    )
+    api_keys = _api_keys(args.apis)
     if args.in_process:
-        _report_in_process(templates, args.frames, args.seed)
+        _report_in_process(_built(api_keys), args.frames, args.seed)
         return
     with tempfile.TemporaryDirectory(prefix="herdless-fuzz-") as tmp:
         log_path = args.keep_log or Path(tmp) / "broker.log"
         broker = BrokerUnderTest(Path(tmp) / "data", log_path, _free_port())
         broker.start()
-        seed(broker.port)
+        templates = _built(api_keys, seed(broker.port))
         started = time.monotonic()
         try:
             counts = asyncio.run(
