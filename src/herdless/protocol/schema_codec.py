@@ -56,6 +56,9 @@ _NO_TAGS = 0
 class Underrun(ValueError):
     """A length or count that runs past the end of the frame."""
 
+    def __init__(self) -> None:
+        super().__init__("a length or count runs past the end of the frame")
+
 
 def read_uvarint(data: bytes | bytearray, pos: int) -> tuple[int, int]:
     """An unsigned varint of at most 32 bits at `pos`, and the position after it."""
