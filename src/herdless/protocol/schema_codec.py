@@ -19,8 +19,8 @@ Differences from kafka-python, all on the side of Kafka's own parser: a length t
 past the frame is an error rather than a short string; a negative array length other
 than -1 reads as null, as in Kafka, not as an empty array; and the records of a request
 are a memoryview of the frame instead of a copy (storage copies them once, to rewrite
-the base offset). A response's records may be a
-FileRegion: the encoder then returns the frame in chunks, the region between them.
+the base offset). A response's records may be a FileRegion (regions.py): the encoder
+then returns the frame in chunks, the region between them, to be sent from its file.
 """
 
 from __future__ import annotations
@@ -46,7 +46,6 @@ _FIXED = {
     "float64": "d",
     "bool": "?",
 }
-_INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _ZERO_UUID = bytes(16)
 _UUID_SIZE = 16
@@ -117,20 +116,24 @@ class _Source:
         self._counter += 1
         return f"_{stem}{self._counter}"
 
-    def const(self, value: Any, stem: str) -> str:
-        """A global name bound to `value`, one per distinct value."""
-        key = (stem, id(value) if not isinstance(value, str | bytes | int) else value)
-        name = self._constants.get(key)
+    def const(self, value: Any, stem: str, key: Any = None) -> str:
+        """A global name bound to `value`: one per `key`, by default the value itself
+        (the object, for one that is not a str, bytes or int)."""
+        if key is None:
+            key = value if isinstance(value, str | bytes | int) else id(value)
+        name = self._constants.get((stem, key))
         if name is None:
-            name = self._constants[key] = self.var(stem)
+            name = self._constants[stem, key] = self.var(stem)
             self.names[name] = value
         return name
 
     def packer(self, fmt: str) -> str:
-        return self.const(struct.Struct(">" + fmt).pack, f"pack_{fmt.replace('?', 'o')}_")
+        """The name of a function packing the big-endian struct format `fmt`."""
+        return self.const(struct.Struct(">" + fmt).pack, "pack", key=fmt)
 
     def unpacker(self, fmt: str) -> str:
-        return self.const(struct.Struct(">" + fmt).unpack_from, f"unpack_{fmt.replace('?', 'o')}_")
+        """The name of a function unpacking `fmt` from (data, pos)."""
+        return self.const(struct.Struct(">" + fmt).unpack_from, "unpack", key=fmt)
 
     def emit(self, indent: int, text: str) -> None:
         self.lines.append("    " * indent + text)
