@@ -32,9 +32,9 @@ HARD_LIMIT_VERSION = 2
 TOPIC_IDS_VERSION = 13
 REPLICA_STATE_VERSION = 15
 # A partition's records are sent from the segment file (sendfile) from this size on, and
-# copied below it: a region costs a descriptor and a write of its own before and after,
-# which on loopback made fetches of one small batch cost the broker 30-60 us more CPU;
-# the two were even at 64-128 KiB (docs/benchmarks.md).
+# copied below it, where a region's own descriptor and the writes before and after it
+# cost as much as the copy they save: on loopback the two cost the broker alike up to a
+# few hundred KiB, and a 900 KB region a third of the copy (docs/benchmarks.md).
 ZERO_COPY_MIN_BYTES = 64 * 1024
 # Up to this version a storage error is told as NOT_LEADER_OR_FOLLOWER, the only one
 # such clients know to recover from by refreshing metadata.
