@@ -49,7 +49,17 @@ from rich.console import Console
 from rich.table import Table
 
 import simulated_members as sm
-from peers import BrokerError, PhaseError, create_topic, herdless, tansu
+from peers import (
+    BASELINE,
+    BrokerError,
+    PhaseError,
+    baseline_peer,
+    broker_cpu_seconds,
+    broker_rss_bytes,
+    create_topic,
+    herdless,
+    tansu,
+)
 
 BROKERS = ("herdless", "tansu")
 # The issue's setting for these runs: the first generation of a new group forms
@@ -69,58 +79,6 @@ T = TypeVar("T")
 
 
 # -- processes ---------------------------------------------------------------
-
-
-def _descendants() -> list[int]:
-    """Pids of the broker: this process's descendants in a session of their own.
-
-    bench/peers.py starts brokers with start_new_session; the latency probe
-    stays in our session, so its CPU is not counted as the broker's.
-    """
-    parents: dict[int, tuple[int, int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        # The command name may hold spaces and parentheses; fields resume after the last ')'.
-        fields = stat[stat.rfind(")") + 2 :].split()
-        parents[int(entry)] = (int(fields[1]), int(fields[3]))  # ppid, session
-    found: list[int] = []
-    frontier = [os.getpid()]
-    while frontier:
-        parent = frontier.pop()
-        children = [pid for pid, (ppid, _) in parents.items() if ppid == parent]
-        found += children
-        frontier += children
-    ours = os.getsid(0)
-    return [pid for pid in found if parents[pid][1] != ours]
-
-
-def broker_cpu_seconds() -> float:
-    """CPU seconds the broker process(es) used so far."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for pid in _descendants():
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        total += (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
-    return total
-
-
-def broker_rss_bytes() -> int:
-    total = 0
-    for pid in _descendants():
-        with contextlib.suppress(OSError):
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
-    return total
 
 
 class CpuMeter:
@@ -203,9 +161,12 @@ def raise_file_limit(wanted: int) -> int:
 
 
 @contextlib.contextmanager
-def start_broker(name: str, tmpdir: Path) -> Iterator[str]:
+def start_broker(name: str, tmpdir: Path, args: argparse.Namespace) -> Iterator[str]:
     if name == "herdless":
         with herdless(tmpdir, HERDLESS_ARGS) as bootstrap:
+            yield bootstrap
+    elif name == BASELINE:
+        with baseline_peer(args.baseline)(tmpdir, HERDLESS_ARGS) as bootstrap:
             yield bootstrap
     else:
         with tansu(tmpdir) as bootstrap:
@@ -382,7 +343,7 @@ def run_rounds(
             err_console.log(f"{phase} round {round_no}: {broker} ...")
             with tempfile.TemporaryDirectory(prefix=f"bench-groups-{broker}-") as tmp:
                 try:
-                    with start_broker(broker, Path(tmp)) as bootstrap:
+                    with start_broker(broker, Path(tmp), args) as bootstrap:
                         create_topic(bootstrap, TOPIC, args.topic_partitions)
                         for size in sizes:
                             r = asyncio.run(measure(bootstrap, broker, round_no, size, args))
@@ -556,7 +517,7 @@ def run_keepalive(args: argparse.Namespace) -> list[KeepAliveResult]:
         err_console.log(f"keepalive: {broker} ...")
         with tempfile.TemporaryDirectory(prefix=f"bench-groups-{broker}-") as tmp:
             try:
-                with start_broker(broker, Path(tmp)) as bootstrap:
+                with start_broker(broker, Path(tmp), args) as bootstrap:
                     create_topic(bootstrap, TOPIC, args.topic_partitions)
                     results.append(asyncio.run(keepalive_ramp(bootstrap, broker, args)))
             except (BrokerError, PhaseError, sm.ProtocolError, OSError, TimeoutError) as exc:
@@ -944,7 +905,7 @@ class Section:
 
 
 def rebalance_section(results: list[RebalanceResult], args: argparse.Namespace) -> Section:
-    both = set(args.brokers) == set(BROKERS)
+    both = set(BROKERS) <= set(args.brokers)
     headers = ["members", "measure", *[f"{b} s" for b in args.brokers]]
     if both:
         headers.append("herdless / tansu")
@@ -1083,10 +1044,10 @@ def keepalive_section(results: list[KeepAliveResult], args: argparse.Namespace) 
 
 
 def commits_section(results: list[CommitResult], args: argparse.Namespace) -> Section:
-    both = set(args.brokers) == set(BROKERS)
+    # Each herdless tree against tansu: the working tree's, and the baseline's if any.
+    herdlesses = [b for b in args.brokers if b != "tansu"] if "tansu" in args.brokers else []
     headers = ["committers", *[f"{b} commits/s" for b in args.brokers]]
-    if both:
-        headers.append("herdless / tansu")
+    headers += [f"{b} / tansu" for b in herdlesses]
     headers += [f"{b} p50 / p99 ms" for b in args.brokers]
     rows = []
     for k in args.committers:
@@ -1103,8 +1064,8 @@ def commits_section(results: list[CommitResult], args: argparse.Namespace) -> Se
                     0,
                 )
             )
-        if both:
-            ratios = paired_ratio(mine, "commits_per_s", key=lambda r: r.round)
+        for b in herdlesses:
+            ratios = paired_ratio(mine, "commits_per_s", key=lambda r: r.round, num=b)
             row.append(with_rounds(ratios, None) if ratios else "—")
         for b in args.brokers:
             ok = [r for r in mine if r.broker == b and r.error is None]
@@ -1284,9 +1245,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     g.add_argument(
         "--load-writers", type=int, default=8, help="concurrent OffsetCommit connections"
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="also run herdless from this checkout of an earlier commit, as herdless-base"
+        " (rounds alternate; commits give its ratio to tansu too)",
+    )
     parser.add_argument("--markdown", action="store_true", help="also print Markdown tables")
     parser.add_argument("--json", type=Path, help="write every measurement to this file")
     args = parser.parse_args(argv)
+    if args.baseline is not None:
+        args.brokers.append(BASELINE)
     args.brokers = list(dict.fromkeys(args.brokers))
     return args
 

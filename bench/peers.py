@@ -10,13 +10,14 @@ quotes the end of that log so a failed run explains itself.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from confluent_kafka import KafkaError, KafkaException
@@ -179,13 +180,17 @@ def tansu(tmpdir: Path | str) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def herdless(tmpdir: Path | str, extra_args: Sequence[str] = ()) -> Iterator[str]:
+def herdless(
+    tmpdir: Path | str, extra_args: Sequence[str] = (), src: Path = SRC_DIR
+) -> Iterator[str]:
     """Run ``python -m herdless serve`` on loopback; yield its bootstrap address.
 
     ``extra_args`` go after the serve options, e.g.
     ``["--set", "group.initial.rebalance.delay.ms=0"]``. The data directory is
     ``<tmpdir>/data``, so entering this again with the same ``tmpdir``
-    restarts the broker on the data the last one left.
+    restarts the broker on the data the last one left. ``src`` is the tree
+    measured: this repository's by default, another checkout's ``src/`` for a
+    baseline.
     """
     tmpdir = Path(tmpdir)
     data_dir = tmpdir / "data"
@@ -205,12 +210,77 @@ def herdless(tmpdir: Path | str, extra_args: Sequence[str] = ()) -> Iterator[str
         *extra_args,
     ]
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC_DIR), env.get("PYTHONPATH", "")) if p)
+    # The tree measured comes first on the path, before any other PYTHONPATH entry.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(src), env.get("PYTHONPATH", "")) if p)
     with _broker_process("herdless", cmd, port, tmpdir, env=env) as bootstrap:
         yield bootstrap
 
 
 PEERS = {"herdless": herdless, "tansu": tansu}
+
+# A second herdless tree run beside the working tree, to measure a change before and
+# after in one run: `--baseline DIR` names a checkout of the earlier commit.
+BASELINE = "herdless-base"
+
+
+def baseline_peer(checkout: Path) -> Callable[..., contextlib.AbstractContextManager[str]]:
+    """herdless from another checkout (its ``src/``), e.g. ``git worktree add /tmp/b REV``."""
+    src = checkout / "src"
+    if not (src / "herdless").is_dir():
+        raise SystemExit(f"--baseline {checkout}: no src/herdless there")
+    return functools.partial(herdless, src=src)
+
+
+def _descendants() -> list[int]:
+    """Pids of the brokers: this process's descendants in a session of their own.
+
+    Brokers start with start_new_session; a helper process that stays in our session
+    (a latency probe) is not counted as a broker.
+    """
+    parents: dict[int, tuple[int, int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        # The command name may hold spaces and parentheses; fields resume after the last ')'.
+        fields = stat[stat.rfind(")") + 2 :].split()
+        parents[int(entry)] = (int(fields[1]), int(fields[3]))  # ppid, session
+    found: list[int] = []
+    frontier = [os.getpid()]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, (ppid, _) in parents.items() if ppid == parent]
+        found += children
+        frontier += children
+    ours = os.getsid(0)
+    return [pid for pid in found if parents[pid][1] != ours]
+
+
+def broker_cpu_seconds() -> float:
+    """CPU seconds the broker process(es) used so far."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in _descendants():
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        total += (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+    return total
+
+
+def broker_rss_bytes() -> int:
+    total = 0
+    for pid in _descendants():
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+    return total
 
 
 class PhaseError(RuntimeError):

@@ -39,7 +39,15 @@ from confluent_kafka import (
 from rich.console import Console
 from rich.table import Table
 
-from peers import PEERS, BrokerError, PhaseError, create_topic
+from peers import (
+    BASELINE,
+    PEERS,
+    BrokerError,
+    PhaseError,
+    baseline_peer,
+    broker_cpu_seconds,
+    create_topic,
+)
 
 MIB = 1024 * 1024
 # Throughput is reported in MB/s (10**6 bytes of record values per second), the
@@ -58,6 +66,10 @@ class Measurement:
     round: int
     produce_mb_s: float | None = None
     consume_mb_s: float | None = None
+    # The broker's CPU seconds per GiB of record values, user and system: what the
+    # rates above cost it, which the machine's other load does not change.
+    produce_cpu_s_per_gib: float | None = None
+    consume_cpu_s_per_gib: float | None = None
     records: int = 0
     error: str | None = None
 
@@ -179,6 +191,10 @@ def consume(
             "group.id": f"bench-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
+            # When its queue of fetched records is full (the application reads them more
+            # slowly than a broker delivers), librdkafka stops fetching for this long,
+            # 1 s by default: with a fast broker the phase measured that pause.
+            "fetch.queue.backoff.ms": 10,
         }
     )
     received = 0
@@ -233,6 +249,8 @@ def run_one(name: str, round_no: int, settings: Settings) -> Measurement:
         try:
             with PEERS[name](Path(tmp)) as bootstrap:
                 create_topic(bootstrap, topic, settings.partitions, settings.stall)
+                gib = settings.mib / 1024
+                cpu = broker_cpu_seconds()
                 seconds = produce(
                     bootstrap,
                     topic,
@@ -242,11 +260,14 @@ def run_one(name: str, round_no: int, settings: Settings) -> Measurement:
                     settings.stall,
                 )
                 result.produce_mb_s = count * settings.record_size / seconds / MB
+                result.produce_cpu_s_per_gib = (broker_cpu_seconds() - cpu) / gib
                 result.records = count
+                cpu = broker_cpu_seconds()
                 seconds, value_bytes = consume(
                     bootstrap, topic, settings.partitions, count, settings.timeout, settings.stall
                 )
                 result.consume_mb_s = value_bytes / seconds / MB
+                result.consume_cpu_s_per_gib = (broker_cpu_seconds() - cpu) / gib
         except (BrokerError, PhaseError, KafkaException) as exc:
             result.error = f"{type(exc).__name__}: {exc}"
     return result
@@ -278,6 +299,8 @@ def summary_rows(results: list[Measurement], brokers: list[str]) -> list[list[st
         mine = [r for r in results if r.broker == name]
         prod = [r.produce_mb_s for r in mine if r.produce_mb_s is not None]
         cons = [r.consume_mb_s for r in mine if r.consume_mb_s is not None]
+        prod_cpu = [r.produce_cpu_s_per_gib for r in mine if r.produce_cpu_s_per_gib is not None]
+        cons_cpu = [r.consume_cpu_s_per_gib for r in mine if r.consume_cpu_s_per_gib is not None]
         rows.append(
             [
                 name,
@@ -285,24 +308,35 @@ def summary_rows(results: list[Measurement], brokers: list[str]) -> list[list[st
                 " ".join(fmt(v) for v in prod) or "failed",
                 fmt(median_or_none(cons)),
                 " ".join(fmt(v) for v in cons) or "failed",
+                f"{fmt(median_or_none(prod_cpu), 2)} / {fmt(median_or_none(cons_cpu), 2)}",
             ]
         )
-    if "herdless" in brokers and "tansu" in brokers:
-        prod_r = paired_ratios(results, "produce_mb_s")
-        cons_r = paired_ratios(results, "consume_mb_s")
-        rows.append(
-            [
-                "herdless / tansu",
-                fmt(median_or_none(prod_r), 3),
-                " ".join(fmt(v, 3) for v in prod_r) or "—",
-                fmt(median_or_none(cons_r), 3),
-                " ".join(fmt(v, 3) for v in cons_r) or "—",
-            ]
-        )
+    if "tansu" in brokers:
+        # Each herdless tree against tansu: the working tree's, and the baseline's if any.
+        for name in (b for b in brokers if b != "tansu"):
+            prod_r = paired_ratios(results, "produce_mb_s", num=name)
+            cons_r = paired_ratios(results, "consume_mb_s", num=name)
+            rows.append(
+                [
+                    f"{name} / tansu",
+                    fmt(median_or_none(prod_r), 3),
+                    " ".join(fmt(v, 3) for v in prod_r) or "—",
+                    fmt(median_or_none(cons_r), 3),
+                    " ".join(fmt(v, 3) for v in cons_r) or "—",
+                    "",
+                ]
+            )
     return rows
 
 
-HEADERS = ["broker", "produce MB/s", "produce rounds", "consume MB/s", "consume rounds"]
+HEADERS = [
+    "broker",
+    "produce MB/s",
+    "produce rounds",
+    "consume MB/s",
+    "consume rounds",
+    "broker CPU s/GiB (produce / consume)",
+]
 
 
 def print_table(rows: list[list[str]], settings: Settings) -> None:
@@ -313,7 +347,8 @@ def print_table(rows: list[list[str]], settings: Settings) -> None:
         ),
         caption=(
             "MB/s: median, 10^6 bytes of record values per second; "
-            "herdless / tansu: median of per-round ratios"
+            "herdless / tansu: median of per-round ratios; "
+            "broker CPU: median seconds per GiB of record values"
         ),
     )
     for i, header in enumerate(HEADERS):
@@ -353,9 +388,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="keep running a broker's later rounds after one failed",
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="also run herdless from this checkout of an earlier commit, as herdless-base",
+    )
     parser.add_argument("--markdown", action="store_true", help="also print a Markdown table")
     parser.add_argument("--json", type=Path, help="write every measurement to this file")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.baseline is not None:
+        PEERS[BASELINE] = baseline_peer(args.baseline)
+        args.brokers.append(BASELINE)
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,6 +12,11 @@ then spoiled one of five ways:
              or beyond socket.request.max.bytes
   null       a field the schema says is never null sent as null (-1 / 0 length)
 
+Flexible versions are also sampled with unknown tagged fields in the request header's
+tag section and the message's own (as a newer client may send them), and spoiled the
+same ways. `--apis` keeps some APIs only: `--apis compiled` those whose requests and
+responses go through the code written per version from the schemas (schema_codec.py).
+
 Each frame is followed, on the same connection, by an ApiVersions probe: an answer
 means the broker read the frame, dealt with it and kept the connection; a close
 means it closed that connection. Counted: frames, closes, probe timeouts, broker
@@ -20,10 +25,19 @@ the broker's resident memory (peak and last).
 
 Before the fuzzing, the partition the samples name (topic "fuzz", partition 1) is
 given batches of every codec and up-converted message sets, so that fetches of
-every version read real data (Fetch v0-v3 down-convert it) and ListOffsets finds it.
+every version read real data (Fetch v0-v3 down-convert it) and ListOffsets finds it;
+the batch holding the offset the samples fetch is large enough to be sent from its
+segment file (sendfile), so Fetch answers take the zero-copy path.
+
+`--in-process` sends nothing: each spoiled frame is decoded in this process, by
+codec.decode_request and, for the compiled APIs, by kafka-python too, and the two
+outcomes are tallied side by side. A decode that raises anything but MalformedRequest,
+or two decoders that both accept a frame and disagree, is counted and shown.
 
     python tools/fuzz_frames.py --frames 1000000
     python tools/fuzz_frames.py --frames 20000 --seed 7 --keep-log fuzz.log
+    python tools/fuzz_frames.py --frames 100000 --apis compiled
+    python tools/fuzz_frames.py --frames 1000000 --in-process --apis compiled
 """
 
 from __future__ import annotations
@@ -53,7 +67,14 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from herdless.broker.apis import APIS
-from herdless.protocol.codec import REQUESTS
+from herdless.protocol.codec import (
+    COMPILED_APIS,
+    REQUESTS,
+    MalformedRequest,
+    decode_request,
+    read_prefix,
+)
+from herdless.protocol.schema_codec import uvarint
 
 KINDS = ("truncated", "bitflip", "inflated", "oversized", "null")
 PROBE = struct.pack(">hhih", 18, 0, 0x7FFF_0000, 5) + b"probe"
@@ -61,7 +82,7 @@ PROBE_TIMEOUT_S = 10.0
 ALWAYS_NULLABLE = (0, 32767)
 
 
-def _records(compression: int = 0) -> bytes:
+def _records(compression: int = 0, value: bytes = b"fuzz", count: int = 2) -> bytes:
     builder = DefaultRecordBatchBuilder(
         magic=2,
         compression_type=compression,
@@ -69,10 +90,11 @@ def _records(compression: int = 0) -> bytes:
         producer_id=-1,
         producer_epoch=-1,
         base_sequence=-1,
-        batch_size=1 << 16,
+        batch_size=1 << 24,
     )
-    builder.append(0, timestamp=1_700_000_000_000, key=b"k", value=b"fuzz", headers=[])
-    builder.append(1, timestamp=1_700_000_000_001, key=None, value=b"fuzz", headers=[])
+    for i in range(count):
+        key = b"k" if i == 0 else None
+        builder.append(i, timestamp=1_700_000_000_000 + i, key=key, value=value, headers=[])
     return bytes(builder.build())
 
 
@@ -112,9 +134,23 @@ _PRIMITIVES: dict[str, Any] = {
 }
 
 
-def _primitive(type_str: str, records: bytes) -> Any:
+# What a consumer sends where the sample value 1 would have the broker refuse before it
+# reads anything: a follower's replica id, a leader epoch it does not have, a fetch
+# session that does not exist.
+_AS_A_CONSUMER = {
+    "replica_id": -1,
+    "current_leader_epoch": -1,
+    "last_fetched_epoch": -1,
+    "session_id": 0,
+    "session_epoch": -1,
+}
+# The topic id of samples built with no broker to ask (--in-process).
+ANY_TOPIC_ID = uuid.UUID(int=0x0123456789ABCDEF)
+
+
+def _primitive(type_str: str, records: bytes, topic_id: uuid.UUID) -> Any:
     if type_str == "uuid":
-        return uuid.UUID(int=0x0123456789ABCDEF)
+        return topic_id
     if type_str == "records":
         return records
     return _PRIMITIVES.get(type_str, 1)
@@ -125,7 +161,11 @@ def _fields(struct_field: Any, version: int) -> Iterator[Any]:
 
 
 def _sample(
-    struct_field: Any, version: int, null_at: tuple[str, ...], records: bytes
+    struct_field: Any,
+    version: int,
+    null_at: tuple[str, ...],
+    records: bytes,
+    topic_id: uuid.UUID,
 ) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for f in _fields(struct_field, version):
@@ -135,13 +175,16 @@ def _sample(
             continue
         rest = null_at[1:] if here else ()
         if f.is_struct_array():
-            values[f.name] = [f.data_class(**_sample(f.array_of, version, rest, records))]
+            inner = _sample(f.array_of, version, rest, records, topic_id)
+            values[f.name] = [f.data_class(**inner)]
         elif f.is_struct():
-            values[f.name] = f.data_class(**_sample(f, version, rest, records))
+            values[f.name] = f.data_class(**_sample(f, version, rest, records, topic_id))
         elif f.is_array():
-            values[f.name] = [_primitive(f.array_of.type_str, records)]
+            values[f.name] = [_primitive(f.array_of.type_str, records, topic_id)]
+        elif f.name in _AS_A_CONSUMER and f.type_str != "string":
+            values[f.name] = _AS_A_CONSUMER[f.name]
         else:
-            values[f.name] = _primitive(f.type_str, records)
+            values[f.name] = _primitive(f.type_str, records, topic_id)
     return values
 
 
@@ -171,10 +214,30 @@ def _clear_encoders(struct_field: Any) -> None:
         struct_field._compiled_encoders.clear()
 
 
+CLIENT_ID = "fuzz"
+# Where a request header's tag section starts: key, version, correlation id, client id.
+_HEADER_TAGS_AT = 2 + 2 + 4 + 2 + len(CLIENT_ID)
+# Two tags no schema knows, one of them empty.
+_UNKNOWN_TAGS = b"\x02" + uvarint(100) + b"\x03abc" + uvarint(7000) + b"\x00"
+
+
 def _encode(cls: Any, version: int, values: dict[str, Any]) -> bytes:
     request = cls[version](**values)
-    request.with_header(correlation_id=1, client_id="fuzz")
+    request.with_header(correlation_id=1, client_id=CLIENT_ID)
     return bytes(request.encode(header=True))
+
+
+def _with_unknown_tags(cls: Any, version: int, frame: bytes) -> bytes:
+    """The frame with unknown tags in the header's tag section, and in the message's own
+    when that one is empty (kafka-python's encoder writes none)."""
+    assert frame[_HEADER_TAGS_AT] == 0, "a header with tagged fields already"
+    frame = frame[:_HEADER_TAGS_AT] + _UNKNOWN_TAGS + frame[_HEADER_TAGS_AT + 1 :]
+    if frame[-1] == 0:
+        candidate = frame[:-1] + _UNKNOWN_TAGS
+        with contextlib.suppress(Exception):
+            if cls.decode(candidate, version=version, header=True).unknown_tags:
+                return candidate
+    return frame
 
 
 @dataclass
@@ -184,9 +247,11 @@ class Templates:
     unbuildable: int = 0
 
 
-def build_templates() -> Templates:
+def build_templates(api_keys: frozenset[int], topic_id: uuid.UUID = ANY_TOPIC_ID) -> Templates:
     templates = Templates()
     for api in APIS.values():
+        if api.key not in api_keys:
+            continue
         cls = REQUESTS[api.key]
         for version in range(api.min_version, api.max_version + 1):
             label = f"{api.name} v{version}"
@@ -196,7 +261,8 @@ def build_templates() -> Templates:
                 schema_field._nullable_versions = ALWAYS_NULLABLE
                 _clear_encoders(cls._struct)
                 try:
-                    frame = _encode(cls, version, _sample(cls._struct, version, path, samples[0]))
+                    values = _sample(cls._struct, version, path, samples[0], topic_id)
+                    frame = _encode(cls, version, values)
                     templates.nulls.append((f"{label} {'.'.join(path)}=null", frame))
                 except Exception:
                     templates.unbuildable += 1
@@ -204,9 +270,11 @@ def build_templates() -> Templates:
                     schema_field._nullable_versions = saved
                     _clear_encoders(cls._struct)
             for records in samples:
-                templates.valid.append(
-                    (label, _encode(cls, version, _sample(cls._struct, version, (), records)))
-                )
+                frame = _encode(cls, version, _sample(cls._struct, version, (), records, topic_id))
+                templates.valid.append((label, frame))
+                if cls.flexible_version_q(version):
+                    tagged = _with_unknown_tags(cls, version, frame)
+                    templates.valid.append((f"{label} with unknown tags", tagged))
     return templates
 
 
@@ -429,10 +497,13 @@ async def run(
     return counts
 
 
-def seed(port: int) -> None:
-    """Give the samples' partition data of every codec, some of it from message sets."""
+def seed(port: int) -> uuid.UUID:
+    """Create the samples' topic and give its partition data of every codec, some of it
+    from message sets; the topic's id."""
     Topic = ProduceRequest.TopicProduceData
-    sets = [(9, _records(c)) for c in (0, GZIP, 2, 3, ZSTD)]
+    # First a batch past fetch.ZERO_COPY_MIN_BYTES holding offset 1, which the samples fetch.
+    sets = [(9, _records(value=bytes(1024), count=80))]
+    sets += [(9, _records(c)) for c in (0, GZIP, 2, 3, ZSTD)]
     sets += [(2, _message_set(1, GZIP)), (1, _message_set(1, 3)), (0, _message_set(0, 2))]
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
         reader = sock.makefile("rb")
@@ -448,7 +519,7 @@ def seed(port: int) -> None:
 
         Create = CreateTopicsRequest.CreatableTopic
         created = call(
-            CreateTopicsRequest[4](
+            CreateTopicsRequest[7](
                 topics=[
                     Create(
                         name="fuzz",
@@ -463,7 +534,7 @@ def seed(port: int) -> None:
             ),
             CreateTopicsResponse,
         )
-        if created.topics[0].error_code not in (0, 36):  # 36: it exists already
+        if created.topics[0].error_code != 0:
             raise SystemExit(f"creating the topic got error {created.topics[0].error_code}")
         for version, records in sets:
             request = ProduceRequest[version](
@@ -480,12 +551,123 @@ def seed(port: int) -> None:
             code = call(request, ProduceResponse).responses[0].partition_responses[0].error_code
             if code != 0:
                 raise SystemExit(f"seeding Produce v{version} got error {code}")
+    return created.topics[0].topic_id
+
+
+@dataclass
+class InProcessCounts:
+    frames: int = 0
+    kinds: Counter[str] = field(default_factory=Counter)
+    # (our outcome, kafka-python's): accepted, refused, or not decoded (a key or version
+    # the broker does not serve; it closes the connection before decoding).
+    outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)
+    crashes: int = 0
+    disagreements: int = 0
+    # Decoded alike but for an array count below -1: null here, as in Kafka; kafka-python
+    # reads an empty array.
+    negative_counts: int = 0
+    examples: list[str] = field(default_factory=list)
+
+
+def _tree(value: Any) -> Any:
+    """A decoded message as plain data, tags and unknown tags included."""
+    if hasattr(value, "_struct"):
+        version = value._version
+        out = {"tags": value.tags, "unknown_tags": value.unknown_tags}
+        for f in value._struct._fields:
+            if version is None or f.for_version_q(version):
+                out[f.name] = _tree(getattr(value, f.name))
+        return out
+    if isinstance(value, list):
+        return [_tree(item) for item in value]
+    return bytes(value) if isinstance(value, memoryview) else value
+
+
+def _differences(ours: Any, theirs: Any) -> set[str]:
+    """How two decoded trees differ: "negative count" where ours holds null and kafka-python's
+    an empty list, "apart" anywhere else."""
+    if isinstance(ours, dict) and isinstance(theirs, dict) and ours.keys() == theirs.keys():
+        return set().union(*(_differences(ours[k], theirs[k]) for k in ours))
+    if isinstance(ours, list) and isinstance(theirs, list) and len(ours) == len(theirs):
+        return set().union(*(_differences(a, b) for a, b in zip(ours, theirs, strict=True)))
+    if ours is None and theirs == []:
+        return {"negative count"}
+    return set() if ours == theirs else {"apart"}
+
+
+def fuzz_in_process(templates: Templates, total: int, seed: int) -> InProcessCounts:
+    """Decode spoiled frames here, with the broker's decoder and kafka-python's."""
+    counts = InProcessCounts()
+    rng = random.Random(seed)
+    for _ in range(total):
+        kind, frame, _ = spoil(templates, rng, 104_857_600)
+        counts.frames += 1
+        counts.kinds[kind] += 1
+        body = frame[4:]
+        try:
+            prefix = read_prefix(body)
+        except MalformedRequest:
+            counts.outcomes["not decoded", "not decoded"] += 1
+            continue
+        api = APIS.get(prefix.api_key)
+        if api is None or not api.min_version <= prefix.api_version <= api.max_version:
+            counts.outcomes["not decoded", "not decoded"] += 1
+            continue
+        ours: Any = None
+        try:
+            ours = decode_request(body, prefix)
+        except MalformedRequest:
+            pass
+        except Exception as exc:  # what the broker would log as an internal error
+            counts.crashes += 1
+            counts.examples.append(f"{api.name} v{prefix.api_version} {kind}: {exc!r}")
+            continue
+        theirs: Any = None
+        if prefix.api_key in COMPILED_APIS:
+            with contextlib.suppress(Exception):
+                theirs = REQUESTS[prefix.api_key].decode(
+                    body, version=prefix.api_version, header=True
+                )
+        else:
+            theirs = ours and ours.body
+        outcome = ("accepted" if ours else "refused", "accepted" if theirs else "refused")
+        counts.outcomes[outcome] += 1
+        differences = _differences(_tree(ours.body), _tree(theirs)) if ours and theirs else set()
+        if "apart" in differences:
+            counts.disagreements += 1
+            if len(counts.examples) < 20:
+                counts.examples.append(f"{api.name} v{prefix.api_version} {kind}: decoded apart")
+        elif differences:
+            counts.negative_counts += 1
+    return counts
 
 
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def _built(api_keys: frozenset[int], topic_id: uuid.UUID = ANY_TOPIC_ID) -> Templates:
+    templates = build_templates(api_keys, topic_id)
+    print(
+        f"{len(templates.valid)} sample requests, {len(templates.nulls)} null-injected"
+        f" requests ({templates.unbuildable} fields could not be sent as null)",
+        file=sys.stderr,
+    )
+    return templates
+
+
+def _api_keys(names: list[str] | None) -> frozenset[int]:
+    if not names:
+        return frozenset(APIS)
+    if names == ["compiled"]:
+        return COMPILED_APIS
+    by_name = {api.name.lower(): api.key for api in APIS.values()}
+    unknown = [n for n in names if n.lower() not in by_name]
+    if unknown:
+        raise SystemExit(f"--apis: no API named {', '.join(unknown)}")
+    return frozenset(by_name[n.lower()] for n in names)
 
 
 def main() -> None:
@@ -497,19 +679,25 @@ def main() -> None:
     parser.add_argument(
         "--max-rss-mib", type=int, default=2048, help="stop early if the broker grows past this"
     )
+    parser.add_argument(
+        "--apis", nargs="+", help="API names to sample (Fetch, Heartbeat...), or: compiled"
+    )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="decode the frames here, beside kafka-python, instead of sending them",
+    )
     args = parser.parse_args()
 
-    templates = build_templates()
-    print(
-        f"{len(templates.valid)} API versions, {len(templates.nulls)} null-injected"
-        f" requests ({templates.unbuildable} fields could not be sent as null)",
-        file=sys.stderr,
-    )
+    api_keys = _api_keys(args.apis)
+    if args.in_process:
+        _report_in_process(_built(api_keys), args.frames, args.seed)
+        return
     with tempfile.TemporaryDirectory(prefix="herdless-fuzz-") as tmp:
         log_path = args.keep_log or Path(tmp) / "broker.log"
         broker = BrokerUnderTest(Path(tmp) / "data", log_path, _free_port())
         broker.start()
-        seed(broker.port)
+        templates = _built(api_keys, seed(broker.port))
         started = time.monotonic()
         try:
             counts = asyncio.run(
@@ -533,6 +721,27 @@ def main() -> None:
         f"exit code on SIGTERM: {code}"
         + (f"\nstopped early: {counts.stopped_early}" if counts.stopped_early else "")
     )
+
+
+def _report_in_process(templates: Templates, total: int, seed: int) -> None:
+    started = time.monotonic()
+    counts = fuzz_in_process(templates, total, seed)
+    elapsed = time.monotonic() - started
+    kinds = ", ".join(f"{k} {counts.kinds[k]:,}" for k in KINDS)
+    outcomes = ", ".join(
+        f"{ours} here / {theirs} by kafka-python {n:,}"
+        for (ours, theirs), n in sorted(counts.outcomes.items())
+    )
+    print(
+        f"frames: {counts.frames:,} in {elapsed:.0f} s ({kinds})\n"
+        f"outcomes: {outcomes}\n"
+        f"crashes (an error other than MalformedRequest): {counts.crashes}\n"
+        f"accepted by both but decoded apart: {counts.disagreements}\n"
+        f"accepted by both, alike but for an array count below -1 (null here, as in Kafka;"
+        f" empty in kafka-python): {counts.negative_counts:,}"
+    )
+    for example in counts.examples[:20]:
+        print(f"  {example}")
 
 
 if __name__ == "__main__":

@@ -95,6 +95,10 @@ class ClusterMetadata:
         state = self.partition_state(topic, partition)
         return None if state is None else self._brokers.get(state.leader)
 
+    def partition_count(self, name: str) -> int | None:
+        assignment = self._topics.get(name)
+        return None if assignment is None else len(assignment.replicas)
+
     def topic(self, name: str) -> TopicMetadata | None:
         assignment = self._topics.get(name)
         if assignment is None:

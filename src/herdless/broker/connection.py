@@ -25,6 +25,7 @@ from herdless.broker.apis import API_VERSIONS_KEY, APIS, unsupported_api_version
 from herdless.broker.context import BrokerContext
 from herdless.broker.limited_warnings import LimitedWarnings
 from herdless.broker.metrics import BrokerMetrics
+from herdless.broker.response_writer import ResponseWriter, TruncatedRegion
 from herdless.protocol.codec import (
     FRAME_SIZE,
     MalformedRequest,
@@ -35,7 +36,7 @@ from herdless.protocol.codec import (
     read_prefix,
 )
 from herdless.protocol.errors import ErrorCode
-from herdless.protocol.validate import null_violation
+from herdless.protocol.regions import Chunk
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,7 @@ class Connection:
         self._metrics = metrics
         self._reader = reader
         self._writer = writer
+        self._responses = ResponseWriter(writer)
         self._warnings = warnings or LimitedWarnings(log)
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
@@ -94,7 +96,7 @@ class Connection:
                 await self._handle(frame)
         except _GONE:
             pass  # the client went away
-        except ConnectionClosed as exc:
+        except (ConnectionClosed, TruncatedRegion) as exc:
             self._warnings.warn(self._warned_as, f"closing connection from {self.peer}: {exc}")
         except asyncio.CancelledError:
             if self._expired is not None:
@@ -108,6 +110,7 @@ class Connection:
                 self._watchdog.cancel()
             if isinstance(self._reader, HangUpReader):
                 self._reader.on_hang_up = None
+            self._responses.close()
             self._writer.close()
 
     def _hung_up(self, serving: asyncio.Task[None] | None) -> None:
@@ -194,9 +197,8 @@ class Connection:
             request = decode_request(frame, prefix, self.host)
         except MalformedRequest as exc:
             raise ConnectionClosed(str(exc)) from None
-        null_field = null_violation(request.body, request.api_version)
-        if null_field is not None:
-            await self._refuse(api.key, api.name, request, null_field)
+        if request.null_field is not None:
+            await self._refuse(api.key, api.name, request, request.null_field)
             return
         started = time.perf_counter()
         response = await api.handler(self._context, request)
@@ -215,9 +217,8 @@ class Connection:
         self._warnings.warn(self._warned_as, message)
         await self._send(answer)
 
-    async def _send(self, data: bytes) -> None:
-        self._writer.write(data)
-        await self._writer.drain()
+    async def _send(self, chunks: list[Chunk]) -> None:
+        await self._responses.send(chunks)
 
 
 class HangUpReader(asyncio.StreamReader):

@@ -1,7 +1,9 @@
 """The process's file limit, shared between sockets and the segment files of partitions.
 
 The soft limit is raised to the hard one, as far as the system lets us. A share is
-kept for client connections, replica fetchers, ZooKeeper and the odd file; the rest
+kept for client connections, replica fetchers, ZooKeeper, the records of Fetch answers
+on their way to sendfile (each region holds a descriptor until sent; one that cannot
+get one is copied instead) and the odd file; the rest
 bounds how many descriptors segment files may hold at once (storage/descriptors.py):
 the segments used least recently are closed to stay within it, so the number of
 partitions a broker hosts is not bounded by the file limit.

@@ -59,6 +59,10 @@ class MetadataView(Protocol):
 
     def topic(self, name: str) -> TopicMetadata | None: ...
 
+    def partition_count(self, name: str) -> int | None:
+        """How many partitions the topic has (numbered from 0), without describing each."""
+        ...
+
     def topic_name(self, topic_id: uuid.UUID) -> str | None: ...
 
 
@@ -90,6 +94,10 @@ class LocalMetadata:
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         topic = self._logs.topic_by_id(topic_id)
         return None if topic is None else topic.name
+
+    def partition_count(self, name: str) -> int | None:
+        topic = self._logs.topics.get(name)
+        return None if topic is None else topic.partition_count
 
     def topic(self, name: str) -> TopicMetadata | None:
         topic = self._logs.topics.get(name)

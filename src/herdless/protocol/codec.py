@@ -1,7 +1,9 @@
-"""Requests in, responses out, with kafka-python's classes generated from Kafka's schemas.
+"""Requests in, responses out, as kafka-python's classes generated from Kafka's schemas.
 
-Server side we decode requests and encode responses; those classes carry every
-version, flexible ones included, so herdless writes no per-field codec.
+Server side we decode requests and encode responses. The APIs a busy broker answers
+most (COMPILED_APIS) go through code written per version from the schemas
+(schema_codec), compiled the first time a version is used; every other API through
+kafka-python's own codec. Either way handlers see kafka-python's objects.
 
 The schemas are Kafka 4's, which dropped the oldest versions from their ranges but
 kept those versions' fields; kafka-python encodes and decodes any version from 0,
@@ -13,8 +15,9 @@ from __future__ import annotations
 
 import inspect
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import kafka.protocol.admin
 import kafka.protocol.consumer
@@ -23,6 +26,9 @@ import kafka.protocol.producer
 from kafka.protocol.api_message import ApiMessage
 
 from herdless.protocol import consumer_group_messages
+from herdless.protocol.regions import Chunk
+from herdless.protocol.schema_codec import request_decoder, response_encoder
+from herdless.protocol.validate import null_violation
 
 _PREFIX = struct.Struct(">hhi")
 FRAME_SIZE = struct.Struct(">i")
@@ -48,6 +54,32 @@ def _message_classes() -> tuple[dict[int, type[ApiMessage]], dict[int, type[ApiM
 
 REQUESTS, RESPONSES = _message_classes()
 
+# Produce, Fetch, Metadata, OffsetCommit, OffsetFetch, JoinGroup, Heartbeat, SyncGroup.
+COMPILED_APIS = frozenset({0, 1, 3, 8, 9, 11, 12, 14})
+
+F = TypeVar("F")
+
+
+class _Compiled(dict[tuple[Any, int], F], Generic[F]):
+    """Functions per (message, version), written and compiled on first use."""
+
+    def __init__(self, build: Callable[[Any, int], F]) -> None:
+        super().__init__()
+        self._build = build
+
+    def __missing__(self, key: tuple[Any, int]) -> F:
+        function = self[key] = self._build(*key)
+        return function
+
+
+_DECODERS: _Compiled[Callable[[bytes], tuple[Any, str | None]]] = _Compiled(
+    lambda api_key, version: request_decoder(REQUESTS[api_key], version)[0]
+)
+_ENCODERS: _Compiled[Callable[[Any, int], list[Chunk]]] = _Compiled(
+    lambda message, version: response_encoder(message, version)[0]
+)
+_COMPILED_RESPONSES = frozenset(RESPONSES[key] for key in COMPILED_APIS)
+
 
 class MalformedRequest(ValueError):
     """A frame that cannot be decoded as the request its header names."""
@@ -71,6 +103,8 @@ class Request:
     body: Any
     # The peer's address, which the group coordinator reports as client_host.
     client_host: str = ""
+    # The first field that is null where the schema forbids it (validate.py).
+    null_field: str | None = None
 
 
 def read_prefix(frame: bytes | memoryview) -> RequestPrefix:
@@ -83,18 +117,24 @@ def decode_request(
     frame: bytes | memoryview, prefix: RequestPrefix, client_host: str = ""
 ) -> Request:
     """Decode a whole request; the caller has checked the key and version are served."""
-    cls = REQUESTS[prefix.api_key]
+    api_key, version = prefix.api_key, prefix.api_version
     try:
-        body = cls.decode(frame, version=prefix.api_version, header=True)
-    except Exception as exc:  # the codec raises assorted errors on bad input
-        raise MalformedRequest(f"cannot decode {cls.name} v{prefix.api_version}: {exc}") from exc
+        if api_key in COMPILED_APIS:
+            body, null_field = _DECODERS[api_key, version](bytes(frame))
+        else:
+            body = REQUESTS[api_key].decode(frame, version=version, header=True)
+            null_field = null_violation(body, version)
+    except Exception as exc:  # the codecs raise assorted errors on bad input
+        name = REQUESTS[api_key].name
+        raise MalformedRequest(f"cannot decode {name} v{version}: {exc}") from exc
     return Request(
-        api_key=prefix.api_key,
-        api_version=prefix.api_version,
+        api_key=api_key,
+        api_version=version,
         correlation_id=prefix.correlation_id,
         client_id=body.header.client_id,
         body=body,
         client_host=client_host,
+        null_field=null_field,
     )
 
 
@@ -102,16 +142,21 @@ def response_class(api_key: int) -> type[ApiMessage]:
     return RESPONSES[api_key]
 
 
-def encode_response(response: ApiMessage, version: int, correlation_id: int) -> bytes:
-    """Frame a response; its header version follows the API's flexible versions."""
+def encode_response(response: ApiMessage, version: int, correlation_id: int) -> list[Chunk]:
+    """Frame a response, as chunks to write in order: bytes, and the file regions a Fetch
+    response's records may be (regions.py). The header version follows the API's
+    flexible versions."""
+    message = type(response)
+    if message in _COMPILED_RESPONSES:
+        return _ENCODERS[message, version](response, correlation_id)
     response.API_VERSION = version
     response.with_header(correlation_id=correlation_id)
-    return bytes(response.encode(header=True, framed=True))
+    return [bytes(response.encode(header=True, framed=True))]
 
 
 def error_response(
     api_key: int, version: int, correlation_id: int, error_code: int
-) -> bytes | None:
+) -> list[Chunk] | None:
     """A response carrying only a top-level error code, or None if this version has none
     (then the only answer Kafka gives to a bad request is a closed connection)."""
     cls = RESPONSES[api_key]

@@ -3,7 +3,9 @@
 kafka-python's decoder reads a length of -1 as null whatever the schema says, so a
 null group id or a null partition array reaches the handlers, which trust the
 schema and fail deep inside. Kafka refuses such a request while parsing it; here
-the same rule is applied once, generically, from the schema's nullableVersions.
+the same rule is applied once, generically, from the schema's nullableVersions. The
+decoders written per version (schema_codec.py) find the first such null while they
+read, in the same order and with the same path; this serves the other APIs.
 """
 
 from __future__ import annotations

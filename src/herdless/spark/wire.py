@@ -19,6 +19,7 @@ from typing import Any
 
 from herdless.protocol.codec import FRAME_SIZE, REQUESTS, RESPONSES
 from herdless.protocol.errors import ErrorCode
+from herdless.protocol.schema_codec import read_uvarint
 from herdless.spark.decode import AbortedTransaction
 
 API_VERSIONS = 18
@@ -155,23 +156,12 @@ def _header_size(frame: bytearray, flexible: bool) -> int:
     if not flexible:
         return _CORRELATION_ID.size
     pos = _CORRELATION_ID.size
-    count, pos = _unsigned_varint(frame, pos)
+    count, pos = read_uvarint(frame, pos)
     for _ in range(count):
-        _, pos = _unsigned_varint(frame, pos)  # tag
-        size, pos = _unsigned_varint(frame, pos)
+        _, pos = read_uvarint(frame, pos)  # tag
+        size, pos = read_uvarint(frame, pos)
         pos += size
     return pos
-
-
-def _unsigned_varint(buf: bytearray, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
 
 
 class PartitionFetcher:

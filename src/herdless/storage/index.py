@@ -214,6 +214,17 @@ class OffsetIndex(_Index):
         slot = bisect_right(self._keys, offset - self.base_offset) - 1
         return self._values[slot] if slot >= 0 else 0
 
+    def scan_start(self, end_position: int, offset_limit: int) -> int:
+        """File position of the last indexed batch that starts by `end_position` and whose
+        last offset is below `offset_limit` (0 if none): every batch before it ends by
+        `end_position` and lies below `offset_limit`, so a scan for where such batches end
+        may begin there."""
+        slot = min(
+            bisect_right(self._values, end_position),
+            bisect_left(self._keys, offset_limit - self.base_offset),
+        )
+        return self._values[slot - 1] if slot > 0 else 0
+
     @property
     def last_offset(self) -> int | None:
         return self.base_offset + self._keys[-1] if self._keys else None

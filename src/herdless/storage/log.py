@@ -62,6 +62,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 from herdless.protocol import records
 from herdless.protocol.records import HEADER_SIZE, BatchHeader
+from herdless.protocol.regions import FileRegion
 from herdless.storage import checkpoint, swap
 from herdless.storage.config import LogConfig
 from herdless.storage.damage import DAMAGED_OFFSETS_FILE, Damage, DamageKind, DamageMap
@@ -833,47 +834,114 @@ class PartitionLog:
         raises CorruptRecord.
         """
         with self._lock:
-            self._check_open()
-            log_end = self.log_end_offset
-            if not self._log_start <= offset <= log_end:
-                raise OffsetOutOfRange(
-                    f"offset {offset} is outside {self._log_start}..{log_end} of {self.name}"
-                )
-            limit = log_end if max_offset is None else max_offset
-            if self._damage and offset < limit:
-                damaged = self._damage.at(offset)
-                if damaged is not None:
-                    raise CorruptRecord(damaged.describe(self.name))
-                # Whatever lies past damage is read by a fetch at an offset past it.
-                limit = min(limit, self._damage.next_start(offset) or limit)
-            if offset >= limit:
+            start = self._read_start(offset, max_offset)
+            if start is None:
                 return b""
-            parts: list[bytes] = []
-            total = 0
-            index = max(bisect_right(self._bases, offset) - 1, 0)
-            for segment in self._segments[index:]:
-                if segment.base_offset >= limit:
-                    break
-                if not parts:
-                    found = segment.find(offset)
-                    if found is None:
-                        continue
-                    position, header = found
-                    if header.base_offset >= limit:
-                        break
-                    if header.size >= max_bytes:
-                        return segment.read(position, header.size)
-                else:
-                    position = 0
-                budget = max_bytes - total
-                chunk = segment.read(position, min(budget, segment.size - position))
-                whole = _whole_batches_length(chunk, limit)
-                if whole:
-                    parts.append(chunk[:whole] if whole < len(chunk) else chunk)
-                    total += whole
-                if whole < len(chunk) or total >= max_bytes:
-                    break
-            return b"".join(parts)
+            return self._read_copy(offset, max_bytes, *start)
+
+    def read_records(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_region_bytes: int = 0,
+    ) -> bytes | FileRegion:
+        """The batches read() returns, as a FileRegion of the segment file they lie in when
+        they lie whole in one and come to `min_region_bytes` or more: sent from the file
+        with sendfile(), they never pass through the broker's memory, as in Kafka. Batches
+        that continue into the next segment come as bytes, as read() returns them.
+
+        The region holds a descriptor of its own until closed, so retention or the
+        descriptor budget may close the segment meanwhile; a follower's truncation cuts
+        the file under it, and sending it then fails short, as in Kafka.
+        """
+        with self._lock:
+            start = self._read_start(offset, max_offset)
+            if start is None:
+                return b""
+            index, limit = start
+            first = self._first_batch(offset, index, limit)
+            if first is None:
+                return b""
+            number, position, header = first
+            segment = self._segments[number]
+            size = header.size
+            if size < max_bytes:
+                end = position + min(max_bytes, segment.size - position)
+                size = segment.whole_batches_end(position, end, limit) - position
+                following = self._segments[number + 1 : number + 2]
+                if (
+                    position + size == segment.size
+                    and size < max_bytes
+                    and following
+                    and following[0].base_offset < limit
+                ):
+                    # A copy reads on into the next segment.
+                    return self._read_copy(offset, max_bytes, index, limit)
+            if size >= min_region_bytes:
+                with contextlib.suppress(OSError):  # no descriptor left: copy instead
+                    return segment.region(position, size)
+            return segment.read(position, size)
+
+    def _read_start(self, offset: int, max_offset: int | None) -> tuple[int, int] | None:
+        """Where a read of `offset` begins (the index of the first segment that may hold
+        it) and the offset it stops before; None if it reads nothing."""
+        self._check_open()
+        log_end = self.log_end_offset
+        if not self._log_start <= offset <= log_end:
+            raise OffsetOutOfRange(
+                f"offset {offset} is outside {self._log_start}..{log_end} of {self.name}"
+            )
+        limit = log_end if max_offset is None else max_offset
+        if self._damage and offset < limit:
+            damaged = self._damage.at(offset)
+            if damaged is not None:
+                raise CorruptRecord(damaged.describe(self.name))
+            # Whatever lies past damage is read by a fetch at an offset past it.
+            limit = min(limit, self._damage.next_start(offset) or limit)
+        if offset >= limit:
+            return None
+        return max(bisect_right(self._bases, offset) - 1, 0), limit
+
+    def _first_batch(
+        self, offset: int, index: int, limit: int
+    ) -> tuple[int, int, BatchHeader] | None:
+        """(segment number, position, header) of the batch a read of `offset` starts with,
+        looking from segment `index` on; None if there is none below offset `limit`."""
+        for number in range(index, len(self._segments)):
+            segment = self._segments[number]
+            if segment.base_offset >= limit:
+                return None
+            found = segment.find(offset)
+            if found is None:
+                continue
+            position, header = found
+            return None if header.base_offset >= limit else (number, position, header)
+        return None
+
+    def _read_copy(self, offset: int, max_bytes: int, index: int, limit: int) -> bytes:
+        first = self._first_batch(offset, index, limit)
+        if first is None:
+            return b""
+        number, position, header = first
+        if header.size >= max_bytes:
+            return self._segments[number].read(position, header.size)
+        parts: list[bytes] = []
+        total = 0
+        for segment in self._segments[number:]:
+            if segment.base_offset >= limit:
+                break
+            budget = max_bytes - total
+            chunk = segment.read(position, min(budget, segment.size - position))
+            whole = _whole_batches_length(chunk, limit)
+            if whole:
+                parts.append(chunk[:whole] if whole < len(chunk) else chunk)
+                total += whole
+            if whole < len(chunk) or total >= max_bytes:
+                break
+            position = 0
+        return b"".join(parts)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record stamped at or after `timestamp_ms`.

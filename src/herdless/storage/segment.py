@@ -24,6 +24,7 @@ from herdless.protocol.records import (
     iter_offsets_and_timestamps,
     parse_header,
 )
+from herdless.protocol.regions import FileRegion
 from herdless.storage.damage import Damage, DamageKind
 from herdless.storage.descriptors import DescriptorBudget
 from herdless.storage.errors import StorageIOError
@@ -38,6 +39,9 @@ SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 OFFSET_DIGITS = 20
 # Enough to hold many small batches per read, small enough to waste little on big ones.
 _CHUNK = 64 * 1024
+# Reads while looking only for where batches end: a few headers of small batches, and
+# little besides the header of a large one.
+_HEADER_CHUNK = 4 * 1024
 _MIN_BATCH_LENGTH = HEADER_SIZE - LENGTH_PREFIX
 
 # (position within the appended bytes, size, last offset, max timestamp) of one batch.
@@ -591,6 +595,25 @@ class Segment:
     def read(self, position: int, size: int) -> bytes:
         return _pread_exact(self._require_fd(), size, position)
 
+    def region(self, position: int, size: int) -> FileRegion:
+        """`size` bytes from `position`, to be sent from the file: the region holds a
+        duplicate of the descriptor, so the budget or a deletion may close the segment
+        meanwhile. OSError if no descriptor is left for it."""
+        return FileRegion(os.dup(self._require_fd()), position, size)
+
+    def whole_batches_end(self, position: int, end: int, limit: int) -> int:
+        """Where the whole batches from `position` (a batch start) that end by `end` and
+        start below offset `limit` end: the bytes of read(position, end - position) that
+        records.iter_batches takes, found from batch headers without reading the rest.
+        The offset index skips to the last batch known to qualify."""
+        start = max(position, self.offset_index.scan_start(end, limit))
+        whole = start
+        for batch_position, header in scan_file(self._require_fd(), end, start, _HEADER_CHUNK):
+            if header.base_offset >= limit:
+                break
+            whole = batch_position + header.size
+        return whole
+
     def scan(self, position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each batch from `position`, reading only around headers."""
         end = self.size if self._unreadable_from is None else self._unreadable_from
@@ -661,9 +684,12 @@ class Segment:
         return fd
 
 
-def scan_file(fd: int, end: int, position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
-    """(position, header) of each whole batch of a .log file up to `end`."""
-    window = FileWindow(fd, end)
+def scan_file(
+    fd: int, end: int, position: int = 0, chunk: int = _CHUNK
+) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of each whole batch of a .log file up to `end`, reading `chunk`
+    bytes at a time around the headers."""
+    window = FileWindow(fd, end, chunk)
     while end - position >= HEADER_SIZE:
         header = parse_header(window.get(position, HEADER_SIZE))
         if header.batch_length < _MIN_BATCH_LENGTH or position + header.size > end:
@@ -721,16 +747,17 @@ class FileWindow:
     """Reads a file through one buffer, refilled in chunks, so header scans are cheap.
     Raises StorageIOError if the file cannot be read."""
 
-    def __init__(self, fd: int, end: int) -> None:
+    def __init__(self, fd: int, end: int, chunk: int = _CHUNK) -> None:
         self._fd = fd
         self._end = end
+        self._chunk = chunk
         self._start = 0
         self._buf = b""
 
     def get(self, position: int, size: int) -> memoryview:
         offset = position - self._start
         if offset < 0 or offset + size > len(self._buf):
-            length = min(max(size, _CHUNK), self._end - position)
+            length = min(max(size, self._chunk), self._end - position)
             self._buf = _pread_exact(self._fd, length, position)
             self._start = position
             offset = 0

@@ -42,6 +42,11 @@ HARD_LIMIT_VERSION = 2
 SESSIONS_VERSION = 7
 TOPIC_IDS_VERSION = 13
 REPLICA_STATE_VERSION = 15
+# A partition's records are sent from the segment file (sendfile) from this size on, and
+# copied below it, where a region's own descriptor and the writes before and after it
+# cost as much as the copy they save: on loopback the two cost the broker alike up to a
+# few hundred KiB, and a 900 KB region a third of the copy (docs/benchmarks.md).
+ZERO_COPY_MIN_BYTES = 64 * 1024
 # Up to this version a storage error is told as NOT_LEADER_OR_FOLLOWER, the only one
 # such clients know to recover from by refreshing metadata.
 OLD_STORAGE_ERROR_VERSION = 5
@@ -216,8 +221,11 @@ def _read(
             continue
         try:
             if magic is None:
-                records = partition_log.read(
-                    wanted.fetch_offset, max(limit, 1), max_offset=max_offset
+                records = partition_log.read_records(
+                    wanted.fetch_offset,
+                    max(limit, 1),
+                    max_offset=max_offset,
+                    min_region_bytes=ZERO_COPY_MIN_BYTES,
                 )
             else:
                 whole_first = api_version > HARD_LIMIT_VERSION and total == 0

@@ -202,8 +202,10 @@ async def handle_offset_commit(context: BrokerContext, request: Request) -> Any:
     known: list[m.CommitTopic] = []
     unknown: list[m.CommitTopic] = []
     for t in commit.topics:
-        existing = _partitions(context, t.name)
-        here = tuple(p for p in t.partitions if p.partition in existing)
+        # The topic's partitions in the cluster: a group's coordinator need not host a
+        # replica of the partitions the group commits.
+        count = context.metadata.partition_count(t.name) or 0
+        here = tuple(p for p in t.partitions if 0 <= p.partition < count)
         if len(here) == len(t.partitions):
             known.append(t)
             continue
@@ -223,15 +225,6 @@ async def handle_offset_commit(context: BrokerContext, request: Request) -> Any:
         answered = result.topics
     answered += _every_partition(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     return Response(throttle_time_ms=0, topics=_topic_errors(Response, answered, "OffsetCommit"))
-
-
-def _partitions(context: BrokerContext, topic: str) -> frozenset[int]:
-    """The topic's partitions in the cluster: a group's coordinator need not host a
-    replica of the partitions the group commits."""
-    described = context.metadata.topic(topic)
-    if described is None:
-        return frozenset()
-    return frozenset(p.partition for p in described.partitions)
 
 
 def _every_partition(topics: Any, error: ErrorCode) -> tuple[m.TopicErrors, ...]:
