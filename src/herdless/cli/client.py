@@ -157,15 +157,20 @@ def offsets_at(
     return {tp: found.offset for tp, found in admin.list_partition_offsets(wanted).items()}
 
 
-def find_coordinators(admin: KafkaAdminClient, group_ids: list[str]) -> dict[str, str]:
-    """Each group's coordinator as `host:port (id)`, as Kafka's tool shows it.
+def coordinator_ids(admin: KafkaAdminClient, group_ids: list[str]) -> dict[str, int]:
+    """Each group's coordinator's broker id.
 
     kafka-python finds coordinators for its own requests but has no public call
     for it; this one private call is kept here, in one place.
     """
+    return admin._manager.run(admin._find_coordinator_ids, group_ids)
+
+
+def find_coordinators(admin: KafkaAdminClient, group_ids: list[str]) -> dict[str, str]:
+    """Each group's coordinator as `host:port (id)`, as Kafka's tool shows it."""
     if not group_ids:
         return {}
-    ids = admin._manager.run(admin._find_coordinator_ids, group_ids)
+    ids = coordinator_ids(admin, group_ids)
     brokers = {b["broker_id"]: b for b in admin.describe_cluster()["brokers"]}
     shown = {}
     for group_id in group_ids:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from herdless.cli.client import offsets_at
+from herdless.cli.client import coordinator_ids, offsets_at
 from herdless.cli.errors import CommandError, fail
 from herdless.cli.output import NONE
 
@@ -101,10 +101,11 @@ def _describe_consumer_groups(
 
     from herdless.protocol.consumer_group_messages import ConsumerGroupDescribeRequest
 
+    by_coordinator: dict[int, list[str]] = {}
+    for group_id, node in coordinator_ids(admin, group_ids).items():
+        by_coordinator.setdefault(node, []).append(group_id)
+
     async def ask() -> list[Any]:
-        by_coordinator: dict[int, list[str]] = {}
-        for group_id, node in (await admin._find_coordinator_ids(group_ids)).items():
-            by_coordinator.setdefault(node, []).append(group_id)
         described = []
         for node, ids in by_coordinator.items():
             request = ConsumerGroupDescribeRequest[0](
