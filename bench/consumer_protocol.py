@@ -117,7 +117,9 @@ def settle(members: list[Member], partitions: int, quiet_s: float, timeout_s: fl
     raise TimeoutError(f"the group did not settle within {timeout_s:.0f} s")
 
 
-def keep_producing(bootstrap: str, topic: str, partitions: int, rate: int, stop: threading.Event):
+def keep_producing(
+    bootstrap: str, topic: str, partitions: int, rate: int, stop: threading.Event
+) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": 1})
     sent = 0
     started = time.monotonic()
