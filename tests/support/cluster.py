@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from herdless.testing import BrokerProcess, HerdlessCluster, free_port
-from herdless.testing.broker import set_args
 
 # Short timeouts, so that failures are detected (and tests finish) in seconds.
 SESSION_TIMEOUT_MS = 4000
@@ -21,24 +20,20 @@ BROKER_SETTINGS = {
 
 class ClusterProcesses(HerdlessCluster):
     def __init__(self, base_dir: Path, brokers: int = 3, **settings: str) -> None:
-        super().__init__(base_dir, brokers, {**BROKER_SETTINGS, **settings})
         # Where each broker serves its Prometheus metrics.
         self.metrics_ports: dict[int, int] = {}
-        for broker_id in list(self.brokers):
-            self.add_broker(broker_id)
+        super().__init__(base_dir, brokers, {**BROKER_SETTINGS, **settings})
+
+    def broker_process(self, broker_id: int, *extra_args: str) -> BrokerProcess:
+        """The cluster's broker, given a metrics port of its own."""
+        self.metrics_ports[broker_id] = free_port()
+        return super().broker_process(
+            broker_id, "--metrics-port", str(self.metrics_ports[broker_id]), *extra_args
+        )
 
     def add_broker(self, broker_id: int, *extra_args: str) -> BrokerProcess:
-        """A broker of this cluster, not started (one that never comes up, or one of
-        the cluster's own, given a metrics port)."""
-        self.metrics_ports[broker_id] = free_port()
-        process = BrokerProcess(
-            self.base_dir / f"broker-{broker_id}",
-            *("--zookeeper", self.zookeeper.connect, "--broker-id", str(broker_id)),
-            *set_args(self.settings),
-            *("--metrics-port", str(self.metrics_ports[broker_id])),
-            *extra_args,
-        )
-        self.brokers[broker_id] = process
+        """A broker of this cluster, not started (one that never comes up)."""
+        self.brokers[broker_id] = process = self.broker_process(broker_id, *extra_args)
         return process
 
     def wait_serving(self, *topics: str, timeout: float = 60.0) -> float:

@@ -57,13 +57,18 @@ class HerdlessCluster(Brokers):
         self.base_dir = base_dir
         self.zookeeper = ZooKeeperProcess(base_dir / "zookeeper")
         self.brokers = {
-            broker_id: BrokerProcess(
-                base_dir / f"broker-{broker_id}",
-                *("--zookeeper", self.zookeeper.connect, "--broker-id", str(broker_id)),
-                *set_args(self.settings),
-            )
-            for broker_id in range(1, brokers + 1)
+            broker_id: self.broker_process(broker_id) for broker_id in range(1, brokers + 1)
         }
+
+    def broker_process(self, broker_id: int, *extra_args: str) -> BrokerProcess:
+        """Broker `broker_id` of this cluster, not started, with `extra_args` after the
+        cluster's own arguments."""
+        return BrokerProcess(
+            self.base_dir / f"broker-{broker_id}",
+            *("--zookeeper", self.zookeeper.connect, "--broker-id", str(broker_id)),
+            *set_args(self.settings),
+            *extra_args,
+        )
 
     @property
     def bootstrap(self) -> str:
