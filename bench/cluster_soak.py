@@ -17,7 +17,6 @@ a consumer and every replica's log hold, and prints the counts:
 
 from __future__ import annotations
 
-import argparse
 import random
 import statistics
 import sys
@@ -40,6 +39,7 @@ from tests.support.checker import (  # noqa: E402 - after the path is set
     read_partitions,
 )
 from tests.support.cluster import SESSION_TIMEOUT_MS, ClusterProcesses  # noqa: E402
+from tests.support.soak import print_counts, seeded_cycles  # noqa: E402
 
 TOPIC = "soak"
 PARTITIONS = 6
@@ -104,14 +104,9 @@ def inject(cluster: ClusterProcesses, fault: str, rng: random.Random) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--cycles", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=None)
-    args = parser.parse_args()
-    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
-    rng = random.Random(seed)
-    console = Console()
-    console.print(f"seed {seed}, {args.cycles} cycles")
+    cycles, seed, rng = seeded_cycles(__doc__.split("\n")[0])
+    console = Console(width=140)
+    console.print(f"seed {seed}, {cycles} cycles")
     recovery: dict[str, list[float]] = {fault: [] for fault in FAULTS}
     exits: list[str] = []
     with tempfile.TemporaryDirectory(prefix="herdless-soak-") as base:
@@ -124,8 +119,8 @@ def main() -> None:
             all_served(cluster, exits)
             writer = Writer(cluster.bootstrap, TOPIC).start()
             with Progress(console=console) as progress:
-                task = progress.add_task("fault cycles", total=args.cycles)
-                for _ in range(args.cycles):
+                task = progress.add_task("fault cycles", total=cycles)
+                for _ in range(cycles):
                     time.sleep(rng.uniform(0.2, 2.0))
                     fault = rng.choice(FAULTS)
                     inject(cluster, fault, rng)
@@ -141,20 +136,16 @@ def main() -> None:
         finally:
             cluster.stop()
 
-    counts = Table(title=f"{args.cycles} fault cycles (seed {seed})")
-    columns = ("acknowledged", "lost", "duplicated", "reordered", "divergent", "failed sends")
-    for column in (*columns, "broker exits"):
-        counts.add_column(column, justify="right")
-    counts.add_row(
-        str(report.acknowledged),
-        str(report.lost),
-        str(report.duplicated),
-        str(report.reordered),
-        str(report.divergent),
-        str(len(writer.failed)),
-        str(len(exits)),
-    )
-    console.print(counts)
+    counts = {
+        "acknowledged": report.acknowledged,
+        "lost": report.lost,
+        "duplicated": report.duplicated,
+        "reordered": report.reordered,
+        "divergent": report.divergent,
+        "failed sends": len(writer.failed),
+        "broker exits": len(exits),
+    }
+    print_counts(console, f"{cycles} fault cycles (seed {seed})", counts)
     times = Table(title="seconds until every partition is led with a full ISR again")
     for column in ("fault", "cycles", "median", "max"):
         times.add_column(column, justify="right")

@@ -14,9 +14,7 @@ what a consumer reads, and the broker's log is searched for tracebacks:
 
 from __future__ import annotations
 
-import argparse
 import logging
-import random
 import sys
 import tempfile
 import threading
@@ -27,7 +25,6 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from rich.console import Console
 from rich.progress import Progress
-from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -38,6 +35,7 @@ from tests.support.checker import (  # noqa: E402
     high_watermarks,
     read_partitions,
 )
+from tests.support.soak import print_counts, seeded_cycles  # noqa: E402
 
 TOPIC = "soak"
 PARTITIONS = 4
@@ -110,14 +108,9 @@ class Committer:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--cycles", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=None)
-    args = parser.parse_args()
-    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
-    rng = random.Random(seed)
+    cycles, seed, rng = seeded_cycles(__doc__.split("\n")[0])
     console = Console(width=140)
-    console.print(f"seed {seed}, {args.cycles} cycles")
+    console.print(f"seed {seed}, {cycles} cycles")
     lost_commits: list[str] = []
     with tempfile.TemporaryDirectory(prefix="herdless-kill-soak-") as base:
         broker = BrokerProcess(Path(base) / "data", "--set", "group.initial.rebalance.delay.ms=0")
@@ -131,8 +124,8 @@ def main() -> None:
             writer = Writer(broker.bootstrap, TOPIC, pause_every=20, logger=QUIET).start()
             committer = Committer(broker.bootstrap).start()
             with Progress(console=console) as progress:
-                task = progress.add_task("SIGKILL cycles", total=args.cycles)
-                for cycle in range(args.cycles):
+                task = progress.add_task("SIGKILL cycles", total=cycles)
+                for cycle in range(cycles):
                     time.sleep(rng.uniform(0.3, 2.5))
                     acknowledged_before = committer.acknowledged
                     broker.kill()
@@ -153,28 +146,16 @@ def main() -> None:
             broker.kill()
         tracebacks = broker.log_path.read_text(errors="replace").count("Traceback")
 
-    table = Table(title=f"{args.cycles} SIGKILL cycles of one broker (seed {seed})")
-    columns = (
-        "records acknowledged",
-        "lost",
-        "duplicated",
-        "reordered",
-        "commits acknowledged",
-        "commits lost",
-        "tracebacks in the log",
-    )
-    for column in columns:
-        table.add_column(column, justify="right")
-    table.add_row(
-        str(report.acknowledged),
-        str(report.lost),
-        str(report.duplicated),
-        str(report.reordered),
-        str(committer.commits),
-        str(len(lost_commits)),
-        str(tracebacks),
-    )
-    console.print(table)
+    counts = {
+        "records acknowledged": report.acknowledged,
+        "lost": report.lost,
+        "duplicated": report.duplicated,
+        "reordered": report.reordered,
+        "commits acknowledged": committer.commits,
+        "commits lost": len(lost_commits),
+        "tracebacks in the log": tracebacks,
+    }
+    print_counts(console, f"{cycles} SIGKILL cycles of one broker (seed {seed})", counts)
     for line in [*report.details[:20], *lost_commits[:20]]:
         console.print(line)
     sys.exit(0 if report.clean and not lost_commits and not tracebacks else 1)
