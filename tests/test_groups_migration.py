@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import ConsumerGroupType
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.broker import BrokerProcess, module_broker
@@ -72,6 +73,15 @@ def broker_tail(broker: BrokerProcess) -> str:
     return "broker log tail:\n" + "\n".join(broker.log().splitlines()[-30:])
 
 
+def group_type(bootstrap: str, group: str) -> ConsumerGroupType:
+    """The group's type as ListGroups v5 tells confluent-kafka's admin client."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    listed = admin.list_consumer_groups(request_timeout=30).result(30)
+    types = {g.group_id: g.type for g in listed.valid}
+    del admin
+    return types[group]
+
+
 def longest_pause(members: list[Member], since: float) -> tuple[float, float]:
     """The longest time (wall clock) with no commit acknowledged to any member after `since`,
     and when it began."""
@@ -105,6 +115,7 @@ def test_a_rolling_upgrade_to_the_consumer_protocol_and_back(
             "3 classic members",
             broker_tail(migration_broker),
         )
+        assert group_type(bootstrap, name) is ConsumerGroupType.CLASSIC
         started = time.time()
 
         # Up: each classic member restarts with the new protocol.
@@ -120,7 +131,8 @@ def test_a_rolling_upgrade_to_the_consumer_protocol_and_back(
                 f"upgrade step {i + 1}",
                 broker_tail(migration_broker),
             )
-        assert all(m.group_protocol == "consumer" for m in members)
+            # From the first new-protocol member on, one consumer group holds them all.
+            assert group_type(bootstrap, name) is ConsumerGroupType.CONSUMER
 
         # Down: each new-protocol member restarts with the classic protocol.
         for i in range(3):
@@ -133,6 +145,9 @@ def test_a_rolling_upgrade_to_the_consumer_protocol_and_back(
                 f"downgrade step {i + 1}",
                 broker_tail(migration_broker),
             )
+            # The last new-protocol member gone, the group is classic again.
+            expected = ConsumerGroupType.CLASSIC if i == 2 else ConsumerGroupType.CONSUMER
+            assert group_type(bootstrap, name) is expected
 
         pause, at = longest_pause(group.members, started)
         delivered = producer.stop()
