@@ -40,6 +40,8 @@ from tests.support.members import (
     wait_balanced,
     wait_until,
 )
+from tests.test_groups_consumer_protocol import BROKER_ARGS as CONSUMER_PROTOCOL_BROKER_ARGS
+from tests.test_groups_consumer_protocol import broker_tail
 
 PARTITIONS = 6
 SETTLE_TIMEOUT_S = 60.0  # a loaded 2-core machine runs the broker, a producer and 4 clients
@@ -48,18 +50,9 @@ SETTLE_TIMEOUT_S = 60.0  # a loaded 2-core machine runs the broker, a producer a
 # for about a heartbeat round and a join (seconds, well under the 10 s session). The
 # conversions themselves must cost no more than that.
 MAX_PAUSE_S = 5.0
-BROKER_ARGS = (
-    "--set",
-    "group.consumer.session.timeout.ms=3000",
-    "--set",
-    "group.consumer.min.session.timeout.ms=1000",
-    "--set",
-    "group.consumer.heartbeat.interval.ms=500",
-    "--set",
-    "group.consumer.min.heartbeat.interval.ms=100",
-    "--set",
-    "group.initial.rebalance.delay.ms=0",
-)
+# The consumer protocol tests' broker (short KIP-848 sessions and heartbeats), its classic
+# groups' first generation without the initial delay.
+BROKER_ARGS = (*CONSUMER_PROTOCOL_BROKER_ARGS, "--set", "group.initial.rebalance.delay.ms=0")
 
 
 @pytest.fixture(scope="module")
@@ -67,10 +60,6 @@ def migration_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broke
     data = tmp_path_factory.mktemp("migration") / "data"
     with module_broker(data, *BROKER_ARGS) as process:
         yield process
-
-
-def broker_tail(broker: BrokerProcess) -> str:
-    return "broker log tail:\n" + "\n".join(broker.log().splitlines()[-30:])
 
 
 def group_type(bootstrap: str, group: str) -> ConsumerGroupType:

@@ -34,10 +34,13 @@ from herdless.coordinator.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
     MalformedConsumerProtocol,
     decode_subscription,
-    encode_assignment,
     protocol_version,
 )
-from herdless.coordinator.group_conversion import classic_metadata, to_names, to_partitions
+from herdless.coordinator.group_conversion import (
+    assignment_bytes,
+    classic_metadata,
+    to_partitions,
+)
 from herdless.coordinator.messages import (
     UNKNOWN_MEMBER_ID,
     HeartbeatRequest,
@@ -191,9 +194,7 @@ class ClassicMembers:
         out = Result()
         group = self._groups.groups[req.group_id]
         try:
-            member = _validated(group, req.member_id, req.group_instance_id)
-            if member.member_epoch != req.generation_id:
-                raise _Refused(ErrorCode.ILLEGAL_GENERATION)
+            member = _validated(group, req.member_id, req.group_instance_id, req.generation_id)
             assert member.classic is not None
             protocol, metadata = member.classic.supported_protocols[0]
             if (req.protocol_type is not None and req.protocol_type != CONSUMER_PROTOCOL_TYPE) or (
@@ -215,11 +216,9 @@ class ClassicMembers:
             return out
         self._cancel(out, TimerKind.CLASSIC_SYNC, group.group_id, member.member_id)
         self._groups._schedule_session(out, group.group_id, member.member_id, now_ms)
-        names = {t.topic_id: t.name for t in group.subscription_metadata.values()}
-        assignment = encode_assignment(to_names(member.assigned, names), version)
         response = SyncGroupResponse(
             ErrorCode.NONE,
-            assignment=assignment,
+            assignment=assignment_bytes(group, member.assigned, version),
             protocol_type=CONSUMER_PROTOCOL_TYPE,
             protocol_name=protocol,
         )
@@ -230,9 +229,7 @@ class ClassicMembers:
         out = Result()
         group = self._groups.groups[req.group_id]
         try:
-            member = _validated(group, req.member_id, req.group_instance_id)
-            if member.member_epoch != req.generation_id:
-                raise _Refused(ErrorCode.ILLEGAL_GENERATION)
+            member = _validated(group, req.member_id, req.group_instance_id, req.generation_id)
         except _Refused as refused:
             out.replies.append(Reply(token, HeartbeatResponse(refused.error_code)))
             return out
@@ -319,10 +316,11 @@ class ClassicMembers:
 
 
 def _validated(
-    group: ConsumerGroup, member_id: str, instance_id: str | None
+    group: ConsumerGroup, member_id: str, instance_id: str | None, generation: int | None = None
 ) -> ConsumerGroupMember:
     """The classic member a request names: UNKNOWN_MEMBER_ID if there is none (or it speaks
-    the new protocol), FENCED_INSTANCE_ID if another member id holds its instance id."""
+    the new protocol), FENCED_INSTANCE_ID if another member id holds its instance id,
+    ILLEGAL_GENERATION if `generation` is given and is not its member epoch."""
     if instance_id is None:
         member = group.members.get(member_id)
     else:
@@ -331,6 +329,8 @@ def _validated(
             raise _Refused(ErrorCode.FENCED_INSTANCE_ID)
     if member is None or not member.uses_classic_protocol:
         raise _Refused(ErrorCode.UNKNOWN_MEMBER_ID)
+    if generation is not None and generation != member.member_epoch:
+        raise _Refused(ErrorCode.ILLEGAL_GENERATION)
     return member
 
 

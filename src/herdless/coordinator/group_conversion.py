@@ -20,8 +20,6 @@ decides and builds; the shard and ConsumerGroups write and install.
 
 from __future__ import annotations
 
-import uuid
-
 from herdless.coordinator.config import CoordinatorConfig
 from herdless.coordinator.consumer_group import ConsumerGroup, ConsumerGroupMember
 from herdless.coordinator.consumer_protocol import (
@@ -166,11 +164,9 @@ def classic_group_from_consumer(
         )
     classic.protocol_name = classic.select_protocol()
     classic.subscribed_topics = classic.compute_subscribed_topics()
-    names = {t.topic_id: t.name for t in group.subscription_metadata.values()}
     for member in classic.members.values():
         version = protocol_version(member.metadata(classic.protocol_name))
-        assigned = to_names(group.target_of(member.member_id), names)
-        member.assignment = encode_assignment(assigned, version)
+        member.assignment = assignment_bytes(group, group.target_of(member.member_id), version)
     classic.generation_members = classic.member_ids()
     return classic
 
@@ -194,8 +190,11 @@ def to_partitions(named: TopicPartitionNames, topics: TopicsImage) -> Partitions
     return frozenset(out)
 
 
-def to_names(partitions: Partitions, names: dict[uuid.UUID, str]) -> TopicPartitionNames:
-    """Partitions by topic id, by topic name; those of unknown topics are left out."""
-    return frozenset(
+def assignment_bytes(group: ConsumerGroup, partitions: Partitions, version: int) -> bytes:
+    """`partitions` as the ConsumerProtocolAssignment of `version` a classic member reads,
+    topics named as the group's subscription metadata names them."""
+    names = {t.topic_id: t.name for t in group.subscription_metadata.values()}
+    named = frozenset(
         (names[tp.topic_id], tp.partition) for tp in partitions if tp.topic_id in names
     )
+    return encode_assignment(named, version)
