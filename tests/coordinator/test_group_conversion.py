@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import pytest
 
-from herdless.coordinator import TimerKey, TimerKind
+from herdless.coordinator import Result, TimerKey, TimerKind
 from herdless.coordinator.config import ConsumerGroupMigrationPolicy
 from herdless.coordinator.consumer_protocol import decode_assignment, encode_assignment
 from herdless.coordinator.consumer_records import (
@@ -36,6 +36,7 @@ from herdless.coordinator.state import GroupState
 from herdless.coordinator.topic_metadata import TopicIdPartition
 from herdless.protocol.errors import ErrorCode
 from tests.coordinator.context import TEST_CONFIG, TOPIC_T, Context
+from tests.coordinator.replication import ReplicatedContext
 from tests.coordinator.snapshot import snapshot
 
 Policy = ConsumerGroupMigrationPolicy
@@ -464,3 +465,58 @@ def test_classic_member_metadata_is_tagged_field_0_of_the_member_value() -> None
     key = ConsumerGroupMemberMetadataKey("g", "m")
     assert decode_consumer_group_value(key, data) == value
     assert decode_consumer_group_value(key, plain).classic_member_metadata is None  # type: ignore[union-attr]
+
+
+def test_the_last_new_static_member_back_with_the_classic_protocol_downgrades_at_once() -> None:
+    ctx = Context()
+    ctx.consumer_heartbeat("g", "s", 0, instance_id="i1")
+    token, _ = ctx.join("g", protocols=protocols())
+    classic_id = ctx.replies[token].member_id
+    classic_join(ctx, classic_id, ())
+    group = ctx.shard.consumer.groups["g"]
+    target = {tp.partition for tp in group.target_of("s")}
+    # The static member restarts with the classic protocol: it takes its own place back.
+    token, result = ctx.join("g", instance_id="i1", protocols=protocols())
+    joined = ctx.replies[token]
+    assert joined.error_code is ErrorCode.NONE and joined.leader == ""
+    assert "g" not in ctx.shard.consumer.groups
+    classic = ctx.shard.groups["g"]
+    assert classic.state is GroupState.STABLE and classic.generation == joined.generation_id
+    assert set(classic.members) == {classic_id, joined.member_id}
+    assert decode_key(result.records[-1].key) == GroupMetadataKey("g")
+    synced = classic_sync(ctx, joined.member_id, joined.generation_id, instance_id="i1")
+    assert synced.error_code is ErrorCode.NONE and partitions_of(synced.assignment) == target
+    assert snapshot(ctx.replayed(ctx.log)) == snapshot(ctx.shard)
+
+
+class Committed(ReplicatedContext):
+    """Every write replicated at once: answers go out as they are given."""
+
+    def apply(self, result: Result) -> Result:
+        super().apply(result)
+        self.replicate(len(self.log))
+        return result
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["standby", "reload"])
+def test_a_new_leader_has_the_converted_group_both_ways(warm: bool) -> None:
+    ctx = Committed()
+    (a, b), new = upgraded(ctx)
+    ctx.replicate(len(ctx.log))
+    ctx.standby_replays(len(ctx.log))
+    ctx.move_leadership(truncate=True, warm=warm)
+    group = ctx.shard.consumer.groups["g"]
+    assert set(group.members) == {a, b, new} and group.members[a].uses_classic_protocol
+    assert ctx.timers[TimerKey(TimerKind.SESSION, "g", a)] == ctx.now + 10_000
+    # The classic members go on as before: told to rejoin, they release.
+    epoch = group.group_epoch
+    assert ctx.heartbeat("g", a, epoch - 1) is ErrorCode.REBALANCE_IN_PROGRESS
+    generation, _ = roll(ctx, a, epoch - 1, set())
+    assert generation == epoch
+
+    ctx.consumer_heartbeat("g", new, -1)
+    ctx.replicate(len(ctx.log))
+    ctx.standby_replays(len(ctx.log))
+    ctx.move_leadership(truncate=True, warm=warm)
+    assert "g" not in ctx.shard.consumer.groups
+    assert set(ctx.shard.groups["g"].members) == {a, b}

@@ -36,9 +36,11 @@ from herdless.coordinator.consumer_protocol import (
     decode_subscription,
     protocol_version,
 )
+from herdless.coordinator.group import ClassicGroup
 from herdless.coordinator.group_conversion import (
     assignment_bytes,
     classic_metadata,
+    may_downgrade,
     to_partitions,
 )
 from herdless.coordinator.messages import (
@@ -71,9 +73,16 @@ class _Refused(Exception):
 class ClassicMembers:
     """The classic protocol's requests to the consumer groups of `groups`."""
 
-    def __init__(self, groups: ConsumerGroups, has_timer: Callable[[TimerKey], bool]) -> None:
+    def __init__(
+        self,
+        groups: ConsumerGroups,
+        has_timer: Callable[[TimerKey], bool],
+        to_classic: Callable[[Result, ConsumerGroup, int], ClassicGroup | None],
+    ) -> None:
         self._groups = groups
         self._has_timer = has_timer
+        # Turns a consumer group of classic members into a classic group (the shard's).
+        self._to_classic = to_classic
 
     def owns(self, group_id: str) -> bool:
         """True if requests of the classic protocol for `group_id` are this module's."""
@@ -151,6 +160,18 @@ class ClassicMembers:
         owned = to_partitions(subscription.owned_partitions, known)
         groups._reconcile(out, group, group.members[member_id], owned, now_ms)
         current = group.members[member_id]
+        if replaced is not None and not replaced.uses_classic_protocol:
+            # The last new-protocol member restarted with the classic protocol (a static
+            # one): the group may be classic again, with no rebalance, as in Kafka.
+            downgraded = self._downgrade(out, group, now_ms)
+            if downgraded is not None:
+                return JoinGroupResponse(
+                    ErrorCode.NONE,
+                    member_id=member_id,
+                    generation_id=downgraded.generation,
+                    protocol_type=CONSUMER_PROTOCOL_TYPE,
+                    protocol_name=downgraded.protocol_name,
+                )
 
         self._cancel(out, TimerKind.CLASSIC_JOIN, group_id, member_id)
         groups._schedule_session(out, group_id, member_id, now_ms)
@@ -304,6 +325,11 @@ class ClassicMembers:
             now_ms + member.rebalance_timeout_ms,
             lambda o, now: self._fence(o, group_id, member_id, now),
         )
+
+    def _downgrade(self, out: Result, group: ConsumerGroup, now_ms: int) -> ClassicGroup | None:
+        if not may_downgrade(list(group.members.values()), self._groups.config):
+            return None
+        return self._to_classic(out, group, now_ms)
 
     def _cancel(self, out: Result, kind: TimerKind, group_id: str, member_id: str) -> None:
         self._groups._cancel_timer(out, TimerKey(kind, group_id, member_id))

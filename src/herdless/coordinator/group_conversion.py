@@ -125,20 +125,26 @@ def downgrades_on_leaving(
     if leaving is None or leaving.uses_classic_protocol:
         return False
     others = [m for m in group.members.values() if m.member_id != leaving_member_id]
+    return may_downgrade(others, config)
+
+
+def may_downgrade(members: list[ConsumerGroupMember], config: CoordinatorConfig) -> bool:
+    """Whether a consumer group of `members` may become a classic group: they all speak the
+    classic protocol, the policy allows it, and they fit in a classic group."""
     return (
-        bool(others)
-        and all(m.uses_classic_protocol for m in others)
+        bool(members)
+        and all(m.uses_classic_protocol for m in members)
         and config.consumer_migration_policy.downgrades
-        and len(others) <= config.max_group_size
+        and len(members) <= config.max_group_size
     )
 
 
 def classic_group_from_consumer(
-    group: ConsumerGroup, leaving_member_id: str, now_ms: int, history_size: int
+    group: ConsumerGroup, leaving_member_id: str | None, now_ms: int, history_size: int
 ) -> ClassicGroup:
     """The classic group `group` becomes without `leaving_member_id` (not installed): Stable
-    at the group epoch, each member assigned its target. MalformedConsumerProtocol if a
-    member's embedded protocol does not parse."""
+    at the group epoch, each classic member assigned its target. MalformedConsumerProtocol
+    if a member's embedded protocol does not parse."""
     classic = ClassicGroup(
         group.group_id,
         now_ms,

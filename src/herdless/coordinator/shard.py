@@ -140,7 +140,11 @@ class CoordinatorShard:
             self._retire_classic_group,
             self._downgrade,
         )
-        self.classic_members = ClassicMembers(self.consumer, lambda key: key in self._timers)
+        self.classic_members = ClassicMembers(
+            self.consumer,
+            lambda key: key in self._timers,
+            lambda out, group, now: self._to_classic(out, group, None, now),
+        )
         self._timers: dict[TimerKey, _Timer] = {}
         # (deadline, seq, key) of every timer, and of some since cancelled or
         # rescheduled, which are dropped when they come to the top.
@@ -1016,21 +1020,36 @@ class CoordinatorShard:
         a rebalance starts (Kafka's convertToClassicGroup). False if it does not."""
         if not downgrades_on_leaving(consumer_group, leaving_member_id, self.config):
             return False
+        group = self._to_classic(out, consumer_group, leaving_member_id, now_ms)
+        if group is None:
+            return False
+        detail = f"{leaving_member_id} left; back to the classic protocol"
+        self._prepare_rebalance(out, group, RebalanceCause.MEMBER_LEFT, detail, now_ms)
+        return True
+
+    def _to_classic(
+        self,
+        out: Result,
+        consumer_group: ConsumerGroup,
+        leaving_member_id: str | None,
+        now_ms: int,
+    ) -> ClassicGroup | None:
+        """Replace the consumer group with the classic group of its classic members (but
+        `leaving_member_id`), Stable: its tombstones, then the classic group's metadata.
+        None, and nothing done, if a member's embedded protocol does not parse."""
         history_size = self.config.rebalance_history_size
         try:
             group = classic_group_from_consumer(
                 consumer_group, leaving_member_id, now_ms, history_size
             )
         except MalformedConsumerProtocol:
-            return False
+            return None
         self.consumer.delete(out, group.group_id)
         self.groups[group.group_id] = group
         self._write(out, self._group_record(group))
         for member in group.members.values():
             self._schedule_heartbeat(out, group, member, member.session_timeout_ms, now_ms)
-        detail = f"{leaving_member_id} left; back to the classic protocol"
-        self._prepare_rebalance(out, group, RebalanceCause.MEMBER_LEFT, detail, now_ms)
-        return True
+        return group
 
     def consumer_group_describe(
         self, group_ids: Iterable[str], topics: TopicsImage, token: Hashable
