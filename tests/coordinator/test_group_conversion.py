@@ -520,3 +520,29 @@ def test_a_new_leader_has_the_converted_group_both_ways(warm: bool) -> None:
     ctx.move_leadership(truncate=True, warm=warm)
     assert "g" not in ctx.shard.consumer.groups
     assert set(ctx.shard.groups["g"].members) == {a, b}
+
+
+def test_a_static_classic_member_restarted_with_the_new_protocol_takes_its_own_place() -> None:
+    ctx = Context()
+    tokens = [ctx.join("g", instance_id=f"i{i}", protocols=protocols())[0] for i in range(2)]
+    ctx.sleep(0)
+    joined = [ctx.replies[t] for t in tokens]
+    ids = [r.member_id for r in joined]
+    generation = joined[0].generation_id
+    ctx.sync(
+        "g",
+        joined[0].leader,
+        generation,
+        {ids[0]: assignment(0, 1, 2), ids[1]: assignment(3, 4, 5)},
+        instance_id="i0" if joined[0].leader == ids[0] else "i1",
+    )
+    # i0 stops without leaving (static) and comes back with the new protocol.
+    resp, _ = ctx.consumer_heartbeat("g", "n0", 0, instance_id="i0")
+    assert resp.error_code is ErrorCode.NONE
+    group = ctx.shard.consumer.groups["g"]
+    assert ids[0] not in group.members and group.static_members["i0"] == "n0"
+    assert not group.members["n0"].uses_classic_protocol
+    # Its partitions were its own: it has them back at once, nobody else held them.
+    assert {tp.partition for tp in group.members["n0"].assigned} == {0, 1, 2}
+    assert {tp.partition for tp in group.members[ids[1]].assigned} == {3, 4, 5}
+    assert snapshot(ctx.replayed(ctx.log)) == snapshot(ctx.shard)
