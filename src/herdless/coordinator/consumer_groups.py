@@ -656,11 +656,9 @@ class ConsumerGroups:
     def _schedule_session(self, out: Result, group_id: str, member_id: str, now_ms: int) -> None:
         """The broker's session timeout, or the one a classic member joined with."""
         classic = self.groups[group_id].members[member_id].classic
-        timeout_ms = (
-            self.config.consumer_session_timeout_ms
-            if classic is None
-            else (classic.session_timeout_ms)
-        )
+        timeout_ms = self.config.consumer_session_timeout_ms
+        if classic is not None:
+            timeout_ms = classic.session_timeout_ms
         self._schedule_timer(
             out,
             _session_key(group_id, member_id),
