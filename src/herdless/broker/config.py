@@ -345,6 +345,7 @@ class BrokerConfig:
             )
         self._check_consumer_group_timeouts()
         self.consumer_assignors()
+        self.consumer_migration_policy()
         self._check_topic_defaults()
 
     def _check_consumer_group_timeouts(self) -> None:
