@@ -107,7 +107,12 @@ class MixedGroupMachine(RuleBasedStateMachine):
         if joined.error_code is ErrorCode.MEMBER_ID_REQUIRED:
             c.member_id = joined.member_id
             token, _ = self.ctx.join(GROUP, c.member_id, protocols=protocols(owned))
-            joined = self.ctx.replies[token]
+            joined = self.ctx.replies.get(token)
+        if joined is None:
+            # Parked: the group had emptied, and the join made it a classic group again.
+            assert self.downgraded
+            c.drop_everything()
+            return
         if joined.error_code is not ErrorCode.NONE:
             assert self.downgraded or joined.error_code is ErrorCode.UNKNOWN_MEMBER_ID, joined
             c.drop_everything()
