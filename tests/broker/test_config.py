@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from herdless.broker.config import BrokerConfig, ConfigError
+from herdless.coordinator.config import ConsumerGroupMigrationPolicy
 
 
 def configured(properties: dict[str, str]) -> BrokerConfig:
@@ -64,6 +65,10 @@ def test_consumer_group_settings_follow_kafkas_rules() -> None:
         5_000,
     )
     assert coordinator.consumer_assignors == ("uniform", "range")
+    assert coordinator.consumer_migration_policy is ConsumerGroupMigrationPolicy.BIDIRECTIONAL
+    upgrade_only = configured({"group.consumer.migration.policy": "Upgrade"})
+    policy = upgrade_only.coordinator_config().consumer_migration_policy
+    assert policy is ConsumerGroupMigrationPolicy.UPGRADE  # any case, as Kafka reads it
     low = configured(
         {
             "group.consumer.session.timeout.ms": "3000",
@@ -88,6 +93,7 @@ def test_consumer_group_settings_follow_kafkas_rules() -> None:
         ),
         ({"group.consumer.min.session.timeout.ms": "70000"}, "must be at least"),
         ({"group.consumer.assignors": "sticky"}, "no assignor 'sticky'"),
+        ({"group.consumer.migration.policy": "sideways"}, "must be one of"),
     ):
         with pytest.raises(ConfigError, match=message):
             configured(properties).validate()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import replace
 
+from herdless.coordinator.config import ConsumerGroupMigrationPolicy
 from herdless.coordinator.consumer_group import ConsumerGroupState
 from herdless.coordinator.consumer_records import (
     ConsumerGroupMetadataKey,
@@ -172,19 +173,24 @@ def test_a_consumer_group_takes_over_an_empty_classic_group_keeping_its_offsets(
     assert snapshot(ctx.replayed(ctx.log)) == snapshot(ctx.shard)
 
 
-def test_a_live_classic_group_is_not_a_consumer_group() -> None:
-    ctx = Context()
+def test_a_live_classic_group_is_not_a_consumer_group_when_upgrades_are_off() -> None:
+    # (With upgrades on, group_conversion.py's tests.)
+    ctx = Context(
+        replace(TEST_CONFIG, consumer_migration_policy=ConsumerGroupMigrationPolicy.DOWNGRADE)
+    )
     ctx.stable_group("g", 1)
     resp, result = ctx.consumer_heartbeat("g", "m1", 0)
     assert (resp.error_code, result.records) == (ErrorCode.GROUP_ID_NOT_FOUND, [])
     assert resp.error_message == "Group g is not a consumer group."
 
 
-def test_a_classic_member_joins_an_empty_consumer_group_but_not_a_live_one() -> None:
+def test_a_classic_member_joins_an_empty_consumer_group_as_a_classic_group() -> None:
     ctx = Context()
     ctx.consumer_heartbeat("g", "m1", 0)
-    token, _ = ctx.join("g")
-    assert ctx.replies[token].error_code is ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    token, result = ctx.join("g")
+    # A live one takes it in as a member speaking the classic protocol (classic_members.py).
+    assert ctx.replies[token].error_code is ErrorCode.MEMBER_ID_REQUIRED and not result.records
+    assert "g" in ctx.shard.consumer.groups
     ctx.consumer_heartbeat("g", "m1", -1)
     token, result = ctx.join("g")
     assert ctx.replies[token].error_code is ErrorCode.MEMBER_ID_REQUIRED

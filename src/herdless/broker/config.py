@@ -7,6 +7,7 @@ from pathlib import Path
 
 from herdless.coordinator import CoordinatorConfig
 from herdless.coordinator.assignors import ASSIGNORS
+from herdless.coordinator.config import ConsumerGroupMigrationPolicy
 from herdless.storage import LogConfig
 
 # Kafka broker property -> (BrokerConfig field, parser). Topic defaults use their log.* names.
@@ -61,6 +62,9 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     # Server assignors by name (uniform, range), or by Kafka's class names; the first is the
     # default.
     "group.consumer.assignors": ("group_consumer_assignors", str),
+    # Online conversion of a group between the classic and the consumer protocol:
+    # bidirectional, upgrade, downgrade or disabled.
+    "group.consumer.migration.policy": ("group_consumer_migration_policy", str),
     # herdless's own: in a cluster, followers of a __consumer_offsets partition keep its
     # groups replayed (a warm standby), so a new leader serves without loading.
     "group.coordinator.standby.enable": ("group_coordinator_standby_enable", bool),
@@ -215,6 +219,7 @@ class BrokerConfig:
     group_consumer_max_heartbeat_interval_ms: int = 15_000
     group_consumer_max_size: int = 2**31 - 1
     group_consumer_assignors: str = "uniform,range"
+    group_consumer_migration_policy: str = "bidirectional"
     offsets_retention_minutes: int = 7 * 24 * 60
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
@@ -253,7 +258,19 @@ class BrokerConfig:
             consumer_heartbeat_interval_ms=self.group_consumer_heartbeat_interval_ms,
             consumer_max_group_size=self.group_consumer_max_size,
             consumer_assignors=self.consumer_assignors(),
+            consumer_migration_policy=self.consumer_migration_policy(),
         )
+
+    def consumer_migration_policy(self) -> ConsumerGroupMigrationPolicy:
+        """group.consumer.migration.policy, any case as Kafka reads it."""
+        value = self.group_consumer_migration_policy.strip().lower()
+        try:
+            return ConsumerGroupMigrationPolicy(value)
+        except ValueError:
+            known = ", ".join(p.value for p in ConsumerGroupMigrationPolicy)
+            raise ConfigError(
+                f"group.consumer.migration.policy must be one of {known}, not {value!r}"
+            ) from None
 
     def consumer_assignors(self) -> tuple[str, ...]:
         """group.consumer.assignors as assignor names; ConfigError for one herdless lacks."""
@@ -328,6 +345,7 @@ class BrokerConfig:
             )
         self._check_consumer_group_timeouts()
         self.consumer_assignors()
+        self.consumer_migration_policy()
         self._check_topic_defaults()
 
     def _check_consumer_group_timeouts(self) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from weakref import WeakKeyDictionary
 
 from herdless.broker.metadata import MetadataView
 from herdless.coordinator.topic_metadata import TopicMetadata, TopicsImage
@@ -50,3 +51,15 @@ class ConsumerTopics:
         if topics != self._topics:
             self._topics = topics
             self._image = TopicsImage(topics.values(), self._image.version + 1)
+
+
+# One image source per metadata view, that is per broker (several run in one test process).
+_sources: WeakKeyDictionary[MetadataView, ConsumerTopics] = WeakKeyDictionary()
+
+
+def topics_image(metadata: MetadataView, names: Iterable[str] = ()) -> TopicsImage:
+    """The broker's topics for a consumer group operation; see ConsumerTopics.image."""
+    source = _sources.get(metadata)
+    if source is None:
+        source = _sources[metadata] = ConsumerTopics(metadata)
+    return source.image(names)

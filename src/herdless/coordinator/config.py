@@ -2,9 +2,34 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 _DAY_MS = 24 * 3600 * 1000
+
+
+class ConsumerGroupMigrationPolicy(enum.Enum):
+    """group.consumer.migration.policy: which online conversions between a classic group and
+    a consumer group (KIP-848) the coordinator makes."""
+
+    DISABLED = "disabled"
+    UPGRADE = "upgrade"  # classic to consumer, when a member joins with the new protocol
+    DOWNGRADE = "downgrade"  # consumer to classic, when the last new-protocol member leaves
+    BIDIRECTIONAL = "bidirectional"
+
+    @property
+    def upgrades(self) -> bool:
+        return self in (
+            ConsumerGroupMigrationPolicy.UPGRADE,
+            ConsumerGroupMigrationPolicy.BIDIRECTIONAL,
+        )
+
+    @property
+    def downgrades(self) -> bool:
+        return self in (
+            ConsumerGroupMigrationPolicy.DOWNGRADE,
+            ConsumerGroupMigrationPolicy.BIDIRECTIONAL,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,3 +50,6 @@ class CoordinatorConfig:
     consumer_max_group_size: int = 2**31 - 1  # group.consumer.max.size
     # group.consumer.assignors: the server assignors members may name; the first is the default.
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    consumer_migration_policy: ConsumerGroupMigrationPolicy = (  # group.consumer.migration.policy
+        ConsumerGroupMigrationPolicy.BIDIRECTIONAL
+    )

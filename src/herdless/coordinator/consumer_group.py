@@ -25,6 +25,7 @@ from herdless.coordinator.consumer_messages import (
     DescribedTopicPartitions,
 )
 from herdless.coordinator.consumer_records import (
+    ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue,
     ConsumerGroupRegularExpressionValue,
@@ -73,6 +74,12 @@ class ConsumerGroupMember:
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = None
     assignment: CurrentAssignment = field(default_factory=CurrentAssignment)
+    # Set for a member speaking the classic protocol (JoinGroup, SyncGroup...) in the group.
+    classic: ClassicMemberMetadata | None = None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
     @property
     def member_epoch(self) -> int:
@@ -103,6 +110,7 @@ class ConsumerGroupMember:
             subscribed_topic_regex=self.subscribed_topic_regex,
             rebalance_timeout_ms=self.rebalance_timeout_ms,
             server_assignor=self.server_assignor,
+            classic_member_metadata=self.classic,
         )
 
     def with_metadata(self, value: ConsumerGroupMemberMetadataValue) -> ConsumerGroupMember:
@@ -116,6 +124,7 @@ class ConsumerGroupMember:
             subscribed_topic_regex=value.subscribed_topic_regex or None,
             rebalance_timeout_ms=value.rebalance_timeout_ms,
             server_assignor=value.server_assignor,
+            classic=value.classic_member_metadata,
         )
 
     def assignment_value(self) -> ConsumerGroupCurrentMemberAssignmentValue:
@@ -216,12 +225,10 @@ class ConsumerGroup:
         member = self.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if api_version < 9:
+        if api_version < 9 and not member.uses_classic_protocol:
             # A member of a consumer group commits with its member epoch, from OffsetCommit v9.
             return ErrorCode.UNSUPPORTED_VERSION
-        if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
-        return ErrorCode.NONE
+        return _check_member_epoch(member, member_epoch)
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode:
         """Anyone who does not say who it is (an admin tool), else a member at its epoch."""
@@ -230,9 +237,7 @@ class ConsumerGroup:
         member = self.members.get(member_id or "")
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
-        return ErrorCode.NONE
+        return _check_member_epoch(member, member_epoch)
 
     def static_member(self, instance_id: str) -> ConsumerGroupMember | None:
         member_id = self.static_members.get(instance_id)
@@ -294,6 +299,16 @@ class ConsumerGroup:
         a = member.assignment
         for tp in a.assigned | a.pending_revocation:
             self._owners.pop(tp, None)
+
+
+def _check_member_epoch(member: ConsumerGroupMember, epoch: int) -> ErrorCode:
+    """A classic member's generation id is its member epoch, and a mismatch is what the
+    classic protocol calls it."""
+    if epoch == member.member_epoch:
+        return ErrorCode.NONE
+    if member.uses_classic_protocol:
+        return ErrorCode.ILLEGAL_GENERATION
+    return ErrorCode.STALE_MEMBER_EPOCH
 
 
 def describe_group(

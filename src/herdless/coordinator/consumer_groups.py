@@ -20,8 +20,11 @@ before its first record; a refusal writes nothing.
 
 The topics come in as data (a TopicsImage, from the broker), never looked up.
 Group ids are shared with classic groups: a heartbeat takes over an empty
-classic group (its tombstone first), a non-empty one is not a consumer group
-(GROUP_ID_NOT_FOUND), as in Kafka without online migration.
+classic group (its tombstone first) and converts a non-empty one when
+group.consumer.migration.policy allows (group_conversion.py; GROUP_ID_NOT_FOUND
+otherwise); members speaking the classic protocol inside a consumer group are
+classic_members.py's, and the last new-protocol member leaving may turn the
+group back into a classic one (the shard's `downgrade`).
 """
 
 from __future__ import annotations
@@ -51,7 +54,10 @@ from herdless.coordinator.consumer_messages import (
     ConsumerGroupHeartbeatResponse,
     DescribedConsumerGroup,
 )
-from herdless.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
+from herdless.coordinator.consumer_protocol import (
+    CONSUMER_PROTOCOL_TYPE,
+    MalformedConsumerProtocol,
+)
 from herdless.coordinator.consumer_records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupKey,
@@ -72,6 +78,11 @@ from herdless.coordinator.consumer_records import (
     decode_consumer_group_value,
 )
 from herdless.coordinator.group import ClassicGroup
+from herdless.coordinator.group_conversion import (
+    consumer_group_from_classic,
+    creation_records,
+    may_upgrade,
+)
 from herdless.coordinator.messages import ListedGroup
 from herdless.coordinator.reconciliation import CurrentAssignment, MemberState, reconcile
 from herdless.coordinator.result import Reply, Result, TimerKey, TimerKind
@@ -103,7 +114,8 @@ class ConsumerGroups:
         cancel_timer: TimerCanceller,
         new_uuid: Callable[[], str],
         classic_groups: dict[str, ClassicGroup],
-        write_classic_tombstone: Callable[[Result, str], None],
+        retire_classic: Callable[[Result, str], None],
+        downgrade: Callable[[Result, ConsumerGroup, str, int], bool],
     ) -> None:
         self.config = config
         self.groups: dict[str, ConsumerGroup] = {}
@@ -112,7 +124,10 @@ class ConsumerGroups:
         self._new_uuid = new_uuid
         # Shared with the shard: the group ids consumer groups must not take over.
         self._classic = classic_groups
-        self._write_classic_tombstone = write_classic_tombstone
+        # Tombstones a classic group taken over, answering what it had parked.
+        self._retire_classic = retire_classic
+        # Turns a group into a classic one instead of removing the member, when it may.
+        self._downgrade = downgrade
         # The image each group's regular expressions were last resolved against.
         self._regexes_resolved_with: dict[str, TopicsImage] = {}
 
@@ -226,7 +241,7 @@ class ConsumerGroups:
         try:
             validate(req, self._assignors())
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                response = self._leave(out, req)
+                response = self._leave(out, req, now_ms)
             else:
                 response = self._join_or_heartbeat(out, req, topics, now_ms)
         except HeartbeatRefused as refused:
@@ -254,14 +269,23 @@ class ConsumerGroups:
         joining = req.member_epoch == 0
         group = self.groups.get(group_id)
         classic = self._classic.get(group_id) if group is None else None
-        if group is None and not (joining and (classic is None or _is_empty_classic(classic))):
+        if group is None and not joining:
             raise HeartbeatRefused(ErrorCode.GROUP_ID_NOT_FOUND, self._not_found(group_id))
+        upgraded = None
+        if classic is not None and not _is_empty_classic(classic):
+            upgraded = group = self._upgrade(classic, topics)
         group = group or ConsumerGroup(group_id)
         member, replaced = self._member_for(group, req)
 
         # Checked: from here on the heartbeat only writes.
         if classic is not None:
-            self._write_classic_tombstone(out, group_id)
+            self._retire_classic(out, group_id)
+        if upgraded is not None:
+            for key, value in creation_records(upgraded):
+                self._write(out, key, value)
+            group = self.groups[group_id]
+            for member_id in group.members:
+                self._schedule_session(out, group_id, member_id, now_ms)
         self.groups.setdefault(group_id, group)
         before = member
         if replaced is not None:
@@ -301,6 +325,20 @@ class ConsumerGroups:
             assignment=current.assigned if full_request or changed else None,
         )
 
+    def _upgrade(self, classic: ClassicGroup, topics: TopicsImage) -> ConsumerGroup:
+        """The consumer group a non-empty classic group becomes, not yet written; refused
+        with GROUP_ID_NOT_FOUND when it may not."""
+        if not may_upgrade(classic, self.config):
+            raise HeartbeatRefused(ErrorCode.GROUP_ID_NOT_FOUND, self._not_found(classic.group_id))
+        try:
+            return consumer_group_from_classic(classic, topics)
+        except MalformedConsumerProtocol:
+            raise HeartbeatRefused(
+                ErrorCode.GROUP_ID_NOT_FOUND,
+                f"Cannot upgrade the classic group {classic.group_id} to consumer group because"
+                " the embedded consumer protocol is malformed.",
+            ) from None
+
     def _member_for(
         self, group: ConsumerGroup, req: ConsumerGroupHeartbeatRequest
     ) -> tuple[ConsumerGroupMember, ConsumerGroupMember | None]:
@@ -329,7 +367,11 @@ class ConsumerGroups:
         if joining and (existing is None or existing.member_id != member_id):
             if existing is None:
                 return group.members.get(member_id) or ConsumerGroupMember(member_id), None
-            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            # A classic member's place is taken at once, as Kafka does (it restarted with
+            # the new protocol).
+            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and not (
+                existing.uses_classic_protocol
+            ):
                 raise HeartbeatRefused(
                     ErrorCode.UNRELEASED_INSTANCE_ID,
                     f"Static member {member_id} with instance id {req.instance_id} cannot join"
@@ -450,6 +492,8 @@ class ConsumerGroups:
             return
         member = replace(member, assignment=assignment)
         self._write_assignment(out, group.group_id, member)
+        if member.uses_classic_protocol:
+            return  # told to rejoin instead, on the join and sync timers (classic_members.py)
         if assignment.state is MemberState.UNREVOKED_PARTITIONS:
             self._schedule_revocation(out, group.group_id, member, now_ms)
         else:
@@ -460,7 +504,7 @@ class ConsumerGroups:
     # ======================================================================
 
     def _leave(
-        self, out: Result, req: ConsumerGroupHeartbeatRequest
+        self, out: Result, req: ConsumerGroupHeartbeatRequest, now_ms: int
     ) -> ConsumerGroupHeartbeatResponse:
         group = self.groups.get(req.group_id)
         if group is None:
@@ -498,14 +542,19 @@ class ConsumerGroups:
                     member_id=member.member_id,
                     member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                 )
-        self._remove_member(out, group, member.member_id)
+        self._remove_member(out, group, member.member_id, now_ms)
         return ConsumerGroupHeartbeatResponse(
             ErrorCode.NONE, member_id=req.member_id, member_epoch=req.member_epoch
         )
 
-    def _remove_member(self, out: Result, group: ConsumerGroup, member_id: str) -> None:
+    def _remove_member(
+        self, out: Result, group: ConsumerGroup, member_id: str, now_ms: int
+    ) -> None:
         """The member leaves, or is fenced: its partitions are free once the records are, and
-        the next heartbeat of any member computes a target assignment without it."""
+        the next heartbeat of any member computes a target assignment without it. When it
+        was the last to speak the new protocol, the group may become classic instead."""
+        if self._downgrade(out, group, member_id, now_ms):
+            return
         self._cancel_member_timers(out, group.group_id, member_id)
         self._remove_member_records(out, group.group_id, member_id)
         for regex in sorted(group.resolved_regexes.keys() - group.subscribed_regexes()):
@@ -513,22 +562,26 @@ class ConsumerGroups:
         self._refresh_subscription_metadata(out, group, None)
         self._bump_group_epoch(out, group)
 
-    def _expire_session(self, out: Result, group_id: str, member_id: str) -> None:
+    def _expire_session(self, out: Result, group_id: str, member_id: str, now_ms: int) -> None:
         group = self.groups.get(group_id)
         if group is not None and member_id in group.members:
-            self._remove_member(out, group, member_id)
+            self._remove_member(out, group, member_id, now_ms)
 
-    def _expire_revocation(self, out: Result, group_id: str, member_id: str, epoch: int) -> None:
+    def _expire_revocation(
+        self, out: Result, group_id: str, member_id: str, epoch: int, now_ms: int
+    ) -> None:
         """A member that did not revoke within its rebalance timeout is fenced; one that has
         moved on from the epoch it was asked to revoke in is not concerned."""
         group = self.groups.get(group_id)
         member = None if group is None else group.members.get(member_id)
         if group is not None and member is not None and member.member_epoch == epoch:
-            self._remove_member(out, group, member_id)
+            self._remove_member(out, group, member_id, now_ms)
 
     def _cancel_member_timers(self, out: Result, group_id: str, member_id: str) -> None:
         self._cancel_timer(out, _session_key(group_id, member_id))
         self._cancel_timer(out, _revocation_key(group_id, member_id))
+        self._cancel_timer(out, TimerKey(TimerKind.CLASSIC_JOIN, group_id, member_id))
+        self._cancel_timer(out, TimerKey(TimerKind.CLASSIC_SYNC, group_id, member_id))
 
     def on_loaded(self, out: Result, now_ms: int) -> None:
         """Loaded by replay: every member's session starts now, and so does the revocation
@@ -536,7 +589,7 @@ class ConsumerGroups:
         for group_id, group in self.groups.items():
             for member in group.members.values():
                 self._schedule_session(out, group_id, member.member_id, now_ms)
-                if member.is_revoking:
+                if member.is_revoking and not member.uses_classic_protocol:
                     self._schedule_revocation(out, group_id, member, now_ms)
 
     # ======================================================================
@@ -601,11 +654,16 @@ class ConsumerGroups:
     # ======================================================================
 
     def _schedule_session(self, out: Result, group_id: str, member_id: str, now_ms: int) -> None:
+        """The broker's session timeout, or the one a classic member joined with."""
+        classic = self.groups[group_id].members[member_id].classic
+        timeout_ms = self.config.consumer_session_timeout_ms
+        if classic is not None:
+            timeout_ms = classic.session_timeout_ms
         self._schedule_timer(
             out,
             _session_key(group_id, member_id),
-            now_ms + self.config.consumer_session_timeout_ms,
-            lambda o, now: self._expire_session(o, group_id, member_id),
+            now_ms + timeout_ms,
+            lambda o, now: self._expire_session(o, group_id, member_id, now),
         )
 
     def _schedule_revocation(
@@ -616,7 +674,7 @@ class ConsumerGroups:
             out,
             _revocation_key(group_id, member_id),
             now_ms + member.rebalance_timeout_ms,
-            lambda o, now: self._expire_revocation(o, group_id, member_id, epoch),
+            lambda o, now: self._expire_revocation(o, group_id, member_id, epoch, now),
         )
 
 

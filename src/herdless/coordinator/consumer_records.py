@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from herdless.coordinator.records import FieldReader, FieldWriter, Record, RecordFormatError
 from herdless.coordinator.topic_metadata import (
@@ -150,6 +150,16 @@ class ConsumerGroupPartitionMetadataValue:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """What a member speaking the classic protocol inside a consumer group brought with its
+    JoinGroup: its session timeout and its protocols (name, embedded metadata), in its order
+    of preference. Kafka stores it as tagged field 0 of the member's metadata value."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerGroupMemberMetadataValue:
     instance_id: str | None
     rack_id: str | None
@@ -159,6 +169,11 @@ class ConsumerGroupMemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    classic_member_metadata: ClassicMemberMetadata | None = None
+
+
+# The tag of ClassicMemberMetadata in ConsumerGroupMemberMetadataValue.
+CLASSIC_MEMBER_METADATA_TAG = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,7 +284,22 @@ def encode_consumer_group_value(value: ConsumerGroupValue) -> bytes:
     w = FieldWriter(flexible=True)
     w.int16(VALUE_VERSION)
     _write_value(value, w)
-    w.no_tagged_fields()
+    classic = getattr(value, "classic_member_metadata", None)
+    if classic is None:
+        w.no_tagged_fields()
+    else:
+        field = FieldWriter(flexible=True)
+        field.int32(classic.session_timeout_ms)
+        field.array_len(len(classic.supported_protocols))
+        for name, metadata in classic.supported_protocols:
+            field.string(name)
+            field.bytes_(metadata)
+            field.no_tagged_fields()
+        field.no_tagged_fields()
+        w.uvarint(1)
+        w.uvarint(CLASSIC_MEMBER_METADATA_TAG)
+        w.uvarint(len(field.out))
+        w.out += field.out
     return bytes(w.out)
 
 
@@ -289,7 +319,7 @@ def _read_partition_metadata(r: FieldReader) -> ConsumerGroupPartitionMetadataVa
 
 
 def _read_member_metadata(r: FieldReader) -> ConsumerGroupMemberMetadataValue:
-    return ConsumerGroupMemberMetadataValue(
+    value = ConsumerGroupMemberMetadataValue(
         instance_id=r.nullable_string(),
         rack_id=r.nullable_string(),
         client_id=r.string(),
@@ -299,6 +329,25 @@ def _read_member_metadata(r: FieldReader) -> ConsumerGroupMemberMetadataValue:
         rebalance_timeout_ms=r.int32(),
         server_assignor=r.nullable_string(),
     )
+    classic = None
+    for _ in range(r.uvarint()):
+        tag, size = r.uvarint(), r.uvarint()
+        end = r.pos + size
+        if tag == CLASSIC_MEMBER_METADATA_TAG:
+            classic = _read_classic_member_metadata(r)
+        r.pos = end  # fields a later version added to the tagged struct, or other tags
+    return replace(value, classic_member_metadata=classic)
+
+
+def _read_classic_member_metadata(r: FieldReader) -> ClassicMemberMetadata:
+    session_timeout_ms = r.int32()
+    protocols = []
+    for _ in range(r.array_len()):
+        name = r.string()
+        metadata = r.bytes_()
+        r.skip_tagged_fields()
+        protocols.append((name, metadata))
+    return ClassicMemberMetadata(session_timeout_ms, tuple(protocols))
 
 
 def _read_current_assignment(r: FieldReader) -> ConsumerGroupCurrentMemberAssignmentValue:
@@ -338,7 +387,8 @@ def decode_consumer_group_value(key: ConsumerGroupKey, data: bytes) -> ConsumerG
         raise RecordFormatError(f"{type(key).__name__} value version {version}")
     r.flexible = True
     value = _VALUE_READERS[type(key)](r)
-    r.skip_tagged_fields()
+    if not isinstance(key, ConsumerGroupMemberMetadataKey):  # that one reads its own
+        r.skip_tagged_fields()
     return value
 
 

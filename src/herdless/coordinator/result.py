@@ -31,6 +31,10 @@ class TimerKind(Enum):
     RETENTION = "retention"  # periodic offset expiry of the whole shard
     SESSION = "session"  # session expiry of one consumer group (KIP-848) member
     REVOCATION = "revocation"  # a consumer group member's rebalance timeout to revoke
+    # A classic member of a consumer group told to rejoin, or that joined and must sync,
+    # within its rebalance timeout.
+    CLASSIC_JOIN = "classic-join"
+    CLASSIC_SYNC = "classic-sync"
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,11 +22,17 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
+from herdless.coordinator.classic_members import ClassicMembers
 from herdless.coordinator.config import CoordinatorConfig
 from herdless.coordinator.consumer_group import ConsumerGroup, ConsumerGroupState
 from herdless.coordinator.consumer_groups import CONSUMER_GROUP_TYPE, ConsumerGroups
 from herdless.coordinator.consumer_messages import ConsumerGroupHeartbeatRequest
+from herdless.coordinator.consumer_protocol import MalformedConsumerProtocol
 from herdless.coordinator.group import ClassicGroup, JoinWaiter, Member
+from herdless.coordinator.group_conversion import (
+    classic_group_from_consumer,
+    downgrades_on_leaving,
+)
 from herdless.coordinator.history import RebalanceCause
 from herdless.coordinator.messages import (
     NO_LEADER_EPOCH,
@@ -131,7 +137,13 @@ class CoordinatorShard:
             self._cancel,
             new_uuid,
             self.groups,
-            self._write_group_tombstone,
+            self._retire_classic_group,
+            self._downgrade,
+        )
+        self.classic_members = ClassicMembers(
+            self.consumer,
+            lambda key: key in self._timers,
+            lambda out, group, now: self._to_classic(out, group, None, now),
         )
         self._timers: dict[TimerKey, _Timer] = {}
         # (deadline, seq, key) of every timer, and of some since cancelled or
@@ -334,7 +346,15 @@ class CoordinatorShard:
     # JoinGroup
     # ======================================================================
 
-    def join_group(self, req: JoinGroupRequest, token: Hashable, now_ms: int) -> Result:
+    def join_group(
+        self,
+        req: JoinGroupRequest,
+        token: Hashable,
+        now_ms: int,
+        topics: TopicsImage | None = None,
+    ) -> Result:
+        """`topics`: the cluster's topics, for a member joining a consumer group (without
+        them, the topics the group knows of)."""
         out = Result()
         cfg = self.config
         if not req.group_id:
@@ -347,6 +367,10 @@ class CoordinatorShard:
             out.replies.append(Reply(token, resp))
             return out
 
+        consumer_group = self.consumer.groups.get(req.group_id)
+        if consumer_group is not None and consumer_group.state is not ConsumerGroupState.EMPTY:
+            # The member speaks the classic protocol inside the consumer group.
+            return self.classic_members.join(req, topics, token, now_ms)
         is_unknown = req.member_id == UNKNOWN_MEMBER_ID
         group = self.groups.get(req.group_id)
         is_new_group = group is None
@@ -355,16 +379,7 @@ class CoordinatorShard:
                 resp = JoinGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID, member_id=req.member_id)
                 out.replies.append(Reply(token, resp))
                 return out
-            consumer_group = self.consumer.groups.get(req.group_id)
             if consumer_group is not None:
-                if consumer_group.state is not ConsumerGroupState.EMPTY:
-                    # Kafka would take the member into the consumer group with the classic
-                    # protocol (KIP-848's upgrade path); herdless keeps the protocols apart.
-                    resp = JoinGroupResponse(
-                        ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=UNKNOWN_MEMBER_ID
-                    )
-                    out.replies.append(Reply(token, resp))
-                    return out
                 # An empty consumer group gives way to a classic one, as in Kafka.
                 self.consumer.delete(out, req.group_id)
             group = self._new_group(req.group_id, now_ms)
@@ -816,6 +831,8 @@ class CoordinatorShard:
 
         if not req.group_id:
             return answer(ErrorCode.INVALID_GROUP_ID)
+        if self.classic_members.owns(req.group_id):
+            return self.classic_members.sync(req, token, now_ms)
         group = self.groups.get(req.group_id)
         if group is None:
             return answer(ErrorCode.UNKNOWN_MEMBER_ID)
@@ -868,6 +885,8 @@ class CoordinatorShard:
             self._cancel(out, TimerKey(TimerKind.SYNC, group.group_id))
 
     def heartbeat(self, req: HeartbeatRequest, token: Hashable, now_ms: int) -> Result:
+        if req.group_id and self.classic_members.owns(req.group_id):
+            return self.classic_members.heartbeat(req, token, now_ms)
         out = Result()
         group = self.groups.get(req.group_id)
         if not req.group_id:
@@ -887,6 +906,8 @@ class CoordinatorShard:
         return out
 
     def leave_group(self, req: LeaveGroupRequest, token: Hashable, now_ms: int) -> Result:
+        if self.classic_members.owns(req.group_id):
+            return self.classic_members.leave(req, token, now_ms)
         out = Result()
         group = self.groups.get(req.group_id)
         if group is None:
@@ -971,6 +992,64 @@ class CoordinatorShard:
         now_ms: int,
     ) -> Result:
         return self.consumer.heartbeat(req, topics, token, now_ms)
+
+    def _retire_classic_group(self, out: Result, group_id: str) -> None:
+        """A consumer group takes `group_id` over: the classic group's tombstone, and its
+        parked requests answered REBALANCE_IN_PROGRESS, so that its members join the
+        consumer group (Kafka's convertToConsumerGroup)."""
+        group = self.groups.get(group_id)
+        if group is not None:
+            for member in group.members.values():
+                rejoin = JoinGroupResponse(
+                    ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id
+                )
+                self._add(out, group.complete_join(member, rejoin))
+                sync = SyncGroupResponse(ErrorCode.REBALANCE_IN_PROGRESS)
+                self._add(out, group.complete_sync(member, sync))
+            for member_id in (*group.members, *group.pending_join_members):
+                self._cancel_heartbeat(out, group, member_id)
+            self._cancel(out, TimerKey(TimerKind.JOIN, group_id))
+            self._cancel(out, TimerKey(TimerKind.SYNC, group_id))
+        self._write_group_tombstone(out, group_id)
+
+    def _downgrade(
+        self, out: Result, consumer_group: ConsumerGroup, leaving_member_id: str, now_ms: int
+    ) -> bool:
+        """The member speaking the new protocol leaves, or is fenced: if classic members
+        alone remain and the policy allows, the consumer group becomes a classic group and
+        a rebalance starts (Kafka's convertToClassicGroup). False if it does not."""
+        if not downgrades_on_leaving(consumer_group, leaving_member_id, self.config):
+            return False
+        group = self._to_classic(out, consumer_group, leaving_member_id, now_ms)
+        if group is None:
+            return False
+        detail = f"{leaving_member_id} left; back to the classic protocol"
+        self._prepare_rebalance(out, group, RebalanceCause.MEMBER_LEFT, detail, now_ms)
+        return True
+
+    def _to_classic(
+        self,
+        out: Result,
+        consumer_group: ConsumerGroup,
+        leaving_member_id: str | None,
+        now_ms: int,
+    ) -> ClassicGroup | None:
+        """Replace the consumer group with the classic group of its classic members (but
+        `leaving_member_id`), Stable: its tombstones, then the classic group's metadata.
+        None, and nothing done, if a member's embedded protocol does not parse."""
+        history_size = self.config.rebalance_history_size
+        try:
+            group = classic_group_from_consumer(
+                consumer_group, leaving_member_id, now_ms, history_size
+            )
+        except MalformedConsumerProtocol:
+            return None
+        self.consumer.delete(out, group.group_id)
+        self.groups[group.group_id] = group
+        self._write(out, self._group_record(group))
+        for member in group.members.values():
+            self._schedule_heartbeat(out, group, member, member.session_timeout_ms, now_ms)
+        return group
 
     def consumer_group_describe(
         self, group_ids: Iterable[str], topics: TopicsImage, token: Hashable

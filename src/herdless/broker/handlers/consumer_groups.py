@@ -8,12 +8,10 @@ the API carries by id.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary
 
-from herdless.broker.consumer_topics import ConsumerTopics
+from herdless.broker.consumer_topics import topics_image
 from herdless.broker.group_coordinator import CoordinatorError
 from herdless.broker.handlers.groups import run_operation
-from herdless.broker.metadata import MetadataView
 from herdless.coordinator import consumer_messages as m
 from herdless.coordinator.topic_metadata import TopicsImage, by_topic, from_topics
 from herdless.protocol.codec import Request, response_class
@@ -26,15 +24,9 @@ CONSUMER_GROUP_DESCRIBE = 69
 # ConsumerGroupDescribe v1 says what protocol each member speaks; all of ours speak this one.
 CONSUMER_MEMBER_TYPE = 1
 
-# One image source per metadata view, that is per broker (several run in one test process).
-_topics: WeakKeyDictionary[MetadataView, ConsumerTopics] = WeakKeyDictionary()
-
 
 def _image(context: BrokerContext, names: tuple[str, ...] | None = None) -> TopicsImage:
-    source = _topics.get(context.metadata)
-    if source is None:
-        source = _topics[context.metadata] = ConsumerTopics(context.metadata)
-    return source.image(names or ())
+    return topics_image(context.metadata, names or ())
 
 
 async def handle_consumer_group_heartbeat(context: BrokerContext, request: Request) -> Any:

@@ -12,8 +12,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from herdless.broker.consumer_topics import topics_image
 from herdless.broker.group_coordinator import CoordinatorError, Operation
 from herdless.coordinator import messages as m
+from herdless.coordinator.consumer_protocol import subscribed_topics
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 
@@ -62,10 +64,14 @@ async def handle_join_group(context: BrokerContext, request: Request) -> Any:
         reason=body.reason,
         api_version=request.api_version,
     )
+    # A member joining a consumer group (KIP-848's online upgrade) is assigned by the
+    # coordinator, which needs the topics it subscribes to.
+    subscribed = subscribed_topics(join.protocols[0].metadata) if join.protocols else None
+    topics = topics_image(context.metadata, subscribed or ())
     result = await run_operation(
         context,
         join.group_id,
-        lambda shard, token, now: shard.join_group(join, token, now),
+        lambda shard, token, now: shard.join_group(join, token, now, topics),
         lambda error: m.JoinGroupResponse(error, member_id=body.member_id),
     )
     return Response(
