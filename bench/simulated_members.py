@@ -244,6 +244,32 @@ class EncodedRequest:
         return bytes(self._frame)
 
 
+@dataclass(frozen=True, slots=True)
+class ResponseHeader:
+    correlation_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatAnswer:
+    """A Heartbeat v4 answer read where its fields lie. kafka-python's decode took 32 us
+    a heartbeat, a third of what the members' process spent on one: CPU the broker
+    measured beside them on a two-core machine does not get."""
+
+    header: ResponseHeader
+    error_code: int
+
+    # Correlation id, header tagged fields (none), throttle time, error code.
+    _LAYOUT = struct.Struct(">iBih")
+
+    @classmethod
+    def decode(cls, body: bytes, version: int, header: bool) -> Any:
+        assert version == HEARTBEAT_V and header
+        correlation_id, tagged_fields, _, error_code = cls._LAYOUT.unpack_from(body)
+        if tagged_fields:  # a header with tagged fields: let kafka-python walk them
+            return HeartbeatResponse.decode(body, version=version, header=True)
+        return cls(ResponseHeader(correlation_id), error_code)
+
+
 def subscription(topic: str) -> bytes:
     return bytes(ConsumerProtocolSubscription(version=0, topics=[topic], user_data=None).encode())
 
@@ -535,7 +561,7 @@ class Member:
                 )
             try:
                 response = await connection.request(
-                    heartbeat, HeartbeatResponse, cfg.session_timeout_ms / 1000
+                    heartbeat, HeartbeatAnswer, cfg.session_timeout_ms / 1000
                 )
             except TimeoutError:
                 self.stats.errors[error_name(TIMEOUT)] += 1
