@@ -246,17 +246,8 @@ class CoordinatorShard:
     # ======================================================================
 
     def next_deadline(self) -> int | None:
-        deadlines = self._deadlines
-        while deadlines:
-            deadline_ms, seq, key = deadlines[0]
-            timer = self._timers.get(key)
-            if timer is None or timer.heap_seq != seq:
-                heapq.heappop(deadlines)
-            elif timer.seq != seq:  # moved later in place since queued
-                self._requeue(timer, key)
-            else:
-                return deadline_ms
-        return None
+        first = self._first_timer()
+        return None if first is None else first[0]
 
     def scheduled(self) -> dict[TimerKey, int]:
         return {key: t.deadline_ms for key, t in self._timers.items()}
@@ -284,24 +275,30 @@ class CoordinatorShard:
     def poll(self, now_ms: int) -> Result:
         """Fire every due timer, earliest first (ties in scheduling order)."""
         out = Result()
+        while (first := self._first_timer()) is not None and first[0] <= now_ms:
+            heapq.heappop(self._deadlines)
+            out.extend(self.fire_timer(first[1], now_ms))
+        return out
+
+    def _first_timer(self) -> tuple[int, TimerKey] | None:
+        """The deadline and key of the timer due first, its heap entry first in the heap.
+
+        Entries of timers cancelled or replaced since are dropped on the way; the entry
+        of a timer moved later in place is put where it now belongs, ordered among equal
+        deadlines by when the timer was last scheduled.
+        """
         deadlines = self._deadlines
-        while deadlines and deadlines[0][0] <= now_ms:
+        while deadlines:
             deadline_ms, seq, key = deadlines[0]
             timer = self._timers.get(key)
             if timer is None or timer.heap_seq != seq:
                 heapq.heappop(deadlines)
-            elif timer.seq != seq:  # moved later in place since queued
-                self._requeue(timer, key)
+            elif timer.seq != seq:
+                timer.heap_seq = timer.seq
+                heapq.heapreplace(deadlines, (timer.deadline_ms, timer.seq, key))
             else:
-                heapq.heappop(deadlines)
-                out.extend(self.fire_timer(key, now_ms))
-        return out
-
-    def _requeue(self, timer: _Timer, key: TimerKey) -> None:
-        """The heap's first entry is a timer moved later: put it where it now belongs,
-        ordered among equal deadlines by when it was last scheduled."""
-        timer.heap_seq = timer.seq
-        heapq.heapreplace(self._deadlines, (timer.deadline_ms, timer.seq, key))
+                return deadline_ms, key
+        return None
 
     def _rebuild_deadlines(self) -> None:
         """One heap entry per live timer, at its current deadline. In place: poll() may
