@@ -23,7 +23,6 @@ per member is the same, only its socket count is not.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import struct
 import time
@@ -587,10 +586,11 @@ class Member:
 
     async def stop(self) -> None:
         """Stop heartbeating without leaving (see leave_all) and close its own socket."""
-        if self._task is not None:
+        # Again until it ends: asyncio.wait_for (opening a connection to rejoin) can
+        # swallow a cancellation that comes as it completes, and the member goes on.
+        while self._task is not None and not self._task.done():
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await asyncio.wait([self._task], timeout=1.0)
         if self.connection is not None:
             self.connection.close()
 
