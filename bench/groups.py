@@ -59,6 +59,7 @@ from peers import (
     broker_rss_bytes,
     create_topic,
     herdless,
+    raise_autogroup_priority,
     tansu,
 )
 
@@ -543,6 +544,8 @@ def run_keepalive(args: argparse.Namespace) -> list[KeepAliveResult]:
         with tempfile.TemporaryDirectory(prefix=f"bench-groups-{broker}-") as tmp:
             try:
                 with start_broker(broker, Path(tmp), args) as bootstrap:
+                    if args.autogroup_nice is not None:
+                        raise_autogroup_priority(args.autogroup_nice)
                     create_topic(bootstrap, TOPIC, args.topic_partitions)
                     results.append(asyncio.run(keepalive_ramp(bootstrap, broker, args)))
             except (BrokerError, PhaseError, sm.ProtocolError, OSError, TimeoutError) as exc:
@@ -1283,6 +1286,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=Path,
         help="also run herdless from this checkout of an earlier commit, as herdless-base"
         " (rounds alternate; commits give its ratio to tansu too)",
+    )
+    parser.add_argument(
+        "--autogroup-nice",
+        type=int,
+        help="keepalive: set this nice on the autogroups of this process and of each broker"
+        " (on a machine shared with other sessions, nice alone does not reach across them)",
     )
     parser.add_argument("--markdown", action="store_true", help="also print Markdown tables")
     parser.add_argument("--json", type=Path, help="write every measurement to this file")
