@@ -28,6 +28,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import itertools
 import json
 import math
 import os
@@ -58,6 +59,7 @@ from peers import (
     broker_rss_bytes,
     create_topic,
     herdless,
+    raise_autogroup_priority,
     tansu,
 )
 
@@ -401,10 +403,18 @@ async def keepalive_ramp(bootstrap: str, broker: str, args: argparse.Namespace) 
     stats = sm.HeartbeatStats()
     interval = args.keepalive_heartbeat_ms / 1000
     members: list[sm.Member] = []
+    shared: list[sm.SharedConnection] = []
     group_count = 0
     try:
         while len(members) < args.keepalive_max:
             adding = min(args.keepalive_step, args.keepalive_max - len(members))
+            heartbeat_connections: Iterator[sm.SharedConnection | None] = itertools.repeat(None)
+            if args.members_per_connection > 1:
+                opened = await heartbeat_connections_for(bootstrap, adding, args)
+                shared += opened
+                heartbeat_connections = itertools.chain.from_iterable(
+                    itertools.repeat(c, args.members_per_connection) for c in opened
+                )
             new: list[sm.Member] = []
             waits: list[tuple[asyncio.Future[tuple[int, sm.Generation]], sm.GroupProgress]] = []
             while adding > 0:
@@ -419,7 +429,10 @@ async def keepalive_ramp(bootstrap: str, broker: str, args: argparse.Namespace) 
                     rebalance_timeout_ms=args.rebalance_timeout_ms,
                     heartbeat_interval_s=interval,
                 )
-                group_members = [sm.Member(config, stats, progress) for _ in range(size)]
+                group_members = [
+                    sm.Member(config, stats, progress, heartbeat_connection=c)
+                    for c in itertools.islice(heartbeat_connections, size)
+                ]
                 new += group_members
                 waits.append((progress.wait_whole(size), progress))
                 group_count += 1
@@ -508,7 +521,20 @@ async def keepalive_ramp(bootstrap: str, broker: str, args: argparse.Namespace) 
             result.stopped_by = f"cap ({args.keepalive_max})"
     finally:
         await asyncio.gather(*(m.stop() for m in members))
+        for connection in shared:
+            connection.close()
     return result
+
+
+async def heartbeat_connections_for(
+    bootstrap: str, members: int, args: argparse.Namespace
+) -> list[sm.SharedConnection]:
+    """The connections ``members`` new members heartbeat over, several to each."""
+    count = -(-members // args.members_per_connection)
+    return await gather_limited(
+        CONNECT_CONCURRENCY,
+        [lambda: sm.SharedConnection.open(bootstrap, "sim-heartbeats") for _ in range(count)],
+    )
 
 
 def run_keepalive(args: argparse.Namespace) -> list[KeepAliveResult]:
@@ -518,6 +544,8 @@ def run_keepalive(args: argparse.Namespace) -> list[KeepAliveResult]:
         with tempfile.TemporaryDirectory(prefix=f"bench-groups-{broker}-") as tmp:
             try:
                 with start_broker(broker, Path(tmp), args) as bootstrap:
+                    if args.autogroup_nice is not None:
+                        raise_autogroup_priority(args.autogroup_nice)
                     create_topic(bootstrap, TOPIC, args.topic_partitions)
                     results.append(asyncio.run(keepalive_ramp(bootstrap, broker, args)))
             except (BrokerError, PhaseError, sm.ProtocolError, OSError, TimeoutError) as exc:
@@ -1035,7 +1063,8 @@ def keepalive_section(results: list[KeepAliveResult], args: argparse.Namespace) 
             f"heartbeat every {args.keepalive_heartbeat_ms} ms, session timeout "
             f"{args.keepalive_session_timeout_ms} ms, groups of {args.keepalive_group_size}, "
             f"+{args.keepalive_step} members per step, "
-            f"{args.keepalive_hold:g} s measured per step; "
+            f"{args.keepalive_hold:g} s measured per step, "
+            f"{args.members_per_connection} member(s) heartbeating per connection; "
             "latencies and CPU (% of one core) of the last stable step"
         ),
         notes=notes,
@@ -1229,6 +1258,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     g.add_argument("--keepalive-heartbeat-ms", type=int, default=3000, help="heartbeat interval")
     g.add_argument("--keepalive-session-timeout-ms", type=int, default=10_000, help="per member")
     g.add_argument("--keepalive-hold", type=float, default=9.0, help="seconds measured per step")
+    g.add_argument(
+        "--members-per-connection",
+        type=int,
+        default=1,
+        help="members heartbeating over one connection (above 1: each joins over its own,"
+        " closed once synced); lets more members live than sockets may be opened",
+    )
     g = parser.add_argument_group("offset commits")
     g.add_argument("--commit-rounds", type=int, default=3, help="rounds per broker")
     g.add_argument(
@@ -1251,6 +1287,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="also run herdless from this checkout of an earlier commit, as herdless-base"
         " (rounds alternate; commits give its ratio to tansu too)",
     )
+    parser.add_argument(
+        "--autogroup-nice",
+        type=int,
+        help="keepalive: set this nice on the autogroups of this process and of each broker"
+        " (on a machine shared with other sessions, nice alone does not reach across them)",
+    )
     parser.add_argument("--markdown", action="store_true", help="also print Markdown tables")
     parser.add_argument("--json", type=Path, help="write every measurement to this file")
     args = parser.parse_args(argv)
@@ -1267,11 +1309,23 @@ def main(argv: list[str] | None = None) -> int:
     # 19,000 members) and every member waited through it: latency that was charged
     # to the broker. The broker runs with the same setting (cli/serve.py).
     gc.set_threshold(100_000, 50, 1000)
-    # One socket per member on our side and on the broker's, plus the broker's files.
-    wanted = max(max(args.sizes) + 1, args.keepalive_max) + 1024
+    # One socket per member on our side and on the broker's, plus the broker's files;
+    # members sharing heartbeat connections hold a socket of their own only while joining.
+    per_connection = args.members_per_connection
+    keepalive_sockets = (
+        args.keepalive_max
+        if per_connection == 1
+        else -(-args.keepalive_max // per_connection) + args.keepalive_step
+    )
+    wanted = max(max(args.sizes) + 1, keepalive_sockets) + 1024
     limit = raise_file_limit(wanted)
     if limit < wanted:
-        capped = max(limit - 1024, args.keepalive_group_size)
+        room = (
+            limit - 1024
+            if per_connection == 1
+            else (limit - 1024 - args.keepalive_step) * per_connection
+        )
+        capped = max(room, args.keepalive_group_size)
         err_console.log(
             f"[yellow]open files limited to {limit}: keepalive capped at {capped} members[/yellow]"
         )

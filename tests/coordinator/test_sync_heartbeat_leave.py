@@ -146,6 +146,24 @@ def test_session_expiry_removes_member_and_rebalances() -> None:
     assert entry.started_ms == 10_000 and entry.ended_ms == ctx.now
 
 
+def test_each_heartbeat_moves_its_members_expiry_and_only_its() -> None:
+    ctx = Context()
+    a, b = ctx.stable_group("g", 2)
+    # a heartbeats every 3 s; b 0.7 s after each of a's first four, then stops.
+    for t in range(3_000, 21_001, 3_000):
+        ctx.sleep(t - ctx.now)
+        assert ctx.heartbeat("g", a, 1) is ErrorCode.NONE
+        if t <= 12_000:
+            ctx.sleep(700)
+            assert ctx.heartbeat("g", b, 1) is ErrorCode.NONE
+    group = ctx.shard.groups["g"]
+    ctx.sleep(12_700 + 9_999 - ctx.now)
+    assert b in group.members and group.state is GroupState.STABLE
+    ctx.sleep(1)  # one session timeout after b's last heartbeat, not before
+    assert b not in group.members and a in group.members
+    assert group.state is GroupState.PREPARING_REBALANCE
+
+
 def test_last_member_expiring_empties_the_group_and_persists_it() -> None:
     ctx = Context()
     (a,) = ctx.stable_group("g", 1)

@@ -302,7 +302,7 @@ class ShardRuntime:
         waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting[token] = waiter
         try:
-            self._apply(operation(self.shard, token, now_ms()))
+            self._apply(operation(self.shard, token, now_ms()), leading=True)
             return await waiter
         finally:
             self._waiting.pop(token, None)
@@ -315,8 +315,12 @@ class ShardRuntime:
         except PartitionError as exc:
             raise CoordinatorError(ErrorCode.NOT_COORDINATOR) from exc
 
-    def _apply(self, result: Result) -> None:
-        """Append the records now; release the replies once they are durable, in order."""
+    def _apply(self, result: Result, leading: bool = False) -> None:
+        """Append the records now; release the replies once they are durable, in order.
+
+        `leading`: leadership was checked in this same step of the loop, so replies
+        released at once need not check it again.
+        """
         end_offset = None
         if result.records:
             batch = build_batch([(r.key, r.value) for r in result.records], now_ms())
@@ -347,7 +351,7 @@ class ShardRuntime:
             end_offset is None or self.replicas.committed_now(self.log, ACKS_ALL, end_offset)
         ):
             error = None
-            if end_offset is None:
+            if end_offset is None and not leading:
                 # As in _release: an answer that wrote nothing needs this broker to lead.
                 try:
                     self._require_leading()
@@ -474,7 +478,7 @@ class ShardRuntime:
             # one way (the lease renewed) or the other (the role changes).
             self._timer = asyncio.get_running_loop().call_later(LEADERSHIP_RECHECK_S, self._fire)
             return
-        self._apply(self.shard.poll(now_ms()))
+        self._apply(self.shard.poll(now_ms()), leading=True)
 
     def postpone_timers(self, stalled_ms: int) -> None:
         if self.state is ShardState.ACTIVE:

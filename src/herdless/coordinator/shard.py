@@ -110,8 +110,12 @@ TimerCallback = Callable[[Result, int], None]
 @dataclass(slots=True)
 class _Timer:
     deadline_ms: int
+    # Scheduling order: ties fire in it.
     seq: int
     callback: TimerCallback
+    # The seq of this timer's entry in the deadline heap; that entry's deadline may be
+    # earlier than deadline_ms (moved later in place) but never later.
+    heap_seq: int
 
 
 def _java_length(s: str) -> int:
@@ -254,13 +258,8 @@ class CoordinatorShard:
     # ======================================================================
 
     def next_deadline(self) -> int | None:
-        deadlines = self._deadlines
-        while deadlines:
-            deadline_ms, seq, key = deadlines[0]
-            if self._is_live(key, seq):
-                return deadline_ms
-            heapq.heappop(deadlines)
-        return None
+        first = self._first_timer()
+        return None if first is None else first[0]
 
     def scheduled(self) -> dict[TimerKey, int]:
         return {key: t.deadline_ms for key, t in self._timers.items()}
@@ -288,32 +287,56 @@ class CoordinatorShard:
     def poll(self, now_ms: int) -> Result:
         """Fire every due timer, earliest first (ties in scheduling order)."""
         out = Result()
-        deadlines = self._deadlines
-        while deadlines and deadlines[0][0] <= now_ms:
-            _, seq, key = heapq.heappop(deadlines)
-            if self._is_live(key, seq):
-                out.extend(self.fire_timer(key, now_ms))
+        while (first := self._first_timer()) is not None and first[0] <= now_ms:
+            heapq.heappop(self._deadlines)
+            out.extend(self.fire_timer(first[1], now_ms))
         return out
+
+    def _first_timer(self) -> tuple[int, TimerKey] | None:
+        """The deadline and key of the timer due first, its heap entry first in the heap.
+
+        Entries of timers cancelled or replaced since are dropped on the way; the entry
+        of a timer moved later in place is put where it now belongs, ordered among equal
+        deadlines by when the timer was last scheduled.
+        """
+        deadlines = self._deadlines
+        while deadlines:
+            deadline_ms, seq, key = deadlines[0]
+            timer = self._timers.get(key)
+            if timer is None or timer.heap_seq != seq:
+                heapq.heappop(deadlines)
+            elif timer.seq != seq:
+                timer.heap_seq = timer.seq
+                heapq.heapreplace(deadlines, (timer.deadline_ms, timer.seq, key))
+            else:
+                return deadline_ms, key
+        return None
 
     def _rebuild_deadlines(self) -> None:
         """One heap entry per live timer, at its current deadline. In place: poll() may
         be walking this very list."""
         deadlines = self._deadlines
         deadlines[:] = [(t.deadline_ms, t.seq, k) for k, t in self._timers.items()]
+        for timer in self._timers.values():
+            timer.heap_seq = timer.seq
         heapq.heapify(deadlines)
-
-    def _is_live(self, key: TimerKey, seq: int) -> bool:
-        timer = self._timers.get(key)
-        return timer is not None and timer.seq == seq
 
     def _schedule(self, out: Result, key: TimerKey, deadline_ms: int, cb: TimerCallback) -> None:
         self._timer_seq += 1
-        self._timers[key] = _Timer(deadline_ms, self._timer_seq, cb)
-        deadlines = self._deadlines
-        heapq.heappush(deadlines, (deadline_ms, self._timer_seq, key))
-        if len(deadlines) > 2 * len(self._timers) + 64:
-            # Every heartbeat reschedules its member: drop the deadlines it replaced.
-            self._rebuild_deadlines()
+        seq = self._timer_seq
+        timer = self._timers.get(key)
+        if timer is not None and deadline_ms >= timer.deadline_ms:
+            # Later than before, as every heartbeat moves its member's session expiry:
+            # changed in place, and its heap entry moved only when it comes first. A heap
+            # entry per heartbeat was garbage for the collector and a push per request.
+            timer.deadline_ms, timer.seq, timer.callback = deadline_ms, seq, cb
+        else:
+            self._timers[key] = _Timer(deadline_ms, seq, cb, heap_seq=seq)
+            deadlines = self._deadlines
+            heapq.heappush(deadlines, (deadline_ms, seq, key))
+            if len(deadlines) > 2 * len(self._timers) + 64:
+                # Timers cancelled or moved earlier left entries behind: drop them.
+                self._rebuild_deadlines()
         out.timers.append(ScheduleTimer(key, deadline_ms))
 
     def _cancel(self, out: Result, key: TimerKey) -> None:

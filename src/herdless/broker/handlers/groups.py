@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from herdless.broker.consumer_topics import topics_image
@@ -141,7 +142,14 @@ async def handle_heartbeat(context: BrokerContext, request: Request) -> Any:
         lambda shard, token, now: shard.heartbeat(heartbeat, token, now),
         m.HeartbeatResponse,
     )
-    return response_class(HEARTBEAT)(throttle_time_ms=0, error_code=result.error_code)
+    return _heartbeat_response(int(result.error_code))
+
+
+@cache
+def _heartbeat_response(error_code: int) -> Any:
+    """Heartbeat answers differ only in their error code, and the compiled encoder never
+    changes a message: one of each, not a kafka-python message built per heartbeat."""
+    return response_class(HEARTBEAT)(throttle_time_ms=0, error_code=error_code)
 
 
 async def handle_leave_group(context: BrokerContext, request: Request) -> Any:
