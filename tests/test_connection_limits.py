@@ -218,6 +218,38 @@ def test_a_long_poll_ends_when_its_client_hangs_up(broker: BrokerProcess) -> Non
     assert close_wait_sockets(broker) == 0
 
 
+def test_connections_past_the_file_limit_are_warned_of_and_the_broker_recovers(
+    broker: BrokerProcess,
+) -> None:
+    """Past the file limit new connections are hung up on at once; the log says why, and
+    once clients let go the broker accepts and answers again."""
+    flood = []
+    try:
+        for _ in range(FILE_LIMIT + 50):
+            flood.append(socket.create_connection(("127.0.0.1", broker.port), timeout=5))
+        deadline = time.monotonic() + 10
+        while "file descriptors in use" not in full_log(broker):
+            assert time.monotonic() < deadline, full_log(broker)[-2000:]
+            time.sleep(0.05)
+    finally:
+        for sock in flood:
+            sock.close()
+    warning = next(line for line in full_log(broker).splitlines() if "descriptors in use" in line)
+    assert f"of {FILE_LIMIT} file descriptors in use" in warning
+    assert "raise the limit" in warning
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            wire = Wire(broker)
+            wire.call(MetadataRequest[9](topics=[]), MetadataResponse)
+            wire.close()
+            break
+        except OSError:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+    assert "Traceback" not in full_log(broker)
+
+
 def fetch_every_partition(wire: Wire, topic: str, count: int) -> dict[int, bytes]:
     """The records of partitions 0..count-1 of `topic`, read in one request."""
     request = fetch_request(topic, dict.fromkeys(range(count), 0), max_wait_ms=0, min_bytes=0)

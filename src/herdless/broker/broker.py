@@ -19,7 +19,7 @@ from herdless.broker.connection import Connection, start_server
 from herdless.broker.context import BrokerContext
 from herdless.broker.durability import Durability
 from herdless.broker.fetch_sessions import FetchSessionCache
-from herdless.broker.file_limit import segment_file_budget
+from herdless.broker.file_limit import DescriptorWatch, segment_file_budget
 from herdless.broker.group_coordinator import REBALANCES_TOPIC, GroupCoordinator
 from herdless.broker.history_forwarder import HistoryForwarder
 from herdless.broker.limited_warnings import WINDOW_S, LimitedWarnings
@@ -48,6 +48,7 @@ class Broker:
         self.metrics = BrokerMetrics(config.metrics_lag_per_partition)
         self.storage_errors = StorageErrors(self.metrics.storage_error)
         open_files, self._file_limit_note = segment_file_budget()
+        self._descriptors = DescriptorWatch()
         # In a cluster the replica manager moves each log's high watermark; alone, every
         # appended record is committed at once.
         self.logs = LogManager(
@@ -225,6 +226,9 @@ class Broker:
         task = asyncio.current_task()
         assert task is not None
         self._connections[task] = connection
+        warning = self._descriptors.connection_accepted(len(self._connections))
+        if warning is not None:
+            self.limited_warnings.warn("the file limit", warning)
         try:
             await connection.serve()
         finally:
