@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import resource
 import socket
 import time
 import urllib.error
@@ -115,6 +117,11 @@ def test_lag_members_and_requests_as_prometheus_reads_them(
     assert value(samples, "herdless_request_seconds_count", api="Produce") >= 1
     assert value(samples, "herdless_request_seconds_count", api="OffsetCommit") >= 1
     assert value(samples, "herdless_coordinator_shards_loading") == 0
+    # The broker raises its soft file limit to the hard one it inherits from here.
+    assert value(samples, "process_max_fds") == resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    assert broker.process is not None
+    open_fds = len(os.listdir(f"/proc/{broker.process.pid}/fd"))
+    assert abs(value(samples, "process_open_fds") - open_fds) <= 5
 
     consumer.close()  # leaves the group
     samples = scrape(port)

@@ -22,6 +22,7 @@ from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
+    ProcessCollector,
     generate_latest,
 )
 from prometheus_client.core import (
@@ -62,6 +63,9 @@ class BrokerMetrics:
         self._logs: LogManager | None = None
         self._fetch_sessions: FetchSessionCache | None = None
         self.registry = CollectorRegistry(auto_describe=False)
+        # process_open_fds beside process_max_fds: connections are what the file limit
+        # bounds (file_limit.py); CPU and memory besides.
+        ProcessCollector(registry=self.registry)
         # Per API: requests per bucket of LATENCY_BUCKETS (the last one: slower than
         # all), and the sum of their times.
         self._request_times: dict[str, _RequestTimes] = {}
