@@ -4,9 +4,14 @@ Real confluent-kafka consumers, one thread each, consume a topic that a
 producer keeps writing to every partition. The group forms, then one member
 joins and one leaves. For each event the script prints how long until every
 member holds its final assignment (the partitions are split with no overlap
-and nothing changes for `--quiet` seconds) and the longest pause of consumption
-of any member that was there before the event and stays: the time between
-two records it received, from the event until the group settled.
+and nothing changes for `--quiet` seconds) and how long the members that were
+there before the event and stay went without a record: for each of them, the
+longest time between two records it received from the event until the group
+was seen settled (the quiet period included), beside the longest such gap in a
+window as long just before the event, when nothing happened (`--steady`
+seconds of it). Records reach a consumer in bursts, a fetch at a time, so on a
+busy machine a consumer goes a few hundred milliseconds without one in steady
+state too: only the gap beyond its quiet window is the event's doing.
 
     python bench/consumer_protocol.py                          # 10 members, 900 partitions
     python bench/consumer_protocol.py --members 30 --partitions 300
@@ -133,12 +138,37 @@ def keep_producing(
 
 
 @dataclass
+class Gaps:
+    """Over the members that stay: the longest gap during the event, the longest in the
+    quiet window before it, and how far each member's event gap went beyond its own quiet
+    one (the most, and the median)."""
+
+    during_s: float
+    quiet_s: float
+    beyond_quiet_max_s: float
+    beyond_quiet_median_s: float
+
+
+@dataclass
 class EventResult:
     protocol: str
     event: str
     settle_s: float
-    longest_pause_s: float
-    median_pause_s: float
+    gaps: Gaps | None  # None when no member was there before the event
+
+
+def compare_with_quiet(
+    stayers: list[Member], started: float, ended: float, quiet_since: float
+) -> Gaps | None:
+    """The event's gaps beside each staying member's own over a window as long just before
+    the event, or as much of it as was quiet (after `quiet_since`)."""
+    if not stayers:
+        return None
+    during = [m.longest_pause(started, ended) for m in stayers]
+    window_start = max(started - (ended - started), quiet_since)
+    quiet = [m.longest_pause(window_start, started) for m in stayers]
+    beyond = [d - q for d, q in zip(during, quiet, strict=True)]
+    return Gaps(max(during), max(quiet), max(beyond), statistics.median(beyond))
 
 
 def run_protocol(
@@ -161,14 +191,24 @@ def run_protocol(
 
     results = []
     members = [member(i) for i in range(args.members)]
+    quiet_since = time.monotonic()
 
     def event(name: str, change: Callable[[], list[Member]], stayers: list[Member]) -> None:
+        nonlocal quiet_since
         started = time.monotonic()
         now_members = change()
         took = settle(now_members, args.partitions, args.quiet, args.timeout)
-        end = started + took
-        pauses = [m.longest_pause(started, end) for m in stayers] or [0.0]
-        results.append(EventResult(protocol, name, took, max(pauses), statistics.median(pauses)))
+        # Up to the end of the quiet period that proved the group settled: a member that
+        # changed its assignment last may resume fetching only then.
+        ended = time.monotonic()
+        results.append(
+            EventResult(
+                protocol, name, took, compare_with_quiet(stayers, started, ended, quiet_since)
+            )
+        )
+        # Steady consumption before the next event: the window its gaps are compared with.
+        quiet_since = time.monotonic()
+        time.sleep(args.steady)
 
     def form() -> list[Member]:
         for m in members:
@@ -176,7 +216,6 @@ def run_protocol(
         return members
 
     event(f"{args.members} members form the group", form, [])
-    time.sleep(args.quiet)
     newcomer = member(args.members)
 
     def join() -> list[Member]:
@@ -184,7 +223,6 @@ def run_protocol(
         return [*members, newcomer]
 
     event("a member joins", join, list(members))
-    time.sleep(args.quiet)
     leaver = members[0]
 
     def leave() -> list[Member]:
@@ -206,6 +244,9 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=900)
     parser.add_argument("--rate", type=int, default=3000, help="records/s produced")
     parser.add_argument("--quiet", type=float, default=3.0, help="s unchanged = settled")
+    parser.add_argument(
+        "--steady", type=float, default=10.0, help="s of steady consumption before an event"
+    )
     parser.add_argument("--timeout", type=float, default=180.0)
     parser.add_argument("--protocols", nargs="+", default=list(PROTOCOLS), choices=PROTOCOLS)
     args = parser.parse_args()
@@ -234,16 +275,28 @@ def main() -> None:
     table = Table(
         title=f"{args.members} members, {args.partitions} partitions, {args.rate} records/s"
     )
-    for column in ("protocol", "event", "settled after s", "longest pause s", "median pause s"):
+    columns = (
+        "protocol",
+        "event",
+        "settled after s",
+        "longest gap s",
+        "quiet window s",
+        "beyond quiet, max s",
+        "beyond quiet, median s",
+    )
+    for column in columns:
         table.add_column(column, justify="left" if column in ("protocol", "event") else "right")
     for r in results:
-        table.add_row(
-            r.protocol,
-            r.event,
-            f"{r.settle_s:.2f}",
-            f"{r.longest_pause_s:.2f}",
-            f"{r.median_pause_s:.2f}",
+        g = r.gaps
+        shown = (
+            [""] * 4
+            if g is None
+            else [
+                f"{s:.2f}"
+                for s in (g.during_s, g.quiet_s, g.beyond_quiet_max_s, g.beyond_quiet_median_s)
+            ]
         )
+        table.add_row(r.protocol, r.event, f"{r.settle_s:.2f}", *shown)
     console.print(table)
 
 
