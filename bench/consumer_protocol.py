@@ -25,6 +25,7 @@ KIP-848 (`group.protocol=consumer`) with the broker's uniform assignor.
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import tempfile
 import threading
@@ -172,8 +173,10 @@ def compare_with_quiet(
 
 
 def run_protocol(
-    protocol: str, bootstrap: str, topic: str, args: argparse.Namespace
-) -> list[EventResult]:
+    protocol: str, bootstrap: str, topic: str, args: argparse.Namespace, results: list[EventResult]
+) -> None:
+    """The protocol's events, each added to `results` as it ends; on a loaded machine a
+    group may not settle in time (TimeoutError), and what came before is kept."""
     group = f"bench-{protocol}-{time.monotonic_ns()}"
 
     def member(i: int) -> Member:
@@ -189,8 +192,8 @@ def run_protocol(
             config["session.timeout.ms"] = 10_000
         return Member(f"{protocol}-{i}", config, topic)
 
-    results = []
     members = [member(i) for i in range(args.members)]
+    newcomer = member(args.members)
     quiet_since = time.monotonic()
 
     def event(name: str, change: Callable[[], list[Member]], stayers: list[Member]) -> None:
@@ -215,27 +218,27 @@ def run_protocol(
             m.start()
         return members
 
-    event(f"{args.members} members form the group", form, [])
-    newcomer = member(args.members)
-
     def join() -> list[Member]:
         newcomer.start()
         return [*members, newcomer]
 
-    event("a member joins", join, list(members))
     leaver = members[0]
 
     def leave() -> list[Member]:
         leaver.leave()
         return [*members[1:], newcomer]
 
-    event("a member leaves", leave, [*members[1:], newcomer])
-    for m in [*members[1:], newcomer]:
-        m.stop.set()
-    for m in [*members[1:], newcomer]:
-        assert m.thread is not None
-        m.thread.join(60)
-    return results
+    try:
+        event(f"{args.members} members form the group", form, [])
+        event("a member joins", join, list(members))
+        event("a member leaves", leave, [*members[1:], newcomer])
+    finally:
+        started = [m for m in [*members, newcomer] if m.thread is not None]
+        for m in started:
+            m.stop.set()
+        for m in started:
+            assert m.thread is not None
+            m.thread.join(60)
 
 
 def main() -> None:
@@ -268,7 +271,9 @@ def main() -> None:
             producer.start()
             try:
                 with console.status(f"{protocol}: {args.members} members"):
-                    results += run_protocol(protocol, broker.bootstrap, topic, args)
+                    run_protocol(protocol, broker.bootstrap, topic, args, results)
+            except TimeoutError as exc:
+                results.append(EventResult(protocol, str(exc), math.nan, None))
             finally:
                 stop.set()
                 producer.join(30)
@@ -280,9 +285,9 @@ def main() -> None:
         "event",
         "settled after s",
         "longest gap s",
-        "quiet window s",
-        "beyond quiet, max s",
-        "beyond quiet, median s",
+        "quiet gap s",
+        "beyond quiet max s",
+        "beyond quiet median s",
     )
     for column in columns:
         table.add_column(column, justify="left" if column in ("protocol", "event") else "right")
@@ -296,7 +301,8 @@ def main() -> None:
                 for s in (g.during_s, g.quiet_s, g.beyond_quiet_max_s, g.beyond_quiet_median_s)
             ]
         )
-        table.add_row(r.protocol, r.event, f"{r.settle_s:.2f}", *shown)
+        settled = "" if math.isnan(r.settle_s) else f"{r.settle_s:.2f}"
+        table.add_row(r.protocol, r.event, settled, *shown)
     console.print(table)
 
 
