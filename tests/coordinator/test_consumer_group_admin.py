@@ -12,6 +12,7 @@ from herdless.coordinator.consumer_records import (
     decode_consumer_group_key,
 )
 from herdless.coordinator.messages import FetchTopic, OffsetFetchRequest
+from herdless.coordinator.reconciliation import MemberState
 from herdless.coordinator.records import GroupMetadataKey, decode_key
 from herdless.coordinator.topic_metadata import TopicIdPartition, TopicMetadata, TopicsImage
 from herdless.protocol.errors import ErrorCode
@@ -134,6 +135,13 @@ def test_describe_names_members_assignments_and_targets() -> None:
     assert [(a.topic_name, a.partitions) for a in m1.assignment] == [("t", (0, 1, 2, 3, 4, 5))]
     assert [(a.topic_name, a.partitions) for a in m1.target_assignment] == [("t", (0, 1, 2))]
     assert (m2.assignment, m2.target_assignment[0].partitions) == ((), (3, 4, 5))
+    assert (m1.member_state, m1.pending_revocation) == (MemberState.STABLE, ())
+    assert m2.member_state == MemberState.UNRELEASED_PARTITIONS
+    ctx.consumer_heartbeat("g", "m1", 1)  # told to revoke 3-5: it keeps 0-2 meanwhile
+    m1, _ = ctx.consumer_describe("g")[0].members
+    assert (m1.member_state, m1.member_epoch) == (MemberState.UNREVOKED_PARTITIONS, 1)
+    assert [(a.topic_name, a.partitions) for a in m1.assignment] == [("t", (0, 1, 2))]
+    assert [(a.topic_name, a.partitions) for a in m1.pending_revocation] == [("t", (3, 4, 5))]
     classic_and_unknown = ctx.consumer_describe("", "nope")
     assert [d.error_code for d in classic_and_unknown] == [
         ErrorCode.INVALID_GROUP_ID,

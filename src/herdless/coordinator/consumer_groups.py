@@ -46,6 +46,7 @@ from herdless.coordinator.consumer_heartbeat import (
     updated_member,
     validate,
 )
+from herdless.coordinator.consumer_history import TargetAssignmentHistory
 from herdless.coordinator.consumer_messages import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
@@ -72,7 +73,8 @@ from herdless.coordinator.consumer_records import (
     decode_consumer_group_value,
 )
 from herdless.coordinator.group import ClassicGroup
-from herdless.coordinator.messages import ListedGroup
+from herdless.coordinator.history import RebalanceCause
+from herdless.coordinator.messages import ListedGroup, RebalanceRecord
 from herdless.coordinator.reconciliation import CurrentAssignment, MemberState, reconcile
 from herdless.coordinator.result import Reply, Result, TimerKey, TimerKind
 from herdless.coordinator.state import GroupState
@@ -115,6 +117,8 @@ class ConsumerGroups:
         self._write_classic_tombstone = write_classic_tombstone
         # The image each group's regular expressions were last resolved against.
         self._regexes_resolved_with: dict[str, TopicsImage] = {}
+        # Soft state for operators, like the classic groups' rebalance history.
+        self._history: dict[str, TargetAssignmentHistory] = {}
 
     # ======================================================================
     # records
@@ -163,6 +167,7 @@ class ConsumerGroups:
         if isinstance(key, ConsumerGroupMetadataKey):
             del self.groups[key.group]
             self._regexes_resolved_with.pop(key.group, None)
+            self._history.pop(key.group, None)
         elif isinstance(key, ConsumerGroupPartitionMetadataKey):
             group.subscription_metadata = {}
         elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
@@ -205,9 +210,12 @@ class ConsumerGroups:
         key = ConsumerGroupTargetAssignmentMemberKey(group_id, member_id)
         self._write(out, key, ConsumerGroupTargetAssignmentMemberValue(target))
 
-    def _bump_group_epoch(self, out: Result, group: ConsumerGroup) -> None:
+    def _bump_group_epoch(
+        self, out: Result, group: ConsumerGroup, cause: RebalanceCause, detail: str
+    ) -> None:
         key = ConsumerGroupMetadataKey(group.group_id)
         self._write(out, key, ConsumerGroupMetadataValue(group.group_epoch + 1))
+        self.history_of(group.group_id).epoch_bumped(cause, detail)
 
     def _remove_member_records(self, out: Result, group_id: str, member_id: str) -> None:
         """Kafka's order: the current assignment, the target, then the member itself."""
@@ -226,7 +234,7 @@ class ConsumerGroups:
         try:
             validate(req, self._assignors())
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                response = self._leave(out, req)
+                response = self._leave(out, req, now_ms)
             else:
                 response = self._join_or_heartbeat(out, req, topics, now_ms)
         except HeartbeatRefused as refused:
@@ -270,16 +278,20 @@ class ConsumerGroups:
         is_new = member.member_id not in group.members
         if is_new or updated.metadata_value() != member.metadata_value():
             self._write_member(out, group_id, updated)
-        bump = group.group_epoch == 0 or (
+        cause = None
+        if group.group_epoch == 0 or (
             updated.subscribed_topic_names != member.subscribed_topic_names
             or updated.subscribed_topic_regex != member.subscribed_topic_regex
-        )
-        bump |= self._refresh_regexes(out, group, topics, now_ms)
-        bump |= self._refresh_subscription_metadata(out, group, topics)
-        if bump:
-            self._bump_group_epoch(out, group)
+        ):
+            cause = RebalanceCause.MEMBER_JOINED if is_new else RebalanceCause.SUBSCRIPTION_CHANGED
+        topics_changed = self._refresh_regexes(out, group, topics, now_ms)
+        topics_changed |= self._refresh_subscription_metadata(out, group, topics)
+        if cause is None and topics_changed:
+            cause = RebalanceCause.TOPIC_METADATA_CHANGED
+        if cause is not None:
+            self._bump_group_epoch(out, group, cause, _who(updated))
         if group.group_epoch > group.target_assignment_epoch:
-            self._compute_target_assignment(out, group)
+            self._compute_target_assignment(out, group, now_ms)
 
         member_id = updated.member_id
         self._reconcile(out, group, group.members[member_id], req.owned_partitions, now_ms)
@@ -407,7 +419,7 @@ class ConsumerGroups:
         self._write(out, ConsumerGroupPartitionMetadataKey(group.group_id), value)
         return True
 
-    def _compute_target_assignment(self, out: Result, group: ConsumerGroup) -> None:
+    def _compute_target_assignment(self, out: Result, group: ConsumerGroup, now_ms: int) -> None:
         preferred = group.preferred_assignor()
         name = preferred if preferred in self._assignors() else self._assignors()[0]
         ids = {n: t.topic_id for n, t in group.subscription_metadata.items()}
@@ -427,6 +439,14 @@ class ConsumerGroups:
                 self._write_target(out, group.group_id, member_id, target)
         epoch = ConsumerGroupTargetAssignmentMetadataValue(group.group_epoch)
         self._write(out, ConsumerGroupTargetAssignmentMetadataKey(group.group_id), epoch)
+        progress = {
+            m.member_id: (m.member_epoch, m.assignment.is_reconciled_to(group.group_epoch))
+            for m in group.members.values()
+        }
+        finished = self.history_of(group.group_id).target_changed(
+            group.group_epoch, now_ms, progress
+        )
+        self._publish(out, group.group_id, finished)
 
     def _reconcile(
         self,
@@ -450,6 +470,13 @@ class ConsumerGroups:
             return
         member = replace(member, assignment=assignment)
         self._write_assignment(out, group.group_id, member)
+        finished = self.history_of(group.group_id).member_progressed(
+            member.member_id,
+            assignment.member_epoch,
+            assignment.is_reconciled_to(group.target_assignment_epoch),
+            now_ms,
+        )
+        self._publish(out, group.group_id, finished)
         if assignment.state is MemberState.UNREVOKED_PARTITIONS:
             self._schedule_revocation(out, group.group_id, member, now_ms)
         else:
@@ -460,7 +487,7 @@ class ConsumerGroups:
     # ======================================================================
 
     def _leave(
-        self, out: Result, req: ConsumerGroupHeartbeatRequest
+        self, out: Result, req: ConsumerGroupHeartbeatRequest, now_ms: int
     ) -> ConsumerGroupHeartbeatResponse:
         group = self.groups.get(req.group_id)
         if group is None:
@@ -498,33 +525,46 @@ class ConsumerGroups:
                     member_id=member.member_id,
                     member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                 )
-        self._remove_member(out, group, member.member_id)
+        self._remove_member(out, group, member, RebalanceCause.MEMBER_LEFT, now_ms)
         return ConsumerGroupHeartbeatResponse(
             ErrorCode.NONE, member_id=req.member_id, member_epoch=req.member_epoch
         )
 
-    def _remove_member(self, out: Result, group: ConsumerGroup, member_id: str) -> None:
+    def _remove_member(
+        self,
+        out: Result,
+        group: ConsumerGroup,
+        member: ConsumerGroupMember,
+        cause: RebalanceCause,
+        now_ms: int,
+    ) -> None:
         """The member leaves, or is fenced: its partitions are free once the records are, and
         the next heartbeat of any member computes a target assignment without it."""
+        member_id = member.member_id
+        history = self.history_of(group.group_id)
+        self._publish(out, group.group_id, history.member_left(member_id, now_ms))
         self._cancel_member_timers(out, group.group_id, member_id)
         self._remove_member_records(out, group.group_id, member_id)
         for regex in sorted(group.resolved_regexes.keys() - group.subscribed_regexes()):
             self._write(out, ConsumerGroupRegularExpressionKey(group.group_id, regex), None)
         self._refresh_subscription_metadata(out, group, None)
-        self._bump_group_epoch(out, group)
+        self._bump_group_epoch(out, group, cause, _who(member))
 
-    def _expire_session(self, out: Result, group_id: str, member_id: str) -> None:
+    def _expire_session(self, out: Result, group_id: str, member_id: str, now_ms: int) -> None:
         group = self.groups.get(group_id)
         if group is not None and member_id in group.members:
-            self._remove_member(out, group, member_id)
+            member = group.members[member_id]
+            self._remove_member(out, group, member, RebalanceCause.SESSION_EXPIRED, now_ms)
 
-    def _expire_revocation(self, out: Result, group_id: str, member_id: str, epoch: int) -> None:
+    def _expire_revocation(
+        self, out: Result, group_id: str, member_id: str, epoch: int, now_ms: int
+    ) -> None:
         """A member that did not revoke within its rebalance timeout is fenced; one that has
         moved on from the epoch it was asked to revoke in is not concerned."""
         group = self.groups.get(group_id)
         member = None if group is None else group.members.get(member_id)
         if group is not None and member is not None and member.member_epoch == epoch:
-            self._remove_member(out, group, member_id)
+            self._remove_member(out, group, member, RebalanceCause.REVOCATION_EXPIRED, now_ms)
 
     def _cancel_member_timers(self, out: Result, group_id: str, member_id: str) -> None:
         self._cancel_timer(out, _session_key(group_id, member_id))
@@ -595,6 +635,23 @@ class ConsumerGroups:
     def unload(self) -> None:
         self.groups.clear()
         self._regexes_resolved_with.clear()
+        self._history.clear()
+
+    # ======================================================================
+    # history
+    # ======================================================================
+
+    def history_of(self, group_id: str) -> TargetAssignmentHistory:
+        history = self._history.get(group_id)
+        if history is None:
+            size = self.config.rebalance_history_size
+            history = self._history[group_id] = TargetAssignmentHistory(size)
+        return history
+
+    @staticmethod
+    def _publish(out: Result, group_id: str, entry: RebalanceRecord | None) -> None:
+        if entry is not None:
+            out.rebalances.append((group_id, entry))
 
     # ======================================================================
     # timers
@@ -605,7 +662,7 @@ class ConsumerGroups:
             out,
             _session_key(group_id, member_id),
             now_ms + self.config.consumer_session_timeout_ms,
-            lambda o, now: self._expire_session(o, group_id, member_id),
+            lambda o, now: self._expire_session(o, group_id, member_id, now),
         )
 
     def _schedule_revocation(
@@ -616,7 +673,7 @@ class ConsumerGroups:
             out,
             _revocation_key(group_id, member_id),
             now_ms + member.rebalance_timeout_ms,
-            lambda o, now: self._expire_revocation(o, group_id, member_id, epoch),
+            lambda o, now: self._expire_revocation(o, group_id, member_id, epoch, now),
         )
 
 
@@ -626,6 +683,10 @@ def _session_key(group_id: str, member_id: str) -> TimerKey:
 
 def _revocation_key(group_id: str, member_id: str) -> TimerKey:
     return TimerKey(TimerKind.REVOCATION, group_id, member_id)
+
+
+def _who(member: ConsumerGroupMember) -> str:
+    return f"{member.member_id} ({member.client_id})" if member.client_id else member.member_id
 
 
 def _is_empty_classic(group: ClassicGroup) -> bool:
