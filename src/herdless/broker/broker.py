@@ -79,7 +79,7 @@ class Broker:
             )
         else:
             self.metadata = LocalMetadata(
-                config.node_id, lambda: config.advertised_address, self.logs
+                config.node_id, lambda: config.advertised_address, self.logs, config.rack
             )
             self.replicas = ReplicaManager(self.logs, self.durability, now_ms)
             self.topics = LocalTopics(self.logs, config.node_id, config.num_partitions, limits)

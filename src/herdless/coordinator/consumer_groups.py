@@ -424,15 +424,17 @@ class ConsumerGroups:
         name = preferred if preferred in self._assignors() else self._assignors()[0]
         ids = {n: t.topic_id for n, t in group.subscription_metadata.items()}
         counts = {t.topic_id: t.num_partitions for t in group.subscription_metadata.values()}
+        racks = {t.topic_id: t.partition_racks for t in group.subscription_metadata.values()}
         specs = {
             m.member_id: MemberSpec(
                 m.instance_id,
                 frozenset(ids[n] for n in group.member_topic_names(m) if n in ids),
                 group.target_of(m.member_id),
+                m.rack_id,
             )
             for m in group.members.values()
         }
-        targets = ASSIGNORS[name](specs, counts)
+        targets = ASSIGNORS[name](specs, counts, racks)
         for member_id in sorted(specs):
             target = targets.get(member_id, NO_PARTITIONS)
             if group.target_assignment.get(member_id) != target:
