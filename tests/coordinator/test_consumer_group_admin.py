@@ -6,10 +6,16 @@ from __future__ import annotations
 import uuid
 from dataclasses import replace
 
+from herdless.coordinator import TimerKey, TimerKind
 from herdless.coordinator.consumer_group import ConsumerGroupState
 from herdless.coordinator.consumer_records import (
     ConsumerGroupMetadataKey,
     decode_consumer_group_key,
+)
+from herdless.coordinator.group_configs import (
+    CONSUMER_HEARTBEAT_INTERVAL_MS,
+    CONSUMER_SESSION_TIMEOUT_MS,
+    GroupConfigs,
 )
 from herdless.coordinator.messages import FetchTopic, OffsetFetchRequest
 from herdless.coordinator.reconciliation import MemberState
@@ -238,3 +244,21 @@ def test_an_invalid_regex_is_refused() -> None:
     ctx = Context()
     resp, result = ctx.consumer_heartbeat("g", "m1", 0, subscribed_topic_regex="(t")
     assert resp.error_code is ErrorCode.INVALID_REGULAR_EXPRESSION and result.records == []
+
+
+def test_a_groups_own_session_and_heartbeat_interval_apply_from_its_next_heartbeat() -> None:
+    ctx = Context(replace(TEST_CONFIG, group_configs=GroupConfigs()))
+    resp, _ = ctx.consumer_heartbeat("g", "m1", 0)
+    assert resp.heartbeat_interval_ms == TEST_CONFIG.consumer_heartbeat_interval_ms
+    ctx.config.group_configs.put(
+        "g", {CONSUMER_SESSION_TIMEOUT_MS: "8000", CONSUMER_HEARTBEAT_INTERVAL_MS: "700"}
+    )
+    ctx.sleep(100)
+    resp, _ = ctx.consumer_heartbeat("g", "m1", 1)
+    assert resp.heartbeat_interval_ms == 700
+    assert ctx.timers[TimerKey(TimerKind.SESSION, "g", "m1")] == 100 + 8_000
+    other, _ = ctx.consumer_heartbeat("h", "m1", 0)
+    assert other.heartbeat_interval_ms == TEST_CONFIG.consumer_heartbeat_interval_ms
+    ctx.sleep(8_000)
+    assert "m1" not in ctx.shard.consumer.groups["g"].members
+    assert "m1" in ctx.shard.consumer.groups["h"].members

@@ -17,6 +17,7 @@ import typer
 
 from herdless.cli.client import connect, error_text, find_coordinators
 from herdless.cli.errors import error, fail
+from herdless.cli.group_configs import configs
 from herdless.cli.group_state import (
     CONSUMER,
     STATES,
@@ -47,6 +48,7 @@ groups_app = command_group(
     "List, describe, show the lag of, reset offsets of and delete consumer groups."
 )
 groups_app.command("history")(history)
+groups_app.command("configs")(configs)
 groups_app.command("reset-offsets")(reset_offsets)
 
 GroupArgument = Annotated[str, typer.Argument(metavar="GROUP")]

@@ -199,9 +199,7 @@ def _uniform_heterogeneous(
     def least_loaded(tp: TopicIdPartition, below: int | None = None) -> str | None:
         """The subscriber with the fewest partitions (fewer than `below`), one in the
         partition's racks first among equals."""
-        candidates = [
-            m for m in subscribers[tp.topic_id] if below is None or len(held[m]) < below
-        ]
+        candidates = [m for m in subscribers[tp.topic_id] if below is None or len(held[m]) < below]
         if not candidates:
             return None
         return min(candidates, key=lambda m: (len(held[m]), not rack.matches(m, tp), m))

@@ -309,7 +309,7 @@ class ConsumerGroups:
             ErrorCode.NONE,
             member_id=member_id,
             member_epoch=current.member_epoch,
-            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_for(group_id),
             assignment=current.assigned if full_request or changed else None,
         )
 
@@ -663,7 +663,7 @@ class ConsumerGroups:
         self._schedule_timer(
             out,
             _session_key(group_id, member_id),
-            now_ms + self.config.consumer_session_timeout_ms,
+            now_ms + self.config.consumer_session_timeout_for(group_id),
             lambda o, now: self._expire_session(o, group_id, member_id, now),
         )
 
