@@ -420,7 +420,6 @@ def main(argv: list[str] | None = None) -> None:
         with tempfile.TemporaryDirectory() as tmp, herdless(Path(tmp), BROKER_ARGS) as bootstrap:
             create_topic(bootstrap, TOPIC, args.partitions, timeout=600)
             results += asyncio.run(run_protocol(protocol, bootstrap, args))
-        console.print(table(results, args))
     console.print(table(results, args))
 
 
