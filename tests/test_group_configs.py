@@ -184,8 +184,6 @@ def test_the_cli_shows_and_changes_a_groups_configs(broker: BrokerProcess) -> No
         "value": "20000",
         "source": "dynamic_group_config",
     }
-    configs("--delete-config", HEARTBEAT)
-    assert table_rows(configs())[0] == [HEARTBEAT, "5000", "default_config"]
     refused(
         herdless("groups", "configs", "cli-tuned", "-c", f"{SESSION}=1", "-b", broker.bootstrap),
         f"{SESSION} must be greater than or equal to",

@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import replace
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from herdless.coordinator.assignors import MemberSpec, PartitionRacks, range_, uniform
@@ -211,6 +211,7 @@ def matchable(
     return reachable
 
 
+@settings(max_examples=40)
 @given(racked_groups(homogeneous=True))
 def test_uniform_with_racks_is_still_complete_balanced_and_deterministic(
     group: RackedGroup,
@@ -223,6 +224,7 @@ def test_uniform_with_racks_is_still_complete_balanced_and_deterministic(
     assert uniform(members, counts, racks) == result
 
 
+@settings(max_examples=40)
 @given(racked_groups(homogeneous=True, one_rack_each=True))
 def test_uniform_puts_partitions_in_their_rack_as_far_as_balance_allows(
     group: RackedGroup,
@@ -232,6 +234,7 @@ def test_uniform_puts_partitions_in_their_rack_as_far_as_balance_allows(
     assert matched(members, racks, result) >= matchable(members, counts, racks)
 
 
+@settings(max_examples=40)
 @given(racked_groups(homogeneous=True))
 def test_uniform_with_racks_keeps_what_is_in_the_members_racks(
     group: RackedGroup,
@@ -253,6 +256,7 @@ def test_uniform_with_racks_keeps_what_is_in_the_members_racks(
             assert near <= second[m], m
 
 
+@settings(max_examples=40)
 @given(racked_groups(homogeneous=False))
 def test_uniform_with_racks_and_different_subscriptions_leaves_no_gap_of_two(
     group: RackedGroup,
@@ -275,6 +279,7 @@ def test_uniform_moves_a_partition_into_its_rack_and_keeps_the_rest() -> None:
     assert uniform(members, {T1: 4}, same) == {"x": tps(T1, 0, 2), "y": tps(T1, 1, 3)}
 
 
+@settings(max_examples=40)
 @given(racked_groups(homogeneous=False))
 def test_range_with_racks_still_gives_each_subscriber_its_share_of_each_topic(
     group: RackedGroup,
@@ -290,6 +295,7 @@ def test_range_with_racks_still_gives_each_subscriber_its_share_of_each_topic(
             assert shares == [floor] * (len(subscribers) - extra) + [floor + 1] * extra
 
 
+@settings(max_examples=40)
 @given(racked_groups(homogeneous=True, one_rack_each=True))
 def test_range_puts_partitions_in_their_rack_as_far_as_balance_allows(
     group: RackedGroup,
