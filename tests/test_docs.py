@@ -125,6 +125,7 @@ def test_cli_json_keys_are_the_documented_ones(broker: BrokerProcess) -> None:
             "groups lag G": "groups lag watchers",
             "groups reset-offsets G": "groups reset-offsets readers --all-topics --to-latest",
             "groups history G": "groups history watchers",
+            "groups configs G": "groups configs watchers",
         }
         deadline = time.monotonic() + 30
         while True:  # until the member has joined and been assigned

@@ -11,6 +11,7 @@ never owned by two members at once, and every record processed once.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -65,6 +66,32 @@ def described(bootstrap: str, group: str) -> object:
     description = admin.describe_consumer_groups([group])[group].result(30)
     del admin
     return description
+
+
+def subscribed(bootstrap: str, topic: str, **config: str) -> Consumer:
+    """A consumer-protocol member of the group named after `topic`, subscribed to it."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": topic, "group.protocol": "consumer", **config}
+    )
+    consumer.subscribe([topic])
+    return consumer
+
+
+def owned(consumer: Consumer) -> set[int]:
+    return {tp.partition for tp in consumer.assignment()}
+
+
+def polled_until(
+    broker: BrokerProcess, condition: Callable[[], bool], what: str, *consumers: Consumer
+) -> None:
+    """Poll the consumers (what moves their assignments on) until `condition` holds."""
+
+    def polled() -> bool:
+        for consumer in consumers:
+            consumer.poll(0.1)
+        return condition()
+
+    wait_until(polled, SETTLE_TIMEOUT_S, what, lambda: broker_tail(broker))
 
 
 def uncommitted_work(member: Member) -> set[tuple[int, int]]:
@@ -222,11 +249,11 @@ def test_a_regex_subscription_takes_matching_topics_and_new_ones(
         state = table_rows(
             succeeded(herdless("groups", "describe", "re848", "--state", "-b", bootstrap))
         )
-        assert [row[2:] for row in state] == [["range", "Stable", "1"]]
+        assert [row[2:6] for row in state] == [["range", "Stable", "1", "consumer"]]
         members = table_rows(
             succeeded(herdless("groups", "describe", "re848", "--members", "-b", bootstrap))
         )
-        assert [row[-1] for row in members] == ["re848-a[0,1] re848-b[0,1] re848-c[0]"]
+        assert [row[6] for row in members] == ["re848-a[0,1] re848-b[0,1] re848-c[0]"]
     finally:
         consumer.close()
 
@@ -239,27 +266,10 @@ def test_a_static_member_that_restarts_gets_its_partitions_back_and_no_one_else_
     admin.create_topics([NewTopic("static848", 4, 1)])["static848"].result(30)
 
     def static(instance: str) -> Consumer:
-        consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": "static848",
-                "group.protocol": "consumer",
-                "group.instance.id": instance,
-            }
-        )
-        consumer.subscribe(["static848"])
-        return consumer
-
-    def owned(consumer: Consumer) -> set[int]:
-        return {tp.partition for tp in consumer.assignment()}
+        return subscribed(bootstrap, "static848", **{"group.instance.id": instance})
 
     def poll_until(condition: Callable[[], bool], what: str, *consumers: Consumer) -> None:
-        def polled() -> bool:
-            for consumer in consumers:
-                consumer.poll(0.1)
-            return condition()
-
-        wait_until(polled, SETTLE_TIMEOUT_S, what, lambda: broker_tail(group_broker))
+        polled_until(group_broker, condition, what, *consumers)
 
     a, b = static("a"), static("b")
     poll_until(lambda: len(owned(a)) == len(owned(b)) == 2, "two static members split", a, b)
@@ -274,3 +284,92 @@ def test_a_static_member_that_restarts_gets_its_partitions_back_and_no_one_else_
     assert owned(a) == kept
     a.close()
     b.close()
+
+
+def test_describe_and_history_show_each_member_against_its_target(
+    group_broker: BrokerProcess,
+) -> None:
+    bootstrap = group_broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("vis848", 4, 1)])["vis848"].result(30)
+
+    def member(name: str) -> Consumer:
+        return subscribed(bootstrap, "vis848", **{"client.id": name, "client.rack": f"rack-{name}"})
+
+    def poll_until(condition: Callable[[], bool], what: str, *consumers: Consumer) -> None:
+        polled_until(group_broker, condition, what, *consumers)
+
+    def history() -> list[dict[str, object]]:
+        out = succeeded(herdless("groups", "history", "vis848", "-o", "json", "-b", bootstrap))
+        return json.loads(out)
+
+    a = member("a")
+    poll_until(lambda: owned(a) == {0, 1, 2, 3}, "a takes every partition", a)
+    b = member("b")
+    poll_until(lambda: len(owned(a)) == len(owned(b)) == 2, "a and b split", a, b)
+
+    def stable() -> bool:
+        a.poll(0.1)
+        b.poll(0.1)
+        out = herdless("groups", "describe", "vis848", "-o", "json", "-b", bootstrap)
+        (group,) = json.loads(succeeded(out))
+        return group["state"] == "Stable"
+
+    wait_until(stable, SETTLE_TIMEOUT_S, "a stable group", lambda: broker_tail(group_broker))
+    (group,) = json.loads(
+        succeeded(herdless("groups", "describe", "vis848", "-o", "json", "-b", bootstrap))
+    )
+    assert group["group_protocol"] == "consumer"
+    assert group["group_epoch"] == group["target_assignment_epoch"] == 2
+    by_client = {m["client_id"]: m for m in group["members"]}
+    assert set(by_client) == {"a", "b"}
+    for name, m in by_client.items():
+        assert m["rack"] == f"rack-{name}"
+        assert (m["member_epoch"], m["member_state"]) == (2, "stable")
+        assert m["target_partitions"] == m["partitions"] and len(m["partitions"]) == 2
+        assert m["partitions_to_revoke"] == m["partitions_to_assign"] == []
+    state = table_rows(
+        succeeded(herdless("groups", "describe", "vis848", "--state", "-b", bootstrap))
+    )
+    assert [row[3:] for row in state] == [["Stable", "2", "consumer", "2", "2"]]
+    members = table_rows(
+        succeeded(herdless("groups", "describe", "vis848", "--members", "-b", bootstrap))
+    )
+    assert sorted((row[4], row[8], row[9], row[11], row[12]) for row in members) == [
+        ("a", "2", "stable", "-", "-"),
+        ("b", "2", "stable", "-", "-"),
+    ]
+
+    # The history: a joined (epoch 1), b joined (epoch 2) and both reached it.
+    entries = history()
+    assert [(e["cause"], e["from_generation"], e["to_generation"]) for e in entries] == [
+        ("member joined", 0, 1),
+        ("member joined", 1, 2),
+    ]
+    assert all(e["protocol"] == "consumer" and not e["superseded"] for e in entries)
+    second = entries[1]
+    times = {r["member_id"]: r for r in second["reconciliations"]}
+    assert set(times) == set(second["members_after"]) and len(times) == 2
+    assert all(r["assigned_ms"] is not None for r in times.values())
+    assert second["duration_ms"] == max(r["assigned_ms"] for r in times.values())
+
+    b.close()  # leaves: a takes all four again under a new target
+    poll_until(lambda: owned(a) == {0, 1, 2, 3}, "a takes back every partition", a)
+
+    def recorded() -> bool:
+        a.poll(0.1)
+        return len(history()) == 3
+
+    wait_until(recorded, SETTLE_TIMEOUT_S, "the third target on record", lambda: str(history()))
+    third = history()[-1]
+    assert (third["cause"], third["from_generation"], third["to_generation"]) == (
+        "member left",
+        2,
+        3,
+    )
+    rows = table_rows(succeeded(herdless("groups", "history", "vis848", "-b", bootstrap)))
+    # The entries, then each member's way to each target.
+    assert [row[1] for row in rows[:3]] == ["member joined", "member joined", "member left"]
+    assert rows[2][2] == "2 → 3" and rows[2][6] == "consumer"
+    assert [row[0] for row in rows[3:]] == ["1", "2", "2", "3"]
+    a.close()

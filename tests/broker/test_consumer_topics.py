@@ -5,16 +5,20 @@ from __future__ import annotations
 import uuid
 
 from herdless.broker.consumer_topics import ConsumerTopics
-from herdless.broker.metadata import PartitionMetadata, TopicMetadata
+from herdless.broker.metadata import BrokerEndpoint, PartitionMetadata, TopicMetadata
 
 
 class Topics:
     """A metadata view of topics only, counting how often it is walked."""
 
-    def __init__(self) -> None:
+    def __init__(self, racks: dict[int, str | None] | None = None) -> None:
         self.partitions: dict[str, int] = {}
         self.ids: dict[str, uuid.UUID] = {}
         self.walks = 0
+        self.racks = racks or {0: None}
+
+    def brokers(self) -> list[BrokerEndpoint]:
+        return [BrokerEndpoint(n, "h", 9092 + n, rack) for n, rack in self.racks.items()]
 
     def add(self, name: str, partitions: int) -> None:
         self.ids.setdefault(name, uuid.uuid4())
@@ -27,7 +31,13 @@ class Topics:
     def topic(self, name: str) -> TopicMetadata | None:
         if name not in self.partitions:
             return None
-        parts = tuple(PartitionMetadata(p, 0, 0, (0,), (0,)) for p in range(self.partitions[name]))
+        # Replicas in turn over the brokers, two each where there are two.
+        nodes = sorted(self.racks)
+        replicas = [
+            tuple(nodes[(p + i) % len(nodes)] for i in range(min(2, len(nodes))))
+            for p in range(self.partitions[name])
+        ]
+        parts = tuple(PartitionMetadata(p, r[0], 0, r, r) for p, r in enumerate(replicas))
         return TopicMetadata(name, self.ids[name], parts)
 
 
@@ -62,3 +72,15 @@ def test_the_image_is_rebuilt_when_stale_or_missing_a_topic_and_kept_when_the_sa
     metadata.add("t", 5)  # new partitions: seen once the image is a second old
     now[0] = 2.3
     assert topics.image().topic("t").num_partitions == 5  # type: ignore[union-attr]
+
+
+def test_partitions_carry_the_racks_of_their_replicas_when_brokers_have_racks() -> None:
+    plain = Topics()
+    plain.add("t", 2)
+    assert ConsumerTopics(plain).image().topic("t").partition_racks == ()  # type: ignore[union-attr]
+    racked = Topics({0: "a", 1: "b", 2: None})
+    racked.add("t", 3)
+    topic = ConsumerTopics(racked).image().topic("t")
+    assert topic is not None
+    # Replicas (0, 1), (1, 2), (2, 0); broker 2 has no rack.
+    assert topic.partition_racks == (frozenset("ab"), frozenset("b"), frozenset("a"))

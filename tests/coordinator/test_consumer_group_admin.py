@@ -6,13 +6,20 @@ from __future__ import annotations
 import uuid
 from dataclasses import replace
 
+from herdless.coordinator import TimerKey, TimerKind
 from herdless.coordinator.config import ConsumerGroupMigrationPolicy
 from herdless.coordinator.consumer_group import ConsumerGroupState
 from herdless.coordinator.consumer_records import (
     ConsumerGroupMetadataKey,
     decode_consumer_group_key,
 )
+from herdless.coordinator.group_configs import (
+    CONSUMER_HEARTBEAT_INTERVAL_MS,
+    CONSUMER_SESSION_TIMEOUT_MS,
+    GroupConfigs,
+)
 from herdless.coordinator.messages import FetchTopic, OffsetFetchRequest
+from herdless.coordinator.reconciliation import MemberState
 from herdless.coordinator.records import GroupMetadataKey, decode_key
 from herdless.coordinator.topic_metadata import TopicIdPartition, TopicMetadata, TopicsImage
 from herdless.protocol.errors import ErrorCode
@@ -135,6 +142,13 @@ def test_describe_names_members_assignments_and_targets() -> None:
     assert [(a.topic_name, a.partitions) for a in m1.assignment] == [("t", (0, 1, 2, 3, 4, 5))]
     assert [(a.topic_name, a.partitions) for a in m1.target_assignment] == [("t", (0, 1, 2))]
     assert (m2.assignment, m2.target_assignment[0].partitions) == ((), (3, 4, 5))
+    assert (m1.member_state, m1.pending_revocation) == (MemberState.STABLE, ())
+    assert m2.member_state == MemberState.UNRELEASED_PARTITIONS
+    ctx.consumer_heartbeat("g", "m1", 1)  # told to revoke 3-5: it keeps 0-2 meanwhile
+    m1, _ = ctx.consumer_describe("g")[0].members
+    assert (m1.member_state, m1.member_epoch) == (MemberState.UNREVOKED_PARTITIONS, 1)
+    assert [(a.topic_name, a.partitions) for a in m1.assignment] == [("t", (0, 1, 2))]
+    assert [(a.topic_name, a.partitions) for a in m1.pending_revocation] == [("t", (3, 4, 5))]
     classic_and_unknown = ctx.consumer_describe("", "nope")
     assert [d.error_code for d in classic_and_unknown] == [
         ErrorCode.INVALID_GROUP_ID,
@@ -236,3 +250,21 @@ def test_an_invalid_regex_is_refused() -> None:
     ctx = Context()
     resp, result = ctx.consumer_heartbeat("g", "m1", 0, subscribed_topic_regex="(t")
     assert resp.error_code is ErrorCode.INVALID_REGULAR_EXPRESSION and result.records == []
+
+
+def test_a_groups_own_session_and_heartbeat_interval_apply_from_its_next_heartbeat() -> None:
+    ctx = Context(replace(TEST_CONFIG, group_configs=GroupConfigs()))
+    resp, _ = ctx.consumer_heartbeat("g", "m1", 0)
+    assert resp.heartbeat_interval_ms == TEST_CONFIG.consumer_heartbeat_interval_ms
+    ctx.config.group_configs.put(
+        "g", {CONSUMER_SESSION_TIMEOUT_MS: "8000", CONSUMER_HEARTBEAT_INTERVAL_MS: "700"}
+    )
+    ctx.sleep(100)
+    resp, _ = ctx.consumer_heartbeat("g", "m1", 1)
+    assert resp.heartbeat_interval_ms == 700
+    assert ctx.timers[TimerKey(TimerKind.SESSION, "g", "m1")] == 100 + 8_000
+    other, _ = ctx.consumer_heartbeat("h", "m1", 0)
+    assert other.heartbeat_interval_ms == TEST_CONFIG.consumer_heartbeat_interval_ms
+    ctx.sleep(8_000)
+    assert "m1" not in ctx.shard.consumer.groups["g"].members
+    assert "m1" in ctx.shard.consumer.groups["h"].members

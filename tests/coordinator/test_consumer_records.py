@@ -117,7 +117,10 @@ def test_partition_metadata_with_racks_from_before_kafka_4() -> None:
     racks = "02 00000000 02 037231 00"  # one partition, 0, on one rack, "r1"
     data = bytes.fromhex(f"0000 02 {TP} 0274 00000001 {racks} 00 00".replace(" ", ""))
     value = decode_consumer_group_value(ConsumerGroupPartitionMetadataKey("g"), data)
-    assert value == ConsumerGroupPartitionMetadataValue((TopicMetadata(TOPIC, "t", 1),))
+    topic = TopicMetadata(TOPIC, "t", 1, (frozenset({"r1"}),))
+    assert value == ConsumerGroupPartitionMetadataValue((topic,))
+    # Written back the same way: the racks are part of what the target was computed from.
+    assert encode_consumer_group_value(value) == data
 
 
 def test_other_record_types_and_bad_values() -> None:

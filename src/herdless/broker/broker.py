@@ -20,6 +20,11 @@ from herdless.broker.context import BrokerContext
 from herdless.broker.durability import Durability
 from herdless.broker.fetch_sessions import FetchSessionCache
 from herdless.broker.file_limit import DescriptorWatch, segment_file_budget
+from herdless.broker.group_configs import (
+    GroupConfigStore,
+    LocalGroupConfigs,
+    ZooKeeperGroupConfigs,
+)
 from herdless.broker.group_coordinator import REBALANCES_TOPIC, GroupCoordinator
 from herdless.broker.history_forwarder import HistoryForwarder
 from herdless.broker.limited_warnings import WINDOW_S, LimitedWarnings
@@ -80,15 +85,25 @@ class Broker:
             )
         else:
             self.metadata = LocalMetadata(
-                config.node_id, lambda: config.advertised_address, self.logs
+                config.node_id, lambda: config.advertised_address, self.logs, config.rack
             )
             self.replicas = ReplicaManager(self.logs, self.durability, now_ms)
             self.topics = LocalTopics(self.logs, config.node_id, config.num_partitions, limits)
         self.stalls = StallDetector()
+        coordinator_config = config.coordinator_config()
+        self.group_configs: GroupConfigStore
+        if self.node is not None:
+            self.group_configs = ZooKeeperGroupConfigs(
+                self.node.connected_store, coordinator_config.group_configs
+            )
+        else:
+            self.group_configs = LocalGroupConfigs(
+                Path(config.data_dir), coordinator_config.group_configs
+            )
         self.groups = GroupCoordinator(
             self.logs,
             self.replicas,
-            config.coordinator_config(),
+            coordinator_config,
             config.offsets_topic_num_partitions,
             config.offsets_topic_segment_bytes,
             on_rebalance=self.metrics.rebalanced,
@@ -123,12 +138,16 @@ class Broker:
         producer_ids: ProducerIds
         if self.node is not None:
             cluster_id = await self.node.connect()
+            assert isinstance(self.group_configs, ZooKeeperGroupConfigs)
+            await self.group_configs.start()
             _check_cluster_id(data_dir, cluster_id, self.config.node_id)
             self.metadata.cluster_id = cluster_id
             producer_ids = self.node.producer_ids
         else:
             self.metadata.cluster_id = _load_cluster_id(data_dir, self.config.node_id)
             producer_ids = ProducerIds(LocalBlocks(data_dir / "producer-id-block").reserve)
+            assert isinstance(self.group_configs, LocalGroupConfigs)
+            self.group_configs.load()
         started = time.monotonic()
         self.logs.open(now_ms())
         # Said once the data directory is ours: a start that fails there says only why.
@@ -154,6 +173,7 @@ class Broker:
             self.groups,
             producer_ids,
             self.fetch_sessions,
+            group_configs=self.group_configs,
         )
         # A deep accept queue: thousands of clients reconnecting at once (after a
         # restart, or a group of 10k members) overflowed asyncio's default of 100.

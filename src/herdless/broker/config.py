@@ -8,6 +8,7 @@ from pathlib import Path
 from herdless.coordinator import CoordinatorConfig
 from herdless.coordinator.assignors import ASSIGNORS
 from herdless.coordinator.config import ConsumerGroupMigrationPolicy
+from herdless.coordinator.group_configs import GroupConfigLimits
 from herdless.storage import LogConfig
 
 # Kafka broker property -> (BrokerConfig field, parser). Topic defaults use their log.* names.
@@ -271,6 +272,16 @@ class BrokerConfig:
             raise ConfigError(
                 f"group.consumer.migration.policy must be one of {known}, not {value!r}"
             ) from None
+
+    def group_config_limits(self) -> GroupConfigLimits:
+        return GroupConfigLimits(
+            session_timeout_ms=self.group_consumer_session_timeout_ms,
+            min_session_timeout_ms=self.group_consumer_min_session_timeout_ms,
+            max_session_timeout_ms=self.group_consumer_max_session_timeout_ms,
+            heartbeat_interval_ms=self.group_consumer_heartbeat_interval_ms,
+            min_heartbeat_interval_ms=self.group_consumer_min_heartbeat_interval_ms,
+            max_heartbeat_interval_ms=self.group_consumer_max_heartbeat_interval_ms,
+        )
 
     def consumer_assignors(self) -> tuple[str, ...]:
         """group.consumer.assignors as assignor names; ConfigError for one herdless lacks."""

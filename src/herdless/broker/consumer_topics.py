@@ -43,11 +43,20 @@ class ConsumerTopics:
 
     def _rebuild(self) -> None:
         self._built_at = self._clock()
+        racks = {b.node_id: b.rack for b in self._metadata.brokers() if b.rack}
         topics = {}
         for name in self._metadata.topic_names():
             described = self._metadata.topic(name)
             if described is not None:
-                topics[name] = TopicMetadata(described.topic_id, name, len(described.partitions))
+                partition_racks = ()
+                if racks:
+                    partition_racks = tuple(
+                        frozenset(racks[r] for r in p.replicas if r in racks)
+                        for p in described.partitions
+                    )
+                topics[name] = TopicMetadata(
+                    described.topic_id, name, len(described.partitions), partition_racks
+                )
         if topics != self._topics:
             self._topics = topics
             self._image = TopicsImage(topics.values(), self._image.version + 1)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from herdless.broker.config import BrokerConfig
 from herdless.broker.fetch_sessions import FetchSessionCache
+from herdless.broker.group_configs import GroupConfigStore
 from herdless.broker.group_coordinator import GroupCoordinator
 from herdless.broker.metadata import MetadataView
 from herdless.broker.producer_ids import ProducerIds
@@ -34,6 +35,8 @@ class BrokerContext:
     bound_port: int = 0
     # Set when shutdown begins: long polls answer at once and connections stop reading.
     stopping: bool = False
+    # Consumer groups' own configs (KIP-848), where this broker keeps them.
+    group_configs: GroupConfigStore | None = None
 
     @property
     def node_id(self) -> int:

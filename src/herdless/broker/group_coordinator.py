@@ -381,11 +381,12 @@ class ShardRuntime:
         for group_id, entry in rebalances:
             duration = (entry.ended_ms or entry.started_ms) - entry.started_ms
             log.info(
-                "group %s: %s (%s); generation %d -> %s in %d ms; %d -> %d members",
+                "group %s: %s (%s); %s %d -> %s in %d ms; %d -> %d members",
                 group_id,
                 entry.cause,
                 # A batch LeaveGroup names every member; the full entry is in the topic.
                 entry.detail if len(entry.detail) <= 200 else entry.detail[:200] + "...",
+                "generation" if entry.protocol == "classic" else "target epoch",
                 entry.from_generation,
                 entry.to_generation,
                 duration,

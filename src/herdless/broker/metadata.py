@@ -70,11 +70,16 @@ class LocalMetadata:
     """One broker: every partition hosted here, led by this broker, alone in its ISR."""
 
     def __init__(
-        self, node_id: int, endpoint: Callable[[], tuple[str, int]], logs: LogManager
+        self,
+        node_id: int,
+        endpoint: Callable[[], tuple[str, int]],
+        logs: LogManager,
+        rack: str | None = None,
     ) -> None:
         self._node_id = node_id
         self._endpoint = endpoint
         self._logs = logs
+        self._rack = rack
         self.cluster_id = ""
 
     @property
@@ -83,7 +88,7 @@ class LocalMetadata:
 
     def brokers(self) -> list[BrokerEndpoint]:
         host, port = self._endpoint()
-        return [BrokerEndpoint(self._node_id, host, port)]
+        return [BrokerEndpoint(self._node_id, host, port, self._rack)]
 
     def broker(self, node_id: int) -> BrokerEndpoint | None:
         return self.brokers()[0] if node_id == self._node_id else None

@@ -33,6 +33,28 @@ INACTIVE_STATES = ("Empty", "Dead")
 GROUPS_PER_OFFSET_FETCH = 5
 
 
+# ConsumerGroupDescribe's members, by the value of Kafka's MemberState (herdless says it).
+MEMBER_STATES = {0: "stable", 1: "unrevoked partitions", 2: "unreleased partitions"}
+CLASSIC = "classic"
+CONSUMER = "consumer"
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciliation:
+    """Where a member of a consumer group (KIP-848) is on its way to its target."""
+
+    member_epoch: int
+    # MEMBER_STATES' words; None when the broker does not say (Kafka's brokers).
+    state: str | None
+    rack: str | None
+    target: tuple[TopicPartition, ...]
+    # Still owned, to be given up: what the broker says is pending revocation, and
+    # anything assigned outside the target.
+    to_revoke: tuple[TopicPartition, ...]
+    # In the target, not yet assigned (held by another member until it revokes them).
+    to_assign: tuple[TopicPartition, ...]
+
+
 @dataclass(frozen=True, slots=True)
 class Member:
     member_id: str
@@ -42,6 +64,7 @@ class Member:
     # None when the assignment is not in the consumer protocol's format (or the
     # group is rebalancing and the broker sends none).
     partitions: tuple[TopicPartition, ...] | None
+    reconciliation: Reconciliation | None = None  # consumer groups only
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +74,9 @@ class GroupInfo:
     protocol_type: str
     protocol: str
     members: tuple[Member, ...]
+    group_protocol: str = CLASSIC  # or CONSUMER: KIP-848's
+    group_epoch: int | None = None  # consumer groups only, as the target assignment epoch
+    target_assignment_epoch: int | None = None
 
     @property
     def exists(self) -> bool:
@@ -124,35 +150,51 @@ def _describe_consumer_groups(
             continue  # GROUP_ID_NOT_FOUND: not a consumer group either
         members = tuple(
             sorted(
-                (
-                    Member(
-                        member_id=m.member_id,
-                        client_id=m.client_id,
-                        host=m.client_host,
-                        instance_id=m.instance_id,
-                        partitions=_consumer_assignment(m.assignment),
-                    )
-                    for m in group.members
-                ),
+                (_consumer_member(m, group.assignment_epoch) for m in group.members),
                 key=lambda m: (m.client_id, m.member_id),
             )
         )
         infos[group.group_id] = GroupInfo(
-            group.group_id, group.group_state, "consumer", group.assignor_name, members
+            group.group_id,
+            group.group_state,
+            "consumer",
+            group.assignor_name,
+            members,
+            group_protocol=CONSUMER,
+            group_epoch=group.group_epoch,
+            target_assignment_epoch=group.assignment_epoch,
         )
     return infos
 
 
-def _consumer_assignment(assignment: Any) -> tuple[TopicPartition, ...]:
+def _consumer_member(m: Any, target_epoch: int) -> Member:
+    assigned = _topic_partitions(m.assignment.topic_partitions)
+    target = _topic_partitions(m.target_assignment.topic_partitions)
+    pending = _topic_partitions(getattr(m, "partitions_pending_revocation", None) or ())
+    state = MEMBER_STATES.get(getattr(m, "member_state", -1))
+    if state is None and m.member_epoch == target_epoch and assigned == target:
+        state = MEMBER_STATES[0]  # a broker that does not say: stable is plain to see
+    return Member(
+        member_id=m.member_id,
+        client_id=m.client_id,
+        host=m.client_host,
+        instance_id=m.instance_id,
+        partitions=assigned,
+        reconciliation=Reconciliation(
+            member_epoch=m.member_epoch,
+            state=state,
+            rack=m.rack_id,
+            target=target,
+            to_revoke=tuple(sorted(set(pending) | (set(assigned) - set(target)))),
+            to_assign=tuple(sorted(set(target) - set(assigned))),
+        ),
+    )
+
+
+def _topic_partitions(topics: Any) -> tuple[TopicPartition, ...]:
     from kafka import TopicPartition
 
-    return tuple(
-        sorted(
-            TopicPartition(t.topic_name, p)
-            for t in assignment.topic_partitions
-            for p in t.partitions
-        )
-    )
+    return tuple(sorted(TopicPartition(t.topic_name, p) for t in topics for p in t.partitions))
 
 
 def describe_group(admin: KafkaAdminClient, group_id: str) -> GroupInfo:

@@ -17,9 +17,12 @@ import typer
 
 from herdless.cli.client import connect, error_text, find_coordinators
 from herdless.cli.errors import error, fail
+from herdless.cli.group_configs import configs
 from herdless.cli.group_state import (
+    CONSUMER,
     STATES,
     GroupInfo,
+    Member,
     PartitionOffsets,
     canonical_states,
     committed_offsets,
@@ -45,6 +48,7 @@ groups_app = command_group(
     "List, describe, show the lag of, reset offsets of and delete consumer groups."
 )
 groups_app.command("history")(history)
+groups_app.command("configs")(configs)
 groups_app.command("reset-offsets")(reset_offsets)
 
 GroupArgument = Annotated[str, typer.Argument(metavar="GROUP")]
@@ -139,6 +143,30 @@ def _group_notes(group: GroupInfo) -> list[str]:
     return []
 
 
+def _partitions_json(partitions: tuple[TopicPartition, ...] | None) -> list[dict[str, Any]] | None:
+    if partitions is None:
+        return None
+    return [{"topic": tp.topic, "partition": tp.partition} for tp in partitions]
+
+
+def _member_json(m: Member) -> dict[str, Any]:
+    r = m.reconciliation
+    return {
+        "consumer_id": m.member_id,
+        "group_instance_id": m.instance_id,
+        "host": m.host,
+        "client_id": m.client_id,
+        "partitions": _partitions_json(m.partitions),
+        # Consumer groups (KIP-848) only; null for classic ones.
+        "rack": r and r.rack,
+        "member_epoch": r and r.member_epoch,
+        "member_state": r and r.state,
+        "target_partitions": r and _partitions_json(r.target),
+        "partitions_to_revoke": r and _partitions_json(r.to_revoke),
+        "partitions_to_assign": r and _partitions_json(r.to_assign),
+    }
+
+
 def _group_json(
     group: GroupInfo, coordinator: str | None, rows: list[PartitionOffsets]
 ) -> dict[str, Any]:
@@ -148,18 +176,10 @@ def _group_json(
         "protocol_type": group.protocol_type or None,
         "assignment_strategy": group.protocol or None,
         "coordinator": coordinator,
-        "members": [
-            {
-                "consumer_id": m.member_id,
-                "group_instance_id": m.instance_id,
-                "host": m.host,
-                "client_id": m.client_id,
-                "partitions": None
-                if m.partitions is None
-                else [{"topic": tp.topic, "partition": tp.partition} for tp in m.partitions],
-            }
-            for m in group.members
-        ],
+        "group_protocol": group.group_protocol,
+        "group_epoch": group.group_epoch,
+        "target_assignment_epoch": group.target_assignment_epoch,
+        "members": [_member_json(m) for m in group.members],
         "offsets": [_offset_json(row) for row in rows],
         "total_lag": _total_lag(rows),
     }
@@ -176,19 +196,52 @@ def _offsets_table(groups: list[GroupInfo], rows: dict[str, list[PartitionOffset
     )
 
 
+# Beside Kafka's columns when a consumer group (KIP-848) is among those described: how each
+# member stands against the target assignment.
+RECONCILIATION_COLUMNS = (
+    "RACK",
+    "MEMBER-EPOCH",
+    "MEMBER-STATE",
+    "TARGET-ASSIGNMENT",
+    "TO-REVOKE",
+    "TO-ASSIGN",
+)
+EPOCH_COLUMNS = ("PROTOCOL", "GROUP-EPOCH", "TARGET-EPOCH")
+
+
+def _any_consumer_group(groups: list[GroupInfo]) -> bool:
+    return any(g.group_protocol == CONSUMER for g in groups)
+
+
+def _reconciliation_cells(m: Member) -> tuple[object, ...]:
+    r = m.reconciliation
+    if r is None:
+        return (None,) * len(RECONCILIATION_COLUMNS)
+    return (
+        r.rack,
+        r.member_epoch,
+        r.state,
+        format_partitions(r.target),
+        format_partitions(r.to_revoke),
+        format_partitions(r.to_assign),
+    )
+
+
 def _members_table(groups: list[GroupInfo]) -> Table:
-    return Table(
-        (
-            "GROUP",
-            "CONSUMER-ID",
-            "GROUP-INSTANCE-ID",
-            "HOST",
-            "CLIENT-ID",
-            "#PARTITIONS",
-            "ASSIGNMENT",
-        ),
-        [
-            (
+    columns = (
+        "GROUP",
+        "CONSUMER-ID",
+        "GROUP-INSTANCE-ID",
+        "HOST",
+        "CLIENT-ID",
+        "#PARTITIONS",
+        "ASSIGNMENT",
+    )
+    extra = _any_consumer_group(groups)
+    rows = []
+    for g in groups:
+        for m in g.members:
+            row: tuple[object, ...] = (
                 g.group_id,
                 m.member_id,
                 m.instance_id,
@@ -197,20 +250,19 @@ def _members_table(groups: list[GroupInfo]) -> Table:
                 len(m.partitions or ()),
                 format_partitions(m.partitions),
             )
-            for g in groups
-            for m in g.members
-        ],
-    )
+            rows.append(row + _reconciliation_cells(m) if extra else row)
+    return Table(columns + RECONCILIATION_COLUMNS if extra else columns, rows)
 
 
 def _state_table(groups: list[GroupInfo], coordinators: dict[str, str]) -> Table:
-    return Table(
-        ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
-        [
-            (g.group_id, coordinators.get(g.group_id), g.protocol, g.state, len(g.members))
-            for g in groups
-        ],
-    )
+    columns = ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")
+    extra = _any_consumer_group(groups)
+    rows = []
+    for g in groups:
+        row = (g.group_id, coordinators.get(g.group_id), g.protocol, g.state, len(g.members))
+        epochs = (g.group_protocol, g.group_epoch, g.target_assignment_epoch)
+        rows.append(row + epochs if extra else row)
+    return Table(columns + EPOCH_COLUMNS if extra else columns, rows)
 
 
 @groups_app.command("describe")

@@ -2,7 +2,9 @@
 
 The broker records every completed rebalance as a JSON record keyed by group id
 in the internal topic `__rebalance_history`; this command reads it back like any
-topic, with a plain consumer.
+topic, with a plain consumer. A consumer group (KIP-848) has no rebalances: its
+entries are its target assignments (their epochs where a classic group's show
+generations), each with how long every member took to reach it.
 """
 
 from __future__ import annotations
@@ -37,29 +39,65 @@ def history(
 ) -> None:
     """Show a group's recent rebalances: cause, generations, duration, members.
 
+    For a consumer group (KIP-848), its new target assignments: cause, epochs, how
+    long until every member had reached it, and a second table with each member's
+    time to its target's epoch (it had revoked what it had to) and to all of its
+    target (nothing left that another member held).
+
     JSON output is the recorded entries as the broker wrote them.
     """
     entries = _read(bootstrap, group)[-limit:]
-    columns = ("ENDED (UTC)", "CAUSE", "GENERATION", "TOOK", "MEMBERS", "DETAIL")
+    columns = ("ENDED (UTC)", "CAUSE", "GENERATION", "TOOK", "MEMBERS", "DETAIL", "PROTOCOL")
     if members:
         columns += ("MEMBERS-BEFORE", "MEMBERS-AFTER")
     rows = []
     for entry in entries:
         before = entry.get("members_before") or ()
         after = entry.get("members_after") or ()
+        took = f"{entry.get('duration_ms', 0) / 1000:.2f} s"
         row: tuple[object, ...] = (
             _time(entry.get("ended_ms")),
             entry.get("cause", "?"),
             f"{entry.get('from_generation')} → {entry.get('to_generation')}",
-            f"{entry.get('duration_ms', 0) / 1000:.2f} s",
+            took + " (superseded)" if entry.get("superseded") else took,
             f"{len(before)} → {len(after)}",
             entry.get("detail"),
+            entry.get("protocol", CLASSIC),
         )
         if members:
             row += (",".join(before), ",".join(after))
         rows.append(row)
+    tables = [Table(columns, rows)]
+    reconciled = _reconciliation_rows(entries)
+    if reconciled:
+        tables.append(Table(RECONCILIATION_COLUMNS, reconciled))
     notes = [] if entries else [f"no rebalance of group {group} is on record"]
-    show(View(entries, [Table(columns, rows)], notes=notes), output)
+    show(View(entries, tables, notes=notes), output)
+
+
+CLASSIC = "classic"
+RECONCILIATION_COLUMNS = ("TARGET-EPOCH", "MEMBER", "REACHED-EPOCH", "HOLDS-TARGET")
+
+
+def _reconciliation_rows(entries: list[dict[str, Any]]) -> list[tuple[object, ...]]:
+    """Per consumer group target and member: how long after the target it got there."""
+    rows: list[tuple[object, ...]] = []
+    for entry in entries:
+        for member in entry.get("reconciliations") or ():
+            left = " (left)" if member.get("left") else ""
+            rows.append(
+                (
+                    entry.get("to_generation"),
+                    member.get("member_id"),
+                    _seconds(member.get("epoch_reached_ms")),
+                    _seconds(member.get("assigned_ms")) + left,
+                )
+            )
+    return rows
+
+
+def _seconds(ms: int | None) -> str:
+    return "not reached" if ms is None else f"{ms / 1000:.2f} s"
 
 
 def _read(bootstrap: str, group: str) -> list[dict[str, Any]]:

@@ -12,6 +12,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from herdless.cli.client import connect, error_text, offsets_at
+from herdless.cli.config_changes import (
+    ConfigOption,
+    DeleteConfigOption,
+    alter_configs,
+    config_changes,
+    key_values,
+)
 from herdless.cli.errors import fail
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, command_group
 from herdless.cli.output import OutputOption, Table, View, say, show
@@ -48,7 +55,7 @@ def create(
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> None:
     """Create a topic."""
-    configs = _key_values(config)
+    configs = key_values(config)
     with connect(bootstrap) as admin:
         result = admin.create_topics(
             {
@@ -72,16 +79,6 @@ def create(
     say(f"created topic {name} with {created} partition{'' if created == 1 else 's'}")
 
 
-def _key_values(items: list[str] | None) -> dict[str, str]:
-    configs = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise fail(f"--config expects key=value, got {item!r}")
-        configs[key.strip()] = value
-    return configs
-
-
 def _describe(admin: object, name: str) -> dict[str, object]:
     described = admin.describe_topics([name])  # type: ignore[attr-defined]
     if not described or described[0]["error_code"] != 0:
@@ -101,23 +98,14 @@ def alter(
             help="Raise the partition count to N (it can only grow; keys move partitions).",
         ),
     ] = None,
-    config: Annotated[
-        list[str] | None, typer.Option("--config", "-c", help="key=value to set; repeatable.")
-    ] = None,
-    delete_config: Annotated[
-        list[str] | None,
-        typer.Option("--delete-config", "-d", help="key to set back to its default; repeatable."),
-    ] = None,
+    config: ConfigOption = None,
+    delete_config: DeleteConfigOption = None,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> None:
     """Add partitions to a topic or change some of its configs; the others keep their values."""
-    from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
+    from kafka.admin import ConfigResourceType
 
-    changes: dict[str, object] = dict(_key_values(config))
-    for key in delete_config or []:
-        if key in changes:
-            raise fail(f"{key!r} is both set and deleted")
-        changes[key] = (AlterConfigOp.DELETE, None)
+    changes = config_changes(config, delete_config)
     if not changes and partitions is None:
         raise fail(
             "nothing to change: give --partitions N, --config key=value or --delete-config key"
@@ -133,15 +121,7 @@ def alter(
                 )
             say(f"topic {name} now has {partitions} partitions")
         if changes:
-            result = admin.alter_configs(
-                [ConfigResource(ConfigResourceType.TOPIC, name, configs=changes)],
-                incremental=True,
-                raise_on_unknown=False,  # the broker knows its configs; it names a bad one
-            )
-            outcome = result.get("topic", {}).get(name)
-            if outcome != "OK":
-                raise fail(f"cannot change the configs of topic {name!r}: {outcome}")
-            say(f"changed {len(changes)} config(s) of topic {name}")
+            alter_configs(admin, ConfigResourceType.TOPIC, name, changes)
 
 
 @topics_app.command("list")

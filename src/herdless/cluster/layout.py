@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Generic, TypeVar
+from urllib.parse import quote, unquote
 
 from herdless.cluster.errors import MalformedZNode
 
@@ -31,6 +32,10 @@ CONTROLLER_EPOCH_PATH = "/controller_epoch"
 BROKER_IDS_PATH = "/brokers/ids"
 TOPICS_PATH = "/brokers/topics"
 TOPIC_CONFIGS_PATH = "/config/topics"
+# Consumer groups' configs (KIP-848), which Kafka keeps only in KRaft's metadata log:
+# beside the topics' configs, in their format, named by the group id percent-encoded
+# (a group id may hold a '/').
+GROUP_CONFIGS_PATH = "/config/groups"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
 
 # What a Kafka broker creates at startup (KafkaZkClient.createTopLevelPaths), less the
@@ -75,6 +80,14 @@ def partition_state_path(topic: str, partition: int) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{TOPIC_CONFIGS_PATH}/{topic}"
+
+
+def group_config_path(group: str) -> str:
+    return f"{GROUP_CONFIGS_PATH}/{quote(group, safe='')}"
+
+
+def group_of_config_node(name: str) -> str:
+    return unquote(name)
 
 
 def delete_topic_path(topic: str) -> str:

@@ -572,6 +572,39 @@ class ClusterStore:
             callback,
         )
 
+    # -- group configs (KIP-848) ---------------------------------------------------------
+
+    def set_group_config(self, group: str, configs: Mapping[str, str]) -> None:
+        """Replace the group's configs; none: remove its znode (the broker's defaults)."""
+        path = layout.group_config_path(group)
+        if not configs:
+            with suppress(NoNodeError):
+                self._run(lambda: self._client.delete_async(path))
+            return
+        data = layout.encode_topic_config(configs)
+        try:
+            self._run(lambda: self._client.set_async(path, data))
+        except NoNodeError:
+            self._ensure_path(layout.GROUP_CONFIGS_PATH)
+            try:
+                self._run(lambda: self._client.create_async(path, data))
+            except NodeExistsError:
+                self._run(lambda: self._client.set_async(path, data))
+
+    def watch_group_configs(self, callback: Callable[[set[str]], None]) -> Watch:
+        """The groups that have configs, now and at every change."""
+        self._ensure_path(layout.GROUP_CONFIGS_PATH)
+        return self._watch_children(
+            layout.GROUP_CONFIGS_PATH,
+            lambda children: callback({layout.group_of_config_node(c) for c in children}),
+        )
+
+    def watch_group_config(self, group: str, callback: Callable[[dict[str, str]], None]) -> Watch:
+        path = layout.group_config_path(group)
+        return self._watch_data(
+            path, lambda data, _stat: layout.decode_topic_config(group, data), callback
+        )
+
     # -- topic deletion ------------------------------------------------------------------
 
     def mark_for_deletion(self, name: str) -> None:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import replace
 
 from herdless.coordinator.consumer_group import ConsumerGroup, ConsumerGroupMember
-from herdless.coordinator.consumer_groups import ConsumerGroups
+from herdless.coordinator.consumer_groups import ConsumerGroups, member_label
 from herdless.coordinator.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
     MalformedConsumerProtocol,
@@ -43,6 +43,7 @@ from herdless.coordinator.group_conversion import (
     may_downgrade,
     to_partitions,
 )
+from herdless.coordinator.history import RebalanceCause
 from herdless.coordinator.messages import (
     UNKNOWN_MEMBER_ID,
     HeartbeatRequest,
@@ -153,9 +154,10 @@ class ClassicMembers:
         )
         bump |= groups._refresh_subscription_metadata(out, group, topics)
         if bump:
-            groups._bump_group_epoch(out, group)
+            cause = RebalanceCause.MEMBER_JOINED if is_new else RebalanceCause.SUBSCRIPTION_CHANGED
+            groups._bump_group_epoch(out, group, cause, member_label(updated))
         if group.group_epoch > group.target_assignment_epoch:
-            groups._compute_target_assignment(out, group)
+            groups._compute_target_assignment(out, group, now_ms)
         known = topics or TopicsImage(group.subscription_metadata.values())
         owned = to_partitions(subscription.owned_partitions, known)
         groups._reconcile(out, group, group.members[member_id], owned, now_ms)
@@ -179,7 +181,7 @@ class ClassicMembers:
             out,
             TimerKey(TimerKind.CLASSIC_SYNC, group_id, member_id),
             now_ms + req.rebalance_timeout_ms,
-            lambda o, now: self._fence(o, group_id, member_id, now),
+            lambda o, now: self._fence(o, group_id, member_id, RebalanceCause.SYNC_EXPIRED, now),
         )
         return JoinGroupResponse(
             ErrorCode.NONE,
@@ -277,7 +279,7 @@ class ClassicMembers:
         group = groups.groups[req.group_id]
         group_id = group.group_id
         results = []
-        left = False
+        left_members: list[ConsumerGroupMember] = []
         for m in req.members:
             try:
                 if m.group_instance_id is None:
@@ -298,11 +300,15 @@ class ClassicMembers:
                 continue
             groups._cancel_member_timers(out, group_id, member.member_id)
             groups._remove_member_records(out, group_id, member.member_id)
-            left = True
+            left_members.append(member)
             results.append(LeftMember(member.member_id, m.group_instance_id, ErrorCode.NONE))
-        if left:
+        if left_members:
+            history = groups.history_of(group_id)
+            for member in left_members:
+                groups._publish(out, group_id, history.member_left(member.member_id, now_ms))
             groups._refresh_subscription_metadata(out, group, None)
-            groups._bump_group_epoch(out, group)
+            who = ", ".join(member_label(member) for member in left_members)
+            groups._bump_group_epoch(out, group, RebalanceCause.MEMBER_LEFT, who)
         out.replies.append(Reply(token, LeaveGroupResponse(ErrorCode.NONE, tuple(results))))
         return out
 
@@ -323,7 +329,10 @@ class ClassicMembers:
             out,
             key,
             now_ms + member.rebalance_timeout_ms,
-            lambda o, now: self._fence(o, group_id, member_id, now),
+            # Told to rejoin is how a classic member is asked to revoke.
+            lambda o, now: self._fence(
+                o, group_id, member_id, RebalanceCause.REVOCATION_EXPIRED, now
+            ),
         )
 
     def _downgrade(self, out: Result, group: ConsumerGroup, now_ms: int) -> ClassicGroup | None:
@@ -334,11 +343,14 @@ class ClassicMembers:
     def _cancel(self, out: Result, kind: TimerKind, group_id: str, member_id: str) -> None:
         self._groups._cancel_timer(out, TimerKey(kind, group_id, member_id))
 
-    def _fence(self, out: Result, group_id: str, member_id: str, now_ms: int) -> None:
+    def _fence(
+        self, out: Result, group_id: str, member_id: str, cause: RebalanceCause, now_ms: int
+    ) -> None:
         """Did not rejoin, or sync, in time: out, like any member fenced."""
         group = self._groups.groups.get(group_id)
         if group is not None and member_id in group.members:
-            self._groups._remove_member(out, group, member_id, now_ms)
+            member = group.members[member_id]
+            self._groups._remove_member(out, group, member, cause, now_ms)
 
 
 def _validated(

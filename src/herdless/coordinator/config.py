@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from herdless.coordinator.group_configs import (
+    CONSUMER_HEARTBEAT_INTERVAL_MS,
+    CONSUMER_SESSION_TIMEOUT_MS,
+    GroupConfigs,
+)
 
 _DAY_MS = 24 * 3600 * 1000
 
@@ -53,3 +59,13 @@ class CoordinatorConfig:
     consumer_migration_policy: ConsumerGroupMigrationPolicy = (  # group.consumer.migration.policy
         ConsumerGroupMigrationPolicy.BIDIRECTIONAL
     )
+    # Groups' own settings (KIP-848 group configs), which the broker keeps up to date.
+    group_configs: GroupConfigs = field(default_factory=GroupConfigs, compare=False, repr=False)
+
+    def consumer_session_timeout_for(self, group_id: str) -> int:
+        override = self.group_configs.override(group_id, CONSUMER_SESSION_TIMEOUT_MS)
+        return self.consumer_session_timeout_ms if override is None else override
+
+    def consumer_heartbeat_interval_for(self, group_id: str) -> int:
+        override = self.group_configs.override(group_id, CONSUMER_HEARTBEAT_INTERVAL_MS)
+        return self.consumer_heartbeat_interval_ms if override is None else override

@@ -337,6 +337,8 @@ def describe_group(
             subscribed_topic_regex=m.subscribed_topic_regex,
             assignment=named(m.assigned),
             target_assignment=named(group.target_of(m.member_id)),
+            member_state=int(m.state),
+            pending_revocation=named(m.assignment.pending_revocation),
         )
         for m in group.members.values()
     )

@@ -49,6 +49,7 @@ from herdless.coordinator.consumer_heartbeat import (
     updated_member,
     validate,
 )
+from herdless.coordinator.consumer_history import TargetAssignmentHistory
 from herdless.coordinator.consumer_messages import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
@@ -83,7 +84,8 @@ from herdless.coordinator.group_conversion import (
     creation_records,
     may_upgrade,
 )
-from herdless.coordinator.messages import ListedGroup
+from herdless.coordinator.history import RebalanceCause
+from herdless.coordinator.messages import ListedGroup, RebalanceRecord
 from herdless.coordinator.reconciliation import CurrentAssignment, MemberState, reconcile
 from herdless.coordinator.result import Reply, Result, TimerKey, TimerKind
 from herdless.coordinator.state import GroupState
@@ -130,6 +132,8 @@ class ConsumerGroups:
         self._downgrade = downgrade
         # The image each group's regular expressions were last resolved against.
         self._regexes_resolved_with: dict[str, TopicsImage] = {}
+        # Soft state for operators, like the classic groups' rebalance history.
+        self._history: dict[str, TargetAssignmentHistory] = {}
 
     # ======================================================================
     # records
@@ -178,6 +182,7 @@ class ConsumerGroups:
         if isinstance(key, ConsumerGroupMetadataKey):
             del self.groups[key.group]
             self._regexes_resolved_with.pop(key.group, None)
+            self._history.pop(key.group, None)
         elif isinstance(key, ConsumerGroupPartitionMetadataKey):
             group.subscription_metadata = {}
         elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
@@ -220,9 +225,12 @@ class ConsumerGroups:
         key = ConsumerGroupTargetAssignmentMemberKey(group_id, member_id)
         self._write(out, key, ConsumerGroupTargetAssignmentMemberValue(target))
 
-    def _bump_group_epoch(self, out: Result, group: ConsumerGroup) -> None:
+    def _bump_group_epoch(
+        self, out: Result, group: ConsumerGroup, cause: RebalanceCause, detail: str
+    ) -> None:
         key = ConsumerGroupMetadataKey(group.group_id)
         self._write(out, key, ConsumerGroupMetadataValue(group.group_epoch + 1))
+        self.history_of(group.group_id).epoch_bumped(cause, detail)
 
     def _remove_member_records(self, out: Result, group_id: str, member_id: str) -> None:
         """Kafka's order: the current assignment, the target, then the member itself."""
@@ -294,16 +302,20 @@ class ConsumerGroups:
         is_new = member.member_id not in group.members
         if is_new or updated.metadata_value() != member.metadata_value():
             self._write_member(out, group_id, updated)
-        bump = group.group_epoch == 0 or (
+        cause = None
+        if group.group_epoch == 0 or (
             updated.subscribed_topic_names != member.subscribed_topic_names
             or updated.subscribed_topic_regex != member.subscribed_topic_regex
-        )
-        bump |= self._refresh_regexes(out, group, topics, now_ms)
-        bump |= self._refresh_subscription_metadata(out, group, topics)
-        if bump:
-            self._bump_group_epoch(out, group)
+        ):
+            cause = RebalanceCause.MEMBER_JOINED if is_new else RebalanceCause.SUBSCRIPTION_CHANGED
+        topics_changed = self._refresh_regexes(out, group, topics, now_ms)
+        topics_changed |= self._refresh_subscription_metadata(out, group, topics)
+        if cause is None and topics_changed:
+            cause = RebalanceCause.TOPIC_METADATA_CHANGED
+        if cause is not None:
+            self._bump_group_epoch(out, group, cause, member_label(updated))
         if group.group_epoch > group.target_assignment_epoch:
-            self._compute_target_assignment(out, group)
+            self._compute_target_assignment(out, group, now_ms)
 
         member_id = updated.member_id
         self._reconcile(out, group, group.members[member_id], req.owned_partitions, now_ms)
@@ -321,7 +333,7 @@ class ConsumerGroups:
             ErrorCode.NONE,
             member_id=member_id,
             member_epoch=current.member_epoch,
-            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_for(group_id),
             assignment=current.assigned if full_request or changed else None,
         )
 
@@ -449,26 +461,36 @@ class ConsumerGroups:
         self._write(out, ConsumerGroupPartitionMetadataKey(group.group_id), value)
         return True
 
-    def _compute_target_assignment(self, out: Result, group: ConsumerGroup) -> None:
+    def _compute_target_assignment(self, out: Result, group: ConsumerGroup, now_ms: int) -> None:
         preferred = group.preferred_assignor()
         name = preferred if preferred in self._assignors() else self._assignors()[0]
         ids = {n: t.topic_id for n, t in group.subscription_metadata.items()}
         counts = {t.topic_id: t.num_partitions for t in group.subscription_metadata.values()}
+        racks = {t.topic_id: t.partition_racks for t in group.subscription_metadata.values()}
         specs = {
             m.member_id: MemberSpec(
                 m.instance_id,
                 frozenset(ids[n] for n in group.member_topic_names(m) if n in ids),
                 group.target_of(m.member_id),
+                m.rack_id,
             )
             for m in group.members.values()
         }
-        targets = ASSIGNORS[name](specs, counts)
+        targets = ASSIGNORS[name](specs, counts, racks)
         for member_id in sorted(specs):
             target = targets.get(member_id, NO_PARTITIONS)
             if group.target_assignment.get(member_id) != target:
                 self._write_target(out, group.group_id, member_id, target)
         epoch = ConsumerGroupTargetAssignmentMetadataValue(group.group_epoch)
         self._write(out, ConsumerGroupTargetAssignmentMetadataKey(group.group_id), epoch)
+        progress = {
+            m.member_id: (m.member_epoch, m.assignment.is_reconciled_to(group.group_epoch))
+            for m in group.members.values()
+        }
+        finished = self.history_of(group.group_id).target_changed(
+            group.group_epoch, now_ms, progress
+        )
+        self._publish(out, group.group_id, finished)
 
     def _reconcile(
         self,
@@ -492,6 +514,13 @@ class ConsumerGroups:
             return
         member = replace(member, assignment=assignment)
         self._write_assignment(out, group.group_id, member)
+        finished = self.history_of(group.group_id).member_progressed(
+            member.member_id,
+            assignment.member_epoch,
+            assignment.is_reconciled_to(group.target_assignment_epoch),
+            now_ms,
+        )
+        self._publish(out, group.group_id, finished)
         if member.uses_classic_protocol:
             return  # told to rejoin instead, on the join and sync timers (classic_members.py)
         if assignment.state is MemberState.UNREVOKED_PARTITIONS:
@@ -542,17 +571,25 @@ class ConsumerGroups:
                     member_id=member.member_id,
                     member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                 )
-        self._remove_member(out, group, member.member_id, now_ms)
+        self._remove_member(out, group, member, RebalanceCause.MEMBER_LEFT, now_ms)
         return ConsumerGroupHeartbeatResponse(
             ErrorCode.NONE, member_id=req.member_id, member_epoch=req.member_epoch
         )
 
     def _remove_member(
-        self, out: Result, group: ConsumerGroup, member_id: str, now_ms: int
+        self,
+        out: Result,
+        group: ConsumerGroup,
+        member: ConsumerGroupMember,
+        cause: RebalanceCause,
+        now_ms: int,
     ) -> None:
         """The member leaves, or is fenced: its partitions are free once the records are, and
         the next heartbeat of any member computes a target assignment without it. When it
         was the last to speak the new protocol, the group may become classic instead."""
+        member_id = member.member_id
+        history = self.history_of(group.group_id)
+        self._publish(out, group.group_id, history.member_left(member_id, now_ms))
         if self._downgrade(out, group, member_id, now_ms):
             return
         self._cancel_member_timers(out, group.group_id, member_id)
@@ -560,12 +597,13 @@ class ConsumerGroups:
         for regex in sorted(group.resolved_regexes.keys() - group.subscribed_regexes()):
             self._write(out, ConsumerGroupRegularExpressionKey(group.group_id, regex), None)
         self._refresh_subscription_metadata(out, group, None)
-        self._bump_group_epoch(out, group)
+        self._bump_group_epoch(out, group, cause, member_label(member))
 
     def _expire_session(self, out: Result, group_id: str, member_id: str, now_ms: int) -> None:
         group = self.groups.get(group_id)
         if group is not None and member_id in group.members:
-            self._remove_member(out, group, member_id, now_ms)
+            member = group.members[member_id]
+            self._remove_member(out, group, member, RebalanceCause.SESSION_EXPIRED, now_ms)
 
     def _expire_revocation(
         self, out: Result, group_id: str, member_id: str, epoch: int, now_ms: int
@@ -575,7 +613,7 @@ class ConsumerGroups:
         group = self.groups.get(group_id)
         member = None if group is None else group.members.get(member_id)
         if group is not None and member is not None and member.member_epoch == epoch:
-            self._remove_member(out, group, member_id, now_ms)
+            self._remove_member(out, group, member, RebalanceCause.REVOCATION_EXPIRED, now_ms)
 
     def _cancel_member_timers(self, out: Result, group_id: str, member_id: str) -> None:
         self._cancel_timer(out, _session_key(group_id, member_id))
@@ -648,6 +686,23 @@ class ConsumerGroups:
     def unload(self) -> None:
         self.groups.clear()
         self._regexes_resolved_with.clear()
+        self._history.clear()
+
+    # ======================================================================
+    # history
+    # ======================================================================
+
+    def history_of(self, group_id: str) -> TargetAssignmentHistory:
+        history = self._history.get(group_id)
+        if history is None:
+            size = self.config.rebalance_history_size
+            history = self._history[group_id] = TargetAssignmentHistory(size)
+        return history
+
+    @staticmethod
+    def _publish(out: Result, group_id: str, entry: RebalanceRecord | None) -> None:
+        if entry is not None:
+            out.rebalances.append((group_id, entry))
 
     # ======================================================================
     # timers
@@ -656,7 +711,7 @@ class ConsumerGroups:
     def _schedule_session(self, out: Result, group_id: str, member_id: str, now_ms: int) -> None:
         """The broker's session timeout, or the one a classic member joined with."""
         classic = self.groups[group_id].members[member_id].classic
-        timeout_ms = self.config.consumer_session_timeout_ms
+        timeout_ms = self.config.consumer_session_timeout_for(group_id)
         if classic is not None:
             timeout_ms = classic.session_timeout_ms
         self._schedule_timer(
@@ -684,6 +739,11 @@ def _session_key(group_id: str, member_id: str) -> TimerKey:
 
 def _revocation_key(group_id: str, member_id: str) -> TimerKey:
     return TimerKey(TimerKind.REVOCATION, group_id, member_id)
+
+
+def member_label(member: ConsumerGroupMember) -> str:
+    """How history entries name a member: its id, and its client id where it has one."""
+    return f"{member.member_id} ({member.client_id})" if member.client_id else member.member_id
 
 
 def _is_empty_classic(group: ClassicGroup) -> bool:

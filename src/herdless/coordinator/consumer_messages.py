@@ -64,6 +64,10 @@ class DescribedConsumerGroupMember:
     subscribed_topic_regex: str | None
     assignment: tuple[DescribedTopicPartitions, ...]
     target_assignment: tuple[DescribedTopicPartitions, ...]
+    # Beyond Kafka's fields (herdless sends them as tagged fields): where the member is in
+    # reconciliation (MemberState's value), and what it still owns but must give up.
+    member_state: int = -1
+    pending_revocation: tuple[DescribedTopicPartitions, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

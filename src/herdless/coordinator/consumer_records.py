@@ -253,7 +253,12 @@ def _write_value(value: ConsumerGroupValue, w: FieldWriter) -> None:
             w.uuid_(topic.topic_id)
             w.string(topic.name)
             w.int32(topic.num_partitions)
-            w.array_len(0)  # racks by partition: unused since Kafka 4.0
+            # Racks by partition, as Kafka wrote them before 4.0 (and still reads them).
+            w.array_len(len(topic.partition_racks))
+            for partition, racks in enumerate(topic.partition_racks):
+                w.int32(partition)
+                _write_strings(w, tuple(sorted(racks)))
+                w.no_tagged_fields()
             w.no_tagged_fields()
     elif isinstance(value, ConsumerGroupMemberMetadataValue):
         w.string(value.instance_id)
@@ -309,12 +314,16 @@ def _read_partition_metadata(r: FieldReader) -> ConsumerGroupPartitionMetadataVa
         topic_id = r.uuid_()
         name = r.string()
         num_partitions = r.int32()
-        for _ in range(r.array_len()):  # racks by partition, written by Kafka before 4.0
-            r.int32()
-            _read_strings(r)
+        racks: dict[int, frozenset[str]] = {}
+        for _ in range(r.array_len()):
+            partition = r.int32()
+            racks[partition] = frozenset(_read_strings(r))
             r.skip_tagged_fields()
         r.skip_tagged_fields()
-        topics.append(TopicMetadata(topic_id, name, num_partitions))
+        partition_racks = (
+            tuple(racks.get(p, frozenset()) for p in range(num_partitions)) if racks else ()
+        )
+        topics.append(TopicMetadata(topic_id, name, num_partitions, partition_racks))
     return ConsumerGroupPartitionMetadataValue(tuple(topics))
 
 

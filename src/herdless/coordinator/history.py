@@ -23,6 +23,10 @@ class RebalanceCause(Enum):
     NEW_MEMBER_JOIN_TIMEOUT = "new member join timed out"
     SYNC_EXPIRED = "members did not sync"
     STATIC_MEMBER_REPLACED = "static member replaced"
+    # Consumer groups (KIP-848): what bumps the group epoch, and so brings a new target.
+    SUBSCRIPTION_CHANGED = "subscription changed"
+    TOPIC_METADATA_CHANGED = "topic metadata changed"
+    REVOCATION_EXPIRED = "member did not revoke in time"
 
 
 class RebalanceHistory:

@@ -254,8 +254,24 @@ class DescribedMember:
 
 
 @dataclass(frozen=True, slots=True)
+class MemberReconciliation:
+    """How long after a consumer group's new target a member reached its epoch (it had
+    revoked what it had to) and held all of its target; None: not (yet), or never."""
+
+    member_id: str
+    epoch_reached_ms: int | None
+    assigned_ms: int | None
+    left: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class RebalanceRecord:
-    """One entry of a group's rebalance history (soft state: not persisted)."""
+    """One entry of a group's rebalance history (soft state: not persisted).
+
+    A classic group's is a rebalance from one generation to the next; a consumer
+    group's is a new target assignment, its epochs in the generation fields, with
+    each member's way to it.
+    """
 
     cause: str
     detail: str
@@ -265,6 +281,10 @@ class RebalanceRecord:
     ended_ms: int | None
     members_before: tuple[str, ...]
     members_after: tuple[str, ...] | None
+    protocol: str = "classic"
+    # A consumer group's target replaced by a newer one before every member reached it.
+    superseded: bool = False
+    reconciliations: tuple[MemberReconciliation, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,11 +25,22 @@ Partitions = frozenset[TopicIdPartition]
 NO_PARTITIONS: Partitions = frozenset()
 
 
+NO_RACKS: frozenset[str] = frozenset()
+
+
 @dataclass(frozen=True, slots=True)
 class TopicMetadata:
     topic_id: uuid.UUID
     name: str
     num_partitions: int
+    # The racks of each partition's replicas, by partition; empty when no broker has a
+    # rack. Part of what a target assignment is computed from: rack-aware assignors
+    # prefer members in a partition's racks, and a change of them brings a new target.
+    partition_racks: tuple[frozenset[str], ...] = ()
+
+    def racks(self, partition: int) -> frozenset[str]:
+        racks = self.partition_racks
+        return racks[partition] if partition < len(racks) else NO_RACKS
 
     def partitions(self) -> Iterator[TopicIdPartition]:
         for partition in range(self.num_partitions):

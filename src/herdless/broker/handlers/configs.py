@@ -1,4 +1,5 @@
-"""Configs: DescribeConfigs, and AlterConfigs / IncrementalAlterConfigs for topics.
+"""Configs: DescribeConfigs, and AlterConfigs / IncrementalAlterConfigs for topics
+(and, incrementally, for consumer groups: group_configs.py).
 
 Topic configs are Kafka's names with Kafka's validation (storage.config); a
 change is persisted with the topic and applies to its partitions at once.
@@ -14,6 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from herdless.broker.config import broker_topic_defaults
 from herdless.broker.group_coordinator import OFFSETS_TOPIC
+from herdless.broker.handlers.group_configs import (
+    INT_CONFIG_TYPE,
+    RESOURCE_GROUP,
+    GroupConfigError,
+    alter_group_configs,
+    describe_group_configs,
+)
 from herdless.broker.topic_admin import TopicAdminError
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
@@ -70,6 +78,9 @@ async def handle_incremental_alter_configs(context: BrokerContext, request: Requ
     body = request.body
     results = []
     for resource in body.resources:
+        if resource.resource_type == RESOURCE_GROUP:
+            results.append(await _alter_group(context, resource, body.validate_only))
+            continue
         try:
             changes = _incremental_changes(context, resource)
         except ConfigChangeError as exc:
@@ -82,6 +93,16 @@ async def handle_incremental_alter_configs(context: BrokerContext, request: Requ
         )
     Response = response_class(INCREMENTAL_ALTER_CONFIGS)
     return Response(throttle_time_ms=0, responses=[_result(Response, r) for r in results])
+
+
+async def _alter_group(
+    context: BrokerContext, resource: Any, validate_only: bool
+) -> tuple[Any, ErrorCode, str | None]:
+    try:
+        await alter_group_configs(context, resource.resource_name, resource.configs, validate_only)
+    except GroupConfigError as exc:
+        return resource, exc.error_code, str(exc)
+    return resource, ErrorCode.NONE, None
 
 
 def _incremental_changes(context: BrokerContext, resource: Any) -> dict[str, str | None]:
@@ -199,6 +220,29 @@ async def handle_describe_configs(context: BrokerContext, request: Request) -> A
         elif resource.resource_type == RESOURCE_BROKER:
             values = _broker_configs(context)
             source_of = dict.fromkeys(values, ConfigSource.STATIC_BROKER_CONFIG)
+        elif resource.resource_type == RESOURCE_GROUP:
+            try:
+                entries = describe_group_configs(
+                    context, resource.resource_name, resource.configuration_keys
+                )
+            except GroupConfigError as exc:
+                result.error_code, result.error_message = exc.error_code, str(exc)
+                continue
+            result.configs = [
+                Entry(
+                    name=e.name,
+                    value=e.value,
+                    read_only=False,
+                    config_source=e.source,
+                    is_default=e.source == ConfigSource.DEFAULT_CONFIG,
+                    is_sensitive=False,
+                    synonyms=[],
+                    config_type=INT_CONFIG_TYPE,
+                    documentation=None,
+                )
+                for e in entries
+            ]
+            continue
         else:
             result.error_code = ErrorCode.INVALID_REQUEST
             result.error_message = f"resource type {resource.resource_type} is not described"

@@ -110,15 +110,16 @@ async def handle_consumer_group_describe(context: BrokerContext, request: Reques
 def _member(Member: Any, member: m.DescribedConsumerGroupMember) -> Any:
     Assignment = Member.Assignment
 
+    def topic_partitions(partitions: tuple[m.DescribedTopicPartitions, ...]) -> list[Any]:
+        return [
+            Member.TopicPartitions(
+                topic_id=p.topic_id, topic_name=p.topic_name, partitions=list(p.partitions)
+            )
+            for p in partitions
+        ]
+
     def assignment(partitions: tuple[m.DescribedTopicPartitions, ...]) -> Any:
-        return Assignment(
-            topic_partitions=[
-                Assignment.TopicPartitions(
-                    topic_id=p.topic_id, topic_name=p.topic_name, partitions=list(p.partitions)
-                )
-                for p in partitions
-            ]
-        )
+        return Assignment(topic_partitions=topic_partitions(partitions))
 
     return Member(
         member_id=member.member_id,
@@ -132,4 +133,7 @@ def _member(Member: Any, member: m.DescribedConsumerGroupMember) -> Any:
         assignment=assignment(member.assignment),
         target_assignment=assignment(member.target_assignment),
         member_type=CONSUMER_MEMBER_TYPE,
+        member_state=member.member_state,
+        # Left out (null) when there is nothing to revoke: the tagged field costs nothing.
+        partitions_pending_revocation=topic_partitions(member.pending_revocation) or None,
     )

@@ -1,0 +1,118 @@
+"""Per-group configs of consumer groups (KIP-848, as Kafka 4.0 has them): a group's own
+session timeout and heartbeat interval, overriding the broker's for its members.
+
+Set with IncrementalAlterConfigs on resource type GROUP and kept where the
+broker keeps topic configs; the coordinator reads them at every heartbeat, so
+a change reaches each member at its next one: the interval in the answer, the
+session timer restarted with the new timeout. The coordinator never looks them
+up: the broker holds them here, in memory, as data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
+CONSUMER_HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
+GROUP_CONFIG_NAMES = (CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS)
+
+
+class InvalidGroupConfig(ValueError):
+    """Kafka's INVALID_CONFIG, in Kafka's words."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfigLimits:
+    """The broker's defaults and bounds (group.consumer.*) a group's configs live within."""
+
+    session_timeout_ms: int = 45_000
+    min_session_timeout_ms: int = 45_000
+    max_session_timeout_ms: int = 60_000
+    heartbeat_interval_ms: int = 5_000
+    min_heartbeat_interval_ms: int = 5_000
+    max_heartbeat_interval_ms: int = 15_000
+
+    def defaults(self) -> dict[str, str]:
+        return {
+            CONSUMER_HEARTBEAT_INTERVAL_MS: str(self.heartbeat_interval_ms),
+            CONSUMER_SESSION_TIMEOUT_MS: str(self.session_timeout_ms),
+        }
+
+    def validate(self, explicit: Mapping[str, str]) -> dict[str, int]:
+        """The group's effective values with `explicit` set; InvalidGroupConfig if a name is
+        unknown or a value is not an integer within the broker's bounds (Kafka's checks)."""
+        for name in explicit:
+            if name not in GROUP_CONFIG_NAMES:
+                raise InvalidGroupConfig(f"Unknown group config name: {name}")
+        values = {}
+        for name, default in self.defaults().items():
+            text = explicit.get(name, default)
+            try:
+                values[name] = int(text)
+            except ValueError:
+                raise InvalidGroupConfig(
+                    f"Invalid value {text} for configuration {name}: Not a number of type INT"
+                ) from None
+        heartbeat = values[CONSUMER_HEARTBEAT_INTERVAL_MS]
+        session = values[CONSUMER_SESSION_TIMEOUT_MS]
+        bounds = (
+            (CONSUMER_HEARTBEAT_INTERVAL_MS, heartbeat, "heartbeat.interval.ms",
+             self.min_heartbeat_interval_ms, self.max_heartbeat_interval_ms),
+            (CONSUMER_SESSION_TIMEOUT_MS, session, "session.timeout.ms",
+             self.min_session_timeout_ms, self.max_session_timeout_ms),
+        )  # fmt: skip
+        for name, value, broker_name, low, high in bounds:
+            if value < low:
+                raise InvalidGroupConfig(
+                    f"{name} must be greater than or equal to group.consumer.min.{broker_name}"
+                )
+            if value > high:
+                raise InvalidGroupConfig(
+                    f"{name} must be less than or equal to group.consumer.max.{broker_name}"
+                )
+        if session <= heartbeat:
+            raise InvalidGroupConfig(
+                f"{CONSUMER_SESSION_TIMEOUT_MS} must be greater than"
+                f" {CONSUMER_HEARTBEAT_INTERVAL_MS}"
+            )
+        return values
+
+
+class GroupConfigs:
+    """Every group's explicit configs, as the broker last knew them (validated before)."""
+
+    def __init__(self) -> None:
+        self._explicit: dict[str, dict[str, str]] = {}
+
+    def explicit(self, group_id: str) -> dict[str, str]:
+        return dict(self._explicit.get(group_id, {}))
+
+    def put(self, group_id: str, explicit: Mapping[str, str]) -> None:
+        """The group's explicit configs are now `explicit` (none: the broker's defaults)."""
+        if explicit:
+            self._explicit[group_id] = dict(explicit)
+        else:
+            self._explicit.pop(group_id, None)
+
+    def replace_all(self, by_group: Mapping[str, Mapping[str, str]]) -> None:
+        self._explicit = {g: dict(c) for g, c in by_group.items() if c}
+
+    def all(self) -> dict[str, dict[str, str]]:
+        return {g: dict(c) for g, c in self._explicit.items()}
+
+    def override(self, group_id: str, name: str) -> int | None:
+        """The group's own value of `name`, or None for the broker's."""
+        text = self._explicit.get(group_id, {}).get(name)
+        return int(text) if text is not None and text.isdigit() else None
+
+
+def altered(current: Mapping[str, str], changes: Mapping[str, str | None]) -> dict[str, str]:
+    """`current` with `changes` applied: a value sets, None goes back to the default."""
+    explicit = dict(current)
+    for name, value in changes.items():
+        if value is None:
+            explicit.pop(name, None)
+        else:
+            explicit[name] = value
+    return explicit
