@@ -11,8 +11,9 @@ with Trigger.AvailableNow into the memory sink, and reports for each run:
 - batch rows/s: rows read / the summed durations of the micro-batches that read
   them (Spark's own progress reports): the data source's throughput;
 - wall rows/s: rows / the time from start() to the query's end, which also pays
-  for query start-up and joining the consumer group (the broker's
-  group.initial.rebalance.delay.ms, 3 s unless --rebalance-delay-ms says);
+  for query start-up and joining the consumer group (with the classic group
+  protocol, the broker's group.initial.rebalance.delay.ms: 3 s unless
+  --rebalance-delay-ms says; the consumer protocol of KIP-848 has no such wait);
 - where the wall time went: before the first batch, in batches, after them;
 - the CPU seconds each kind of process used from start() to the end (Linux
   only): what bounds a figure on a machine with two cores.
@@ -26,6 +27,7 @@ Python data source could reach on this machine at this moment.
     python bench/spark_read.py
     python bench/spark_read.py --records 200000 --partitions 2 --runs 1
     python bench/spark_read.py --executor-only   # no Spark: the executors' own CPU, by step
+    python bench/spark_read.py --join-only       # no Spark: joining the group, each protocol
 """
 
 from __future__ import annotations
@@ -281,6 +283,40 @@ def executor_profile(bootstrap: str, topic: str, partitions: int, records: int) 
         print(f"  {seconds:.3f} s  {label}")
 
 
+# -- the planning side's join, without Spark -------------------------------------------------
+
+
+def join_profile(bootstrap: str, topic: str, rounds: int = 5) -> None:
+    """Time a new group's first join as a query's planning process makes it, from creating
+    its member to knowing its partitions, with the protocol the source chooses and with
+    the classic one; each round a group of its own."""
+    from herdless.spark.member import GroupMember
+    from herdless.spark.options import read_options
+
+    for label, extra in (("source's choice", {}), ("classic", {"kafka.group.protocol": "classic"})):
+        times, protocol = [], None
+        for i in range(rounds):
+            options = {
+                "kafka.bootstrap.servers": bootstrap,
+                "subscribe": topic,
+                "kafka.group.id": f"join-{len(extra)}-{i}",
+                **extra,
+            }
+            began = time.monotonic()
+            member = GroupMember(read_options(options, "stream"))
+            try:
+                member.assignment()
+                times.append(time.monotonic() - began)
+                protocol = getattr(member, "protocol", "classic")  # older trees: classic only
+            finally:
+                member.close()
+        print(
+            f"join, {label} ({protocol}): median {statistics.median(times):.3f} s, "
+            f"{min(times):.3f}-{max(times):.3f} s over {rounds} groups",
+            flush=True,
+        )
+
+
 # -- one run -------------------------------------------------------------------------------
 
 
@@ -342,6 +378,11 @@ def main() -> int:
         action="store_true",
         help="no Spark: read the topic as executors do, in this process, and profile it",
     )
+    parser.add_argument(
+        "--join-only",
+        action="store_true",
+        help="no Spark: time a query's first join of a new group, with each group protocol",
+    )
     args = parser.parse_args()
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -366,6 +407,9 @@ def main() -> int:
         print(f"producing {args.records:,} records of {args.value_bytes} bytes ...", flush=True)
         produce(bootstrap, "warmup", args.partitions, 10_000, args.value_bytes)
         produce(bootstrap, "measured", args.partitions, args.records, args.value_bytes)
+        if args.join_only:
+            join_profile(bootstrap, "measured")
+            return 0
         if args.executor_only:
             executor_profile(bootstrap, "measured", args.partitions, args.records)
             return 0

@@ -49,9 +49,22 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     session.stop()
 
 
+# Classic groups form at once (no initial rebalance delay); consumer-protocol members
+# (KIP-848) heartbeat often and are let go after 6 s, as the classic members of
+# these tests (kafka.session.timeout.ms=6000), so that partitions change hands quickly.
+TEST_GROUP_SETTINGS = (
+    "group.initial.rebalance.delay.ms=0",
+    "group.consumer.session.timeout.ms=6000",
+    "group.consumer.min.session.timeout.ms=1000",
+    "group.consumer.heartbeat.interval.ms=500",
+    "group.consumer.min.heartbeat.interval.ms=100",
+)
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """A broker whose groups form at once (no initial rebalance delay)."""
+    """A broker whose groups form and rebalance quickly (TEST_GROUP_SETTINGS)."""
     data_dir = tmp_path_factory.mktemp("broker") / "data"
-    with module_broker(data_dir, "--set", "group.initial.rebalance.delay.ms=0") as process:
+    settings = [arg for setting in TEST_GROUP_SETTINGS for arg in ("--set", setting)]
+    with module_broker(data_dir, *settings) as process:
         yield process

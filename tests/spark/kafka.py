@@ -87,3 +87,10 @@ def group_members(bootstrap: str, group: str) -> list[tuple[str, set[int]]]:
         (member.client_id, {tp.partition for tp in member.assignment.topic_partitions})
         for member in description.members
     ]
+
+
+def group_protocol(bootstrap: str, group: str) -> str:
+    """The group's protocol as its coordinator reports it: "classic" or "consumer" (KIP-848)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    description = admin.describe_consumer_groups([group])[group].result(10)
+    return description.type.name.lower()

@@ -34,8 +34,11 @@ def start_to_parquet(
     available_now: bool = False,
     **options: str,
 ):
-    """A query that copies (partition, offset, value) of each record into Parquet."""
-    options = {"kafka.session.timeout.ms": "6000", **options}
+    """A query that copies (partition, offset, value) of each record into Parquet.
+
+    Its member joins with the group protocol the source chooses (KIP-848's on
+    herdless) unless `options` say otherwise.
+    """
     frame = (
         spark.readStream.format("herdless")
         .option("kafka.bootstrap.servers", bootstrap)

@@ -10,10 +10,13 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient
 
+from herdless.spark.client_config import librdkafka_settings
 from herdless.spark.errors import HerdlessSparkError
 from herdless.spark.offsets import TopicPartition
 from herdless.spark.options import ClientOptions, Subscription
@@ -58,6 +61,31 @@ def quiet_producer(connection: ClientOptions) -> Producer:
         return Producer({**connection.producer_config(), "logger": _quiet})
     except KafkaException as exc:
         raise bad_setting(exc) from None
+
+
+def quiet_admin(connection: ClientOptions) -> AdminClient:
+    """An admin client with the user's kafka.* settings (those of consumers only are unused)."""
+    try:
+        return AdminClient(
+            {
+                **librdkafka_settings(connection.client),
+                "bootstrap.servers": connection.bootstrap,
+                "logger": _quiet,
+            }
+        )
+    except KafkaException as exc:
+        raise bad_setting(exc) from None
+
+
+def describe_group(admin: AdminClient, connection: ClientOptions, group_id: str) -> Any | None:
+    """The group as its coordinator describes it (members, their partitions, protocol);
+    None when the coordinator cannot be asked in time."""
+    timeout = connection.connect_timeout_s
+    try:
+        future = admin.describe_consumer_groups([group_id], request_timeout=timeout)[group_id]
+        return future.result(timeout)
+    except (KafkaException, TimeoutError):
+        return None
 
 
 def bad_setting(exc: KafkaException) -> HerdlessSparkError:

@@ -12,6 +12,12 @@ deadlocks when one thread waits for a broker answer (watermarks) while another
 polls the same consumer. Commits are handed to that thread; offsets and
 watermarks are asked through a second, group-less consumer (`lookup`).
 
+It joins with KIP-848's consumer protocol where the broker serves it, and with
+the classic one otherwise (group_protocol.py says when): the consumer
+protocol's first join answers at once, the classic one's waits the broker's
+group.initial.rebalance.delay.ms (3 s by default) before every query's first
+batch.
+
 Handing a partition over without losing records: when the group takes
 partitions away (on_revoke), the member waits until the micro-batch in flight
 is complete and its end offsets are committed, so the next owner starts where
@@ -33,21 +39,28 @@ from collections.abc import Mapping
 
 from confluent_kafka import Consumer, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient
 
 from herdless.spark.client import (
     commit,
     committed_offsets,
+    describe_group,
     query_client_id,
+    quiet_admin,
     quiet_consumer,
     unreachable,
 )
 from herdless.spark.errors import HerdlessSparkError
+from herdless.spark.group_protocol import CLASSIC, group_protocol
 from herdless.spark.offsets import TopicPartition
 from herdless.spark.options import ReadOptions
 
 log = logging.getLogger(__name__)
 
 POLL_INTERVAL_S = 0.1
+# A consumer-protocol member's first heartbeat answers within milliseconds; with
+# no partitions by then, the coordinator is asked whether the member has none.
+EMPTY_ASSIGNMENT_CHECK_S = 1.0
 EXIT_DEADLINE_S = 10.0
 
 
@@ -68,16 +81,24 @@ class GroupMember:
         self._failure: str | None = None
         self._pending: dict[TopicPartition, int] = {}  # commits for the thread to send
         self.client_id = query_client_id(options.connection)
+        self.protocol = group_protocol(options.connection, options.group_id, self.client_id)
         # Same group.id, never subscribed: fetches committed offsets without joining.
         self.lookup: Consumer = quiet_consumer(
             options.connection, options.group_id, defaults={"client.id": self.client_id}
         )
+        # The consumer protocol's assignor is the broker's (kafka.group.remote.assignor).
+        protocol_settings: dict[str, object] = {"group.protocol": self.protocol}
+        if self.protocol == CLASSIC:
+            protocol_settings["partition.assignment.strategy"] = "range"
         self.consumer: Consumer = quiet_consumer(
             options.connection,
             options.group_id,
             defaults={"client.id": self.client_id},
-            **{"error_cb": self._on_error, "partition.assignment.strategy": "range"},
+            error_cb=self._on_error,
+            **protocol_settings,
         )
+        self._member_id = self.consumer.memberid()  # the consumer protocol's is the client's own
+        self._admin: AdminClient | None = None
         self.consumer.subscribe(
             options.subscription.for_librdkafka(),
             on_assign=self._on_assign,
@@ -116,13 +137,20 @@ class GroupMember:
                 self._failure = error.str()
                 self._cond.notify_all()
 
+    # The classic protocol's rebalances are eager here (range): every partition is
+    # taken away, then the new assignment given whole. The consumer protocol's are
+    # incremental: partitions are given and taken a few at a time, the rest stay.
+
     def _on_assign(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
-        consumer.assign(partitions)
+        if self.protocol == CLASSIC:
+            consumer.assign(partitions)
+        else:
+            consumer.incremental_assign(partitions)
         if partitions:
             consumer.pause(partitions)
         with self._cond:
             given = frozenset((tp.topic, tp.partition) for tp in partitions)
-            self._assignment = given
+            self._assignment = given if self.protocol == CLASSIC else self._owned() | given
             self._fresh |= given
             self._cond.notify_all()
         log.info("group %s assigned %s", self.options.group_id, sorted(given))
@@ -134,17 +162,27 @@ class GroupMember:
         self._send_commits()
         with self._cond:
             self._drop(partitions)
-        consumer.unassign()
+        self._unassign(consumer, partitions)
 
     def _on_lost(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
         # Someone else may own them already: no waiting, no commits.
         with self._cond:
             self._drop(partitions)
-        consumer.unassign()
+        self._unassign(consumer, partitions)
+
+    def _unassign(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
+        if self.protocol == CLASSIC:
+            consumer.unassign()
+        else:
+            consumer.incremental_unassign(partitions)
+
+    def _owned(self) -> frozenset[TopicPartition]:
+        return self._assignment or frozenset()
 
     def _drop(self, partitions: list[KafkaTopicPartition]) -> None:
         taken = {(tp.topic, tp.partition) for tp in partitions}
-        self._assignment = None
+        # Classic: nothing is owned until the next assignment arrives, whole.
+        self._assignment = None if self.protocol == CLASSIC else self._owned() - taken
         self._fresh -= taken
         for tp in taken:
             self._committed.pop(tp, None)
@@ -161,20 +199,43 @@ class GroupMember:
 
     def assignment(self) -> tuple[frozenset[TopicPartition], set[TopicPartition]]:
         """This query's partitions and which of them are fresh, once the group settles."""
-        timeout = self.options.group_join_timeout_s
-        with self._cond:
-            settled = self._cond.wait_for(
-                lambda: self._assignment is not None or self._failure is not None, timeout
-            )
-            if self._failure is not None:
-                raise HerdlessSparkError(
-                    f"consumer group {self.options.group_id!r} at "
-                    f"{self.options.connection.bootstrap}: {self._failure}"
+        deadline = time.monotonic() + self.options.group_join_timeout_s
+        while True:
+            with self._cond:
+                wait = deadline - time.monotonic()
+                if self.protocol != CLASSIC:
+                    wait = min(wait, EMPTY_ASSIGNMENT_CHECK_S)
+                settled = self._cond.wait_for(
+                    lambda: self._assignment is not None or self._failure is not None,
+                    max(wait, 0.0),
                 )
-            if not settled:
+                if self._failure is not None:
+                    raise HerdlessSparkError(
+                        f"consumer group {self.options.group_id!r} at "
+                        f"{self.options.connection.bootstrap}: {self._failure}"
+                    )
+                if settled:
+                    assert self._assignment is not None
+                    return self._assignment, set(self._fresh & self._assignment)
+            if time.monotonic() >= deadline:
                 raise self._join_timeout()
-            assert self._assignment is not None
-            return self._assignment, set(self._fresh & self._assignment)
+            if self.protocol != CLASSIC and self._joined_without_partitions():
+                with self._cond:
+                    if self._assignment is None:
+                        self._assignment = frozenset()
+
+    def _joined_without_partitions(self) -> bool:
+        """Is this member in the group with nothing assigned (the coordinator says)?
+
+        librdkafka tells a consumer-protocol member of its partitions only when
+        there are some: a query in a group with more members than partitions
+        would otherwise wait for an assignment that never comes.
+        """
+        if self._admin is None:
+            self._admin = quiet_admin(self.options.connection)
+        assert self.options.group_id is not None
+        group = describe_group(self._admin, self.options.connection, self.options.group_id)
+        return group is not None and any(m.member_id == self._member_id for m in group.members)
 
     def _join_timeout(self) -> HerdlessSparkError:
         try:
@@ -236,6 +297,7 @@ class GroupMember:
                 self.consumer.close()  # LeaveGroup
             with contextlib.suppress(Exception):
                 self.lookup.close()
+            self._admin = None
         finally:
             self._closed.set()
 

@@ -20,6 +20,7 @@ from typing import Any
 from herdless.protocol.codec import FRAME_SIZE, REQUESTS, RESPONSES
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.schema_codec import read_uvarint
+from herdless.spark.api_versions import host_port
 from herdless.spark.decode import AbortedTransaction
 
 API_VERSIONS = 18
@@ -179,7 +180,7 @@ class PartitionFetcher:
     ) -> None:
         self.topic = topic
         self.partition = partition
-        self._bootstrap = [_host_port(a) for a in bootstrap.split(",") if a.strip()]
+        self._bootstrap = [host_port(a) for a in bootstrap.split(",") if a.strip()]
         self._client_id = client_id
         self._timeout_s = timeout_s
         self._isolation_level = isolation_level
@@ -302,8 +303,3 @@ class PartitionFetcher:
                 if partition.partition_index == self.partition and partition.leader_id in brokers:
                     return brokers[partition.leader_id]
         raise WireError(f"{connection.address}: no leader known for {self.topic}-{self.partition}")
-
-
-def _host_port(address: str) -> tuple[str, int]:
-    host, _, port = address.strip().rpartition(":")
-    return host.strip("[]"), int(port)
