@@ -547,6 +547,7 @@ class PartitionLog:
         now_ms: int,
         *,
         leader_epoch: int | None = None,
+        keyed: bool = False,
     ) -> AppendInfo:
         """Append validated batches (records.split_batches) as they are, assigning offsets.
 
@@ -554,6 +555,10 @@ class PartitionLog:
         given and the timestamp on LogAppendTime topics; a topic whose
         compression.type names a codec gets batches of other codecs recompressed.
         All batches go to one segment, rolled first if they would overflow it.
+
+        `keyed`: the caller built the batches in this process (records.build_batch)
+        and every record has a key, so a compacted topic need not walk them to
+        find one without; every other check is made as for any batch.
         """
         if not batches:
             raise ValueError("append needs at least one batch")
@@ -567,7 +572,7 @@ class PartitionLog:
                     f"a batch of {header.size} bytes exceeds max.message.bytes"
                     f" {config.max_message_bytes} of {self.name}"
                 )
-            self._check_records(header, view, now_ms)
+            self._check_records(header, view, now_ms, keyed)
         log_append_time = config.log_append_time
         with self._lock:
             self._check_open()
@@ -708,7 +713,9 @@ class PartitionLog:
         rebuilt = memoryview(records.recompress_batch(batch, header, compression, level))
         return records.parse_header(rebuilt), rebuilt
 
-    def _check_records(self, header: BatchHeader, batch: memoryview, now_ms: int) -> None:
+    def _check_records(
+        self, header: BatchHeader, batch: memoryview, now_ms: int, keyed: bool = False
+    ) -> None:
         """Kafka's checks of each record (LogValidator): a compacted topic refuses records
         without a key (compaction keeps the latest record per key: a record without one
         has no place in it), a CreateTime topic timestamps outside its bounds around the
@@ -716,7 +723,7 @@ class PartitionLog:
         (KIP-467), so that a producer can tell them from the rest."""
         config = self.config
         before, after = config.timestamp_bounds
-        compacts = config.compacts
+        compacts = config.compacts and not keyed
         if header.is_control or not (compacts or before is not None or after is not None):
             return
         low = None if before is None else now_ms - before
