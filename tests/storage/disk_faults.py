@@ -31,7 +31,7 @@ def _no_space(path: str) -> OSError:
 def no_space(monkeypatch: pytest.MonkeyPatch, match: Match) -> Iterator[None]:
     """While inside, writing to a file whose path `match`es, or creating one, fails with
     ENOSPC, as on a full disk. Reading, renaming and removing still work."""
-    real_open, real_write, real_pwrite = os.open, os.write, os.pwrite
+    real_open, real_write, real_pwrite, real_pwritev = os.open, os.write, os.pwrite, os.pwritev
 
     def open_(path: str | os.PathLike[str], flags: int, *args: int, **kwargs: int) -> int:
         name = os.fspath(path)
@@ -49,10 +49,16 @@ def no_space(monkeypatch: pytest.MonkeyPatch, match: Match) -> Iterator[None]:
             raise _no_space(_path_of(fd))
         return real_pwrite(fd, data, position)
 
+    def pwritev(fd: int, buffers: list[memoryview], position: int) -> int:
+        if match(_path_of(fd)):
+            raise _no_space(_path_of(fd))
+        return real_pwritev(fd, buffers, position)
+
     with monkeypatch.context() as patch:
         patch.setattr(os, "open", open_)
         patch.setattr(os, "write", write)
         patch.setattr(os, "pwrite", pwrite)
+        patch.setattr(os, "pwritev", pwritev)
         yield
 
 

@@ -20,6 +20,7 @@ from herdless.protocol.errors import ErrorCode
 from herdless.protocol.records import iter_batches
 from herdless.storage import (
     InvalidRecord,
+    InvalidTimestamp,
     LogConfig,
     LogManager,
     PartitionLog,
@@ -257,6 +258,19 @@ def test_compacted_topics_refuse_records_without_a_key(open_log: OpenLog) -> Non
     assert log.log_end_offset == 0
     log.close()
     assert open_log().append(split(raw), 0).last_offset == 1
+
+
+def test_a_keyed_append_still_checks_timestamps(open_log: OpenLog) -> None:
+    # keyed: the caller vouches for the keys of batches it built (the coordinator's),
+    # which spares only the walk looking for a record without one.
+    log = open_log(**COMPACT, message_timestamp_after_max_ms="10")
+    now = 100_000
+    ok = build([b"x", b"y"], keys=[b"k", b"l"], timestamps=[now, now + 10])
+    assert log.append(split(ok), now, keyed=True).last_offset == 1
+    late = build([b"x", b"y"], keys=[b"k", b"l"], timestamps=[now, now + 11])
+    with pytest.raises(InvalidTimestamp, match="out of range"):
+        log.append(split(late), now, keyed=True)
+    assert log.log_end_offset == 2
 
 
 def test_keyless_records_from_before_compaction_are_dropped(open_log: OpenLog) -> None:

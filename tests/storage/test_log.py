@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -35,6 +36,23 @@ def test_append_assigns_offsets_and_reads_back(open_log: OpenLog) -> None:
     assert log.log_start_offset == 0
     got = records_of(log.read(0, 1 << 20))
     assert [(o, v) for o, _, v in got] == list(enumerate([b"a", b"b", b"c", b"d", b"e", b"f"]))
+
+
+def test_short_writes_are_written_on(open_log: OpenLog, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A batch goes down as its rewritten header and the rest of it, in one pwritev,
+    # which the kernel may cut short anywhere: the rest must follow, in order.
+    real_pwritev = os.pwritev
+
+    def short(fd: int, buffers: list[memoryview], position: int) -> int:
+        return real_pwritev(fd, [bytes(b"".join(buffers)[:7])], position)
+
+    monkeypatch.setattr(os, "pwritev", short)
+    log = open_log()
+    log.append(split(build([b"a" * 100, b"b"])), now_ms=5)
+    log.append(split(build([b"c"]), build([b"d" * 30, b"e"])), now_ms=6)
+    monkeypatch.undo()
+    got = records_of(log.read(0, 1 << 20))
+    assert [(o, v) for o, _, v in got] == list(enumerate([b"a" * 100, b"b", b"c", b"d" * 30, b"e"]))
 
 
 def test_read_returns_the_batch_holding_the_offset(open_log: OpenLog) -> None:

@@ -246,7 +246,7 @@ class Crash(Exception):
     """Where the process died."""
 
 
-_HOOKED = ("unlink", "ftruncate", "fsync", "replace", "rename", "write", "pwrite")
+_HOOKED = ("unlink", "ftruncate", "fsync", "replace", "rename", "write", "pwrite", "pwritev")
 
 
 def crash_before_call(

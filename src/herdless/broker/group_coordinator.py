@@ -327,7 +327,9 @@ class ShardRuntime:
             try:
                 records = [(parse_header(batch), memoryview(batch))]
                 # Waited on as acks=all: an answer leaves only once its records are committed.
-                end_offset = self.replicas.append(self.log, records, ACKS_ALL).last_offset + 1
+                # Every record of the coordinator's has a key (Record.key is never None).
+                info = self.replicas.append(self.log, records, ACKS_ALL, keyed=True)
+                end_offset = info.last_offset + 1
             except (StorageError, PartitionError) as exc:
                 # A full disk is counted and logged where it happened (rate-limited).
                 # The groups' state ran ahead of the log: build it again from the log.

@@ -73,9 +73,15 @@ class ReplicaManager:
         return True
 
     def append(
-        self, partition_log: PartitionLog, batches: list[tuple[BatchHeader, memoryview]], acks: int
+        self,
+        partition_log: PartitionLog,
+        batches: list[tuple[BatchHeader, memoryview]],
+        acks: int,
+        *,
+        keyed: bool = False,
     ) -> AppendInfo:
-        """Append as leader; StorageError or PartitionError if nothing was written."""
+        """Append as leader; StorageError or PartitionError if nothing was written.
+        `keyed`: as PartitionLog.append takes it."""
         required = partition_log.config.min_insync_replicas
         in_sync = self.in_sync_replicas(partition_log)
         if acks == ACKS_ALL and in_sync < required:
@@ -89,7 +95,7 @@ class ReplicaManager:
             )
         try:
             info = partition_log.append(
-                batches, self._clock(), leader_epoch=self.leader_epoch(partition_log)
+                batches, self._clock(), leader_epoch=self.leader_epoch(partition_log), keyed=keyed
             )
         except StorageIOError as exc:
             self.logs.on_io_error("append", partition_log.name, exc)

@@ -241,10 +241,15 @@ class ClusterReplicaManager(ReplicaManager):
         return partition is not None and self.node_id in partition.isr
 
     def append(
-        self, partition_log: PartitionLog, batches: list[tuple[BatchHeader, memoryview]], acks: int
+        self,
+        partition_log: PartitionLog,
+        batches: list[tuple[BatchHeader, memoryview]],
+        acks: int,
+        *,
+        keyed: bool = False,
     ) -> AppendInfo:
         partition = self._led(partition_log.topic, partition_log.partition)
-        info = super().append(partition_log, batches, acks)
+        info = super().append(partition_log, batches, acks, keyed=keyed)
         # Alone in the ISR, the leader's own append moves the high watermark.
         self._maybe_advance_high_watermark(partition)
         return info

@@ -10,6 +10,7 @@ behaviour depends on it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from herdless.protocol.errors import ErrorCode
 
@@ -132,10 +133,11 @@ class LeaveGroupResponse:
 
 
 # --- offsets -------------------------------------------------------------------
+# A commit's partitions and the answers for each are named tuples, made once per
+# partition committed: a frozen dataclass costs several times as much to make.
 
 
-@dataclass(frozen=True, slots=True)
-class CommitPartition:
+class CommitPartition(NamedTuple):
     partition: int
     offset: int
     metadata: str | None = ""
@@ -143,8 +145,7 @@ class CommitPartition:
     commit_timestamp: int = -1  # v1 only; -1 means "now"
 
 
-@dataclass(frozen=True, slots=True)
-class CommitTopic:
+class CommitTopic(NamedTuple):
     name: str
     partitions: tuple[CommitPartition, ...]
 
@@ -160,14 +161,12 @@ class OffsetCommitRequest:
     api_version: int = 8
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionError:
+class PartitionError(NamedTuple):
     partition: int
     error_code: ErrorCode
 
 
-@dataclass(frozen=True, slots=True)
-class TopicErrors:
+class TopicErrors(NamedTuple):
     name: str
     partitions: tuple[PartitionError, ...]
 

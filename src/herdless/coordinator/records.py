@@ -240,12 +240,12 @@ class FieldReader:
 
 def encode_key(key: RecordKey) -> bytes:
     if isinstance(key, OffsetCommitKey):
-        return _offset_key_head(key.group, key.topic) + _I32.pack(key.partition)
+        return offset_key_head(key.group, key.topic) + _I32.pack(key.partition)
     return _I16.pack(GROUP_METADATA_KEY_VERSION) + _string_bytes(key.group)
 
 
 @lru_cache(maxsize=4096)
-def _offset_key_head(group: str, topic: str) -> bytes:
+def offset_key_head(group: str, topic: str) -> bytes:
     """Everything of an offset commit key but the partition: the same for every
     partition of a commit, and for every commit of a group."""
     return _I16.pack(OFFSET_COMMIT_KEY_VERSION) + _string_bytes(group) + _string_bytes(topic)
@@ -322,6 +322,19 @@ def offset_commit_value_version(value: OffsetCommitValue) -> int:
     if value.expire_timestamp != NO_TIMESTAMP:
         return OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY
     return OFFSET_COMMIT_VALUE_VERSION
+
+
+def encode_offset(
+    offset: int, leader_epoch: int, metadata: str, commit_timestamp: int, expire_timestamp: int
+) -> bytes:
+    """encode_offset_commit_value of OffsetCommitValue(offset, metadata, commit_timestamp,
+    leader_epoch, expire_timestamp), without the object: what an OffsetCommit writes for
+    each partition it commits."""
+    if expire_timestamp == NO_TIMESTAMP and not metadata:
+        return _V3_NO_METADATA.pack(3, offset, leader_epoch, 0, commit_timestamp)
+    return encode_offset_commit_value(
+        OffsetCommitValue(offset, metadata, commit_timestamp, leader_epoch, expire_timestamp)
+    )
 
 
 def encode_offset_commit_value(value: OffsetCommitValue, version: int | None = None) -> bytes:

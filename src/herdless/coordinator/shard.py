@@ -72,8 +72,10 @@ from herdless.coordinator.records import (
     decode_group_metadata_value,
     decode_key,
     decode_offset_key_prefix,
+    encode_offset,
     group_metadata_record,
     offset_commit_record,
+    offset_key_head,
 )
 from herdless.coordinator.result import (
     CancelTimer,
@@ -205,6 +207,12 @@ class CoordinatorShard:
             # Offsets without membership: a "simple" group, Empty with no protocol type.
             self.groups[key.group] = self._new_group(key.group, None)
         self.offsets.put(key.group, key.topic, key.partition, value)
+
+    def _apply_offsets(self, group_id: str, topic: str, values: list[tuple[int, bytes]]) -> None:
+        """_apply_offset of each (partition, encoded value) of one group and topic, in order."""
+        if group_id not in self.groups and group_id not in self.consumer.groups:
+            self.groups[group_id] = self._new_group(group_id, None)
+        self.offsets.put_all(group_id, topic, values)
 
     def _replay_group(self, key: GroupMetadataKey, value: bytes | None) -> None:
         if value is None:
@@ -1104,20 +1112,29 @@ class CoordinatorShard:
             member = group.members[req.member_id]
             self._schedule_heartbeat(out, group, member, member.session_timeout_ms, now_ms)
 
-        expire = None if req.retention_time_ms == -1 else now_ms + req.retention_time_ms
+        # Each partition's record is encoded straight from the request, and a topic's
+        # offsets go into the table together: what _write_offset does for one, without
+        # an object per partition on the way (this runs for every partition committed).
+        expire = NO_TIMESTAMP if req.retention_time_ms == -1 else now_ms + req.retention_time_ms
+        max_metadata = self.config.offset_metadata_max_bytes
+        records = out.records
         topics = []
         for topic in req.topics:
+            head = offset_key_head(req.group_id, topic.name)
             results = []
+            written = []
             for p in topic.partitions:
                 metadata = "" if p.metadata is None else p.metadata
-                if _java_length(metadata) > self.config.offset_metadata_max_bytes:
+                if _java_length(metadata) > max_metadata:
                     results.append(PartitionError(p.partition, ErrorCode.OFFSET_METADATA_TOO_LARGE))
                     continue
                 commit_ts = now_ms if p.commit_timestamp == -1 else p.commit_timestamp
-                value = OffsetAndMetadata(p.offset, p.leader_epoch, metadata, commit_ts, expire)
-                key = OffsetCommitKey(req.group_id, topic.name, p.partition)
-                self._write_offset(out, key, value)
-                results.append(PartitionError(p.partition, ErrorCode.NONE))
+                value = encode_offset(p.offset, p.leader_epoch, metadata, commit_ts, expire)
+                records.append(Record(head + _PARTITION.pack(p.partition), value))
+                written.append((p.partition, value))
+                results.append(_committed(p.partition))
+            if written:
+                self._apply_offsets(req.group_id, topic.name, written)
             topics.append(TopicErrors(topic.name, tuple(results)))
         out.replies.append(Reply(token, OffsetCommitResponse(tuple(topics))))
         return out
@@ -1435,6 +1452,15 @@ def _offset_run(keys: Sequence[bytes]) -> tuple[str, str, tuple[int, ...]] | Non
         return None
     group_and_topic = decode_offset_key_prefix(heads[0])
     return None if group_and_topic is None else (*group_and_topic, partitions)
+
+
+_PARTITION = struct.Struct(">i")
+
+
+@lru_cache(maxsize=4096)
+def _committed(partition: int) -> PartitionError:
+    """A partition's answer to a commit that stored it: immutable, so shared."""
+    return PartitionError(partition, ErrorCode.NONE)
 
 
 def _since_commit(offset: OffsetAndMetadata) -> int:

@@ -6,10 +6,12 @@ The broker stores batches exactly as producers sent them. Only the base offset
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import NamedTuple
 
 import cramjam
 import crc32c
@@ -60,8 +62,14 @@ class InvalidBatch(ValueError):
         self.error = error
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
+class BatchHeader(NamedTuple):
+    """A batch's header fields, in their order on the wire.
+
+    A named tuple rather than a frozen dataclass: one is made for every batch
+    appended, read or recovered, and a frozen dataclass of 13 fields cost several
+    times as much to make (each field set through object.__setattr__).
+    """
+
     base_offset: int
     batch_length: int
     partition_leader_epoch: int
@@ -288,27 +296,136 @@ def _walk(payload: memoryview, record_count: int) -> Iterator[tuple[int, int, in
 def check_records(payload: memoryview, record_count: int) -> None:
     """Walk the records: their lengths must tile the payload and offset deltas run 0..n-1.
 
-    _walk's checks, inlined: this runs on every record of every produced batch,
-    and going through the shared generator measured 9% slower (1000-record
-    batch, best of 5: 0.92 -> 1.01 ms).
+    This runs on every record of every produced batch, and a Python loop over
+    each record's varints cost a quarter of a broker taking 1 KiB records. The
+    records of a batch mostly share one layout (one length, varints of the same
+    widths), so each record that starts a run is parsed the ordinary way and
+    the records after it are checked in bulk against it: a column of the same
+    byte of every record, cut out of the payload in C by a strided slice, must
+    equal what that record would hold if it passed (the same length prefix, a
+    timestamp delta of the same width, the next offset delta). A record that
+    differs ends the run and starts the next: the checks made and the error
+    raised are the record-by-record walk's, and only the walking is faster.
     """
     pos = 0
     end = len(payload)
-    for expected_delta in range(record_count):
+    index = 0
+    # How many records the next run may try: after a run that stopped short, twice
+    # as many as it held, so that the columns cut never add up to more than a few
+    # times the records checked, whatever the layouts.
+    attempt = record_count
+    while index < record_count:
+        start = pos
         length, pos = _varint(payload, pos)
+        length_width = pos - start
         record_end = pos + length
         if length < 3 or record_end > end:
             raise InvalidBatch("record length runs past the batch")
-        pos += 1  # attributes
-        _, pos = _varint(payload, pos)  # timestamp delta
-        offset_delta, pos = _varint(payload, pos)
-        if offset_delta != expected_delta:
+        # The attributes, then the timestamp and offset deltas, whose one-byte varints
+        # (the usual case) are read here rather than through a call each.
+        pos += 1
+        if pos < end and payload[pos] < 0x80:
+            timestamp_width = 1
+            pos += 1
+        else:
+            mark = pos
+            _, pos = _varint(payload, pos)
+            timestamp_width = pos - mark
+        if pos < end and payload[pos] < 0x80:
+            delta_width = 1
+            offset_delta = payload[pos]
+            offset_delta = (offset_delta >> 1) ^ -(offset_delta & 1)
+            pos += 1
+        else:
+            mark = pos
+            offset_delta, pos = _varint(payload, pos)
+            delta_width = pos - mark
+        if offset_delta != index:
             raise InvalidBatch("record offset deltas are not consecutive", ErrorCode.INVALID_RECORD)
         if pos > record_end:
             raise InvalidBatch("record header runs past its length")
         pos = record_end
+        index += 1
+        # Records of changing sizes, the usual case for some producers, are told
+        # by the first byte of the next length prefix, before any column is cut.
+        if pos == end or payload[pos] != payload[start] or index == record_count:
+            continue
+        size = record_end - start
+        n = min(record_count - index, attempt, (end - pos) // size)
+        if n:
+            layout = (length_width, timestamp_width, delta_width)
+            matched = _matching_records(payload, start, size, n, layout, index)
+            pos += matched * size
+            index += matched
+            attempt = max(2 * matched, 1)
     if pos != end:
         raise InvalidBatch("record count disagrees with the records in the batch")
+
+
+# Bytes of a varint with the continuation bit set map to 1, a varint's last byte to 0.
+_CONTINUED = bytes(1 if byte & 0x80 else 0 for byte in range(256))
+# How many offset deltas have a canonical zigzag varint of each width (1, 2, 3 bytes).
+_DELTA_LIMITS = {1: 1 << 6, 2: 1 << 13, 3: 1 << 20}
+
+
+@functools.cache
+def _delta_bytes(width: int, byte: int) -> bytes:
+    """Byte `byte` of the canonical varint of width `width` of every offset delta below
+    that width's limit, indexed by the delta (those of other widths are never read)."""
+    flag = 0x80 if byte < width - 1 else 0
+    shift = 7 * byte
+    return bytes((((delta << 1) >> shift) & 0x7F) | flag for delta in range(_DELTA_LIMITS[width]))
+
+
+def _matching_records(
+    payload: memoryview, start: int, size: int, n: int, layout: tuple[int, int, int], delta: int
+) -> int:
+    """How many of the `n` records after the one at `start` (of `size` bytes, whose length,
+    timestamp delta and offset delta varints have the widths `layout`) pass as it did:
+    the same length prefix, a timestamp delta of the same width and offset deltas
+    `delta`, `delta` + 1, ... written as that record wrote its own.
+
+    Each check is of one column (the same byte of each record) against the bytes a
+    passing record holds there, so the first mismatch in any column is where the
+    records stop passing as the template does: that record must be walked itself.
+    """
+    length_width, timestamp_width, delta_width = layout
+    limit = _DELTA_LIMITS.get(delta_width, 0)
+    if delta >= limit:
+        return 0  # the next delta takes a wider varint: it starts the next run
+    n = min(n, limit - delta)
+    first = start + size
+    stop = first + n * size
+    columns: list[tuple[bytes, bytes]] = []
+    for byte in range(length_width):
+        column = bytes(payload[first + byte : stop : size])
+        columns.append((column, bytes(payload[start + byte : start + byte + 1]) * n))
+    at = length_width + 1
+    for byte in range(timestamp_width):
+        column = bytes(payload[first + at + byte : stop : size]).translate(_CONTINUED)
+        columns.append((column, (b"\x01" if byte < timestamp_width - 1 else b"\x00") * n))
+    at += timestamp_width
+    for byte in range(delta_width):
+        column = bytes(payload[first + at + byte : stop : size])
+        columns.append((column, _delta_bytes(delta_width, byte)[delta : delta + n]))
+    matched = n
+    for column, expected in columns:
+        if column[:matched] != expected[:matched]:
+            matched = _common_prefix(column, expected, matched)
+    return matched
+
+
+def _common_prefix(a: bytes, b: bytes, limit: int) -> int:
+    """The length of the longest common prefix of a[:limit] and b[:limit], which differ:
+    a binary search over prefix comparisons, each in C."""
+    low, high = 0, limit - 1
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def iter_record_timestamps(batch: memoryview, header: BatchHeader) -> Iterator[tuple[int, int]]:

@@ -354,7 +354,7 @@ class _Copy:
     def write(self) -> None:
         if self._segment is not None and self._placements:
             interval = self._config.index_interval_bytes
-            self._segment.append(self._chunk, self._placements, interval, self._now_ms)
+            self._segment.append([self._chunk], self._placements, interval, self._now_ms)
         self._chunk, self._placements = bytearray(), []
 
     def finish(self) -> Segment | None:

@@ -58,7 +58,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import Concatenate, NamedTuple, ParamSpec, TypeVar
 
 from herdless.protocol import records
 from herdless.protocol.records import HEADER_SIZE, BatchHeader
@@ -132,8 +132,10 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 
 
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
+class AppendInfo(NamedTuple):
+    """What an append stored. A named tuple, made once per append: a frozen dataclass
+    cost several times as much to make."""
+
     # For a follower's append that stored nothing, first_offset is the log end offset
     # and last_offset the one before: an empty range.
     first_offset: int
@@ -547,6 +549,7 @@ class PartitionLog:
         now_ms: int,
         *,
         leader_epoch: int | None = None,
+        keyed: bool = False,
     ) -> AppendInfo:
         """Append validated batches (records.split_batches) as they are, assigning offsets.
 
@@ -554,6 +557,10 @@ class PartitionLog:
         given and the timestamp on LogAppendTime topics; a topic whose
         compression.type names a codec gets batches of other codecs recompressed.
         All batches go to one segment, rolled first if they would overflow it.
+
+        `keyed`: the caller built the batches in this process (records.build_batch)
+        and every record has a key, so a compacted topic need not walk them to
+        find one without; every other check is made as for any batch.
         """
         if not batches:
             raise ValueError("append needs at least one batch")
@@ -567,7 +574,7 @@ class PartitionLog:
                     f"a batch of {header.size} bytes exceeds max.message.bytes"
                     f" {config.max_message_bytes} of {self.name}"
                 )
-            self._check_records(header, view, now_ms)
+            self._check_records(header, view, now_ms, keyed)
         log_append_time = config.log_append_time
         with self._lock:
             self._check_open()
@@ -588,19 +595,26 @@ class PartitionLog:
                     log_start_offset=self._log_start,
                     duplicate=True,
                 )
-            data = bytearray(sum(header.size for header, _ in batches))
+            # What changes of a batch lies in its header: the header is copied and
+            # rewritten, and written beside the rest of the batch as it came (a copy
+            # of every batch cost a tenth of a broker taking produces). LogAppendTime
+            # changes the CRC, which covers the records too: that batch is copied whole.
+            parts: list[bytes | bytearray | memoryview] = []
             placements: list[BatchPlacement] = []
             position = 0
             for (header, view), batch in zip(batches, pending, strict=True):
-                data[position : position + header.size] = view
-                records.rewrite_base_offset(data, batch.first_offset, position)
+                head = bytearray(view[: header.size if log_append_time else records.HEADER_SIZE])
+                records.rewrite_base_offset(head, batch.first_offset)
                 if leader_epoch is not None:
-                    records.set_partition_leader_epoch(data, leader_epoch, position)
+                    records.set_partition_leader_epoch(head, leader_epoch)
+                parts.append(head)
                 if log_append_time:
-                    records.set_log_append_time(data, now_ms, position)
+                    records.set_log_append_time(head, now_ms)
+                else:
+                    parts.append(view[records.HEADER_SIZE : header.size])
                 placements.append((position, header.size, batch.last_offset, batch.timestamp))
                 position += header.size
-            segment = self._segment_for(len(data), next_offset - 1, now_ms)
+            segment = self._segment_for(position, next_offset - 1, now_ms)
             if leader_epoch is not None:
                 epochs = [(leader_epoch, first_offset)]
             else:
@@ -608,7 +622,7 @@ class PartitionLog:
                     (h.partition_leader_epoch, b.first_offset)
                     for (h, _), b in zip(batches, pending, strict=True)
                 ]
-            self._write(segment, data, placements, epochs, now_ms)
+            self._write(segment, parts, placements, epochs, now_ms)
             self._producers.commit(plan)
             self._appended_messages += sum(header.record_count for header, _ in batches)
             return AppendInfo(
@@ -665,7 +679,7 @@ class PartitionLog:
                     (p - position, h.size, h.last_offset, h.max_timestamp) for p, h in group
                 ]
                 epochs = [(h.partition_leader_epoch, h.base_offset) for _, h in group]
-                self._write(segment, view[position : position + size], placements, epochs, now_ms)
+                self._write(segment, [view[position : position + size]], placements, epochs, now_ms)
                 for _, h in group:
                     self._producers.replay(h, h.max_timestamp)
                 self._appended_messages += sum(h.record_count for _, h in group)
@@ -680,18 +694,18 @@ class PartitionLog:
     def _write(
         self,
         segment: Segment,
-        data: bytes | bytearray | memoryview,
+        parts: list[bytes | bytearray | memoryview],
         placements: list[BatchPlacement],
         epochs: list[tuple[int, int]],
         now_ms: int,
     ) -> None:
-        """Append to `segment`, recording new leader epochs first, as Kafka does: after a
+        """Append `parts` to `segment`, recording new leader epochs first, as Kafka does: after a
         crash the cache may run past the log, which opening corrects, but never lag it."""
         try:
             for epoch, start_offset in epochs:
                 if epoch >= 0:
                     self._epochs.assign(epoch, start_offset)
-            segment.append(data, placements, self.config.index_interval_bytes, now_ms)
+            segment.append(parts, placements, self.config.index_interval_bytes, now_ms)
         except StorageIOError:
             # In memory at least: reopening cuts a checkpoint that runs past the log.
             with contextlib.suppress(StorageIOError):
@@ -708,7 +722,9 @@ class PartitionLog:
         rebuilt = memoryview(records.recompress_batch(batch, header, compression, level))
         return records.parse_header(rebuilt), rebuilt
 
-    def _check_records(self, header: BatchHeader, batch: memoryview, now_ms: int) -> None:
+    def _check_records(
+        self, header: BatchHeader, batch: memoryview, now_ms: int, keyed: bool = False
+    ) -> None:
         """Kafka's checks of each record (LogValidator): a compacted topic refuses records
         without a key (compaction keeps the latest record per key: a record without one
         has no place in it), a CreateTime topic timestamps outside its bounds around the
@@ -716,7 +732,7 @@ class PartitionLog:
         (KIP-467), so that a producer can tell them from the rest."""
         config = self.config
         before, after = config.timestamp_bounds
-        compacts = config.compacts
+        compacts = config.compacts and not keyed
         if header.is_control or not (compacts or before is not None or after is not None):
             return
         low = None if before is None else now_ms - before

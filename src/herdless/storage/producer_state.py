@@ -14,6 +14,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import astuple, dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 from herdless.protocol.records import BatchHeader
 from herdless.storage import checkpoint
@@ -73,9 +74,9 @@ class ProducerEntry:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class PendingBatch:
-    """A batch about to be appended, with the offsets and timestamp it will get."""
+class PendingBatch(NamedTuple):
+    """A batch about to be appended, with the offsets and timestamp it will get (a named
+    tuple: one is made for every batch appended)."""
 
     header: BatchHeader
     first_offset: int

@@ -469,24 +469,27 @@ class Segment:
 
     def append(
         self,
-        data: bytes | bytearray | memoryview,
+        parts: Sequence[bytes | bytearray | memoryview],
         placements: Sequence[BatchPlacement],
         index_interval_bytes: int,
         now_ms: int,
     ) -> None:
+        """Write `parts`, one after the other, at the end of the segment, and index the
+        batches they hold (`placements`, relative to where the first part starts)."""
         fd = self._require_fd()
         position = self.size
+        size = sum(map(len, parts))
         try:
-            _pwrite_all(fd, data, position)
+            _pwrite_all(fd, parts, position)
         except OSError as exc:
             # Leave no partial batch behind for the next append to follow.
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, position)
             raise StorageIOError(f"cannot write to {self.path(LOG_SUFFIX)}: {exc}") from exc
-        self.size += len(data)
-        for relative, size, last_offset, max_timestamp in placements:
+        self.size += size
+        for relative, batch_size, last_offset, max_timestamp in placements:
             self._index_batch(
-                position + relative, size, last_offset, max_timestamp, index_interval_bytes
+                position + relative, batch_size, last_offset, max_timestamp, index_interval_bytes
             )
         self.next_offset = placements[-1][2] + 1
         if self.first_append_ms is None:
@@ -782,9 +785,18 @@ def _pread_exact(fd: int, size: int, position: int) -> bytes:
         raise StorageIOError(f"read failed at {position}: {exc}") from exc
 
 
-def _pwrite_all(fd: int, data: bytes | bytearray, position: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, position)
-        view = view[written:]
+def _pwrite_all(fd: int, parts: Sequence[bytes | bytearray | memoryview], position: int) -> None:
+    """Write every part, in order, from `position`: one pwritev, unless it writes less."""
+    views = [memoryview(part).cast("B") for part in parts if len(part)]
+    while views:
+        written = os.pwritev(fd, views[:_IOV_MAX], position)
         position += written
+        while views and written >= len(views[0]):
+            written -= len(views[0])
+            del views[0]
+        if written:
+            views[0] = views[0][written:]
+
+
+# The most buffers one pwritev takes (Linux's IOV_MAX).
+_IOV_MAX = 1024

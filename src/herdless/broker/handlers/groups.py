@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from functools import cache
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from herdless.broker.consumer_topics import topics_image
 from herdless.broker.group_coordinator import CoordinatorError, Operation
@@ -238,7 +238,25 @@ async def handle_offset_commit(context: BrokerContext, request: Request) -> Any:
         )
         answered = result.topics
     answered += _every_partition(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    return Response(throttle_time_ms=0, topics=_topic_errors(Response, answered, "OffsetCommit"))
+    topics = [
+        _CommittedTopic(t.name, [_CommittedPartition(*p) for p in t.partitions]) for t in answered
+    ]
+    return Response(throttle_time_ms=0, topics=topics)
+
+
+class _CommittedPartition(NamedTuple):
+    """A partition of an OffsetCommit response. The response is encoded by code compiled
+    from its schema (protocol/schema_codec.py), which reads each field by name from
+    whatever holds it: a named tuple costs a fraction of kafka-python's objects, which
+    took several microseconds each, a tenth of a commit's cost in the broker."""
+
+    partition_index: int
+    error_code: int
+
+
+class _CommittedTopic(NamedTuple):
+    name: str
+    partitions: list[_CommittedPartition]
 
 
 def _every_partition(topics: Any, error: ErrorCode) -> tuple[m.TopicErrors, ...]:
