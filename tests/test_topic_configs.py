@@ -9,6 +9,7 @@ min.insync.replicas and message.timestamp.before.max.ms as producers meet them.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -31,6 +32,14 @@ from tests.support.data import stored_codecs
 from tests.support.wire import Wire
 
 _ADMINS: dict[str, AdminClient] = {}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _admins_let_go() -> Iterator[None]:
+    """The module's admin clients go with its broker: one kept to the end of the run
+    tries to reach the stopped broker, and says so, until pytest exits."""
+    yield
+    _ADMINS.clear()
 
 
 def admin(broker: BrokerProcess) -> AdminClient:
