@@ -130,6 +130,10 @@ class ConsumerGroups:
         self._downgrade = downgrade
         # The image each group's regular expressions were last resolved against.
         self._regexes_resolved_with: dict[str, TopicsImage] = {}
+        # (group id, member id) of members whose assignment changed in an answer they may not
+        # have received: it goes out in every answer until they report owning exactly it.
+        # Delivery, not group state: it is not in the log, and a loaded shard starts empty.
+        self._unconfirmed: set[tuple[str, str]] = set()
 
     # ======================================================================
     # records
@@ -226,6 +230,7 @@ class ConsumerGroups:
 
     def _remove_member_records(self, out: Result, group_id: str, member_id: str) -> None:
         """Kafka's order: the current assignment, the target, then the member itself."""
+        self._unconfirmed.discard((group_id, member_id))
         self._write(out, ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id), None)
         self._write(out, ConsumerGroupTargetAssignmentMemberKey(group_id, member_id), None)
         self._write(out, ConsumerGroupMemberMetadataKey(group_id, member_id), None)
@@ -322,8 +327,33 @@ class ConsumerGroups:
             member_id=member_id,
             member_epoch=current.member_epoch,
             heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
-            assignment=current.assigned if full_request or changed else None,
+            assignment=(
+                current.assigned
+                if full_request or self._unconfirmed_change(group_id, req, current, changed)
+                else None
+            ),
         )
+
+    def _unconfirmed_change(
+        self,
+        group_id: str,
+        req: ConsumerGroupHeartbeatRequest,
+        member: ConsumerGroupMember,
+        changed: bool,
+    ) -> bool:
+        """Whether the member may not know its assignment yet. Kafka sends it only when it
+        changed, counting on a client whose heartbeat failed to send a full one next.
+        librdkafka does not after a heartbeat that timed out (its timeout is the heartbeat
+        interval): had the answer changed the assignment at the same epoch, the member would
+        keep partitions it was asked to revoke until its rebalance timeout, or never use
+        partitions it was given. A join needs none of this: a client that lost that answer
+        joins again with a full request."""
+        key = (group_id, member.member_id)
+        if changed and req.member_epoch != 0:
+            self._unconfirmed.add(key)
+        elif req.owned_partitions is not None and req.owned_partitions == member.assigned:
+            self._unconfirmed.discard(key)
+        return changed or key in self._unconfirmed
 
     def _upgrade(self, classic: ClassicGroup, topics: TopicsImage) -> ConsumerGroup:
         """The consumer group a non-empty classic group becomes, not yet written; refused
@@ -648,6 +678,7 @@ class ConsumerGroups:
     def unload(self) -> None:
         self.groups.clear()
         self._regexes_resolved_with.clear()
+        self._unconfirmed.clear()
 
     # ======================================================================
     # timers
