@@ -234,7 +234,21 @@ def test_the_previous_epoch_is_accepted_when_the_answer_to_it_was_lost() -> None
     # ...but not if it says it owns what it was not given.
     resp, _ = ctx.consumer_heartbeat("g", "m1", 1, owned=parts(TOPIC_T, 0, 3))
     assert resp.error_code is ErrorCode.FENCED_MEMBER_EPOCH
-    # ...nor without saying what it owns.
+
+
+def test_the_previous_epoch_is_accepted_without_owned_partitions() -> None:
+    """What librdkafka sends after a heartbeat that timed out. m1 moved from epoch 2 to 3 to
+    take the partitions m2 left; it learns of them from the answer to its stale heartbeat."""
+    ctx = Context()
+    two_members(ctx)
+    ctx.consumer_heartbeat("g", "m1", 2, owned=parts(TOPIC_T, 0, 1, 2))
+    ctx.consumer_heartbeat("g", "m2", -1)
+    resp, _ = ctx.consumer_heartbeat("g", "m1", 2)
+    assert (resp.member_epoch, resp.assignment) == (3, parts(TOPIC_T, *range(6)))  # lost
+    resp, _ = ctx.consumer_heartbeat("g", "m1", 2)
+    assert (resp.error_code, resp.member_epoch) == (ErrorCode.NONE, 3)
+    assert resp.assignment == parts(TOPIC_T, *range(6))
+    # Two epochs behind is another matter.
     resp, _ = ctx.consumer_heartbeat("g", "m1", 1)
     assert resp.error_code is ErrorCode.FENCED_MEMBER_EPOCH
 
