@@ -192,6 +192,7 @@ class ConsumerGroups:
             group.resolved_regexes.pop(key.regex, None)
         elif isinstance(key, ConsumerGroupMemberMetadataKey):
             group.remove_member(key.member_id)
+            self._unconfirmed.discard((key.group, key.member_id))
         else:
             member = group.members.get(key.member_id)
             if member is not None:
@@ -230,7 +231,6 @@ class ConsumerGroups:
 
     def _remove_member_records(self, out: Result, group_id: str, member_id: str) -> None:
         """Kafka's order: the current assignment, the target, then the member itself."""
-        self._unconfirmed.discard((group_id, member_id))
         self._write(out, ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id), None)
         self._write(out, ConsumerGroupTargetAssignmentMemberKey(group_id, member_id), None)
         self._write(out, ConsumerGroupMemberMetadataKey(group_id, member_id), None)
