@@ -234,9 +234,55 @@ def test_the_previous_epoch_is_accepted_when_the_answer_to_it_was_lost() -> None
     # ...but not if it says it owns what it was not given.
     resp, _ = ctx.consumer_heartbeat("g", "m1", 1, owned=parts(TOPIC_T, 0, 3))
     assert resp.error_code is ErrorCode.FENCED_MEMBER_EPOCH
-    # ...nor without saying what it owns.
+
+
+def test_the_previous_epoch_is_accepted_without_owned_partitions() -> None:
+    """What librdkafka sends after a heartbeat that timed out. m1 moved from epoch 2 to 3 to
+    take the partitions m2 left; it learns of them from the answer to its stale heartbeat."""
+    ctx = Context()
+    two_members(ctx)
+    ctx.consumer_heartbeat("g", "m1", 2, owned=parts(TOPIC_T, 0, 1, 2))
+    ctx.consumer_heartbeat("g", "m2", -1)
+    resp, _ = ctx.consumer_heartbeat("g", "m1", 2)
+    assert (resp.member_epoch, resp.assignment) == (3, parts(TOPIC_T, *range(6)))  # lost
+    resp, _ = ctx.consumer_heartbeat("g", "m1", 2)
+    assert (resp.error_code, resp.member_epoch) == (ErrorCode.NONE, 3)
+    assert resp.assignment == parts(TOPIC_T, *range(6))
+    # Two epochs behind is another matter.
     resp, _ = ctx.consumer_heartbeat("g", "m1", 1)
     assert resp.error_code is ErrorCode.FENCED_MEMBER_EPOCH
+
+
+def test_a_member_that_lost_the_answer_asking_it_to_revoke_is_told_again() -> None:
+    """librdkafka gives up on a heartbeat after its heartbeat interval and sends the next one
+    as if nothing happened, not a full request. Were the revocation not repeated, m1 would
+    keep 3-5 until its rebalance timeout and m2 would wait as long."""
+    ctx = Context()
+    ctx.consumer_heartbeat("g", "m1", 0)
+    ctx.consumer_heartbeat("g", "m1", 1, owned=parts(TOPIC_T, *range(6)))
+    ctx.consumer_heartbeat("g", "m2", 0)
+    resp, _ = ctx.consumer_heartbeat("g", "m1", 1, owned=parts(TOPIC_T, *range(6)))
+    assert (resp.member_epoch, resp.assignment) == (1, parts(TOPIC_T, 0, 1, 2))  # lost
+    # It acknowledges again what it had; then it only heartbeats.
+    resp, _ = ctx.consumer_heartbeat("g", "m1", 1, owned=parts(TOPIC_T, *range(6)))
+    assert (resp.member_epoch, resp.assignment) == (1, parts(TOPIC_T, 0, 1, 2))
+    resp, _ = ctx.consumer_heartbeat("g", "m1", 1)
+    assert (resp.member_epoch, resp.assignment) == (1, parts(TOPIC_T, 0, 1, 2))
+    resp, _ = ctx.consumer_heartbeat("g", "m1", 1, owned=parts(TOPIC_T, 0, 1, 2))
+    assert (resp.member_epoch, resp.assignment) == (2, None)
+    resp, _ = ctx.consumer_heartbeat("g", "m2", 2)
+    assert resp.assignment == parts(TOPIC_T, 3, 4, 5)
+
+
+def test_given_partitions_go_out_again_until_the_member_reports_owning_them() -> None:
+    ctx = Context()
+    two_members(ctx)  # m2's answer giving it 3-5 is taken as lost
+    resp, _ = ctx.consumer_heartbeat("g", "m2", 2)
+    assert (resp.member_epoch, resp.assignment) == (2, parts(TOPIC_T, 3, 4, 5))
+    resp, _ = ctx.consumer_heartbeat("g", "m2", 2, owned=parts(TOPIC_T, 3, 4, 5))
+    assert resp.assignment is None
+    resp, _ = ctx.consumer_heartbeat("g", "m2", 2)
+    assert resp.assignment is None
 
 
 def test_epochs_ahead_or_far_behind_are_fenced() -> None:

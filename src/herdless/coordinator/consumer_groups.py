@@ -134,6 +134,10 @@ class ConsumerGroups:
         self._regexes_resolved_with: dict[str, TopicsImage] = {}
         # Soft state for operators, like the classic groups' rebalance history.
         self._history: dict[str, TargetAssignmentHistory] = {}
+        # (group id, member id) of members whose assignment changed in an answer they may not
+        # have received: it goes out in every answer until they report owning exactly it.
+        # Delivery, not group state: it is not in the log, and a loaded shard starts empty.
+        self._unconfirmed: set[tuple[str, str]] = set()
 
     # ======================================================================
     # records
@@ -193,6 +197,7 @@ class ConsumerGroups:
             group.resolved_regexes.pop(key.regex, None)
         elif isinstance(key, ConsumerGroupMemberMetadataKey):
             group.remove_member(key.member_id)
+            self._unconfirmed.discard((key.group, key.member_id))
         else:
             member = group.members.get(key.member_id)
             if member is not None:
@@ -334,8 +339,33 @@ class ConsumerGroups:
             member_id=member_id,
             member_epoch=current.member_epoch,
             heartbeat_interval_ms=self.config.consumer_heartbeat_interval_for(group_id),
-            assignment=current.assigned if full_request or changed else None,
+            assignment=(
+                current.assigned
+                if full_request or self._unconfirmed_change(group_id, req, current, changed)
+                else None
+            ),
         )
+
+    def _unconfirmed_change(
+        self,
+        group_id: str,
+        req: ConsumerGroupHeartbeatRequest,
+        member: ConsumerGroupMember,
+        changed: bool,
+    ) -> bool:
+        """Whether the member may not know its assignment yet. Kafka sends it only when it
+        changed, counting on a client whose heartbeat failed to send a full one next.
+        librdkafka does not after a heartbeat that timed out (its timeout is the heartbeat
+        interval): had the answer changed the assignment at the same epoch, the member would
+        keep partitions it was asked to revoke until its rebalance timeout, or never use
+        partitions it was given. A join needs none of this: a client that lost that answer
+        joins again with a full request."""
+        key = (group_id, member.member_id)
+        if changed and req.member_epoch != 0:
+            self._unconfirmed.add(key)
+        elif req.owned_partitions is not None and req.owned_partitions == member.assigned:
+            self._unconfirmed.discard(key)
+        return changed or key in self._unconfirmed
 
     def _upgrade(self, classic: ClassicGroup, topics: TopicsImage) -> ConsumerGroup:
         """The consumer group a non-empty classic group becomes, not yet written; refused
@@ -687,6 +717,7 @@ class ConsumerGroups:
         self.groups.clear()
         self._regexes_resolved_with.clear()
         self._history.clear()
+        self._unconfirmed.clear()
 
     # ======================================================================
     # history

@@ -93,7 +93,14 @@ def validate(req: ConsumerGroupHeartbeatRequest, assignors: tuple[str, ...]) -> 
 def check_epoch(member: ConsumerGroupMember, req: ConsumerGroupHeartbeatRequest) -> None:
     """Kafka's member epoch check: the epoch the member has, or, when the answer that moved
     it on was lost, the previous one with no partition it was not given. Epoch 0 is a
-    member that lost everything (fenced, or restarted) rejoining under its own id."""
+    member that lost everything (fenced, or restarted) rejoining under its own id.
+
+    Kafka fences a member at its previous epoch that does not say what it owns; herdless
+    takes it at its word. A member moves to a new epoch only once it has nothing left to
+    revoke, so what it held at the previous one is in its assignment still (or it said it
+    had let it go), and the answer tells it the rest. librdkafka says nothing of what it
+    owns in the heartbeat after one that timed out: fencing it there costs its partitions
+    and a rejoin, which its heartbeat backoff can put off for tens of seconds."""
     owned = req.owned_partitions
     if member.state is MemberState.UNKNOWN and (owned is None or owned):
         raise HeartbeatRefused(
@@ -108,7 +115,7 @@ def check_epoch(member: ConsumerGroupMember, req: ConsumerGroupHeartbeatRequest)
     # The answer that moved the member on was lost: it may still use what it had.
     previous = member.assignment.previous_member_epoch
     lost_answer = received < expected and received == previous
-    if lost_answer and owned is not None and owned <= member.assigned:
+    if lost_answer and (owned is None or owned <= member.assigned):
         return
     raise HeartbeatRefused(
         ErrorCode.FENCED_MEMBER_EPOCH,

@@ -7,13 +7,20 @@ the API carries by id.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from herdless.broker.consumer_topics import topics_image
 from herdless.broker.group_coordinator import CoordinatorError
 from herdless.broker.handlers.groups import run_operation
 from herdless.coordinator import consumer_messages as m
-from herdless.coordinator.topic_metadata import TopicsImage, by_topic, from_topics
+from herdless.coordinator.topic_metadata import (
+    TopicIdPartition,
+    TopicsImage,
+    by_topic,
+    from_topics,
+)
 from herdless.protocol.codec import Request, response_class
 
 if TYPE_CHECKING:
@@ -23,6 +30,8 @@ CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_GROUP_DESCRIBE = 69
 # ConsumerGroupDescribe v1 says what protocol each member speaks; all of ours speak this one.
 CONSUMER_MEMBER_TYPE = 1
+
+log = logging.getLogger(__name__)
 
 
 def _image(context: BrokerContext, names: tuple[str, ...] | None = None) -> TopicsImage:
@@ -58,6 +67,19 @@ async def handle_consumer_group_heartbeat(context: BrokerContext, request: Reque
         lambda shard, token, now: shard.consumer_group_heartbeat(heartbeat, topics, token, now),
         m.ConsumerGroupHeartbeatResponse,
     )
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug(
+            "heartbeat group=%s member=%s epoch=%d rebalance_timeout=%d owned=%s"
+            " -> error=%s epoch=%d assignment=%s",
+            heartbeat.group_id,
+            result.member_id or heartbeat.member_id,
+            heartbeat.member_epoch,
+            heartbeat.rebalance_timeout_ms,
+            _partitions_text(heartbeat.owned_partitions),
+            result.error_code.name,
+            result.member_epoch,
+            _partitions_text(result.assignment),
+        )
     assignment = None
     if result.assignment is not None:
         Partitions = Response.Assignment.TopicPartitions
@@ -137,3 +159,23 @@ def _member(Member: Any, member: m.DescribedConsumerGroupMember) -> Any:
         # Left out (null) when there is nothing to revoke: the tagged field costs nothing.
         partitions_pending_revocation=topic_partitions(member.pending_revocation) or None,
     )
+
+
+def _partitions_text(partitions: Iterable[TopicIdPartition] | None) -> str:
+    """Partitions as `null` (not sent) or `[<topic id prefix>:0-3,7 ...]`, short enough for a
+    log line per heartbeat of a member holding hundreds."""
+    if partitions is None:
+        return "null"
+    topics = []
+    for topic_id, numbers in by_topic(partitions).items():
+        runs: list[str] = []
+        start = previous = numbers[0]
+        for number in [*numbers[1:], None]:
+            if number is not None and number == previous + 1:
+                previous = number
+                continue
+            runs.append(str(start) if start == previous else f"{start}-{previous}")
+            if number is not None:
+                start = previous = number
+        topics.append(f"{str(topic_id)[:8]}:{','.join(runs)}")
+    return f"[{' '.join(topics)}]"
