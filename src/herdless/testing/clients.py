@@ -8,6 +8,9 @@ plugin module loads into every pytest session where herdless is installed.
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -28,6 +31,22 @@ METADATA_TIMEOUT_S = 10.0
 READER_GROUP = "herdless-testing-reader"
 # A broker a test has stopped on purpose is not worth a line per retry on stderr.
 QUIET = {"log.connection.close": False, "log_level": 3}
+
+
+class _ClientTrace(logging.Handler):
+    """A librdkafka client's log, its last lines kept (a logging.Logger it writes to)."""
+
+    def __init__(self, lines: int = 200) -> None:
+        super().__init__(logging.DEBUG)
+        self._lines: collections.deque[str] = collections.deque(maxlen=lines)
+        self.logger = logging.Logger("herdless.testing.client-trace", logging.DEBUG)
+        self.logger.addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._lines.append(f"{record.created:.3f} {record.getMessage()}")
+
+    def text(self) -> str:
+        return "\n".join(self._lines)
 
 
 @dataclass(frozen=True)
@@ -149,11 +168,26 @@ class Brokers:
         Topic configs are keywords (`retention_ms=1000`, `cleanup_policy="compact"`);
         a replication factor of -1 takes the brokers' default.replication.factor.
         """
-        from confluent_kafka.admin import NewTopic
+        from confluent_kafka.admin import AdminClient, NewTopic
 
         new = NewTopic(name, partitions, replication_factor, config=kafka_settings(None, configs))
-        admin = self.admin()  # alive until the answer: dropping it cancels the request
-        admin.create_topics([new], operation_timeout=timeout)[name].result(timeout)
+        # What the client did is kept for the error: a CreateTopics that never gets an
+        # answer says nothing else (it goes to the controller the client learnt of).
+        trace = _ClientTrace()
+        admin = AdminClient(  # alive until the answer: dropping it cancels the request
+            self.client_config(
+                **{**QUIET, "log_level": 7, "debug": "admin,broker,metadata"},
+                logger=trace.logger,
+            )
+        )
+        try:
+            admin.create_topics([new], operation_timeout=timeout)[name].result(timeout)
+        except concurrent.futures.TimeoutError:
+            admin.poll(0)  # an admin client hands its log over only when polled
+            raise TimeoutError(
+                f"creating topic {name}: no answer within {timeout:g}s; the admin client's"
+                f" last lines:\n{trace.text()}\n{self.logs()}"
+            ) from None
         self.wait_for(
             lambda m: (
                 name in m.topics
