@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 from dataclasses import dataclass
 
@@ -58,8 +57,7 @@ def build_batch(
     if log_append_time is not None:
         attributes |= LOG_APPEND_TIME
         max_timestamp = log_append_time
-    header = dataclasses.replace(
-        header,
+    header = header._replace(
         base_offset=base_offset,
         attributes=attributes | codec,
         # The cleaner keeps lastOffsetDelta when it drops a batch's last records.
