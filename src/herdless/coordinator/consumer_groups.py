@@ -740,11 +740,13 @@ class ConsumerGroups:
     # ======================================================================
 
     def _schedule_session(self, out: Result, group_id: str, member_id: str, now_ms: int) -> None:
-        """The broker's session timeout, or the one a classic member joined with."""
+        """The group's session timeout (the broker's unless the group sets its own), or
+        the one a classic member joined with."""
         classic = self.groups[group_id].members[member_id].classic
-        timeout_ms = self.config.consumer_session_timeout_for(group_id)
         if classic is not None:
             timeout_ms = classic.session_timeout_ms
+        else:
+            timeout_ms = self.config.consumer_session_timeout_for(group_id)
         self._schedule_timer(
             out,
             _session_key(group_id, member_id),
