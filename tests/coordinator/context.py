@@ -18,6 +18,7 @@ from herdless.coordinator import (
     CancelTimer,
     CoordinatorConfig,
     CoordinatorShard,
+    OffloadedWork,
     Reply,
     Result,
     ScheduleTimer,
@@ -49,7 +50,14 @@ from herdless.coordinator.records import Record
 from herdless.coordinator.topic_metadata import Partitions, TopicMetadata, TopicsImage
 from herdless.protocol.errors import ErrorCode
 
-TEST_CONFIG = CoordinatorConfig(initial_rebalance_delay_ms=0)
+# Kafka's defaults, but for the delays: no initial rebalance delay, and each consumer
+# group's target assignment computed at once, inline (assignment batching and offload
+# have tests of their own, which set them).
+TEST_CONFIG = CoordinatorConfig(
+    initial_rebalance_delay_ms=0,
+    consumer_assignment_interval_ms=0,
+    consumer_assignor_offload_enable=False,
+)
 
 # The cluster consumer group tests run against unless they say otherwise: topic ids
 # that read as their names in failures.
@@ -146,6 +154,10 @@ class Context:
         self.rebalances: list[tuple[str, Any]] = []
         # What the broker tells consumer group operations of the cluster's topics.
         self.topics = TopicsImage([TOPIC_T, TOPIC_U])
+        # Work a shard offloaded (a server assignor's run), with the shard that asked, in
+        # the order asked. By default the worker finishes it at once, at the same time.
+        self.offloaded: list[tuple[CoordinatorShard, OffloadedWork]] = []
+        self.complete_offloaded_at_once = True
         self.apply(self.shard.on_loaded(self.now))
 
     # --- plumbing ----------------------------------------------------------------
@@ -167,7 +179,20 @@ class Context:
         assert self.timers == self.shard.scheduled()
         # What the broker arms its one loop timer for.
         assert self.shard.next_deadline() == min(self.timers.values(), default=None)
+        self.offloaded += [(self.shard, work) for work in result.offloaded]
+        if self.complete_offloaded_at_once:
+            self.complete_offloaded()
         return result
+
+    def complete_offloaded(self, count: int | None = None) -> None:
+        """The worker finishes `count` pieces of offloaded work (None: all), oldest first,
+        and the shard takes each result now. Work of a shard that no longer leads is
+        dropped, as the broker drops it."""
+        while self.offloaded and (count is None or count > 0):
+            shard, work = self.offloaded.pop(0)
+            if shard is self.shard:
+                self.apply(work.complete(work.run(), self.now))
+            count = None if count is None else count - 1
 
     def change_timers(self, changes: Iterable[TimerChange]) -> None:
         for change in changes:

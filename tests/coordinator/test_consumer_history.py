@@ -3,9 +3,12 @@ came, when, and how long each member took to reach it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from herdless.coordinator.group_configs import CONSUMER_ASSIGNMENT_INTERVAL_MS, GroupConfigs
 from herdless.coordinator.messages import MemberReconciliation, RebalanceRecord
 from herdless.coordinator.topic_metadata import TopicMetadata
-from tests.coordinator.context import TOPIC_T, TOPIC_U, Context
+from tests.coordinator.context import TEST_CONFIG, TOPIC_T, TOPIC_U, Context
 from tests.coordinator.test_consumer_groups import SESSION_MS, member, parts
 
 
@@ -85,14 +88,20 @@ def test_new_partitions_are_the_cause() -> None:
 
 
 def test_the_changes_before_the_next_target_are_all_in_it_the_first_as_its_cause() -> None:
-    ctx = Context()
+    ctx = Context(replace(TEST_CONFIG, group_configs=GroupConfigs()), now_ms=1)
     for m in ("m1", "m2", "m3"):
         ctx.consumer_heartbeat("g", m, 0, rebalance_timeout_ms=60_000)
     ctx.sleep(1_000)
     ctx.consumer_heartbeat("g", "m1", 1)
     ctx.consumer_heartbeat("g", "m2", 2)
+    # From now on a target at most every minute: both removals wait for the same one.
+    ctx.config.group_configs.put("g", {CONSUMER_ASSIGNMENT_INTERVAL_MS: "60000"})
     ctx.sleep(SESSION_MS - 1_000)  # m3's session expires
     ctx.consumer_heartbeat("g", "m2", -1)
+    for _ in range(3):
+        m1 = member(ctx, "m1")
+        ctx.consumer_heartbeat("g", "m1", m1.member_epoch, owned=m1.assigned)
+        ctx.sleep(20_000)
     m1 = member(ctx, "m1")
     ctx.consumer_heartbeat("g", "m1", m1.member_epoch, owned=m1.assigned)
     entry = entries(ctx)[-1]

@@ -89,10 +89,16 @@ class Client:
 
 
 class ConsumerGroupMachine(RuleBasedStateMachine):
+    """Kafka's defaults: targets batched per assignment interval (1 s) and computed by an
+    offloaded assignor, which finishes whenever the machine says (`assignor_finishes`)
+    or at the latest before time passes in a tick."""
+
+    config = CoordinatorConfig(consumer_session_timeout_ms=SESSION_MS)
+
     def __init__(self) -> None:
         super().__init__()
-        config = CoordinatorConfig(consumer_session_timeout_ms=SESSION_MS)
-        self.ctx = ReplicatedContext(config)
+        self.ctx = ReplicatedContext(self.config)
+        self.ctx.complete_offloaded_at_once = False
         self.partitions_of_t = TOPIC_T.num_partitions
         self.ctx.topics = TopicsImage([TOPIC_T, TOPIC_U], version=0)
         self.clients = [Client(i, f"i{i}" if i < 2 else None) for i in range(CLIENTS)]
@@ -245,6 +251,11 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
     def replicate(self, n: int) -> None:
         self._replicate(n)
 
+    @rule()
+    def assignor_finishes(self) -> None:
+        self.ctx.complete_offloaded(1)
+        self._react()
+
     @rule(n=st.sampled_from([0, 2, ALL]))
     def standby_replays(self, n: int) -> None:
         ctx = self.ctx
@@ -269,6 +280,7 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
             if c.alive:
                 self._revoke(c)
                 self._heartbeat(c)
+        self.ctx.complete_offloaded()
         self._replicate(ALL)
         self.ctx.sleep(TICK_MS)
         self._react()
@@ -343,10 +355,22 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         return "\n".join(lines)
 
 
-ConsumerGroupMachine.TestCase.settings = settings(
-    max_examples=120,
-    stateful_step_count=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+class InlineAssignmentMachine(ConsumerGroupMachine):
+    """Kafka 4.2's behaviour: a target at every change, computed inline."""
+
+    config = CoordinatorConfig(
+        consumer_session_timeout_ms=SESSION_MS,
+        consumer_assignment_interval_ms=0,
+        consumer_assignor_offload_enable=False,
+    )
+
+
+for machine in (ConsumerGroupMachine, InlineAssignmentMachine):
+    machine.TestCase.settings = settings(
+        max_examples=120,
+        stateful_step_count=60,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
 TestConsumerGroupMachine = ConsumerGroupMachine.TestCase
+TestInlineAssignmentMachine = InlineAssignmentMachine.TestCase

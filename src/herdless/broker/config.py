@@ -60,6 +60,18 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     "group.consumer.min.heartbeat.interval.ms": ("group_consumer_min_heartbeat_interval_ms", int),
     "group.consumer.max.heartbeat.interval.ms": ("group_consumer_max_heartbeat_interval_ms", int),
     "group.consumer.max.size": ("group_consumer_max_size", int),
+    # KIP-1263: the least time between two target assignments of a group, and whether the
+    # assignor runs off the event loop.
+    "group.consumer.assignment.interval.ms": ("group_consumer_assignment_interval_ms", int),
+    "group.consumer.min.assignment.interval.ms": (
+        "group_consumer_min_assignment_interval_ms",
+        int,
+    ),
+    "group.consumer.max.assignment.interval.ms": (
+        "group_consumer_max_assignment_interval_ms",
+        int,
+    ),
+    "group.consumer.assignor.offload.enable": ("group_consumer_assignor_offload_enable", bool),
     # Server assignors by name (uniform, range), or by Kafka's class names; the first is the
     # default.
     "group.consumer.assignors": ("group_consumer_assignors", str),
@@ -108,6 +120,9 @@ _RANGES: dict[str, tuple[int | None, int | None]] = {
     "group.consumer.min.heartbeat.interval.ms": (1, None),
     "group.consumer.max.heartbeat.interval.ms": (1, None),
     "group.consumer.max.size": (1, None),
+    "group.consumer.assignment.interval.ms": (0, None),
+    "group.consumer.min.assignment.interval.ms": (0, None),
+    "group.consumer.max.assignment.interval.ms": (0, None),
     "offsets.retention.minutes": (1, None),
     "offsets.retention.check.interval.ms": (1, None),
     "offset.metadata.max.bytes": (0, None),
@@ -219,6 +234,10 @@ class BrokerConfig:
     group_consumer_min_heartbeat_interval_ms: int = 5_000
     group_consumer_max_heartbeat_interval_ms: int = 15_000
     group_consumer_max_size: int = 2**31 - 1
+    group_consumer_assignment_interval_ms: int = 1_000
+    group_consumer_min_assignment_interval_ms: int = 0
+    group_consumer_max_assignment_interval_ms: int = 15_000
+    group_consumer_assignor_offload_enable: bool = True
     group_consumer_assignors: str = "uniform,range"
     group_consumer_migration_policy: str = "bidirectional"
     offsets_retention_minutes: int = 7 * 24 * 60
@@ -260,6 +279,8 @@ class BrokerConfig:
             consumer_max_group_size=self.group_consumer_max_size,
             consumer_assignors=self.consumer_assignors(),
             consumer_migration_policy=self.consumer_migration_policy(),
+            consumer_assignment_interval_ms=self.group_consumer_assignment_interval_ms,
+            consumer_assignor_offload_enable=self.group_consumer_assignor_offload_enable,
         )
 
     def consumer_migration_policy(self) -> ConsumerGroupMigrationPolicy:
@@ -281,6 +302,10 @@ class BrokerConfig:
             heartbeat_interval_ms=self.group_consumer_heartbeat_interval_ms,
             min_heartbeat_interval_ms=self.group_consumer_min_heartbeat_interval_ms,
             max_heartbeat_interval_ms=self.group_consumer_max_heartbeat_interval_ms,
+            assignment_interval_ms=self.group_consumer_assignment_interval_ms,
+            min_assignment_interval_ms=self.group_consumer_min_assignment_interval_ms,
+            max_assignment_interval_ms=self.group_consumer_max_assignment_interval_ms,
+            assignor_offload_enable=self.group_consumer_assignor_offload_enable,
         )
 
     def consumer_assignors(self) -> tuple[str, ...]:
@@ -362,7 +387,7 @@ class BrokerConfig:
     def _check_consumer_group_timeouts(self) -> None:
         """Kafka's rules: each within its bounds, a heartbeat more often than a session ends."""
         prefix = "group.consumer."
-        for what in ("session.timeout.ms", "heartbeat.interval.ms"):
+        for what in ("session.timeout.ms", "heartbeat.interval.ms", "assignment.interval.ms"):
             field = what.replace(".", "_")
             value = getattr(self, f"group_consumer_{field}")
             low = getattr(self, f"group_consumer_min_{field}")

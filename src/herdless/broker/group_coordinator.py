@@ -13,6 +13,7 @@ then its groups get COORDINATOR_LOAD_IN_PROGRESS and clients retry.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import enum
 import json
@@ -30,6 +31,7 @@ from herdless.broker.topic_admin import NewTopic, TopicAdmin, TopicAdminError
 from herdless.coordinator import (
     CoordinatorConfig,
     CoordinatorShard,
+    OffloadedWork,
     Reply,
     Result,
     ScheduleTimer,
@@ -118,8 +120,11 @@ class ShardRuntime:
         on_rebalance: RebalanceListener,
         state: ShardState,
         observe_stalls: Callable[[], None] = lambda: None,
+        # Where offloaded work (server assignors) runs; None: on the loop, at once.
+        executor: concurrent.futures.Executor | None = None,
     ) -> None:
         self.replicas = replicas
+        self._executor = executor
         self._observe_stalls = observe_stalls
         self.on_rebalance = on_rebalance
         self.history = history
@@ -367,6 +372,8 @@ class ShardRuntime:
                 self._release(result, previous, tail, end_offset, self._incarnation)
             )
         self._arm_timer(result.timers)
+        for work in result.offloaded:
+            self._offload(work)
 
     def _deliver(self, replies: list[Reply], error: CoordinatorError | None = None) -> None:
         """Hand each waiting request its response, or `error`."""
@@ -437,6 +444,32 @@ class ShardRuntime:
         self._reset(ShardState.LOADING)
         self.start()
 
+    # -- offloaded work ----------------------------------------------------------
+
+    def _offload(self, work: OffloadedWork) -> None:
+        """Run `work` on the executor's thread; its completion is an operation of the
+        shard's like any other, unless the shard's state was rebuilt or left meanwhile
+        (the new state asks again for what it still needs)."""
+        incarnation = self._incarnation
+        if self._executor is None:
+            self._offloaded_done(work, _run_offloaded(work), incarnation)
+            return
+        future = asyncio.get_running_loop().run_in_executor(self._executor, _run_offloaded, work)
+        future.add_done_callback(
+            lambda done: self._offloaded_done(
+                work, None if done.cancelled() else done.result(), incarnation
+            )
+        )
+
+    def _offloaded_done(self, work: OffloadedWork, value: Any, incarnation: int) -> None:
+        if incarnation != self._incarnation or self.state is not ShardState.ACTIVE:
+            return
+        try:
+            self._require_leading()
+        except CoordinatorError:
+            return  # a lost leadership resets the state soon; it recomputes if it leads again
+        self._apply(work.complete(value, now_ms()), leading=True)
+
     # -- timers ----------------------------------------------------------------
 
     def _arm_timer(self, changes: list[TimerChange]) -> None:
@@ -489,6 +522,15 @@ class ShardRuntime:
             self._arm_timer([])
 
 
+def _run_offloaded(work: OffloadedWork) -> Any:
+    """The work's value, None if it failed (the coordinator then tries again later)."""
+    try:
+        return work.run()
+    except Exception:
+        log.exception("offloaded coordinator work failed")
+        return None
+
+
 class GroupCoordinator:
     """All shards of this broker: on one node, every `__consumer_offsets` partition; in
     a cluster, one per replica this broker holds, serving where it leads and a warm
@@ -520,6 +562,12 @@ class GroupCoordinator:
         self.topic_configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
         self.shards: dict[int, ShardRuntime] = {}
         self._loading: asyncio.Task[None] | None = None
+        # One thread for the server assignors of every shard (KIP-1263's offload): it
+        # shares the interpreter lock, but the loop takes it back every few milliseconds
+        # instead of waiting out a whole assignment.
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="herdless-assignor"
+        )
 
     def start(self) -> None:
         """One broker alone: it leads every partition; load them one after another, so
@@ -642,6 +690,7 @@ class GroupCoordinator:
             self.on_rebalance,
             state,
             self._stalls.observe if self._stalls is not None else lambda: None,
+            self._executor,
         )
 
     def _postpone_timers(self, stalled_ms: int) -> None:
@@ -673,3 +722,4 @@ class GroupCoordinator:
             self._loading.cancel()
         for shard in self.shards.values():
             shard.close()
+        self._executor.shutdown(wait=False, cancel_futures=True)

@@ -2,13 +2,15 @@
 
 It never touches sockets, files, threads or the clock. The broker feeds it
 requests and `now_ms`, appends the records it returns, sends its replies once
-those records are durable, and drives its timers.
+those records are durable, drives its timers, and runs the work it offloads
+(a server assignor) on a thread of its own.
 """
 
 from herdless.coordinator.config import CoordinatorConfig
 from herdless.coordinator.placement import partition_for
 from herdless.coordinator.result import (
     CancelTimer,
+    OffloadedWork,
     Reply,
     Result,
     ScheduleTimer,
@@ -24,6 +26,7 @@ __all__ = [
     "CoordinatorConfig",
     "CoordinatorShard",
     "GroupState",
+    "OffloadedWork",
     "Reply",
     "Result",
     "ScheduleTimer",

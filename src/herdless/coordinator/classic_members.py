@@ -13,9 +13,11 @@ The coordinator treats them as any member, with Kafka's mapping:
   follower.
 - SyncGroup hands out the member's current assignment as a
   ConsumerProtocolAssignment, of the version the member subscribed with.
-- Heartbeat answers REBALANCE_IN_PROGRESS when the member should rejoin: the group
-  epoch moved on, it has partitions to revoke, or partitions it waits for were
-  released. It then has its rebalance timeout to rejoin (CLASSIC_JOIN), and after
+- Heartbeat answers REBALANCE_IN_PROGRESS when the member should rejoin: there is a
+  newer target assignment than its epoch (not merely a newer group epoch: with
+  assignment batching the target follows up to an interval later, and rejoining
+  before would change nothing), it has partitions to revoke, or partitions it
+  waits for were released. It then has its rebalance timeout to rejoin (CLASSIC_JOIN), and after
   joining to sync (CLASSIC_SYNC), or it is fenced.
 
 Reconciliation's rule holds unchanged: a classic member releases a partition by
@@ -156,8 +158,7 @@ class ClassicMembers:
         if bump:
             cause = RebalanceCause.MEMBER_JOINED if is_new else RebalanceCause.SUBSCRIPTION_CHANGED
             groups._bump_group_epoch(out, group, cause, member_label(updated))
-        if group.group_epoch > group.target_assignment_epoch:
-            groups._compute_target_assignment(out, group, now_ms)
+        groups.update_target_assignment(out, group, now_ms)
         known = topics or TopicsImage(group.subscription_metadata.values())
         owned = to_partitions(subscription.owned_partitions, known)
         groups._reconcile(out, group, group.members[member_id], owned, now_ms)
@@ -225,7 +226,7 @@ class ClassicMembers:
             ):
                 raise _Refused(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
             if (
-                group.group_epoch > member.member_epoch
+                group.target_assignment_epoch > member.member_epoch
                 and member.state is not MemberState.UNREVOKED_PARTITIONS
             ):
                 self._schedule_join(out, group, member, now_ms)
@@ -259,7 +260,7 @@ class ClassicMembers:
         self._groups._schedule_session(out, group.group_id, member.member_id, now_ms)
         error = ErrorCode.NONE
         if (
-            member.member_epoch < group.group_epoch
+            member.member_epoch < group.target_assignment_epoch
             or member.state is MemberState.UNREVOKED_PARTITIONS
             or (
                 member.state is MemberState.UNRELEASED_PARTITIONS

@@ -6,6 +6,8 @@ import enum
 from dataclasses import dataclass, field
 
 from herdless.coordinator.group_configs import (
+    CONSUMER_ASSIGNMENT_INTERVAL_MS,
+    CONSUMER_ASSIGNOR_OFFLOAD_ENABLE,
     CONSUMER_HEARTBEAT_INTERVAL_MS,
     CONSUMER_SESSION_TIMEOUT_MS,
     GroupConfigs,
@@ -59,6 +61,12 @@ class CoordinatorConfig:
     consumer_migration_policy: ConsumerGroupMigrationPolicy = (  # group.consumer.migration.policy
         ConsumerGroupMigrationPolicy.BIDIRECTIONAL
     )
+    # KIP-1263: a group's next target assignment is computed no sooner than this after the
+    # last one finished, so the joins and leaves that arrive together share one computation
+    # (group.consumer.assignment.interval.ms; 0 computes one at every change).
+    consumer_assignment_interval_ms: int = 1_000
+    # ... and by the assignor off the broker's event loop (group.consumer.assignor.offload.enable).
+    consumer_assignor_offload_enable: bool = True
     # Groups' own settings (KIP-848 group configs), which the broker keeps up to date.
     group_configs: GroupConfigs = field(default_factory=GroupConfigs, compare=False, repr=False)
 
@@ -69,3 +77,11 @@ class CoordinatorConfig:
     def consumer_heartbeat_interval_for(self, group_id: str) -> int:
         override = self.group_configs.override(group_id, CONSUMER_HEARTBEAT_INTERVAL_MS)
         return self.consumer_heartbeat_interval_ms if override is None else override
+
+    def consumer_assignment_interval_for(self, group_id: str) -> int:
+        override = self.group_configs.override(group_id, CONSUMER_ASSIGNMENT_INTERVAL_MS)
+        return self.consumer_assignment_interval_ms if override is None else override
+
+    def consumer_assignor_offload_for(self, group_id: str) -> bool:
+        override = self.group_configs.flag(group_id, CONSUMER_ASSIGNOR_OFFLOAD_ENABLE)
+        return self.consumer_assignor_offload_enable if override is None else override

@@ -153,6 +153,8 @@ class ConsumerGroup:
         self.group_id = group_id
         self.group_epoch = 0
         self.target_assignment_epoch = 0
+        # When the computation of the current target finished (KIP-1263), 0 if never here.
+        self.assignment_timestamp_ms = 0
         self.members: dict[str, ConsumerGroupMember] = {}
         self.target_assignment: dict[str, Partitions] = {}
         # The subscribed topics as the target assignment last saw them, by name.

@@ -5,7 +5,12 @@ A heartbeat does, in order, what Kafka's GroupMetadataManager does:
    the group epoch is bumped when the group is new, a subscription changed or
    the subscribed topics' partitions did;
 2. a group epoch ahead of the target assignment's gets a new target assignment
-   from the server assignor, for every member at once;
+   from the server assignor, for every member at once, no sooner than the
+   group's assignment interval after the last one finished (KIP-1263: the joins
+   and leaves that arrive together share one computation; a timer computes it
+   when the interval ends), and on a worker thread of the broker's when the
+   assignor is offloaded (the members keep reconciling towards the last target
+   meanwhile);
 3. the member's own assignment moves towards its target (reconciliation.py),
    independently of every other member.
 Leaving (epoch -1), a static member leaving for a while (-2), a session that
@@ -87,7 +92,7 @@ from herdless.coordinator.group_conversion import (
 from herdless.coordinator.history import RebalanceCause
 from herdless.coordinator.messages import ListedGroup, RebalanceRecord
 from herdless.coordinator.reconciliation import CurrentAssignment, MemberState, reconcile
-from herdless.coordinator.result import Reply, Result, TimerKey, TimerKind
+from herdless.coordinator.result import OffloadedWork, Reply, Result, TimerKey, TimerKind
 from herdless.coordinator.state import GroupState
 from herdless.coordinator.topic_metadata import (
     NO_PARTITIONS,
@@ -138,6 +143,9 @@ class ConsumerGroups:
         # have received: it goes out in every answer until they report owning exactly it.
         # Delivery, not group state: it is not in the log, and a loaded shard starts empty.
         self._unconfirmed: set[tuple[str, str]] = set()
+        # The epoch of each group's target assignment being computed off the loop: one at
+        # a time per group. Not in the log: a loaded shard computes again.
+        self._computing: dict[str, int] = {}
 
     # ======================================================================
     # records
@@ -165,6 +173,7 @@ class ConsumerGroups:
             group.subscription_metadata = {t.name: t for t in value.topics}
         elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
             group.target_assignment_epoch = value.assignment_epoch
+            group.assignment_timestamp_ms = value.assignment_timestamp_ms
         elif isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
             assert isinstance(key, ConsumerGroupTargetAssignmentMemberKey)
             group.put_target_assignment(key.member_id, value.partitions)
@@ -187,10 +196,12 @@ class ConsumerGroups:
             del self.groups[key.group]
             self._regexes_resolved_with.pop(key.group, None)
             self._history.pop(key.group, None)
+            self._computing.pop(key.group, None)
         elif isinstance(key, ConsumerGroupPartitionMetadataKey):
             group.subscription_metadata = {}
         elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
             group.target_assignment_epoch = NO_ASSIGNMENT_EPOCH
+            group.assignment_timestamp_ms = 0
         elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
             group.put_target_assignment(key.member_id, None)
         elif isinstance(key, ConsumerGroupRegularExpressionKey):
@@ -319,8 +330,7 @@ class ConsumerGroups:
             cause = RebalanceCause.TOPIC_METADATA_CHANGED
         if cause is not None:
             self._bump_group_epoch(out, group, cause, member_label(updated))
-        if group.group_epoch > group.target_assignment_epoch:
-            self._compute_target_assignment(out, group, now_ms)
+        self.update_target_assignment(out, group, now_ms)
 
         member_id = updated.member_id
         self._reconcile(out, group, group.members[member_id], req.owned_partitions, now_ms)
@@ -491,7 +501,39 @@ class ConsumerGroups:
         self._write(out, ConsumerGroupPartitionMetadataKey(group.group_id), value)
         return True
 
+    def update_target_assignment(self, out: Result, group: ConsumerGroup, now_ms: int) -> None:
+        """Start a new target assignment if the group epoch moved past the target's: now
+        if the group's assignment interval has passed since the last one finished, else
+        when it has (a timer). None starts while one is being computed; its completion
+        looks again."""
+        group_id = group.group_id
+        if group.group_epoch <= group.target_assignment_epoch or group_id in self._computing:
+            return
+        last = group.assignment_timestamp_ms
+        # 0: no target was computed here yet (or a log without the timestamp). One ahead of
+        # this clock (another broker's, before a failover) waits no longer than an interval.
+        due = (
+            min(last, now_ms) + self.config.consumer_assignment_interval_for(group_id)
+            if last
+            else 0
+        )
+        key = _assignment_key(group_id)
+        if now_ms < due:
+            self._schedule_timer(
+                out, key, due, lambda o, now: self._assignment_due(o, group_id, now)
+            )
+            return
+        self._cancel_timer(out, key)
+        self._compute_target_assignment(out, group, now_ms)
+
+    def _assignment_due(self, out: Result, group_id: str, now_ms: int) -> None:
+        group = self.groups.get(group_id)
+        if group is not None:
+            self.update_target_assignment(out, group, now_ms)
+
     def _compute_target_assignment(self, out: Result, group: ConsumerGroup, now_ms: int) -> None:
+        """The assignor runs on what the group is now: inline, or, offloaded, on a copy
+        the broker's worker thread reads while the group moves on."""
         preferred = group.preferred_assignor()
         name = preferred if preferred in self._assignors() else self._assignors()[0]
         ids = {n: t.topic_id for n, t in group.subscription_metadata.items()}
@@ -506,20 +548,78 @@ class ConsumerGroups:
             )
             for m in group.members.values()
         }
-        targets = ASSIGNORS[name](specs, counts, racks)
+        assignor = ASSIGNORS[name]
+        epoch = group.group_epoch
+        if not self.config.consumer_assignor_offload_for(group.group_id):
+            self._install_target(out, group, epoch, specs, assignor(specs, counts, racks), now_ms)
+            return
+        self._computing[group.group_id] = epoch
+        out.offloaded.append(
+            OffloadedWork(
+                run=lambda: assignor(specs, counts, racks),
+                complete=lambda targets, now: self._target_computed(
+                    group, epoch, specs, targets, now
+                ),
+            )
+        )
+
+    def _target_computed(
+        self,
+        group: ConsumerGroup,
+        epoch: int,
+        specs: dict[str, MemberSpec],
+        targets: dict[str, Partitions] | None,
+        now_ms: int,
+    ) -> Result:
+        """An offloaded assignor finished (`targets` None: it failed). Its target is for
+        the members it was given: one that left since is skipped, a static member that
+        came back under a new id gets its instance's, one that joined since keeps what it
+        has until the next target, which starts if the group epoch moved on meanwhile."""
+        out = Result()
+        group_id = group.group_id
+        if self.groups.get(group_id) is not group or self._computing.get(group_id) != epoch:
+            return out  # deleted, converted or unloaded meanwhile
+        del self._computing[group_id]
+        if targets is None:
+            retry = now_ms + max(self.config.consumer_assignment_interval_for(group_id), 1_000)
+            self._schedule_timer(
+                out,
+                _assignment_key(group_id),
+                retry,
+                lambda o, now: self._assignment_due(o, group_id, now),
+            )
+            return out
+        self._install_target(out, group, epoch, specs, targets, now_ms)
+        self.update_target_assignment(out, group, now_ms)
+        return out
+
+    def _install_target(
+        self,
+        out: Result,
+        group: ConsumerGroup,
+        epoch: int,
+        specs: dict[str, MemberSpec],
+        targets: dict[str, Partitions],
+        now_ms: int,
+    ) -> None:
         for member_id in sorted(specs):
+            member_now = member_id
+            if member_id not in group.members:
+                instance_id = specs[member_id].instance_id
+                static = None if instance_id is None else group.static_member(instance_id)
+                if static is None:
+                    continue
+                member_now = static.member_id
             target = targets.get(member_id, NO_PARTITIONS)
-            if group.target_assignment.get(member_id) != target:
-                self._write_target(out, group.group_id, member_id, target)
-        epoch = ConsumerGroupTargetAssignmentMetadataValue(group.group_epoch)
-        self._write(out, ConsumerGroupTargetAssignmentMetadataKey(group.group_id), epoch)
+            if group.target_assignment.get(member_now) != target:
+                self._write_target(out, group.group_id, member_now, target)
+        value = ConsumerGroupTargetAssignmentMetadataValue(epoch, now_ms)
+        self._write(out, ConsumerGroupTargetAssignmentMetadataKey(group.group_id), value)
         progress = {
-            m.member_id: (m.member_epoch, m.assignment.is_reconciled_to(group.group_epoch))
+            m.member_id: (m.member_epoch, m.assignment.is_reconciled_to(epoch))
             for m in group.members.values()
         }
-        finished = self.history_of(group.group_id).target_changed(
-            group.group_epoch, now_ms, progress
-        )
+        finished = self.history_of(group.group_id).target_changed(epoch, now_ms, progress)
         self._publish(out, group.group_id, finished)
 
     def _reconcile(
@@ -628,6 +728,7 @@ class ConsumerGroups:
             self._write(out, ConsumerGroupRegularExpressionKey(group.group_id, regex), None)
         self._refresh_subscription_metadata(out, group, None)
         self._bump_group_epoch(out, group, cause, member_label(member))
+        self.update_target_assignment(out, group, now_ms)
 
     def _expire_session(self, out: Result, group_id: str, member_id: str, now_ms: int) -> None:
         group = self.groups.get(group_id)
@@ -653,12 +754,17 @@ class ConsumerGroups:
 
     def on_loaded(self, out: Result, now_ms: int) -> None:
         """Loaded by replay: every member's session starts now, and so does the revocation
-        deadline of every member asked to revoke."""
+        deadline of every member asked to revoke. What each member last heard is not in
+        the log: each is sent its assignment until it reports owning exactly it (an answer
+        the last leader gave may never have arrived)."""
         for group_id, group in self.groups.items():
             for member in group.members.values():
+                self._unconfirmed.add((group_id, member.member_id))
                 self._schedule_session(out, group_id, member.member_id, now_ms)
                 if member.is_revoking and not member.uses_classic_protocol:
                     self._schedule_revocation(out, group_id, member, now_ms)
+            # A target that was due, or being computed when the last leader stopped.
+            self.update_target_assignment(out, group, now_ms)
 
     # ======================================================================
     # describing and listing
@@ -700,6 +806,7 @@ class ConsumerGroups:
     def delete(self, out: Result, group_id: str) -> None:
         """Tombstones for all of a group, in Kafka's order; the group is gone once applied."""
         group = self.groups[group_id]
+        self._cancel_timer(out, _assignment_key(group_id))
         for member_id in list(group.members):
             self._cancel_member_timers(out, group_id, member_id)
             self._write(out, ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id), None)
@@ -718,6 +825,7 @@ class ConsumerGroups:
         self._regexes_resolved_with.clear()
         self._history.clear()
         self._unconfirmed.clear()
+        self._computing.clear()
 
     # ======================================================================
     # history
@@ -772,6 +880,10 @@ def _session_key(group_id: str, member_id: str) -> TimerKey:
 
 def _revocation_key(group_id: str, member_id: str) -> TimerKey:
     return TimerKey(TimerKind.REVOCATION, group_id, member_id)
+
+
+def _assignment_key(group_id: str) -> TimerKey:
+    return TimerKey(TimerKind.ASSIGNMENT, group_id)
 
 
 def member_label(member: ConsumerGroupMember) -> str:

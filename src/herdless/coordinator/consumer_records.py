@@ -174,11 +174,17 @@ class ConsumerGroupMemberMetadataValue:
 
 # The tag of ClassicMemberMetadata in ConsumerGroupMemberMetadataValue.
 CLASSIC_MEMBER_METADATA_TAG = 0
+# The tag of AssignmentTimestamp in ConsumerGroupTargetAssignmentMetadataValue (Kafka 4.3,
+# KIP-1263): an int64, absent when 0.
+ASSIGNMENT_TIMESTAMP_TAG = 0
 
 
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupTargetAssignmentMetadataValue:
     assignment_epoch: int
+    # When the computation of this target finished (ms); 0 for one that never ran (a
+    # converted classic group, a log Kafka 4.2 or earlier wrote): the next may run at once.
+    assignment_timestamp_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,7 +296,15 @@ def encode_consumer_group_value(value: ConsumerGroupValue) -> bytes:
     w.int16(VALUE_VERSION)
     _write_value(value, w)
     classic = getattr(value, "classic_member_metadata", None)
-    if classic is None:
+    if isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
+        if value.assignment_timestamp_ms:
+            w.uvarint(1)
+            w.uvarint(ASSIGNMENT_TIMESTAMP_TAG)
+            w.uvarint(8)
+            w.int64(value.assignment_timestamp_ms)
+        else:
+            w.no_tagged_fields()
+    elif classic is None:
         w.no_tagged_fields()
     else:
         field = FieldWriter(flexible=True)
@@ -348,6 +362,18 @@ def _read_member_metadata(r: FieldReader) -> ConsumerGroupMemberMetadataValue:
     return replace(value, classic_member_metadata=classic)
 
 
+def _read_target_assignment_metadata(r: FieldReader) -> ConsumerGroupTargetAssignmentMetadataValue:
+    epoch = r.int32()
+    timestamp = 0
+    for _ in range(r.uvarint()):
+        tag, size = r.uvarint(), r.uvarint()
+        end = r.pos + size
+        if tag == ASSIGNMENT_TIMESTAMP_TAG:
+            timestamp = r.int64()
+        r.pos = end
+    return ConsumerGroupTargetAssignmentMetadataValue(epoch, timestamp)
+
+
 def _read_classic_member_metadata(r: FieldReader) -> ClassicMemberMetadata:
     session_timeout_ms = r.int32()
     protocols = []
@@ -377,15 +403,17 @@ _VALUE_READERS: dict[type, Callable[[FieldReader], ConsumerGroupValue]] = {
     ConsumerGroupMetadataKey: lambda r: ConsumerGroupMetadataValue(r.int32()),
     ConsumerGroupPartitionMetadataKey: _read_partition_metadata,
     ConsumerGroupMemberMetadataKey: _read_member_metadata,
-    ConsumerGroupTargetAssignmentMetadataKey: lambda r: ConsumerGroupTargetAssignmentMetadataValue(
-        r.int32()
-    ),
+    ConsumerGroupTargetAssignmentMetadataKey: _read_target_assignment_metadata,
     ConsumerGroupTargetAssignmentMemberKey: lambda r: ConsumerGroupTargetAssignmentMemberValue(
         _read_partitions(r)
     ),
     ConsumerGroupCurrentMemberAssignmentKey: _read_current_assignment,
     ConsumerGroupRegularExpressionKey: _read_regular_expression,
 }
+
+
+# Values whose readers read their tagged fields themselves.
+_READ_OWN_TAGS = (ConsumerGroupMemberMetadataKey, ConsumerGroupTargetAssignmentMetadataKey)
 
 
 def decode_consumer_group_value(key: ConsumerGroupKey, data: bytes) -> ConsumerGroupValue:
@@ -396,7 +424,7 @@ def decode_consumer_group_value(key: ConsumerGroupKey, data: bytes) -> ConsumerG
         raise RecordFormatError(f"{type(key).__name__} value version {version}")
     r.flexible = True
     value = _VALUE_READERS[type(key)](r)
-    if not isinstance(key, ConsumerGroupMemberMetadataKey):  # that one reads its own
+    if not isinstance(key, _READ_OWN_TAGS):
         r.skip_tagged_fields()
     return value
 

@@ -1,5 +1,6 @@
-"""Per-group configs of consumer groups (KIP-848, as Kafka 4.0 has them): a group's own
-session timeout and heartbeat interval, overriding the broker's for its members.
+"""Per-group configs of consumer groups (KIP-848, as Kafka 4.3 has them): a group's own
+session timeout, heartbeat interval, assignment interval and assignor offload
+(KIP-1263), overriding the broker's for its members.
 
 Set with IncrementalAlterConfigs on resource type GROUP and kept where the
 broker keeps topic configs; the coordinator reads them at every heartbeat, so
@@ -15,7 +16,15 @@ from dataclasses import dataclass
 
 CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
 CONSUMER_HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
-GROUP_CONFIG_NAMES = (CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS)
+CONSUMER_ASSIGNMENT_INTERVAL_MS = "consumer.assignment.interval.ms"
+CONSUMER_ASSIGNOR_OFFLOAD_ENABLE = "consumer.assignor.offload.enable"
+GROUP_CONFIG_NAMES = (
+    CONSUMER_ASSIGNMENT_INTERVAL_MS,
+    CONSUMER_ASSIGNOR_OFFLOAD_ENABLE,
+    CONSUMER_HEARTBEAT_INTERVAL_MS,
+    CONSUMER_SESSION_TIMEOUT_MS,
+)
+_BOOLEAN_CONFIGS = (CONSUMER_ASSIGNOR_OFFLOAD_ENABLE,)
 
 
 class InvalidGroupConfig(ValueError):
@@ -32,9 +41,15 @@ class GroupConfigLimits:
     heartbeat_interval_ms: int = 5_000
     min_heartbeat_interval_ms: int = 5_000
     max_heartbeat_interval_ms: int = 15_000
+    assignment_interval_ms: int = 1_000
+    min_assignment_interval_ms: int = 0
+    max_assignment_interval_ms: int = 15_000
+    assignor_offload_enable: bool = True
 
     def defaults(self) -> dict[str, str]:
         return {
+            CONSUMER_ASSIGNMENT_INTERVAL_MS: str(self.assignment_interval_ms),
+            CONSUMER_ASSIGNOR_OFFLOAD_ENABLE: str(self.assignor_offload_enable).lower(),
             CONSUMER_HEARTBEAT_INTERVAL_MS: str(self.heartbeat_interval_ms),
             CONSUMER_SESSION_TIMEOUT_MS: str(self.session_timeout_ms),
         }
@@ -48,6 +63,13 @@ class GroupConfigLimits:
         values = {}
         for name, default in self.defaults().items():
             text = explicit.get(name, default)
+            if name in _BOOLEAN_CONFIGS:
+                if parse_boolean(text) is None:
+                    raise InvalidGroupConfig(
+                        f"Invalid value {text} for configuration {name}:"
+                        " Expected value to be either true or false"
+                    )
+                continue
             try:
                 values[name] = int(text)
             except ValueError:
@@ -61,6 +83,9 @@ class GroupConfigLimits:
              self.min_heartbeat_interval_ms, self.max_heartbeat_interval_ms),
             (CONSUMER_SESSION_TIMEOUT_MS, session, "session.timeout.ms",
              self.min_session_timeout_ms, self.max_session_timeout_ms),
+            (CONSUMER_ASSIGNMENT_INTERVAL_MS, values[CONSUMER_ASSIGNMENT_INTERVAL_MS],
+             "assignment.interval.ms", self.min_assignment_interval_ms,
+             self.max_assignment_interval_ms),
         )  # fmt: skip
         for name, value, broker_name, low, high in bounds:
             if value < low:
@@ -105,6 +130,16 @@ class GroupConfigs:
         """The group's own value of `name`, or None for the broker's."""
         text = self._explicit.get(group_id, {}).get(name)
         return int(text) if text is not None and text.isdigit() else None
+
+    def flag(self, group_id: str, name: str) -> bool | None:
+        """The group's own value of the boolean `name`, or None for the broker's."""
+        text = self._explicit.get(group_id, {}).get(name)
+        return None if text is None else parse_boolean(text)
+
+
+def parse_boolean(text: str) -> bool | None:
+    """A boolean config value as Kafka reads one (either case), None if it is not one."""
+    return {"true": True, "false": False}.get(text.strip().lower())
 
 
 def altered(current: Mapping[str, str], changes: Mapping[str, str | None]) -> dict[str, str]:

@@ -15,7 +15,7 @@ by replay, which rebuilds exactly what the log holds.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -35,6 +35,8 @@ class TimerKind(Enum):
     # within its rebalance timeout.
     CLASSIC_JOIN = "classic-join"
     CLASSIC_SYNC = "classic-sync"
+    # A consumer group's next target assignment, once its assignment interval has passed.
+    ASSIGNMENT = "assignment"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +74,17 @@ class Reply:
     response: Any
 
 
+@dataclass(frozen=True, slots=True)
+class OffloadedWork:
+    """Work the coordinator asks to have done off the broker's event loop (a server
+    assignor's run, KIP-1263): the broker calls `run()` on a worker thread, then hands
+    what it returned (None if it raised) to `complete` on the loop, with the time then,
+    and applies the Result like any operation's. `run` reads only what it was given."""
+
+    run: Callable[[], Any]
+    complete: Callable[[Any, int], Result]
+
+
 @dataclass(slots=True)
 class Result:
     records: list[Record] = field(default_factory=list)
@@ -80,12 +93,14 @@ class Result:
     # Rebalances (and membership changes without one) that completed: (group id, entry).
     # The broker publishes them for operators; they are not coordinator state.
     rebalances: list[tuple[str, RebalanceRecord]] = field(default_factory=list)
+    offloaded: list[OffloadedWork] = field(default_factory=list)
 
     def extend(self, other: Result) -> None:
         self.records += other.records
         self.replies += other.replies
         self.timers += other.timers
         self.rebalances += other.rebalances
+        self.offloaded += other.offloaded
 
     def reply_to(self, token: Hashable) -> Any:
         """The response for `token` in this result, or None if it is still parked."""
