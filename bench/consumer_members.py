@@ -9,6 +9,11 @@ member gives up everything when it rejoins), consumer members (KIP-848) with
 ConsumerGroupHeartbeat, revoking at once what the broker takes away and saying
 so in their next heartbeat, sent straight away (as clients do).
 
+`consumer` runs with Kafka 4.3's defaults: a group's next target assignment no
+sooner than group.consumer.assignment.interval.ms (1 s) after the last, computed
+off the event loop (KIP-1263); `consumer-unbatched` with a target at every change,
+computed on the loop, as Kafka 4.2 and herdless before it did.
+
 For each protocol, on a fresh broker: N members form the group, then one joins,
 then one leaves. For each event it prints how long until every member holds its
 final assignment (every partition with exactly one member, shares within one of
@@ -19,6 +24,7 @@ to their SyncGroup answer; consumer members: only if they held none at all).
 
     python bench/consumer_members.py                            # 1,000 members, 10,000 partitions
     python bench/consumer_members.py --members 100 --partitions 1000 --protocols consumer
+    python bench/consumer_members.py --protocols consumer consumer-unbatched
 """
 
 from __future__ import annotations
@@ -61,6 +67,17 @@ BROKER_ARGS = (
     "--set",
     "max.partitions.per.request=100000",
 )
+# Broker settings per protocol beyond BROKER_ARGS.
+PROTOCOL_ARGS = {
+    "classic": (),
+    "consumer": (),
+    "consumer-unbatched": (
+        "--set",
+        "group.consumer.assignment.interval.ms=0",
+        "--set",
+        "group.consumer.assignor.offload.enable=false",
+    ),
+}
 # Kafka's error codes a consumer member reacts to.
 FENCED_MEMBER_EPOCH = 110
 UNKNOWN_MEMBER_ID = 25
@@ -310,7 +327,7 @@ def describe_stall(protocol: str, members: Sequence[object], holdings: Holdings)
 
 
 def keys_of(protocol: str, members: Sequence[object]) -> list[str]:
-    if protocol == "consumer":
+    if protocol.startswith("consumer"):
         return [m.member_id for m in members]  # type: ignore[attr-defined]
     return [m.key for m in members]  # type: ignore[attr-defined]
 
@@ -322,7 +339,7 @@ async def run_protocol(
     group = f"bench-{protocol}"
 
     def new_member() -> ConsumerMember | ClassicMember:
-        if protocol == "consumer":
+        if protocol.startswith("consumer"):
             return ConsumerMember(bootstrap, group, holdings)
         config = sm.MemberConfig(
             bootstrap,
@@ -411,13 +428,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--members", type=int, default=1_000)
     parser.add_argument("--partitions", type=int, default=10_000)
-    parser.add_argument("--protocols", nargs="+", default=["classic", "consumer"])
+    parser.add_argument(
+        "--protocols", nargs="+", choices=sorted(PROTOCOL_ARGS), default=["classic", "consumer"]
+    )
     parser.add_argument("--quiet", type=float, default=5.0, help="seconds between events")
     parser.add_argument("--timeout", type=float, default=300.0)
     args = parser.parse_args(argv)
     results: list[EventResult] = []
     for protocol in args.protocols:
-        with tempfile.TemporaryDirectory() as tmp, herdless(Path(tmp), BROKER_ARGS) as bootstrap:
+        broker_args = BROKER_ARGS + PROTOCOL_ARGS[protocol]
+        with tempfile.TemporaryDirectory() as tmp, herdless(Path(tmp), broker_args) as bootstrap:
             create_topic(bootstrap, TOPIC, args.partitions, timeout=600)
             results += asyncio.run(run_protocol(protocol, bootstrap, args))
     console.print(table(results, args))

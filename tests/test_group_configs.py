@@ -26,6 +26,8 @@ from tests.support.wire import Wire
 
 SESSION = "consumer.session.timeout.ms"
 HEARTBEAT = "consumer.heartbeat.interval.ms"
+ASSIGNMENT = "consumer.assignment.interval.ms"
+OFFLOAD = "consumer.assignor.offload.enable"
 BOUNDS = {
     "group.consumer.session.timeout.ms": "45000",
     "group.consumer.min.session.timeout.ms": "1000",
@@ -93,11 +95,17 @@ def joined(broker: BrokerProcess, name: str) -> Any:
 
 def test_a_group_has_the_brokers_defaults_until_it_sets_its_own(broker: BrokerProcess) -> None:
     assert described(broker, "plain") == {
+        ASSIGNMENT: ("1000", DEFAULT_CONFIG),
+        OFFLOAD: ("true", DEFAULT_CONFIG),
         HEARTBEAT: ("5000", DEFAULT_CONFIG),
         SESSION: ("45000", DEFAULT_CONFIG),
     }
     assert alter(broker.bootstrap, "tuned", consumer_session_timeout_ms="9000") == "OK"
+    assert alter(broker.bootstrap, "tuned", consumer_assignment_interval_ms="0") == "OK"
+    assert alter(broker.bootstrap, "tuned", consumer_assignor_offload_enable="false") == "OK"
     assert described(broker, "tuned") == {
+        ASSIGNMENT: ("0", GROUP_CONFIG),
+        OFFLOAD: ("false", GROUP_CONFIG),
         HEARTBEAT: ("5000", DEFAULT_CONFIG),
         SESSION: ("9000", GROUP_CONFIG),
     }
@@ -113,6 +121,8 @@ def test_a_group_has_the_brokers_defaults_until_it_sets_its_own(broker: BrokerPr
         ({"consumer_heartbeat_interval_ms": "15001"}, f"{HEARTBEAT} must be less than or equal"),
         ({"consumer_session_timeout_ms": "1000"}, f"{SESSION} must be greater than {HEARTBEAT}"),
         ({"consumer_session_timeout_ms": "soon"}, "Invalid value soon"),
+        ({"consumer_assignment_interval_ms": "15001"}, f"{ASSIGNMENT} must be less than"),
+        ({"consumer_assignor_offload_enable": "maybe"}, "Expected value to be either true"),
         ({"consumer_max_poll_ms": "1"}, "Unknown group config name: consumer.max.poll.ms"),
     ],
 )
@@ -172,6 +182,8 @@ def test_the_cli_shows_and_changes_a_groups_configs(broker: BrokerProcess) -> No
         return succeeded(herdless("groups", "configs", "cli-tuned", *args, "-b", broker.bootstrap))
 
     assert table_rows(configs()) == [
+        [ASSIGNMENT, "1000", "default_config"],
+        [OFFLOAD, "true", "default_config"],
         [HEARTBEAT, "5000", "default_config"],
         [SESSION, "45000", "default_config"],
     ]
@@ -179,7 +191,7 @@ def test_the_cli_shows_and_changes_a_groups_configs(broker: BrokerProcess) -> No
         "--config", f"{SESSION}=20000", "--config", f"{HEARTBEAT}=2000"
     )
     document = json.loads(configs("-o", "json"))
-    assert document["configs"][1] == {
+    assert document["configs"][3] == {
         "name": SESSION,
         "value": "20000",
         "source": "dynamic_group_config",

@@ -66,6 +66,19 @@ def test_consumer_group_settings_follow_kafkas_rules() -> None:
     )
     assert coordinator.consumer_assignors == ("uniform", "range")
     assert coordinator.consumer_migration_policy is ConsumerGroupMigrationPolicy.BIDIRECTIONAL
+    # Kafka 4.3's KIP-1263 defaults: a target a second at most, its assignor off the loop.
+    assert coordinator.consumer_assignment_interval_ms == 1_000
+    assert coordinator.consumer_assignor_offload_enable is True
+    inline = configured(
+        {
+            "group.consumer.assignment.interval.ms": "0",
+            "group.consumer.assignor.offload.enable": "false",
+        }
+    )
+    inline.validate()
+    assert inline.coordinator_config().consumer_assignment_interval_ms == 0
+    assert inline.coordinator_config().consumer_assignor_offload_enable is False
+    assert inline.group_config_limits().defaults()["consumer.assignment.interval.ms"] == "0"
     upgrade_only = configured({"group.consumer.migration.policy": "Upgrade"})
     policy = upgrade_only.coordinator_config().consumer_migration_policy
     assert policy is ConsumerGroupMigrationPolicy.UPGRADE  # any case, as Kafka reads it
@@ -92,6 +105,8 @@ def test_consumer_group_settings_follow_kafkas_rules() -> None:
             "must be less than",
         ),
         ({"group.consumer.min.session.timeout.ms": "70000"}, "must be at least"),
+        ({"group.consumer.assignment.interval.ms": "15001"}, "must be between"),
+        ({"group.consumer.assignment.interval.ms": "-1"}, "must be at least 0"),
         ({"group.consumer.assignors": "sticky"}, "no assignor 'sticky'"),
         ({"group.consumer.migration.policy": "sideways"}, "must be one of"),
     ):

@@ -28,7 +28,8 @@ def configs(
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> None:
     """Show a consumer group's configs (consumer.session.timeout.ms,
-    consumer.heartbeat.interval.ms), or change some: the others keep their values."""
+    consumer.heartbeat.interval.ms, consumer.assignment.interval.ms,
+    consumer.assignor.offload.enable), or change some: the others keep their values."""
     from kafka.admin import ConfigResource, ConfigResourceType
     from kafka.errors import KafkaError
 

@@ -146,6 +146,11 @@ class ConsumerGroups:
         # The epoch of each group's target assignment being computed off the loop: one at
         # a time per group. Not in the log: a loaded shard computes again.
         self._computing: dict[str, int] = {}
+        # Joins waiting for the target being computed with them: (token, request, the member
+        # before the request), by group; answered when it is written.
+        self._parked_joins: dict[
+            str, list[tuple[Hashable, ConsumerGroupHeartbeatRequest, ConsumerGroupMember]]
+        ] = {}
 
     # ======================================================================
     # records
@@ -267,11 +272,12 @@ class ConsumerGroups:
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 response = self._leave(out, req, now_ms)
             else:
-                response = self._join_or_heartbeat(out, req, topics, now_ms)
+                response = self._join_or_heartbeat(out, req, topics, token, now_ms)
         except HeartbeatRefused as refused:
             assert not out.records, "a refused heartbeat wrote records"
             response = ConsumerGroupHeartbeatResponse(refused.error_code, refused.message)
-        out.replies.append(Reply(token, response))
+        if response is not None:
+            out.replies.append(Reply(token, response))
         return out
 
     def _not_found(self, group_id: str) -> str:
@@ -287,8 +293,10 @@ class ConsumerGroups:
         out: Result,
         req: ConsumerGroupHeartbeatRequest,
         topics: TopicsImage,
+        token: Hashable,
         now_ms: int,
-    ) -> ConsumerGroupHeartbeatResponse:
+    ) -> ConsumerGroupHeartbeatResponse | None:
+        """The answer, or None for a join parked until its target is written."""
         group_id = req.group_id
         joining = req.member_epoch == 0
         group = self.groups.get(group_id)
@@ -332,9 +340,28 @@ class ConsumerGroups:
             self._bump_group_epoch(out, group, cause, member_label(updated))
         self.update_target_assignment(out, group, now_ms)
 
-        member_id = updated.member_id
+        self._schedule_session(out, group_id, updated.member_id, now_ms)
+        if joining and self._computing.get(group_id) == group.group_epoch:
+            # The target being computed (off the loop, for milliseconds) is the first with
+            # this member: its answer waits for it, so that a member joining a quiet group
+            # has its partitions in its first answer, as when the target is computed inline,
+            # rather than at its next heartbeat, seconds later.
+            self._parked_joins.setdefault(group_id, []).append((token, req, before))
+            return None
+        return self._answer(out, group, req, before, now_ms)
+
+    def _answer(
+        self,
+        out: Result,
+        group: ConsumerGroup,
+        req: ConsumerGroupHeartbeatRequest,
+        before: ConsumerGroupMember,
+        now_ms: int,
+    ) -> ConsumerGroupHeartbeatResponse:
+        """The member's assignment moves towards its target; what it is told of it."""
+        group_id, member_id = group.group_id, before.member_id
+        joining = req.member_epoch == 0
         self._reconcile(out, group, group.members[member_id], req.owned_partitions, now_ms)
-        self._schedule_session(out, group_id, member_id, now_ms)
         current = group.members[member_id]
         # The assignment goes out when it changed, and to a member that sent everything
         # (when joining, or after an error), whatever it believes it has.
@@ -578,7 +605,12 @@ class ConsumerGroups:
         out = Result()
         group_id = group.group_id
         if self.groups.get(group_id) is not group or self._computing.get(group_id) != epoch:
-            return out  # deleted, converted or unloaded meanwhile
+            # Deleted, converted or unloaded meanwhile; a group of the same id made since
+            # answers its own joins when its target is written.
+            if group_id not in self.groups:
+                for token, _, before in self._parked_joins.pop(group_id, []):
+                    out.replies.append(Reply(token, _not_a_member(before.member_id, group_id)))
+            return out
         del self._computing[group_id]
         if targets is None:
             retry = now_ms + max(self.config.consumer_assignment_interval_for(group_id), 1_000)
@@ -588,9 +620,16 @@ class ConsumerGroups:
                 retry,
                 lambda o, now: self._assignment_due(o, group_id, now),
             )
-            return out
-        self._install_target(out, group, epoch, specs, targets, now_ms)
-        self.update_target_assignment(out, group, now_ms)
+        else:
+            self._install_target(out, group, epoch, specs, targets, now_ms)
+        for token, req, before in self._parked_joins.pop(group_id, []):
+            if before.member_id in group.members:
+                response = self._answer(out, group, req, before, now_ms)
+            else:  # it left, or was fenced, meanwhile
+                response = _not_a_member(before.member_id, group_id)
+            out.replies.append(Reply(token, response))
+        if targets is not None:
+            self.update_target_assignment(out, group, now_ms)
         return out
 
     def _install_target(
@@ -820,12 +859,17 @@ class ConsumerGroups:
         self._write(out, ConsumerGroupPartitionMetadataKey(group_id), None)
         self._write(out, ConsumerGroupMetadataKey(group_id), None)
 
-    def unload(self) -> None:
+    def unload(self) -> list[Reply]:
+        """Drop everything; the answers of the joins parked meanwhile (NOT_COORDINATOR)."""
+        parked = [token for joins in self._parked_joins.values() for token, _, _ in joins]
+        self._parked_joins.clear()
         self.groups.clear()
         self._regexes_resolved_with.clear()
         self._history.clear()
         self._unconfirmed.clear()
         self._computing.clear()
+        error = ConsumerGroupHeartbeatResponse(ErrorCode.NOT_COORDINATOR)
+        return [Reply(token, error) for token in parked]
 
     # ======================================================================
     # history
@@ -880,6 +924,12 @@ def _session_key(group_id: str, member_id: str) -> TimerKey:
 
 def _revocation_key(group_id: str, member_id: str) -> TimerKey:
     return TimerKey(TimerKind.REVOCATION, group_id, member_id)
+
+
+def _not_a_member(member_id: str, group_id: str) -> ConsumerGroupHeartbeatResponse:
+    return ConsumerGroupHeartbeatResponse(
+        ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}."
+    )
 
 
 def _assignment_key(group_id: str) -> TimerKey:

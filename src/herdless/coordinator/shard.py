@@ -257,7 +257,7 @@ class CoordinatorShard:
         for key in list(self._timers):
             self._cancel(out, key)
         self.groups.clear()
-        self.consumer.unload()
+        out.replies += self.consumer.unload()
         self.offsets.clear()
         return out
 
