@@ -18,7 +18,7 @@ partition has exactly one owner.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -29,7 +29,7 @@ from herdless.coordinator.consumer_group import ConsumerGroupState
 from herdless.coordinator.messages import LeavingMember
 from herdless.coordinator.topic_metadata import NO_PARTITIONS, Partitions
 from herdless.protocol.errors import ErrorCode
-from tests.coordinator.context import Context
+from tests.coordinator.context import TEST_CONFIG, Context
 from tests.coordinator.snapshot import snapshot
 from tests.coordinator.test_group_conversion import (
     classic_group,
@@ -63,9 +63,11 @@ class Client:
 
 
 class MixedGroupMachine(RuleBasedStateMachine):
+    config = TEST_CONFIG
+
     def __init__(self) -> None:
         super().__init__()
-        self.ctx = Context()
+        self.ctx = Context(self.config)
         a, b = classic_group(self.ctx)
         group = self.ctx.shard.groups[GROUP]
         self.clients = [
@@ -259,10 +261,20 @@ class MixedGroupMachine(RuleBasedStateMachine):
         return "\n".join(lines)
 
 
-MixedGroupMachine.TestCase.settings = settings(
-    max_examples=40,
-    stateful_step_count=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+class BatchedMixedGroupMachine(MixedGroupMachine):
+    """Kafka 4.3's defaults: a target at most every second, by an offloaded assignor."""
+
+    config = replace(
+        TEST_CONFIG, consumer_assignment_interval_ms=1_000, consumer_assignor_offload_enable=True
+    )
+
+
+for machine in (MixedGroupMachine, BatchedMixedGroupMachine):
+    machine.TestCase.settings = settings(
+        max_examples=40,
+        stateful_step_count=30,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
 TestMixedGroupMachine = MixedGroupMachine.TestCase
+TestBatchedMixedGroupMachine = BatchedMixedGroupMachine.TestCase

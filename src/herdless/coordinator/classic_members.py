@@ -310,6 +310,7 @@ class ClassicMembers:
             groups._refresh_subscription_metadata(out, group, None)
             who = ", ".join(member_label(member) for member in left_members)
             groups._bump_group_epoch(out, group, RebalanceCause.MEMBER_LEFT, who)
+            groups.update_target_assignment(out, group, now_ms)
         out.replies.append(Reply(token, LeaveGroupResponse(ErrorCode.NONE, tuple(results))))
         return out
 
