@@ -95,6 +95,9 @@ class Holdings:
         self._empty_since: dict[str, float] = {}
         self.gaps: dict[str, float] = {}
         self.changed = asyncio.Event()
+        # How long each ConsumerGroupHeartbeat took to be answered, since the window began:
+        # what a broker whose event loop computes a whole target makes everyone wait.
+        self.latencies: list[float] = []
 
     def hold(self, member: str, partitions: frozenset[int], pending: bool = False) -> None:
         now = time.perf_counter()
@@ -121,6 +124,7 @@ class Holdings:
         """Gaps count from now; a member empty now is counted from now."""
         now = time.perf_counter()
         self.gaps = {}
+        self.latencies = []
         for member in self._empty_since:
             self._empty_since[member] = now
 
@@ -206,9 +210,11 @@ class ConsumerMember:
             topic_partitions=owned,
         )
         self.owned_changed = False
+        sent = time.perf_counter()
         response = await self.connection.request(
             request, ConsumerGroupHeartbeatResponse, SESSION_TIMEOUT_MS / 1000
         )
+        self.holdings.latencies.append(time.perf_counter() - sent)
         if response.error_code in (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID):
             self.epoch, self.owned, self.owned_changed = 0, {}, True
             self.holdings.hold(self.member_id, frozenset())
@@ -288,6 +294,17 @@ class EventResult:
     paused: int = 0
     longest_gap_s: float = 0.0
     median_gap_s: float = 0.0
+    heartbeat_p99_ms: float | None = None
+    heartbeat_max_ms: float | None = None
+
+
+def latency_figures(latencies: list[float]) -> dict[str, float]:
+    """p99 and max of heartbeat answers in ms; none for members that sent none."""
+    if not latencies:
+        return {}
+    ordered = sorted(latencies)
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    return {"heartbeat_p99_ms": p99 * 1000, "heartbeat_max_ms": ordered[-1] * 1000}
 
 
 async def gather_limited(limit: int, jobs: Sequence[Callable[[], object]]) -> None:
@@ -364,7 +381,14 @@ async def run_protocol(
     formed = None if settled is None else time.perf_counter() - started
     if settled is None:
         describe_stall(protocol, members, holdings)
-    results.append(EventResult(protocol, f"{args.members} members form the group", formed))
+    results.append(
+        EventResult(
+            protocol,
+            f"{args.members} members form the group",
+            formed,
+            **latency_figures(holdings.latencies),
+        )
+    )
 
     async def event(name: str, act: Callable[[], object], size: int, staying: list[str]) -> None:
         await asyncio.sleep(args.quiet)
@@ -386,6 +410,7 @@ async def run_protocol(
                 len(paused),
                 max(gaps, default=0.0),
                 statistics.median(paused) if paused else 0.0,
+                **latency_figures(holdings.latencies),
             )
         )
 
@@ -409,7 +434,8 @@ async def run_protocol(
 def table(results: list[EventResult], args: argparse.Namespace) -> Table:
     out = Table(title=f"{args.members} members, {args.partitions} partitions, one broker")
     for column in ("protocol", "event", "settled after s", "staying members paused",
-                   "longest pause s", "median pause s"):  # fmt: skip
+                   "longest pause s", "median pause s", "heartbeat p99 ms",
+                   "heartbeat max ms"):  # fmt: skip
         out.add_column(column, justify="left" if column in ("protocol", "event") else "right")
     for r in results:
         formed = r.staying == 0
@@ -420,6 +446,8 @@ def table(results: list[EventResult], args: argparse.Namespace) -> Table:
             "" if formed else f"{r.paused} of {r.staying}",
             "" if formed else f"{r.longest_gap_s:.2f}",
             "" if formed else f"{r.median_gap_s:.2f}",
+            "" if r.heartbeat_p99_ms is None else f"{r.heartbeat_p99_ms:.0f}",
+            "" if r.heartbeat_max_ms is None else f"{r.heartbeat_max_ms:.0f}",
         )
     return out
 
