@@ -467,7 +467,13 @@ class ShardRuntime:
         try:
             self._require_leading()
         except CoordinatorError:
-            return  # a lost leadership resets the state soon; it recomputes if it leads again
+            # Leadership in doubt: the result waits until it is settled, as timers do (a
+            # lost leadership resets the state; a renewed one must still hear of it, or
+            # the group would wait for this target for ever).
+            asyncio.get_running_loop().call_later(
+                LEADERSHIP_RECHECK_S, self._offloaded_done, work, value, incarnation
+            )
+            return
         self._apply(work.complete(value, now_ms()), leading=True)
 
     # -- timers ----------------------------------------------------------------
