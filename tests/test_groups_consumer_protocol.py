@@ -328,6 +328,7 @@ def test_describe_and_history_show_each_member_against_its_target(
         assert (m["member_epoch"], m["member_state"]) == (2, "stable")
         assert m["target_partitions"] == m["partitions"] and len(m["partitions"]) == 2
         assert m["partitions_to_revoke"] == m["partitions_to_assign"] == []
+        assert m["member_protocol"] == "consumer"
     state = table_rows(
         succeeded(herdless("groups", "describe", "vis848", "--state", "-b", bootstrap))
     )
@@ -335,9 +336,9 @@ def test_describe_and_history_show_each_member_against_its_target(
     members = table_rows(
         succeeded(herdless("groups", "describe", "vis848", "--members", "-b", bootstrap))
     )
-    assert sorted((row[4], row[8], row[9], row[11], row[12]) for row in members) == [
-        ("a", "2", "stable", "-", "-"),
-        ("b", "2", "stable", "-", "-"),
+    assert sorted((row[4], row[8], row[9], row[11], row[12], row[13]) for row in members) == [
+        ("a", "2", "stable", "-", "-", "consumer"),
+        ("b", "2", "stable", "-", "-", "consumer"),
     ]
 
     # The history: a joined (epoch 1), b joined (epoch 2) and both reached it.

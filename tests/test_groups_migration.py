@@ -21,6 +21,7 @@ back into a classic one. Checked from the members' own reports:
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +31,7 @@ from confluent_kafka import ConsumerGroupType
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.broker import BrokerProcess, module_broker
+from tests.support.cli import herdless, succeeded
 from tests.support.members import (
     BackgroundProducer,
     Member,
@@ -69,6 +71,14 @@ def group_type(bootstrap: str, group: str) -> ConsumerGroupType:
     types = {g.group_id: g.type for g in listed.valid}
     del admin
     return types[group]
+
+
+def member_protocols(bootstrap: str, group: str) -> dict[str, str]:
+    """Client id -> the protocol each member speaks, as `herdless groups describe` shows it
+    (ConsumerGroupDescribe v1's member type)."""
+    out = succeeded(herdless("groups", "describe", group, "-o", "json", "-b", bootstrap))
+    (described,) = json.loads(out)
+    return {m["client_id"]: m["member_protocol"] for m in described["members"]}
 
 
 def longest_pause(members: list[Member], since: float) -> tuple[float, float]:
@@ -122,6 +132,9 @@ def test_a_rolling_upgrade_to_the_consumer_protocol_and_back(
             )
             # From the first new-protocol member on, one consumer group holds them all.
             assert group_type(bootstrap, name) is ConsumerGroupType.CONSUMER
+            expected = {f"n{j}": "consumer" for j in range(i + 1)}
+            expected.update({f"c{j}": "classic" for j in range(i + 1, 3)})
+            assert member_protocols(bootstrap, name) == expected
 
         # Down: each new-protocol member restarts with the classic protocol.
         for i in range(3):

@@ -167,6 +167,10 @@ def test_a_heartbeat_upgrades_a_live_classic_group_with_kafkas_records() -> None
     # Classic members' sessions are their own.
     assert ctx.timers[TimerKey(TimerKind.SESSION, "g", a)] == ctx.now + 10_000
     assert snapshot(ctx.replayed(ctx.log)) == snapshot(ctx.shard)
+    # ConsumerGroupDescribe says which protocol each member speaks.
+    (described,) = ctx.consumer_describe("g")
+    classic = {m.member_id: m.uses_classic_protocol for m in described.members}
+    assert classic == {a: True, b: True, "new": False}
 
 
 def test_partitions_move_to_the_new_member_only_after_their_classic_owner_released_them() -> None:

@@ -37,6 +37,9 @@ GROUPS_PER_OFFSET_FETCH = 5
 MEMBER_STATES = {0: "stable", 1: "unrevoked partitions", 2: "unreleased partitions"}
 CLASSIC = "classic"
 CONSUMER = "consumer"
+# ConsumerGroupDescribe v1's MemberType (KIP-1099): which protocol a member of a consumer
+# group speaks; a classic one has not restarted with the new protocol since an upgrade.
+MEMBER_PROTOCOLS = {0: CLASSIC, 1: CONSUMER}
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +56,8 @@ class Reconciliation:
     to_revoke: tuple[TopicPartition, ...]
     # In the target, not yet assigned (held by another member until it revokes them).
     to_assign: tuple[TopicPartition, ...]
+    # MEMBER_PROTOCOLS' words; None when the broker does not say (ConsumerGroupDescribe v0).
+    protocol: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,10 +139,17 @@ def _describe_consumer_groups(
     async def ask() -> list[Any]:
         described = []
         for node, ids in by_coordinator.items():
-            request = ConsumerGroupDescribeRequest[0](
-                group_ids=ids, include_authorized_operations=False
-            )
-            described += (await admin._manager.send(request, node_id=node)).groups
+            # v1 says which protocol each member speaks; Kafka 3.7-3.9 serve v0 only.
+            for version in (1, 0):
+                request = ConsumerGroupDescribeRequest[version](
+                    group_ids=ids, include_authorized_operations=False
+                )
+                try:
+                    described += (await admin._manager.send(request, node_id=node)).groups
+                    break
+                except KafkaError:
+                    if version == 0:
+                        raise
         return described
 
     try:
@@ -181,6 +193,7 @@ def _consumer_member(m: Any, target_epoch: int) -> Member:
         instance_id=m.instance_id,
         partitions=assigned,
         reconciliation=Reconciliation(
+            protocol=MEMBER_PROTOCOLS.get(getattr(m, "member_type", -1)),
             member_epoch=m.member_epoch,
             state=state,
             rack=m.rack_id,

@@ -164,6 +164,7 @@ def _member_json(m: Member) -> dict[str, Any]:
         "target_partitions": r and _partitions_json(r.target),
         "partitions_to_revoke": r and _partitions_json(r.to_revoke),
         "partitions_to_assign": r and _partitions_json(r.to_assign),
+        "member_protocol": r and r.protocol,
     }
 
 
@@ -205,6 +206,7 @@ RECONCILIATION_COLUMNS = (
     "TARGET-ASSIGNMENT",
     "TO-REVOKE",
     "TO-ASSIGN",
+    "MEMBER-PROTOCOL",
 )
 EPOCH_COLUMNS = ("PROTOCOL", "GROUP-EPOCH", "TARGET-EPOCH")
 
@@ -224,6 +226,7 @@ def _reconciliation_cells(m: Member) -> tuple[object, ...]:
         format_partitions(r.target),
         format_partitions(r.to_revoke),
         format_partitions(r.to_assign),
+        r.protocol,
     )
 
 

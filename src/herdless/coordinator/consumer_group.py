@@ -339,6 +339,7 @@ def describe_group(
             subscribed_topic_regex=m.subscribed_topic_regex,
             assignment=named(m.assigned),
             target_assignment=named(group.target_of(m.member_id)),
+            uses_classic_protocol=m.uses_classic_protocol,
             member_state=int(m.state),
             pending_revocation=named(m.assignment.pending_revocation),
         )

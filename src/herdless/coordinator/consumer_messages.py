@@ -64,6 +64,8 @@ class DescribedConsumerGroupMember:
     subscribed_topic_regex: str | None
     assignment: tuple[DescribedTopicPartitions, ...]
     target_assignment: tuple[DescribedTopicPartitions, ...]
+    # A member that still speaks the classic protocol inside the group (an online upgrade).
+    uses_classic_protocol: bool = False
     # Beyond Kafka's fields (herdless sends them as tagged fields): where the member is in
     # reconciliation (MemberState's value), and what it still owns but must give up.
     member_state: int = -1

@@ -28,7 +28,9 @@ if TYPE_CHECKING:
 
 CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_GROUP_DESCRIBE = 69
-# ConsumerGroupDescribe v1 says what protocol each member speaks; all of ours speak this one.
+# ConsumerGroupDescribe v1 says what protocol each member speaks (KIP-1099): the classic
+# one (a member not yet restarted after an online upgrade), or this one.
+CLASSIC_MEMBER_TYPE = 0
 CONSUMER_MEMBER_TYPE = 1
 
 log = logging.getLogger(__name__)
@@ -154,7 +156,7 @@ def _member(Member: Any, member: m.DescribedConsumerGroupMember) -> Any:
         subscribed_topic_regex=member.subscribed_topic_regex,
         assignment=assignment(member.assignment),
         target_assignment=assignment(member.target_assignment),
-        member_type=CONSUMER_MEMBER_TYPE,
+        member_type=CLASSIC_MEMBER_TYPE if member.uses_classic_protocol else CONSUMER_MEMBER_TYPE,
         member_state=member.member_state,
         # Left out (null) when there is nothing to revoke: the tagged field costs nothing.
         partitions_pending_revocation=topic_partitions(member.pending_revocation) or None,
