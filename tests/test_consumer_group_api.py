@@ -9,6 +9,7 @@ ListGroups and DescribeGroups as Kafka shows it, and all of it loaded back from
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -201,4 +202,57 @@ def test_version_0_members_are_given_their_id(broker: BrokerProcess) -> None:
     assert joined.error_code == 0 and len(joined.member_id) > 0
     bad = heartbeat(wire, joined.member_id, 1, version=0, server_assignor="sticky")
     assert bad.error_code == ErrorCode.UNSUPPORTED_ASSIGNOR
+    wire.close()
+
+
+def test_describe_shows_a_member_revoking_and_the_one_waiting_for_its_partitions(
+    broker: BrokerProcess,
+) -> None:
+    """herdless's two tagged fields of ConsumerGroupDescribe (MemberState,
+    PartitionsPendingRevocation) read from a live broker while a revocation is under way."""
+    wire = Wire(broker)
+    Owned = ConsumerGroupHeartbeatRequest[1].TopicPartitions
+    joined = heartbeat(wire, "m1", 0)
+    ((topic_id, everything),) = assigned(joined).items()
+    assert everything == [0, 1, 2, 3]
+    heartbeat(wire, "m1", 1, owned=[Owned(topic_id=topic_id, partitions=everything)])
+    second = heartbeat(wire, "m2", 0)  # at the last target's epoch, with nothing yet
+
+    # m1 is told to give up half (once the group's next target is computed: within the
+    # broker's assignment interval); it does not say it did yet.
+    deadline = time.monotonic() + 10
+    kept: list[int] = everything
+    while kept == everything:
+        assert time.monotonic() < deadline, "m1 was never asked to revoke"
+        time.sleep(0.1)
+        answer = heartbeat(wire, "m1", 1)
+        assert answer.error_code == 0
+        if answer.assignment is not None:
+            kept = assigned(answer)[topic_id]
+    assert len(kept) == 2
+    waits = heartbeat(wire, "m2", second.member_epoch)  # for what m1 still holds
+    assert waits.error_code == 0 and waits.member_epoch > second.member_epoch
+
+    group, _ = describe(wire)
+    by_id = {m.member_id: m for m in group.members}
+    revoking, waiting = by_id["m1"], by_id["m2"]
+    assert revoking.member_state == 1  # unrevoked partitions
+    (pending,) = revoking.partitions_pending_revocation
+    assert (pending.topic_id, sorted(pending.partitions)) == (
+        topic_id,
+        sorted(set(everything) - set(kept)),
+    )
+    assert waiting.member_state == 2  # unreleased partitions
+    assert not waiting.partitions_pending_revocation
+    assert group.group_state == "Reconciling"
+
+    # m1 says it let them go: both reach the target.
+    released = heartbeat(wire, "m1", 1, owned=[Owned(topic_id=topic_id, partitions=kept)])
+    assert released.error_code == 0 and released.member_epoch > 1
+    took = heartbeat(wire, "m2", waits.member_epoch)
+    assert sorted(assigned(took)[topic_id]) == sorted(set(everything) - set(kept))
+    group, _ = describe(wire)
+    assert [m.member_state for m in group.members] == [0, 0]
+    assert not any(m.partitions_pending_revocation for m in group.members)
+    assert group.group_state == "Stable"
     wire.close()
