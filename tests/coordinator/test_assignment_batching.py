@@ -27,6 +27,7 @@ from herdless.coordinator.group_configs import (
     InvalidGroupConfig,
 )
 from herdless.coordinator.reconciliation import MemberState
+from herdless.coordinator.target_assignment import next_target_due
 from herdless.protocol.errors import ErrorCode
 from tests.coordinator.context import TEST_CONFIG, TOPIC_T, Context
 from tests.coordinator.test_consumer_groups import kinds, member, parts
@@ -325,3 +326,15 @@ def test_group_config_defaults_are_the_brokers() -> None:
     assert defaults[CONSUMER_ASSIGNMENT_INTERVAL_MS] == "250"
     assert defaults[CONSUMER_ASSIGNOR_OFFLOAD_ENABLE] == "false"
     assert limits.validate({CONSUMER_ASSIGNOR_OFFLOAD_ENABLE: "True"})
+
+
+@pytest.mark.parametrize(
+    ("last", "now", "due"),
+    [
+        (0, T0, 0),  # none finished here: at once
+        (T0, T0 + 10, T0 + INTERVAL_MS),
+        (T0 + 3_600_000, T0, T0 + INTERVAL_MS),  # another clock, ahead: one interval at most
+    ],
+)
+def test_when_the_next_target_is_due(last: int, now: int, due: int) -> None:
+    assert next_target_due(last, INTERVAL_MS, now) == due

@@ -38,7 +38,7 @@ import re
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import replace
 
-from herdless.coordinator.assignors import ASSIGNORS, MemberSpec
+from herdless.coordinator.assignors import ASSIGNORS
 from herdless.coordinator.config import CoordinatorConfig
 from herdless.coordinator.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -94,6 +94,12 @@ from herdless.coordinator.messages import ListedGroup, RebalanceRecord
 from herdless.coordinator.reconciliation import CurrentAssignment, MemberState, reconcile
 from herdless.coordinator.result import OffloadedWork, Reply, Result, TimerKey, TimerKind
 from herdless.coordinator.state import GroupState
+from herdless.coordinator.target_assignment import (
+    AssignorRun,
+    assignor_run,
+    next_target_due,
+    placed_targets,
+)
 from herdless.coordinator.topic_metadata import (
     NO_PARTITIONS,
     Partitions,
@@ -536,75 +542,45 @@ class ConsumerGroups:
         group_id = group.group_id
         if group.group_epoch <= group.target_assignment_epoch or group_id in self._computing:
             return
-        last = group.assignment_timestamp_ms
-        # 0: no target was computed here yet (or a log without the timestamp). One ahead of
-        # this clock (another broker's, before a failover) waits no longer than an interval.
-        due = (
-            min(last, now_ms) + self.config.consumer_assignment_interval_for(group_id)
-            if last
-            else 0
-        )
-        key = _assignment_key(group_id)
+        interval = self.config.consumer_assignment_interval_for(group_id)
+        due = next_target_due(group.assignment_timestamp_ms, interval, now_ms)
         if now_ms < due:
-            self._schedule_timer(
-                out, key, due, lambda o, now: self._assignment_due(o, group_id, now)
-            )
+            self._schedule_assignment(out, group_id, due)
             return
-        self._cancel_timer(out, key)
-        self._compute_target_assignment(out, group, now_ms)
-
-    def _assignment_due(self, out: Result, group_id: str, now_ms: int) -> None:
-        group = self.groups.get(group_id)
-        if group is not None:
-            self.update_target_assignment(out, group, now_ms)
-
-    def _compute_target_assignment(self, out: Result, group: ConsumerGroup, now_ms: int) -> None:
-        """The assignor runs on what the group is now: inline, or, offloaded, on a copy
-        the broker's worker thread reads while the group moves on."""
-        preferred = group.preferred_assignor()
-        name = preferred if preferred in self._assignors() else self._assignors()[0]
-        ids = {n: t.topic_id for n, t in group.subscription_metadata.items()}
-        counts = {t.topic_id: t.num_partitions for t in group.subscription_metadata.values()}
-        racks = {t.topic_id: t.partition_racks for t in group.subscription_metadata.values()}
-        specs = {
-            m.member_id: MemberSpec(
-                m.instance_id,
-                frozenset(ids[n] for n in group.member_topic_names(m) if n in ids),
-                group.target_of(m.member_id),
-                m.rack_id,
-            )
-            for m in group.members.values()
-        }
-        assignor = ASSIGNORS[name]
-        epoch = group.group_epoch
-        if not self.config.consumer_assignor_offload_for(group.group_id):
-            self._install_target(out, group, epoch, specs, assignor(specs, counts, racks), now_ms)
+        self._cancel_timer(out, _assignment_key(group_id))
+        run = assignor_run(group, self._assignors())
+        if not self.config.consumer_assignor_offload_for(group_id):
+            self._install_target(out, group, run, run(), now_ms)
             return
-        self._computing[group.group_id] = epoch
+        # Off the loop: the run reads its own copy of the group, which moves on meanwhile.
+        self._computing[group_id] = run.group_epoch
         out.offloaded.append(
-            OffloadedWork(
-                run=lambda: assignor(specs, counts, racks),
-                complete=lambda targets, now: self._target_computed(
-                    group, epoch, specs, targets, now
-                ),
-            )
+            OffloadedWork(run, lambda targets, now: self._target_computed(group, run, targets, now))
         )
+
+    def _schedule_assignment(self, out: Result, group_id: str, deadline_ms: int) -> None:
+        def due(o: Result, now: int) -> None:
+            group = self.groups.get(group_id)
+            if group is not None:
+                self.update_target_assignment(o, group, now)
+
+        self._schedule_timer(out, _assignment_key(group_id), deadline_ms, due)
 
     def _target_computed(
         self,
         group: ConsumerGroup,
-        epoch: int,
-        specs: dict[str, MemberSpec],
+        run: AssignorRun,
         targets: dict[str, Partitions] | None,
         now_ms: int,
     ) -> Result:
-        """An offloaded assignor finished (`targets` None: it failed). Its target is for
-        the members it was given: one that left since is skipped, a static member that
-        came back under a new id gets its instance's, one that joined since keeps what it
-        has until the next target, which starts if the group epoch moved on meanwhile."""
+        """An offloaded run finished (`targets` None: it failed). Its target is written for
+        the members as they are now (target_assignment.placed_targets); the joins parked for
+        it are answered; the next target starts if the group epoch moved on meanwhile."""
         out = Result()
         group_id = group.group_id
-        if self.groups.get(group_id) is not group or self._computing.get(group_id) != epoch:
+        if self.groups.get(group_id) is not group or self._computing.get(group_id) != (
+            run.group_epoch
+        ):
             # Deleted, converted or unloaded meanwhile; a group of the same id made since
             # answers its own joins when its target is written.
             if group_id not in self.groups:
@@ -613,15 +589,10 @@ class ConsumerGroups:
             return out
         del self._computing[group_id]
         if targets is None:
-            retry = now_ms + max(self.config.consumer_assignment_interval_for(group_id), 1_000)
-            self._schedule_timer(
-                out,
-                _assignment_key(group_id),
-                retry,
-                lambda o, now: self._assignment_due(o, group_id, now),
-            )
+            interval = self.config.consumer_assignment_interval_for(group_id)
+            self._schedule_assignment(out, group_id, now_ms + max(interval, 1_000))
         else:
-            self._install_target(out, group, epoch, specs, targets, now_ms)
+            self._install_target(out, group, run, targets, now_ms)
         for token, req, before in self._parked_joins.pop(group_id, []):
             if before.member_id in group.members:
                 response = self._answer(out, group, req, before, now_ms)
@@ -636,22 +607,14 @@ class ConsumerGroups:
         self,
         out: Result,
         group: ConsumerGroup,
-        epoch: int,
-        specs: dict[str, MemberSpec],
+        run: AssignorRun,
         targets: dict[str, Partitions],
         now_ms: int,
     ) -> None:
-        for member_id in sorted(specs):
-            member_now = member_id
-            if member_id not in group.members:
-                instance_id = specs[member_id].instance_id
-                static = None if instance_id is None else group.static_member(instance_id)
-                if static is None:
-                    continue
-                member_now = static.member_id
-            target = targets.get(member_id, NO_PARTITIONS)
-            if group.target_assignment.get(member_now) != target:
-                self._write_target(out, group.group_id, member_now, target)
+        for member_id, target in placed_targets(group, run, targets):
+            if group.target_assignment.get(member_id) != target:
+                self._write_target(out, group.group_id, member_id, target)
+        epoch = run.group_epoch
         value = ConsumerGroupTargetAssignmentMetadataValue(epoch, now_ms)
         self._write(out, ConsumerGroupTargetAssignmentMetadataKey(group.group_id), value)
         progress = {
