@@ -13,7 +13,12 @@ from typing import Any
 import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource, ConfigResourceType
-from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
+from kafka.protocol.admin import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+)
 
 from herdless.protocol.consumer_group_messages import (
     ConsumerGroupHeartbeatRequest,
@@ -76,12 +81,13 @@ def described(broker: BrokerProcess, name: str) -> dict[str, tuple[str, int]]:
     return {c.name: (c.value, c.config_source) for c in result.configs}
 
 
-def joined(broker: BrokerProcess, name: str) -> Any:
-    """A member joins through a raw ConsumerGroupHeartbeat; the answer."""
+def joined(broker: BrokerProcess, name: str, epoch: int = 0) -> Any:
+    """A member joins through a raw ConsumerGroupHeartbeat (or leaves, at epoch -1); the
+    answer."""
     request = ConsumerGroupHeartbeatRequest[1](
         group_id=name,
         member_id=f"{name}-member",
-        member_epoch=0,
+        member_epoch=epoch,
         rebalance_timeout_ms=30_000,
         subscribed_topic_names=["no-such-topic"],
         topic_partitions=[],
@@ -150,6 +156,28 @@ def test_members_get_the_groups_heartbeat_interval_and_session(broker: BrokerPro
     assert alter(broker.bootstrap, "quick", **back) == "OK"
     assert described(broker, "quick")[HEARTBEAT] == ("5000", DEFAULT_CONFIG)
     assert joined(broker, "quick").heartbeat_interval_ms == 5000
+
+
+def test_a_groups_configs_outlive_the_group_as_in_kafka(broker: BrokerProcess) -> None:
+    """Kafka keeps a group's configs apart from the group (in its metadata log): deleting the
+    group, or its expiry, leaves them, and a group of that id made again has them. So a
+    group's configs may be set before its first member joins, and survive its members all
+    leaving; they go with IncrementalAlterConfigs' DELETE."""
+    assert alter(broker.bootstrap, "kept-configs", consumer_heartbeat_interval_ms="250") == "OK"
+    first = joined(broker, "kept-configs")
+    assert (first.error_code, first.heartbeat_interval_ms) == (0, 250)
+    assert joined(broker, "kept-configs", epoch=-1).error_code == 0
+    wire = Wire(broker)
+    try:
+        request = DeleteGroupsRequest[2](groups_names=["kept-configs"])
+        (deleted,) = wire.call(request, DeleteGroupsResponse[2]).results  # type: ignore[attr-defined]
+    finally:
+        wire.close()
+    assert deleted.error_code == 0
+    assert described(broker, "kept-configs")[HEARTBEAT] == ("250", GROUP_CONFIG)
+    again = joined(broker, "kept-configs")
+    assert again.member_epoch == 1  # a new group...
+    assert again.heartbeat_interval_ms == 250  # ...with the configs of the one deleted
 
 
 def test_group_configs_outlive_a_restart(tmp_path: Path) -> None:
