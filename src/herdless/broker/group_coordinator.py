@@ -328,7 +328,7 @@ class ShardRuntime:
         """
         end_offset = None
         if result.records:
-            batch = build_batch([(r.key, r.value) for r in result.records], now_ms())
+            batch = build_batch(result.records, now_ms())
             try:
                 records = [(parse_header(batch), memoryview(batch))]
                 # Waited on as acks=all: an answer leaves only once its records are committed.

@@ -28,7 +28,7 @@ class TruncatedRegion(Exception):
 class ResponseWriter:
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self._writer = writer
-        transport = writer.transport
+        transport = self._transport = writer.transport
         socket = writer.get_extra_info("socket")
         self._socket_fd = (
             socket.fileno()
@@ -46,7 +46,10 @@ class ResponseWriter:
         writer = self._writer
         if len(chunks) == 1:
             writer.write(chunks[0])  # type: ignore[arg-type]
-            await writer.drain()
+            # Most answers leave whole in write(): nothing to wait for. A client gone
+            # meanwhile is noticed by the next read.
+            if self._transport.get_write_buffer_size():
+                await writer.drain()
             return
         try:
             for chunk in chunks:

@@ -165,6 +165,12 @@ class PartitionError(NamedTuple):
     partition: int
     error_code: ErrorCode
 
+    @property
+    def partition_index(self) -> int:
+        """The partition, by the name the OffsetCommit response's schema gives it: the
+        broker encodes these tuples as they are."""
+        return self.partition
+
 
 class TopicErrors(NamedTuple):
     name: str

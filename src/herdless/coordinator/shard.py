@@ -1125,7 +1125,7 @@ class CoordinatorShard:
             written = []
             for p in topic.partitions:
                 metadata = "" if p.metadata is None else p.metadata
-                if _java_length(metadata) > max_metadata:
+                if metadata and _java_length(metadata) > max_metadata:
                     results.append(PartitionError(p.partition, ErrorCode.OFFSET_METADATA_TOO_LARGE))
                     continue
                 commit_ts = now_ms if p.commit_timestamp == -1 else p.commit_timestamp

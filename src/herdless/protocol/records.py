@@ -461,8 +461,8 @@ def _varint_bytes(buf: memoryview, pos: int) -> tuple[bytes | None, int]:
 
 
 def _zigzag(value: int) -> bytes:
-    if -64 <= value < 64:
-        return _ZIGZAG_ONE_BYTE[value]
+    if 0 <= value < _SHORT_VARINTS:
+        return _ZIGZAG_SHORT[value]
     encoded = (value << 1) ^ (value >> 63)
     out = bytearray()
     while encoded > 0x7F:
@@ -472,11 +472,17 @@ def _zigzag(value: int) -> bytes:
     return bytes(out)
 
 
-# Deltas, short lengths and -1 (null) fit one byte; build_batch writes several per record.
-_ZIGZAG_ONE_BYTE = {v: bytes([(v << 1) ^ (v >> 63)]) for v in range(-64, 64)}
+# Deltas and lengths below this fit one or two bytes, looked up rather than computed:
+# encode_batch writes four per record, for every record the coordinator appends.
+_SHORT_VARINTS = 8192
+_ZIGZAG_SHORT = [
+    bytes([v << 1]) if v < 64 else bytes([((v << 1) & 0x7F) | 0x80, v >> 6])
+    for v in range(_SHORT_VARINTS)
+]
+_ZIGZAG_NULL = b"\x01"  # -1, a null key or value
 
 
-def build_batch(entries: list[tuple[bytes | None, bytes | None]], timestamp_ms: int) -> bytes:
+def build_batch(entries: Sequence[tuple[bytes | None, bytes | None]], timestamp_ms: int) -> bytes:
     """An uncompressed magic v2 batch of (key, value) records, base offset 0, no producer.
 
     For the broker's own writes (e.g. `__consumer_offsets`); the log assigns the offset.
@@ -491,22 +497,29 @@ def encode_batch(
     offset 0 and no producer, as Kafka's builder writes one: the first record's timestamp
     is the base, the largest is the max timestamp."""
     body = bytearray()
-    base_timestamp = entries[0][0]
+    base_timestamp = max_timestamp = entries[0][0]
+    short = _ZIGZAG_SHORT
     for delta, (timestamp, key, value) in enumerate(entries):
         # attributes 0, then the timestamp and offset deltas
-        parts = [b"\x00", _zigzag(timestamp - base_timestamp), _zigzag(delta)]
+        if timestamp == base_timestamp:
+            record = bytearray(b"\x00\x00")
+        else:
+            record = bytearray(b"\x00")
+            record += _zigzag(timestamp - base_timestamp)
+            max_timestamp = max(max_timestamp, timestamp)
+        record += short[delta] if delta < _SHORT_VARINTS else _zigzag(delta)
         for field in (key, value):
             if field is None:
-                parts.append(_zigzag(-1))
+                record += _ZIGZAG_NULL
             else:
-                parts.append(_zigzag(len(field)))
-                parts.append(field)
-        parts.append(b"\x00")  # no headers
-        record = b"".join(parts)
-        body += _zigzag(len(record))
+                size = len(field)
+                record += short[size] if size < _SHORT_VARINTS else _zigzag(size)
+                record += field
+        record.append(0)  # no headers
+        size = len(record)
+        body += short[size] if size < _SHORT_VARINTS else _zigzag(size)
         body += record
     count = len(entries)
-    max_timestamp = max(timestamp for timestamp, _, _ in entries)
     payload = compress(compression, body)
     after_crc = (
         _AFTER_CRC.pack(

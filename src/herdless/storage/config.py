@@ -6,9 +6,9 @@ import dataclasses
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from herdless.protocol.records import Compression
 from herdless.storage.errors import InvalidConfigError
@@ -78,6 +78,34 @@ class LogConfig:
     remote_log_delete_on_disable: bool = False
     # Kafka names given explicitly for this topic; DescribeConfigs reports them as topic configs.
     overrides: frozenset[str] = frozenset()
+    # Derived once: every append asks (compacts, timestamp_bounds, target_compression).
+    _derived: _Derived = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        policies = self.cleanup_policy.split(",")
+        log_append_time = self.message_timestamp_type == "LogAppendTime"
+        if log_append_time:
+            bounds: tuple[int | None, int | None] = (None, None)
+        else:
+            # As in Kafka 3.9: message.timestamp.difference.max.ms stands in for either
+            # bound left at its default.
+            fallback = self.message_timestamp_difference_max_ms
+            before = self.message_timestamp_before_max_ms
+            after = self.message_timestamp_after_max_ms
+            bounds = (fallback if before is None else before, fallback if after is None else after)
+        target = None
+        if self.compression_type != "producer":
+            codec = _CODECS[self.compression_type]
+            level = {
+                Compression.GZIP: self.compression_gzip_level,
+                Compression.LZ4: self.compression_lz4_level,
+                Compression.ZSTD: self.compression_zstd_level,
+            }.get(codec)
+            target = (codec, level)
+        derived = _Derived(
+            "delete" in policies, "compact" in policies, log_append_time, bounds, target
+        )
+        object.__setattr__(self, "_derived", derived)
 
     @classmethod
     def from_topic_configs(
@@ -138,29 +166,20 @@ class LogConfig:
 
     @property
     def deletes(self) -> bool:
-        return "delete" in self.cleanup_policy.split(",")
+        return self._derived.deletes
 
     @property
     def compacts(self) -> bool:
-        return "compact" in self.cleanup_policy.split(",")
+        return self._derived.compacts
 
     @property
     def log_append_time(self) -> bool:
-        return self.message_timestamp_type == "LogAppendTime"
+        return self._derived.log_append_time
 
     @property
     def timestamp_bounds(self) -> tuple[int | None, int | None]:
-        """How far before and after the broker's clock a CreateTime timestamp may be.
-
-        As in Kafka 3.9: message.timestamp.difference.max.ms stands in for either
-        bound left at its default.
-        """
-        if self.log_append_time:
-            return None, None
-        fallback = self.message_timestamp_difference_max_ms
-        before = self.message_timestamp_before_max_ms
-        after = self.message_timestamp_after_max_ms
-        return (fallback if before is None else before, fallback if after is None else after)
+        """How far before and after the broker's clock a CreateTime timestamp may be."""
+        return self._derived.timestamp_bounds
 
     @property
     def max_segment_ms(self) -> int:
@@ -172,15 +191,15 @@ class LogConfig:
     @property
     def target_compression(self) -> tuple[Compression, int | None] | None:
         """The codec and level the topic stores batches in, or None to keep the producer's."""
-        if self.compression_type == "producer":
-            return None
-        codec = _CODECS[self.compression_type]
-        level = {
-            Compression.GZIP: self.compression_gzip_level,
-            Compression.LZ4: self.compression_lz4_level,
-            Compression.ZSTD: self.compression_zstd_level,
-        }.get(codec)
-        return codec, level
+        return self._derived.target_compression
+
+
+class _Derived(NamedTuple):
+    deletes: bool
+    compacts: bool
+    log_append_time: bool
+    timestamp_bounds: tuple[int | None, int | None]
+    target_compression: tuple[Compression, int | None] | None
 
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
