@@ -568,6 +568,7 @@ class PartitionLog:
         target = config.target_compression
         if target is not None:
             batches = [self._in_codec(header, view, *target) for header, view in batches]
+        appended_messages = 0
         for header, view in batches:
             if header.size > config.max_message_bytes:
                 raise RecordTooLarge(
@@ -575,6 +576,7 @@ class PartitionLog:
                     f" {config.max_message_bytes} of {self.name}"
                 )
             self._check_records(header, view, now_ms, keyed)
+            appended_messages += header.record_count
         log_append_time = config.log_append_time
         with self._lock:
             self._check_open()
@@ -624,7 +626,7 @@ class PartitionLog:
                 ]
             self._write(segment, parts, placements, epochs, now_ms)
             self._producers.commit(plan)
-            self._appended_messages += sum(header.record_count for header, _ in batches)
+            self._appended_messages += appended_messages
             return AppendInfo(
                 first_offset=first_offset,
                 last_offset=next_offset - 1,
