@@ -106,6 +106,52 @@ def test_rolling_restart_of_every_broker(cluster: ClusterProcesses) -> None:
     verify(cluster, writer, "rolling")
 
 
+def test_a_restarted_broker_answers_nobody_before_it_knows_the_cluster(
+    cluster: ClusterProcesses,
+) -> None:
+    """A broker restarted after SIGKILL waits for its previous ZooKeeper session to
+    expire before it registers. Until it has registered and read the cluster's state it
+    must not answer clients: it once answered Metadata with no brokers, and librdkafka
+    (2.10 on) forgets every broker a Metadata answer leaves out, so a producer asking it
+    was left with no broker at all and stalled until it bootstrapped again, minutes later."""
+    from herdless.protocol.codec import REQUESTS, RESPONSES
+    from tests.support.wire import Wire
+
+    create(cluster, "restarted")
+    victim = cluster.brokers[2]
+    victim.kill()
+    victim.launch()  # at once: its previous session is still alive
+    Request = REQUESTS[3]
+    request = Request(
+        topics=[Request.MetadataRequestTopic(name="restarted")],
+        # As a producer asks: an unknown topic may be created.
+        allow_auto_topic_creation=True,
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+    )
+    request.API_VERSION = 9
+    answers = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            wire = Wire(victim, timeout=10)
+        except OSError:
+            time.sleep(0.05)  # not serving yet
+            continue
+        try:
+            answer = wire.call(request, RESPONSES[3])
+        except OSError:
+            continue
+        finally:
+            wire.close()
+        brokers = sorted(b.node_id for b in answer.brokers)
+        answers.append((brokers, [(t.name, t.error_code) for t in answer.topics]))
+        if 2 in brokers:
+            break
+    assert answers, "the restarted broker never answered"
+    assert all(a == ([1, 2, 3], [("restarted", 0)]) for a in answers), answers
+
+
 def test_zookeeper_restart(cluster: ClusterProcesses) -> None:
     create(cluster, "zk-restart")
     writer = Writer(cluster.bootstrap, "zk-restart").start()

@@ -177,8 +177,18 @@ class Broker:
         )
         # A deep accept queue: thousands of clients reconnecting at once (after a
         # restart, or a group of 10k members) overflowed asyncio's default of 100.
+        # A member of a cluster binds its port now (its registration names the port) but
+        # listens only once it has joined and read the cluster's state, as a Kafka broker
+        # processes requests only at the end of its startup: before, it would answer
+        # Metadata with no brokers and no topics, and librdkafka (2.10 on) forgets every
+        # broker a Metadata answer leaves out. Connections are refused until then.
         self._server = await start_server(
-            self._accept, self.config.host, self.config.port, reuse_address=True, backlog=4096
+            self._accept,
+            self.config.host,
+            self.config.port,
+            reuse_address=True,
+            backlog=4096,
+            start_serving=self.node is None,
         )
         context.bound_port = self._server.sockets[0].getsockname()[1]
         if self.config.advertised_port is None and self.config.port == 0:
@@ -196,9 +206,17 @@ class Broker:
             )
         if self.scrubber is not None:
             self._background.append(loop.create_task(self.scrubber.run()))
-        log.info("herdless listening on %s:%d", self.config.host, context.bound_port)
         if self.node is not None:
             await self.node.join(*self.config.advertised_address)
+            timeout_s = self.config.zookeeper_session_timeout_ms / 1000
+            if not await self.node.wait_caught_up(timeout_s):
+                log.warning(
+                    "the cluster's state was not all read within %.0fs of joining;"
+                    " serving all the same",
+                    timeout_s,
+                )
+            await self._server.start_serving()
+        log.info("herdless listening on %s:%d", self.config.host, context.bound_port)
         if self.config.metrics_port is not None:
             self._metrics_server = await serve_metrics(
                 self.metrics, self.config.host, self.config.metrics_port

@@ -77,6 +77,8 @@ class ClusterNode:
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._topic_watches: dict[str, list[Watch]] = {}
         self._partition_watches: dict[tuple[str, int], Watch] = {}
+        # Whether the topic names watch has delivered the names once.
+        self._topic_names_known = False
         self._watches: list[Watch] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._jobs: set[asyncio.Task[None]] = set()
@@ -144,6 +146,30 @@ class ClusterNode:
             loop.create_task(self._renew_lease_forever()),
             loop.create_task(self._shrink_isr_forever()),
         ]
+
+    def caught_up(self) -> bool:
+        """Whether the metadata view has what ZooKeeper held when this broker joined: the
+        live brokers (this one among them), and every topic with its partitions' states."""
+        if not self._topic_names_known or not self.metadata.is_live(self.node_id):
+            return False
+        for name, watches in self._topic_watches.items():
+            assignment = self.metadata.assignment(name)
+            # Both of a topic's watches set (config, then assignment) have delivered.
+            if len(watches) < 2 or assignment is None:
+                return False
+            if any((name, p) not in self._partition_watches for p in assignment.replicas):
+                return False
+        return True
+
+    async def wait_caught_up(self, timeout_s: float) -> bool:
+        """Return once caught_up() (the watches set in join() deliver within moments), or
+        False after `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while not self.caught_up():
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.01)
+        return True
 
     async def _register(self, registration: BrokerRegistration) -> None:
         """Register, waiting out the session of a previous life of this broker, and
@@ -316,6 +342,7 @@ class ClusterNode:
         self.metadata.controller_id = -1 if node_id is None else node_id
 
     def _on_topic_names(self, names: set[str]) -> None:
+        self._topic_names_known = True
         for name in names - set(self._topic_watches):
             self._topic_watches[name] = []
             self._background(self._watch_topic(name))
