@@ -238,7 +238,8 @@ async def handle_offset_commit(context: BrokerContext, request: Request) -> Any:
             lambda error: m.OffsetCommitResponse(_every_partition(stored.topics, error)),
         )
         answered = result.topics
-    answered += _every_partition(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if unknown:
+        answered += _every_partition(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     return _Committed(0, answered)
 
 
