@@ -23,7 +23,27 @@ __all__ = ["HerdlessSparkError", "register"]
 
 
 def register(spark: SparkSession) -> None:
-    """Make format("herdless") available to readers and writers of this session."""
+    """Make format("herdless") available to readers and writers of this session.
+
+    In local mode the source's Python processes start through herdless-spark-python,
+    which spares each of them compiling PySpark again from its zip (python_exec.py).
+    """
+    from herdless.spark.python_exec import script_for
     from herdless.spark.source import HerdlessDataSource
 
-    spark.dataSource.register(HerdlessDataSource)
+    try:
+        context = spark.sparkContext
+    except Exception:  # Spark Connect has no SparkContext here: Spark starts its Python
+        spark.dataSource.register(HerdlessDataSource)
+        return
+    script = script_for(context.pythonExec, context.master)
+    if script is None:
+        spark.dataSource.register(HerdlessDataSource)
+        return
+    # The registration records the executable Spark will start for this source alone.
+    python_exec = context.pythonExec
+    context.pythonExec = script
+    try:
+        spark.dataSource.register(HerdlessDataSource)
+    finally:
+        context.pythonExec = python_exec
