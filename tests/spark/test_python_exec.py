@@ -46,6 +46,14 @@ def test_the_script_replaces_only_this_interpreter_in_local_mode() -> None:
     assert script_for("/nonexistent/python3", "local[2]") is None
 
 
+def test_another_environment_on_the_same_interpreter_keeps_its_python(tmp_path: Path) -> None:
+    # A virtual environment's python is a link to the base interpreter, as this one may be.
+    other = tmp_path / "venv" / "bin"
+    other.mkdir(parents=True)
+    (other / "python").symlink_to(os.path.realpath(sys.executable))
+    assert script_for(str(other / "python"), "local[2]") is None
+
+
 def test_the_script_runs_python_with_pyspark_from_site_packages() -> None:
     zips = sorted(str(p) for p in SPARK_LIB.glob("*.zip"))
     assert any(z.endswith("pyspark.zip") for z in zips), f"no pyspark.zip in {SPARK_LIB}"

@@ -65,11 +65,22 @@ def script_for(python_exec: str, master: str) -> str | None:
     """
     if not master.startswith("local"):
         return None
-    found = shutil.which(python_exec)
-    if found is None or os.path.realpath(found) != os.path.realpath(sys.executable):
+    if not _same_interpreter(python_exec):
         return None
     script = Path(sysconfig.get_path("scripts")) / SCRIPT
     return str(script) if os.access(script, os.X_OK) else None
+
+
+def _same_interpreter(python_exec: str) -> bool:
+    """Whether `python_exec` starts this interpreter in this environment: the same
+    binary, named from the same directory. Two virtual environments share their base
+    interpreter's binary, but not the directory their `python` is named from."""
+    found = shutil.which(python_exec)
+    if found is None:
+        return False
+    here = os.path.abspath(sys.executable)
+    found = os.path.abspath(found)
+    return os.path.dirname(found) == os.path.dirname(here) and os.path.samefile(found, here)
 
 
 def main() -> None:
