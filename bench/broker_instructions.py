@@ -39,7 +39,7 @@ from pathlib import Path
 
 import simulated_members as sm
 from groups import TOPIC, create_topic
-from peers import SRC_DIR, BrokerError, free_port
+from peers import SRC_DIR, BrokerError, free_port, herdless_serve_args, tree_env
 
 START_TIMEOUT_S = 300.0
 PARTITIONS = 4
@@ -78,9 +78,7 @@ def measure(src: Path, args: argparse.Namespace) -> float:
     with tempfile.TemporaryDirectory(prefix="bench-instructions-") as tmp:
         directory = Path(tmp)
         port = free_port()
-        env = dict(
-            os.environ, PYTHONPATH=os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")])
-        )
+        env = tree_env(src)
         log_path = directory / "broker.log"
         cmd = [
             "valgrind",
@@ -90,15 +88,7 @@ def measure(src: Path, args: argparse.Namespace) -> float:
             # The interpreter itself: a pyenv shim or a venv's script would be what
             # valgrind follows, not the broker.
             os.path.realpath(sys.executable),
-            "-m",
-            "herdless",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--data-dir",
-            str(directory / "data"),
+            *herdless_serve_args(port, directory / "data"),
         ]
         with open(log_path, "wb") as log:
             process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp)

@@ -196,8 +196,14 @@ def herdless(
     data_dir = tmpdir / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    cmd = [
-        sys.executable,
+    cmd = [sys.executable, *herdless_serve_args(port, data_dir), *extra_args]
+    with _broker_process("herdless", cmd, port, tmpdir, env=tree_env(src)) as bootstrap:
+        yield bootstrap
+
+
+def herdless_serve_args(port: int, data_dir: Path) -> list[str]:
+    """What follows the interpreter to run one herdless broker on loopback."""
+    return [
         "-m",
         "herdless",
         "serve",
@@ -207,13 +213,15 @@ def herdless(
         str(port),
         "--data-dir",
         str(data_dir),
-        *extra_args,
     ]
+
+
+def tree_env(src: Path) -> dict[str, str]:
+    """The environment that runs herdless from `src`: the tree measured comes first on
+    the path, before any other PYTHONPATH entry."""
     env = dict(os.environ)
-    # The tree measured comes first on the path, before any other PYTHONPATH entry.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(src), env.get("PYTHONPATH", "")) if p)
-    with _broker_process("herdless", cmd, port, tmpdir, env=env) as bootstrap:
-        yield bootstrap
+    return env
 
 
 PEERS = {"herdless": herdless, "tansu": tansu}
