@@ -138,3 +138,52 @@ def test_a_forbidden_null_is_found_where_validate_finds_it(
     frame = _kafka_python_frame(request, version, 1, "c")
     _, null_field = request_decoder(cls, version)[0](frame)
     assert null_field == null_violation(cls.decode(frame, version=version, header=True), version)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    version=st.sampled_from(range(APIS[8].min_version, APIS[8].max_version + 1)),
+    correlation_id=st.integers(-(2**31), 2**31 - 1),
+    topics=st.lists(
+        st.tuples(
+            st.text(max_size=20),
+            st.lists(st.tuples(st.integers(0, 2**31 - 1), st.integers(-1, 200)), max_size=5),
+        ),
+        max_size=4,
+    ),
+)
+def test_an_offset_commit_answer_of_tuples_encodes_as_kafka_pythons(
+    version: int, correlation_id: int, topics: list[tuple[str, list[tuple[int, int]]]]
+) -> None:
+    """The OffsetCommit handler answers with the coordinator's tuples (stands_in_for):
+    the bytes must be those of kafka-python's message, at every version served."""
+    from herdless.broker.handlers.groups import _Committed
+    from herdless.coordinator.messages import PartitionError, TopicErrors
+    from herdless.protocol.codec import encode_response
+
+    Response = RESPONSES[8]
+    Topic = Response.OffsetCommitResponseTopic
+    Partition = Topic.OffsetCommitResponsePartition
+    message = Response(
+        throttle_time_ms=0,
+        topics=[
+            Topic(
+                name=name, partitions=[Partition(partition_index=p, error_code=e) for p, e in parts]
+            )
+            for name, parts in topics
+        ],
+    )
+    answer = _Committed(
+        0,
+        tuple(
+            TopicErrors(name, tuple(PartitionError(p, e) for p, e in parts))
+            for name, parts in topics
+        ),
+    )
+
+    def joined(chunks: list[Any]) -> bytes:
+        return b"".join(bytes(c) for c in chunks)
+
+    assert joined(encode_response(answer, version, correlation_id)) == joined(
+        encode_response(message, version, correlation_id)
+    )
