@@ -87,7 +87,7 @@ class Connection:
     async def serve(self) -> None:
         serving = asyncio.current_task()
         self._reader.on_hang_up = lambda: self._hung_up(serving)
-        self._arm_watchdog(serving, asyncio.get_running_loop().time())
+        self._arm_watchdog(serving, self._loop_time())
         try:
             while not self._context.stopping:
                 self.idle = True
@@ -225,7 +225,7 @@ class HangUpReader(asyncio.StreamReader):
     whole (read_frame)."""
 
     on_hang_up: Callable[[], None] | None = None
-    # The size of the frame read_frame waits for; 0 when it waits for none.
+    # How many buffered bytes read_frame waits for (prefix and frame); 0 when none.
     _frame_wanted = 0
 
     async def read_frame(self, started: Callable[[int], None]) -> bytes:

@@ -498,6 +498,8 @@ def encode_batch(
     is the base, the largest is the max timestamp."""
     body = bytearray()
     base_timestamp = max_timestamp = entries[0][0]
+    # _zigzag's table lookup, inlined: calling it for each varint cost the broker 4% more
+    # instructions per OffsetCommit (bench/broker_instructions.py).
     short = _ZIGZAG_SHORT
     for delta, (timestamp, key, value) in enumerate(entries):
         # attributes 0, then the timestamp and offset deltas

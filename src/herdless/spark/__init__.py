@@ -34,10 +34,9 @@ def register(spark: SparkSession) -> None:
     try:
         context = spark.sparkContext
     except Exception:  # Spark Connect has no SparkContext here: Spark starts its Python
-        spark.dataSource.register(HerdlessDataSource)
-        return
-    script = script_for(context.pythonExec, context.master)
-    if script is None:
+        context = None
+    script = None if context is None else script_for(context.pythonExec, context.master)
+    if context is None or script is None:
         spark.dataSource.register(HerdlessDataSource)
         return
     # The registration records the executable Spark will start for this source alone.

@@ -790,15 +790,11 @@ def _pwrite_all(
 ) -> None:
     """Write every part (`size` bytes in all), in order, from `position`: one pwritev,
     unless it writes less."""
-    if size <= _JOIN_BELOW:
+    if size < _JOIN_BELOW:
         # A small batch (the coordinator's): joining costs less than a view per part.
-        data = b"".join(parts)
-        while data:
-            written = os.pwrite(fd, data, position)
-            position += written
-            data = data[written:]
-        return
-    views = [memoryview(part).cast("B") for part in parts if len(part)]
+        views = [memoryview(b"".join(parts))] if size else []
+    else:
+        views = [memoryview(part).cast("B") for part in parts if len(part)]
     while views:
         written = os.pwritev(fd, views[:_IOV_MAX], position)
         position += written

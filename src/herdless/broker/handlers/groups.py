@@ -187,14 +187,14 @@ async def handle_leave_group(context: BrokerContext, request: Request) -> Any:
 
 async def handle_offset_commit(context: BrokerContext, request: Request) -> Any:
     body = request.body
-    # Positional: a named tuple built from keywords costs twice as much, once per partition.
-    commit_timestamp = request.api_version == 1
+    commit_timestamp = request.api_version == 1  # only v1 carries one
     commit = m.OffsetCommitRequest(
         group_id=body.group_id,
         topics=tuple(
             m.CommitTopic(
                 t.name,
                 tuple(
+                    # Positional: a named tuple made from keywords costs twice as much.
                     m.CommitPartition(
                         p.partition_index,
                         p.committed_offset,
