@@ -24,7 +24,7 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceRequest
 
 from tests.support.broker import BrokerProcess
-from tests.support.wire import Wire
+from tests.support.wire import Wire, simple_commit
 from tests.test_data_path import batch, fetch_request, produce_partitions
 
 PER_REQUEST = 100
@@ -216,6 +216,57 @@ def test_a_long_poll_ends_when_its_client_hangs_up(broker: BrokerProcess) -> Non
     while close_wait_sockets(broker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert close_wait_sockets(broker) == 0
+
+
+def test_pipelined_requests_are_answered_in_order_behind_one_that_waits(
+    broker: BrokerProcess,
+) -> None:
+    """Requests sent together, one of them a Fetch that waits for records: each is answered
+    in the order sent, those behind the Fetch only once it has been."""
+    assert create_topics(broker, {"pipelined": 1}) == [(0, "")]
+    Topic = FetchRequest.FetchTopic
+    waiting_fetch = FetchRequest[4](
+        replica_id=-1,
+        max_wait_ms=700,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        topics=[
+            Topic(
+                topic="pipelined",
+                partitions=[
+                    Topic.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1024)
+                ],
+            )
+        ],
+    )
+    requests = [
+        MetadataRequest[1](topics=None),
+        simple_commit("pipelined-group", {("pipelined", 0): 1}),
+        waiting_fetch,
+        MetadataRequest[1](topics=None),
+        simple_commit("pipelined-group", {("pipelined", 0): 2}),
+    ]
+    frames = b""
+    for correlation_id, request in enumerate(requests, 1):
+        request.with_header(correlation_id=correlation_id, client_id="pipelined")
+        body = bytes(request.encode(header=True))
+        frames += struct.pack(">i", len(body)) + body
+    wire = Wire(broker)
+    try:
+        sent = time.monotonic()
+        wire.sock.sendall(frames)
+        answered = []
+        for _ in requests:
+            (size,) = struct.unpack(">i", wire._read(4))
+            (correlation_id,) = struct.unpack(">i", wire._read(size)[:4])
+            answered.append((correlation_id, time.monotonic() - sent))
+    finally:
+        wire.close()
+    assert [c for c, _ in answered] == [1, 2, 3, 4, 5]
+    # The Fetch waited out its max wait; those behind it were held until then.
+    assert all(at >= 0.6 for _, at in answered[2:]), answered
+    assert all(at < 0.6 for _, at in answered[:2]), answered
 
 
 def test_connections_past_the_file_limit_are_warned_of_and_the_broker_recovers(

@@ -15,7 +15,7 @@ from herdless.broker.clock import now_ms
 from herdless.broker.cluster_metadata import ClusterMetadata
 from herdless.broker.cluster_node import ClusterNode
 from herdless.broker.config import BrokerConfig
-from herdless.broker.connection import Connection, HangUpReader, start_server
+from herdless.broker.connection import Connection, RequestReader, start_server
 from herdless.broker.context import BrokerContext
 from herdless.broker.durability import Durability
 from herdless.broker.fetch_sessions import FetchSessionCache
@@ -258,7 +258,7 @@ class Broker:
         if self.context is not None:  # not after a start that failed
             log.info("herdless stopped; logs flushed and closed")
 
-    async def _accept(self, reader: HangUpReader, writer: asyncio.StreamWriter) -> None:
+    async def _accept(self, reader: RequestReader, writer: asyncio.StreamWriter) -> None:
         assert self.context is not None
         connection = Connection(self.context, self.metrics, reader, writer, self.limited_warnings)
         task = asyncio.current_task()
