@@ -215,6 +215,25 @@ class _Path:
         return f"{self.text!r} % ({', '.join(self.indexes)},)"
 
 
+@dataclass(frozen=True)
+class StandIn:
+    """A named tuple a request's struct is decoded into in place of kafka-python's object:
+    `names` maps the schema's field names to the tuple's. A field of the tuple that a
+    version lacks takes the tuple's default; a schema field it does not name is read and
+    left out, and so are tagged fields. Arrays in it are tuples."""
+
+    cls: type
+    names: dict[str, str]
+
+    def __post_init__(self) -> None:
+        fields = getattr(self.cls, "_fields", None)
+        if not issubclass(self.cls, tuple) or fields is None:
+            raise TypeError(f"{self.cls.__name__} is not a named tuple")
+        unknown = set(self.names.values()) - set(fields)
+        if unknown:
+            raise TypeError(f"{self.cls.__name__} has no field {', '.join(sorted(unknown))}")
+
+
 class _DecoderWriter:
     """Writes the body of `decode(data) -> (message, first forbidden null or None)`.
 
@@ -222,11 +241,18 @@ class _DecoderWriter:
     _view (a memoryview of data, when there are records), _null.
     """
 
-    def __init__(self, src: _Source, version: int, compact: bool) -> None:
+    def __init__(
+        self,
+        src: _Source,
+        version: int,
+        compact: bool,
+        stand_ins: dict[type, StandIn] | None = None,
+    ) -> None:
         self.src = src
         self.version = version
         self.compact = compact
         self.uses_view = False
+        self.stand_ins = stand_ins or {}
 
     def length(self, ind: int, var: str, nonflexible_fmt: str) -> None:
         """Read a length or count into `var`: a varint less one if compact, else fixed."""
@@ -353,6 +379,10 @@ class _DecoderWriter:
         version = self.version
         # A message's own struct refers to its class through a weak proxy.
         data_class = struct_field.data_class if data_class is None else data_class
+        stand_in = self.stand_ins.get(data_class)
+        if stand_in is not None:
+            self.stand_in(ind, struct_field, stand_in, target, path)
+            return
         src.emit(ind, f"{target} = _new({src.const(data_class, 'cls')})")
         src.emit(ind, f"{target}._version = {version}")
         src.emit(ind, f"{target}.tags = None")
@@ -369,6 +399,66 @@ class _DecoderWriter:
                 self.value(ind, f, f"{target}.{f.name}", path.child(f.name), nullable)
         if self.compact:
             self.tag_section(ind, struct_field, target, path)
+
+    def stand_in(
+        self, ind: int, struct_field: Any, stand_in: StandIn, target: str, path: _Path
+    ) -> None:
+        """Build `target`, a stand_in.cls, from the struct's fields read into locals."""
+        src = self.src
+        version = self.version
+        fields = _in_version(struct_field, version)
+        local = {f.name: src.var(f.name) for f in fields}
+        for fmt, run in _runs(fields):
+            if fmt:
+                names = ", ".join(local[f.name] for f in run)
+                comma = "," if len(run) == 1 else ""
+                src.emit(ind, f"{names}{comma} = {src.unpacker(fmt)}(data, pos)")
+                src.emit(ind, f"pos += {struct.calcsize('>' + fmt)}")
+                continue
+            f = run[0]
+            name = local[f.name]
+            self.value(ind, f, name, path.child(f.name), f.nullable_for_version_q(version))
+            if f.is_array() or f.is_struct_array():
+                src.emit(ind, f"if {name} is not None:")
+                src.emit(ind + 1, f"{name} = tuple({name})")
+        if self.compact:
+            self.skip_tags(ind)
+        by_tuple_field = {
+            held: local[schema] for schema, held in stand_in.names.items() if schema in local
+        }
+        defaults = stand_in.cls._field_defaults  # type: ignore[attr-defined]
+        args = []
+        for held in stand_in.cls._fields:  # type: ignore[attr-defined]
+            if held in by_tuple_field:
+                args.append(by_tuple_field[held])
+            elif held in defaults:
+                args.append(src.const(defaults[held], "default"))
+            else:
+                raise NotImplementedError(
+                    f"{stand_in.cls.__name__}.{held} has no default and no field of"
+                    f" {struct_field.name} v{version}"
+                )
+        # tuple.__new__ is what a named tuple's own __new__ calls, from a Python frame.
+        values = ", ".join(args) + ("," if len(args) == 1 else "")
+        made = (
+            f"{src.const(tuple.__new__, 'tuple_new')}({src.const(stand_in.cls, 'cls')}, ({values}))"
+        )
+        src.emit(ind, f"{target} = {made}")
+
+    def skip_tags(self, ind: int) -> None:
+        """Read past a tag section, keeping nothing of it."""
+        src = self.src
+        read = src.const(read_uvarint, "read_uvarint")
+        count, size, end = src.var("tags"), src.var("size"), src.var("end")
+        src.emit(ind, f"if data[pos] == {_NO_TAGS}:")
+        src.emit(ind + 1, "pos += 1")
+        src.emit(ind, "else:")
+        src.emit(ind + 1, f"{count}, pos = {read}(data, pos)")
+        src.emit(ind + 1, f"for _ in range({count}):")
+        src.emit(ind + 2, f"_, pos = {read}(data, pos)")
+        src.emit(ind + 2, f"{size}, pos = {read}(data, pos)")
+        self.slice_end(ind + 2, end, size)
+        src.emit(ind + 2, f"pos = {end}")
 
     def tag_section(self, ind: int, struct_field: Any, target: str, path: _Path) -> None:
         src = self.src
@@ -406,13 +496,14 @@ class _DecoderWriter:
 
 
 def request_decoder(
-    message: type[ApiMessage], version: int
+    message: type[ApiMessage], version: int, stand_ins: dict[type, StandIn] | None = None
 ) -> tuple[Callable[[bytes], tuple[Any, str | None]], str]:
     """decode(frame) -> (request, path of the first null the schema forbids, or None) for
-    one request class and version, and its source. The frame starts at the header."""
+    one request class and version, and its source. The frame starts at the header.
+    `stand_ins`: the structs, by kafka-python class, decoded into named tuples."""
     src = _Source()
     compact = message.flexible_version_q(version)
-    writer = _DecoderWriter(src, version, compact)
+    writer = _DecoderWriter(src, version, compact, stand_ins)
     src.names["_new"] = object.__new__
     src.emit(0, "def decode(data):")
     src.emit(1, "_n = len(data)")

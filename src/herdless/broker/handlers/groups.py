@@ -17,7 +17,7 @@ from herdless.broker.consumer_topics import topics_image
 from herdless.broker.group_coordinator import CoordinatorError, Operation
 from herdless.coordinator import messages as m
 from herdless.coordinator.consumer_protocol import subscribed_topics
-from herdless.protocol.codec import Request, response_class, stands_in_for
+from herdless.protocol.codec import REQUESTS, Request, decodes_into, response_class, stands_in_for
 from herdless.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -187,26 +187,10 @@ async def handle_leave_group(context: BrokerContext, request: Request) -> Any:
 
 async def handle_offset_commit(context: BrokerContext, request: Request) -> Any:
     body = request.body
-    commit_timestamp = request.api_version == 1  # only v1 carries one
     commit = m.OffsetCommitRequest(
         group_id=body.group_id,
-        topics=tuple(
-            m.CommitTopic(
-                t.name,
-                tuple(
-                    # Positional: a named tuple made from keywords costs twice as much.
-                    m.CommitPartition(
-                        p.partition_index,
-                        p.committed_offset,
-                        p.committed_metadata,
-                        p.committed_leader_epoch,
-                        p.commit_timestamp if commit_timestamp else -1,
-                    )
-                    for p in t.partitions
-                ),
-            )
-            for t in body.topics
-        ),
+        # Decoded as the coordinator's CommitTopic and CommitPartition (decodes_into below).
+        topics=tuple(body.topics),
         generation_id=body.generation_id_or_member_epoch,
         member_id=body.member_id or "",
         group_instance_id=body.group_instance_id,
@@ -241,6 +225,27 @@ async def handle_offset_commit(context: BrokerContext, request: Request) -> Any:
     if unknown:
         answered += _every_partition(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     return _Committed(0, answered)
+
+
+_CommitRequest = REQUESTS[OFFSET_COMMIT]
+decodes_into(
+    OFFSET_COMMIT,
+    _CommitRequest.OffsetCommitRequestTopic,
+    m.CommitTopic,
+    name="name",
+    partitions="partitions",
+)
+decodes_into(
+    OFFSET_COMMIT,
+    _CommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition,
+    m.CommitPartition,
+    partition_index="partition",
+    committed_offset="offset",
+    committed_metadata="metadata",
+    committed_leader_epoch="leader_epoch",
+    # Only v1 carries one; other versions take the default, -1 ("now").
+    commit_timestamp="commit_timestamp",
+)
 
 
 @stands_in_for(OFFSET_COMMIT)
