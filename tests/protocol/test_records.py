@@ -11,6 +11,7 @@ from herdless.protocol.errors import ErrorCode
 from herdless.protocol.records import (
     InvalidBatch,
     build_batch,
+    encode_batch,
     iter_records,
     parse_header,
     rewrite_base_offset,
@@ -114,3 +115,21 @@ def test_built_batches_validate_and_read_back(
     # kafka-python, an independent reader, agrees.
     decoded = list(DefaultRecordBatch(data))
     assert [(r.key, r.value) for r in decoded] == entries
+
+
+# Keys always there (as the coordinator writes them), lengths about the 8 KiB edge of
+# build_batch's short path too.
+_key = st.binary(max_size=80) | st.binary(min_size=8180, max_size=8200)
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(st.tuples(_key, st.none() | _key), min_size=1, max_size=40),
+    st.integers(0, 2**41),
+)
+def test_a_built_batch_is_what_the_general_encoder_writes(
+    entries: list[tuple[bytes, bytes | None]], timestamp: int
+) -> None:
+    assert build_batch(entries, timestamp) == encode_batch(
+        [(timestamp, key, value) for key, value in entries]
+    )
