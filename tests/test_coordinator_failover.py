@@ -186,10 +186,13 @@ def test_offsets_topic_is_compacted_and_still_loads(tmp_path: Path) -> None:
 
 
 def test_commit_to_a_missing_topic_is_refused(own_broker: BrokerProcess) -> None:
-    """As in Kafka: UNKNOWN_TOPIC_OR_PARTITION, nothing stored; real partitions still commit."""
+    """As in Kafka: UNKNOWN_TOPIC_OR_PARTITION for a topic or partition that does not exist,
+    nothing stored; real partitions still commit."""
     admin = AdminClient({"bootstrap.servers": own_broker.bootstrap})
     admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
-    request = simple_commit("careful", {("no-such-topic", 0): 5, (TOPIC, 0): 3})
+    request = simple_commit(
+        "careful", {("no-such-topic", 0): 5, (TOPIC, 0): 3, (TOPIC, 1): 4, (TOPIC, -1): 6}
+    )
     # The coordinator must be loaded: wait until a fetch of the group answers.
     consumer = KafkaConsumer(
         bootstrap_servers=own_broker.bootstrap, group_id="careful", enable_auto_commit=False
@@ -198,8 +201,10 @@ def test_commit_to_a_missing_topic_is_refused(own_broker: BrokerProcess) -> None
     wire = Wire(own_broker)
     response = wire.call(request, OffsetCommitResponse)
     wire.close()
-    errors = {t.name: [p.error_code for p in t.partitions] for t in response.topics}
-    assert errors == {"no-such-topic": [3], TOPIC: [0]}
+    errors = {
+        (t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions
+    }
+    assert errors == {("no-such-topic", 0): 3, (TOPIC, 0): 0, (TOPIC, 1): 3, (TOPIC, -1): 3}
     assert consumer.committed(TopicPartition(TOPIC, 0)) == 3
     consumer.close()
 

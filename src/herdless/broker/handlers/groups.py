@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from functools import cache
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from herdless.broker.consumer_topics import topics_image
@@ -204,10 +205,15 @@ async def handle_offset_commit(context: BrokerContext, request: Request) -> Any:
         # The topic's partitions in the cluster: a group's coordinator need not host a
         # replica of the partitions the group commits.
         count = context.metadata.partition_count(t.name) or 0
-        here = tuple(p for p in t.partitions if 0 <= p.partition < count)
-        if len(here) == len(t.partitions):
+        partitions = t.partitions
+        # The lowest and highest partition found in C: a loop per partition cost more.
+        if not partitions or (
+            min(partitions, key=_PARTITION).partition >= 0
+            and max(partitions, key=_PARTITION).partition < count
+        ):
             known.append(t)
             continue
+        here = tuple(p for p in partitions if 0 <= p.partition < count)
         if here:
             known.append(m.CommitTopic(t.name, here))
         unknown.append(m.CommitTopic(t.name, tuple(p for p in t.partitions if p not in here)))
@@ -227,6 +233,7 @@ async def handle_offset_commit(context: BrokerContext, request: Request) -> Any:
     return _Committed(0, answered)
 
 
+_PARTITION = itemgetter(0)  # of a CommitPartition
 _CommitRequest = REQUESTS[OFFSET_COMMIT]
 decodes_into(
     OFFSET_COMMIT,
