@@ -151,19 +151,22 @@ class Connection:
             self._responses.close()
             self._writer.close()
 
-    def _handle_now(self, frame: bytes) -> Suspended | None:
+    def _handle_now(self, frame: bytes) -> bytes | Suspended | None:
         """Handle a request as its frame arrives, in data_received, while the serving task
         waits for it: None once it is answered, else the request, waiting, for the task
         to carry on.
 
         Most requests (a commit, a heartbeat, a produce) are answered without waiting for
-        anything. Waking the serving task to handle each cost a twentieth of the
-        broker's work on a commit: a future, a task step through the event loop, the
-        climb back through the reading coroutines. The step runs as one of the serving
-        task (asyncio's _enter_task, as Python 3.12's eager tasks do): code under it sees
-        its task as it would there (asyncio.timeout, current_task), and a request that
-        waits is carried on by that task, where a hang-up or a timeout cancels it.
+        anything. Waking the serving task to handle each cost 2% of the broker's
+        instructions on a commit (bench/broker_instructions.py): a future, a task step
+        through the event loop, the climb back through the reading coroutines. The step
+        runs as one of the serving task (asyncio's _enter_task, as Python 3.12's eager
+        tasks do): code under it sees its task as it would there (asyncio.timeout,
+        current_task), and a request that waits is carried on by that task, where a
+        hang-up or a timeout cancels it.
         """
+        if self._context.stopping:
+            return frame  # as the serving task would have read it: its loop decides
         serving = self._serving
         assert serving is not None
         self._reading = None
@@ -291,14 +294,14 @@ class RequestReader(FlowControlMixin, asyncio.Protocol):
     says when the client closes its end without consuming what it has sent (the bytes of
     a pipelined request stay where they are).
 
-    asyncio's StreamReader, on which this once stood, took a fifth of the broker's work
-    on a commit in Python beside the request itself: its data_received, feed_data and
-    waiter, then a wake-up that climbed through five frames of reading coroutines. Here
-    data_received wakes the connection once per frame, when it is whole, with the frame
-    itself; a frame already buffered (clients pipeline their produces) is taken with no
-    wait at all. A large frame arrives in many chunks: they are only kept until it is
-    whole. While a request is being handled, reading pauses once more than
-    PAUSE_ABOVE bytes wait, as StreamReader paused at twice its limit.
+    asyncio's StreamReader, on which this once stood, ran its data_received, feed_data
+    and waiter for every chunk, then a wake-up that climbed through five frames of
+    reading coroutines (2% of the broker's instructions on a commit). Here each whole
+    frame goes to on_frame from data_received, or to the waiting read_frame; a frame
+    already buffered (clients pipeline their produces) is taken with no wait at all.
+    A large frame arrives in many chunks: they are only kept until it is whole. While a
+    request is being handled, reading pauses once more than PAUSE_ABOVE bytes wait, as
+    StreamReader paused at twice its limit.
     """
 
     PAUSE_ABOVE = 2 * 65536
@@ -323,7 +326,7 @@ class RequestReader(FlowControlMixin, asyncio.Protocol):
         self.on_hang_up: Callable[[], None] | None = None
         # Given each whole frame that arrives while read_frame waits: it may answer the
         # request there and then (None), or return what read_frame is to give.
-        self.on_frame: Callable[[bytes], Suspended | None] | None = None
+        self.on_frame: Callable[[bytes], bytes | Suspended | None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports do not derive from asyncio.Transport, but have its methods.

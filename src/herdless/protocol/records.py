@@ -487,9 +487,10 @@ def build_batch(entries: Sequence[tuple[bytes | None, bytes | None]], timestamp_
 
     For the broker's own writes (e.g. `__consumer_offsets`); the log assigns the offset.
     Every record the coordinator writes has a key and, but for a tombstone, a value, each
-    well under 8 KiB: such records are written here at a join each, a third of what
-    encode_batch's general loop costs per record (a tenth of the broker's instructions
-    on a 4-partition commit); any other batch is left to encode_batch.
+    well under 8 KiB: such records are written here at a join each, in about half the
+    time encode_batch's general loop takes (2.1 against 3.7 µs for a commit's four;
+    6% of the broker's instructions on that commit); any other batch is left to
+    encode_batch.
     """
     short = _ZIGZAG_SHORT
     parts: list[bytes] = []
