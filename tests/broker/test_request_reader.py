@@ -141,6 +141,32 @@ def test_a_client_gone_mid_frame_ends_the_read_and_is_reported(loop: str) -> Non
 
 
 @pytest.mark.parametrize("loop", LOOPS)
+def test_frames_sent_before_the_client_closed_its_end_are_still_read(loop: str) -> None:
+    async def main() -> Any:
+        gone = asyncio.Event()
+
+        async def serve(reader: RequestReader, writer: asyncio.StreamWriter) -> Any:
+            reader.on_hang_up = gone.set
+            await gone.wait()  # the client has sent two frames and closed its end
+            frames = await read_frames(reader, 2)
+            try:
+                await reader.read_frame(ignore_size)
+            except asyncio.IncompleteReadError:
+                return frames
+            raise AssertionError("a third frame from nowhere")
+
+        client, outcome, server = await _connected(serve)
+        await asyncio.get_running_loop().sock_sendall(client, frame(b"one") + frame(b"two"))
+        client.shutdown(socket.SHUT_WR)
+        result = await asyncio.wait_for(outcome, 30)
+        client.close()
+        server.close()
+        return result
+
+    assert LOOPS[loop](main()) == [b"one", b"two"]
+
+
+@pytest.mark.parametrize("loop", LOOPS)
 def test_a_client_sending_while_its_request_is_handled_is_paused(loop: str) -> None:
     """Bytes beyond PAUSE_ABOVE wait in the client's socket, not in the broker's memory,
     until the connection reads again; then every frame arrives."""

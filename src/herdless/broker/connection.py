@@ -418,11 +418,11 @@ class RequestReader(FlowControlMixin, asyncio.Protocol):
         self._hang_up(exc)
 
     def _hang_up(self, exc: Exception | None) -> None:
+        """The client closed its end. Whole frames it sent before are still read; a read
+        beyond them ends with `exc`, or IncompleteReadError."""
         if self._gone is not None:
             return
-        partial = bytes(self._buffer)
-        self._buffer.clear()
-        self._gone = exc if exc is not None else asyncio.IncompleteReadError(partial, None)
+        self._gone = exc or asyncio.IncompleteReadError(bytes(self._buffer), None)
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_exception(self._gone)
