@@ -768,3 +768,26 @@ def test_requests_to_a_follower_or_with_another_epoch_are_fenced(cluster: Cluste
         wire.close()
     assert ended.error_code == 0
     assert ended.end_offset == 5 and 0 <= ended.leader_epoch < epoch
+
+
+def test_acks_all_with_no_time_to_replicate_is_answered_timed_out(
+    cluster: ClusterProcesses,
+) -> None:
+    """A produce with acks=all and timeout_ms=0 cannot wait for the followers: Kafka answers
+    REQUEST_TIMED_OUT (the records are written), and the connection serves on."""
+    from herdless.protocol.codec import RESPONSES
+    from tests.support.requests import produce_request, v2_batch
+    from tests.support.wire import Wire
+
+    cluster.create_topic("no-time", 1, 3)
+    leader = cluster.leader_of("no-time", 0)
+    request = produce_request(9, "no-time", v2_batch([(b"k", b"v", 0)]))
+    request.timeout_ms = 0
+    wire = Wire(cluster.brokers[leader])
+    try:
+        answered = wire.call(request, RESPONSES[0]).responses[0].partition_responses[0]
+        assert answered.error_code == 7  # REQUEST_TIMED_OUT
+        again = produce_request(9, "no-time", v2_batch([(b"k", b"w", 0)]))
+        assert wire.call(again, RESPONSES[0]).responses[0].partition_responses[0].error_code == 0
+    finally:
+        wire.close()

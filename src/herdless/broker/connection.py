@@ -51,16 +51,26 @@ class ConnectionClosed(Exception):
 
 class Suspended(NamedTuple):
     """A request handled as its frame arrived that waits on `awaiting` (what its
-    coroutine yielded), for the serving task to carry on."""
+    coroutine yielded), for the serving task to carry on. `cancelled`: the serving task
+    was cancelled after the hand-over, before it carried the request on."""
 
     coroutine: Coroutine[Any, Any, None]
     awaiting: Any
+    cancelled: asyncio.CancelledError | None = None
 
 
 @types.coroutine
-def _resume(coroutine: Coroutine[Any, Any, None], awaiting: Any) -> Generator[Any, Any, None]:
-    """Carry on a coroutine started elsewhere, from where it waits on `awaiting`: what
-    `await coroutine` would do had this task started it."""
+def _resume(work: Suspended) -> Generator[Any, Any, None]:
+    """Carry on a coroutine started elsewhere, from where it waits: what `await
+    coroutine` would do had this task started it. A cancellation that came between is
+    the coroutine's: the handler's own timeout (asyncio.timeout names the serving task),
+    or a hang-up abandoning it."""
+    coroutine, awaiting = work.coroutine, work.awaiting
+    if work.cancelled is not None:
+        try:
+            awaiting = coroutine.throw(work.cancelled)
+        except StopIteration:
+            return
     while True:
         try:
             sent = yield awaiting
@@ -129,7 +139,7 @@ class Connection:
                 work = await self._read_frame()
                 self.idle = False
                 if isinstance(work, Suspended):
-                    await _resume(work.coroutine, work.awaiting)
+                    await _resume(work)
                 else:
                     await self._handle(work)
         except _GONE:
@@ -347,9 +357,18 @@ class RequestReader(FlowControlMixin, asyncio.Protocol):
         if self._reading_paused:
             self._resume_reading()
         self._started = started
-        self._waiter = self._loop.create_future()
+        waiter = self._waiter = self._loop.create_future()
         try:
-            return await self._waiter
+            return await waiter
+        except asyncio.CancelledError as cancelled:
+            # Cancelled once a request was handed over, before this task ran: the
+            # cancellation is the request's (see _resume), not this read's.
+            if not waiter.done() or waiter.cancelled() or waiter.exception() is not None:
+                raise
+            work = waiter.result()
+            if not isinstance(work, Suspended):
+                raise
+            return work._replace(cancelled=cancelled)
         finally:
             self._waiter = self._started = None
 
