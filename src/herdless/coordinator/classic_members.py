@@ -59,7 +59,7 @@ from herdless.coordinator.messages import (
     SyncGroupResponse,
 )
 from herdless.coordinator.reconciliation import MemberState
-from herdless.coordinator.result import Reply, Result, TimerKey, TimerKind
+from herdless.coordinator.result import Reply, Result
 from herdless.coordinator.topic_metadata import TopicsImage
 from herdless.protocol.errors import ErrorCode
 
@@ -79,11 +79,10 @@ class ClassicMembers:
     def __init__(
         self,
         groups: ConsumerGroups,
-        has_timer: Callable[[TimerKey], bool],
         to_classic: Callable[[Result, ConsumerGroup, int], ClassicGroup | None],
     ) -> None:
         self._groups = groups
-        self._has_timer = has_timer
+        self._timers = groups.timers
         # Turns a consumer group of classic members into a classic group (the shard's).
         self._to_classic = to_classic
 
@@ -115,7 +114,7 @@ class ClassicMembers:
         group = groups.groups[req.group_id]
         group_id = group.group_id
         is_unknown = req.member_id == UNKNOWN_MEMBER_ID
-        member_id = groups._new_uuid() if is_unknown else req.member_id
+        member_id = groups.new_member_id() if is_unknown else req.member_id
         max_size = groups.config.consumer_max_group_size
         if len(group.members) >= max_size and member_id not in group.members:
             raise _Refused(ErrorCode.GROUP_MAX_SIZE_REACHED)
@@ -135,7 +134,7 @@ class ClassicMembers:
 
         # Checked: from here on the join only writes.
         if replaced is not None:
-            groups._replace_static_member(out, group, replaced, member)
+            groups.replace_static_member(out, group, replaced, member)
         updated = replace(
             member,
             instance_id=req.group_instance_id,
@@ -148,20 +147,18 @@ class ClassicMembers:
             server_assignor=None,
             classic=classic_metadata(req.session_timeout_ms, req.protocols),
         )
-        is_new = member.member_id not in group.members
-        if is_new or updated.metadata_value() != member.metadata_value():
-            groups._write_member(out, group_id, updated)
+        is_new = groups.write_member(out, group, member, updated)
         bump = updated.subscribed_topic_names != member.subscribed_topic_names or (
             updated.subscribed_topic_regex != member.subscribed_topic_regex
         )
-        bump |= groups._refresh_subscription_metadata(out, group, topics)
+        bump |= groups.refresh_subscription_metadata(out, group, topics)
         if bump:
             cause = RebalanceCause.MEMBER_JOINED if is_new else RebalanceCause.SUBSCRIPTION_CHANGED
-            groups._bump_group_epoch(out, group, cause, member_label(updated))
+            groups.bump_group_epoch(out, group, cause, member_label(updated))
         groups.update_target_assignment(out, group, now_ms)
         known = topics or TopicsImage(group.subscription_metadata.values())
         owned = to_partitions(subscription.owned_partitions, known)
-        groups._reconcile(out, group, group.members[member_id], owned, now_ms)
+        groups.reconcile(out, group, group.members[member_id], owned, now_ms)
         current = group.members[member_id]
         if replaced is not None and not replaced.uses_classic_protocol:
             # The last new-protocol member restarted with the classic protocol (a static
@@ -176,13 +173,10 @@ class ClassicMembers:
                     protocol_name=downgraded.protocol_name,
                 )
 
-        self._cancel(out, TimerKind.CLASSIC_JOIN, group_id, member_id)
-        groups._schedule_session(out, group_id, member_id, now_ms)
-        groups._schedule_timer(
-            out,
-            TimerKey(TimerKind.CLASSIC_SYNC, group_id, member_id),
-            now_ms + req.rebalance_timeout_ms,
-            lambda o, now: self._fence(o, group_id, member_id, RebalanceCause.SYNC_EXPIRED, now),
+        self._timers.cancel_join_timeout(out, group_id, member_id)
+        self._timers.schedule_session_timeout(out, group_id, member_id, now_ms)
+        self._timers.schedule_sync_timeout(
+            out, group_id, member_id, req.rebalance_timeout_ms, now_ms
         )
         return JoinGroupResponse(
             ErrorCode.NONE,
@@ -229,7 +223,7 @@ class ClassicMembers:
                 group.target_assignment_epoch > member.member_epoch
                 and member.state is not MemberState.UNREVOKED_PARTITIONS
             ):
-                self._schedule_join(out, group, member, now_ms)
+                self._timers.schedule_join_timeout_if_absent(out, group.group_id, member, now_ms)
                 raise _Refused(ErrorCode.REBALANCE_IN_PROGRESS)
             version = protocol_version(metadata)
         except _Refused as refused:
@@ -238,8 +232,8 @@ class ClassicMembers:
         except MalformedConsumerProtocol:
             out.replies.append(Reply(token, SyncGroupResponse(ErrorCode.UNKNOWN_SERVER_ERROR)))
             return out
-        self._cancel(out, TimerKind.CLASSIC_SYNC, group.group_id, member.member_id)
-        self._groups._schedule_session(out, group.group_id, member.member_id, now_ms)
+        self._timers.cancel_sync_timeout(out, group.group_id, member.member_id)
+        self._timers.schedule_session_timeout(out, group.group_id, member.member_id, now_ms)
         response = SyncGroupResponse(
             ErrorCode.NONE,
             assignment=assignment_bytes(group, member.assigned, version),
@@ -257,7 +251,7 @@ class ClassicMembers:
         except _Refused as refused:
             out.replies.append(Reply(token, HeartbeatResponse(refused.error_code)))
             return out
-        self._groups._schedule_session(out, group.group_id, member.member_id, now_ms)
+        self._timers.schedule_session_timeout(out, group.group_id, member.member_id, now_ms)
         error = ErrorCode.NONE
         if (
             member.member_epoch < group.target_assignment_epoch
@@ -268,7 +262,7 @@ class ClassicMembers:
             )
         ):
             error = ErrorCode.REBALANCE_IN_PROGRESS
-            self._schedule_join(out, group, member, now_ms)
+            self._timers.schedule_join_timeout_if_absent(out, group.group_id, member, now_ms)
         out.replies.append(Reply(token, HeartbeatResponse(error)))
         return out
 
@@ -299,60 +293,23 @@ class ClassicMembers:
             except _Refused as refused:
                 results.append(LeftMember(m.member_id, m.group_instance_id, refused.error_code))
                 continue
-            groups._cancel_member_timers(out, group_id, member.member_id)
-            groups._remove_member_records(out, group_id, member.member_id)
+            groups.drop_member(out, group_id, member.member_id)
             left_members.append(member)
             results.append(LeftMember(member.member_id, m.group_instance_id, ErrorCode.NONE))
         if left_members:
-            history = groups.history_of(group_id)
             for member in left_members:
-                groups._publish(out, group_id, history.member_left(member.member_id, now_ms))
-            groups._refresh_subscription_metadata(out, group, None)
+                groups.member_left(out, group_id, member.member_id, now_ms)
+            groups.refresh_subscription_metadata(out, group, None)
             who = ", ".join(member_label(member) for member in left_members)
-            groups._bump_group_epoch(out, group, RebalanceCause.MEMBER_LEFT, who)
+            groups.bump_group_epoch(out, group, RebalanceCause.MEMBER_LEFT, who)
             groups.update_target_assignment(out, group, now_ms)
         out.replies.append(Reply(token, LeaveGroupResponse(ErrorCode.NONE, tuple(results))))
         return out
-
-    # ======================================================================
-    # timers
-    # ======================================================================
-
-    def _schedule_join(
-        self, out: Result, group: ConsumerGroup, member: ConsumerGroupMember, now_ms: int
-    ) -> None:
-        """The member was told to rejoin: it has its rebalance timeout to do so. A deadline
-        already running is kept (a member heartbeating meanwhile does not push it back)."""
-        key = TimerKey(TimerKind.CLASSIC_JOIN, group.group_id, member.member_id)
-        if self._has_timer(key):
-            return
-        group_id, member_id = group.group_id, member.member_id
-        self._groups._schedule_timer(
-            out,
-            key,
-            now_ms + member.rebalance_timeout_ms,
-            # Told to rejoin is how a classic member is asked to revoke.
-            lambda o, now: self._fence(
-                o, group_id, member_id, RebalanceCause.REVOCATION_EXPIRED, now
-            ),
-        )
 
     def _downgrade(self, out: Result, group: ConsumerGroup, now_ms: int) -> ClassicGroup | None:
         if not may_downgrade(list(group.members.values()), self._groups.config):
             return None
         return self._to_classic(out, group, now_ms)
-
-    def _cancel(self, out: Result, kind: TimerKind, group_id: str, member_id: str) -> None:
-        self._groups._cancel_timer(out, TimerKey(kind, group_id, member_id))
-
-    def _fence(
-        self, out: Result, group_id: str, member_id: str, cause: RebalanceCause, now_ms: int
-    ) -> None:
-        """Did not rejoin, or sync, in time: out, like any member fenced."""
-        group = self._groups.groups.get(group_id)
-        if group is not None and member_id in group.members:
-            member = group.members[member_id]
-            self._groups._remove_member(out, group, member, cause, now_ms)
 
 
 def _validated(

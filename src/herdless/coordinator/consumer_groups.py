@@ -79,10 +79,16 @@ from herdless.coordinator.consumer_records import (
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
     ConsumerGroupValue,
-    consumer_group_record,
     decode_consumer_group_key,
     decode_consumer_group_value,
 )
+from herdless.coordinator.consumer_timers import (
+    ConsumerGroupTimers,
+    TimerCanceller,
+    TimerProbe,
+    TimerScheduler,
+)
+from herdless.coordinator.consumer_writes import ConsumerGroupWriter
 from herdless.coordinator.group import ClassicGroup
 from herdless.coordinator.group_conversion import (
     consumer_group_from_classic,
@@ -92,7 +98,7 @@ from herdless.coordinator.group_conversion import (
 from herdless.coordinator.history import RebalanceCause
 from herdless.coordinator.messages import ListedGroup, RebalanceRecord
 from herdless.coordinator.reconciliation import CurrentAssignment, MemberState, reconcile
-from herdless.coordinator.result import OffloadedWork, Reply, Result, TimerKey, TimerKind
+from herdless.coordinator.result import OffloadedWork, Reply, Result
 from herdless.coordinator.state import GroupState
 from herdless.coordinator.target_assignment import (
     AssignorRun,
@@ -111,20 +117,22 @@ from herdless.protocol.errors import ErrorCode
 # The group type ListGroups v5 names (and filters by); classic groups are "classic".
 CONSUMER_GROUP_TYPE = "consumer"
 
-TimerCallback = Callable[[Result, int], None]
-
-
-# The shard's timers, lent to its consumer groups: schedule (or move) a key, cancel one.
-TimerScheduler = Callable[[Result, TimerKey, int, TimerCallback], None]
-TimerCanceller = Callable[[Result, TimerKey], None]
-
 
 class ConsumerGroups:
+    """The consumer groups of one shard.
+
+    Besides the requests of the new protocol, it offers the classic members of its groups
+    (classic_members.py) the operations both protocols share, in Kafka's terms: the
+    member's metadata, the group epoch, the subscription metadata, the target assignment,
+    reconciliation and fencing; with `timers` and `writer` for the rest.
+    """
+
     def __init__(
         self,
         config: CoordinatorConfig,
         schedule_timer: TimerScheduler,
         cancel_timer: TimerCanceller,
+        timer_running: TimerProbe,
         new_uuid: Callable[[], str],
         classic_groups: dict[str, ClassicGroup],
         retire_classic: Callable[[Result, str], None],
@@ -132,8 +140,16 @@ class ConsumerGroups:
     ) -> None:
         self.config = config
         self.groups: dict[str, ConsumerGroup] = {}
-        self._schedule_timer = schedule_timer
-        self._cancel_timer = cancel_timer
+        self.timers = ConsumerGroupTimers(
+            config,
+            self.groups,
+            schedule_timer,
+            cancel_timer,
+            timer_running,
+            self.fence_member,
+            self.update_target_assignment,
+        )
+        self.writer = ConsumerGroupWriter(self.apply)
         self._new_uuid = new_uuid
         # Shared with the shard: the group ids consumer groups must not take over.
         self._classic = classic_groups
@@ -236,34 +252,65 @@ class ConsumerGroups:
             group = self.groups[group_id] = ConsumerGroup(group_id)
         return group
 
-    def _write(self, out: Result, key: ConsumerGroupKey, value: ConsumerGroupValue | None) -> None:
-        out.records.append(consumer_group_record(key, value))
-        self.apply(key, value)
+    # ======================================================================
+    # what both protocols' members share
+    # ======================================================================
 
-    def _write_member(self, out: Result, group_id: str, member: ConsumerGroupMember) -> None:
-        key = ConsumerGroupMemberMetadataKey(group_id, member.member_id)
-        self._write(out, key, member.metadata_value())
+    def new_member_id(self) -> str:
+        return self._new_uuid()
 
-    def _write_assignment(self, out: Result, group_id: str, member: ConsumerGroupMember) -> None:
-        key = ConsumerGroupCurrentMemberAssignmentKey(group_id, member.member_id)
-        self._write(out, key, member.assignment_value())
+    def write_member(
+        self,
+        out: Result,
+        group: ConsumerGroup,
+        before: ConsumerGroupMember,
+        updated: ConsumerGroupMember,
+    ) -> bool:
+        """Record the member's metadata if it is new or changed; True if it is new."""
+        is_new = before.member_id not in group.members
+        if is_new or updated.metadata_value() != before.metadata_value():
+            self.writer.member_metadata(out, group.group_id, updated)
+        return is_new
 
-    def _write_target(self, out: Result, group_id: str, member_id: str, target: Partitions) -> None:
-        key = ConsumerGroupTargetAssignmentMemberKey(group_id, member_id)
-        self._write(out, key, ConsumerGroupTargetAssignmentMemberValue(target))
-
-    def _bump_group_epoch(
+    def bump_group_epoch(
         self, out: Result, group: ConsumerGroup, cause: RebalanceCause, detail: str
     ) -> None:
-        key = ConsumerGroupMetadataKey(group.group_id)
-        self._write(out, key, ConsumerGroupMetadataValue(group.group_epoch + 1))
+        self.writer.group_epoch(out, group.group_id, group.group_epoch + 1)
         self.history_of(group.group_id).epoch_bumped(cause, detail)
 
-    def _remove_member_records(self, out: Result, group_id: str, member_id: str) -> None:
-        """Kafka's order: the current assignment, the target, then the member itself."""
-        self._write(out, ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id), None)
-        self._write(out, ConsumerGroupTargetAssignmentMemberKey(group_id, member_id), None)
-        self._write(out, ConsumerGroupMemberMetadataKey(group_id, member_id), None)
+    def drop_member(self, out: Result, group_id: str, member_id: str) -> None:
+        """The member's timers and records go; what that changes for the group is the
+        caller's to write."""
+        self.timers.cancel_member_timers(out, group_id, member_id)
+        self.writer.member_tombstones(out, group_id, member_id)
+
+    def replace_static_member(
+        self,
+        out: Result,
+        group: ConsumerGroup,
+        old: ConsumerGroupMember,
+        new: ConsumerGroupMember,
+    ) -> None:
+        """A static member back under a new member id takes the old one's place and target."""
+        target = group.target_of(old.member_id)
+        self.drop_member(out, group.group_id, old.member_id)
+        self.writer.member_metadata(out, group.group_id, new)
+        self.writer.target_assignment(out, group.group_id, new.member_id, target)
+        self.writer.current_assignment(out, group.group_id, new)
+
+    def member_left(self, out: Result, group_id: str, member_id: str, now_ms: int) -> None:
+        """Tell the group's history, which may close a target assignment on it."""
+        finished = self.history_of(group_id).member_left(member_id, now_ms)
+        self._publish(out, group_id, finished)
+
+    def fence_member(
+        self, out: Result, group_id: str, member_id: str, cause: RebalanceCause, now_ms: int
+    ) -> None:
+        """The member is made to leave (its session or a deadline expired), if it is still
+        in the group."""
+        group = self.groups.get(group_id)
+        if group is not None and member_id in group.members:
+            self._remove_member(out, group, group.members[member_id], cause, now_ms)
 
     # ======================================================================
     # ConsumerGroupHeartbeat
@@ -320,18 +367,16 @@ class ConsumerGroups:
             self._retire_classic(out, group_id)
         if upgraded is not None:
             for key, value in creation_records(upgraded):
-                self._write(out, key, value)
+                self.writer.write(out, key, value)
             group = self.groups[group_id]
             for member_id in group.members:
-                self._schedule_session(out, group_id, member_id, now_ms)
+                self.timers.schedule_session_timeout(out, group_id, member_id, now_ms)
         self.groups.setdefault(group_id, group)
         before = member
         if replaced is not None:
-            self._replace_static_member(out, group, replaced, member)
+            self.replace_static_member(out, group, replaced, member)
         updated = updated_member(member, req)
-        is_new = member.member_id not in group.members
-        if is_new or updated.metadata_value() != member.metadata_value():
-            self._write_member(out, group_id, updated)
+        is_new = self.write_member(out, group, member, updated)
         cause = None
         if group.group_epoch == 0 or (
             updated.subscribed_topic_names != member.subscribed_topic_names
@@ -339,14 +384,14 @@ class ConsumerGroups:
         ):
             cause = RebalanceCause.MEMBER_JOINED if is_new else RebalanceCause.SUBSCRIPTION_CHANGED
         topics_changed = self._refresh_regexes(out, group, topics, now_ms)
-        topics_changed |= self._refresh_subscription_metadata(out, group, topics)
+        topics_changed |= self.refresh_subscription_metadata(out, group, topics)
         if cause is None and topics_changed:
             cause = RebalanceCause.TOPIC_METADATA_CHANGED
         if cause is not None:
-            self._bump_group_epoch(out, group, cause, member_label(updated))
+            self.bump_group_epoch(out, group, cause, member_label(updated))
         self.update_target_assignment(out, group, now_ms)
 
-        self._schedule_session(out, group_id, updated.member_id, now_ms)
+        self.timers.schedule_session_timeout(out, group_id, updated.member_id, now_ms)
         if joining and self._computing.get(group_id) == group.group_epoch:
             # The target being computed (off the loop, for milliseconds) is the first with
             # this member: its answer waits for it, so that a member joining a quiet group
@@ -367,7 +412,7 @@ class ConsumerGroups:
         """The member's assignment moves towards its target; what it is told of it."""
         group_id, member_id = group.group_id, before.member_id
         joining = req.member_epoch == 0
-        self._reconcile(out, group, group.members[member_id], req.owned_partitions, now_ms)
+        self.reconcile(out, group, group.members[member_id], req.owned_partitions, now_ms)
         current = group.members[member_id]
         # The assignment goes out when it changed, and to a member that sent everything
         # (when joining, or after an error), whatever it believes it has.
@@ -479,20 +524,6 @@ class ConsumerGroups:
         check_epoch(existing, req)
         return existing, None
 
-    def _replace_static_member(
-        self,
-        out: Result,
-        group: ConsumerGroup,
-        old: ConsumerGroupMember,
-        new: ConsumerGroupMember,
-    ) -> None:
-        target = group.target_of(old.member_id)
-        self._cancel_member_timers(out, group.group_id, old.member_id)
-        self._remove_member_records(out, group.group_id, old.member_id)
-        self._write_member(out, group.group_id, new)
-        self._write_target(out, group.group_id, new.member_id, target)
-        self._write_assignment(out, group.group_id, new)
-
     def _refresh_regexes(
         self, out: Result, group: ConsumerGroup, topics: TopicsImage, now_ms: int
     ) -> bool:
@@ -502,7 +533,7 @@ class ConsumerGroups:
         regexes = group.subscribed_regexes()
         changed = False
         for regex in sorted(group.resolved_regexes.keys() - regexes):
-            self._write(out, ConsumerGroupRegularExpressionKey(group_id, regex), None)
+            self.writer.regex_tombstone(out, group_id, regex)
         fresh = self._regexes_resolved_with.get(group_id) is topics
         if fresh and regexes <= group.resolved_regexes.keys():
             return False
@@ -511,12 +542,12 @@ class ConsumerGroups:
             resolved = group.resolved_regexes.get(regex)
             if resolved is None or resolved.topics != matched:
                 value = ConsumerGroupRegularExpressionValue(matched, topics.version, now_ms)
-                self._write(out, ConsumerGroupRegularExpressionKey(group_id, regex), value)
+                self.writer.resolved_regex(out, group_id, regex, value)
                 changed = True
         self._regexes_resolved_with[group_id] = topics
         return changed
 
-    def _refresh_subscription_metadata(
+    def refresh_subscription_metadata(
         self, out: Result, group: ConsumerGroup, topics: TopicsImage | None
     ) -> bool:
         """Record the subscribed topics' metadata if it changed (a topic subscribed to or
@@ -530,8 +561,7 @@ class ConsumerGroups:
                 metadata[name] = topic
         if metadata == group.subscription_metadata:
             return False
-        value = ConsumerGroupPartitionMetadataValue(tuple(metadata.values()))
-        self._write(out, ConsumerGroupPartitionMetadataKey(group.group_id), value)
+        self.writer.subscription_metadata(out, group.group_id, tuple(metadata.values()))
         return True
 
     def update_target_assignment(self, out: Result, group: ConsumerGroup, now_ms: int) -> None:
@@ -545,9 +575,9 @@ class ConsumerGroups:
         interval = self.config.consumer_assignment_interval_for(group_id)
         due = next_target_due(group.assignment_timestamp_ms, interval, now_ms)
         if now_ms < due:
-            self._schedule_assignment(out, group_id, due)
+            self.timers.schedule_assignment(out, group_id, due)
             return
-        self._cancel_timer(out, _assignment_key(group_id))
+        self.timers.cancel_assignment(out, group_id)
         run = assignor_run(group, self._assignors())
         if not self.config.consumer_assignor_offload_for(group_id):
             self._install_target(out, group, run, run(), now_ms)
@@ -557,14 +587,6 @@ class ConsumerGroups:
         out.offloaded.append(
             OffloadedWork(run, lambda targets, now: self._target_computed(group, run, targets, now))
         )
-
-    def _schedule_assignment(self, out: Result, group_id: str, deadline_ms: int) -> None:
-        def due(o: Result, now: int) -> None:
-            group = self.groups.get(group_id)
-            if group is not None:
-                self.update_target_assignment(o, group, now)
-
-        self._schedule_timer(out, _assignment_key(group_id), deadline_ms, due)
 
     def _target_computed(
         self,
@@ -590,7 +612,7 @@ class ConsumerGroups:
         del self._computing[group_id]
         if targets is None:
             interval = self.config.consumer_assignment_interval_for(group_id)
-            self._schedule_assignment(out, group_id, now_ms + max(interval, 1_000))
+            self.timers.schedule_assignment(out, group_id, now_ms + max(interval, 1_000))
         else:
             self._install_target(out, group, run, targets, now_ms)
         for token, req, before in self._parked_joins.pop(group_id, []):
@@ -613,10 +635,9 @@ class ConsumerGroups:
     ) -> None:
         for member_id, target in placed_targets(group, run, targets):
             if group.target_assignment.get(member_id) != target:
-                self._write_target(out, group.group_id, member_id, target)
+                self.writer.target_assignment(out, group.group_id, member_id, target)
         epoch = run.group_epoch
-        value = ConsumerGroupTargetAssignmentMetadataValue(epoch, now_ms)
-        self._write(out, ConsumerGroupTargetAssignmentMetadataKey(group.group_id), value)
+        self.writer.target_assignment_metadata(out, group.group_id, epoch, now_ms)
         progress = {
             m.member_id: (m.member_epoch, m.assignment.is_reconciled_to(epoch))
             for m in group.members.values()
@@ -624,7 +645,7 @@ class ConsumerGroups:
         finished = self.history_of(group.group_id).target_changed(epoch, now_ms, progress)
         self._publish(out, group.group_id, finished)
 
-    def _reconcile(
+    def reconcile(
         self,
         out: Result,
         group: ConsumerGroup,
@@ -632,6 +653,8 @@ class ConsumerGroups:
         owned: Partitions | None,
         now_ms: int,
     ) -> None:
+        """Move the member's assignment towards its target, given what it reports owning
+        (None: what it had), and start or stop its rebalance timeout accordingly."""
         ids = {n: t.topic_id for n, t in group.subscription_metadata.items()}
         subscribed = frozenset(ids[n] for n in group.member_topic_names(member) if n in ids)
         assignment = reconcile(
@@ -645,7 +668,7 @@ class ConsumerGroups:
         if assignment == member.assignment:
             return
         member = replace(member, assignment=assignment)
-        self._write_assignment(out, group.group_id, member)
+        self.writer.current_assignment(out, group.group_id, member)
         finished = self.history_of(group.group_id).member_progressed(
             member.member_id,
             assignment.member_epoch,
@@ -656,9 +679,9 @@ class ConsumerGroups:
         if member.uses_classic_protocol:
             return  # told to rejoin instead, on the join and sync timers (classic_members.py)
         if assignment.state is MemberState.UNREVOKED_PARTITIONS:
-            self._schedule_revocation(out, group.group_id, member, now_ms)
+            self.timers.schedule_rebalance_timeout(out, group.group_id, member, now_ms)
         else:
-            self._cancel_timer(out, _revocation_key(group.group_id, member.member_id))
+            self.timers.cancel_rebalance_timeout(out, group.group_id, member.member_id)
 
     # ======================================================================
     # leaving, and being made to leave
@@ -696,8 +719,10 @@ class ConsumerGroups:
                     member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                     pending_revocation=NO_PARTITIONS,
                 )
-                self._write_assignment(out, group.group_id, replace(member, assignment=away))
-                self._cancel_timer(out, _revocation_key(group.group_id, member.member_id))
+                self.writer.current_assignment(
+                    out, group.group_id, replace(member, assignment=away)
+                )
+                self.timers.cancel_rebalance_timeout(out, group.group_id, member.member_id)
                 return ConsumerGroupHeartbeatResponse(
                     ErrorCode.NONE,
                     member_id=member.member_id,
@@ -720,39 +745,15 @@ class ConsumerGroups:
         the next heartbeat of any member computes a target assignment without it. When it
         was the last to speak the new protocol, the group may become classic instead."""
         member_id = member.member_id
-        history = self.history_of(group.group_id)
-        self._publish(out, group.group_id, history.member_left(member_id, now_ms))
+        self.member_left(out, group.group_id, member_id, now_ms)
         if self._downgrade(out, group, member_id, now_ms):
             return
-        self._cancel_member_timers(out, group.group_id, member_id)
-        self._remove_member_records(out, group.group_id, member_id)
+        self.drop_member(out, group.group_id, member_id)
         for regex in sorted(group.resolved_regexes.keys() - group.subscribed_regexes()):
-            self._write(out, ConsumerGroupRegularExpressionKey(group.group_id, regex), None)
-        self._refresh_subscription_metadata(out, group, None)
-        self._bump_group_epoch(out, group, cause, member_label(member))
+            self.writer.regex_tombstone(out, group.group_id, regex)
+        self.refresh_subscription_metadata(out, group, None)
+        self.bump_group_epoch(out, group, cause, member_label(member))
         self.update_target_assignment(out, group, now_ms)
-
-    def _expire_session(self, out: Result, group_id: str, member_id: str, now_ms: int) -> None:
-        group = self.groups.get(group_id)
-        if group is not None and member_id in group.members:
-            member = group.members[member_id]
-            self._remove_member(out, group, member, RebalanceCause.SESSION_EXPIRED, now_ms)
-
-    def _expire_revocation(
-        self, out: Result, group_id: str, member_id: str, epoch: int, now_ms: int
-    ) -> None:
-        """A member that did not revoke within its rebalance timeout is fenced; one that has
-        moved on from the epoch it was asked to revoke in is not concerned."""
-        group = self.groups.get(group_id)
-        member = None if group is None else group.members.get(member_id)
-        if group is not None and member is not None and member.member_epoch == epoch:
-            self._remove_member(out, group, member, RebalanceCause.REVOCATION_EXPIRED, now_ms)
-
-    def _cancel_member_timers(self, out: Result, group_id: str, member_id: str) -> None:
-        self._cancel_timer(out, _session_key(group_id, member_id))
-        self._cancel_timer(out, _revocation_key(group_id, member_id))
-        self._cancel_timer(out, TimerKey(TimerKind.CLASSIC_JOIN, group_id, member_id))
-        self._cancel_timer(out, TimerKey(TimerKind.CLASSIC_SYNC, group_id, member_id))
 
     def on_loaded(self, out: Result, now_ms: int) -> None:
         """Loaded by replay: every member's session starts now, and so does the revocation
@@ -762,9 +763,9 @@ class ConsumerGroups:
         for group_id, group in self.groups.items():
             for member in group.members.values():
                 self._unconfirmed.add((group_id, member.member_id))
-                self._schedule_session(out, group_id, member.member_id, now_ms)
+                self.timers.schedule_session_timeout(out, group_id, member.member_id, now_ms)
                 if member.is_revoking and not member.uses_classic_protocol:
-                    self._schedule_revocation(out, group_id, member, now_ms)
+                    self.timers.schedule_rebalance_timeout(out, group_id, member, now_ms)
             # A target that was due, or being computed when the last leader stopped.
             self.update_target_assignment(out, group, now_ms)
 
@@ -808,19 +809,10 @@ class ConsumerGroups:
     def delete(self, out: Result, group_id: str) -> None:
         """Tombstones for all of a group, in Kafka's order; the group is gone once applied."""
         group = self.groups[group_id]
-        self._cancel_timer(out, _assignment_key(group_id))
+        self.timers.cancel_assignment(out, group_id)
         for member_id in list(group.members):
-            self._cancel_member_timers(out, group_id, member_id)
-            self._write(out, ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id), None)
-        for member_id in list(group.target_assignment):
-            self._write(out, ConsumerGroupTargetAssignmentMemberKey(group_id, member_id), None)
-        self._write(out, ConsumerGroupTargetAssignmentMetadataKey(group_id), None)
-        for member_id in list(group.members):
-            self._write(out, ConsumerGroupMemberMetadataKey(group_id, member_id), None)
-        for regex in sorted(group.resolved_regexes):
-            self._write(out, ConsumerGroupRegularExpressionKey(group_id, regex), None)
-        self._write(out, ConsumerGroupPartitionMetadataKey(group_id), None)
-        self._write(out, ConsumerGroupMetadataKey(group_id), None)
+            self.timers.cancel_member_timers(out, group_id, member_id)
+        self.writer.group_tombstones(out, group)
 
     def unload(self) -> list[Reply]:
         """Drop everything; the answers of the joins parked meanwhile (NOT_COORDINATOR)."""
@@ -850,53 +842,11 @@ class ConsumerGroups:
         if entry is not None:
             out.rebalances.append((group_id, entry))
 
-    # ======================================================================
-    # timers
-    # ======================================================================
-
-    def _schedule_session(self, out: Result, group_id: str, member_id: str, now_ms: int) -> None:
-        """The group's session timeout (the broker's unless the group sets its own), or
-        the one a classic member joined with."""
-        classic = self.groups[group_id].members[member_id].classic
-        if classic is not None:
-            timeout_ms = classic.session_timeout_ms
-        else:
-            timeout_ms = self.config.consumer_session_timeout_for(group_id)
-        self._schedule_timer(
-            out,
-            _session_key(group_id, member_id),
-            now_ms + timeout_ms,
-            lambda o, now: self._expire_session(o, group_id, member_id, now),
-        )
-
-    def _schedule_revocation(
-        self, out: Result, group_id: str, member: ConsumerGroupMember, now_ms: int
-    ) -> None:
-        member_id, epoch = member.member_id, member.member_epoch
-        self._schedule_timer(
-            out,
-            _revocation_key(group_id, member_id),
-            now_ms + member.rebalance_timeout_ms,
-            lambda o, now: self._expire_revocation(o, group_id, member_id, epoch, now),
-        )
-
-
-def _session_key(group_id: str, member_id: str) -> TimerKey:
-    return TimerKey(TimerKind.SESSION, group_id, member_id)
-
-
-def _revocation_key(group_id: str, member_id: str) -> TimerKey:
-    return TimerKey(TimerKind.REVOCATION, group_id, member_id)
-
 
 def _not_a_member(member_id: str, group_id: str) -> ConsumerGroupHeartbeatResponse:
     return ConsumerGroupHeartbeatResponse(
         ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}."
     )
-
-
-def _assignment_key(group_id: str) -> TimerKey:
-    return TimerKey(TimerKind.ASSIGNMENT, group_id)
 
 
 def member_label(member: ConsumerGroupMember) -> str:

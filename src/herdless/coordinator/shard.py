@@ -141,6 +141,7 @@ class CoordinatorShard:
             self.config,
             self._schedule,
             self._cancel,
+            lambda key: key in self._timers,
             new_uuid,
             self.groups,
             self._retire_classic_group,
@@ -148,7 +149,6 @@ class CoordinatorShard:
         )
         self.classic_members = ClassicMembers(
             self.consumer,
-            lambda key: key in self._timers,
             lambda out, group, now: self._to_classic(out, group, None, now),
         )
         self._timers: dict[TimerKey, _Timer] = {}
