@@ -17,11 +17,10 @@ Leaving (epoch -1), a static member leaving for a while (-2), a session that
 expires and a member that does not revoke within its rebalance timeout all end
 in the same removal and group epoch bump.
 
-Every change is a record (consumer_records.py), appended to the result and
-applied at once through `apply`, the very function replay uses: a shard's
-consumer groups are always what its log makes of them, so loading, a warm
-standby and failover need nothing of their own. A request is checked whole
-before its first record; a refusal writes nothing.
+Every change is a record, written through consumer_log.py: appended to the result
+and applied at once by the very function replay uses, so a shard's consumer groups
+are always what its log makes of them. A request is checked whole before its first
+record; a refusal writes nothing. The members' timers are consumer_timers.py's.
 
 The topics come in as data (a TopicsImage, from the broker), never looked up.
 Group ids are shared with classic groups: a heartbeat takes over an empty
@@ -43,7 +42,6 @@ from herdless.coordinator.config import CoordinatorConfig
 from herdless.coordinator.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-    NO_ASSIGNMENT_EPOCH,
     ConsumerGroup,
     ConsumerGroupMember,
     describe_group,
@@ -55,6 +53,7 @@ from herdless.coordinator.consumer_heartbeat import (
     validate,
 )
 from herdless.coordinator.consumer_history import TargetAssignmentHistory
+from herdless.coordinator.consumer_log import ConsumerGroupLog
 from herdless.coordinator.consumer_messages import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
@@ -65,22 +64,7 @@ from herdless.coordinator.consumer_protocol import (
     MalformedConsumerProtocol,
 )
 from herdless.coordinator.consumer_records import (
-    ConsumerGroupCurrentMemberAssignmentKey,
-    ConsumerGroupKey,
-    ConsumerGroupMemberMetadataKey,
-    ConsumerGroupMetadataKey,
-    ConsumerGroupMetadataValue,
-    ConsumerGroupPartitionMetadataKey,
-    ConsumerGroupPartitionMetadataValue,
-    ConsumerGroupRegularExpressionKey,
     ConsumerGroupRegularExpressionValue,
-    ConsumerGroupTargetAssignmentMemberKey,
-    ConsumerGroupTargetAssignmentMemberValue,
-    ConsumerGroupTargetAssignmentMetadataKey,
-    ConsumerGroupTargetAssignmentMetadataValue,
-    ConsumerGroupValue,
-    decode_consumer_group_key,
-    decode_consumer_group_value,
 )
 from herdless.coordinator.consumer_timers import (
     ConsumerGroupTimers,
@@ -88,7 +72,6 @@ from herdless.coordinator.consumer_timers import (
     TimerProbe,
     TimerScheduler,
 )
-from herdless.coordinator.consumer_writes import ConsumerGroupWriter
 from herdless.coordinator.group import ClassicGroup
 from herdless.coordinator.group_conversion import (
     consumer_group_from_classic,
@@ -97,7 +80,7 @@ from herdless.coordinator.group_conversion import (
 )
 from herdless.coordinator.history import RebalanceCause
 from herdless.coordinator.messages import ListedGroup, RebalanceRecord
-from herdless.coordinator.reconciliation import CurrentAssignment, MemberState, reconcile
+from herdless.coordinator.reconciliation import MemberState, reconcile
 from herdless.coordinator.result import OffloadedWork, Reply, Result
 from herdless.coordinator.state import GroupState
 from herdless.coordinator.target_assignment import (
@@ -124,7 +107,7 @@ class ConsumerGroups:
     Besides the requests of the new protocol, it offers the classic members of its groups
     (classic_members.py) the operations both protocols share, in Kafka's terms: the
     member's metadata, the group epoch, the subscription metadata, the target assignment,
-    reconciliation and fencing; with `timers` and `writer` for the rest.
+    reconciliation and fencing; with `timers` and `log` for the rest.
     """
 
     def __init__(
@@ -149,7 +132,9 @@ class ConsumerGroups:
             self.fence_member,
             self.update_target_assignment,
         )
-        self.writer = ConsumerGroupWriter(self.apply)
+        self.log = ConsumerGroupLog(
+            self.groups, classic_groups, self._forget_group, self._forget_member
+        )
         self._new_uuid = new_uuid
         # Shared with the shard: the group ids consumer groups must not take over.
         self._classic = classic_groups
@@ -174,83 +159,14 @@ class ConsumerGroups:
             str, list[tuple[Hashable, ConsumerGroupHeartbeatRequest, ConsumerGroupMember]]
         ] = {}
 
-    # ======================================================================
-    # records
-    # ======================================================================
+    def _forget_group(self, group_id: str) -> None:
+        # What the group's tombstone ends beside the group itself.
+        self._regexes_resolved_with.pop(group_id, None)
+        self._history.pop(group_id, None)
+        self._computing.pop(group_id, None)
 
-    def replay(self, key: bytes, value: bytes | None) -> bool:
-        """Apply a record if it is a consumer group's; False if it is not (another group
-        type Kafka runs, such as share groups: skipped, so a log Kafka wrote still loads)."""
-        decoded = decode_consumer_group_key(key)
-        if decoded is None:
-            return False
-        self.apply(decoded, None if value is None else decode_consumer_group_value(decoded, value))
-        return True
-
-    def apply(self, key: ConsumerGroupKey, value: ConsumerGroupValue | None) -> None:
-        """The state change of one record, live or replayed."""
-        group_id = key.group
-        if value is None:
-            self._apply_tombstone(key)
-            return
-        group = self._materialize(group_id)
-        if isinstance(value, ConsumerGroupMetadataValue):
-            group.group_epoch = value.epoch
-        elif isinstance(value, ConsumerGroupPartitionMetadataValue):
-            group.subscription_metadata = {t.name: t for t in value.topics}
-        elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
-            group.target_assignment_epoch = value.assignment_epoch
-            group.assignment_timestamp_ms = value.assignment_timestamp_ms
-        elif isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
-            assert isinstance(key, ConsumerGroupTargetAssignmentMemberKey)
-            group.put_target_assignment(key.member_id, value.partitions)
-        elif isinstance(value, ConsumerGroupRegularExpressionValue):
-            assert isinstance(key, ConsumerGroupRegularExpressionKey)
-            group.resolved_regexes[key.regex] = value
-        elif isinstance(key, ConsumerGroupMemberMetadataKey):
-            member = group.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
-            group.put_member(member.with_metadata(value))  # type: ignore[arg-type]
-        else:
-            assert isinstance(key, ConsumerGroupCurrentMemberAssignmentKey)
-            member = group.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
-            group.put_member(member.with_assignment(value))  # type: ignore[arg-type]
-
-    def _apply_tombstone(self, key: ConsumerGroupKey) -> None:
-        group = self.groups.get(key.group)
-        if group is None:
-            return
-        if isinstance(key, ConsumerGroupMetadataKey):
-            del self.groups[key.group]
-            self._regexes_resolved_with.pop(key.group, None)
-            self._history.pop(key.group, None)
-            self._computing.pop(key.group, None)
-        elif isinstance(key, ConsumerGroupPartitionMetadataKey):
-            group.subscription_metadata = {}
-        elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
-            group.target_assignment_epoch = NO_ASSIGNMENT_EPOCH
-            group.assignment_timestamp_ms = 0
-        elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
-            group.put_target_assignment(key.member_id, None)
-        elif isinstance(key, ConsumerGroupRegularExpressionKey):
-            group.resolved_regexes.pop(key.regex, None)
-        elif isinstance(key, ConsumerGroupMemberMetadataKey):
-            group.remove_member(key.member_id)
-            self._unconfirmed.discard((key.group, key.member_id))
-        else:
-            member = group.members.get(key.member_id)
-            if member is not None:
-                # The member is on its way out: it holds nothing from now on.
-                left = CurrentAssignment(LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_MEMBER_EPOCH)
-                group.put_member(replace(member, assignment=left))
-
-    def _materialize(self, group_id: str) -> ConsumerGroup:
-        group = self.groups.get(group_id)
-        if group is None:
-            # A group that only held offsets (committed with no membership) gives way, as
-            # in Kafka; any other classic group was tombstoned before the first record.
-            self._classic.pop(group_id, None)
-            group = self.groups[group_id] = ConsumerGroup(group_id)
-        return group
+    def _forget_member(self, group_id: str, member_id: str) -> None:
+        self._unconfirmed.discard((group_id, member_id))
 
     # ======================================================================
     # what both protocols' members share
@@ -269,20 +185,20 @@ class ConsumerGroups:
         """Record the member's metadata if it is new or changed; True if it is new."""
         is_new = before.member_id not in group.members
         if is_new or updated.metadata_value() != before.metadata_value():
-            self.writer.member_metadata(out, group.group_id, updated)
+            self.log.member_metadata(out, group.group_id, updated)
         return is_new
 
     def bump_group_epoch(
         self, out: Result, group: ConsumerGroup, cause: RebalanceCause, detail: str
     ) -> None:
-        self.writer.group_epoch(out, group.group_id, group.group_epoch + 1)
+        self.log.group_epoch(out, group.group_id, group.group_epoch + 1)
         self.history_of(group.group_id).epoch_bumped(cause, detail)
 
     def drop_member(self, out: Result, group_id: str, member_id: str) -> None:
         """The member's timers and records go; what that changes for the group is the
         caller's to write."""
         self.timers.cancel_member_timers(out, group_id, member_id)
-        self.writer.member_tombstones(out, group_id, member_id)
+        self.log.member_tombstones(out, group_id, member_id)
 
     def replace_static_member(
         self,
@@ -294,9 +210,9 @@ class ConsumerGroups:
         """A static member back under a new member id takes the old one's place and target."""
         target = group.target_of(old.member_id)
         self.drop_member(out, group.group_id, old.member_id)
-        self.writer.member_metadata(out, group.group_id, new)
-        self.writer.target_assignment(out, group.group_id, new.member_id, target)
-        self.writer.current_assignment(out, group.group_id, new)
+        self.log.member_metadata(out, group.group_id, new)
+        self.log.target_assignment(out, group.group_id, new.member_id, target)
+        self.log.current_assignment(out, group.group_id, new)
 
     def member_left(self, out: Result, group_id: str, member_id: str, now_ms: int) -> None:
         """Tell the group's history, which may close a target assignment on it."""
@@ -367,7 +283,7 @@ class ConsumerGroups:
             self._retire_classic(out, group_id)
         if upgraded is not None:
             for key, value in creation_records(upgraded):
-                self.writer.write(out, key, value)
+                self.log.write(out, key, value)
             group = self.groups[group_id]
             for member_id in group.members:
                 self.timers.schedule_session_timeout(out, group_id, member_id, now_ms)
@@ -533,7 +449,7 @@ class ConsumerGroups:
         regexes = group.subscribed_regexes()
         changed = False
         for regex in sorted(group.resolved_regexes.keys() - regexes):
-            self.writer.regex_tombstone(out, group_id, regex)
+            self.log.regex_tombstone(out, group_id, regex)
         fresh = self._regexes_resolved_with.get(group_id) is topics
         if fresh and regexes <= group.resolved_regexes.keys():
             return False
@@ -542,7 +458,7 @@ class ConsumerGroups:
             resolved = group.resolved_regexes.get(regex)
             if resolved is None or resolved.topics != matched:
                 value = ConsumerGroupRegularExpressionValue(matched, topics.version, now_ms)
-                self.writer.resolved_regex(out, group_id, regex, value)
+                self.log.resolved_regex(out, group_id, regex, value)
                 changed = True
         self._regexes_resolved_with[group_id] = topics
         return changed
@@ -561,7 +477,7 @@ class ConsumerGroups:
                 metadata[name] = topic
         if metadata == group.subscription_metadata:
             return False
-        self.writer.subscription_metadata(out, group.group_id, tuple(metadata.values()))
+        self.log.subscription_metadata(out, group.group_id, tuple(metadata.values()))
         return True
 
     def update_target_assignment(self, out: Result, group: ConsumerGroup, now_ms: int) -> None:
@@ -635,9 +551,9 @@ class ConsumerGroups:
     ) -> None:
         for member_id, target in placed_targets(group, run, targets):
             if group.target_assignment.get(member_id) != target:
-                self.writer.target_assignment(out, group.group_id, member_id, target)
+                self.log.target_assignment(out, group.group_id, member_id, target)
         epoch = run.group_epoch
-        self.writer.target_assignment_metadata(out, group.group_id, epoch, now_ms)
+        self.log.target_assignment_metadata(out, group.group_id, epoch, now_ms)
         progress = {
             m.member_id: (m.member_epoch, m.assignment.is_reconciled_to(epoch))
             for m in group.members.values()
@@ -668,7 +584,7 @@ class ConsumerGroups:
         if assignment == member.assignment:
             return
         member = replace(member, assignment=assignment)
-        self.writer.current_assignment(out, group.group_id, member)
+        self.log.current_assignment(out, group.group_id, member)
         finished = self.history_of(group.group_id).member_progressed(
             member.member_id,
             assignment.member_epoch,
@@ -719,9 +635,7 @@ class ConsumerGroups:
                     member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                     pending_revocation=NO_PARTITIONS,
                 )
-                self.writer.current_assignment(
-                    out, group.group_id, replace(member, assignment=away)
-                )
+                self.log.current_assignment(out, group.group_id, replace(member, assignment=away))
                 self.timers.cancel_rebalance_timeout(out, group.group_id, member.member_id)
                 return ConsumerGroupHeartbeatResponse(
                     ErrorCode.NONE,
@@ -750,7 +664,7 @@ class ConsumerGroups:
             return
         self.drop_member(out, group.group_id, member_id)
         for regex in sorted(group.resolved_regexes.keys() - group.subscribed_regexes()):
-            self.writer.regex_tombstone(out, group.group_id, regex)
+            self.log.regex_tombstone(out, group.group_id, regex)
         self.refresh_subscription_metadata(out, group, None)
         self.bump_group_epoch(out, group, cause, member_label(member))
         self.update_target_assignment(out, group, now_ms)
@@ -812,7 +726,7 @@ class ConsumerGroups:
         self.timers.cancel_assignment(out, group_id)
         for member_id in list(group.members):
             self.timers.cancel_member_timers(out, group_id, member_id)
-        self.writer.group_tombstones(out, group)
+        self.log.group_tombstones(out, group)
 
     def unload(self) -> list[Reply]:
         """Drop everything; the answers of the joins parked meanwhile (NOT_COORDINATOR)."""

@@ -167,7 +167,7 @@ class CoordinatorShard:
         if decoded is None:
             # Consumer groups' records; those of group types we do not run (share groups,
             # streams groups) are skipped, so a log written by Kafka still loads.
-            self.consumer.replay(key, value)
+            self.consumer.log.replay(key, value)
             return
         if isinstance(decoded, OffsetCommitKey):
             self._apply_offset(decoded, value)
