@@ -593,13 +593,12 @@ async def commit_run(
     cpu_box: list[CpuMeter] = []
 
     async def committer(connection: sm.Connection, group: str) -> None:
+        commit = sm.EncodedCommit(group, TOPIC, partitions, f"committer-{group}")
         offset = 0
         while time.perf_counter() < window_end:
             offset += 1
             sent = time.perf_counter()
-            codes = await sm.offset_commit(
-                connection, group, TOPIC, dict.fromkeys(partitions, offset)
-            )
+            codes = await sm.commit_encoded(connection, commit, offset)
             done = time.perf_counter()
             bad = [c for c in codes if c != sm.NONE]
             if bad:
