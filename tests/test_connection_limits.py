@@ -188,24 +188,29 @@ def close_wait_sockets(broker: BrokerProcess) -> int:
     return count
 
 
-def test_a_long_poll_ends_when_its_client_hangs_up(broker: BrokerProcess) -> None:
-    assert create_topics(broker, {"quiet": 1}) == [(0, "")]
+def waiting_fetch(topic: str, max_wait_ms: int) -> object:
+    """A Fetch from the start of an empty partition: it waits up to max_wait_ms."""
     Topic = FetchRequest.FetchTopic
-    request = FetchRequest[4](
+    return FetchRequest[4](
         replica_id=-1,
-        max_wait_ms=60_000,
+        max_wait_ms=max_wait_ms,
         min_bytes=1,
         max_bytes=1 << 20,
         isolation_level=0,
         topics=[
             Topic(
-                topic="quiet",
+                topic=topic,
                 partitions=[
                     Topic.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1024)
                 ],
             )
         ],
     )
+
+
+def test_a_long_poll_ends_when_its_client_hangs_up(broker: BrokerProcess) -> None:
+    assert create_topics(broker, {"quiet": 1}) == [(0, "")]
+    request = waiting_fetch("quiet", 60_000)
     wire = Wire(broker)
     request.with_header(correlation_id=1, client_id="long-poll")
     body = bytes(request.encode(header=True))
@@ -224,26 +229,10 @@ def test_pipelined_requests_are_answered_in_order_behind_one_that_waits(
     """Requests sent together, one of them a Fetch that waits for records: each is answered
     in the order sent, those behind the Fetch only once it has been."""
     assert create_topics(broker, {"pipelined": 1}) == [(0, "")]
-    Topic = FetchRequest.FetchTopic
-    waiting_fetch = FetchRequest[4](
-        replica_id=-1,
-        max_wait_ms=700,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        topics=[
-            Topic(
-                topic="pipelined",
-                partitions=[
-                    Topic.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1024)
-                ],
-            )
-        ],
-    )
     requests = [
         MetadataRequest[1](topics=None),
         simple_commit("pipelined-group", {("pipelined", 0): 1}),
-        waiting_fetch,
+        waiting_fetch("pipelined", 700),
         MetadataRequest[1](topics=None),
         simple_commit("pipelined-group", {("pipelined", 0): 2}),
     ]
