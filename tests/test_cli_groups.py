@@ -26,7 +26,7 @@ from kafka.structs import OffsetAndMetadata
 
 from herdless.cli.reset_offsets import parse_duration_ms
 from tests.support.broker import BrokerProcess, free_port, module_broker
-from tests.support.cli import herdless, refused, succeeded, table_rows
+from tests.support.cli import herdless, refused, sigint_as_in_a_terminal, succeeded, table_rows
 from tests.support.kafka_python import subscribe_safely
 
 TOPIC = "cli-groups-events"
@@ -447,9 +447,7 @@ def test_lag_watch_refreshes_until_interrupted(broker: BrokerProcess, topic: str
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        # A shell running tests in the background ignores SIGINT, and children
-        # inherit that; Ctrl-C is what --watch is stopped with.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=sigint_as_in_a_terminal,  # Ctrl-C is what --watch is stopped with
     )
     try:
         assert process.stdout is not None

@@ -27,6 +27,7 @@ from playwright.sync_api import BrowserContext, Page, expect
 from herdless.testing.broker import HerdlessBroker
 from tests.support.broker import BrokerProcess, free_port
 from tests.support.browser import chromium, screenshot
+from tests.support.cli import sigint_as_in_a_terminal
 
 TOPIC = "console-orders"
 PARTITIONS = 3
@@ -129,6 +130,7 @@ def console_url(broker: HerdlessBroker, tmp_path_factory: pytest.TempPathFactory
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
+            preexec_fn=sigint_as_in_a_terminal,  # stopped with Ctrl-C below
         )
     url = f"http://127.0.0.1:{port}"
     try:

@@ -9,12 +9,19 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 COMMAND = [sys.executable, "-m", "herdless"]
+
+
+def sigint_as_in_a_terminal() -> None:
+    """preexec_fn of a command a test stops with SIGINT, as Ctrl-C stops it: a shell that
+    runs the tests in the background ignores SIGINT, and children inherit that."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def herdless(
