@@ -389,16 +389,20 @@ class _DecoderWriter:
         src.emit(ind, f"{target}.unknown_tags = None")
         for fmt, run in _runs(_in_version(struct_field, version)):
             if fmt:
-                names = ", ".join(f"{target}.{f.name}" for f in run)
-                comma = "," if len(run) == 1 else ""
-                src.emit(ind, f"{names}{comma} = {src.unpacker(fmt)}(data, pos)")
-                src.emit(ind, f"pos += {struct.calcsize('>' + fmt)}")
+                self.fixed_run(ind, fmt, [f"{target}.{f.name}" for f in run])
             else:
                 f = run[0]
                 nullable = f.nullable_for_version_q(version)
                 self.value(ind, f, f"{target}.{f.name}", path.child(f.name), nullable)
         if self.compact:
             self.tag_section(ind, struct_field, target, path)
+
+    def fixed_run(self, ind: int, fmt: str, targets: list[str]) -> None:
+        """Read adjacent fixed-size fields (struct format `fmt`) into `targets` at once."""
+        src = self.src
+        comma = "," if len(targets) == 1 else ""
+        src.emit(ind, f"{', '.join(targets)}{comma} = {src.unpacker(fmt)}(data, pos)")
+        src.emit(ind, f"pos += {struct.calcsize('>' + fmt)}")
 
     def stand_in(
         self, ind: int, struct_field: Any, stand_in: StandIn, target: str, path: _Path
@@ -410,10 +414,7 @@ class _DecoderWriter:
         local = {f.name: src.var(f.name) for f in fields}
         for fmt, run in _runs(fields):
             if fmt:
-                names = ", ".join(local[f.name] for f in run)
-                comma = "," if len(run) == 1 else ""
-                src.emit(ind, f"{names}{comma} = {src.unpacker(fmt)}(data, pos)")
-                src.emit(ind, f"pos += {struct.calcsize('>' + fmt)}")
+                self.fixed_run(ind, fmt, [local[f.name] for f in run])
                 continue
             f = run[0]
             name = local[f.name]
