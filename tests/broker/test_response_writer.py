@@ -120,3 +120,75 @@ def test_without_a_socket_to_send_from_regions_are_copied(segment: int) -> None:
 
     received, error = run("uvloop", lambda: _exchange(chunks, False, send_as_over_tls))
     assert error is None and received == want
+
+
+def _now(coroutine: Coroutine[Any, Any, None]) -> None:
+    """Run a send that must not wait (as a request answered in data_received does)."""
+    with pytest.raises(StopIteration):
+        coroutine.send(None)
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_answers_given_in_one_pass_leave_together_at_its_end_in_order(loop: str) -> None:
+    async def scenario() -> tuple[bool, bytes, bytes]:
+        accepted: asyncio.Queue[ResponseWriter] = asyncio.Queue()
+        done = asyncio.Event()
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            responses = ResponseWriter(writer)
+            await accepted.put(responses)
+            await done.wait()
+            responses.close()
+            writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+        first, second = [await accepted.get() for _ in clients]
+        # Which accepted writer is which client: told by their peers' ports.
+        if first._writer.get_extra_info("peername")[1] != clients[0].getsockname()[1]:
+            first, second = second, first
+        _now(first.send([b"a1"]))
+        _now(second.send([b"b1"]))
+        _now(first.send([bytearray(b"a2")]))
+        for client in clients:
+            client.setblocking(False)
+        try:
+            clients[0].recv(100)
+            written_at_once = True
+        except BlockingIOError:
+            written_at_once = False
+        await asyncio.sleep(0)  # the loop's next pass
+        await asyncio.sleep(0.05)
+        received = [client.recv(100) for client in clients]
+        done.set()
+        for client in clients:
+            client.close()
+        server.close()
+        return written_at_once, received[0], received[1]
+
+    written_at_once, first, second = run(loop, scenario)
+    assert not written_at_once
+    assert first == b"a1a2"
+    assert second == b"b1"
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_an_answer_given_just_before_the_connection_closes_is_written(loop: str) -> None:
+    received, error = run(loop, lambda: _exchange([b"last words"], False, send_chunks))
+    assert error is None
+    assert received == b"last words"
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_file_answer_waits_for_the_answers_given_before_it(loop: str, segment: int) -> None:
+    chunks: list[Chunk] = [b"head", region(segment, 0, 200_000), b"tail"]
+
+    async def small_then_file(responses: ResponseWriter, chunks: list[Chunk]) -> None:
+        await responses.send([b"earlier"])
+        await responses.send(chunks)
+
+    want = b"earlier" + expected(chunks, segment)
+    received, error = run(loop, lambda: _exchange(chunks, True, small_then_file))
+    assert error is None
+    assert received == want

@@ -11,18 +11,75 @@ asyncio's own loop.sendfile() is not used: uvloop, which the broker runs on, doe
 implement it, and its fallback reads the file through Python. Waiting for the socket to
 take more uses a duplicate of its descriptor, because the event loop will not watch a
 descriptor that belongs to a transport.
+
+Answers that fit in one chunk (nearly all but Fetch's) are written together once the
+event loop has handled what arrived in one pass, as Kafka's network threads send the
+responses that are ready on each poll: see ResponseBatch.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import weakref
 
 from herdless.protocol.regions import Chunk, FileRegion, close_regions
 
 
 class TruncatedRegion(Exception):
     """A region's file ended before the region did (a follower's log was truncated)."""
+
+
+class ResponseBatch:
+    """The answers of one pass of the event loop, written when it has handled all that
+    arrived, one connection's in the order they were given.
+
+    Writing each answer the moment it is ready woke the client for each: on loopback
+    the wake-up is charged to the writer, and it was a tenth of the broker's CPU with 8
+    committers (perf, `_raw_spin_unlock_irqrestore` under `sock_def_readable`). Written
+    together, the answers to requests that arrived together wake a client once: the
+    broker spent a quarter to a half less time in the kernel per commit from 8
+    committers, and made 11-22% more commits (docs/benchmarks.md). An answer waits at
+    most for the requests handled after it in the same pass.
+    """
+
+    __slots__ = ("_loop", "_pending", "_scheduled")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._pending: list[tuple[asyncio.WriteTransport, bytes]] = []
+        self._scheduled = False
+
+    def add(self, transport: asyncio.WriteTransport, data: bytes) -> None:
+        self._pending.append((transport, data))
+        if not self._scheduled:
+            self._scheduled = True
+            # Run at the start of the loop's next pass, before it waits for more.
+            self._loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Write what is pending now (also before a response written otherwise)."""
+        self._scheduled = False
+        pending, self._pending = self._pending, []
+        for transport, data in pending:
+            if transport.is_closing():
+                continue  # the client went: its next read says so
+            try:
+                transport.write(data)
+            except (OSError, RuntimeError):
+                continue  # likewise; the other connections' answers still go
+
+
+_BATCHES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ResponseBatch] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _batch_of(loop: asyncio.AbstractEventLoop) -> ResponseBatch:
+    batch = _BATCHES.get(loop)
+    if batch is None:
+        batch = _BATCHES[loop] = ResponseBatch(loop)
+    return batch
 
 
 class ResponseWriter:
@@ -35,22 +92,24 @@ class ResponseWriter:
             if socket is not None and writer.get_extra_info("sslcontext") is None
             else None
         )
-        # A response is let drain whole before the next request is read, as Kafka mutes a
-        # connection until its send completes; and a region may follow bytes only once
-        # the transport holds none.
+        # An answer that did not leave whole is let drain before the connection's next is
+        # given (as Kafka mutes a connection until its send completes, what waits is
+        # bounded); and a region may follow bytes only once the transport holds none.
         transport.set_write_buffer_limits(high=0)
         self._watched_fd: int | None = None
+        self._batch = _batch_of(asyncio.get_running_loop())
 
     async def send(self, chunks: list[Chunk]) -> None:
         """Write a response's chunks in order; its regions are closed whatever happens."""
         writer = self._writer
         if len(chunks) == 1:
-            writer.write(chunks[0])  # type: ignore[arg-type]
-            # Most answers leave whole in write(): nothing to wait for. A client gone
-            # meanwhile is noticed by the next read.
+            # Most answers leave whole in write(); one that did not is let drain before
+            # the next is given. A client gone meanwhile is noticed by the next read.
             if self._transport.get_write_buffer_size():
                 await writer.drain()
+            self._batch.add(self._transport, chunks[0])  # type: ignore[arg-type]
             return
+        self._batch.flush()  # this connection's earlier answers go first
         try:
             for chunk in chunks:
                 if not isinstance(chunk, FileRegion):
@@ -91,6 +150,8 @@ class ResponseWriter:
             loop.remove_writer(self._watched_fd)
 
     def close(self) -> None:
+        """Before the transport closes: what is pending of its answers is written."""
+        self._batch.flush()
         fd, self._watched_fd = self._watched_fd, None
         if fd is not None:
             os.close(fd)
