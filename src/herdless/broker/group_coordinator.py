@@ -137,6 +137,7 @@ class ShardRuntime:
         self.applied_offset = log.log_start_offset
         self.loaded_records = 0
         self._waiting: dict[Hashable, asyncio.Future[Any]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
         # Completes when every record written so far is durable and its replies are out.
         self._tail: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -304,7 +305,11 @@ class ShardRuntime:
             raise CoordinatorError(_NOT_SERVING[self.state])
         self._require_leading()
         token = object()
-        waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        loop = self._loop
+        if loop is None:
+            # Kept: asyncio.get_running_loop() makes a system call (getpid) each time.
+            loop = self._loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[Any] = loop.create_future()
         self._waiting[token] = waiter
         try:
             self._apply(operation(self.shard, token, now_ms()), leading=True)

@@ -167,14 +167,15 @@ def decode_request(
     except Exception as exc:  # the codecs raise assorted errors on bad input
         name = REQUESTS[api_key].name
         raise MalformedRequest(f"cannot decode {name} v{version}: {exc}") from exc
+    # Positional: keywords cost a twentieth of decoding a commit.
     return Request(
-        api_key=api_key,
-        api_version=version,
-        correlation_id=prefix.correlation_id,
-        client_id=body.header.client_id,
-        body=body,
-        client_host=client_host,
-        null_field=null_field,
+        api_key,
+        version,
+        prefix.correlation_id,
+        body.header.client_id,
+        body,
+        client_host,
+        null_field,
     )
 
 

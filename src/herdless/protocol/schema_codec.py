@@ -323,6 +323,15 @@ class _DecoderWriter:
             src.emit(ind, f"{target} = {src.const(_bitfield, 'bitfield')}({unpack}(data, pos)[0])")
             src.emit(ind, "pos += 4")
         elif kind in ("string", "bytes", "records"):
+            if kind == "string" and self.compact:
+                # Empty strings are common (a consumer's member id, a commit's metadata):
+                # one length byte read, nothing sliced or decoded (a seventh of decoding
+                # a 4-partition commit).
+                src.emit(ind, "if data[pos] == 1:")
+                src.emit(ind + 1, "pos += 1")
+                src.emit(ind + 1, f"{target} = ''")
+                src.emit(ind, "else:")
+                ind += 1
             size = src.var("size")
             self.length(ind, size, "h" if kind == "string" else "i")
             src.emit(ind, f"if {size} < 0:")
