@@ -325,8 +325,8 @@ class _DecoderWriter:
         elif kind in ("string", "bytes", "records"):
             if kind == "string" and self.compact:
                 # Empty strings are common (a consumer's member id, a commit's metadata):
-                # one length byte read, nothing sliced or decoded (a seventh of decoding
-                # a 4-partition commit).
+                # one length byte read, nothing sliced or decoded (0.5 of the 3.4 µs that
+                # decoding a 4-partition commit took).
                 src.emit(ind, "if data[pos] == 1:")
                 src.emit(ind + 1, "pos += 1")
                 src.emit(ind + 1, f"{target} = ''")
