@@ -6,7 +6,9 @@ python -m tests.cluster.lease_child <connect>
 
 from __future__ import annotations
 
+import faulthandler
 import json
+import signal
 import sys
 import threading
 import time
@@ -17,6 +19,8 @@ STALL_S = 1.5
 
 
 def main(connect: str) -> None:
+    # The test asks for every thread's stack (to stderr) if no report comes.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     store = ClusterStore(connect, session_timeout=2.0, request_timeout=0.5)
     store.register_broker(BrokerRegistration(1, "127.0.0.1", 9092))
     stop = threading.Event()

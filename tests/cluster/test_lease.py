@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
@@ -102,6 +103,24 @@ def test_a_late_answer_extends_the_lease_from_when_it_was_sent(
         assert deadline < resumed_at + 6.0 * (1 - MARGIN) - 1.0
 
 
+# The child checks every 10 ms; once (in CI, 2026-11-27) it reported nothing for 50 s.
+REPORT_WITHIN_S = 20.0
+
+
+def _next_report(child: subprocess.Popen[str], seconds: float) -> Any:
+    """The child's next line, or a failure that leaves its threads' stacks in stderr."""
+    line: list[str] = []
+    assert child.stdout is not None
+    reader = threading.Thread(target=lambda: line.append(child.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(seconds)
+    if not line:
+        os.kill(child.pid, signal.SIGUSR1)  # faulthandler in the child: every stack
+        time.sleep(1.0)
+        pytest.fail(f"the resumed child reported nothing within {seconds:.0f} s (stacks above)")
+    return json.loads(line[0])
+
+
 @pytest.mark.timeout(60)
 def test_a_stopped_broker_finds_its_lease_gone_when_it_resumes(
     own_zookeeper: ZooKeeperProcess,
@@ -126,7 +145,7 @@ def test_a_stopped_broker_finds_its_lease_gone_when_it_resumes(
         assert observer.get_children("/brokers/ids") == []
         time.sleep(0.5)
         os.kill(child.pid, signal.SIGCONT)
-        report = json.loads(child.stdout.readline())
+        report = _next_report(child, REPORT_WITHIN_S)
         assert report["stalled_s"] > 2.0
         # Its first check after resuming already says: do not act as leader.
         assert report["lease_valid"] is False
