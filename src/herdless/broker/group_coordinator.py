@@ -158,7 +158,7 @@ class ShardRuntime:
     def start(self) -> None:
         """Replay in the background, as far as the role allows."""
         if self._replaying is None or self._replaying.done():
-            self._replaying = asyncio.get_running_loop().create_task(self.replay())
+            self._replaying = self._event_loop().create_task(self.replay())
 
     def become_leader(self) -> None:
         """Catch up to the log end, then serve (at once, for a warm standby)."""
@@ -305,17 +305,21 @@ class ShardRuntime:
             raise CoordinatorError(_NOT_SERVING[self.state])
         self._require_leading()
         token = object()
-        loop = self._loop
-        if loop is None:
-            # Kept: asyncio.get_running_loop() makes a system call (getpid) each time.
-            loop = self._loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[Any] = loop.create_future()
+        waiter: asyncio.Future[Any] = self._event_loop().create_future()
         self._waiting[token] = waiter
         try:
             self._apply(operation(self.shard, token, now_ms()), leading=True)
             return await waiter
         finally:
             self._waiting.pop(token, None)
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        """The broker's loop, kept: asyncio.get_running_loop() makes a system call
+        (getpid) each time, once per commit on the request path."""
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        return loop
 
     def _require_leading(self) -> None:
         """A broker that lost its partition's leadership, or cannot prove it still has
@@ -371,11 +375,10 @@ class ShardRuntime:
                     error = exc
             self._deliver(result.replies, error)
         else:
-            tail: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            loop = self._event_loop()
+            tail: asyncio.Future[None] = loop.create_future()
             self._tail = tail
-            asyncio.get_running_loop().create_task(
-                self._release(result, previous, tail, end_offset, self._incarnation)
-            )
+            loop.create_task(self._release(result, previous, tail, end_offset, self._incarnation))
         self._arm_timer(result.timers)
         for work in result.offloaded:
             self._offload(work)
@@ -459,7 +462,7 @@ class ShardRuntime:
         if self._executor is None:
             self._offloaded_done(work, _run_offloaded(work), incarnation)
             return
-        future = asyncio.get_running_loop().run_in_executor(self._executor, _run_offloaded, work)
+        future = self._event_loop().run_in_executor(self._executor, _run_offloaded, work)
         future.add_done_callback(
             lambda done: self._offloaded_done(
                 work, None if done.cancelled() else done.result(), incarnation
@@ -475,7 +478,7 @@ class ShardRuntime:
             # Leadership in doubt: the result waits until it is settled, as timers do (a
             # lost leadership resets the state; a renewed one must still hear of it, or
             # the group would wait for this target for ever).
-            asyncio.get_running_loop().call_later(
+            self._event_loop().call_later(
                 LEADERSHIP_RECHECK_S, self._offloaded_done, work, value, incarnation
             )
             return
@@ -509,7 +512,7 @@ class ShardRuntime:
         if deadline is None:
             return
         delay = max(deadline - now_ms(), 0) / 1000
-        self._timer = asyncio.get_running_loop().call_later(delay, self._fire)
+        self._timer = self._event_loop().call_later(delay, self._fire)
         self._timer_deadline = deadline
 
     def _fire(self) -> None:
@@ -523,7 +526,7 @@ class ShardRuntime:
         except CoordinatorError:
             # Leadership in doubt (the lease lapsed): judge no member until it is settled
             # one way (the lease renewed) or the other (the role changes).
-            self._timer = asyncio.get_running_loop().call_later(LEADERSHIP_RECHECK_S, self._fire)
+            self._timer = self._event_loop().call_later(LEADERSHIP_RECHECK_S, self._fire)
             return
         self._apply(self.shard.poll(now_ms()), leading=True)
 
