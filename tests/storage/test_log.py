@@ -39,20 +39,32 @@ def test_append_assigns_offsets_and_reads_back(open_log: OpenLog) -> None:
 
 
 def test_short_writes_are_written_on(open_log: OpenLog, monkeypatch: pytest.MonkeyPatch) -> None:
-    # A batch goes down as its rewritten header and the rest of it, in one pwritev,
-    # which the kernel may cut short anywhere: the rest must follow, in order.
+    # A batch goes down as its rewritten header and the rest of it, in one pwritev (a
+    # small one joined, in one pwrite), which the kernel may cut short anywhere: the
+    # rest must follow, in order.
     real_pwritev = os.pwritev
+    real_pwrite = os.pwrite
+    writes = []
 
-    def short(fd: int, buffers: list[memoryview], position: int) -> int:
+    def short_pwritev(fd: int, buffers: list[memoryview], position: int) -> int:
+        writes.append("pwritev")
         return real_pwritev(fd, [bytes(b"".join(buffers)[:7])], position)
 
-    monkeypatch.setattr(os, "pwritev", short)
+    def short_pwrite(fd: int, data: bytes, position: int) -> int:
+        writes.append("pwrite")
+        return real_pwrite(fd, bytes(data)[:7], position)
+
+    monkeypatch.setattr(os, "pwritev", short_pwritev)
+    monkeypatch.setattr(os, "pwrite", short_pwrite)
     log = open_log()
     log.append(split(build([b"a" * 100, b"b"])), now_ms=5)
     log.append(split(build([b"c"]), build([b"d" * 30, b"e"])), now_ms=6)
+    log.append(split(build([b"f" * 5000])), now_ms=7)
     monkeypatch.undo()
+    assert {"pwrite", "pwritev"} <= set(writes)
     got = records_of(log.read(0, 1 << 20))
-    assert [(o, v) for o, _, v in got] == list(enumerate([b"a" * 100, b"b", b"c", b"d" * 30, b"e"]))
+    values = [b"a" * 100, b"b", b"c", b"d" * 30, b"e", b"f" * 5000]
+    assert [(o, v) for o, _, v in got] == list(enumerate(values))
 
 
 def test_read_returns_the_batch_holding_the_offset(open_log: OpenLog) -> None:

@@ -78,7 +78,8 @@ class LogConfig:
     remote_log_delete_on_disable: bool = False
     # Kafka names given explicitly for this topic; DescribeConfigs reports them as topic configs.
     overrides: frozenset[str] = frozenset()
-    # Derived once: every append asks (compacts, timestamp_bounds, target_compression).
+    # Derived once: every append asks (compacts, timestamp_bounds, target_compression,
+    # max_segment_ms).
     _derived: _Derived = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -103,7 +104,15 @@ class LogConfig:
             }.get(codec)
             target = (codec, level)
         derived = _Derived(
-            "delete" in policies, "compact" in policies, log_append_time, bounds, target
+            "delete" in policies,
+            "compact" in policies,
+            log_append_time,
+            bounds,
+            target,
+            target is None and not log_append_time and bounds == (None, None),
+            min(self.segment_ms, self.max_compaction_lag_ms)
+            if "compact" in policies and self.max_compaction_lag_ms is not None
+            else self.segment_ms,
         )
         object.__setattr__(self, "_derived", derived)
 
@@ -182,11 +191,15 @@ class LogConfig:
         return self._derived.timestamp_bounds
 
     @property
+    def stores_batches_as_given(self) -> bool:
+        """Whether a batch is stored with only its offsets and leader epoch rewritten: no
+        recompression, no LogAppendTime stamp, no timestamp bounds to check it against."""
+        return self._derived.stores_batches_as_given
+
+    @property
     def max_segment_ms(self) -> int:
         """How long a segment may stay active; when compacting, max.compaction.lag.ms too."""
-        if self.compacts and self.max_compaction_lag_ms is not None:
-            return min(self.segment_ms, self.max_compaction_lag_ms)
-        return self.segment_ms
+        return self._derived.max_segment_ms
 
     @property
     def target_compression(self) -> tuple[Compression, int | None] | None:
@@ -200,6 +213,8 @@ class _Derived(NamedTuple):
     log_append_time: bool
     timestamp_bounds: tuple[int | None, int | None]
     target_compression: tuple[Compression, int | None] | None
+    stores_batches_as_given: bool
+    max_segment_ms: int
 
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")

@@ -791,8 +791,16 @@ def _pwrite_all(
     """Write every part (`size` bytes in all), in order, from `position`: one pwritev,
     unless it writes less."""
     if size < _JOIN_BELOW:
-        # A small batch (the coordinator's): joining costs less than a view per part.
-        views = [memoryview(b"".join(parts))] if size else []
+        # A small batch (the coordinator's): joining costs less than a view per part,
+        # and one pwrite that writes it all (as it almost always does) needs no view.
+        if not size:
+            return
+        joined = b"".join(parts)
+        written = os.pwrite(fd, joined, position)
+        if written == size:
+            return
+        views = [memoryview(joined)[written:]]
+        position += written
     else:
         views = [memoryview(part).cast("B") for part in parts if len(part)]
     while views:
