@@ -788,8 +788,8 @@ def _pread_exact(fd: int, size: int, position: int) -> bytes:
 def _pwrite_all(
     fd: int, parts: Sequence[bytes | bytearray | memoryview], position: int, size: int
 ) -> None:
-    """Write every part (`size` bytes in all), in order, from `position`: one pwritev,
-    unless it writes less."""
+    """Write every part (`size` bytes in all), in order, from `position`: one pwrite of
+    them joined when small, else one pwritev; more only when the kernel writes less."""
     if size < _JOIN_BELOW:
         # A small batch (the coordinator's): joining costs less than a view per part,
         # and one pwrite that writes it all (as it almost always does) needs no view.
