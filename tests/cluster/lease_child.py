@@ -33,8 +33,12 @@ def main(connect: str) -> None:
     threading.Thread(target=renew, daemon=True).start()
     while time.monotonic() >= store.lease_deadline():
         time.sleep(0.01)
-    print(json.dumps({"ready": True}), flush=True)
+    # Taken before saying ready: a stop that comes after the test reads "ready" must fall
+    # between two readings. Taken after, a child preempted between the print and the
+    # reading (a loaded machine, CI) was stopped before its first reading, saw no stall
+    # on resuming, and never reported.
     last = time.monotonic()
+    print(json.dumps({"ready": True}), flush=True)
     while True:
         # What a leader checks before it acts: the time first, then the lease.
         now = time.monotonic()
