@@ -5,11 +5,18 @@ live brokers, the controller, topics' replica assignments and each
 partition's state (leader, leader epoch, ISR). Clients are told what it says;
 it may lag ZooKeeper by a watch, which is what Kafka's own metadata caches do
 too: a client sent to a former leader gets NOT_LEADER_OR_FOLLOWER and asks again.
+
+One thing it says better than Kafka's cache: a broker that cannot prove its own
+ZooKeeper session alive (cut from ZooKeeper, or just resumed from a long pause) may
+already have been replaced, so the view names it neither leader nor controller until
+it can. Clients then ask another broker instead of being sent back here to be
+refused: an isolated Kafka broker goes on naming itself until its session is gone.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 from herdless.broker.metadata import BrokerEndpoint, PartitionMetadata, TopicMetadata
 from herdless.cluster.layout import BrokerRegistration, PartitionState, TopicAssignment, Versioned
@@ -20,13 +27,28 @@ NO_LEADER = -1
 class ClusterMetadata:
     def __init__(self) -> None:
         self.cluster_id = ""
-        self.controller_id = NO_LEADER
+        self._controller_id = NO_LEADER
+        # This broker, and whether its ZooKeeper session is provably alive now.
+        self._self_id = NO_LEADER
+        self._self_vouched: Callable[[], bool] = lambda: True
         self._brokers: dict[int, BrokerEndpoint] = {}
         self._topics: dict[str, TopicAssignment] = {}
         self._states: dict[tuple[str, int], Versioned[PartitionState]] = {}
         self._configs: dict[str, dict[str, str]] = {}
 
+    def vouch_for_self(self, node_id: int, session_alive: Callable[[], bool]) -> None:
+        """Name `node_id` as a leader or the controller only while `session_alive()`."""
+        self._self_id, self._self_vouched = node_id, session_alive
+
     # -- updates, from ZooKeeper watches ------------------------------------------
+
+    @property
+    def controller_id(self) -> int:
+        return NO_LEADER if self._unvouched(self._controller_id) else self._controller_id
+
+    @controller_id.setter
+    def controller_id(self, node_id: int) -> None:
+        self._controller_id = node_id
 
     def set_brokers(self, registrations: list[BrokerRegistration]) -> None:
         self._brokers = {
@@ -93,7 +115,17 @@ class ClusterMetadata:
     def leader(self, topic: str, partition: int) -> BrokerEndpoint | None:
         """The live broker leading the partition, if any."""
         state = self.partition_state(topic, partition)
-        return None if state is None else self._brokers.get(state.leader)
+        return None if state is None else self._brokers.get(self._named(state.leader))
+
+    def _named(self, node_id: int) -> int:
+        """`node_id` as the view names it to others: NO_LEADER for a broker that is not
+        live, or for this one while it cannot prove its session."""
+        if node_id not in self._brokers or self._unvouched(node_id):
+            return NO_LEADER
+        return node_id
+
+    def _unvouched(self, node_id: int) -> bool:
+        return node_id == self._self_id and not self._self_vouched()
 
     def partition_count(self, name: str) -> int | None:
         assignment = self._topics.get(name)
@@ -111,7 +143,7 @@ class ClusterMetadata:
             if state is None:
                 partitions.append(PartitionMetadata(index, NO_LEADER, -1, replicas, (), offline))
                 continue
-            leader = state.leader if state.leader in self._brokers else NO_LEADER
+            leader = self._named(state.leader)
             partitions.append(
                 PartitionMetadata(
                     index, leader, state.leader_epoch, replicas, tuple(state.isr), offline

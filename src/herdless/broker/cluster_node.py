@@ -73,6 +73,7 @@ class ClusterNode:
             config.replica_lag_time_max_ms,
         )
         self.replicas.on_role_change = self._on_role_change
+        metadata.vouch_for_self(config.node_id, self.lease_valid)
         self.producer_ids = ProducerIds(self._reserve_producer_ids)
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._topic_watches: dict[str, list[Watch]] = {}
