@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -58,12 +58,14 @@ def registered(zookeeper: KazooClient) -> set[int]:
     return {int(child) for child in zookeeper.get_children(BROKER_IDS_PATH)}
 
 
-def wait_until(condition: object, timeout: float, what: str, cluster: LabCluster) -> float:
+def wait_until(
+    condition: Callable[[], bool], timeout: float, what: str, cluster: LabCluster
+) -> float:
     """Seconds until `condition()` holds; fails after `timeout` with the cluster's logs."""
     started = time.monotonic()
-    while not condition():  # type: ignore[operator]
+    while not condition():
         if time.monotonic() - started > timeout:
-            pytest.fail(f"{what} not within {timeout:g}s\n{cluster.lab.events}\n{cluster.logs()}")
+            pytest.fail(f"{what} not within {timeout:g}s\n{cluster.logs()}")
         time.sleep(0.1)
     return time.monotonic() - started
 

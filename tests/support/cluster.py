@@ -171,6 +171,11 @@ class LabCluster(ClusterProcesses):
         self.heal_network()
         super().heal()
 
+    def logs(self) -> str:
+        """The processes' logs after the lab's cuts and heals, timestamped."""
+        events = "\n".join(self.lab.events)
+        return f"--- network lab {self.lab.name} ---\n{events}\n{super().logs()}"
+
     def shutdown(self) -> None:
         try:
             super().shutdown()

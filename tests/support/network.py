@@ -30,11 +30,10 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
+import sys
 import tempfile
 import time
-import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,8 +56,18 @@ NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 COMMAND_TIMEOUT_S = 30.0
 LOCK_PATH = Path(tempfile.gettempdir()) / "herdless-netlab.lock"
 
+# Connects to port 9 of argv[1]; exits 0 only on a refusal, the sign of a path both ways.
+_REFUSAL_PROBE = """
+import socket, sys
+try:
+    socket.create_connection((sys.argv[1], 9), timeout=1.0).close()
+except ConnectionRefusedError:
+    sys.exit(0)
+sys.exit("port 9 answered")
+"""
 _labs_made = itertools.count()
-_open_labs: weakref.WeakSet[NetworkLab] = weakref.WeakSet()
+# Closed at interpreter exit if their owner did not close them.
+_open_labs: set[NetworkLab] = set()
 
 
 class NetworkLabUnavailable(RuntimeError):
@@ -293,22 +302,29 @@ class NetworkLab:
             self._in(node, "iptables-restore", "-w", "5", stdin="\n".join(table))
 
     def _check_reachable(self, node: Node) -> None:
-        """Fail now, not in a test's timeout, if the root namespace cannot reach the node
-        (e.g. a FORWARD policy of DROP applied to bridged traffic by br_netfilter)."""
-        # Port 9 has no listener in a fresh namespace: a refusal proves the path both ways.
-        deadline = time.monotonic() + 5.0
-        while True:
-            try:
-                with socket.create_connection((node.address, 9), timeout=1.0):
-                    return
-            except ConnectionRefusedError:
-                return
-            except OSError as exc:
+        """Fail now, not in a test's timeout, if the root namespace or the lab's first
+        node cannot reach the new node: the root namespace's own rules may drop it, and
+        with net.bridge.bridge-nf-call-iptables set, so may its FORWARD chain (a policy
+        of DROP, as Docker sets) between two nodes."""
+        first = next(iter(self.nodes.values()))
+        sources: list[tuple[str, tuple[str, ...], str]] = [("the root namespace", (), "")]
+        if first != node:
+            hint = (
+                " (with net.bridge.bridge-nf-call-iptables=1, traffic between nodes goes"
+                " through the root namespace's FORWARD chain: does it drop it?)"
+            )
+            sources.append((f"node {first.name}", self.prefix(first.name), hint))
+        for source, prefix, hint in sources:
+            # Port 9 has no listener in a fresh namespace: a refusal proves the path both
+            # ways; anything else (a timeout, no route) fails.
+            probe = [*prefix, sys.executable, "-c", _REFUSAL_PROBE, node.address]
+            deadline = time.monotonic() + 5.0
+            while (done := _probe(probe)).returncode:
                 if time.monotonic() >= deadline:
                     raise NetworkLabError(
-                        f"node {node.name} at {node.address} is not reachable from the root"
-                        f" namespace through bridge {self.bridge}: {exc!r}"
-                    ) from None
+                        f"node {node.name} at {node.address} is not reachable from {source}"
+                        f" through bridge {self.bridge}: {_last_line(done.stderr)}{hint}"
+                    )
                 time.sleep(0.05)
 
     def _event(self, what: str) -> None:
@@ -431,6 +447,15 @@ def _run(*command: str, stdin: str | None = None, check: bool = True) -> str:
         shown = " ".join(command) + (f" <<< {stdin!r}" if stdin else "")
         raise NetworkLabError(f"{shown} exited with {done.returncode}: {done.stderr.strip()}")
     return done.stdout
+
+
+def _probe(command: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
+
+
+def _last_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else "(no output)"
 
 
 def _base36(number: int) -> str:
