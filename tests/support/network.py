@@ -149,30 +149,13 @@ class NetworkLab:
         )
         assert len(entry.veth) <= IFNAME_MAX, entry.veth
         self.nodes[node] = entry
-        _run("ip", "netns", "add", entry.namespace)
-        _ip_batch(
-            f"link add {entry.veth} type veth peer name {NODE_INTERFACE} netns {entry.namespace}",
-            f"link set {entry.veth} master {self.bridge} up",
-        )
-        _ip_batch(
-            # Processes in the node talk to themselves too.
-            "link set lo up",
-            f"addr add {entry.address}/{self.subnet.prefixlen} dev {NODE_INTERFACE}",
-            f"link set {NODE_INTERFACE} up",
-            namespace=entry.namespace,
-        )
-        # Loose or strict reverse-path filtering would pass this lab's symmetric routes;
-        # it is turned off so that a machine's stricter defaults never drop a packet.
-        self._in(
-            node,
-            "sysctl",
-            "-q",
-            "-w",
-            "net.ipv4.conf.all.rp_filter=0",
-            f"net.ipv4.conf.{NODE_INTERFACE}.rp_filter=0",
-        )
-        self._render(node)
-        self._check_reachable(entry)
+        try:
+            self._make_node(entry)
+        except BaseException:
+            del self.nodes[node]
+            _run("ip", "link", "del", entry.veth, check=False)
+            _run("ip", "netns", "del", entry.namespace, check=False)
+            raise
         self._event(f"node {node} at {entry.address} (namespace {entry.namespace})")
         return entry.address
 
@@ -209,13 +192,15 @@ class NetworkLab:
         self._event(f"isolate {node}")
 
     def heal(self, node: str | None = None) -> None:
-        """Remove the cuts of `node` (its isolation included), or every cut."""
+        """Remove the cuts of `node` (its isolation included; CLIENTS for the clients'),
+        or every cut."""
         if node is None:
             touched = set(self._isolated).union(*self._cuts)
             self._cuts.clear()
             self._isolated.clear()
         else:
-            self._node(node)
+            if node != CLIENTS:
+                self._node(node)
             healed = {pair for pair in self._cuts if node in pair}
             self._cuts -= healed
             self._isolated.discard(node)
@@ -253,6 +238,33 @@ class NetworkLab:
 
     def __repr__(self) -> str:
         return f"<NetworkLab {self.name} {getattr(self, 'subnet', '')}: {', '.join(self.nodes)}>"
+
+    def _make_node(self, entry: Node) -> None:
+        _run("ip", "netns", "add", entry.namespace)
+        _ip_batch(
+            f"link add {entry.veth} type veth peer name {NODE_INTERFACE} netns {entry.namespace}",
+            f"link set {entry.veth} master {self.bridge} up",
+        )
+        _ip_batch(
+            # Processes in the node talk to themselves too.
+            "link set lo up",
+            f"addr add {entry.address}/{self.subnet.prefixlen} dev {NODE_INTERFACE}",
+            f"link set {NODE_INTERFACE} up",
+            namespace=entry.namespace,
+        )
+        # The lab's routes are symmetric, so reverse-path filtering passes everything;
+        # it is off all the same, whatever the namespace inherited from the machine, so
+        # that a packet lost is always one of the lab's cuts.
+        self._in(
+            entry.name,
+            "sysctl",
+            "-q",
+            "-w",
+            "net.ipv4.conf.all.rp_filter=0",
+            f"net.ipv4.conf.{NODE_INTERFACE}.rp_filter=0",
+        )
+        self._render(entry.name)
+        self._check_reachable(entry)
 
     def _make_bridge(self) -> None:
         # A fixed address, so that the bridge's MAC does not follow its ports as nodes
