@@ -1,5 +1,6 @@
-"""A real cluster on 127.0.0.1 for the suite: herdless.testing's cluster, with the
-settings and extras the cluster tests share."""
+"""A real cluster for the suite: herdless.testing's cluster, with the settings and
+extras the cluster tests share, on 127.0.0.1 or in a network lab where tests can
+partition it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from herdless.testing import BrokerProcess, HerdlessCluster, free_port
+from herdless.testing.zookeeper import ZooKeeperProcess
+from tests.support.network import NetworkLab
 
+# ZooKeeper's node in a LabCluster's network lab; broker N's is LabCluster.node(N).
+ZOOKEEPER_NODE = "zookeeper"
 # Short timeouts, so that failures are detected (and tests finish) in seconds.
 SESSION_TIMEOUT_MS = 4000
 BROKER_SETTINGS = {
@@ -24,11 +29,22 @@ class ClusterProcesses(HerdlessCluster):
         self.metrics_ports: dict[int, int] = {}
         super().__init__(base_dir, brokers, {**BROKER_SETTINGS, **settings})
 
-    def broker_process(self, broker_id: int, *extra_args: str) -> BrokerProcess:
+    def broker_process(
+        self,
+        broker_id: int,
+        *extra_args: str,
+        host: str = "127.0.0.1",
+        prefix: tuple[str, ...] = (),
+    ) -> BrokerProcess:
         """The cluster's broker, given a metrics port of its own."""
         self.metrics_ports[broker_id] = free_port()
         return super().broker_process(
-            broker_id, "--metrics-port", str(self.metrics_ports[broker_id]), *extra_args
+            broker_id,
+            "--metrics-port",
+            str(self.metrics_ports[broker_id]),
+            *extra_args,
+            host=host,
+            prefix=prefix,
         )
 
     def add_broker(self, broker_id: int, *extra_args: str) -> BrokerProcess:
@@ -69,6 +85,115 @@ def running_cluster(
     base_dir: Path, brokers: int = 3, **settings: str
 ) -> Iterator[ClusterProcesses]:
     cluster = ClusterProcesses(base_dir, brokers, **settings)
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()
+
+
+class LabCluster(ClusterProcesses):
+    """A cluster whose ZooKeeper and brokers each run in a network namespace of their
+    own (a NetworkLab, `self.lab`), listening and advertising on their own addresses,
+    so that a test can cut the network between them, silently, as a real partition.
+
+    The test process and its clients stay in the root namespace: metadata, topics,
+    clients and kazoo reach every process as before, and kill() and pause() signal
+    the processes themselves. Stopping or shutting the cluster down closes the lab:
+    it does not start twice.
+    """
+
+    def __init__(self, base_dir: Path, brokers: int = 3, **settings: str) -> None:
+        self.lab = NetworkLab()
+        try:
+            super().__init__(base_dir, brokers, **settings)
+        except BaseException:
+            self.lab.close()
+            raise
+
+    @staticmethod
+    def node(broker_id: int) -> str:
+        """The broker's node in the lab."""
+        return f"broker-{broker_id}"
+
+    def zookeeper_process(self, data_dir: Path) -> ZooKeeperProcess:
+        host = self.lab.add(ZOOKEEPER_NODE)
+        return ZooKeeperProcess(data_dir, host=host, prefix=self.lab.prefix(ZOOKEEPER_NODE))
+
+    def broker_process(
+        self,
+        broker_id: int,
+        *extra_args: str,
+        host: str = "127.0.0.1",
+        prefix: tuple[str, ...] = (),
+    ) -> BrokerProcess:
+        """The broker in a node of its own, listening on the node's address (not
+        `host`), running under `prefix` inside the node's namespace."""
+        node = self.node(broker_id)
+        if node not in self.lab.nodes:
+            self.lab.add(node)
+        return super().broker_process(
+            broker_id,
+            *extra_args,
+            host=self.lab.address(node),
+            prefix=(*self.lab.prefix(node), *prefix),
+        )
+
+    def cut_from_zookeeper(self, broker_id: int) -> None:
+        """The broker keeps its clients and its peers but loses ZooKeeper: its session
+        expires after zookeeper.session.timeout.ms and the cluster deems it gone."""
+        self.lab.cut(self.node(broker_id), ZOOKEEPER_NODE)
+
+    def cut_between(self, broker_id: int, other_id: int) -> None:
+        self.lab.cut(self.node(broker_id), self.node(other_id))
+
+    def cut_from_brokers(self, broker_id: int) -> None:
+        """The broker keeps ZooKeeper and its clients but reaches no other broker: a
+        leader whose followers stop fetching, a follower that cannot fetch."""
+        for other_id in self.brokers:
+            if other_id != broker_id:
+                self.cut_between(broker_id, other_id)
+
+    def cut_from_clients(self, broker_id: int) -> None:
+        """The test's clients (the root namespace) no longer reach the broker."""
+        self.lab.cut_from_clients(self.node(broker_id))
+
+    def isolate(self, broker_id: int) -> None:
+        """The broker reaches nothing and nothing reaches it: not ZooKeeper, not its
+        peers, not the clients."""
+        self.lab.isolate(self.node(broker_id))
+
+    def heal_network(self, broker_id: int | None = None) -> None:
+        """Remove the cuts of one broker, or every cut."""
+        self.lab.heal(None if broker_id is None else self.node(broker_id))
+
+    def heal(self) -> None:
+        """Heal the network, then resume and start the processes (HerdlessCluster.heal)."""
+        self.heal_network()
+        super().heal()
+
+    def logs(self) -> str:
+        """The processes' logs after the lab's cuts and heals, timestamped."""
+        events = "\n".join(self.lab.events)
+        return f"--- network lab {self.lab.name} ---\n{events}\n{super().logs()}"
+
+    def shutdown(self) -> None:
+        try:
+            super().shutdown()
+        finally:
+            self.lab.close()
+
+    def stop(self) -> None:
+        try:
+            super().stop()
+        finally:
+            self.lab.close()
+
+
+@contextlib.contextmanager
+def running_lab_cluster(base_dir: Path, brokers: int = 3, **settings: str) -> Iterator[LabCluster]:
+    """A started LabCluster; raises NetworkLabUnavailable when the machine cannot host
+    its lab (not root, no ip or iptables)."""
+    cluster = LabCluster(base_dir, brokers, **settings)
     try:
         yield cluster.start()
     finally:

@@ -20,6 +20,8 @@ def require_zookeeper() -> str:
 class ZooKeeperProcess(zookeeper.ZooKeeperProcess):
     """The plugin's test ZooKeeper (herdless.testing), failing with RuntimeError when absent."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(
+        self, data_dir: Path, *, host: str = "127.0.0.1", prefix: tuple[str, ...] = ()
+    ) -> None:
         require_zookeeper()
-        super().__init__(data_dir)
+        super().__init__(data_dir, host=host, prefix=prefix)

@@ -1,8 +1,8 @@
 """A local Apache ZooKeeper server from Debian's `zookeeper` package, for `herdless cluster up`.
 
 It runs ZooKeeper's standalone server (ZooKeeperServerMain) with a config file
-written into its data directory, on 127.0.0.1, and waits until it takes
-sessions. A production cluster runs its own ZooKeeper ensemble instead.
+written into its data directory, on 127.0.0.1 unless told another address, and
+waits until it takes sessions. A production cluster runs its own ZooKeeper ensemble instead.
 """
 
 from __future__ import annotations
@@ -38,7 +38,12 @@ def require_zookeeper() -> str:
 
 
 class ZooKeeperServer(ChildProcess):
-    """A standalone ZooKeeper server whose data and config live in `data_dir`."""
+    """A standalone ZooKeeper server whose data and config live in `data_dir`.
+
+    It listens on `host`; `prefix` is a command it runs under (e.g. `ip netns exec NAME`
+    to put it in a network namespace of its own), which must exec it: signals go to
+    the process started.
+    """
 
     def __init__(
         self,
@@ -49,18 +54,22 @@ class ZooKeeperServer(ChildProcess):
         min_session_timeout_ms: int | None = None,
         max_session_timeout_ms: int | None = None,
         sync_writes: bool = True,
+        host: str = "127.0.0.1",
+        prefix: tuple[str, ...] = (),
     ) -> None:
         self.java = require_zookeeper()
         self.data_dir = data_dir
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.port = port
+        self.host = host
+        self.prefix = prefix
         self.config_path = data_dir / "zoo.cfg"
         super().__init__(data_dir.parent / f"{data_dir.name}-zookeeper.log")
         lines = [
             f"tickTime={tick_ms}",
             f"dataDir={data_dir}",
             f"clientPort={port}",
-            "clientPortAddress=127.0.0.1",
+            f"clientPortAddress={host}",
             "admin.enableServer=false",
             "4lw.commands.whitelist=ruok,srvr",
         ]
@@ -74,13 +83,14 @@ class ZooKeeperServer(ChildProcess):
 
     @property
     def connect(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self) -> ZooKeeperServer:
         classpath = [str(ZOOKEEPER_CONF_DIR), str(ZOOKEEPER_JAR)]
         if SLF4J_SIMPLE_JAR.exists():
             classpath.append(str(SLF4J_SIMPLE_JAR))
         command = [
+            *self.prefix,
             self.java,
             "-Xmx256m",
             "-XX:+UseSerialGC",
@@ -107,7 +117,7 @@ class ZooKeeperServer(ChildProcess):
 
     def four_letter_word(self, word: str) -> str | None:
         try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=1.0) as sock:
+            with socket.create_connection((self.host, self.port), timeout=1.0) as sock:
                 sock.sendall(word.encode())
                 return sock.recv(4096).decode(errors="replace")
         except OSError:

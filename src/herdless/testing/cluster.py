@@ -55,19 +55,32 @@ class HerdlessCluster(Brokers):
             **kafka_settings(settings, names),
         }
         self.base_dir = base_dir
-        self.zookeeper = ZooKeeperProcess(base_dir / "zookeeper")
+        self.zookeeper = self.zookeeper_process(base_dir / "zookeeper")
         self.brokers = {
             broker_id: self.broker_process(broker_id) for broker_id in range(1, brokers + 1)
         }
 
-    def broker_process(self, broker_id: int, *extra_args: str) -> BrokerProcess:
+    def zookeeper_process(self, data_dir: Path) -> ZooKeeperProcess:
+        """The cluster's ZooKeeper, not started."""
+        return ZooKeeperProcess(data_dir)
+
+    def broker_process(
+        self,
+        broker_id: int,
+        *extra_args: str,
+        host: str = "127.0.0.1",
+        prefix: tuple[str, ...] = (),
+    ) -> BrokerProcess:
         """Broker `broker_id` of this cluster, not started, with `extra_args` after the
-        cluster's own arguments."""
+        cluster's own arguments; it listens on `host` and runs under `prefix` (see
+        BrokerProcess)."""
         return BrokerProcess(
             self.base_dir / f"broker-{broker_id}",
             *("--zookeeper", self.zookeeper.connect, "--broker-id", str(broker_id)),
             *set_args(self.settings),
             *extra_args,
+            host=host,
+            prefix=prefix,
         )
 
     @property

@@ -20,10 +20,14 @@ class ZooKeeperProcess(ZooKeeperServer):
     when Java or Debian's zookeeper package is absent.
     """
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(
+        self, data_dir: Path, *, host: str = "127.0.0.1", prefix: tuple[str, ...] = ()
+    ) -> None:
         super().__init__(
             data_dir,
             free_port(),
+            host=host,
+            prefix=prefix,
             tick_ms=TICK_MS,
             min_session_timeout_ms=MIN_SESSION_TIMEOUT_MS,
             max_session_timeout_ms=MAX_SESSION_TIMEOUT_MS,
