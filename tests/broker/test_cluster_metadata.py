@@ -45,11 +45,12 @@ def test_a_broker_that_cannot_prove_its_session_names_only_others() -> None:
     assert metadata.controller_id == NO_LEADER
     assert metadata.leader("t", 0) is None
     assert metadata.leader("t", 1) is not None
-    # The other brokers are still listed, this one too: it may still be reached, and it
-    # points clients elsewhere.
-    assert [b.node_id for b in metadata.brokers()] == [1, 2, 3]
+    # Not even among the brokers: clients (librdkafka purges brokers that metadata no
+    # longer lists) stop asking it, as they will once its session expires anyway.
+    assert [b.node_id for b in metadata.brokers()] == [2, 3]
     alive[0] = True
     assert leaders(metadata) == [1, 2]
+    assert [b.node_id for b in metadata.brokers()] == [1, 2, 3]
     assert metadata.controller_id == SELF
 
 

@@ -18,7 +18,7 @@ class Wire:
     """
 
     def __init__(self, broker: BrokerProcess, timeout: float = 30.0) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", broker.port), timeout=timeout)
+        self.sock = socket.create_connection((broker.host, broker.port), timeout=timeout)
         self.correlation_id = 0
 
     def call(self, request: object, response_class: type) -> object:

@@ -8,9 +8,11 @@ too: a client sent to a former leader gets NOT_LEADER_OR_FOLLOWER and asks again
 
 One thing it says better than Kafka's cache: a broker that cannot prove its own
 ZooKeeper session alive (cut from ZooKeeper, or just resumed from a long pause) may
-already have been replaced, so the view names it neither leader nor controller until
-it can. Clients then ask another broker instead of being sent back here to be
-refused: an isolated Kafka broker goes on naming itself until its session is gone.
+already have been replaced, so the view names it neither leader, nor controller, nor
+even among the brokers until it can. Clients then ask another broker instead of being
+sent back here to be refused (librdkafka stops using a broker that metadata no longer
+lists, which it would do anyway once the session expires): an isolated Kafka broker
+goes on naming itself until its session is gone, and its clients lose seconds to it.
 """
 
 from __future__ import annotations
@@ -78,7 +80,11 @@ class ClusterMetadata:
     # -- the view ---------------------------------------------------------------
 
     def brokers(self) -> list[BrokerEndpoint]:
-        return [self._brokers[node_id] for node_id in sorted(self._brokers)]
+        return [
+            self._brokers[node_id]
+            for node_id in sorted(self._brokers)
+            if not self._unvouched(node_id)
+        ]
 
     def broker(self, node_id: int) -> BrokerEndpoint | None:
         return self._brokers.get(node_id)

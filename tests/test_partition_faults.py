@@ -1,0 +1,450 @@
+"""Network partitions in a three-broker cluster: silent cuts (tests/support/network.py) between
+a broker and its followers, a broker and ZooKeeper, or a broker and everything, with clients
+in the test process going on through the rest of the cluster.
+
+Each test checks what users rely on through such a cut: nothing acknowledged that only the
+cut-off leader holds, clients sent on to brokers that can serve them, a consumer group that
+keeps its members, and nothing acknowledged lost once the network heals.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.metadata.find_coordinator import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
+from kafka.protocol.producer import ProduceResponse
+from kazoo.client import KazooClient
+
+from herdless.cluster import layout
+from tests.support.checker import (
+    Writer,
+    check,
+    divergent_partitions,
+    high_watermarks,
+    read_partitions,
+    replica_logs,
+)
+from tests.support.cluster import SESSION_TIMEOUT_MS, LabCluster
+from tests.support.network import NetworkLabUnavailable
+from tests.support.requests import v2_batch
+from tests.support.wire import Wire
+
+NONE, COORDINATOR_NOT_AVAILABLE = 0, 15
+NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND = 19, 20
+MIN_INSYNC = {"min.insync.replicas": "2"}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabCluster]:
+    try:
+        processes = LabCluster(tmp_path_factory.mktemp("partitions"))
+    except NetworkLabUnavailable as exc:
+        pytest.fail(str(exc))
+    try:
+        yield processes.start()
+    finally:
+        processes.stop()
+
+
+@pytest.fixture(autouse=True)
+def healed(cluster: LabCluster) -> Iterator[None]:
+    """Every test starts with the whole cluster reachable and registered, and leaves it so."""
+    every_broker_registered(cluster)
+    yield
+    every_broker_registered(cluster)
+
+
+def every_broker_registered(cluster: LabCluster) -> None:
+    cluster.heal()
+    cluster.wait_for(
+        lambda m: set(m.brokers) == set(cluster.brokers),
+        timeout=60,
+        what="every broker registered",
+    )
+
+
+def create_led_by(cluster: LabCluster, topic: str, partitions: int, leader: int) -> None:
+    """A topic whose every partition has `leader` as its preferred, and so first, leader."""
+    others = [b for b in cluster.brokers if b != leader]
+    # kafka-python's admin: confluent-kafka 2.16 refuses any replica assignment locally.
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    assignment = {p: [leader, *others] for p in range(partitions)}
+    try:
+        admin.create_topics(
+            [NewTopic(topic, replica_assignments=assignment, topic_configs=MIN_INSYNC)],
+            timeout_ms=30_000,
+        )
+    finally:
+        admin.close()
+    cluster.wait_for(
+        lambda m: (
+            topic in m.topics
+            and all(
+                p.leader == leader and len(p.isrs) == 3 for p in m.topics[topic].partitions.values()
+            )
+        ),
+        what=f"{topic} led by broker {leader} with full ISRs",
+    )
+
+
+def zookeeper_isr(cluster: LabCluster, topic: str, partition: int) -> tuple[int, ...]:
+    client = KazooClient(cluster.zookeeper.connect)
+    client.start(10)
+    try:
+        data, _ = client.get(layout.partition_state_path(topic, partition))
+        return tuple(layout.decode_partition_state(topic, partition, data).isr)
+    finally:
+        client.stop()
+        client.close()
+
+
+@dataclass
+class Answer:
+    partition: int
+    error: int
+    base_offset: int
+    value: bytes
+
+
+@dataclass
+class Probe:
+    """One produce request at a time to one broker, for several partitions at once, acks=all,
+    one record per partition: kafka-python's request classes over a plain socket, so that
+    each partition's answer is seen as the broker gave it (no client retries)."""
+
+    cluster: LabCluster
+    broker_id: int
+    topic: str
+    partitions: int
+    answers: list[list[Answer]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> Probe:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self) -> None:
+        from kafka.protocol.producer import ProduceRequest
+
+        wire = Wire(self.cluster.brokers[self.broker_id], timeout=30)
+        Topic = ProduceRequest.TopicProduceData
+        n = 0
+        while not self._stop.is_set():
+            values = {p: f"probe-{p}-{n}".encode() for p in range(self.partitions)}
+            n += 1
+            request = ProduceRequest[7](
+                transactional_id=None,
+                acks=-1,
+                timeout_ms=10_000,
+                topic_data=[
+                    Topic(
+                        name=self.topic,
+                        partition_data=[
+                            Topic.PartitionProduceData(
+                                index=p, records=v2_batch([(None, v, int(time.time() * 1000))])
+                            )
+                            for p, v in values.items()
+                        ],
+                    )
+                ],
+            )
+            response = wire.call(request, ProduceResponse)
+            (topic,) = response.responses  # type: ignore[attr-defined]
+            self.answers.append(
+                [
+                    Answer(p.index, p.error_code, p.base_offset, values[p.index])
+                    for p in topic.partition_responses
+                ]
+            )
+            time.sleep(0.05)
+        wire.close()
+
+
+def test_a_leader_cut_from_its_followers_acknowledges_nothing_it_alone_holds(
+    cluster: LabCluster,
+) -> None:
+    """The leader keeps ZooKeeper and its clients but loses both followers. Its ISR shrinks
+    to itself after replica.lag.time.max.ms; every acks=all answer from then on, for every
+    partition of a request, is an error, and every record it acknowledged is on a follower
+    (the records a lone leader holds would be lost with it)."""
+    leader, topic, partitions = 1, "cut-from-followers", 4
+    create_led_by(cluster, topic, partitions, leader)
+    probe = Probe(cluster, leader, topic, partitions).start()
+    try:
+        time.sleep(1.0)
+        cluster.cut_from_brokers(leader)
+        deadline = time.monotonic() + 30
+        while any(zookeeper_isr(cluster, topic, p) != (leader,) for p in range(partitions)):
+            assert time.monotonic() < deadline, f"the ISR never shrank\n{cluster.logs()}"
+            time.sleep(0.2)
+        time.sleep(2.0)  # requests answered after the shrink, too
+    finally:
+        probe.stop()
+    followers = [p.data_dir for i, p in cluster.brokers.items() if i != leader]
+    acknowledged = [a for answers in probe.answers for a in answers if a.error == NONE]
+    refused = [a for answers in probe.answers for a in answers if a.error != NONE]
+    assert acknowledged, "nothing was acknowledged before the cut"
+    assert {a.error for a in refused} <= {NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND}
+    assert any(a.error == NOT_ENOUGH_REPLICAS_AFTER_APPEND for a in refused), (
+        "no request was in flight through the shrink"
+    )
+    # Still cut: what was acknowledged must already be on a follower.
+    alone = [
+        a
+        for a in acknowledged
+        if not any(a.value in log for log in replica_logs(followers, topic, a.partition))
+    ]
+    assert not alone, f"acknowledged with the leader alone holding them: {alone[:5]}"
+    cluster.heal_network()
+    cluster.wait_serving(topic)
+
+
+@dataclass
+class GroupMember:
+    """A librdkafka consumer in a thread that commits what it consumed every 200 ms and
+    notes when each commit succeeded or failed, and every change of its assignment."""
+
+    bootstrap: str
+    group: str
+    topic: str
+    session_timeout_ms: int
+    commits: list[tuple[float, bool]] = field(default_factory=list)
+    assignments: list[tuple[float, str, int]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> GroupMember:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self) -> None:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": self.group,
+                "session.timeout.ms": self.session_timeout_ms,
+                "heartbeat.interval.ms": 500,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "topic.metadata.refresh.interval.ms": 1000,
+            }
+        )
+
+        def noted(kind: str) -> object:
+            return lambda _, parts: self.assignments.append((time.monotonic(), kind, len(parts)))
+
+        consumer.subscribe(
+            [self.topic],
+            on_assign=noted("assigned"),
+            on_revoke=noted("revoked"),
+            on_lost=noted("lost"),
+        )
+        last_commit = 0.0
+        while not self._stop.is_set():
+            consumer.poll(0.1)
+            if time.monotonic() - last_commit >= 0.2 and consumer.assignment():
+                last_commit = time.monotonic()
+                try:
+                    # Where it is, or 0 before it has consumed anything (the topic is
+                    # empty: what matters is that commits reach the coordinator).
+                    offsets = [
+                        TopicPartition(tp.topic, tp.partition, max(tp.offset, 0))
+                        for tp in consumer.position(consumer.assignment())
+                    ]
+                    consumer.commit(offsets=offsets, asynchronous=False)
+                    self.commits.append((time.monotonic(), True))
+                except KafkaException:
+                    self.commits.append((time.monotonic(), False))
+        consumer.close()
+
+    def commits_since(self, since: float) -> list[tuple[float, bool]]:
+        return [(round(t - since, 2), ok) for t, ok in self.commits if t >= since]
+
+    def resumed_after(self, since: float) -> float:
+        """Seconds from `since` to the end of the longest wait for a commit after it: a
+        synchronous commit is retried within librdkafka while the coordinator moves, so
+        the outage shows as a long time between two successful commits, or as failures."""
+        done = [t for t, ok in self.commits if ok]
+        before = [t for t in done if t < since]
+        ends = [t for t in done if t >= since]
+        pairs = zip(before[-1:] + ends, ends, strict=False)
+        gaps = [(later - earlier, later) for earlier, later in pairs]
+        if not gaps:
+            return float("inf")
+        return max(gaps)[1] - since
+
+
+def coordinator_other_than(cluster: LabCluster, group: str, old: int, timeout: float = 30) -> int:
+    """The group's coordinator once FindCoordinator names another broker than `old`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            found = cluster.coordinator_of(group)
+            if found != old:
+                return found
+        except Exception:  # a broker that answers COORDINATOR_NOT_AVAILABLE meanwhile
+            if time.monotonic() > deadline:
+                raise
+        if time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
+
+
+def asked_directly(cluster: LabCluster, broker_id: int, group: str) -> tuple[int, int, Any]:
+    """FindCoordinator (v3) and Metadata (v9) answers of one broker: (error, node) and the
+    metadata."""
+    wire = Wire(cluster.brokers[broker_id], timeout=10)
+    try:
+        found = wire.call(FindCoordinatorRequest[3](key=group, key_type=0), FindCoordinatorResponse)
+        metadata = wire.call(
+            MetadataRequest[9](
+                topics=None,
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            ),
+            MetadataResponse,
+        )
+    finally:
+        wire.close()
+    return found.error_code, found.node_id, metadata  # type: ignore[attr-defined]
+
+
+def test_a_group_whose_coordinator_is_cut_from_zookeeper_carries_on_without_a_rebalance(
+    cluster: LabCluster,
+) -> None:
+    """The coordinator keeps its clients and peers but loses ZooKeeper, so another broker
+    takes over its offsets partition once its session expires. The cut-off broker stops
+    naming itself (as coordinator, leader or broker at all) as soon as it cannot prove its
+    session, so the members find the new coordinator as soon as there is one: they commit
+    again within the session timeout plus 2 s, and none of them times out of the group,
+    even with Kafka's shortest consumer session (group.min.session.timeout.ms, 6 s)."""
+    group, topic = "cut-coordinator", "cut-coordinator-input"
+    cluster.create_topic(topic, 6, 3, **MIN_INSYNC)
+    members = [
+        GroupMember(cluster.bootstrap, group, topic, session_timeout_ms=6000).start()
+        for _ in range(3)
+    ]
+    try:
+        cluster.wait_for_group_stable(group, 3, timeout=60)
+        deadline = time.monotonic() + 30
+        while not all(any(ok for _, ok in m.commits) for m in members):
+            assert time.monotonic() < deadline, "the members never committed"
+            time.sleep(0.1)
+        coordinator = cluster.coordinator_of(group)
+        assignments_before = [list(m.assignments) for m in members]
+        cut_at = time.monotonic()
+        cluster.cut_from_zookeeper(coordinator)
+        time.sleep(SESSION_TIMEOUT_MS / 1000 + 1)
+        # Its session is gone: the cut-off broker, asked directly, names itself nowhere.
+        error, node, metadata = asked_directly(cluster, coordinator, group)
+        time.sleep(7)
+        resumed = [m.resumed_after(cut_at) for m in members]
+        assignments_after = [list(m.assignments) for m in members]
+        new_coordinator = coordinator_other_than(cluster, group, coordinator)
+    finally:
+        for member in members:
+            member.stop()
+    assert new_coordinator != coordinator
+    assert (error, node) == (COORDINATOR_NOT_AVAILABLE, -1)
+    assert coordinator not in [b.node_id for b in metadata.brokers]
+    assert metadata.controller_id != coordinator
+    led = [p.leader_id for t in metadata.topics for p in t.partitions]
+    assert led and coordinator not in led, led
+    print(f"members committed again {', '.join(f'{r:.1f}' for r in resumed)} s after the cut")
+    histories = "\n".join(
+        f"member {n}: assignments {m.assignments}, commits {m.commits_since(cut_at - 1)}"
+        for n, m in enumerate(members)
+    )
+    assert max(resumed) <= SESSION_TIMEOUT_MS / 1000 + 2, (
+        f"{resumed}\n{histories}\n{cluster.logs()}"
+    )
+    assert assignments_after == assignments_before, "a member was rebalanced"
+
+
+def verify(cluster: LabCluster, writer: Writer, topic: str, partitions: int) -> None:
+    writer.stop()
+    cluster.wait_serving(topic)
+    ends = high_watermarks(cluster.bootstrap, topic, partitions)
+    seen = read_partitions(cluster.bootstrap, topic, partitions, ends)
+    report = check(writer.acked, seen)
+    data_dirs = [p.data_dir for p in cluster.brokers.values()]
+    report.divergent = len(divergent_partitions(data_dirs, topic, partitions))
+    print(report)
+    assert report.acknowledged > 0
+    assert report.clean, f"{report}\n{cluster.logs()}"
+    assert not writer.failed, f"{len(writer.failed)} records failed: {writer.failed[:3]}"
+
+
+def test_a_leader_cut_from_zookeeper_is_replaced_and_loses_nothing_acknowledged(
+    cluster: LabCluster,
+) -> None:
+    """The leader still reaches its followers and clients. It stops acknowledging once it
+    cannot prove its session, the controller elects an in-sync follower when the session
+    expires, and the writer carries on there; after the heal the old leader follows."""
+    leader, topic, partitions = 2, "leader-cut-from-zookeeper", 3
+    create_led_by(cluster, topic, partitions, leader)
+    writer = Writer(cluster.bootstrap, topic).start()
+    time.sleep(1.0)
+    cluster.cut_from_zookeeper(leader)
+    cluster.wait_for(
+        lambda m: all(p.leader not in (leader, -1) for p in m.topics[topic].partitions.values()),
+        timeout=SESSION_TIMEOUT_MS / 1000 + 10,
+        what="new leaders for every partition",
+    )
+    time.sleep(1.0)
+    cluster.heal_network()
+    verify(cluster, writer, topic, partitions)
+
+
+def test_an_isolated_controller_is_replaced_and_the_cluster_serves_on(
+    cluster: LabCluster,
+) -> None:
+    """The controller is cut from everything. The others elect a new controller when its
+    session expires, move its leaderships, and create topics meanwhile; after the heal it
+    comes back as one broker among three, with one controller in the cluster."""
+    controller = cluster.wait_for(lambda m: m.controller_id if m.controller_id >= 0 else None)
+    topic, partitions = "isolated-controller", 3
+    create_led_by(cluster, topic, partitions, controller)
+    writer = Writer(cluster.bootstrap, topic).start()
+    time.sleep(1.0)
+    cluster.isolate(controller)
+    new_controller = cluster.wait_for(
+        lambda m: m.controller_id if m.controller_id not in (controller, -1) else None,
+        timeout=SESSION_TIMEOUT_MS / 1000 + 10,
+        what="a new controller",
+    )
+    cluster.create_topic("created-while-isolated", 2, 2)
+    cluster.wait_for(
+        lambda m: all(
+            p.leader not in (controller, -1) for p in m.topics[topic].partitions.values()
+        ),
+        timeout=20,
+        what="new leaders for the isolated controller's partitions",
+    )
+    cluster.heal_network()
+    verify(cluster, writer, topic, partitions)
+    assert cluster.metadata().controller_id == new_controller
