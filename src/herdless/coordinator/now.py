@@ -19,8 +19,6 @@ rather than two arguments, keeps every operation's signature as it was and
 makes each use say which clock it means.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 
 
@@ -28,7 +26,3 @@ from dataclasses import dataclass
 class Now:
     wall_ms: int
     monotonic_ms: int
-
-    def later(self, ms: int) -> Now:
-        """This moment `ms` later on both clocks (a clock that did not step)."""
-        return Now(self.wall_ms + ms, self.monotonic_ms + ms)
