@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from herdless.broker.clock import now_ms
+from herdless.broker.clock import monotonic_ms, wall_ms
 from herdless.broker.durability import Durability
 from herdless.broker.group_coordinator import GroupCoordinator, Operation
 from herdless.broker.replicas import ReplicaManager
@@ -90,8 +90,8 @@ async def per_op(
 async def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-coordinator-ops-") as tmp:
         logs = LogManager(Path(tmp))
-        logs.open(now_ms())
-        replicas = ReplicaManager(logs, Durability(now_ms), now_ms)
+        logs.open(wall_ms())
+        replicas = ReplicaManager(logs, Durability(monotonic_ms), wall_ms)
         groups = GroupCoordinator(
             logs, replicas, CoordinatorConfig(initial_rebalance_delay_ms=0), num_partitions=50
         )

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from herdless.broker.clock import now_ms
+from herdless.broker.clock import monotonic_ms, wall_ms
 from herdless.broker.durability import Durability
 from herdless.broker.group_coordinator import CoordinatorError, GroupCoordinator, ShardState
 from herdless.broker.replicas import PartitionError, ReplicaManager
@@ -25,7 +25,7 @@ class GatedDurability(Durability):
     """The broker's flush policy with a gate that can hold fsyncs back."""
 
     def __init__(self) -> None:
-        super().__init__(now_ms)
+        super().__init__(monotonic_ms)
         self.flush_gate = asyncio.Event()
         self.flush_gate.set()
         self.flushes = 0
@@ -44,7 +44,7 @@ class BrokerStub:
         self.logs = LogManager(data_dir, LogConfig.from_topic_configs(configs))
         self.logs.open(0)
         self.durability = GatedDurability()
-        self.replicas = ReplicaManager(self.logs, self.durability, now_ms)
+        self.replicas = ReplicaManager(self.logs, self.durability, wall_ms)
 
 
 def commit(group: str, offsets: dict[int, int]) -> Any:
@@ -150,7 +150,7 @@ class MovableReplicas(ReplicaManager):
     """What a cluster's replica manager tells the runtime: whether this broker leads."""
 
     def __init__(self, logs: LogManager, durability: Durability) -> None:
-        super().__init__(logs, durability, now_ms)
+        super().__init__(logs, durability, wall_ms)
         self.leading = True
         # Whether followers acknowledge writes at once (the high watermark follows).
         self.acknowledging = True
@@ -179,7 +179,7 @@ class Replica:
         self.logs = LogManager(data_dir, LogConfig(), high_watermark_follows_log_end=False)
         self.logs.open(0)
         self.logs.create_topic("__consumer_offsets", PARTITIONS, {"cleanup.policy": "compact"})
-        self.replicas = MovableReplicas(self.logs, Durability(now_ms))
+        self.replicas = MovableReplicas(self.logs, Durability(monotonic_ms))
         self.groups = GroupCoordinator(
             self.logs, self.replicas, CoordinatorConfig(), PARTITIONS, standby=standby
         )
@@ -218,7 +218,7 @@ def copy(leader: PartitionLog, follower: PartitionLog, high_watermark: int) -> N
     """Replicate as a follower's fetch does: batches from its log end, then the HW."""
     data = leader.read(follower.log_end_offset, 1 << 20)
     if data:
-        follower.append_as_follower(data, now_ms())
+        follower.append_as_follower(data, wall_ms())
     follower.set_high_watermark(min(high_watermark, follower.log_end_offset))
 
 
@@ -278,7 +278,7 @@ def test_a_standby_truncated_below_what_it_replayed_starts_again(tmp_path: Path)
         standby = second.groups.shards[partition_for("g", PARTITIONS)]
         assert standby.shard.offsets.get("g", "t", 0).offset == 3
         # An unclean election cut the follower's log below what the standby replayed.
-        follower_log.truncate_to(1, now_ms())
+        follower_log.truncate_to(1, wall_ms())
         second.groups.on_replicated(follower_log)
         await settle()
         assert standby.applied_offset == 1

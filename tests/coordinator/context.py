@@ -1,8 +1,13 @@
-"""A fake broker around one CoordinatorShard: a clock, a log, a timer table.
+"""A fake broker around one CoordinatorShard: two clocks, a log, a timer table.
 
-Like Kafka's GroupMetadataManagerTestContext: `sleep(ms)` advances the clock and
+Like Kafka's GroupMetadataManagerTestContext: `sleep(ms)` advances the clocks and
 fires due timers through the shard; every result's records go to `log` and its
 timer changes to `timers`, which must always agree with the shard's own table.
+
+The two clocks read far apart, as a real broker's do (its monotonic clock counts
+from boot), so a deadline computed from the wall clock, or a timestamp written
+from the monotonic one, shows in any test; `step_wall` moves the wall clock alone,
+as NTP or an operator does.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from herdless.coordinator import (
     CancelTimer,
     CoordinatorConfig,
     CoordinatorShard,
+    Now,
     OffloadedWork,
     Reply,
     Result,
@@ -64,8 +70,11 @@ TEST_CONFIG = CoordinatorConfig(
 TOPIC_T = TopicMetadata(uuid.UUID(int=0x7), "t", 6)
 TOPIC_U = TopicMetadata(uuid.UUID(int=0x8), "u", 3)
 
-# One request to a shard, as the broker runs it: (shard, token, now_ms) -> Result.
-Operation = Callable[[CoordinatorShard, Hashable, int], Result]
+# One request to a shard, as the broker runs it: (shard, token, now) -> Result.
+Operation = Callable[[CoordinatorShard, Hashable, Now], Result]
+
+# Where the fake wall clock starts: 2025-11-23, far from any monotonic reading here.
+WALL_START_MS = 1_763_900_000_000
 
 
 def subscription(*topics: str) -> bytes:
@@ -141,9 +150,14 @@ def replay(shard: CoordinatorShard, records: Iterable[Record]) -> None:
 
 
 class Context:
-    def __init__(self, config: CoordinatorConfig = TEST_CONFIG, now_ms: int = 0) -> None:
+    def __init__(
+        self, config: CoordinatorConfig = TEST_CONFIG, now_ms: int = 0, wall_ms: int = WALL_START_MS
+    ) -> None:
         self.config = config
+        # The monotonic clock, which every deadline and timer is on.
         self.now = now_ms
+        # The wall clock, which every written timestamp is on.
+        self.wall = wall_ms
         self._uuids = itertools.count()
         self._tokens = itertools.count()
         self.shard = self.new_shard()
@@ -158,7 +172,7 @@ class Context:
         # the order asked. By default the worker finishes it at once, at the same time.
         self.offloaded: list[tuple[CoordinatorShard, OffloadedWork]] = []
         self.complete_offloaded_at_once = True
-        self.apply(self.shard.on_loaded(self.now))
+        self.apply(self.shard.on_loaded(self.clock()))
 
     # --- plumbing ----------------------------------------------------------------
 
@@ -191,7 +205,7 @@ class Context:
         while self.offloaded and (count is None or count > 0):
             shard, work = self.offloaded.pop(0)
             if shard is self.shard:
-                self.apply(work.complete(work.run(), self.now))
+                self.apply(work.complete(work.run(), self.clock()))
             count = None if count is None else count - 1
 
     def change_timers(self, changes: Iterable[TimerChange]) -> None:
@@ -211,18 +225,27 @@ class Context:
     def token(self) -> int:
         return next(self._tokens)
 
+    def clock(self) -> Now:
+        """Both clocks' readings, as the broker hands them to every operation."""
+        return Now(self.wall, self.now)
+
+    def step_wall(self, ms: int) -> None:
+        """The wall clock steps by `ms` (back if negative); the monotonic one does not."""
+        self.wall += ms
+
     def send(self, operation: Operation) -> tuple[int, Result]:
         """Run one request against the shard now; the token names it in `replies`."""
         token = self.token()
-        return token, self.apply(operation(self.shard, token, self.now))
+        return token, self.apply(operation(self.shard, token, self.clock()))
 
     def sleep(self, ms: int) -> Result:
-        """Let `ms` pass; every timer due meanwhile fires, as the broker fires them:
-        one poll at the shard's next deadline."""
+        """Let `ms` pass on both clocks; every timer due meanwhile fires, as the broker
+        fires them: one poll at the shard's next deadline."""
         self.now += ms
+        self.wall += ms
         total = Result()
         while (deadline := self.shard.next_deadline()) is not None and deadline <= self.now:
-            result = self.shard.poll(self.now)
+            result = self.shard.poll(self.clock())
             # A timer that fired is gone from the broker's table; one scheduled and fired
             # within this poll shows only as scheduled.
             self.change_timers(result.timers)
@@ -239,7 +262,7 @@ class Context:
         self.apply(self.shard.unload())
         self.shard = shard
         self.timers = {}
-        self.apply(shard.on_loaded(self.now))
+        self.apply(shard.on_loaded(self.clock()))
 
     # --- requests ------------------------------------------------------------------
 

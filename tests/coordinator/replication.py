@@ -111,4 +111,4 @@ class ReplicatedContext(Context):
         replay(shard, self.log[start:])
         self.shard = shard
         self.standby, self.standby_offset = self.new_shard(), 0
-        self.apply(shard.on_loaded(self.now))
+        self.apply(shard.on_loaded(self.clock()))

@@ -16,6 +16,7 @@ from herdless.coordinator.consumer_group import ConsumerGroupState
 from herdless.coordinator.consumer_records import (
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
+    decode_consumer_group_key,
     decode_consumer_group_value,
     encode_consumer_group_value,
 )
@@ -27,6 +28,7 @@ from herdless.coordinator.group_configs import (
     InvalidGroupConfig,
 )
 from herdless.coordinator.reconciliation import MemberState
+from herdless.coordinator.records import Record
 from herdless.coordinator.target_assignment import next_target_due
 from herdless.protocol.errors import ErrorCode
 from tests.coordinator.context import TEST_CONFIG, TOPIC_T, Context
@@ -34,6 +36,7 @@ from tests.coordinator.test_consumer_groups import kinds, member, parts
 from tests.coordinator.test_group_conversion import classic_group, roll
 
 T0 = 1_000_000  # a clock that is not at 0, as no real one is
+W0 = 1_763_900_000_000  # the wall clock then: far from the monotonic one, as on a broker
 INTERVAL_MS = 1_000
 ASSIGNMENT_TIMER = TimerKey(TimerKind.ASSIGNMENT, "g")
 TARGET_METADATA = ConsumerGroupTargetAssignmentMetadataKey.__name__
@@ -46,13 +49,27 @@ def batched(*, offload: bool = False, at_once: bool = True) -> Context:
         consumer_assignor_offload_enable=offload,
         group_configs=GroupConfigs(),
     )
-    ctx = Context(config, now_ms=T0)
+    ctx = Context(config, now_ms=T0, wall_ms=W0)
     ctx.complete_offloaded_at_once = at_once
     return ctx
 
 
 def group(ctx: Context):  # type: ignore[no-untyped-def]
     return ctx.shard.consumer.groups["g"]
+
+
+def without_assignment_times(records: list[Record]) -> list[Record]:
+    """The records as a log written before targets carried their time (KIP-1263)."""
+    out = []
+    for record in records:
+        key = decode_consumer_group_key(record.key)
+        if isinstance(key, ConsumerGroupTargetAssignmentMetadataKey) and record.value:
+            value = decode_consumer_group_value(key, record.value)
+            assert isinstance(value, ConsumerGroupTargetAssignmentMetadataValue)
+            value = replace(value, assignment_timestamp_ms=0)
+            record = record._replace(value=encode_consumer_group_value(value))
+        out.append(record)
+    return out
 
 
 # --- batching ---------------------------------------------------------------------------
@@ -62,7 +79,7 @@ def test_joins_within_the_interval_share_the_next_target_computed_when_it_ends()
     ctx = batched()
     resp, _ = ctx.consumer_heartbeat("g", "m1", 0)
     assert (resp.member_epoch, resp.assignment) == (1, parts(TOPIC_T, *range(6)))
-    assert group(ctx).assignment_timestamp_ms == T0
+    assert group(ctx).assignment_timestamp_ms == W0  # written: the wall clock
     ctx.sleep(100)
     resp, result = ctx.consumer_heartbeat("g", "m2", 0)
     # Joined at the last target's epoch, with nothing yet; no target computed.
@@ -82,7 +99,7 @@ def test_joins_within_the_interval_share_the_next_target_computed_when_it_ends()
     assert kinds(result.records).count(TARGET_METADATA) == 1  # one target for both joins
     assert (group(ctx).target_assignment_epoch, group(ctx).assignment_timestamp_ms) == (
         3,
-        T0 + INTERVAL_MS,
+        W0 + INTERVAL_MS,
     )
     targets = group(ctx).target_assignment
     assert [len(targets[m]) for m in ("m1", "m2", "m3")] == [2, 2, 2]
@@ -137,12 +154,17 @@ def test_a_group_sets_its_own_interval() -> None:
     assert ctx.timers[ASSIGNMENT_TIMER] == T0 + 5_000
 
 
-def test_a_timestamp_from_a_clock_ahead_waits_one_interval_at_most() -> None:
+@pytest.mark.parametrize("step_ms", [3_600_000, -3_600_000])
+def test_a_stepped_wall_clock_moves_no_assignment_interval(step_ms: int) -> None:
     ctx = batched()
     ctx.consumer_heartbeat("g", "m1", 0)
-    group(ctx).assignment_timestamp_ms = T0 + 3_600_000  # the last leader's clock
+    ctx.step_wall(step_ms)
     ctx.consumer_heartbeat("g", "m2", 0)
     assert ctx.timers[ASSIGNMENT_TIMER] == T0 + INTERVAL_MS
+    ctx.sleep(INTERVAL_MS - 1)
+    assert group(ctx).target_assignment_epoch == 1
+    ctx.sleep(1)
+    assert group(ctx).target_assignment_epoch == 2
 
 
 def test_the_timestamp_survives_replay_and_a_new_leader_waits_for_the_interval() -> None:
@@ -151,10 +173,24 @@ def test_the_timestamp_survives_replay_and_a_new_leader_waits_for_the_interval()
     ctx.sleep(200)
     ctx.consumer_heartbeat("g", "m2", 0)  # waits for T0 + 1000
     ctx.restart()
-    assert group(ctx).assignment_timestamp_ms == T0
-    assert ctx.timers[ASSIGNMENT_TIMER] == T0 + INTERVAL_MS
-    ctx.sleep(800)
+    assert group(ctx).assignment_timestamp_ms == W0
+    # When the last target finished is a time on another clock (the last leader's wall
+    # clock): the interval counts from the load, as members' sessions do.
+    assert ctx.timers[ASSIGNMENT_TIMER] == T0 + 200 + INTERVAL_MS
+    ctx.sleep(INTERVAL_MS - 1)
+    assert group(ctx).target_assignment_epoch == 1
+    ctx.sleep(1)
     assert group(ctx).target_assignment_epoch == 2
+
+
+def test_a_log_without_the_time_gets_its_next_target_at_once_after_a_load() -> None:
+    ctx = batched()
+    ctx.consumer_heartbeat("g", "m1", 0)
+    ctx.consumer_heartbeat("g", "m2", 0)  # waits for T0 + 1000
+    ctx.log = without_assignment_times(ctx.log)
+    ctx.restart()
+    assert group(ctx).target_assignment_epoch == 2
+    assert ASSIGNMENT_TIMER not in ctx.timers
 
 
 @pytest.mark.parametrize("timestamp", [0, 1, 1_763_900_000_000])
@@ -183,7 +219,7 @@ def test_an_offloaded_target_is_written_when_the_assignor_finishes() -> None:
     ctx.sleep(5)
     ctx.consumer_heartbeat("g", "m1", 0)  # a retry while it waits: parked as well
     ctx.complete_offloaded()
-    assert (group(ctx).target_assignment_epoch, group(ctx).assignment_timestamp_ms) == (1, T0 + 5)
+    assert (group(ctx).target_assignment_epoch, group(ctx).assignment_timestamp_ms) == (1, W0 + 5)
     resp = ctx.replies[token]
     assert (resp.member_epoch, resp.assignment) == (1, parts(TOPIC_T, *range(6)))
     assert group(ctx).state is ConsumerGroupState.STABLE
@@ -258,14 +294,14 @@ def test_a_result_for_a_deleted_or_reloaded_group_is_dropped() -> None:
     ctx.consumer_heartbeat("g", "m1", -1)
     ctx.delete_groups("g")
     assert "g" not in ctx.shard.consumer.groups
-    assert ctx.apply(work.complete(work.run(), ctx.now)).records == []
+    assert ctx.apply(work.complete(work.run(), ctx.clock())).records == []
 
 
 def test_a_failed_assignor_is_tried_again_after_an_interval() -> None:
     ctx = batched(offload=True, at_once=False)
     ctx.consumer_heartbeat("g", "m1", 0)
     _, work = ctx.offloaded.pop(0)
-    ctx.apply(work.complete(None, ctx.now))
+    ctx.apply(work.complete(None, ctx.clock()))
     assert ctx.timers[ASSIGNMENT_TIMER] == T0 + INTERVAL_MS
     ctx.sleep(INTERVAL_MS)
     assert len(ctx.offloaded) == 1
@@ -329,12 +365,11 @@ def test_group_config_defaults_are_the_brokers() -> None:
 
 
 @pytest.mark.parametrize(
-    ("last", "now", "due"),
+    ("last", "due"),
     [
-        (0, T0, 0),  # none finished here: at once
-        (T0, T0 + 10, T0 + INTERVAL_MS),
-        (T0 + 3_600_000, T0, T0 + INTERVAL_MS),  # another clock, ahead: one interval at most
+        (None, None),  # none finished since the load: at once
+        (T0, T0 + INTERVAL_MS),
     ],
 )
-def test_when_the_next_target_is_due(last: int, now: int, due: int) -> None:
-    assert next_target_due(last, INTERVAL_MS, now) == due
+def test_when_the_next_target_is_due(last: int | None, due: int | None) -> None:
+    assert next_target_due(last, INTERVAL_MS) == due

@@ -1,5 +1,6 @@
 """A consumer group's history of target assignments, with a fake clock: why each target
-came, when, and how long each member took to reach it."""
+came, when (on the wall clock, as W + ms since each test began), and how long each member
+took to reach it."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from dataclasses import replace
 from herdless.coordinator.group_configs import CONSUMER_ASSIGNMENT_INTERVAL_MS, GroupConfigs
 from herdless.coordinator.messages import MemberReconciliation, RebalanceRecord
 from herdless.coordinator.topic_metadata import TopicMetadata
-from tests.coordinator.context import TEST_CONFIG, TOPIC_T, TOPIC_U, Context
+from tests.coordinator.context import TEST_CONFIG, TOPIC_T, TOPIC_U, WALL_START_MS, Context
 from tests.coordinator.test_consumer_groups import SESSION_MS, member, parts
+
+W = WALL_START_MS
 
 
 def entries(ctx: Context, group_id: str = "g") -> list[RebalanceRecord]:
@@ -27,7 +30,7 @@ def test_the_first_member_reaches_the_first_target_at_once() -> None:
         "m1 (rdkafka)",
     )
     assert (entry.from_generation, entry.to_generation) == (0, 1)
-    assert (entry.started_ms, entry.ended_ms, entry.superseded) == (1_000, 1_000, False)
+    assert (entry.started_ms, entry.ended_ms, entry.superseded) == (W, W, False)
     assert (entry.members_before, entry.members_after) == ((), ("m1",))
     assert entry.reconciliations == (MemberReconciliation("m1", 0, 0),)
 
@@ -46,7 +49,7 @@ def test_each_member_is_timed_from_the_new_target_until_it_has_revoked_and_holds
     ctx.consumer_heartbeat("g", "m2", 2)  # gets 3-5
     entry = entries(ctx)[-1]
     assert (entry.cause, entry.from_generation, entry.to_generation) == ("member joined", 1, 2)
-    assert (entry.started_ms, entry.ended_ms) == (100, 1_000)
+    assert (entry.started_ms, entry.ended_ms) == (W + 100, W + 1_000)
     assert (entry.members_before, entry.members_after) == (("m1",), ("m1", "m2"))
     # m2 reached epoch 2 at once, with nothing: 3-5 were still m1's.
     assert entry.reconciliations == (
@@ -64,7 +67,7 @@ def test_a_newer_target_supersedes_one_not_every_member_reached() -> None:
     ctx.consumer_heartbeat("g", "m3", 0, topics=("t", "u"))
     superseded = entries(ctx)[-1]
     assert (superseded.to_generation, superseded.superseded) == (2, True)
-    assert (superseded.started_ms, superseded.ended_ms) == (100, 200)
+    assert (superseded.started_ms, superseded.ended_ms) == (W + 100, W + 200)
     assert superseded.reconciliations == (
         MemberReconciliation("m1", None, None),
         MemberReconciliation("m2", 0, None),
@@ -76,7 +79,7 @@ def test_a_subscription_change_is_the_cause() -> None:
     ctx.consumer_heartbeat("g", "m1", 0)
     ctx.consumer_heartbeat("g", "m1", 1, topics=("t", "u"))
     entry = entries(ctx)[-1]
-    assert (entry.cause, entry.to_generation, entry.ended_ms) == ("subscription changed", 2, 0)
+    assert (entry.cause, entry.to_generation, entry.ended_ms) == ("subscription changed", 2, W)
 
 
 def test_new_partitions_are_the_cause() -> None:
@@ -122,7 +125,7 @@ def test_a_member_that_leaves_counts_as_done_and_may_complete_the_entry() -> Non
     ctx.sleep(30)
     ctx.consumer_heartbeat("g", "m2", -1)  # before it took them
     entry = entries(ctx)[-1]
-    assert (entry.to_generation, entry.ended_ms, entry.superseded) == (2, 50, False)
+    assert (entry.to_generation, entry.ended_ms, entry.superseded) == (2, W + 50, False)
     assert entry.reconciliations == (
         MemberReconciliation("m1", 20, 20),
         MemberReconciliation("m2", 0, None, left=True),

@@ -11,7 +11,13 @@ from herdless.coordinator.records import (
     group_metadata_record,
 )
 from herdless.protocol.errors import ErrorCode
-from tests.coordinator.context import TEST_CONFIG, Context, range_protocols, subscription
+from tests.coordinator.context import (
+    TEST_CONFIG,
+    WALL_START_MS,
+    Context,
+    range_protocols,
+    subscription,
+)
 
 
 def test_new_dynamic_member_gets_member_id_required_and_the_group_is_persisted() -> None:
@@ -24,7 +30,7 @@ def test_new_dynamic_member_gets_member_id_required_and_the_group_is_persisted()
     assert result.records == [
         group_metadata_record(
             GroupMetadataKey("g"),
-            GroupMetadataValue("", 0, None, None, current_state_timestamp=1000),
+            GroupMetadataValue("", 0, None, None, current_state_timestamp=WALL_START_MS),
         )
     ]
     group = ctx.shard.groups["g"]
@@ -254,7 +260,7 @@ def test_static_member_rejoining_in_stable_keeps_assignment_without_rebalance() 
                 1,
                 "range",
                 a,
-                10,
+                WALL_START_MS,  # when the group became Stable, on the wall clock
                 tuple(
                     MemberMetadata(
                         m,

@@ -33,7 +33,7 @@ def _errors(response: OffsetCommitResponse) -> dict[tuple[str, int], ErrorCode]:
 
 
 def test_simple_commit_creates_group_writes_record_and_fetches() -> None:
-    ctx = Context(now_ms=42)
+    ctx = Context(now_ms=5, wall_ms=42)  # the commit time is written: the wall clock's
     response, result = ctx.commit("g", {("t", 0): 10, ("t", 1): 20}, metadata="meta")
     assert response == OffsetCommitResponse(
         (TopicErrors("t", (PartitionError(0, ErrorCode.NONE), PartitionError(1, ErrorCode.NONE))),)

@@ -93,7 +93,7 @@ def test_replay_handles_tombstones_old_versions_and_foreign_records() -> None:
 
 
 def test_group_created_at_time_zero_reloads_with_its_timestamp() -> None:
-    ctx = Context(now_ms=0)
+    ctx = Context(wall_ms=0)
     token, result = ctx.join("g")
     assert result.reply_to(token).error_code is ErrorCode.MEMBER_ID_REQUIRED
     ctx.restart()

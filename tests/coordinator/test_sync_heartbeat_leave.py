@@ -18,6 +18,7 @@ from herdless.coordinator.records import (
 )
 from herdless.protocol.errors import ErrorCode
 from tests.coordinator.context import (
+    WALL_START_MS,
     Context,
     decode_assignment,
     range_assign,
@@ -34,7 +35,7 @@ def _completing(ctx: Context) -> tuple[str, str, int, int]:
 
 
 def test_leader_sync_delivers_assignment_to_parked_followers_and_writes_metadata() -> None:
-    ctx = Context(now_ms=500)
+    ctx = Context(now_ms=500, wall_ms=WALL_START_MS)
     a, b, _, _ = _completing(ctx)
     follower_token, result = ctx.sync("g", b, 1)
     assert result.replies == [] and result.records == []
@@ -51,7 +52,8 @@ def test_leader_sync_delivers_assignment_to_parked_followers_and_writes_metadata
     )
     assert result.records == [
         group_metadata_record(
-            GroupMetadataKey("g"), GroupMetadataValue("consumer", 1, "range", a, 500, members)
+            GroupMetadataKey("g"),
+            GroupMetadataValue("consumer", 1, "range", a, WALL_START_MS, members),
         )
     ]
     assert ctx.shard.groups["g"].state is GroupState.STABLE
@@ -143,7 +145,8 @@ def test_session_expiry_removes_member_and_rebalances() -> None:
     assert entry.cause == "session expired" and entry.detail == b
     assert entry.members_before == (a, b) and entry.members_after == (a,)
     assert (entry.from_generation, entry.to_generation) == (1, 2)
-    assert entry.started_ms == 10_000 and entry.ended_ms == ctx.now
+    # Times operators read: the wall clock's.
+    assert entry.started_ms == WALL_START_MS + 10_000 and entry.ended_ms == ctx.wall
 
 
 def test_each_heartbeat_moves_its_members_expiry_and_only_its() -> None:
@@ -172,7 +175,8 @@ def test_last_member_expiring_empties_the_group_and_persists_it() -> None:
     assert group.state is GroupState.EMPTY and group.generation == 2
     assert result.records == [
         group_metadata_record(
-            GroupMetadataKey("g"), GroupMetadataValue("consumer", 2, None, None, 10_000)
+            GroupMetadataKey("g"),
+            GroupMetadataValue("consumer", 2, None, None, WALL_START_MS + 10_000),
         )
     ]
     assert ctx.heartbeat("g", a, 2) is ErrorCode.UNKNOWN_MEMBER_ID
@@ -216,16 +220,17 @@ def test_leave_unknown_group_and_pending_member() -> None:
 
 
 def test_last_member_leaving_writes_empty_group() -> None:
-    ctx = Context(now_ms=7)
+    ctx = Context(now_ms=7, wall_ms=70)
     (a,) = ctx.stable_group("g", 1)
     token = ctx.token()
     from herdless.coordinator.messages import LeaveGroupRequest
 
-    result = ctx.apply(ctx.shard.leave_group(LeaveGroupRequest("g", (LeavingMember(a),)), token, 7))
+    leave = LeaveGroupRequest("g", (LeavingMember(a),))
+    result = ctx.apply(ctx.shard.leave_group(leave, token, ctx.clock()))
     assert result.reply_to(token).members == (LeftMember(a, None, ErrorCode.NONE),)
     assert result.records == [
         group_metadata_record(
-            GroupMetadataKey("g"), GroupMetadataValue("consumer", 2, None, None, 7)
+            GroupMetadataKey("g"), GroupMetadataValue("consumer", 2, None, None, 70)
         )
     ]
     assert ctx.shard.groups["g"].state is GroupState.EMPTY

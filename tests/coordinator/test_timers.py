@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from herdless.coordinator import CoordinatorShard, Result, TimerKey, TimerKind
+from herdless.coordinator import CoordinatorShard, Now, Result, TimerKey, TimerKind
 
 KEYS = [TimerKey(TimerKind.HEARTBEAT, "g", f"m{i}") for i in range(6)]
 
@@ -36,7 +36,7 @@ def test_next_deadline_and_poll_follow_every_reschedule(
         assert shard.next_deadline() == min(scheduled.values(), default=None)
     scheduled = shard.scheduled()
     due = sorted((d, order[k], k.member_id) for k, d in scheduled.items() if d <= now)
-    shard.poll(now)
+    shard.poll(Now(wall_ms=0, monotonic_ms=now))
     # Earliest first, ties in the order they were scheduled; the rest still pending.
     assert [k.member_id for k in fired] == [m for _, _, m in due]
     assert shard.scheduled() == {k: d for k, d in scheduled.items() if d > now}
@@ -47,11 +47,11 @@ def test_a_timer_scheduled_while_polling_fires_in_the_same_poll_when_due() -> No
     shard = CoordinatorShard()
     fired: list[str] = []
 
-    def reschedule(out: Result, now: int) -> None:
+    def reschedule(out: Result, now: Now) -> None:
         fired.append("first")
-        shard._schedule(out, KEYS[1], now, lambda o, t: fired.append("second"))
+        shard._schedule(out, KEYS[1], now.monotonic_ms, lambda o, t: fired.append("second"))
 
     shard._schedule(Result(), KEYS[0], 10, reschedule)
-    shard.poll(10)
+    shard.poll(Now(wall_ms=0, monotonic_ms=10))
     assert fired == ["first", "second"]
     assert shard.next_deadline() is None

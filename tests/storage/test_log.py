@@ -265,13 +265,12 @@ def test_delete_records_moves_the_log_start_and_it_survives_restart(open_log: Op
 
 
 def test_flush_counts_and_checkpoints(open_log: OpenLog, tmp_path: Path) -> None:
-    log = open_log(now_ms=50, segment_bytes="14", flush_messages="5")
-    assert log.last_flush_ms == 50
+    log = open_log(segment_bytes="14", flush_messages="5")
     log.append(split(batch(3)), 0)
     assert log.unflushed_messages == 3 and not log.flush_due(60)
     log.append(split(batch(3)), 0)
     assert log.flush_due(60)
-    log.flush(now_ms=70)
+    log.flush(monotonic_ms=70)
     assert log.unflushed_messages == 0 and log.last_flush_ms == 70
     assert not log.flush_due(80)
     # The log end offset at the flush: recovery after a crash starts there.

@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from herdless.broker.clock import now_ms
+from herdless.broker.clock import monotonic_ms, wall_ms
 from herdless.broker.cluster_metadata import ClusterMetadata
 from herdless.broker.cluster_node import ClusterNode
 from herdless.broker.config import BrokerConfig
@@ -63,7 +63,8 @@ class Broker:
             on_io_error=self.storage_errors.report,
             open_files=open_files,
         )
-        self.durability = Durability(now_ms)
+        # flush.ms is an interval: on the monotonic clock.
+        self.durability = Durability(monotonic_ms)
         self.node: ClusterNode | None = None
         self.history: HistoryForwarder | None = None
         self.metadata: LocalMetadata | ClusterMetadata
@@ -72,7 +73,8 @@ class Broker:
         limits = PartitionLimits(config.max_partitions_per_request, config.max_broker_partitions)
         if config.clustered:
             self.metadata = ClusterMetadata()
-            self.node = ClusterNode(config, self.logs, self.durability, self.metadata, now_ms)
+            # The clock the logs are given: record times and segment ages, the wall's.
+            self.node = ClusterNode(config, self.logs, self.durability, self.metadata, wall_ms)
             self.replicas = self.node.replicas
             self.history = HistoryForwarder(config.node_id, REBALANCES_TOPIC, self.metadata.leader)
             self.topics = ZooKeeperTopics(
@@ -87,7 +89,7 @@ class Broker:
             self.metadata = LocalMetadata(
                 config.node_id, lambda: config.advertised_address, self.logs, config.rack
             )
-            self.replicas = ReplicaManager(self.logs, self.durability, now_ms)
+            self.replicas = ReplicaManager(self.logs, self.durability, wall_ms)
             self.topics = LocalTopics(self.logs, config.node_id, config.num_partitions, limits)
         self.stalls = StallDetector()
         coordinator_config = config.coordinator_config()
@@ -149,7 +151,7 @@ class Broker:
             assert isinstance(self.group_configs, LocalGroupConfigs)
             self.group_configs.load()
         started = time.monotonic()
-        self.logs.open(now_ms())
+        self.logs.open(wall_ms())
         # Said once the data directory is ours: a start that fails there says only why.
         log.info("%s", self._file_limit_note)
         log.info(
@@ -281,12 +283,13 @@ class Broker:
                 log.exception("background job %s failed", getattr(job, "__name__", job))
 
     async def _retain(self) -> None:
-        self.logs.apply_retention(now_ms())
+        # Retention and cleaning compare with record times: the wall clock.
+        self.logs.apply_retention(wall_ms())
 
     async def _clean(self) -> None:
         # Compaction rewrites whole segments: off the event loop, as fsync is. Shielded,
         # and awaited by stop(), so logs are never closed under a running clean.
-        self._cleaning = asyncio.ensure_future(asyncio.to_thread(self.logs.clean, now_ms()))
+        self._cleaning = asyncio.ensure_future(asyncio.to_thread(self.logs.clean, wall_ms()))
         cleaned = await asyncio.shield(self._cleaning)
         if cleaned:
             log.debug("compacted %d logs", cleaned)

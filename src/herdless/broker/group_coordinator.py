@@ -23,7 +23,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import asdict
 from typing import Any
 
-from herdless.broker.clock import now_ms
+from herdless.broker import clock
 from herdless.broker.replicas import ACKS_ALL, PartitionError, ReplicaManager
 from herdless.broker.replication import Role
 from herdless.broker.stalls import StallDetector
@@ -31,6 +31,7 @@ from herdless.broker.topic_admin import NewTopic, TopicAdmin, TopicAdminError
 from herdless.coordinator import (
     CoordinatorConfig,
     CoordinatorShard,
+    Now,
     OffloadedWork,
     Reply,
     Result,
@@ -69,7 +70,7 @@ READY_RECHECK_S = 1.0
 # How often timers that fell due while leadership was in doubt look again.
 LEADERSHIP_RECHECK_S = 0.1
 
-Operation = Callable[[CoordinatorShard, Hashable, int], Result]
+Operation = Callable[[CoordinatorShard, Hashable, Now], Result]
 # Told of every completed rebalance: (group id, cause).
 RebalanceListener = Callable[[str, str], None]
 
@@ -283,7 +284,7 @@ class ShardRuntime:
 
     def _activate(self) -> None:
         self.state = ShardState.ACTIVE
-        self._apply(self.shard.on_loaded(now_ms()))
+        self._apply(self.shard.on_loaded(clock.now()))
         since, replayed_before = self._loading_since
         log.log(
             logging.INFO if self.loaded_records else logging.DEBUG,
@@ -308,7 +309,7 @@ class ShardRuntime:
         waiter: asyncio.Future[Any] = self._event_loop().create_future()
         self._waiting[token] = waiter
         try:
-            self._apply(operation(self.shard, token, now_ms()), leading=True)
+            self._apply(operation(self.shard, token, clock.now()), leading=True)
             return await waiter
         finally:
             self._waiting.pop(token, None)
@@ -337,7 +338,8 @@ class ShardRuntime:
         """
         end_offset = None
         if result.records:
-            batch = build_batch(result.records, now_ms())
+            # The records' timestamp is written: the wall clock's.
+            batch = build_batch(result.records, clock.wall_ms())
             try:
                 records = [(parse_header(batch), memoryview(batch))]
                 # Waited on as acks=all: an answer leaves only once its records are committed.
@@ -482,7 +484,7 @@ class ShardRuntime:
                 LEADERSHIP_RECHECK_S, self._offloaded_done, work, value, incarnation
             )
             return
-        self._apply(work.complete(value, now_ms()), leading=True)
+        self._apply(work.complete(value, clock.now()), leading=True)
 
     # -- timers ----------------------------------------------------------------
 
@@ -511,7 +513,8 @@ class ShardRuntime:
         deadline = self.shard.next_deadline()
         if deadline is None:
             return
-        delay = max(deadline - now_ms(), 0) / 1000
+        # The shard's deadlines are on the monotonic clock, as the loop's own timers.
+        delay = max(deadline - clock.monotonic_ms(), 0) / 1000
         self._timer = self._event_loop().call_later(delay, self._fire)
         self._timer_deadline = deadline
 
@@ -528,7 +531,7 @@ class ShardRuntime:
             # one way (the lease renewed) or the other (the role changes).
             self._timer = self._event_loop().call_later(LEADERSHIP_RECHECK_S, self._fire)
             return
-        self._apply(self.shard.poll(now_ms()), leading=True)
+        self._apply(self.shard.poll(clock.now()), leading=True)
 
     def postpone_timers(self, stalled_ms: int) -> None:
         if self.state is ShardState.ACTIVE:
@@ -712,7 +715,7 @@ class GroupCoordinator:
             shard.postpone_timers(stalled_ms)
 
     def _record_history(self, entries: list[tuple[bytes, bytes]]) -> None:
-        batch = build_batch(entries, now_ms())
+        batch = build_batch(entries, clock.wall_ms())
         try:
             history_log = self.replicas.leader_log(REBALANCES_TOPIC, 0)
         except PartitionError:

@@ -36,6 +36,7 @@ class ReplicaManager:
         self.logs = logs
         self.durability = durability
         self.appends = AppendNotifier()
+        # The wall clock: appends write its time (LogAppendTime, segments' ages).
         self._clock = clock
 
     def leader_log(

@@ -30,6 +30,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from herdless.broker.clock import monotonic_ms
 from herdless.broker.cluster_metadata import ClusterMetadata
 from herdless.broker.durability import Durability
 from herdless.broker.replicas import (
@@ -62,6 +63,9 @@ class FollowerState:
 
     log_end_offset: int = -1
     # The leader's log end offset when this follower last fetched, and when that was.
+    # Times here are the leader's monotonic clock: lag is a duration, which a stepped
+    # wall clock would stretch (a dead follower kept in the ISR, stalling acks=all) or
+    # shrink (every follower dropped at once).
     leader_end_at_last_fetch: int = 0
     last_fetch_ms: int = 0
     last_caught_up_ms: int = 0
@@ -99,8 +103,10 @@ class ClusterReplicaManager(ReplicaManager):
         lease_valid: Callable[[], bool],
         write_isr: IsrWriter,
         replica_lag_time_max_ms: int,
+        monotonic_clock: Callable[[], int] = monotonic_ms,
     ) -> None:
         super().__init__(logs, durability, clock)
+        self._monotonic = monotonic_clock
         self.node_id = node_id
         self._metadata = metadata
         self._lease_valid = lease_valid
@@ -171,7 +177,7 @@ class ClusterReplicaManager(ReplicaManager):
         return partition
 
     def _become_leader(self, partition: Partition) -> None:
-        now = self._clock()
+        now = self._monotonic()
         partition.followers = {
             replica: FollowerState(last_caught_up_ms=now if replica in partition.isr else 0)
             for replica in partition.replicas
@@ -320,7 +326,7 @@ class ClusterReplicaManager(ReplicaManager):
         follower = partition.followers.get(replica_id)
         if follower is None:
             return
-        now = self._clock()
+        now = self._monotonic()
         leader_end = partition.log.log_end_offset
         # Kafka's rule: caught up if it has everything the leader had now, or everything
         # the leader had at its previous fetch (so a steady producer cannot keep a
@@ -383,7 +389,7 @@ class ClusterReplicaManager(ReplicaManager):
 
     def shrink_lagging(self) -> None:
         """Drop followers that have not caught up within replica.lag.time.max.ms."""
-        now = self._clock()
+        now = self._monotonic()
         for partition in list(self.partitions.values()):
             if partition.role is not Role.LEADER:
                 continue

@@ -889,4 +889,6 @@ def _guarded(callback: Callable[[T], None]) -> Callable[[T], None]:
 
 
 def _now_ms() -> int:
+    """The wall clock: the time written into a broker's or the controller's znode, as
+    Kafka writes it, for people and other brokers to read."""
     return int(time.time() * 1000)

@@ -58,6 +58,7 @@ from herdless.coordinator.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
+from herdless.coordinator.now import Now
 from herdless.coordinator.reconciliation import MemberState
 from herdless.coordinator.result import Reply, Result
 from herdless.coordinator.topic_metadata import TopicsImage
@@ -79,7 +80,7 @@ class ClassicMembers:
     def __init__(
         self,
         groups: ConsumerGroups,
-        to_classic: Callable[[Result, ConsumerGroup, int], ClassicGroup | None],
+        to_classic: Callable[[Result, ConsumerGroup, Now], ClassicGroup | None],
     ) -> None:
         self._groups = groups
         self._timers = groups.timers
@@ -95,12 +96,12 @@ class ClassicMembers:
     # ======================================================================
 
     def join(
-        self, req: JoinGroupRequest, topics: TopicsImage | None, token: Hashable, now_ms: int
+        self, req: JoinGroupRequest, topics: TopicsImage | None, token: Hashable, now: Now
     ) -> Result:
         """`topics` None: only the topics the group knows of are known."""
         out = Result()
         try:
-            response = self._join(out, req, topics, now_ms)
+            response = self._join(out, req, topics, now)
         except _Refused as refused:
             assert not out.records, "a refused JoinGroup wrote records"
             response = JoinGroupResponse(refused.error_code, member_id=req.member_id)
@@ -108,7 +109,7 @@ class ClassicMembers:
         return out
 
     def _join(
-        self, out: Result, req: JoinGroupRequest, topics: TopicsImage | None, now_ms: int
+        self, out: Result, req: JoinGroupRequest, topics: TopicsImage | None, now: Now
     ) -> JoinGroupResponse:
         groups = self._groups
         group = groups.groups[req.group_id]
@@ -155,15 +156,15 @@ class ClassicMembers:
         if bump:
             cause = RebalanceCause.MEMBER_JOINED if is_new else RebalanceCause.SUBSCRIPTION_CHANGED
             groups.bump_group_epoch(out, group, cause, member_label(updated))
-        groups.update_target_assignment(out, group, now_ms)
+        groups.update_target_assignment(out, group, now)
         known = topics or TopicsImage(group.subscription_metadata.values())
         owned = to_partitions(subscription.owned_partitions, known)
-        groups.reconcile(out, group, group.members[member_id], owned, now_ms)
+        groups.reconcile(out, group, group.members[member_id], owned, now)
         current = group.members[member_id]
         if replaced is not None and not replaced.uses_classic_protocol:
             # The last new-protocol member restarted with the classic protocol (a static
             # one): the group may be classic again, with no rebalance, as in Kafka.
-            downgraded = self._downgrade(out, group, now_ms)
+            downgraded = self._downgrade(out, group, now)
             if downgraded is not None:
                 return JoinGroupResponse(
                     ErrorCode.NONE,
@@ -174,10 +175,8 @@ class ClassicMembers:
                 )
 
         self._timers.cancel_join_timeout(out, group_id, member_id)
-        self._timers.schedule_session_timeout(out, group_id, member_id, now_ms)
-        self._timers.schedule_sync_timeout(
-            out, group_id, member_id, req.rebalance_timeout_ms, now_ms
-        )
+        self._timers.schedule_session_timeout(out, group_id, member_id, now)
+        self._timers.schedule_sync_timeout(out, group_id, member_id, req.rebalance_timeout_ms, now)
         return JoinGroupResponse(
             ErrorCode.NONE,
             member_id=member_id,
@@ -208,7 +207,7 @@ class ClassicMembers:
     # SyncGroup, Heartbeat, LeaveGroup
     # ======================================================================
 
-    def sync(self, req: SyncGroupRequest, token: Hashable, now_ms: int) -> Result:
+    def sync(self, req: SyncGroupRequest, token: Hashable, now: Now) -> Result:
         out = Result()
         group = self._groups.groups[req.group_id]
         try:
@@ -223,7 +222,7 @@ class ClassicMembers:
                 group.target_assignment_epoch > member.member_epoch
                 and member.state is not MemberState.UNREVOKED_PARTITIONS
             ):
-                self._timers.schedule_join_timeout_if_absent(out, group.group_id, member, now_ms)
+                self._timers.schedule_join_timeout_if_absent(out, group.group_id, member, now)
                 raise _Refused(ErrorCode.REBALANCE_IN_PROGRESS)
             version = protocol_version(metadata)
         except _Refused as refused:
@@ -233,7 +232,7 @@ class ClassicMembers:
             out.replies.append(Reply(token, SyncGroupResponse(ErrorCode.UNKNOWN_SERVER_ERROR)))
             return out
         self._timers.cancel_sync_timeout(out, group.group_id, member.member_id)
-        self._timers.schedule_session_timeout(out, group.group_id, member.member_id, now_ms)
+        self._timers.schedule_session_timeout(out, group.group_id, member.member_id, now)
         response = SyncGroupResponse(
             ErrorCode.NONE,
             assignment=assignment_bytes(group, member.assigned, version),
@@ -243,7 +242,7 @@ class ClassicMembers:
         out.replies.append(Reply(token, response))
         return out
 
-    def heartbeat(self, req: HeartbeatRequest, token: Hashable, now_ms: int) -> Result:
+    def heartbeat(self, req: HeartbeatRequest, token: Hashable, now: Now) -> Result:
         out = Result()
         group = self._groups.groups[req.group_id]
         try:
@@ -251,7 +250,7 @@ class ClassicMembers:
         except _Refused as refused:
             out.replies.append(Reply(token, HeartbeatResponse(refused.error_code)))
             return out
-        self._timers.schedule_session_timeout(out, group.group_id, member.member_id, now_ms)
+        self._timers.schedule_session_timeout(out, group.group_id, member.member_id, now)
         error = ErrorCode.NONE
         if (
             member.member_epoch < group.target_assignment_epoch
@@ -262,11 +261,11 @@ class ClassicMembers:
             )
         ):
             error = ErrorCode.REBALANCE_IN_PROGRESS
-            self._timers.schedule_join_timeout_if_absent(out, group.group_id, member, now_ms)
+            self._timers.schedule_join_timeout_if_absent(out, group.group_id, member, now)
         out.replies.append(Reply(token, HeartbeatResponse(error)))
         return out
 
-    def leave(self, req: LeaveGroupRequest, token: Hashable, now_ms: int) -> Result:
+    def leave(self, req: LeaveGroupRequest, token: Hashable, now: Now) -> Result:
         """Each member leaves on its own; the group epoch is bumped once for all. As in
         Kafka, a classic member leaving never turns the group back into a classic one."""
         out = Result()
@@ -298,18 +297,18 @@ class ClassicMembers:
             results.append(LeftMember(member.member_id, m.group_instance_id, ErrorCode.NONE))
         if left_members:
             for member in left_members:
-                groups.member_left(out, group_id, member.member_id, now_ms)
+                groups.member_left(out, group_id, member.member_id, now)
             groups.refresh_subscription_metadata(out, group, None)
             who = ", ".join(member_label(member) for member in left_members)
             groups.bump_group_epoch(out, group, RebalanceCause.MEMBER_LEFT, who)
-            groups.update_target_assignment(out, group, now_ms)
+            groups.update_target_assignment(out, group, now)
         out.replies.append(Reply(token, LeaveGroupResponse(ErrorCode.NONE, tuple(results))))
         return out
 
-    def _downgrade(self, out: Result, group: ConsumerGroup, now_ms: int) -> ClassicGroup | None:
+    def _downgrade(self, out: Result, group: ConsumerGroup, now: Now) -> ClassicGroup | None:
         if not may_downgrade(list(group.members.values()), self._groups.config):
             return None
-        return self._to_classic(out, group, now_ms)
+        return self._to_classic(out, group, now)
 
 
 def _validated(

@@ -153,8 +153,12 @@ class ConsumerGroup:
         self.group_id = group_id
         self.group_epoch = 0
         self.target_assignment_epoch = 0
-        # When the computation of the current target finished (KIP-1263), 0 if never here.
+        # When the computation of the current target finished (KIP-1263), 0 if never: on
+        # the wall clock, as written in its record for whoever reads the log.
         self.assignment_timestamp_ms = 0
+        # The same moment on this broker's monotonic clock, which the assignment interval
+        # counts from; None until a target is computed here or the shard is loaded.
+        self.target_finished_monotonic_ms: int | None = None
         self.members: dict[str, ConsumerGroupMember] = {}
         self.target_assignment: dict[str, Partitions] = {}
         # The subscribed topics as the target assignment last saw them, by name.

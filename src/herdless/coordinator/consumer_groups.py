@@ -80,6 +80,7 @@ from herdless.coordinator.group_conversion import (
 )
 from herdless.coordinator.history import RebalanceCause
 from herdless.coordinator.messages import ListedGroup, RebalanceRecord
+from herdless.coordinator.now import Now
 from herdless.coordinator.reconciliation import MemberState, reconcile
 from herdless.coordinator.result import OffloadedWork, Reply, Result
 from herdless.coordinator.state import GroupState
@@ -119,7 +120,7 @@ class ConsumerGroups:
         new_uuid: Callable[[], str],
         classic_groups: dict[str, ClassicGroup],
         retire_classic: Callable[[Result, str], None],
-        downgrade: Callable[[Result, ConsumerGroup, str, int], bool],
+        downgrade: Callable[[Result, ConsumerGroup, str, Now], bool],
     ) -> None:
         self.config = config
         self.groups: dict[str, ConsumerGroup] = {}
@@ -214,34 +215,34 @@ class ConsumerGroups:
         self.log.target_assignment(out, group.group_id, new.member_id, target)
         self.log.current_assignment(out, group.group_id, new)
 
-    def member_left(self, out: Result, group_id: str, member_id: str, now_ms: int) -> None:
+    def member_left(self, out: Result, group_id: str, member_id: str, now: Now) -> None:
         """Tell the group's history, which may close a target assignment on it."""
-        finished = self.history_of(group_id).member_left(member_id, now_ms)
+        finished = self.history_of(group_id).member_left(member_id, now.wall_ms)
         self._publish(out, group_id, finished)
 
     def fence_member(
-        self, out: Result, group_id: str, member_id: str, cause: RebalanceCause, now_ms: int
+        self, out: Result, group_id: str, member_id: str, cause: RebalanceCause, now: Now
     ) -> None:
         """The member is made to leave (its session or a deadline expired), if it is still
         in the group."""
         group = self.groups.get(group_id)
         if group is not None and member_id in group.members:
-            self._remove_member(out, group, group.members[member_id], cause, now_ms)
+            self._remove_member(out, group, group.members[member_id], cause, now)
 
     # ======================================================================
     # ConsumerGroupHeartbeat
     # ======================================================================
 
     def heartbeat(
-        self, req: ConsumerGroupHeartbeatRequest, topics: TopicsImage, token: Hashable, now_ms: int
+        self, req: ConsumerGroupHeartbeatRequest, topics: TopicsImage, token: Hashable, now: Now
     ) -> Result:
         out = Result()
         try:
             validate(req, self._assignors())
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                response = self._leave(out, req, now_ms)
+                response = self._leave(out, req, now)
             else:
-                response = self._join_or_heartbeat(out, req, topics, token, now_ms)
+                response = self._join_or_heartbeat(out, req, topics, token, now)
         except HeartbeatRefused as refused:
             assert not out.records, "a refused heartbeat wrote records"
             response = ConsumerGroupHeartbeatResponse(refused.error_code, refused.message)
@@ -263,7 +264,7 @@ class ConsumerGroups:
         req: ConsumerGroupHeartbeatRequest,
         topics: TopicsImage,
         token: Hashable,
-        now_ms: int,
+        now: Now,
     ) -> ConsumerGroupHeartbeatResponse | None:
         """The answer, or None for a join parked until its target is written."""
         group_id = req.group_id
@@ -286,7 +287,7 @@ class ConsumerGroups:
                 self.log.write(out, key, value)
             group = self.groups[group_id]
             for member_id in group.members:
-                self.timers.schedule_session_timeout(out, group_id, member_id, now_ms)
+                self.timers.schedule_session_timeout(out, group_id, member_id, now)
         self.groups.setdefault(group_id, group)
         before = member
         if replaced is not None:
@@ -299,15 +300,15 @@ class ConsumerGroups:
             or updated.subscribed_topic_regex != member.subscribed_topic_regex
         ):
             cause = RebalanceCause.MEMBER_JOINED if is_new else RebalanceCause.SUBSCRIPTION_CHANGED
-        topics_changed = self._refresh_regexes(out, group, topics, now_ms)
+        topics_changed = self._refresh_regexes(out, group, topics, now)
         topics_changed |= self.refresh_subscription_metadata(out, group, topics)
         if cause is None and topics_changed:
             cause = RebalanceCause.TOPIC_METADATA_CHANGED
         if cause is not None:
             self.bump_group_epoch(out, group, cause, member_label(updated))
-        self.update_target_assignment(out, group, now_ms)
+        self.update_target_assignment(out, group, now)
 
-        self.timers.schedule_session_timeout(out, group_id, updated.member_id, now_ms)
+        self.timers.schedule_session_timeout(out, group_id, updated.member_id, now)
         if joining and self._computing.get(group_id) == group.group_epoch:
             # The target being computed (off the loop, for milliseconds) is the first with
             # this member: its answer waits for it, so that a member joining a quiet group
@@ -315,7 +316,7 @@ class ConsumerGroups:
             # rather than at its next heartbeat, seconds later.
             self._parked_joins.setdefault(group_id, []).append((token, req, before))
             return None
-        return self._answer(out, group, req, before, now_ms)
+        return self._answer(out, group, req, before, now)
 
     def _answer(
         self,
@@ -323,12 +324,12 @@ class ConsumerGroups:
         group: ConsumerGroup,
         req: ConsumerGroupHeartbeatRequest,
         before: ConsumerGroupMember,
-        now_ms: int,
+        now: Now,
     ) -> ConsumerGroupHeartbeatResponse:
         """The member's assignment moves towards its target; what it is told of it."""
         group_id, member_id = group.group_id, before.member_id
         joining = req.member_epoch == 0
-        self.reconcile(out, group, group.members[member_id], req.owned_partitions, now_ms)
+        self.reconcile(out, group, group.members[member_id], req.owned_partitions, now)
         current = group.members[member_id]
         # The assignment goes out when it changed, and to a member that sent everything
         # (when joining, or after an error), whatever it believes it has.
@@ -441,7 +442,7 @@ class ConsumerGroups:
         return existing, None
 
     def _refresh_regexes(
-        self, out: Result, group: ConsumerGroup, topics: TopicsImage, now_ms: int
+        self, out: Result, group: ConsumerGroup, topics: TopicsImage, now: Now
     ) -> bool:
         """Resolve the group's regular expressions against the topics when they or the topics
         changed; True if what one matches changed."""
@@ -457,7 +458,7 @@ class ConsumerGroups:
             matched = _matching(regex, topics.names())
             resolved = group.resolved_regexes.get(regex)
             if resolved is None or resolved.topics != matched:
-                value = ConsumerGroupRegularExpressionValue(matched, topics.version, now_ms)
+                value = ConsumerGroupRegularExpressionValue(matched, topics.version, now.wall_ms)
                 self.log.resolved_regex(out, group_id, regex, value)
                 changed = True
         self._regexes_resolved_with[group_id] = topics
@@ -480,7 +481,7 @@ class ConsumerGroups:
         self.log.subscription_metadata(out, group.group_id, tuple(metadata.values()))
         return True
 
-    def update_target_assignment(self, out: Result, group: ConsumerGroup, now_ms: int) -> None:
+    def update_target_assignment(self, out: Result, group: ConsumerGroup, now: Now) -> None:
         """Start a new target assignment if the group epoch moved past the target's: now
         if the group's assignment interval has passed since the last one finished, else
         when it has (a timer). None starts while one is being computed; its completion
@@ -489,14 +490,14 @@ class ConsumerGroups:
         if group.group_epoch <= group.target_assignment_epoch or group_id in self._computing:
             return
         interval = self.config.consumer_assignment_interval_for(group_id)
-        due = next_target_due(group.assignment_timestamp_ms, interval, now_ms)
-        if now_ms < due:
+        due = next_target_due(group.target_finished_monotonic_ms, interval)
+        if due is not None and now.monotonic_ms < due:
             self.timers.schedule_assignment(out, group_id, due)
             return
         self.timers.cancel_assignment(out, group_id)
         run = assignor_run(group, self._assignors())
         if not self.config.consumer_assignor_offload_for(group_id):
-            self._install_target(out, group, run, run(), now_ms)
+            self._install_target(out, group, run, run(), now)
             return
         # Off the loop: the run reads its own copy of the group, which moves on meanwhile.
         self._computing[group_id] = run.group_epoch
@@ -509,7 +510,7 @@ class ConsumerGroups:
         group: ConsumerGroup,
         run: AssignorRun,
         targets: dict[str, Partitions] | None,
-        now_ms: int,
+        now: Now,
     ) -> Result:
         """An offloaded run finished (`targets` None: it failed). Its target is written for
         the members as they are now (target_assignment.placed_targets); the joins parked for
@@ -528,17 +529,17 @@ class ConsumerGroups:
         del self._computing[group_id]
         if targets is None:
             interval = self.config.consumer_assignment_interval_for(group_id)
-            self.timers.schedule_assignment(out, group_id, now_ms + max(interval, 1_000))
+            self.timers.schedule_assignment(out, group_id, now.monotonic_ms + max(interval, 1_000))
         else:
-            self._install_target(out, group, run, targets, now_ms)
+            self._install_target(out, group, run, targets, now)
         for token, req, before in self._parked_joins.pop(group_id, []):
             if before.member_id in group.members:
-                response = self._answer(out, group, req, before, now_ms)
+                response = self._answer(out, group, req, before, now)
             else:  # it left, or was fenced, meanwhile
                 response = _not_a_member(before.member_id, group_id)
             out.replies.append(Reply(token, response))
         if targets is not None:
-            self.update_target_assignment(out, group, now_ms)
+            self.update_target_assignment(out, group, now)
         return out
 
     def _install_target(
@@ -547,18 +548,19 @@ class ConsumerGroups:
         group: ConsumerGroup,
         run: AssignorRun,
         targets: dict[str, Partitions],
-        now_ms: int,
+        now: Now,
     ) -> None:
         for member_id, target in placed_targets(group, run, targets):
             if group.target_assignment.get(member_id) != target:
                 self.log.target_assignment(out, group.group_id, member_id, target)
         epoch = run.group_epoch
-        self.log.target_assignment_metadata(out, group.group_id, epoch, now_ms)
+        self.log.target_assignment_metadata(out, group.group_id, epoch, now.wall_ms)
+        group.target_finished_monotonic_ms = now.monotonic_ms
         progress = {
             m.member_id: (m.member_epoch, m.assignment.is_reconciled_to(epoch))
             for m in group.members.values()
         }
-        finished = self.history_of(group.group_id).target_changed(epoch, now_ms, progress)
+        finished = self.history_of(group.group_id).target_changed(epoch, now.wall_ms, progress)
         self._publish(out, group.group_id, finished)
 
     def reconcile(
@@ -567,7 +569,7 @@ class ConsumerGroups:
         group: ConsumerGroup,
         member: ConsumerGroupMember,
         owned: Partitions | None,
-        now_ms: int,
+        now: Now,
     ) -> None:
         """Move the member's assignment towards its target, given what it reports owning
         (None: what it had), and start or stop its rebalance timeout accordingly."""
@@ -589,13 +591,13 @@ class ConsumerGroups:
             member.member_id,
             assignment.member_epoch,
             assignment.is_reconciled_to(group.target_assignment_epoch),
-            now_ms,
+            now.wall_ms,
         )
         self._publish(out, group.group_id, finished)
         if member.uses_classic_protocol:
             return  # told to rejoin instead, on the join and sync timers (classic_members.py)
         if assignment.state is MemberState.UNREVOKED_PARTITIONS:
-            self.timers.schedule_rebalance_timeout(out, group.group_id, member, now_ms)
+            self.timers.schedule_rebalance_timeout(out, group.group_id, member, now)
         else:
             self.timers.cancel_rebalance_timeout(out, group.group_id, member.member_id)
 
@@ -604,7 +606,7 @@ class ConsumerGroups:
     # ======================================================================
 
     def _leave(
-        self, out: Result, req: ConsumerGroupHeartbeatRequest, now_ms: int
+        self, out: Result, req: ConsumerGroupHeartbeatRequest, now: Now
     ) -> ConsumerGroupHeartbeatResponse:
         group = self.groups.get(req.group_id)
         if group is None:
@@ -642,7 +644,7 @@ class ConsumerGroups:
                     member_id=member.member_id,
                     member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                 )
-        self._remove_member(out, group, member, RebalanceCause.MEMBER_LEFT, now_ms)
+        self._remove_member(out, group, member, RebalanceCause.MEMBER_LEFT, now)
         return ConsumerGroupHeartbeatResponse(
             ErrorCode.NONE, member_id=req.member_id, member_epoch=req.member_epoch
         )
@@ -653,35 +655,38 @@ class ConsumerGroups:
         group: ConsumerGroup,
         member: ConsumerGroupMember,
         cause: RebalanceCause,
-        now_ms: int,
+        now: Now,
     ) -> None:
         """The member leaves, or is fenced: its partitions are free once the records are, and
         the next heartbeat of any member computes a target assignment without it. When it
         was the last to speak the new protocol, the group may become classic instead."""
         member_id = member.member_id
-        self.member_left(out, group.group_id, member_id, now_ms)
-        if self._downgrade(out, group, member_id, now_ms):
+        self.member_left(out, group.group_id, member_id, now)
+        if self._downgrade(out, group, member_id, now):
             return
         self.drop_member(out, group.group_id, member_id)
         for regex in sorted(group.resolved_regexes.keys() - group.subscribed_regexes()):
             self.log.regex_tombstone(out, group.group_id, regex)
         self.refresh_subscription_metadata(out, group, None)
         self.bump_group_epoch(out, group, cause, member_label(member))
-        self.update_target_assignment(out, group, now_ms)
+        self.update_target_assignment(out, group, now)
 
-    def on_loaded(self, out: Result, now_ms: int) -> None:
+    def on_loaded(self, out: Result, now: Now) -> None:
         """Loaded by replay: every member's session starts now, and so does the revocation
-        deadline of every member asked to revoke. What each member last heard is not in
-        the log: each is sent its assignment until it reports owning exactly it (an answer
-        the last leader gave may never have arrived)."""
+        deadline of every member asked to revoke, and the assignment interval after a
+        target the log holds the time of (that time is another clock's). What each member
+        last heard is not in the log: each is sent its assignment until it reports owning
+        exactly it (an answer the last leader gave may never have arrived)."""
         for group_id, group in self.groups.items():
+            if group.assignment_timestamp_ms:
+                group.target_finished_monotonic_ms = now.monotonic_ms
             for member in group.members.values():
                 self._unconfirmed.add((group_id, member.member_id))
-                self.timers.schedule_session_timeout(out, group_id, member.member_id, now_ms)
+                self.timers.schedule_session_timeout(out, group_id, member.member_id, now)
                 if member.is_revoking and not member.uses_classic_protocol:
-                    self.timers.schedule_rebalance_timeout(out, group_id, member, now_ms)
+                    self.timers.schedule_rebalance_timeout(out, group_id, member, now)
             # A target that was due, or being computed when the last leader stopped.
-            self.update_target_assignment(out, group, now_ms)
+            self.update_target_assignment(out, group, now)
 
     # ======================================================================
     # describing and listing

@@ -73,7 +73,8 @@ class _OpenTarget:
 
 
 class TargetAssignmentHistory:
-    """One consumer group's: fed by the coordinator as things happen, `now` passed in.
+    """One consumer group's: fed by the coordinator as things happen, with the wall clock's
+    time (operators read these times beside their own; they are not deadlines).
     Methods that finish an entry return it, for the caller to publish."""
 
     def __init__(self, size: int) -> None:
@@ -88,47 +89,47 @@ class TargetAssignmentHistory:
         self._causes.append((cause.value, detail))
 
     def target_changed(
-        self, epoch: int, now_ms: int, members: dict[str, tuple[int, bool]]
+        self, epoch: int, wall_ms: int, members: dict[str, tuple[int, bool]]
     ) -> RebalanceRecord | None:
         """A new target at `epoch`; `members` is each member's (epoch, holds its target).
         Returns the previous entry if this one supersedes it."""
         superseded = None
         if self._open is not None:
-            superseded = self._close(now_ms, superseded=True)
+            superseded = self._close(wall_ms, superseded=True)
         causes = self._causes or [("unknown", "")]
         # The first cause says why; the others, if any, came in before the target did.
         cause = causes[0][0]
         details = [d for _, d in causes if d]
         details += [c for c, _ in causes[1:] if c != cause]
         self._open = _OpenTarget(
-            cause, "; ".join(details), self._epoch, epoch, now_ms, self._members
+            cause, "; ".join(details), self._epoch, epoch, wall_ms, self._members
         )
         self._open.progress = {m: _Progress() for m in members}
         self._causes = []
         self._epoch = epoch
         self._members = tuple(sorted(members))
         for member_id, (member_epoch, holds_target) in members.items():
-            self._note(member_id, member_epoch, holds_target, now_ms)
+            self._note(member_id, member_epoch, holds_target, wall_ms)
         return superseded
 
     def member_progressed(
-        self, member_id: str, member_epoch: int, holds_target: bool, now_ms: int
+        self, member_id: str, member_epoch: int, holds_target: bool, wall_ms: int
     ) -> RebalanceRecord | None:
         """The member's assignment changed; returns the entry if that completed it."""
-        return self._note(member_id, member_epoch, holds_target, now_ms)
+        return self._note(member_id, member_epoch, holds_target, wall_ms)
 
-    def member_left(self, member_id: str, now_ms: int) -> RebalanceRecord | None:
+    def member_left(self, member_id: str, wall_ms: int) -> RebalanceRecord | None:
         entry = self._open
         if entry is None or member_id not in entry.progress:
             return None
         entry.progress[member_id].left = True
-        return self._close(now_ms, superseded=False) if entry.settled() else None
+        return self._close(wall_ms, superseded=False) if entry.settled() else None
 
     def entries(self) -> tuple[RebalanceRecord, ...]:
         return tuple(self._entries)
 
     def _note(
-        self, member_id: str, member_epoch: int, holds_target: bool, now_ms: int
+        self, member_id: str, member_epoch: int, holds_target: bool, wall_ms: int
     ) -> RebalanceRecord | None:
         entry = self._open
         if entry is None or member_epoch != entry.epoch:
@@ -137,14 +138,14 @@ class TargetAssignmentHistory:
         if progress is None:
             return None
         if progress.epoch_reached_ms is None:
-            progress.epoch_reached_ms = now_ms
+            progress.epoch_reached_ms = wall_ms
         if holds_target and progress.assigned_ms is None:
-            progress.assigned_ms = now_ms
-        return self._close(now_ms, superseded=False) if entry.settled() else None
+            progress.assigned_ms = wall_ms
+        return self._close(wall_ms, superseded=False) if entry.settled() else None
 
-    def _close(self, now_ms: int, superseded: bool) -> RebalanceRecord:
+    def _close(self, wall_ms: int, superseded: bool) -> RebalanceRecord:
         assert self._open is not None
-        record = self._open.record(now_ms, superseded)
+        record = self._open.record(wall_ms, superseded)
         self._entries.append(record)
         self._open = None
         return record

@@ -107,6 +107,7 @@ class ConsumerGroupLog:
         elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
             group.target_assignment_epoch = NO_ASSIGNMENT_EPOCH
             group.assignment_timestamp_ms = 0
+            group.target_finished_monotonic_ms = None
         elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
             group.put_target_assignment(key.member_id, None)
         elif isinstance(key, ConsumerGroupRegularExpressionKey):
@@ -166,9 +167,9 @@ class ConsumerGroupLog:
         self.write(out, key, ConsumerGroupTargetAssignmentMemberValue(target))
 
     def target_assignment_metadata(
-        self, out: Result, group_id: str, epoch: int, now_ms: int
+        self, out: Result, group_id: str, epoch: int, wall_ms: int
     ) -> None:
-        value = ConsumerGroupTargetAssignmentMetadataValue(epoch, now_ms)
+        value = ConsumerGroupTargetAssignmentMetadataValue(epoch, wall_ms)
         self.write(out, ConsumerGroupTargetAssignmentMetadataKey(group_id), value)
 
     def member_tombstones(self, out: Result, group_id: str, member_id: str) -> None:

@@ -17,19 +17,20 @@ from collections.abc import Callable
 from herdless.coordinator.config import CoordinatorConfig
 from herdless.coordinator.consumer_group import ConsumerGroup, ConsumerGroupMember
 from herdless.coordinator.history import RebalanceCause
+from herdless.coordinator.now import Now
 from herdless.coordinator.result import Result, TimerKey, TimerKind
 
-TimerCallback = Callable[[Result, int], None]
+TimerCallback = Callable[[Result, Now], None]
 
-# The shard's timers, lent to its consumer groups: schedule (or move) a key, cancel one,
-# and whether one is running.
+# The shard's timers, lent to its consumer groups: schedule (or move) a key to a deadline
+# on the monotonic clock, cancel one, and whether one is running.
 TimerScheduler = Callable[[Result, TimerKey, int, TimerCallback], None]
 TimerCanceller = Callable[[Result, TimerKey], None]
 TimerProbe = Callable[[TimerKey], bool]
 
 # ConsumerGroups.fence_member and ConsumerGroups.update_target_assignment: what firing does.
-Fence = Callable[[Result, str, str, RebalanceCause, int], None]
-TargetUpdate = Callable[[Result, ConsumerGroup, int], None]
+Fence = Callable[[Result, str, str, RebalanceCause, Now], None]
+TargetUpdate = Callable[[Result, ConsumerGroup, Now], None]
 
 
 class ConsumerGroupTimers:
@@ -57,7 +58,7 @@ class ConsumerGroupTimers:
     # ======================================================================
 
     def schedule_session_timeout(
-        self, out: Result, group_id: str, member_id: str, now_ms: int
+        self, out: Result, group_id: str, member_id: str, now: Now
     ) -> None:
         """The group's session timeout (the broker's unless the group sets its own), or
         the one a classic member joined with."""
@@ -69,19 +70,19 @@ class ConsumerGroupTimers:
         self._schedule(
             out,
             TimerKey(TimerKind.SESSION, group_id, member_id),
-            now_ms + timeout_ms,
+            now.monotonic_ms + timeout_ms,
             lambda o, now: self._fence(o, group_id, member_id, RebalanceCause.SESSION_EXPIRED, now),
         )
 
     def schedule_rebalance_timeout(
-        self, out: Result, group_id: str, member: ConsumerGroupMember, now_ms: int
+        self, out: Result, group_id: str, member: ConsumerGroupMember, now: Now
     ) -> None:
         """The member has its rebalance timeout to revoke what its epoch asked it to."""
         member_id, epoch = member.member_id, member.member_epoch
         self._schedule(
             out,
             TimerKey(TimerKind.REVOCATION, group_id, member_id),
-            now_ms + member.rebalance_timeout_ms,
+            now.monotonic_ms + member.rebalance_timeout_ms,
             lambda o, now: self._revocation_expired(o, group_id, member_id, epoch, now),
         )
 
@@ -93,20 +94,20 @@ class ConsumerGroupTimers:
             self._cancel(out, TimerKey(kind, group_id, member_id))
 
     def _revocation_expired(
-        self, out: Result, group_id: str, member_id: str, epoch: int, now_ms: int
+        self, out: Result, group_id: str, member_id: str, epoch: int, now: Now
     ) -> None:
         # One that has moved on from the epoch it was asked to revoke in is not concerned.
         group = self._groups.get(group_id)
         member = None if group is None else group.members.get(member_id)
         if member is not None and member.member_epoch == epoch:
-            self._fence(out, group_id, member_id, RebalanceCause.REVOCATION_EXPIRED, now_ms)
+            self._fence(out, group_id, member_id, RebalanceCause.REVOCATION_EXPIRED, now)
 
     # ======================================================================
     # members speaking the classic protocol
     # ======================================================================
 
     def schedule_join_timeout_if_absent(
-        self, out: Result, group_id: str, member: ConsumerGroupMember, now_ms: int
+        self, out: Result, group_id: str, member: ConsumerGroupMember, now: Now
     ) -> None:
         """The member was told to rejoin: it has its rebalance timeout to do so. A deadline
         already running is kept (a member heartbeating meanwhile does not push it back)."""
@@ -117,7 +118,7 @@ class ConsumerGroupTimers:
         self._schedule(
             out,
             key,
-            now_ms + member.rebalance_timeout_ms,
+            now.monotonic_ms + member.rebalance_timeout_ms,
             # Told to rejoin is how a classic member is asked to revoke.
             lambda o, now: self._fence(
                 o, group_id, member_id, RebalanceCause.REVOCATION_EXPIRED, now
@@ -128,13 +129,13 @@ class ConsumerGroupTimers:
         self._cancel(out, TimerKey(TimerKind.CLASSIC_JOIN, group_id, member_id))
 
     def schedule_sync_timeout(
-        self, out: Result, group_id: str, member_id: str, timeout_ms: int, now_ms: int
+        self, out: Result, group_id: str, member_id: str, timeout_ms: int, now: Now
     ) -> None:
         """The member joined: it has `timeout_ms` (its rebalance timeout) to sync."""
         self._schedule(
             out,
             TimerKey(TimerKind.CLASSIC_SYNC, group_id, member_id),
-            now_ms + timeout_ms,
+            now.monotonic_ms + timeout_ms,
             lambda o, now: self._fence(o, group_id, member_id, RebalanceCause.SYNC_EXPIRED, now),
         )
 
@@ -146,9 +147,9 @@ class ConsumerGroupTimers:
     # ======================================================================
 
     def schedule_assignment(self, out: Result, group_id: str, deadline_ms: int) -> None:
-        """The next target assignment is due at `deadline_ms`."""
+        """The next target assignment is due at `deadline_ms` (monotonic)."""
 
-        def due(o: Result, now: int) -> None:
+        def due(o: Result, now: Now) -> None:
             group = self._groups.get(group_id)
             if group is not None:
                 self._update_target_assignment(o, group, now)

@@ -113,11 +113,13 @@ class ClassicGroup:
 
     # --- state -----------------------------------------------------------------
 
-    def transition_to(self, target: GroupState, now_ms: int) -> None:
+    def transition_to(self, target: GroupState, wall_ms: int) -> None:
+        """`wall_ms`: the wall clock, since the time is written in the group's record and
+        offset expiry compares it with commit times, on any broker that loads it."""
         new_state = transition(self.group_id, self.state, target)
         self.previous_state = self.state
         self.state = new_state
-        self.current_state_timestamp = now_ms
+        self.current_state_timestamp = wall_ms
 
     def is_in(self, *states: GroupState) -> bool:
         return self.state in states
@@ -314,16 +316,16 @@ class ClassicGroup:
         member.awaiting_sync = None
         return reply
 
-    def init_next_generation(self, now_ms: int) -> None:
+    def init_next_generation(self, wall_ms: int) -> None:
         self.generation += 1
         if self.members:
             self.protocol_name = self.select_protocol()
             self.subscribed_topics = self.compute_subscribed_topics()
-            self.transition_to(GroupState.COMPLETING_REBALANCE, now_ms)
+            self.transition_to(GroupState.COMPLETING_REBALANCE, wall_ms)
         else:
             self.protocol_name = None
             self.subscribed_topics = self.compute_subscribed_topics()
-            self.transition_to(GroupState.EMPTY, now_ms)
+            self.transition_to(GroupState.EMPTY, wall_ms)
         self.pending_sync_members.clear()
 
     def join_members(self) -> tuple[JoinGroupMember, ...]:

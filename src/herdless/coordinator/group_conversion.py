@@ -140,14 +140,14 @@ def may_downgrade(members: list[ConsumerGroupMember], config: CoordinatorConfig)
 
 
 def classic_group_from_consumer(
-    group: ConsumerGroup, leaving_member_id: str | None, now_ms: int, history_size: int
+    group: ConsumerGroup, leaving_member_id: str | None, wall_ms: int, history_size: int
 ) -> ClassicGroup:
     """The classic group `group` becomes without `leaving_member_id` (not installed): Stable
     at the group epoch, each classic member assigned its target. MalformedConsumerProtocol
     if a member's embedded protocol does not parse."""
     classic = ClassicGroup(
         group.group_id,
-        now_ms,
+        wall_ms,
         history_size,
         state=GroupState.STABLE,
         generation=group.group_epoch,

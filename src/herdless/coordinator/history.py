@@ -2,7 +2,8 @@
 
 It is soft state like parked requests: rebuilt empty after a reload, because
 Kafka's record formats have no place for it and tooling must keep decoding
-our `__consumer_offsets`.
+our `__consumer_offsets`. Its times are the wall clock's: they are published in
+`__rebalance_history` and read beside other brokers' and operators' times.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class RebalanceHistory:
         cause: RebalanceCause,
         detail: str,
         generation: int,
-        now_ms: int,
+        wall_ms: int,
         members: tuple[str, ...],
     ) -> None:
         if self._open:
@@ -47,18 +48,18 @@ class RebalanceHistory:
             # continuing; the first cause is the one worth reporting.
             return
         self._entries.append(
-            RebalanceRecord(cause.value, detail, generation, None, now_ms, None, members, None)
+            RebalanceRecord(cause.value, detail, generation, None, wall_ms, None, members, None)
         )
         self._open = True
 
     def ended(
-        self, generation: int, now_ms: int, members: tuple[str, ...]
+        self, generation: int, wall_ms: int, members: tuple[str, ...]
     ) -> RebalanceRecord | None:
         """Close the open entry; return it, complete, or None if none was open."""
         if not self._open:
             return None
         last = self._entries[-1]
-        finished = replace(last, to_generation=generation, ended_ms=now_ms, members_after=members)
+        finished = replace(last, to_generation=generation, ended_ms=wall_ms, members_after=members)
         self._entries[-1] = finished
         self._open = False
         return finished
@@ -68,13 +69,13 @@ class RebalanceHistory:
         cause: RebalanceCause,
         detail: str,
         generation: int,
-        now_ms: int,
+        wall_ms: int,
         before: tuple[str, ...],
         after: tuple[str, ...],
     ) -> RebalanceRecord:
         """A membership change that completed without a rebalance (a static member's return)."""
         entry = RebalanceRecord(
-            cause.value, detail, generation, generation, now_ms, now_ms, before, after
+            cause.value, detail, generation, generation, wall_ms, wall_ms, before, after
         )
         self._entries.append(entry)
         return entry

@@ -42,12 +42,13 @@ BaseTimestamp = Callable[[OffsetAndMetadata], int]
 
 
 def is_expired(
-    offset: OffsetAndMetadata, now_ms: int, retention_ms: int, base_timestamp: BaseTimestamp
+    offset: OffsetAndMetadata, wall_ms: int, retention_ms: int, base_timestamp: BaseTimestamp
 ) -> bool:
+    """`wall_ms`: the wall clock, as the written timestamps it is compared with."""
     if offset.expire_timestamp_ms is not None:
         # Commits from OffsetCommit v2-v4 with a retention time keep their own deadline.
-        return now_ms >= offset.expire_timestamp_ms
-    return now_ms - base_timestamp(offset) >= retention_ms
+        return wall_ms >= offset.expire_timestamp_ms
+    return wall_ms - base_timestamp(offset) >= retention_ms
 
 
 class OffsetTable:

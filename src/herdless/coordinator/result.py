@@ -21,6 +21,7 @@ from enum import Enum
 from typing import Any
 
 from herdless.coordinator.messages import RebalanceRecord
+from herdless.coordinator.now import Now
 from herdless.coordinator.records import Record
 
 
@@ -48,7 +49,8 @@ class TimerKey:
 
 @dataclass(frozen=True, slots=True)
 class ScheduleTimer:
-    """Fire `key` at `deadline_ms`, replacing any deadline the key had."""
+    """Fire `key` at `deadline_ms` on the monotonic clock, replacing any deadline the key
+    had."""
 
     key: TimerKey
     deadline_ms: int
@@ -82,7 +84,7 @@ class OffloadedWork:
     and applies the Result like any operation's. `run` reads only what it was given."""
 
     run: Callable[[], Any]
-    complete: Callable[[Any, int], Result]
+    complete: Callable[[Any, Now], Result]
 
 
 @dataclass(slots=True)

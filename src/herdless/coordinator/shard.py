@@ -1,7 +1,8 @@
 """One coordinator shard: the groups and offsets of one `__consumer_offsets` partition.
 
-Each operation takes a request, an opaque token naming it, and `now_ms`, and
-returns a Result (records, replies, timer changes; see result.py for when the
+Each operation takes a request, an opaque token naming it, and `now` (every
+deadline on its monotonic reading, every written timestamp on its wall reading:
+now.py), and returns a Result (records, replies, timer changes; see result.py for when the
 replies may go out). Offset records reach state only through `replay`, the
 same path that loads the shard, so live commits and loading cannot disagree;
 group metadata is changed in place (it carries soft state no record holds:
@@ -62,6 +63,7 @@ from herdless.coordinator.messages import (
     SyncGroupResponse,
     TopicErrors,
 )
+from herdless.coordinator.now import Now
 from herdless.coordinator.offsets import BaseTimestamp, OffsetAndMetadata, OffsetTable, is_expired
 from herdless.coordinator.records import (
     NO_TIMESTAMP,
@@ -106,7 +108,7 @@ _MIN_COMMIT_VERSION_GROUP_ID_NOT_FOUND = 9
 # DescribeGroups v6+ (KIP-1043) reports unknown groups with an error instead of as Dead.
 _MIN_DESCRIBE_VERSION_GROUP_ID_NOT_FOUND = 6
 
-TimerCallback = Callable[[Result, int], None]
+TimerCallback = Callable[[Result, Now], None]
 
 
 @dataclass(slots=True)
@@ -227,19 +229,19 @@ class CoordinatorShard:
         if group is not None:
             group.transition_to(_D, group.current_state_timestamp or 0)
 
-    def on_loaded(self, now_ms: int) -> Result:
+    def on_loaded(self, now: Now) -> Result:
         """After replaying the partition: start members' session timers and offset expiry."""
         out = Result()
         for group in list(self.groups.values()):
             for member in group.members.values():
-                self._schedule_heartbeat(out, group, member, member.session_timeout_ms, now_ms)
+                self._schedule_heartbeat(out, group, member, member.session_timeout_ms, now)
             if len(group.members) > self.config.max_group_size:
                 # group.max.size was lowered while the group was away.
                 self._prepare_rebalance(
-                    out, group, RebalanceCause.MEMBER_LEFT, "group above max size", now_ms
+                    out, group, RebalanceCause.MEMBER_LEFT, "group above max size", now
                 )
-        self.consumer.on_loaded(out, now_ms)
-        self._schedule_retention(out, now_ms)
+        self.consumer.on_loaded(out, now)
+        self._schedule_retention(out, now)
         return out
 
     def unload(self) -> Result:
@@ -266,6 +268,7 @@ class CoordinatorShard:
     # ======================================================================
 
     def next_deadline(self) -> int | None:
+        """The earliest timer's deadline, on the monotonic clock, as every deadline here."""
         first = self._first_timer()
         return None if first is None else first[0]
 
@@ -283,21 +286,21 @@ class CoordinatorShard:
         self._rebuild_deadlines()
         return out
 
-    def fire_timer(self, key: TimerKey, now_ms: int) -> Result:
+    def fire_timer(self, key: TimerKey, now: Now) -> Result:
         out = Result()
         timer = self._timers.get(key)
-        if timer is None or timer.deadline_ms > now_ms:
+        if timer is None or timer.deadline_ms > now.monotonic_ms:
             return out  # cancelled or rescheduled since the broker armed it
         del self._timers[key]
-        timer.callback(out, now_ms)
+        timer.callback(out, now)
         return out
 
-    def poll(self, now_ms: int) -> Result:
+    def poll(self, now: Now) -> Result:
         """Fire every due timer, earliest first (ties in scheduling order)."""
         out = Result()
-        while (first := self._first_timer()) is not None and first[0] <= now_ms:
+        while (first := self._first_timer()) is not None and first[0] <= now.monotonic_ms:
             heapq.heappop(self._deadlines)
-            out.extend(self.fire_timer(first[1], now_ms))
+            out.extend(self.fire_timer(first[1], now))
         return out
 
     def _first_timer(self) -> tuple[int, TimerKey] | None:
@@ -352,24 +355,24 @@ class CoordinatorShard:
             out.timers.append(CancelTimer(key))
 
     def _schedule_heartbeat(
-        self, out: Result, group: ClassicGroup, member: Member, timeout_ms: int, now_ms: int
+        self, out: Result, group: ClassicGroup, member: Member, timeout_ms: int, now: Now
     ) -> None:
         group_id, member_id = group.group_id, member.member_id
         self._schedule(
             out,
             TimerKey(TimerKind.HEARTBEAT, group_id, member_id),
-            now_ms + timeout_ms,
+            now.monotonic_ms + timeout_ms,
             lambda o, now: self._expire_heartbeat(o, group_id, member_id, now),
         )
 
     def _cancel_heartbeat(self, out: Result, group: ClassicGroup, member_id: str) -> None:
         self._cancel(out, TimerKey(TimerKind.HEARTBEAT, group.group_id, member_id))
 
-    def _schedule_retention(self, out: Result, now_ms: int) -> None:
+    def _schedule_retention(self, out: Result, now: Now) -> None:
         self._schedule(
             out,
             TimerKey(TimerKind.RETENTION),
-            now_ms + self.config.offsets_retention_check_interval_ms,
+            now.monotonic_ms + self.config.offsets_retention_check_interval_ms,
             self._expire_offsets_and_reschedule,
         )
 
@@ -381,7 +384,7 @@ class CoordinatorShard:
         self,
         req: JoinGroupRequest,
         token: Hashable,
-        now_ms: int,
+        now: Now,
         topics: TopicsImage | None = None,
     ) -> Result:
         """`topics`: the cluster's topics, for a member joining a consumer group (without
@@ -401,7 +404,7 @@ class CoordinatorShard:
         consumer_group = self.consumer.groups.get(req.group_id)
         if consumer_group is not None and consumer_group.state is not ConsumerGroupState.EMPTY:
             # The member speaks the classic protocol inside the consumer group.
-            return self.classic_members.join(req, topics, token, now_ms)
+            return self.classic_members.join(req, topics, token, now)
         is_unknown = req.member_id == UNKNOWN_MEMBER_ID
         group = self.groups.get(req.group_id)
         is_new_group = group is None
@@ -413,7 +416,7 @@ class CoordinatorShard:
             if consumer_group is not None:
                 # An empty consumer group gives way to a classic one, as in Kafka.
                 self.consumer.delete(out, req.group_id)
-            group = self._new_group(req.group_id, now_ms)
+            group = self._new_group(req.group_id, now.wall_ms)
             self.groups[req.group_id] = group
         written = len(out.records)
 
@@ -423,9 +426,9 @@ class CoordinatorShard:
             resp = JoinGroupResponse(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id=UNKNOWN_MEMBER_ID)
             out.replies.append(Reply(token, resp))
         elif is_unknown:
-            self._join_new_member(out, group, req, waiter, now_ms)
+            self._join_new_member(out, group, req, waiter, now)
         else:
-            self._join_existing_member(out, group, req, waiter, now_ms)
+            self._join_existing_member(out, group, req, waiter, now)
 
         if is_new_group and len(out.records) == written:
             # Kafka persists a new group at once, so it survives a reload.
@@ -461,7 +464,7 @@ class CoordinatorShard:
         group: ClassicGroup,
         req: JoinGroupRequest,
         waiter: JoinWaiter,
-        now_ms: int,
+        now: Now,
     ) -> None:
         dead = state_answer(Op.JOIN, group.state)
         if dead is not ErrorCode.NONE:
@@ -479,11 +482,9 @@ class CoordinatorShard:
         if req.group_instance_id is not None:
             existing = group.static_members.get(req.group_instance_id)
             if existing is not None:
-                self._replace_static_member(
-                    out, group, req, existing, new_member_id, waiter, now_ms
-                )
+                self._replace_static_member(out, group, req, existing, new_member_id, waiter, now)
             else:
-                self._add_member_and_rebalance(out, group, req, new_member_id, waiter, now_ms)
+                self._add_member_and_rebalance(out, group, req, new_member_id, waiter, now)
         elif req.api_version >= _MIN_VERSION_REQUIRING_MEMBER_ID:
             # The member must come back with this id; until it does it counts as
             # pending, and a rebalance waits for it, at most one session timeout.
@@ -492,13 +493,13 @@ class CoordinatorShard:
             self._schedule(
                 out,
                 TimerKey(TimerKind.HEARTBEAT, group_id, new_member_id),
-                now_ms + req.session_timeout_ms,
+                now.monotonic_ms + req.session_timeout_ms,
                 lambda o, now: self._expire_heartbeat(o, group_id, new_member_id, now),
             )
             resp = JoinGroupResponse(ErrorCode.MEMBER_ID_REQUIRED, member_id=new_member_id)
             self._reply_join(out, waiter, resp)
         else:
-            self._add_member_and_rebalance(out, group, req, new_member_id, waiter, now_ms)
+            self._add_member_and_rebalance(out, group, req, new_member_id, waiter, now)
 
     def _join_existing_member(
         self,
@@ -506,7 +507,7 @@ class CoordinatorShard:
         group: ClassicGroup,
         req: JoinGroupRequest,
         waiter: JoinWaiter,
-        now_ms: int,
+        now: Now,
     ) -> None:
         member_id = req.member_id
         dead = state_answer(Op.JOIN, group.state)
@@ -518,7 +519,7 @@ class CoordinatorShard:
             self._reply_join(out, waiter, resp)
             return
         if group.is_pending(member_id) and req.group_instance_id is None:
-            self._add_member_and_rebalance(out, group, req, member_id, waiter, now_ms)
+            self._add_member_and_rebalance(out, group, req, member_id, waiter, now)
             return
         error = group.validate_member(member_id, req.group_instance_id)
         if error is not ErrorCode.NONE:
@@ -528,7 +529,7 @@ class CoordinatorShard:
         member = group.members[member_id]
         if group.is_in(_P):
             self._update_member_and_rebalance(
-                out, group, member, req, waiter, RebalanceCause.MEMBER_JOINED, now_ms
+                out, group, member, req, waiter, RebalanceCause.MEMBER_JOINED, now
             )
         elif group.is_in(_C):
             if member.matches(req.protocols):
@@ -537,17 +538,17 @@ class CoordinatorShard:
                 self._reply_join(out, waiter, resp)
             else:
                 self._update_member_and_rebalance(
-                    out, group, member, req, waiter, RebalanceCause.MEMBER_METADATA_CHANGED, now_ms
+                    out, group, member, req, waiter, RebalanceCause.MEMBER_METADATA_CHANGED, now
                 )
         elif group.is_in(_S):
             if group.is_leader(member_id):
                 # The leader rejoins to make a new assignment (e.g. topics changed).
                 self._update_member_and_rebalance(
-                    out, group, member, req, waiter, RebalanceCause.LEADER_REJOINED, now_ms
+                    out, group, member, req, waiter, RebalanceCause.LEADER_REJOINED, now
                 )
             elif not member.matches(req.protocols):
                 self._update_member_and_rebalance(
-                    out, group, member, req, waiter, RebalanceCause.MEMBER_METADATA_CHANGED, now_ms
+                    out, group, member, req, waiter, RebalanceCause.MEMBER_METADATA_CHANGED, now
                 )
             else:
                 self._reply_join(out, waiter, group.join_response(member_id, as_leader=False))
@@ -563,7 +564,7 @@ class CoordinatorShard:
         req: JoinGroupRequest,
         member_id: str,
         waiter: JoinWaiter,
-        now_ms: int,
+        now: Now,
     ) -> None:
         member = Member(
             member_id,
@@ -581,9 +582,9 @@ class CoordinatorShard:
         group.add(member, waiter)
         # A parked new member cannot heartbeat, and a client that gave up and
         # retried would leave a defunct member behind: its join times out instead.
-        self._schedule_heartbeat(out, group, member, self.config.new_member_join_timeout_ms, now_ms)
+        self._schedule_heartbeat(out, group, member, self.config.new_member_join_timeout_ms, now)
         self._maybe_prepare_rebalance_or_complete_join(
-            out, group, RebalanceCause.MEMBER_JOINED, f"{member_id} joined", now_ms
+            out, group, RebalanceCause.MEMBER_JOINED, f"{member_id} joined", now
         )
 
     def _update_member_and_rebalance(
@@ -594,13 +595,13 @@ class CoordinatorShard:
         req: JoinGroupRequest,
         waiter: JoinWaiter,
         cause: RebalanceCause,
-        now_ms: int,
+        now: Now,
     ) -> None:
         group.update_member(
             member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, waiter
         )
         self._maybe_prepare_rebalance_or_complete_join(
-            out, group, cause, f"{member.member_id} rejoined", now_ms
+            out, group, cause, f"{member.member_id} rejoined", now
         )
 
     def _replace_static_member(
@@ -611,7 +612,7 @@ class CoordinatorShard:
         old_member_id: str,
         new_member_id: str,
         waiter: JoinWaiter,
-        now_ms: int,
+        now: Now,
     ) -> None:
         """KIP-345: a static member back with a new id takes its old place."""
         instance_id = req.group_instance_id
@@ -621,7 +622,7 @@ class CoordinatorShard:
         member, fenced = group.replace_static_member(instance_id, old_member_id, new_member_id)
         out.replies += fenced
         self._cancel_heartbeat(out, group, old_member_id)
-        self._schedule_heartbeat(out, group, member, member.session_timeout_ms, now_ms)
+        self._schedule_heartbeat(out, group, member, member.session_timeout_ms, now)
         group.update_member(
             member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, waiter
         )
@@ -633,7 +634,7 @@ class CoordinatorShard:
                     RebalanceCause.STATIC_MEMBER_REPLACED,
                     detail,
                     group.generation,
-                    now_ms,
+                    now.wall_ms,
                     before,
                     group.member_ids(),
                 )
@@ -651,36 +652,34 @@ class CoordinatorShard:
                 self._add(out, group.complete_join(member, resp))
             else:
                 self._maybe_prepare_rebalance_or_complete_join(
-                    out, group, RebalanceCause.STATIC_MEMBER_REPLACED, detail, now_ms
+                    out, group, RebalanceCause.STATIC_MEMBER_REPLACED, detail, now
                 )
         elif group.is_in(_C):
             # The leader may already be assigning to the old id; start over.
-            self._prepare_rebalance(
-                out, group, RebalanceCause.STATIC_MEMBER_REPLACED, detail, now_ms
-            )
+            self._prepare_rebalance(out, group, RebalanceCause.STATIC_MEMBER_REPLACED, detail, now)
         else:
-            self._maybe_complete_join_phase(out, group, now_ms)
+            self._maybe_complete_join_phase(out, group, now)
 
     # ======================================================================
     # rebalancing
     # ======================================================================
 
     def _maybe_prepare_rebalance_or_complete_join(
-        self, out: Result, group: ClassicGroup, cause: RebalanceCause, detail: str, now_ms: int
+        self, out: Result, group: ClassicGroup, cause: RebalanceCause, detail: str, now: Now
     ) -> None:
         if can_rebalance(group.state):
-            self._prepare_rebalance(out, group, cause, detail, now_ms)
+            self._prepare_rebalance(out, group, cause, detail, now)
         else:
-            self._maybe_complete_join_phase(out, group, now_ms)
+            self._maybe_complete_join_phase(out, group, now)
 
     def _prepare_rebalance(
-        self, out: Result, group: ClassicGroup, cause: RebalanceCause, detail: str, now_ms: int
+        self, out: Result, group: ClassicGroup, cause: RebalanceCause, detail: str, now: Now
     ) -> None:
         if group.is_in(_C):
             # Followers parked in SyncGroup must rejoin: their generation is over.
             for member in group.members.values():
                 member.assignment = b""
-            self._propagate_assignment(out, group, ErrorCode.REBALANCE_IN_PROGRESS, now_ms)
+            self._propagate_assignment(out, group, ErrorCode.REBALANCE_IN_PROGRESS, now)
         group.pending_sync_members.clear()
         self._cancel(out, TimerKey(TimerKind.SYNC, group.group_id))
 
@@ -690,30 +689,32 @@ class CoordinatorShard:
             # first generation, extended while members keep arriving.
             delay = self.config.initial_rebalance_delay_ms
             remaining = max(group.rebalance_timeout_ms() - delay, 0)
-            self._schedule_initial_join(out, group.group_id, delay, remaining, now_ms)
+            self._schedule_initial_join(out, group.group_id, delay, remaining, now)
 
-        group.history.started(cause, detail, group.generation, now_ms, group.generation_members)
-        group.transition_to(_P, now_ms)
+        group.history.started(
+            cause, detail, group.generation, now.wall_ms, group.generation_members
+        )
+        group.transition_to(_P, now.wall_ms)
         if not is_initial:
             if group.has_all_members_joined():
-                self._complete_join(out, group, now_ms)
+                self._complete_join(out, group, now)
             else:
-                self._schedule_join_completion(out, group, now_ms)
+                self._schedule_join_completion(out, group, now)
 
     def _schedule_initial_join(
-        self, out: Result, group_id: str, delay_ms: int, remaining_ms: int, now_ms: int
+        self, out: Result, group_id: str, delay_ms: int, remaining_ms: int, now: Now
     ) -> None:
         self._schedule(
             out,
             TimerKey(TimerKind.JOIN, group_id),
-            now_ms + delay_ms,
+            now.monotonic_ms + delay_ms,
             lambda o, now: self._try_complete_initial_rebalance(
                 o, group_id, delay_ms, remaining_ms, now
             ),
         )
 
     def _try_complete_initial_rebalance(
-        self, out: Result, group_id: str, delay_ms: int, remaining_ms: int, now_ms: int
+        self, out: Result, group_id: str, delay_ms: int, remaining_ms: int, now: Now
     ) -> None:
         group = self.groups.get(group_id)
         if group is None:
@@ -722,33 +723,33 @@ class CoordinatorShard:
             group.new_member_added = False
             new_delay = min(self.config.initial_rebalance_delay_ms, remaining_ms)
             new_remaining = max(remaining_ms - delay_ms, 0)
-            self._schedule_initial_join(out, group_id, new_delay, new_remaining, now_ms)
+            self._schedule_initial_join(out, group_id, new_delay, new_remaining, now)
         else:
-            self._complete_join(out, group, now_ms)
+            self._complete_join(out, group, now)
 
-    def _schedule_join_completion(self, out: Result, group: ClassicGroup, now_ms: int) -> None:
+    def _schedule_join_completion(self, out: Result, group: ClassicGroup, now: Now) -> None:
         group_id = group.group_id
         self._schedule(
             out,
             TimerKey(TimerKind.JOIN, group_id),
-            now_ms + group.rebalance_timeout_ms(),
+            now.monotonic_ms + group.rebalance_timeout_ms(),
             lambda o, now: self._complete_join_by_id(o, group_id, now),
         )
 
-    def _complete_join_by_id(self, out: Result, group_id: str, now_ms: int) -> None:
+    def _complete_join_by_id(self, out: Result, group_id: str, now: Now) -> None:
         group = self.groups.get(group_id)
         if group is not None:
-            self._complete_join(out, group, now_ms)
+            self._complete_join(out, group, now)
 
-    def _maybe_complete_join_phase(self, out: Result, group: ClassicGroup, now_ms: int) -> None:
+    def _maybe_complete_join_phase(self, out: Result, group: ClassicGroup, now: Now) -> None:
         if not group.is_in(_P):
             return
         if group.previous_state is _E:
             return  # the initial rebalance ends on its own timer, never early
         if group.has_all_members_joined():
-            self._complete_join(out, group, now_ms)
+            self._complete_join(out, group, now)
 
-    def _complete_join(self, out: Result, group: ClassicGroup, now_ms: int) -> None:
+    def _complete_join(self, out: Result, group: ClassicGroup, now: Now) -> None:
         self._cancel(out, TimerKey(TimerKind.JOIN, group.group_id))
         # Dynamic members that did not rejoin are gone; static ones keep their place.
         for member in group.not_yet_rejoined():
@@ -760,12 +761,12 @@ class CoordinatorShard:
             return
         if not group.maybe_elect_new_joined_leader() and group.members:
             # Nobody rejoined: wait another rebalance timeout for sessions to expire.
-            self._schedule_join_completion(out, group, now_ms)
+            self._schedule_join_completion(out, group, now)
             return
 
-        group.init_next_generation(now_ms)
+        group.init_next_generation(now.wall_ms)
         if group.is_in(_E):
-            self._rebalance_ended(out, group, now_ms, ())
+            self._rebalance_ended(out, group, now, ())
             group.generation_members = ()
             self._write(out, self._group_record(group))
             return
@@ -774,20 +775,18 @@ class CoordinatorShard:
                 member.member_id, as_leader=group.is_leader(member.member_id)
             )
             self._add(out, group.complete_join(member, resp))
-            self._schedule_heartbeat(out, group, member, member.session_timeout_ms, now_ms)
+            self._schedule_heartbeat(out, group, member, member.session_timeout_ms, now)
             member.is_new = False
             group.pending_sync_members.add(member.member_id)
         group_id, generation = group.group_id, group.generation
         self._schedule(
             out,
             TimerKey(TimerKind.SYNC, group_id),
-            now_ms + group.rebalance_timeout_ms(),
+            now.monotonic_ms + group.rebalance_timeout_ms(),
             lambda o, now: self._expire_pending_sync(o, group_id, generation, now),
         )
 
-    def _expire_pending_sync(
-        self, out: Result, group_id: str, generation: int, now_ms: int
-    ) -> None:
+    def _expire_pending_sync(self, out: Result, group_id: str, generation: int, now: Now) -> None:
         group = self.groups.get(group_id)
         if group is None or group.generation != generation or not group.is_in(_C, _S):
             return
@@ -797,17 +796,17 @@ class CoordinatorShard:
                 group.remove(member_id)
                 self._cancel_heartbeat(out, group, member_id)
             self._prepare_rebalance(
-                out, group, RebalanceCause.SYNC_EXPIRED, ", ".join(missing), now_ms
+                out, group, RebalanceCause.SYNC_EXPIRED, ", ".join(missing), now
             )
 
-    def _expire_heartbeat(self, out: Result, group_id: str, member_id: str, now_ms: int) -> None:
+    def _expire_heartbeat(self, out: Result, group_id: str, member_id: str, now: Now) -> None:
         group = self.groups.get(group_id)
         if group is None or group.is_in(_D):
             return
         if group.is_pending(member_id):
             group.remove(member_id)
             if group.is_in(_P) and group.has_all_members_joined():
-                self._complete_join(out, group, now_ms)
+                self._complete_join(out, group, now)
             return
         member = group.members.get(member_id)
         if member is None or member.has_satisfied_heartbeat():
@@ -817,24 +816,22 @@ class CoordinatorShard:
             if member.is_new
             else RebalanceCause.SESSION_EXPIRED
         )
-        self._remove_member_and_update(out, group, member, cause, now_ms)
+        self._remove_member_and_update(out, group, member, cause, now)
 
     def _remove_member_and_update(
-        self, out: Result, group: ClassicGroup, member: Member, cause: RebalanceCause, now_ms: int
+        self, out: Result, group: ClassicGroup, member: Member, cause: RebalanceCause, now: Now
     ) -> None:
         # A new member timing out is still parked in JoinGroup: tell it to start over.
         resp = JoinGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID, member_id=UNKNOWN_MEMBER_ID)
         self._add(out, group.complete_join(member, resp))
         group.remove(member.member_id)
         if group.is_in(_S, _C):
-            self._maybe_prepare_rebalance_or_complete_join(
-                out, group, cause, member.member_id, now_ms
-            )
+            self._maybe_prepare_rebalance_or_complete_join(out, group, cause, member.member_id, now)
         elif group.is_in(_P) and group.has_all_members_joined():
-            self._complete_join(out, group, now_ms)
+            self._complete_join(out, group, now)
 
     def _propagate_assignment(
-        self, out: Result, group: ClassicGroup, error: ErrorCode, now_ms: int
+        self, out: Result, group: ClassicGroup, error: ErrorCode, now: Now
     ) -> None:
         ok = error is ErrorCode.NONE
         for member in group.members.values():
@@ -847,13 +844,13 @@ class CoordinatorShard:
             if (reply := group.complete_sync(member, resp)) is not None:
                 out.replies.append(reply)
                 # Expiry was ignored while the member was parked; expect heartbeats again.
-                self._schedule_heartbeat(out, group, member, member.session_timeout_ms, now_ms)
+                self._schedule_heartbeat(out, group, member, member.session_timeout_ms, now)
 
     # ======================================================================
     # SyncGroup, Heartbeat, LeaveGroup
     # ======================================================================
 
-    def sync_group(self, req: SyncGroupRequest, token: Hashable, now_ms: int) -> Result:
+    def sync_group(self, req: SyncGroupRequest, token: Hashable, now: Now) -> Result:
         out = Result()
 
         def answer(error: ErrorCode) -> Result:
@@ -863,7 +860,7 @@ class CoordinatorShard:
         if not req.group_id:
             return answer(ErrorCode.INVALID_GROUP_ID)
         if self.classic_members.owns(req.group_id):
-            return self.classic_members.sync(req, token, now_ms)
+            return self.classic_members.sync(req, token, now)
         group = self.groups.get(req.group_id)
         if group is None:
             return answer(ErrorCode.UNKNOWN_MEMBER_ID)
@@ -890,10 +887,10 @@ class CoordinatorShard:
                     m.assignment = assignment.get(m.member_id, b"")
                 # Kafka moves to Stable when the record is durable; we move now and
                 # the replies wait for durability (result.py), which is equivalent.
-                self._propagate_assignment(out, group, ErrorCode.NONE, now_ms)
-                group.transition_to(_S, now_ms)
+                self._propagate_assignment(out, group, ErrorCode.NONE, now)
+                group.transition_to(_S, now.wall_ms)
                 group.generation_members = group.member_ids()
-                self._rebalance_ended(out, group, now_ms, group.member_ids())
+                self._rebalance_ended(out, group, now, group.member_ids())
                 self._write(out, self._group_record(group))
         else:  # Stable: the assignment is known, hand it out
             self._remove_pending_sync_member(out, group, req.member_id)
@@ -915,9 +912,9 @@ class CoordinatorShard:
         if not group.pending_sync_members:
             self._cancel(out, TimerKey(TimerKind.SYNC, group.group_id))
 
-    def heartbeat(self, req: HeartbeatRequest, token: Hashable, now_ms: int) -> Result:
+    def heartbeat(self, req: HeartbeatRequest, token: Hashable, now: Now) -> Result:
         if req.group_id and self.classic_members.owns(req.group_id):
-            return self.classic_members.heartbeat(req, token, now_ms)
+            return self.classic_members.heartbeat(req, token, now)
         out = Result()
         group = self.groups.get(req.group_id)
         if not req.group_id:
@@ -932,13 +929,13 @@ class CoordinatorShard:
                 error = state_answer(Op.HEARTBEAT, group.state)
                 if group.is_in(_P, _C, _S):
                     member = group.members[req.member_id]
-                    self._schedule_heartbeat(out, group, member, member.session_timeout_ms, now_ms)
+                    self._schedule_heartbeat(out, group, member, member.session_timeout_ms, now)
         out.replies.append(Reply(token, HeartbeatResponse(error)))
         return out
 
-    def leave_group(self, req: LeaveGroupRequest, token: Hashable, now_ms: int) -> Result:
+    def leave_group(self, req: LeaveGroupRequest, token: Hashable, now: Now) -> Result:
         if self.classic_members.owns(req.group_id):
-            return self.classic_members.leave(req, token, now_ms)
+            return self.classic_members.leave(req, token, now)
         out = Result()
         group = self.groups.get(req.group_id)
         if group is None:
@@ -957,7 +954,7 @@ class CoordinatorShard:
                 # Administrative removal by instance id (kafka-consumer-groups, KIP-345).
                 if m.group_instance_id is not None and m.group_instance_id in group.static_members:
                     self._remove_leaving_member(
-                        out, group, group.static_members[m.group_instance_id], now_ms
+                        out, group, group.static_members[m.group_instance_id], now
                     )
                 else:
                     error = ErrorCode.UNKNOWN_MEMBER_ID
@@ -967,7 +964,7 @@ class CoordinatorShard:
             else:
                 error = group.validate_member(m.member_id, m.group_instance_id)
                 if error is ErrorCode.NONE:
-                    self._remove_leaving_member(out, group, m.member_id, now_ms)
+                    self._remove_leaving_member(out, group, m.member_id, now)
             results.append(LeftMember(m.member_id, m.group_instance_id, error))
             if error is ErrorCode.NONE:
                 left.append(m.member_id or (m.group_instance_id or ""))
@@ -975,15 +972,15 @@ class CoordinatorShard:
         if left:
             if group.is_in(_S, _C):
                 self._maybe_prepare_rebalance_or_complete_join(
-                    out, group, RebalanceCause.MEMBER_LEFT, ", ".join(left), now_ms
+                    out, group, RebalanceCause.MEMBER_LEFT, ", ".join(left), now
                 )
             elif group.is_in(_P):
-                self._maybe_complete_join_phase(out, group, now_ms)
+                self._maybe_complete_join_phase(out, group, now)
         out.replies.append(Reply(token, LeaveGroupResponse(ErrorCode.NONE, tuple(results))))
         return out
 
     def _remove_leaving_member(
-        self, out: Result, group: ClassicGroup, member_id: str, now_ms: int
+        self, out: Result, group: ClassicGroup, member_id: str, now: Now
     ) -> None:
         member = group.members[member_id]
         self._cancel_heartbeat(out, group, member_id)
@@ -1020,9 +1017,9 @@ class CoordinatorShard:
         req: ConsumerGroupHeartbeatRequest,
         topics: TopicsImage,
         token: Hashable,
-        now_ms: int,
+        now: Now,
     ) -> Result:
-        return self.consumer.heartbeat(req, topics, token, now_ms)
+        return self.consumer.heartbeat(req, topics, token, now)
 
     def _retire_classic_group(self, out: Result, group_id: str) -> None:
         """A consumer group takes `group_id` over: the classic group's tombstone, and its
@@ -1044,18 +1041,18 @@ class CoordinatorShard:
         self._write_group_tombstone(out, group_id)
 
     def _downgrade(
-        self, out: Result, consumer_group: ConsumerGroup, leaving_member_id: str, now_ms: int
+        self, out: Result, consumer_group: ConsumerGroup, leaving_member_id: str, now: Now
     ) -> bool:
         """The member speaking the new protocol leaves, or is fenced: if classic members
         alone remain and the policy allows, the consumer group becomes a classic group and
         a rebalance starts (Kafka's convertToClassicGroup). False if it does not."""
         if not downgrades_on_leaving(consumer_group, leaving_member_id, self.config):
             return False
-        group = self._to_classic(out, consumer_group, leaving_member_id, now_ms)
+        group = self._to_classic(out, consumer_group, leaving_member_id, now)
         if group is None:
             return False
         detail = f"{leaving_member_id} left; back to the classic protocol"
-        self._prepare_rebalance(out, group, RebalanceCause.MEMBER_LEFT, detail, now_ms)
+        self._prepare_rebalance(out, group, RebalanceCause.MEMBER_LEFT, detail, now)
         return True
 
     def _to_classic(
@@ -1063,7 +1060,7 @@ class CoordinatorShard:
         out: Result,
         consumer_group: ConsumerGroup,
         leaving_member_id: str | None,
-        now_ms: int,
+        now: Now,
     ) -> ClassicGroup | None:
         """Replace the consumer group with the classic group of its classic members (but
         `leaving_member_id`), Stable: its tombstones, then the classic group's metadata.
@@ -1071,7 +1068,7 @@ class CoordinatorShard:
         history_size = self.config.rebalance_history_size
         try:
             group = classic_group_from_consumer(
-                consumer_group, leaving_member_id, now_ms, history_size
+                consumer_group, leaving_member_id, now.wall_ms, history_size
             )
         except MalformedConsumerProtocol:
             return None
@@ -1079,7 +1076,7 @@ class CoordinatorShard:
         self.groups[group.group_id] = group
         self._write(out, self._group_record(group))
         for member in group.members.values():
-            self._schedule_heartbeat(out, group, member, member.session_timeout_ms, now_ms)
+            self._schedule_heartbeat(out, group, member, member.session_timeout_ms, now)
         return group
 
     def consumer_group_describe(
@@ -1091,7 +1088,7 @@ class CoordinatorShard:
     # offsets
     # ======================================================================
 
-    def offset_commit(self, req: OffsetCommitRequest, token: Hashable, now_ms: int) -> Result:
+    def offset_commit(self, req: OffsetCommitRequest, token: Hashable, now: Now) -> Result:
         out = Result()
         error = self._validate_offset_commit(req)
         if error is not ErrorCode.NONE:
@@ -1110,12 +1107,14 @@ class CoordinatorShard:
         elif group.is_in(_S, _P) and req.member_id in group.members:
             # In the classic protocol a commit also proves the member is alive.
             member = group.members[req.member_id]
-            self._schedule_heartbeat(out, group, member, member.session_timeout_ms, now_ms)
+            self._schedule_heartbeat(out, group, member, member.session_timeout_ms, now)
 
         # Each partition's record is encoded straight from the request, and a topic's
         # offsets go into the table together: what _write_offset does for one, without
         # an object per partition on the way (this runs for every partition committed).
-        expire = NO_TIMESTAMP if req.retention_time_ms == -1 else now_ms + req.retention_time_ms
+        expire = (
+            NO_TIMESTAMP if req.retention_time_ms == -1 else now.wall_ms + req.retention_time_ms
+        )
         max_metadata = self.config.offset_metadata_max_bytes
         records = out.records
         topics = []
@@ -1131,7 +1130,7 @@ class CoordinatorShard:
                     results.append(PartitionError(partition, ErrorCode.OFFSET_METADATA_TOO_LARGE))
                     continue
                 if commit_ts == -1:
-                    commit_ts = now_ms
+                    commit_ts = now.wall_ms
                 value = encode_offset(offset, leader_epoch, metadata, commit_ts, expire)
                 records.append(Record(head + _PARTITION.pack(partition), value))
                 written.append((partition, value))
@@ -1171,7 +1170,7 @@ class CoordinatorShard:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return state_answer(Op.OFFSET_COMMIT, group.state)
 
-    def offset_fetch(self, req: OffsetFetchRequest, token: Hashable, now_ms: int) -> Result:
+    def offset_fetch(self, req: OffsetFetchRequest, token: Hashable, now: Now) -> Result:
         # Without transactions nothing is ever pending, so require_stable needs no wait.
         out = Result()
         group = self.groups.get(req.group_id)
@@ -1204,7 +1203,7 @@ class CoordinatorShard:
         out.replies.append(Reply(token, OffsetFetchResponse(req.group_id, tuple(topics))))
         return out
 
-    def offset_delete(self, req: OffsetDeleteRequest, token: Hashable, now_ms: int) -> Result:
+    def offset_delete(self, req: OffsetDeleteRequest, token: Hashable, now: Now) -> Result:
         out = Result()
         group: ClassicGroup | ConsumerGroup | None = self.groups.get(req.group_id)
         if not req.group_id:
@@ -1238,28 +1237,28 @@ class CoordinatorShard:
         out.replies.append(Reply(token, OffsetDeleteResponse(ErrorCode.NONE, tuple(topics))))
         return out
 
-    def _expire_offsets_and_reschedule(self, out: Result, now_ms: int) -> None:
-        self._expire_offsets(out, now_ms)
-        self._schedule_retention(out, now_ms)
+    def _expire_offsets_and_reschedule(self, out: Result, now: Now) -> None:
+        self._expire_offsets(out, now)
+        self._schedule_retention(out, now)
 
-    def expire_offsets(self, now_ms: int) -> Result:
+    def expire_offsets(self, now: Now) -> Result:
         """Run the retention check now (the RETENTION timer runs it periodically)."""
         out = Result()
-        self._expire_offsets(out, now_ms)
+        self._expire_offsets(out, now)
         return out
 
-    def _expire_offsets(self, out: Result, now_ms: int) -> None:
+    def _expire_offsets(self, out: Result, now: Now) -> None:
         """Tombstone expired offsets; delete Empty groups left with none (KIP-211)."""
         for group_id in list(self.groups):
             group = self.groups[group_id]
-            if self._expire_group_offsets(out, group, self._expiry_base(group), now_ms) and (
+            if self._expire_group_offsets(out, group, self._expiry_base(group), now) and (
                 group.is_in(_E)
             ):
                 self._write_group_tombstone(out, group_id)
         for group_id in list(self.consumer.groups):
             consumer_group = self.consumer.groups[group_id]
             # Offsets of topics the group does not read expire retention after their commit.
-            if self._expire_group_offsets(out, consumer_group, _since_commit, now_ms) and (
+            if self._expire_group_offsets(out, consumer_group, _since_commit, now) and (
                 consumer_group.state is ConsumerGroupState.EMPTY
             ):
                 self.consumer.delete(out, group_id)
@@ -1269,7 +1268,7 @@ class CoordinatorShard:
         out: Result,
         group: ClassicGroup | ConsumerGroup,
         base: BaseTimestamp | None,
-        now_ms: int,
+        now: Now,
     ) -> bool:
         """True when the group has no offsets left."""
         if base is None:
@@ -1278,7 +1277,7 @@ class CoordinatorShard:
         for topic, partition, offset in self.offsets.entries(group.group_id):
             if group.is_subscribed_to_topic(topic):
                 continue
-            if is_expired(offset, now_ms, retention, base):
+            if is_expired(offset, now.wall_ms, retention, base):
                 self._write_offset(out, OffsetCommitKey(group.group_id, topic, partition), None)
         return not self.offsets.has_group(group.group_id)
 
@@ -1301,7 +1300,7 @@ class CoordinatorShard:
     # group administration
     # ======================================================================
 
-    def delete_groups(self, group_ids: Iterable[str], token: Hashable, now_ms: int) -> Result:
+    def delete_groups(self, group_ids: Iterable[str], token: Hashable, now: Now) -> Result:
         out = Result()
         results = []
         for group_id in group_ids:
@@ -1396,14 +1395,14 @@ class CoordinatorShard:
 
     @staticmethod
     def _rebalance_ended(
-        out: Result, group: ClassicGroup, now_ms: int, members: tuple[str, ...]
+        out: Result, group: ClassicGroup, now: Now, members: tuple[str, ...]
     ) -> None:
-        entry = group.history.ended(group.generation, now_ms, members)
+        entry = group.history.ended(group.generation, now.wall_ms, members)
         if entry is not None:
             out.rebalances.append((group.group_id, entry))
 
-    def _new_group(self, group_id: str, now_ms: int | None) -> ClassicGroup:
-        return ClassicGroup(group_id, now_ms, self.config.rebalance_history_size)
+    def _new_group(self, group_id: str, wall_ms: int | None) -> ClassicGroup:
+        return ClassicGroup(group_id, wall_ms, self.config.rebalance_history_size)
 
     def _group_record(self, group: ClassicGroup) -> Record:
         return group_metadata_record(GroupMetadataKey(group.group_id), group.metadata_value())

@@ -59,13 +59,10 @@ def assignor_run(group: ConsumerGroup, assignors: Sequence[str]) -> AssignorRun:
     )
 
 
-def next_target_due(last_finished_ms: int, interval_ms: int, now_ms: int) -> int:
-    """When the next target may start: an assignment interval after the last one finished
-    (0: none finished here yet, or a log without the time: at once). A time ahead of this
-    clock (another broker's, before a failover) waits no longer than one interval."""
-    if not last_finished_ms:
-        return 0
-    return min(last_finished_ms, now_ms) + interval_ms
+def next_target_due(last_finished_ms: int | None, interval_ms: int) -> int | None:
+    """When the next target may start, on the monotonic clock: an assignment interval
+    after the last one finished (None: none since this shard loaded; at once)."""
+    return None if last_finished_ms is None else last_finished_ms + interval_ms
 
 
 def placed_targets(

@@ -171,8 +171,8 @@ class CleaningView:
     producer_batches: frozenset[int]
 
 
-def _wall_ms() -> int:
-    return int(time.time() * 1000)
+def _monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
 
 
 Opener = Callable[Concatenate[type["PartitionLog"], Path, str, int, P], "PartitionLog"]
@@ -228,7 +228,6 @@ class PartitionLog:
         recovery_point: int,
         producers: ProducerStateManager,
         producer_id_expiration_ms: int,
-        now_ms: int,
         epochs: LeaderEpochCache,
         high_watermark: int,
         high_watermark_follows_log_end: bool,
@@ -266,7 +265,9 @@ class PartitionLog:
         # first and only flush() the second, so neither needs the lock.
         self._appended_messages = 0
         self._flushed_messages = 0
-        self.last_flush_ms = now_ms
+        # On the monotonic clock: flush.ms is an interval, which a stepped wall clock
+        # would stretch (no flush for an hour) or cut short.
+        self.last_flush_ms = _monotonic_ms()
         self._recovery_point_written_s = time.monotonic()
         # When a tombstone the log cleaner kept may be dropped (cleaner.py owns it);
         # None until a cleaning since the log was opened has told.
@@ -388,7 +389,6 @@ class PartitionLog:
                 recovery_point,
                 producers,
                 producer_id_expiration_ms,
-                now_ms,
                 epochs,
                 high_watermark,
                 high_watermark_follows_log_end,
@@ -501,15 +501,15 @@ class PartitionLog:
             # Known in memory; a restart before the scrubber finds it again would serve it.
             self._io_failed("checkpoint", f"cannot record the damage of {self.name}", exc)
 
-    def flush_due(self, now_ms: int) -> bool:
-        """Whether flush.messages or flush.ms asks for a flush now."""
+    def flush_due(self, monotonic_ms: int) -> bool:
+        """Whether flush.messages or flush.ms asks for a flush now (`monotonic_ms`)."""
         unflushed = self.unflushed_messages
         if unflushed == 0:
             return False
         config = self.config
         if config.flush_messages is not None and unflushed >= config.flush_messages:
             return True
-        return config.flush_ms is not None and now_ms - self.last_flush_ms >= config.flush_ms
+        return config.flush_ms is not None and monotonic_ms - self.last_flush_ms >= config.flush_ms
 
     # -- leader epochs ----------------------------------------------------------
 
@@ -1060,7 +1060,7 @@ class PartitionLog:
     # -- durability -------------------------------------------------------------
 
     @_disk_errors
-    def flush(self, now_ms: int | None = None, *, checkpoint_now: bool = False) -> None:
+    def flush(self, monotonic_ms: int | None = None, *, checkpoint_now: bool = False) -> None:
         """fsync everything appended so far. Safe to run in a thread beside appends.
 
         The recovery point (and the producer state at it) follows at most once
@@ -1116,7 +1116,7 @@ class PartitionLog:
             finally:
                 _close_all(handles)
             self._flushed_messages = appended
-            self.last_flush_ms = _wall_ms() if now_ms is None else now_ms
+            self.last_flush_ms = _monotonic_ms() if monotonic_ms is None else monotonic_ms
             if torn is not None:
                 self._io_failed("index", f"cannot rewrite an index of {self.name}", torn[1])
             # The records are synced: a checkpoint that cannot be written (a full disk)

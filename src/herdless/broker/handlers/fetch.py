@@ -17,6 +17,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from herdless.broker.clock import monotonic_ms
 from herdless.broker.fetch_sessions import (
     FINAL_EPOCH,
     INVALID_SESSION_ID,
@@ -71,8 +72,9 @@ async def handle_fetch(context: BrokerContext, request: Request) -> Any:
     if api_version >= SESSIONS_VERSION:
         session_id, epoch = body.session_id, body.session_epoch
     requested, forgotten = _requested(body, uses_topic_ids)
+    # Sessions' ages decide eviction: the monotonic clock.
     fetch = context.fetch_sessions.new_context(
-        _now_ms(), session_id, epoch, replica_id >= 0, uses_topic_ids, requested, forgotten
+        monotonic_ms(), session_id, epoch, replica_id >= 0, uses_topic_ids, requested, forgotten
     )
     partitions = fetch.partitions
     if uses_topic_ids:
@@ -103,10 +105,6 @@ def _name_topics(context: BrokerContext, partitions: list[CachedPartition]) -> N
         if topic_id not in names:
             names[topic_id] = context.metadata.topic_name(topic_id)
         partition.topic = names[topic_id]
-
-
-def _now_ms() -> int:
-    return int(time.monotonic() * 1000)
 
 
 def _requested(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.clock import now_ms
+from herdless.broker.clock import wall_ms
 from herdless.broker.replicas import PartitionError
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
@@ -111,7 +111,10 @@ def _answer_v0(
         return
     try:
         offsets = partition_log.legacy_offsets_before(
-            wanted.timestamp, wanted.max_num_offsets, now_ms()
+            # Compared with segments' modification times: the wall clock.
+            wanted.timestamp,
+            wanted.max_num_offsets,
+            wall_ms(),
         )
     except StorageError as exc:  # the log closed under us (topic deleted, shutdown)
         result.error_code = exc.error_code
