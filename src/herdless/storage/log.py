@@ -1535,6 +1535,20 @@ class PartitionLog:
             with self._lock:
                 self._close_segments()
 
+    def close_handlers(self) -> None:
+        """Close without writing anything, as Kafka's closeHandlers does when the data
+        directory failed: later calls raise LogClosed, and a flush or a cleaning in flight
+        finds the log closed and stops. The files are read again by open()."""
+        with self._lock:
+            self._close_segments()
+
+    def wait_idle(self) -> None:
+        """Return once no flush, truncation or cleaning of this log is running (one may
+        hold a worker thread in an fsync): for a closed log whose files are to be opened
+        again. Blocks: call it from a worker thread."""
+        with self._clean_lock, self._flush_lock:
+            pass
+
     def delete(self) -> None:
         """Close without flushing and remove the partition directory."""
         with self._flush_lock, self._lock:
