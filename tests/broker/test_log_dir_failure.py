@@ -55,15 +55,30 @@ class Broker:
     def __init__(self, logs: LogManager) -> None:
         self.logs = logs
         self.offline = 0
+        self.announced = 0
         self.online: list[list[PartitionLog]] = []
         self.gauge: list[bool] = []
         self.writes_again = asyncio.Event()
 
+    def handler(self) -> LogDirFailureHandler:
+        return LogDirFailureHandler(
+            self.logs,
+            lambda: 0,
+            self.on_offline,
+            self.announce_online,
+            self.on_online,
+            self.gauge.append,
+        )
+
     def on_offline(self) -> None:
         self.offline += 1
 
-    async def on_online(self) -> None:
-        # The logs are open again before the replicas come back.
+    async def announce_online(self) -> None:
+        self.announced += 1
+
+    def on_online(self) -> None:
+        # The logs are open again, and the controller told, before the replicas come back.
+        assert self.announced == len(self.online) + 1
         self.online.append(list(self.logs.logs()))
         self.writes_again.set()
 
@@ -86,9 +101,7 @@ def test_a_failure_takes_the_directory_offline_once_until_a_probe_succeeds(
     before = list(logs.logs())
 
     async def main() -> None:
-        handler = LogDirFailureHandler(
-            logs, lambda: 0, broker.on_offline, broker.on_online, broker.gauge.append
-        )
+        handler = broker.handler()
         handler.start()
         # Failures from worker threads and the loop alike; the first one counts.
         threads = [
@@ -122,7 +135,7 @@ def test_errors_that_are_not_the_directorys_change_nothing(logs: LogManager) -> 
     broker = Broker(logs)
 
     async def main() -> None:
-        handler = LogDirFailureHandler(logs, lambda: 0, broker.on_offline, broker.on_online)
+        handler = broker.handler()
         handler.start()
         handler.report("append", "t-0", io_error(errno.EMFILE))
         handler.report("scrubbing", "t-0", io_error(errno.EIO))
@@ -142,7 +155,7 @@ def test_a_directory_that_fails_again_soon_is_probed_less_often(
     intervals: list[float] = []
 
     async def main() -> None:
-        handler = LogDirFailureHandler(logs, lambda: 0, broker.on_offline, broker.on_online)
+        handler = broker.handler()
         handler.start()
         for _ in range(3):
             broker.writes_again.clear()

@@ -81,7 +81,8 @@ class Broker:
                 self.logs,
                 now_ms,
                 self.node.log_dir_failed,
-                self._log_dir_back,
+                self._log_dir_writes_again,
+                self.node.resume_replicas,
                 self.metrics.log_dir_offline,
             )
             self.history = HistoryForwarder(config.node_id, REBALANCES_TOPIC, self.metadata.leader)
@@ -292,9 +293,9 @@ class Broker:
         if self.log_dir_failures is not None:
             self.log_dir_failures.report(operation, subject, error)
 
-    async def _log_dir_back(self) -> None:
+    async def _log_dir_writes_again(self) -> None:
         assert self.node is not None
-        await self.node.log_dir_back(self.config.zookeeper_session_timeout_ms / 1000)
+        await self.node.log_dir_writes_again(self.config.zookeeper_session_timeout_ms / 1000)
 
     async def _every(self, interval_ms: int, job: Callable[[], Awaitable[None]]) -> None:
         while True:

@@ -47,7 +47,7 @@ from herdless.cluster.layout import (
     Versioned,
 )
 from herdless.cluster.store import ClusterStore, SessionState, Watch
-from herdless.storage import LogConfig, LogManager, PartitionLog, StorageError
+from herdless.storage import LogConfig, LogManager, PartitionLog, StorageError, StorageIOError
 
 log = logging.getLogger(__name__)
 
@@ -431,6 +431,10 @@ class ClusterNode:
         elif name in self.logs.topics:
             try:
                 self.logs.alter_topic_configs(name, configs, replace=True)
+            except StorageIOError as exc:
+                # The data directory fails: applied once it writes again.
+                self._configs_changed_offline.add(name)
+                self.logs.on_io_error("configs", f"topic {name}", exc)
             except StorageError as exc:
                 log.error("topic %s: cannot apply configs %s: %s", name, configs, exc)
 
@@ -454,14 +458,19 @@ class ClusterNode:
             self.replicas.stop_replica(*key)
         self.metadata.set_topic(name, None)
         if not self.replicas.offline:
-            # Else once the data directory writes again (_resume_replicas).
+            # Else once the data directory writes again (resume_replicas).
             self._delete_local_topic(name)
 
     def _delete_local_topic(self, name: str) -> None:
         if name in self.logs.topics:
             for partition_log in self.logs.topics[name].partitions.values():
                 self.replicas.forget(partition_log)
-            self.logs.delete_topic(name)
+            try:
+                self.logs.delete_topic(name)
+            except StorageIOError as exc:
+                # The data directory fails: deleted once it writes again (resume_replicas).
+                self.logs.on_io_error("deletion", f"topic {name}", exc)
+                return
             log.info("deleted the local replicas of topic %s", name)
 
     def _on_partition_state(
@@ -481,13 +490,17 @@ class ClusterNode:
         if self.replicas.offline:
             self._check_elected_while_offline(topic, partition)
             return  # nothing is written to a failed data directory
-        if self.node_id not in replicas:
-            if self.logs.partition(topic, partition) is not None:
-                self.replicas.stop_replica(topic, partition)
-                self.logs.drop_partition(topic, partition)
-            return
         try:
+            if self.node_id not in replicas:
+                if self.logs.partition(topic, partition) is not None:
+                    self.replicas.stop_replica(topic, partition)
+                    self.logs.drop_partition(topic, partition)
+                return
             partition_log = self._local_log(assignment, partition)
+        except StorageIOError as exc:
+            # The data directory fails: synced again once it writes again (resume_replicas).
+            self.logs.on_io_error("hosting", f"{topic}-{partition}", exc)
+            return
         except StorageError as exc:
             log.error("%s-%d: cannot open its local replica: %s", topic, partition, exc)
             return
@@ -530,12 +543,10 @@ class ClusterNode:
             self.replicas.forget(partition_log)
         self._tell_controller(LogDirEvent.FAILURE)
 
-    async def log_dir_back(self, timeout_s: float) -> None:
-        """The data directory writes again, its logs reopened: tell the controller (waiting
-        up to `timeout_s` for ZooKeeper to take the event, so that the controller does not
-        take this broker out of an ISR it has just rejoined), then take up the roles the
-        partitions' states give, as after a restart: followers truncate to agree with
-        their leaders, catch up and rejoin the ISR."""
+    async def log_dir_writes_again(self, timeout_s: float) -> None:
+        """The data directory writes again, its logs reopened: tell the controller, and
+        wait up to `timeout_s` for it to act on it, so that it does not take this broker
+        out of an ISR it has just rejoined. resume_replicas() next."""
         telling = self._tell_controller(LogDirEvent.ONLINE)
         try:
             async with asyncio.timeout(timeout_s):
@@ -547,7 +558,6 @@ class ClusterNode:
                 " again; following all the same",
                 timeout_s,
             )
-        self._resume_replicas()
 
     async def _wait_handled(self, name: str | None) -> None:
         """Return once the controller has acted on log directory event `name`: it deletes
@@ -559,7 +569,10 @@ class ClusterNode:
                     return
             await asyncio.sleep(LOG_DIR_EVENT_POLL_S)
 
-    def _resume_replicas(self) -> None:
+    def resume_replicas(self) -> None:
+        """Take up the roles the partitions' states give, as after a restart: followers
+        truncate to agree with their leaders, catch up and rejoin the ISR. And do on the
+        disk what ZooKeeper asked for meanwhile."""
         self.replicas.bring_online()
         self._elected_while_offline = {}
         # What changed in ZooKeeper meanwhile and was left undone on the disk.

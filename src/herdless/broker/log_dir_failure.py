@@ -65,15 +65,17 @@ class LogDirFailureHandler:
         logs: LogManager,
         clock: Callable[[], int],
         on_offline: Callable[[], None],
-        on_online: Callable[[], Awaitable[None]],
+        announce_online: Callable[[], Awaitable[None]],
+        on_online: Callable[[], None],
         set_offline: Callable[[bool], None] = lambda offline: None,
     ) -> None:
-        """`on_offline` takes every replica offline and tells the controller; `on_online`,
-        once the logs are open again, tells the controller and takes the replicas back.
-        `set_offline` keeps a metric of the directory's state."""
+        """`on_offline` takes every replica offline and tells the controller. Once the logs
+        are open again, `announce_online` tells the controller, then `on_online` takes the
+        replicas back. `set_offline` keeps a metric of the directory's state."""
         self._logs = logs
         self._clock = clock
         self._on_offline = on_offline
+        self._announce_online = announce_online
         self._on_online = on_online
         self._set_offline = set_offline
         self._lock = threading.Lock()
@@ -156,9 +158,11 @@ class LogDirFailureHandler:
             time.monotonic() - failed_at,
             len(reopened),
         )
-        # Still failed until the replicas are back: nothing writes to the logs before.
-        await self._on_online()
-        self._online_since = time.monotonic()
-        self._set_offline(False)
+        await self._announce_online()
+        # From here to the replicas' return nothing else runs on the loop: a failure of
+        # theirs takes the directory offline again after it.
         with self._lock:
             self._failed = False
+        self._online_since = time.monotonic()
+        self._set_offline(False)
+        self._on_online()
