@@ -1,12 +1,13 @@
 """A broker of a three-broker cluster whose data directory fills gives up its leaderships.
 
-Broker 1's data directory is a real small filesystem (tests/support/small_disk.py)
-that the test fills while an idempotent acks=all writer and a committing consumer
-group run. Broker 1 leads a partition of the written topic and the group's
-`__consumer_offsets` partition. What users rely on: within seconds of the disk
-filling, the other replicas (in sync, on healthy disks) lead instead; the writer and
-the group carry on; nothing acknowledged is lost; and once there is room again,
-broker 1's replicas come back on their own and rejoin every ISR, with no restart.
+Each broker's data directory is a real small filesystem (tests/support/small_disk.py);
+the test fills one broker's while an idempotent acks=all writer and a committing
+consumer group run. That broker leads a partition of the written topic and the
+group's `__consumer_offsets` partition; it is the controller, or it is not. What users
+rely on: within seconds of the disk filling, the other replicas (in sync, on healthy
+disks) lead instead; the writer and the group carry on; nothing acknowledged is lost;
+and once there is room again, the broker's replicas come back on their own and rejoin
+every ISR, with no restart.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from tests.support.checker import (
 from tests.support.cluster import ClusterProcesses, running_cluster
 from tests.support.small_disk import Filler, small_filesystem
 
-VICTIM = 1
+BROKERS = (1, 2, 3)
 DISK_BYTES = 20 << 20
 # Few enough for the filler to take them all in moments.
 DISK_INODES = 2000
@@ -50,10 +51,11 @@ FULL_FOR_S = 6.0
 def cluster(tmp_path: Path) -> Iterator[ClusterProcesses]:
     base = tmp_path / "cluster"
     with contextlib.ExitStack() as stack:
-        # The victim's data directory is the small filesystem itself; its log is beside it.
-        stack.enter_context(
-            small_filesystem(base / f"broker-{VICTIM}", DISK_BYTES, inodes=DISK_INODES)
-        )
+        # A data directory is the small filesystem itself; the broker's log is beside it.
+        for broker_id in BROKERS:
+            stack.enter_context(
+                small_filesystem(base / f"broker-{broker_id}", DISK_BYTES, inodes=DISK_INODES)
+            )
         yield stack.enter_context(running_cluster(base))
 
 
@@ -139,12 +141,16 @@ def led_by(cluster: ClusterProcesses, broker_id: int) -> set[tuple[str, int]]:
     }
 
 
+@pytest.mark.parametrize("victim_is_controller", [True, False], ids=["controller", "other"])
 def test_a_leaders_full_disk_moves_its_leaderships_and_loses_nothing(
-    cluster: ClusterProcesses,
+    cluster: ClusterProcesses, victim_is_controller: bool
 ) -> None:
+    controller = cluster.metadata().controller_id
+    victim = controller if victim_is_controller else min(set(BROKERS) - {controller})
+    others = sorted(set(BROKERS) - {victim})
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     # The victim leads partition 0; every replica is in the ISR at first.
-    assignment = [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
+    assignment = [[victim, *others], [others[0], others[1], victim], [others[1], victim, others[0]]]
     new = NewTopic(
         TOPIC, PARTITIONS, replica_assignment=assignment, config={"min.insync.replicas": "2"}
     )
@@ -153,7 +159,7 @@ def test_a_leaders_full_disk_moves_its_leaderships_and_loses_nothing(
     with contextlib.suppress(Exception):
         cluster.describe_group("warm-up")
     cluster.wait_serving(TOPIC, OFFSETS_TOPIC)
-    group, offsets_partition = group_led_by(cluster, VICTIM)
+    group, offsets_partition = group_led_by(cluster, victim)
 
     writer = Writer(cluster.bootstrap, TOPIC).start()
     committer = Committer(cluster.bootstrap, group).start()
@@ -163,17 +169,17 @@ def test_a_leaders_full_disk_moves_its_leaderships_and_loses_nothing(
             time.sleep(0.1)
         assert committer.committed, f"the group never committed: {committer.results[-3:]}"
         time.sleep(1)
-        leading = led_by(cluster, VICTIM)
+        leading = led_by(cluster, victim)
         assert (TOPIC, 0) in leading and (OFFSETS_TOPIC, offsets_partition) in leading
 
         filled_at = time.monotonic()
-        filler = Filler(cluster.brokers[VICTIM].data_dir)
+        filler = Filler(cluster.brokers[victim].data_dir)
         cluster.wait_for(
             lambda m: all(
-                m.topics[name].partitions[p].leader not in (VICTIM, -1) for name, p in leading
+                m.topics[name].partitions[p].leader not in (victim, -1) for name, p in leading
             ),
             MOVE_WITHIN_S,
-            what=f"every leadership of broker {VICTIM} ({sorted(leading)}) moved",
+            what=f"every leadership of broker {victim} ({sorted(leading)}) moved",
         )
         moved_at = time.monotonic()
         print(f"leaderships moved {moved_at - filled_at:.2f}s after the disk filled")
@@ -185,7 +191,7 @@ def test_a_leaders_full_disk_moves_its_leaderships_and_loses_nothing(
         assert committed_again is not None, f"no commit after the move: {committer.results[-5:]}"
 
         filler.remove()
-        # Room again: broker 1 follows, catches up, and is back in every ISR.
+        # Room again: the victim follows, catches up, and is back in every ISR.
         cluster.wait_serving(TOPIC, OFFSETS_TOPIC, timeout=60)
         time.sleep(1)
     finally:
@@ -193,7 +199,7 @@ def test_a_leaders_full_disk_moves_its_leaderships_and_loses_nothing(
     writer.stop()
     verify(cluster, writer)
     assert cluster.committed(group, TOPIC) == committer.committed
-    log = cluster.brokers[VICTIM].log()
+    log = cluster.brokers[victim].log()
     assert "Traceback" not in log, log
     # One line for each change of the directory's state, not one per failed write.
     changes = [line for line in log.splitlines() if "herdless.broker.log_dir_failure" in line]

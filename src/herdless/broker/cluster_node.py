@@ -10,7 +10,8 @@ change is handed to the event loop and applied there, in order.
 
 When the data directory fails, every local replica goes offline and the
 controller is told with a log directory event; nothing is written to the
-directory until it writes again (log_dir_failed, log_dir_back).
+directory until it writes again (log_dir_failed, log_dir_writes_again,
+resume_replicas; broker/log_dir_failure.py decides when).
 """
 
 from __future__ import annotations

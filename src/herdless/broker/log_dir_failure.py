@@ -147,8 +147,12 @@ class LogDirFailureHandler:
             try:
                 await asyncio.to_thread(self._logs.probe, PROBE_BYTES)
                 reopened = await asyncio.to_thread(self._logs.reopen, self._clock())
-            except StorageError as exc:
+            except (StorageError, OSError) as exc:
                 log.debug("the data directory %s still fails: %s", self._logs.data_dir, exc)
+                continue
+            except Exception:
+                # Probing goes on: a broker that stopped probing would stay offline for good.
+                log.exception("probing the data directory %s failed", self._logs.data_dir)
                 continue
             break
         log.info(
@@ -158,7 +162,11 @@ class LogDirFailureHandler:
             time.monotonic() - failed_at,
             len(reopened),
         )
-        await self._announce_online()
+        try:
+            await self._announce_online()
+        except Exception:
+            # The directory writes: its replicas come back whatever the controller heard.
+            log.exception("telling the controller that %s writes again failed", self._logs.data_dir)
         # From here to the replicas' return nothing else runs on the loop: a failure of
         # theirs takes the directory offline again after it.
         with self._lock:
