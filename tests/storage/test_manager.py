@@ -338,12 +338,15 @@ def test_a_failed_directory_is_closed_without_writing_and_reopened_as_after_a_cr
     open_manager: OpenManager,
 ) -> None:
     manager = open_manager()
-    manager.create_topic("orders", 2)
+    manager.create_topic("orders", 2, {"flush.messages": "1"})
     first = manager.partition("orders", 0)
     assert first is not None
     first.append(split(batch(3)), 0)
+    assert first.flush_due(0)
     manager.close_handlers()
     assert all(partition_log.closed for partition_log in manager.logs())
+    # Nothing is flushed there any more: the flush schedule leaves it alone.
+    assert not first.flush_due(0)
     with pytest.raises(LogClosed):
         first.append(split(batch(1)), 0)
     # A write the failing disk took only in part: reopening cuts it off.

@@ -502,9 +502,10 @@ class PartitionLog:
             self._io_failed("checkpoint", f"cannot record the damage of {self.name}", exc)
 
     def flush_due(self, now_ms: int) -> bool:
-        """Whether flush.messages or flush.ms asks for a flush now."""
+        """Whether flush.messages or flush.ms asks for a flush now (never of a closed log,
+        which flush() would leave as it is)."""
         unflushed = self.unflushed_messages
-        if unflushed == 0:
+        if unflushed == 0 or self._closed:
             return False
         config = self.config
         if config.flush_messages is not None and unflushed >= config.flush_messages:
