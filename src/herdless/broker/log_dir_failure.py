@@ -129,7 +129,7 @@ class LogDirFailureHandler:
         log.error(
             "the data directory %s failed (%s): its %d replicas are offline, leading and"
             " following nothing, and the controller elects other leaders; probing it every"
-            " %.0fs until it writes again",
+            " %gs until it writes again",
             self._logs.data_dir,
             reason,
             replicas,
@@ -142,6 +142,7 @@ class LogDirFailureHandler:
         self._probing = self._loop.create_task(self._probe_until_back(now))
 
     async def _probe_until_back(self, failed_at: float) -> None:
+        told = False
         while True:
             await asyncio.sleep(self._interval_s)
             try:
@@ -152,7 +153,9 @@ class LogDirFailureHandler:
                 continue
             except Exception:
                 # Probing goes on: a broker that stopped probing would stay offline for good.
-                log.exception("probing the data directory %s failed", self._logs.data_dir)
+                if not told:
+                    log.exception("probing the data directory %s failed", self._logs.data_dir)
+                    told = True
                 continue
             break
         log.info(
