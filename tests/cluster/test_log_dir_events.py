@@ -7,7 +7,6 @@ for nothing."""
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import Callable
 
@@ -20,17 +19,11 @@ from herdless.cluster.layout import (
 )
 from herdless.cluster.store import ClusterStore
 from tests.cluster.conftest import OpenStore
+from tests.support.members import wait_until
 
 BROKER_1 = BrokerRegistration(1, "127.0.0.1", 9092)
 BROKER_2 = BrokerRegistration(2, "127.0.0.1", 9093)
 TOPIC = "t"
-
-
-def wait_for(what: str, check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"not within {timeout}s: {what}"
-        time.sleep(0.05)
 
 
 def state(store: ClusterStore, partition: int) -> tuple[int, tuple[int, ...]] | None:
@@ -47,6 +40,12 @@ def test_a_broker_with_a_failed_directory_leads_nothing_until_it_writes_again(
     broker_store.propagate_log_dir_event(2, LogDirEvent.FAILURE)
     broker_store.register_broker(BROKER_2)
     controller_store.create_topic(TopicAssignment(TOPIC, uuid.uuid4(), {0: (2, 1), 1: (2, 1)}), {})
+
+    def states() -> str:
+        return f"{TOPIC}-0: {state(controller_store, 0)}, {TOPIC}-1: {state(controller_store, 1)}"
+
+    def wait_for(what: str, condition: Callable[[], bool]) -> None:
+        wait_until(condition, 10, what, states)
 
     def scenario() -> None:
         nonlocal broker_store
