@@ -13,6 +13,7 @@ from herdless.cluster.errors import MalformedZNode
 from herdless.cluster.layout import (
     BrokerRegistration,
     LeaderRecoveryState,
+    LogDirEvent,
     PartitionState,
     TopicAssignment,
 )
@@ -30,6 +31,29 @@ def test_paths_are_kafkas() -> None:
     assert layout.CONTROLLER_PATH == "/controller"
     assert layout.CONTROLLER_EPOCH_PATH == "/controller_epoch"
     assert layout.CLUSTER_ID_PATH == "/cluster/id"
+
+
+def test_log_dir_events_are_kafkas() -> None:
+    # LogDirEventNotificationSequenceZNode: version, broker, event, in that order.
+    assert layout.LOG_DIR_EVENT_NOTIFICATION_PATH == "/log_dir_event_notification"
+    assert layout.LOG_DIR_EVENT_NOTIFICATION_PATH in layout.PERSISTENT_PATHS
+    assert layout.log_dir_event_path("log_dir_event_0000000007") == (
+        "/log_dir_event_notification/log_dir_event_0000000007"
+    )
+    failure = layout.encode_log_dir_event(3, LogDirEvent.FAILURE)
+    assert failure == b'{"version":1,"broker":3,"event":1}'
+    assert layout.decode_log_dir_event("e", failure) == (3, LogDirEvent.FAILURE)
+    online = layout.encode_log_dir_event(3, LogDirEvent.ONLINE)
+    assert layout.decode_log_dir_event("e", online) == (3, LogDirEvent.ONLINE)
+    # Kafka's controller reads only the broker; an event left out is a failure.
+    assert layout.decode_log_dir_event("e", b'{"broker":2}') == (2, LogDirEvent.FAILURE)
+    for bad in (
+        b'{"version":1,"event":1}',
+        b'{"broker":2,"event":9}',
+        b'{"broker":2,"event":true}',
+    ):
+        with pytest.raises(MalformedZNode, match="/log_dir_event_notification/e"):
+            layout.decode_log_dir_event("e", bad)
 
 
 def test_kafka_uuid_text_is_url_safe_base64_without_padding() -> None:

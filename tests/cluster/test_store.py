@@ -21,7 +21,12 @@ from herdless.cluster.errors import (
     TopicNameCollision,
     UnknownTopic,
 )
-from herdless.cluster.layout import BrokerRegistration, PartitionState, TopicAssignment
+from herdless.cluster.layout import (
+    BrokerRegistration,
+    LogDirEvent,
+    PartitionState,
+    TopicAssignment,
+)
 from herdless.cluster.store import ClusterStore, SessionState
 from tests.cluster.conftest import OpenStore, Recorder, expire_session
 from tests.support.broker import free_port
@@ -339,6 +344,44 @@ def test_topic_deletion(open_store: OpenStore, raw: KazooClient) -> None:
     pending.wait_for(lambda names: names == set())
     # The name is free again.
     store.create_topic(topic("doomed"), {})
+
+
+# -- log directory events ------------------------------------------------------------------
+
+
+def test_log_dir_events_in_kafkas_layout(open_store: OpenStore, raw: KazooClient) -> None:
+    store = open_store()
+    broker_epoch = store.register_broker(BROKER_1)
+    assert store.broker_epochs() == {1: broker_epoch}
+    assert raw.get("/log_dir_event_notification")[0] is None
+    seen: Recorder[list[str]] = Recorder()
+    store.watch_log_dir_events(seen)
+    first = store.propagate_log_dir_event(1, LogDirEvent.FAILURE)
+    second = store.propagate_log_dir_event(1, LogDirEvent.ONLINE)
+    assert (first, second) == ("log_dir_event_0000000000", "log_dir_event_0000000001")
+    data, _ = raw.get(f"/log_dir_event_notification/{first}")
+    assert data == b'{"version":1,"broker":1,"event":1}'
+    seen.wait_for(lambda names: sorted(names) == [first, second])
+    assert store.log_dir_event_names() == [first, second]
+    event = store.log_dir_event(first)
+    assert event is not None
+    assert (event.broker_id, event.event) == (1, LogDirEvent.FAILURE)
+    # Written after the registration: of this life of the broker.
+    assert event.zxid > broker_epoch
+
+    # Only a controller deletes them, and one deleted already is no error.
+    election = store.try_elect_controller(1)
+    assert election is not None
+    raw.delete(f"/log_dir_event_notification/{first}")
+    with pytest.raises(ControllerMoved):
+        store.delete_log_dir_events([second], election.epoch_version - 1)
+    store.delete_log_dir_events([first, second], election.epoch_version)
+    assert store.log_dir_event_names() == []
+    assert store.log_dir_event(second) is None
+    deadline = time.monotonic() + 10
+    while seen.last and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert seen.last == []
 
 
 # -- connecting ----------------------------------------------------------------------------

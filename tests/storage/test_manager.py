@@ -12,6 +12,7 @@ from herdless.storage import (
     InvalidConfigError,
     InvalidPartitions,
     InvalidTopicName,
+    LogClosed,
     LogConfig,
     LogManager,
     PartitionLog,
@@ -23,6 +24,7 @@ from herdless.storage import (
     validate_topic_name,
 )
 from tests.storage.batches import batch, offsets_of, split
+from tests.storage.disk_faults import containing, no_space
 
 OpenManager = Callable[..., LogManager]
 
@@ -327,3 +329,63 @@ def test_malformed_hosted_partitions_refuse_to_start(tmp_path: Path) -> None:
         (data / "topics.json").write_text(json.dumps(document))
         with pytest.raises(StorageError, match="malformed"):
             LogManager(data).open(now_ms=0)
+
+
+# -- a data directory that failed ----------------------------------------------------------
+
+
+def test_a_failed_directory_is_closed_without_writing_and_reopened_as_after_a_crash(
+    open_manager: OpenManager,
+) -> None:
+    manager = open_manager()
+    manager.create_topic("orders", 2, {"flush.messages": "1"})
+    first = manager.partition("orders", 0)
+    assert first is not None
+    first.append(split(batch(3)), 0)
+    assert first.flush_due(0)
+    manager.close_handlers()
+    assert all(partition_log.closed for partition_log in manager.logs())
+    # Nothing is flushed there any more: the flush schedule leaves it alone.
+    assert not first.flush_due(0)
+    with pytest.raises(LogClosed):
+        first.append(split(batch(1)), 0)
+    # A write the failing disk took only in part: reopening cuts it off.
+    segment = manager.data_dir / "orders-0" / f"{0:020d}.log"
+    with segment.open("ab") as torn:
+        torn.write(b"\x00\x00\x00\x00\x00\x00\x00\x03\x00\x00\x01")
+    reopened = manager.reopen(now_ms=0)
+    assert len(reopened) == 2 and not any(p.closed for p in reopened)
+    again = manager.partition("orders", 0)
+    assert again is not None and again is not first and again in reopened
+    assert offsets_of(again.read(0, 1 << 20)) == [0, 1, 2]
+    assert again.append(split(batch(2)), 0).first_offset == 3
+    assert offsets_of(again.read(0, 1 << 20)) == [0, 1, 2, 3, 4]
+
+
+def test_reopening_is_all_or_nothing(open_manager: OpenManager) -> None:
+    manager = open_manager()
+    manager.create_topic("orders", 2)
+    closed = list(manager.logs())
+    manager.close_handlers()
+    # A log that cannot be opened as it stands (a directory where a segment should be).
+    broken = manager.data_dir / "orders-1" / f"{5:020d}.log"
+    broken.mkdir()
+    with pytest.raises(StorageError, match="is a directory"):
+        manager.reopen(now_ms=0)
+    assert list(manager.logs()) == closed
+    broken.rmdir()
+    reopened = manager.reopen(now_ms=0)
+    assert list(manager.logs()) == reopened and not set(reopened) & set(closed)
+
+
+def test_a_probe_writes_syncs_and_removes_a_file(
+    open_manager: OpenManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manager = open_manager()
+    probe = manager.data_dir / ".probe"
+    manager.probe(100_000)
+    assert not probe.exists()
+    with no_space(monkeypatch, containing(".probe")), pytest.raises(StorageIOError) as failed:
+        manager.probe(100_000)
+    assert failed.value.errno_name == "ENOSPC"
+    assert not probe.exists()

@@ -28,6 +28,7 @@ from herdless.broker.group_configs import (
 from herdless.broker.group_coordinator import REBALANCES_TOPIC, GroupCoordinator
 from herdless.broker.history_forwarder import HistoryForwarder
 from herdless.broker.limited_warnings import WINDOW_S, LimitedWarnings
+from herdless.broker.log_dir_failure import LogDirFailureHandler
 from herdless.broker.metadata import LocalMetadata
 from herdless.broker.metrics import BrokerMetrics, serve_metrics
 from herdless.broker.partition_limits import PartitionLimits
@@ -37,7 +38,7 @@ from herdless.broker.scrubber import Scrubber
 from herdless.broker.stalls import StallDetector
 from herdless.broker.storage_errors import StorageErrors
 from herdless.broker.topic_admin import LocalTopics, TopicAdmin, ZooKeeperTopics
-from herdless.storage import LogManager
+from herdless.storage import LogManager, StorageIOError
 
 log = logging.getLogger(__name__)
 
@@ -54,13 +55,15 @@ class Broker:
         self.storage_errors = StorageErrors(self.metrics.storage_error)
         open_files, self._file_limit_note = segment_file_budget()
         self._descriptors = DescriptorWatch()
+        # In a cluster a failed data directory takes the broker's replicas offline.
+        self.log_dir_failures: LogDirFailureHandler | None = None
         # In a cluster the replica manager moves each log's high watermark; alone, every
         # appended record is committed at once.
         self.logs = LogManager(
             config.data_dir,
             config.log_config(),
             high_watermark_follows_log_end=not config.clustered,
-            on_io_error=self.storage_errors.report,
+            on_io_error=self._storage_failed,
             open_files=open_files,
         )
         # flush.ms is an interval: on the monotonic clock.
@@ -76,6 +79,14 @@ class Broker:
             # The clock the logs are given: record times and segment ages, the wall's.
             self.node = ClusterNode(config, self.logs, self.durability, self.metadata, wall_ms)
             self.replicas = self.node.replicas
+            self.log_dir_failures = LogDirFailureHandler(
+                self.logs,
+                wall_ms,  # reopening recovers segments, whose ages are on the wall clock
+                self.node.log_dir_failed,
+                self._log_dir_writes_again,
+                self.node.resume_replicas,
+                self.metrics.log_dir_offline,
+            )
             self.history = HistoryForwarder(config.node_id, REBALANCES_TOPIC, self.metadata.leader)
             self.topics = ZooKeeperTopics(
                 self.node.connected_store,
@@ -160,6 +171,8 @@ class Broker:
             data_dir,
             time.monotonic() - started,
         )
+        if self.log_dir_failures is not None:
+            self.log_dir_failures.start()
         if self.node is None:
             self.groups.start()
         else:
@@ -251,6 +264,8 @@ class Broker:
             await asyncio.gather(self._cleaning, return_exceptions=True)
         if self.scrubber is not None:
             await self.scrubber.stop()
+        if self.log_dir_failures is not None:
+            await self.log_dir_failures.stop()
         if self.node is not None:
             await self.node.stop()
         if self.history is not None:
@@ -273,6 +288,16 @@ class Broker:
             await connection.serve()
         finally:
             del self._connections[task]
+
+    def _storage_failed(self, operation: str, subject: str, error: StorageIOError) -> None:
+        """A disk operation failed; from any thread (flushes fail in worker threads)."""
+        self.storage_errors.report(operation, subject, error)
+        if self.log_dir_failures is not None:
+            self.log_dir_failures.report(operation, subject, error)
+
+    async def _log_dir_writes_again(self) -> None:
+        assert self.node is not None
+        await self.node.log_dir_writes_again(self.config.zookeeper_session_timeout_ms / 1000)
 
     async def _every(self, interval_ms: int, job: Callable[[], Awaitable[None]]) -> None:
         while True:

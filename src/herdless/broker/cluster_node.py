@@ -7,6 +7,11 @@ assigned gets a local log, then leads or follows it as the partition's state
 says, with one fetcher per leader it follows. It also runs this broker's
 candidacy for controller. Watches fire on kazoo's thread; everything they
 change is handed to the event loop and applied there, in order.
+
+When the data directory fails, every local replica goes offline and the
+controller is told with a log directory event; nothing is written to the
+directory until it writes again (log_dir_failed, log_dir_writes_again,
+resume_replicas; broker/log_dir_failure.py decides when).
 """
 
 from __future__ import annotations
@@ -35,14 +40,24 @@ from herdless.cluster.errors import (
     ClusterUnavailable,
     StateVersionConflict,
 )
-from herdless.cluster.layout import BrokerRegistration, PartitionState, TopicAssignment, Versioned
+from herdless.cluster.layout import (
+    BrokerRegistration,
+    LogDirEvent,
+    PartitionState,
+    TopicAssignment,
+    Versioned,
+)
 from herdless.cluster.store import ClusterStore, SessionState, Watch
-from herdless.storage import LogConfig, LogManager, PartitionLog, StorageError
+from herdless.storage import LogConfig, LogManager, PartitionLog, StorageError, StorageIOError
 
 log = logging.getLogger(__name__)
 
 # How long one step of leaving the cluster (resigning, closing the session) may take.
 STOP_STEP_TIMEOUT_S = 5.0
+# Between two tries to write a log directory event while ZooKeeper does not answer.
+LOG_DIR_EVENT_RETRY_S = 0.5
+# Between two looks at whether the controller has acted on a log directory event.
+LOG_DIR_EVENT_POLL_S = 0.05
 
 
 class ClusterNode:
@@ -93,6 +108,17 @@ class ClusterNode:
         # Told when a followed partition's log or high watermark moved (the group
         # coordinator's standby shards replay what became committed).
         self.replication_listeners: list[Callable[[PartitionLog], None]] = []
+        # The log directory event the controller is yet to be told, how many have been
+        # asked for, and the task telling it.
+        self._log_dir_event: LogDirEvent | None = None
+        self._log_dir_asks = 0
+        self._last_log_dir_event: str | None = None
+        self._telling: asyncio.Task[None] | None = None
+        # Topics whose configs changed while the data directory was offline.
+        self._configs_changed_offline: set[str] = set()
+        # While the data directory is offline: the leader epoch of each partition this
+        # broker was last seen elected to lead in (it tells the controller once for each).
+        self._elected_while_offline: dict[tuple[str, int], int] = {}
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -218,9 +244,10 @@ class ClusterNode:
             await asyncio.sleep(0.25)
 
     async def stop(self) -> None:
-        for task in [*self._tasks, *self._jobs]:
+        telling = [] if self._telling is None else [self._telling]
+        for task in [*self._tasks, *self._jobs, *telling]:
             task.cancel()
-        await asyncio.gather(*self._tasks, *self._jobs, return_exceptions=True)
+        await asyncio.gather(*self._tasks, *self._jobs, *telling, return_exceptions=True)
         for fetcher in self._fetchers.values():
             await fetcher.stop()
         if self.controller is not None:
@@ -303,6 +330,9 @@ class ClusterNode:
             log.error("could not register again in ZooKeeper: %s", exc)
             return
         self._session = self._store().session_id
+        if self.replicas.offline:
+            # A new broker epoch: the controller forgot what the old one said.
+            self._tell_controller(LogDirEvent.FAILURE)
         # Watches that did not fire kept their old values: read every state again.
         for name in list(self._topic_watches):
             await self._reread_topic(name)
@@ -341,6 +371,9 @@ class ClusterNode:
 
     def _on_controller(self, node_id: int | None) -> None:
         self.metadata.controller_id = -1 if node_id is None else node_id
+        if node_id is not None and self.replicas.offline:
+            # A new controller knows nothing of the events its predecessor handled.
+            self._tell_controller(LogDirEvent.FAILURE)
 
     def _on_topic_names(self, names: set[str]) -> None:
         self._topic_names_known = True
@@ -395,9 +428,15 @@ class ClusterNode:
 
     def _on_topic_config(self, name: str, configs: dict[str, str]) -> None:
         self.metadata.set_topic_configs(name, configs)
-        if name in self.logs.topics:
+        if self.replicas.offline:
+            self._configs_changed_offline.add(name)
+        elif name in self.logs.topics:
             try:
                 self.logs.alter_topic_configs(name, configs, replace=True)
+            except StorageIOError as exc:
+                # The data directory fails: applied once it writes again.
+                self._configs_changed_offline.add(name)
+                self.logs.on_io_error("configs", f"topic {name}", exc)
             except StorageError as exc:
                 log.error("topic %s: cannot apply configs %s: %s", name, configs, exc)
 
@@ -420,10 +459,20 @@ class ClusterNode:
             self._partition_watches.pop(key).cancel()
             self.replicas.stop_replica(*key)
         self.metadata.set_topic(name, None)
+        if not self.replicas.offline:
+            # Else once the data directory writes again (resume_replicas).
+            self._delete_local_topic(name)
+
+    def _delete_local_topic(self, name: str) -> None:
         if name in self.logs.topics:
             for partition_log in self.logs.topics[name].partitions.values():
                 self.replicas.forget(partition_log)
-            self.logs.delete_topic(name)
+            try:
+                self.logs.delete_topic(name)
+            except StorageIOError as exc:
+                # The data directory fails: deleted once it writes again (resume_replicas).
+                self.logs.on_io_error("deletion", f"topic {name}", exc)
+                return
             log.info("deleted the local replicas of topic %s", name)
 
     def _on_partition_state(
@@ -440,13 +489,20 @@ class ClusterNode:
         if assignment is None or partition not in assignment.replicas:
             return
         replicas = assignment.replicas[partition]
-        if self.node_id not in replicas:
-            if self.logs.partition(topic, partition) is not None:
-                self.replicas.stop_replica(topic, partition)
-                self.logs.drop_partition(topic, partition)
-            return
+        if self.replicas.offline:
+            self._check_elected_while_offline(topic, partition)
+            return  # nothing is written to a failed data directory
         try:
+            if self.node_id not in replicas:
+                if self.logs.partition(topic, partition) is not None:
+                    self.replicas.stop_replica(topic, partition)
+                    self.logs.drop_partition(topic, partition)
+                return
             partition_log = self._local_log(assignment, partition)
+        except StorageIOError as exc:
+            # The data directory fails: synced again once it writes again (resume_replicas).
+            self.logs.on_io_error("hosting", f"{topic}-{partition}", exc)
+            return
         except StorageError as exc:
             log.error("%s-%d: cannot open its local replica: %s", topic, partition, exc)
             return
@@ -472,6 +528,105 @@ class ClusterNode:
             self.logs.create_partitions(name, count, hosted=[])
         (partition_log,) = self.logs.host_partitions(name, [partition])
         return partition_log
+
+    # -- a failed data directory ---------------------------------------------------------
+
+    def log_dir_failed(self) -> None:
+        """The data directory failed: every local replica goes offline (it leads and
+        follows nothing), and the controller is told, which elects other leaders from the
+        ISRs and removes this broker from them."""
+        self._elected_while_offline = {
+            key: partition.leader_epoch
+            for key, partition in self.replicas.partitions.items()
+            if partition.role is Role.LEADER
+        }
+        self.replicas.take_offline()
+        for partition_log in self.logs.logs():
+            self.replicas.forget(partition_log)
+        self._tell_controller(LogDirEvent.FAILURE)
+
+    async def log_dir_writes_again(self, timeout_s: float) -> None:
+        """The data directory writes again, its logs reopened: tell the controller, and
+        wait up to `timeout_s` for it to act on it, so that it does not take this broker
+        out of an ISR it has just rejoined. resume_replicas() next."""
+        telling = self._tell_controller(LogDirEvent.ONLINE)
+        try:
+            async with asyncio.timeout(timeout_s):
+                await asyncio.shield(telling)
+                await self._wait_handled(self._last_log_dir_event)
+        except TimeoutError:
+            log.warning(
+                "the controller did not take in within %.0fs that the data directory writes"
+                " again; following all the same",
+                timeout_s,
+            )
+
+    async def _wait_handled(self, name: str | None) -> None:
+        """Return once the controller has acted on log directory event `name`: it deletes
+        the events it has acted on."""
+        store = self._store()
+        while name is not None:
+            with contextlib.suppress(ClusterError):
+                if await zookeeper_call(store.log_dir_event, name) is None:
+                    return
+            await asyncio.sleep(LOG_DIR_EVENT_POLL_S)
+
+    def resume_replicas(self) -> None:
+        """Take up the roles the partitions' states give, as after a restart: followers
+        truncate to agree with their leaders, catch up and rejoin the ISR. And do on the
+        disk what ZooKeeper asked for meanwhile."""
+        self.replicas.bring_online()
+        self._elected_while_offline = {}
+        # What changed in ZooKeeper meanwhile and was left undone on the disk.
+        if self._topic_names_known:
+            for name in [n for n in self.logs.topics if n not in self._topic_watches]:
+                self._delete_local_topic(name)
+        changed, self._configs_changed_offline = self._configs_changed_offline, set()
+        for name in changed:
+            self._on_topic_config(name, self.metadata.topic_configs(name))
+        for name in list(self._topic_watches):
+            assignment = self.metadata.assignment(name)
+            for partition in [] if assignment is None else assignment.replicas:
+                self._sync_partition(name, partition)
+
+    def _check_elected_while_offline(self, topic: str, partition: int) -> None:
+        """A controller that elects this broker while its data directory is offline has
+        not heard (or has forgotten) that it is: tell it again, once for each election."""
+        state = self.metadata.partition_state(topic, partition)
+        key = (topic, partition)
+        if state is None or state.leader != self.node_id:
+            return
+        if state.leader_epoch > self._elected_while_offline.get(key, -1):
+            self._elected_while_offline[key] = state.leader_epoch
+            self._tell_controller(LogDirEvent.FAILURE)
+
+    def _tell_controller(self, event: LogDirEvent) -> asyncio.Task[None]:
+        """Write a log directory event; returns the task writing it. Events asked for
+        while one is being written are written after it, the latest only."""
+        self._log_dir_event = event
+        self._log_dir_asks += 1
+        if self._telling is None or self._telling.done():
+            assert self._loop is not None
+            self._telling = self._loop.create_task(self._write_log_dir_events())
+        return self._telling
+
+    async def _write_log_dir_events(self) -> None:
+        store = self._store()
+        warned = False
+        while self._log_dir_event is not None:
+            event, asks = self._log_dir_event, self._log_dir_asks
+            try:
+                name = await zookeeper_call(store.propagate_log_dir_event, self.node_id, event)
+            except ClusterError as exc:
+                if not warned:
+                    log.warning("could not tell the controller (%s); retrying", exc)
+                    warned = True
+                await asyncio.sleep(LOG_DIR_EVENT_RETRY_S)
+                continue
+            log.debug("wrote log directory event %s: %s", name, event.name)
+            self._last_log_dir_event = name
+            if self._log_dir_asks == asks:
+                self._log_dir_event = None
 
     # -- leadership and fetchers --------------------------------------------------------
 

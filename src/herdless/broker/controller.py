@@ -8,6 +8,15 @@ session ended gets a new leader from its ISR (cluster/election.py has Kafka's
 rules), a dead replica leaves the ISR, every such change bumps the leader
 epoch, and topics marked for deletion are removed.
 
+A broker whose data directory failed is live but its replicas are offline: it says
+so with a log directory event (/log_dir_event_notification, Kafka's path), and the
+controller then treats it as it treats a dead broker, electing other leaders from
+the ISR and removing it from ISRs, until it says the directory writes again, or
+registers anew (a restart). What the events said is the controller's memory alone:
+a new controller starts knowing nothing, and an offline broker tells it again (on
+seeing a new controller, and whenever it is elected leader while offline), as
+Kafka's controller relearns offline replicas from the brokers' LeaderAndIsr answers.
+
 It works level-triggered: any watch that fires marks the cluster dirty, and
 the controller then compares the whole of ZooKeeper's state with what it
 should be, in a worker thread (kazoo calls block). Every write is conditional
@@ -24,8 +33,13 @@ from dataclasses import replace
 
 from herdless.broker.zookeeper_calls import zookeeper_call
 from herdless.cluster import election
-from herdless.cluster.errors import ClusterError, ControllerMoved, StateVersionConflict
-from herdless.cluster.layout import PartitionState, TopicAssignment
+from herdless.cluster.errors import (
+    ClusterError,
+    ControllerMoved,
+    MalformedZNode,
+    StateVersionConflict,
+)
+from herdless.cluster.layout import LogDirEvent, PartitionState, TopicAssignment
 from herdless.cluster.store import ClusterStore, ControllerElection, Watch
 
 log = logging.getLogger(__name__)
@@ -51,6 +65,8 @@ class Controller:
         # One per topic: new partitions (CreatePartitions) change the topic's znode only.
         self._topic_watches: dict[str, Watch] = {}
         self._task: asyncio.Task[None] | None = None
+        # Brokers whose data directory is offline, by the broker epoch they said so in.
+        self._offline_dirs: dict[int, int] = {}
 
     @property
     def active(self) -> bool:
@@ -63,6 +79,7 @@ class Controller:
             self._store.watch_brokers(lambda _: self.mark_dirty()),
             self._store.watch_topic_names(lambda _: self.mark_dirty()),
             self._store.watch_pending_deletions(lambda _: self.mark_dirty()),
+            self._store.watch_log_dir_events(lambda _: self.mark_dirty()),
         ]
 
     def start(self) -> None:
@@ -120,8 +137,12 @@ class Controller:
             if self.election is None:
                 return
             log.info("this broker is the controller, epoch %d", self.election.epoch)
+            self._offline_dirs.clear()
         election_ = self.election
-        live = set(self._store.live_brokers())
+        epochs = self._store.broker_epochs()
+        handled = self._read_log_dir_events(epochs)
+        # Replicas on a broker whose data directory failed are offline, as on a dead one.
+        live = set(epochs) - set(self._offline_dirs)
         for name in sorted(self._store.pending_deletions()):
             self._store.complete_deletion(name, controller_epoch_version=election_.epoch_version)
             log.info("deleted topic %s", name)
@@ -134,6 +155,43 @@ class Controller:
             found = self._store.topic(name)
             if found is not None:
                 self._reconcile_topic(found.value, live, election_)
+        if handled:
+            self._store.delete_log_dir_events(handled, election_.epoch_version)
+
+    def _read_log_dir_events(self, epochs: dict[int, int]) -> list[str]:
+        """Learn from the log directory events which brokers' data directories are offline;
+        returns the names of the events read, to delete once acted on."""
+        names = self._store.log_dir_event_names()
+        for name in names:
+            try:
+                event = self._store.log_dir_event(name)
+            except MalformedZNode as exc:
+                log.error("ignoring a log directory event: %s", exc)
+                continue
+            if event is None:
+                continue
+            epoch = epochs.get(event.broker_id)
+            if epoch is None or event.zxid < epoch:
+                continue  # from a broker gone since, or from an earlier life of it
+            if event.event is LogDirEvent.FAILURE:
+                if self._offline_dirs.get(event.broker_id) != epoch:
+                    log.warning(
+                        "broker %d's data directory failed: its replicas are offline; electing"
+                        " other leaders from the ISRs and removing it from them",
+                        event.broker_id,
+                    )
+                self._offline_dirs[event.broker_id] = epoch
+            elif self._offline_dirs.pop(event.broker_id, None) is not None:
+                log.info(
+                    "broker %d's data directory writes again: its replicas may rejoin ISRs"
+                    " and lead",
+                    event.broker_id,
+                )
+        for broker_id, epoch in list(self._offline_dirs.items()):
+            if epochs.get(broker_id) != epoch:
+                # Gone, or registered anew: a restarted broker's directory is its new life's.
+                del self._offline_dirs[broker_id]
+        return names
 
     def _reconcile_topic(
         self, assignment: TopicAssignment, live: set[int], election_: ControllerElection

@@ -22,6 +22,7 @@ from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
+    Gauge,
     ProcessCollector,
     generate_latest,
 )
@@ -82,6 +83,12 @@ class BrokerMetrics:
             ["operation", "error"],
             registry=self.registry,
         )
+        self._offline_log_dirs = Gauge(
+            "herdless_offline_log_directories",
+            "Data directories that failed and do not take writes yet (Kafka's"
+            " OfflineLogDirectoryCount): while 1, this broker's replicas are offline.",
+            registry=self.registry,
+        )
         self._scrubbed = Counter(
             "herdless_log_scrubbed_bytes",
             "Bytes of sealed segments the scrubber has read and checked.",
@@ -113,6 +120,9 @@ class BrokerMetrics:
     def scrubbed(self, size: int) -> None:
         """Thread-safe: the scrubber reads in a worker thread."""
         self._scrubbed.inc(size)
+
+    def log_dir_offline(self, offline: bool) -> None:
+        self._offline_log_dirs.set(1 if offline else 0)
 
     def storage_error(self, operation: str, errno_name: str) -> None:
         """Thread-safe: flushes fail in worker threads."""

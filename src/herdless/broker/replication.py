@@ -18,6 +18,11 @@ A leader must also stop before anyone else can be elected in its place: it
 serves only while its ZooKeeper session is provably alive (`lease`, from
 cluster.store), which a paused or partitioned broker finds expired when it
 resumes, before it answers anything.
+
+A broker whose data directory failed takes every replica offline (take_offline):
+it leads and follows nothing, and answers KAFKA_STORAGE_ERROR for them, as Kafka
+answers for a replica in an offline log directory, until the directory writes
+again (bring_online).
 """
 
 from __future__ import annotations
@@ -113,6 +118,8 @@ class ClusterReplicaManager(ReplicaManager):
         self._write_isr = write_isr
         self._lag_max_ms = replica_lag_time_max_ms
         self.partitions: dict[tuple[str, int], Partition] = {}
+        # The data directory failed: every replica here is offline until it writes again.
+        self.offline = False
         # Told when this broker starts or stops leading, or following, a partition.
         self.on_role_change: Callable[[Partition | None, tuple[str, int]], None] = (
             lambda partition, key: None
@@ -196,6 +203,21 @@ class ClusterReplicaManager(ReplicaManager):
             self.on_role_change(None, (topic, index))
         return partition
 
+    def take_offline(self) -> None:
+        """The data directory failed: lead and follow nothing until bring_online(). Waiting
+        produces are answered KAFKA_STORAGE_ERROR, and so is every request for a replica
+        here meanwhile (Kafka's HostedPartition.Offline)."""
+        self.offline = True
+        for key, partition in list(self.partitions.items()):
+            del self.partitions[key]
+            self._fail_waiters(partition, ErrorCode.KAFKA_STORAGE_ERROR)
+            self.on_role_change(None, key)
+
+    def bring_online(self) -> None:
+        """The data directory writes again: from here on the replicas take the roles their
+        partitions' states give them (apply_state)."""
+        self.offline = False
+
     def resign_all(self) -> None:
         """The ZooKeeper session is gone: lead nothing until the new one says so."""
         for partition in self.partitions.values():
@@ -213,6 +235,12 @@ class ClusterReplicaManager(ReplicaManager):
             assignment = self._metadata.assignment(topic)
             if assignment is None or index not in assignment.replicas:
                 raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            if self.offline and self.node_id in assignment.replicas[index]:
+                raise PartitionError(
+                    ErrorCode.KAFKA_STORAGE_ERROR,
+                    f"{topic}-{index}: the replica on broker {self.node_id} is offline:"
+                    " its data directory failed",
+                )
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         check_leader_epoch(partition.leader_epoch, current_leader_epoch)
         self._require_leading(partition)

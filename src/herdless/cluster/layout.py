@@ -37,6 +37,10 @@ TOPIC_CONFIGS_PATH = "/config/topics"
 # (a group id may hold a '/').
 GROUP_CONFIGS_PATH = "/config/groups"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
+# A broker whose log directory failed says so here, in a persistent sequential znode
+# the controller reads and deletes (Kafka's LogDirEventNotificationZNode).
+LOG_DIR_EVENT_NOTIFICATION_PATH = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
 
 # What a Kafka broker creates at startup (KafkaZkClient.createTopLevelPaths), less the
 # paths of features herdless does not keep in ZooKeeper.
@@ -48,6 +52,7 @@ PERSISTENT_PATHS = (
     DELETE_TOPICS_PATH,
     "/brokers/seqid",
     "/isr_change_notification",
+    LOG_DIR_EVENT_NOTIFICATION_PATH,
 )
 
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
@@ -94,6 +99,11 @@ def delete_topic_path(topic: str) -> str:
     return f"{DELETE_TOPICS_PATH}/{topic}"
 
 
+def log_dir_event_path(name: str) -> str:
+    """The path of a log directory event by its znode name (prefix and sequence number)."""
+    return f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/{name}"
+
+
 @dataclass(frozen=True, slots=True)
 class Versioned(Generic[T]):
     """A decoded znode value with the znode's data version, for conditional writes."""
@@ -126,6 +136,29 @@ class LeaderRecoveryState(IntEnum):
     RECOVERED = 0
     # Elected uncleanly: the leader must finish recovering before followers may join the ISR.
     RECOVERING = 1
+
+
+class LogDirEvent(IntEnum):
+    # Kafka's LogDirFailureEvent: a log directory of the broker failed.
+    FAILURE = 1
+    # herdless's own: the broker's failed log directory writes again and its replicas are
+    # back (a Kafka broker brings a failed directory back only by restarting). Kafka's
+    # controller reads only the broker of an event, and asks that broker about its
+    # replicas whatever the event says.
+    ONLINE = 2
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirNotification:
+    """One log directory event as the controller reads it."""
+
+    # The znode's name, log_dir_event_<sequence number>: the order they were written in.
+    name: str
+    broker_id: int
+    event: LogDirEvent
+    # The zxid that created the znode: an event from before the broker's current
+    # registration (a broker epoch is its registration's zxid) is of an earlier life.
+    zxid: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,6 +334,22 @@ def decode_producer_id_block_end(data: bytes | None) -> int:
         return int(fields["block_end"])
     except (KeyError, TypeError, ValueError):
         raise MalformedZNode(PRODUCER_ID_BLOCK_PATH, "no integer block_end") from None
+
+
+def encode_log_dir_event(broker_id: int, event: LogDirEvent) -> bytes:
+    # A Scala immutable Map of three entries keeps insertion order.
+    return _json({"version": 1, "broker": broker_id, "event": int(event)})
+
+
+def decode_log_dir_event(name: str, data: bytes | None) -> tuple[int, LogDirEvent]:
+    """(broker id, event) of a log directory event znode."""
+    path = log_dir_event_path(name)
+    fields = _object(path, data)
+    broker_id = _field(path, fields, "broker", int)
+    event = fields.get("event", LogDirEvent.FAILURE)
+    if not _is_int(event) or event not in {e.value for e in LogDirEvent}:
+        raise MalformedZNode(path, f"unknown log directory event {event!r}")
+    return broker_id, LogDirEvent(event)
 
 
 def encode_topic_config(configs: Mapping[str, str]) -> bytes:

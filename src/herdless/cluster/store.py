@@ -64,6 +64,8 @@ from herdless.cluster.errors import (
 )
 from herdless.cluster.layout import (
     BrokerRegistration,
+    LogDirEvent,
+    LogDirNotification,
     PartitionState,
     TopicAssignment,
     Versioned,
@@ -285,6 +287,16 @@ class ClusterStore:
                 continue
             brokers[broker_id] = layout.decode_broker(broker_id, data)
         return brokers
+
+    def broker_epochs(self) -> dict[int, int]:
+        """The registered brokers' epochs by id: the zxid that created each registration,
+        as Kafka's broker epoch is; a broker whose session just ended may be missing."""
+        epochs: dict[int, int] = {}
+        for broker_id in self._broker_ids():
+            stat = self._run(lambda b=broker_id: self._client.exists_async(layout.broker_path(b)))
+            if stat is not None:
+                epochs[broker_id] = stat.czxid
+        return epochs
 
     def watch_brokers(self, callback: Callable[[list[int]], None]) -> Watch:
         """Call back with the sorted ids of the registered brokers whenever they change."""
@@ -643,6 +655,56 @@ class ClusterStore:
             if not isinstance(failure, NoNodeError | NotEmptyError):
                 raise failure
         raise StateVersionConflict(f"the znodes of topic '{name}' kept changing while deleted")
+
+    # -- log directory events ------------------------------------------------------------
+
+    def propagate_log_dir_event(self, broker_id: int, event: LogDirEvent) -> str:
+        """Tell the controller that this broker's log directory failed or writes again: a
+        persistent sequential znode, as Kafka's propagateLogDirEvent writes it; returns its
+        name. One written twice (an answer lost with the connection) says the same twice."""
+        prefix = layout.log_dir_event_path(layout.LOG_DIR_EVENT_PREFIX)
+        data = layout.encode_log_dir_event(broker_id, event)
+        path = self._run(lambda: self._client.create_async(prefix, data, sequence=True))
+        return str(path).rpartition("/")[2]
+
+    def log_dir_event_names(self) -> list[str]:
+        """The names of the log directory events not yet handled, oldest first."""
+        children = self._run(
+            lambda: self._client.get_children_async(layout.LOG_DIR_EVENT_NOTIFICATION_PATH)
+        )
+        # The sequence numbers are zero-padded to one width: their text order is theirs.
+        return sorted(c for c in children if c.startswith(layout.LOG_DIR_EVENT_PREFIX))
+
+    def log_dir_event(self, name: str) -> LogDirNotification | None:
+        """One log directory event; None once deleted. MalformedZNode if it is not one."""
+        try:
+            data, stat = self._run(lambda: self._client.get_async(layout.log_dir_event_path(name)))
+        except NoNodeError:
+            return None
+        broker_id, event = layout.decode_log_dir_event(name, data)
+        return LogDirNotification(name, broker_id, event, stat.czxid)
+
+    def watch_log_dir_events(self, callback: Callable[[list[str]], None]) -> Watch:
+        return self._watch_children(layout.LOG_DIR_EVENT_NOTIFICATION_PATH, callback)
+
+    def delete_log_dir_events(self, names: list[str], controller_epoch_version: int) -> None:
+        """Delete handled log directory events, in one transaction conditional on the
+        controller epoch (ControllerMoved if it moved on); ones gone already are skipped."""
+        remaining = list(names)
+        while remaining:
+            tx = self._client.transaction()
+            tx.check(layout.CONTROLLER_EPOCH_PATH, controller_epoch_version)
+            for name in remaining:
+                tx.delete(layout.log_dir_event_path(name))
+            results = self._commit(tx)
+            index = _failed_index(results)
+            if index is None:
+                return
+            if index == 0:
+                raise ControllerMoved("/controller_epoch moved on while deleting log dir events")
+            if not isinstance(results[index], NoNodeError):
+                raise results[index]
+            del remaining[index - 1]  # deleted by an earlier controller
 
     # -- internals -----------------------------------------------------------------------
 

@@ -502,9 +502,10 @@ class PartitionLog:
             self._io_failed("checkpoint", f"cannot record the damage of {self.name}", exc)
 
     def flush_due(self, monotonic_ms: int) -> bool:
-        """Whether flush.messages or flush.ms asks for a flush now (`monotonic_ms`)."""
+        """Whether flush.messages or flush.ms asks for a flush now (`monotonic_ms`); never
+        of a closed log, which flush() would leave as it is."""
         unflushed = self.unflushed_messages
-        if unflushed == 0:
+        if unflushed == 0 or self._closed:
             return False
         config = self.config
         if config.flush_messages is not None and unflushed >= config.flush_messages:
@@ -1534,6 +1535,20 @@ class PartitionLog:
         finally:
             with self._lock:
                 self._close_segments()
+
+    def close_handlers(self) -> None:
+        """Close without writing anything, as Kafka's closeHandlers does when the data
+        directory failed: later calls raise LogClosed, and a flush or a cleaning in flight
+        finds the log closed and stops. The files are read again by open()."""
+        with self._lock:
+            self._close_segments()
+
+    def wait_idle(self) -> None:
+        """Return once no flush, truncation or cleaning of this log is running (one may
+        hold a worker thread in an fsync): for a closed log whose files are to be opened
+        again. Blocks: call it from a worker thread."""
+        with self._clean_lock, self._flush_lock:
+            pass
 
     def delete(self) -> None:
         """Close without flushing and remove the partition directory."""

@@ -6,6 +6,8 @@
         <topic>-<p>/       one PartitionLog per hosted partition, named as Kafka names them
         .lock              held while a LogManager has the directory open
         clean-shutdown     present only while closed cleanly: the next open checks nothing
+        .probe             written and removed again to learn whether a failed directory
+                           writes again (probe)
 
 A node hosts the partitions it is a replica of: all of them on a single
 broker, a subset in a cluster, where the partition count is the cluster's.
@@ -21,6 +23,7 @@ hosted partition needs its name.
 from __future__ import annotations
 
 import base64
+import contextlib
 import fcntl
 import json
 import logging
@@ -58,6 +61,7 @@ LOCK_FILE = ".lock"
 # Kafka's .kafka_cleanshutdown: written after every log was flushed and closed, removed
 # as soon as the logs are open again, so that its presence proves nothing wrote since.
 CLEAN_SHUTDOWN_FILE = "clean-shutdown"
+PROBE_FILE = ".probe"
 _METADATA_VERSION = 1
 # Kafka's limit: a partition directory name plus a deletion suffix must fit in 255 bytes.
 MAX_TOPIC_NAME_LENGTH = 249
@@ -194,6 +198,65 @@ class LogManager:
         if self._lock_fd is not None:
             fd, self._lock_fd = self._lock_fd, None
             os.close(fd)
+
+    # -- a failed directory ---------------------------------------------------------
+
+    def close_handlers(self) -> None:
+        """The data directory failed (a full disk, a failing one): close every log without
+        writing to it, as Kafka's LogManager.handleLogDirFailure does, so that nothing is
+        written there until reopen(). The topics stay known, their logs closed."""
+        for partition_log in list(self.logs()):
+            partition_log.close_handlers()
+
+    def probe(self, size: int) -> None:
+        """Write `size` bytes to a file of the data directory, sync them and remove the
+        file again; StorageIOError if the directory cannot take them (still full, or
+        failing). Blocks: call it from a worker thread."""
+        path = self.data_dir / PROBE_FILE
+        block = bytes(min(size, 1 << 16))
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                written = 0
+                while written < size:
+                    written += os.write(fd, block[: size - written])
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise StorageIOError(f"cannot write {size} bytes in {self.data_dir}: {exc}") from exc
+        finally:
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+    def reopen(self, now_ms: int) -> list[PartitionLog]:
+        """Open every hosted partition's log again from its files, each recovered as after
+        a crash (what was not known synced is checked batch by batch and cut at the first
+        torn batch): for a data directory that failed, was closed by close_handlers(), and
+        writes again. Returns the logs that replace the closed ones.
+
+        All or nothing: if one cannot be opened (StorageError, or OSError from a directory
+        that is failing still), those opened are closed again and the closed ones stay.
+        Blocks (it waits for flushes and cleanings of the closed logs to end, and reads
+        the logs' tails): call it from a worker thread, while the topics do not change.
+        """
+        hosted = [
+            (topic, index, partition_log)
+            for topic in list(self._topics.values())
+            for index, partition_log in list(topic.partitions.items())
+        ]
+        opened: list[PartitionLog] = []
+        try:
+            for topic, index, closed in hosted:
+                closed.wait_idle()
+                opened.append(self._open_partition(topic, index, now_ms))
+        except BaseException:
+            for partition_log in opened:
+                partition_log.close_handlers()
+            raise
+        for (topic, index, _), partition_log in zip(hosted, opened, strict=True):
+            topic.partitions[index] = partition_log
+        return opened
 
     # -- lookups ----------------------------------------------------------------
 
