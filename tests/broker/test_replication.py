@@ -2,8 +2,8 @@
 acks=all append may be acknowledged.
 
 A real LogManager on disk and the real ClusterReplicaManager; ZooKeeper's part (the
-conditional ISR write) is a function that accepts every write, and the clock is a number
-the test moves.
+conditional ISR write) is a function that accepts every write, and both clocks (the wall's
+for records, the monotonic one for lag) are one number the test moves.
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ class Leader:
             lambda: True,
             self._write_isr,
             LAG_MAX_MS,
+            monotonic_clock=self.clock,
         )
         for index in range(4):
             partition_log = logs.partition(TOPIC, index)
