@@ -218,7 +218,8 @@ def main() -> None:
         new = NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})
         admin.create_topics([new], operation_timeout=30)[TOPIC].result(timeout=60)
         all_served(cluster, exits)
-        writer = Writer(cluster.bootstrap, TOPIC).start()
+        # At most about 2,000 records a second: a long soak stays within its tmpfs and memory.
+        writer = Writer(cluster.bootstrap, TOPIC, pause_every=10).start()
         with Progress(console=console) as progress:
             task = progress.add_task("fault cycles", total=cycles)
             for _ in range(cycles):

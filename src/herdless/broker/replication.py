@@ -417,6 +417,11 @@ class ClusterReplicaManager(ReplicaManager):
 
     def shrink_lagging(self) -> None:
         """Drop followers that have not caught up within replica.lag.time.max.ms."""
+        if not self._lease_valid():
+            # Cut from ZooKeeper, this broker may already have been replaced as leader, and
+            # its followers' silence may be the same cut: it could not write the ISR anyway,
+            # and a try every half lag for every partition would only flood the log.
+            return
         now = self._monotonic()
         for partition in list(self.partitions.values()):
             if partition.role is not Role.LEADER:
