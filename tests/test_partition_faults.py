@@ -9,6 +9,7 @@ keeps its members, and nothing acknowledged lost once the network heals.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -43,6 +44,8 @@ from tests.support.wire import Wire
 NONE, COORDINATOR_NOT_AVAILABLE = 0, 15
 NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND = 19, 20
 MIN_INSYNC = {"min.insync.replicas": "2"}
+# librdkafka asks for a group's coordinator at most once a second.
+LIBRDKAFKA_COORDINATOR_QUERY_S = 1.0
 
 
 @pytest.fixture(scope="module")
@@ -219,8 +222,14 @@ def test_a_leader_cut_from_its_followers_acknowledges_nothing_it_alone_holds(
 
 @dataclass
 class GroupMember:
-    """A librdkafka consumer in a thread that commits what it consumed every 200 ms and
-    notes when each commit succeeded or failed, and every change of its assignment."""
+    """A librdkafka consumer in a thread that commits where it is every 200 ms, without
+    waiting (as auto-commit does), and notes when each commit was answered, with or without
+    an error, and every change of its assignment.
+
+    Asynchronous on purpose: a synchronous commit that librdkafka (2.16) retries while its
+    coordinator moves fails on the switch of connection, and that failure marks the new
+    coordinator dead; with a new retry queued each time the loop can go on until the
+    member's session runs out, whatever the brokers answer."""
 
     bootstrap: str
     group: str
@@ -241,6 +250,9 @@ class GroupMember:
         self._stop.set()
         self._thread.join(30)
 
+    def _committed(self, error: object, _: object) -> None:
+        self.commits.append((time.monotonic(), error is None))
+
     def _run(self) -> None:
         consumer = Consumer(
             {
@@ -251,6 +263,7 @@ class GroupMember:
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
                 "topic.metadata.refresh.interval.ms": 1000,
+                "on_commit": self._committed,
             }
         )
 
@@ -268,26 +281,22 @@ class GroupMember:
             consumer.poll(0.1)
             if time.monotonic() - last_commit >= 0.2 and consumer.assignment():
                 last_commit = time.monotonic()
-                try:
-                    # Where it is, or 0 before it has consumed anything (the topic is
-                    # empty: what matters is that commits reach the coordinator).
-                    offsets = [
-                        TopicPartition(tp.topic, tp.partition, max(tp.offset, 0))
-                        for tp in consumer.position(consumer.assignment())
-                    ]
-                    consumer.commit(offsets=offsets, asynchronous=False)
-                    self.commits.append((time.monotonic(), True))
-                except KafkaException:
-                    self.commits.append((time.monotonic(), False))
+                # Where it is, or 0 before it has consumed anything (the topic is empty:
+                # what matters is that commits reach the coordinator).
+                offsets = [
+                    TopicPartition(tp.topic, tp.partition, max(tp.offset, 0))
+                    for tp in consumer.position(consumer.assignment())
+                ]
+                with contextlib.suppress(KafkaException):  # no coordinator known just now
+                    consumer.commit(offsets=offsets, asynchronous=True)
         consumer.close()
 
     def commits_since(self, since: float) -> list[tuple[float, bool]]:
         return [(round(t - since, 2), ok) for t, ok in self.commits if t >= since]
 
     def resumed_after(self, since: float) -> float:
-        """Seconds from `since` to the end of the longest wait for a commit after it: a
-        synchronous commit is retried within librdkafka while the coordinator moves, so
-        the outage shows as a long time between two successful commits, or as failures."""
+        """Seconds from `since` to the end of the longest wait for a successful commit
+        after it: the time its commits took to succeed again, however many failed."""
         done = [t for t, ok in self.commits if ok]
         before = [t for t in done if t < since]
         ends = [t for t in done if t >= since]
@@ -340,7 +349,8 @@ def test_a_group_whose_coordinator_is_cut_from_zookeeper_carries_on_without_a_re
     takes over its offsets partition once its session expires. The cut-off broker stops
     naming itself (as coordinator, leader or broker at all) as soon as it cannot prove its
     session, so the members find the new coordinator as soon as there is one: they commit
-    again within the session timeout plus 2 s, and none of them times out of the group,
+    again within the session timeout plus 2 s (and one of librdkafka's once-a-second
+    questions for the coordinator), and none of them times out of the group,
     even with Kafka's shortest consumer session (group.min.session.timeout.ms, 6 s)."""
     group, topic = "cut-coordinator", "cut-coordinator-input"
     cluster.create_topic(topic, 6, 3, **MIN_INSYNC)
@@ -379,10 +389,16 @@ def test_a_group_whose_coordinator_is_cut_from_zookeeper_carries_on_without_a_re
         f"member {n}: assignments {m.assignments}, commits {m.commits_since(cut_at - 1)}"
         for n, m in enumerate(members)
     )
-    assert max(resumed) <= SESSION_TIMEOUT_MS / 1000 + 2, (
+    # No one times out of the group: the harm a stale coordinator did (members expired
+    # client-side, rejoining, the group unassigned for 18.7 s).
+    assert assignments_after == assignments_before, f"a member was rebalanced\n{histories}"
+    # Most members commit again 3.9-4.6 s after the cut: once the session expires (4 s)
+    # and librdkafka next asks for the coordinator. It asks at most once a second, and its
+    # question may wait behind a fetch long-poll (500 ms) on the same connection or land
+    # on a broker not yet told of the new leader: the bound allows one such round.
+    assert max(resumed) <= SESSION_TIMEOUT_MS / 1000 + 2 + LIBRDKAFKA_COORDINATOR_QUERY_S, (
         f"{resumed}\n{histories}\n{cluster.logs()}"
     )
-    assert assignments_after == assignments_before, "a member was rebalanced"
 
 
 def verify(cluster: LabCluster, writer: Writer, topic: str, partitions: int) -> None:

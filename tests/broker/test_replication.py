@@ -51,6 +51,7 @@ class Leader:
     def __init__(self, logs: LogManager) -> None:
         self.logs = logs
         self.clock = Clock()
+        self.session_provable = True
         self.isr_writes: list[tuple[int, tuple[int, ...]]] = []
         self.replicas = ClusterReplicaManager(
             logs,
@@ -58,7 +59,7 @@ class Leader:
             self.clock,
             LEADER,
             ClusterMetadata(),
-            lambda: True,
+            lambda: self.session_provable,
             self._write_isr,
             LAG_MAX_MS,
             monotonic_clock=self.clock,
@@ -86,11 +87,11 @@ class Leader:
         for follower in FOLLOWERS:
             self.replicas.record_follower_fetch(TOPIC, index, follower, offset)
 
-    async def committed(self, index: int, end_offset: int) -> ErrorCode:
+    async def committed(self, index: int, end_offset: int, timeout_ms: int = 30_000) -> ErrorCode:
         partition_log = self.logs.partition(TOPIC, index)
         assert partition_log is not None
         try:
-            await self.replicas.committed(partition_log, ACKS_ALL, end_offset, 30_000)
+            await self.replicas.committed(partition_log, ACKS_ALL, end_offset, timeout_ms)
         except PartitionError as exc:
             return exc.error_code
         return ErrorCode.NONE
@@ -155,3 +156,27 @@ def test_an_append_before_the_shrink_answered_after_it_is_refused(logs: LogManag
         return await leader.committed(2, end)
 
     assert asyncio.run(main()) is ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+
+def test_a_leader_that_can_no_longer_prove_its_session_stops_waiting_for_its_followers(
+    logs: LogManager,
+) -> None:
+    """Cut from ZooKeeper, the leader refuses its followers' fetches, so they can never
+    release a produce waiting for them: the wait ends when the lease does, with
+    NOT_LEADER_OR_FOLLOWER (the producer retries at the new leader), not at the request's
+    timeout."""
+
+    async def main() -> tuple[ErrorCode, float]:
+        leader = Leader(logs)
+        end = leader.append(1)
+        waiting = asyncio.ensure_future(leader.committed(1, end, timeout_ms=20_000))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        leader.session_provable = False
+        lapsed = asyncio.get_running_loop().time()
+        error = await asyncio.wait_for(waiting, 5)
+        return error, asyncio.get_running_loop().time() - lapsed
+
+    error, after_s = asyncio.run(main())
+    assert error is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert after_s < 1.0, after_s

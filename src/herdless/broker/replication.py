@@ -57,6 +57,10 @@ log = logging.getLogger(__name__)
 IsrWriter = Callable[[str, int, PartitionState, int], Awaitable[int | None]]
 
 
+# How often a leader waiting for its followers checks that it may still lead.
+LEASE_CHECK_S = 0.1
+
+
 class Role(enum.Enum):
     LEADER = "leader"
     FOLLOWER = "follower"
@@ -305,7 +309,7 @@ class ClusterReplicaManager(ReplicaManager):
             bisect.insort(partition.waiters, entry, key=lambda e: e[0])
             try:
                 async with asyncio.timeout(max(timeout_ms, 0) / 1000):
-                    await asyncio.shield(waiter)
+                    await self._released(partition, waiter)
             except TimeoutError:
                 raise PartitionError(
                     ErrorCode.REQUEST_TIMED_OUT,
@@ -330,6 +334,17 @@ class ClusterReplicaManager(ReplicaManager):
             )
         # Answer only while still the leader this broker was.
         self._require_leading(partition)
+
+    async def _released(self, partition: Partition, waiter: asyncio.Future[None]) -> None:
+        """Until the high watermark passes the waiter's records, or this broker can no
+        longer prove its session: from then on it refuses its followers' fetches, so
+        nothing would release the waiter but the request's timeout, and the producer (or
+        the group coordinator's commit) had better learn now that this leader is gone."""
+        while True:
+            done, _ = await asyncio.wait((waiter,), timeout=LEASE_CHECK_S)
+            if done:
+                return waiter.result()
+            self._require_leading(partition)
 
     # -- what followers fetch -----------------------------------------------------
 
