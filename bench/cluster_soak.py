@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import signal
 import statistics
 import sys
 import tempfile
@@ -204,6 +205,8 @@ def inject(cluster: SoakCluster, fault: str, rng: random.Random) -> None:
 
 
 def main() -> None:
+    # Stopped with SIGTERM, stop the cluster and remove the lab and the mounts on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cycles, seed, rng = seeded_cycles(__doc__.split("\n")[0])
     console = Console(width=140)
     console.print(f"seed {seed}, {cycles} cycles")
@@ -228,6 +231,8 @@ def main() -> None:
                 inject(cluster, fault, rng)
                 recovery[fault].append(all_served(cluster, exits))
                 progress.advance(task)
+                if not console.is_terminal:
+                    print(f"cycle {sum(map(len, recovery.values()))}: {fault}", flush=True)
         writer.stop()
         all_served(cluster, exits)
         ends = high_watermarks(cluster.bootstrap, TOPIC, PARTITIONS)
