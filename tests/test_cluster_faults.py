@@ -21,12 +21,15 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.checker import (
     Writer,
-    check,
-    divergent_partitions,
     high_watermarks,
     read_partitions,
 )
-from tests.support.cluster import SESSION_TIMEOUT_MS, ClusterProcesses, running_cluster
+from tests.support.cluster import (
+    SESSION_TIMEOUT_MS,
+    ClusterProcesses,
+    running_cluster,
+    verify_acknowledged,
+)
 
 PARTITIONS = 3
 
@@ -39,22 +42,6 @@ def cluster(tmp_path: Path) -> Iterator[ClusterProcesses]:
 
 def create(cluster: ClusterProcesses, topic: str) -> None:
     cluster.create_topic(topic, PARTITIONS, 3, **{"min.insync.replicas": "2"})
-
-
-def verify(cluster: ClusterProcesses, writer: Writer, topic: str) -> None:
-    writer.stop()
-    cluster.wait_serving(topic)
-    ends = high_watermarks(cluster.bootstrap, topic, PARTITIONS)
-    seen = read_partitions(cluster.bootstrap, topic, PARTITIONS, ends)
-    report = check(writer.acked, seen)
-    data_dirs = [p.data_dir for p in cluster.brokers.values()]
-    report.divergent = len(divergent_partitions(data_dirs, topic, PARTITIONS))
-    print(report)
-    assert report.acknowledged > 0
-    assert report.clean, f"{report}\n{cluster.logs()}"
-    # The cluster recovered well within message.timeout.ms: a record the producer gave
-    # up on was stuck, not refused (retriable errors are retried until then).
-    assert not writer.failed, f"{len(writer.failed)} records failed: {writer.failed[:3]}"
 
 
 def test_sigkill_of_a_leader_during_acks_all_produce(cluster: ClusterProcesses) -> None:
@@ -71,7 +58,7 @@ def test_sigkill_of_a_leader_during_acks_all_produce(cluster: ClusterProcesses) 
     failover = time.monotonic() - killed_at
     time.sleep(random.uniform(0.5, 2.0))
     cluster.brokers[victim].start()
-    verify(cluster, writer, "killed")
+    verify_acknowledged(cluster, writer, "killed", PARTITIONS)
     # The controller notices a dead broker when its ZooKeeper session expires.
     assert failover < SESSION_TIMEOUT_MS / 1000 + 5, failover
 
@@ -94,7 +81,7 @@ def test_a_leader_paused_past_its_session_acknowledges_nothing_more(
     cluster.resume(victim)
     resumed_at = time.monotonic()
     time.sleep(2)
-    verify(cluster, writer, "paused")
+    verify_acknowledged(cluster, writer, "paused", PARTITIONS)
     assert acked_before_resume > 0
     assert resumed_at - paused_at > SESSION_TIMEOUT_MS / 1000
 
@@ -106,7 +93,7 @@ def test_rolling_restart_of_every_broker(cluster: ClusterProcesses) -> None:
         time.sleep(random.uniform(0.3, 1.0))
         cluster.brokers[broker_id].restart(hard=random.random() < 0.5)
         cluster.wait_serving("rolling")
-    verify(cluster, writer, "rolling")
+    verify_acknowledged(cluster, writer, "rolling", PARTITIONS)
 
 
 def test_a_restarted_broker_answers_nobody_before_it_knows_the_cluster(
@@ -161,7 +148,7 @@ def test_zookeeper_restart(cluster: ClusterProcesses) -> None:
     time.sleep(random.uniform(0.5, 1.5))
     cluster.zookeeper.restart()
     time.sleep(random.uniform(0.5, 1.5))
-    verify(cluster, writer, "zk-restart")
+    verify_acknowledged(cluster, writer, "zk-restart", PARTITIONS)
     # Every broker still stops on SIGTERM, all at once: the last one's controller and
     # fetchers come and go while it stops (a lost cancellation once kept one running).
     create(cluster, "zk-restart-after")

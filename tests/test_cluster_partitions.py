@@ -12,8 +12,12 @@ from confluent_kafka import Consumer, Producer
 from kazoo.client import KazooClient
 
 from herdless.cluster.layout import BROKER_IDS_PATH
-from tests.support.cluster import SESSION_TIMEOUT_MS, ZOOKEEPER_NODE, LabCluster
-from tests.support.network import NetworkLabUnavailable
+from tests.support.cluster import (
+    SESSION_TIMEOUT_MS,
+    ZOOKEEPER_NODE,
+    LabCluster,
+    running_lab_cluster,
+)
 
 # Time for ZooKeeper to expire a session past its timeout and for a poll to see it.
 EXPIRY_SLACK_S = 5.0
@@ -21,14 +25,8 @@ EXPIRY_SLACK_S = 5.0
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabCluster]:
-    try:
-        processes = LabCluster(tmp_path_factory.mktemp("cluster"))
-    except NetworkLabUnavailable as exc:
-        pytest.fail(str(exc))
-    try:
-        yield processes.start()
-    finally:
-        processes.stop()
+    with running_lab_cluster(tmp_path_factory.mktemp("cluster")) as processes:
+        yield processes
 
 
 @pytest.fixture

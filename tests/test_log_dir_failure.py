@@ -25,12 +25,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from herdless.coordinator import partition_for
 from tests.support.checker import (
     Writer,
-    check,
-    divergent_partitions,
-    high_watermarks,
-    read_partitions,
 )
-from tests.support.cluster import ClusterProcesses, running_cluster
+from tests.support.cluster import ClusterProcesses, running_cluster, verify_acknowledged
 from tests.support.small_disk import Filler, small_filesystem
 
 BROKERS = (1, 2, 3)
@@ -196,8 +192,7 @@ def test_a_leaders_full_disk_moves_its_leaderships_and_loses_nothing(
         time.sleep(1)
     finally:
         committer.stop()
-    writer.stop()
-    verify(cluster, writer)
+    verify_acknowledged(cluster, writer, TOPIC, PARTITIONS)
     assert cluster.committed(group, TOPIC) == committer.committed
     log = cluster.brokers[victim].log()
     assert "Traceback" not in log, log
@@ -205,15 +200,3 @@ def test_a_leaders_full_disk_moves_its_leaderships_and_loses_nothing(
     changes = [line for line in log.splitlines() if "herdless.broker.log_dir_failure" in line]
     assert len(changes) == 2, "\n".join(changes)
     assert "failed (" in changes[0] and "writes again" in changes[1], "\n".join(changes)
-
-
-def verify(cluster: ClusterProcesses, writer: Writer) -> None:
-    ends = high_watermarks(cluster.bootstrap, TOPIC, PARTITIONS)
-    seen = read_partitions(cluster.bootstrap, TOPIC, PARTITIONS, ends)
-    report = check(writer.acked, seen)
-    data_dirs = [p.data_dir for p in cluster.brokers.values()]
-    report.divergent = len(divergent_partitions(data_dirs, TOPIC, PARTITIONS))
-    print(report)
-    assert report.acknowledged > 0
-    assert report.clean, f"{report}\n{cluster.logs()}"
-    assert not writer.failed, f"{len(writer.failed)} records failed: {writer.failed[:3]}"

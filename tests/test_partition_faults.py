@@ -30,14 +30,14 @@ from kazoo.client import KazooClient
 from herdless.cluster import layout
 from tests.support.checker import (
     Writer,
-    check,
-    divergent_partitions,
-    high_watermarks,
-    read_partitions,
     replica_logs,
 )
-from tests.support.cluster import SESSION_TIMEOUT_MS, LabCluster
-from tests.support.network import NetworkLabUnavailable
+from tests.support.cluster import (
+    SESSION_TIMEOUT_MS,
+    LabCluster,
+    running_lab_cluster,
+    verify_acknowledged,
+)
 from tests.support.requests import v2_batch
 from tests.support.wire import Wire
 
@@ -50,14 +50,8 @@ LIBRDKAFKA_COORDINATOR_QUERY_S = 1.0
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabCluster]:
-    try:
-        processes = LabCluster(tmp_path_factory.mktemp("partitions"))
-    except NetworkLabUnavailable as exc:
-        pytest.fail(str(exc))
-    try:
-        yield processes.start()
-    finally:
-        processes.stop()
+    with running_lab_cluster(tmp_path_factory.mktemp("partitions")) as processes:
+        yield processes
 
 
 @pytest.fixture(autouse=True)
@@ -401,20 +395,6 @@ def test_a_group_whose_coordinator_is_cut_from_zookeeper_carries_on_without_a_re
     )
 
 
-def verify(cluster: LabCluster, writer: Writer, topic: str, partitions: int) -> None:
-    writer.stop()
-    cluster.wait_serving(topic)
-    ends = high_watermarks(cluster.bootstrap, topic, partitions)
-    seen = read_partitions(cluster.bootstrap, topic, partitions, ends)
-    report = check(writer.acked, seen)
-    data_dirs = [p.data_dir for p in cluster.brokers.values()]
-    report.divergent = len(divergent_partitions(data_dirs, topic, partitions))
-    print(report)
-    assert report.acknowledged > 0
-    assert report.clean, f"{report}\n{cluster.logs()}"
-    assert not writer.failed, f"{len(writer.failed)} records failed: {writer.failed[:3]}"
-
-
 def test_a_leader_cut_from_zookeeper_is_replaced_and_loses_nothing_acknowledged(
     cluster: LabCluster,
 ) -> None:
@@ -433,7 +413,7 @@ def test_a_leader_cut_from_zookeeper_is_replaced_and_loses_nothing_acknowledged(
     )
     time.sleep(1.0)
     cluster.heal_network()
-    verify(cluster, writer, topic, partitions)
+    verify_acknowledged(cluster, writer, topic, partitions)
 
 
 def test_an_isolated_controller_is_replaced_and_the_cluster_serves_on(
@@ -462,5 +442,5 @@ def test_an_isolated_controller_is_replaced_and_the_cluster_serves_on(
         what="new leaders for the isolated controller's partitions",
     )
     cluster.heal_network()
-    verify(cluster, writer, topic, partitions)
+    verify_acknowledged(cluster, writer, topic, partitions)
     assert cluster.metadata().controller_id == new_controller

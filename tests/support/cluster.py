@@ -9,9 +9,18 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from herdless.testing import BrokerProcess, HerdlessCluster, free_port
 from herdless.testing.zookeeper import ZooKeeperProcess
-from tests.support.network import NetworkLab
+from tests.support.checker import (
+    Writer,
+    check,
+    divergent_partitions,
+    high_watermarks,
+    read_partitions,
+)
+from tests.support.network import NetworkLab, NetworkLabUnavailable
 
 # ZooKeeper's node in a LabCluster's network lab; broker N's is LabCluster.node(N).
 ZOOKEEPER_NODE = "zookeeper"
@@ -191,10 +200,34 @@ class LabCluster(ClusterProcesses):
 
 @contextlib.contextmanager
 def running_lab_cluster(base_dir: Path, brokers: int = 3, **settings: str) -> Iterator[LabCluster]:
-    """A started LabCluster; raises NetworkLabUnavailable when the machine cannot host
-    its lab (not root, no ip or iptables)."""
-    cluster = LabCluster(base_dir, brokers, **settings)
+    """A started LabCluster, stopped after; a machine that cannot host its lab (not root,
+    no ip or iptables) fails the test, naming what is missing."""
+    try:
+        cluster = LabCluster(base_dir, brokers, **settings)
+    except NetworkLabUnavailable as exc:
+        pytest.fail(str(exc))
     try:
         yield cluster.start()
     finally:
         cluster.stop()
+
+
+def verify_acknowledged(
+    cluster: ClusterProcesses, writer: Writer, topic: str, partitions: int
+) -> None:
+    """Stop the writer; once every partition of `topic` is led with a full ISR, every
+    record it had acknowledged must be read back, once and in order, and the replicas'
+    logs must agree byte for byte."""
+    writer.stop()
+    cluster.wait_serving(topic)
+    ends = high_watermarks(cluster.bootstrap, topic, partitions)
+    seen = read_partitions(cluster.bootstrap, topic, partitions, ends)
+    report = check(writer.acked, seen)
+    data_dirs = [p.data_dir for p in cluster.brokers.values()]
+    report.divergent = len(divergent_partitions(data_dirs, topic, partitions))
+    print(report)
+    assert report.acknowledged > 0
+    assert report.clean, f"{report}\n{cluster.logs()}"
+    # The cluster recovered well within message.timeout.ms: a record the producer gave
+    # up on was stuck, not refused (retriable errors are retried until then).
+    assert not writer.failed, f"{len(writer.failed)} records failed: {writer.failed[:3]}"
