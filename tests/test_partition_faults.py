@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -231,6 +231,8 @@ class GroupMember:
     session_timeout_ms: int
     commits: list[tuple[float, bool]] = field(default_factory=list)
     assignments: list[tuple[float, str, int]] = field(default_factory=list)
+    # The highest offset of each partition whose commit was acknowledged.
+    acknowledged: dict[int, int] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
@@ -244,8 +246,14 @@ class GroupMember:
         self._stop.set()
         self._thread.join(30)
 
-    def _committed(self, error: object, _: object) -> None:
+    def _committed(self, error: object, partitions: list[TopicPartition]) -> None:
         self.commits.append((time.monotonic(), error is None))
+        if error is None:
+            for tp in partitions:
+                if tp.error is None and tp.offset >= 0:
+                    self.acknowledged[tp.partition] = max(
+                        tp.offset, self.acknowledged.get(tp.partition, -1)
+                    )
 
     def _run(self) -> None:
         consumer = Consumer(
@@ -393,6 +401,59 @@ def test_a_group_whose_coordinator_is_cut_from_zookeeper_carries_on_without_a_re
     assert max(resumed) <= SESSION_TIMEOUT_MS / 1000 + 2 + LIBRDKAFKA_COORDINATOR_QUERY_S, (
         f"{resumed}\n{histories}\n{cluster.logs()}"
     )
+
+
+def test_a_group_whose_coordinator_is_isolated_moves_on_and_keeps_every_commit(
+    cluster: LabCluster,
+) -> None:
+    """The coordinator is cut from everything: its members' requests go unanswered, so they
+    give up on it when their own session runs out, and find the coordinator another broker
+    became when the isolated one's ZooKeeper session expired. The group then goes on
+    consuming, and every commit acknowledged before the cut is still the group's (at least
+    as far as it was): nothing the isolated coordinator acknowledged was on it alone."""
+    group, topic, partitions = "isolated-coordinator", "isolated-coordinator-input", 6
+    cluster.create_topic(topic, partitions, 3, **MIN_INSYNC)
+    writer = Writer(cluster.bootstrap, topic, pause_every=10).start()
+    session_timeout_ms = 6000
+    members = [
+        GroupMember(cluster.bootstrap, group, topic, session_timeout_ms).start() for _ in range(3)
+    ]
+    try:
+        cluster.wait_for_group_stable(group, 3, timeout=60)
+        time.sleep(1.0)
+        coordinator = cluster.coordinator_of(group)
+        acknowledged_before = merged(m.acknowledged for m in members)
+        cut_at = time.monotonic()
+        cluster.isolate(coordinator)
+        time.sleep(SESSION_TIMEOUT_MS / 1000 + session_timeout_ms / 1000 + 8)
+        resumed = [m.resumed_after(cut_at) for m in members]
+        new_coordinator = coordinator_other_than(cluster, group, coordinator)
+        cluster.heal_network()
+        committed = cluster.committed(group, topic)
+    finally:
+        for member in members:
+            member.stop()
+        writer.stop()
+    assert new_coordinator != coordinator
+    print(f"members committed again {', '.join(f'{r:.1f}' for r in resumed)} s after the cut")
+    # Each member waits out its own session before it looks elsewhere, then rejoins.
+    bound = SESSION_TIMEOUT_MS / 1000 + session_timeout_ms / 1000 + 4
+    assert max(resumed) <= bound, f"{resumed}\n{cluster.logs()}"
+    behind = {
+        p: (committed.get(p), offset)
+        for p, offset in acknowledged_before.items()
+        if committed.get(p, -1) < offset
+    }
+    assert not behind, f"commits acknowledged before the cut were lost: {behind}"
+
+
+def merged(acknowledged: Iterable[dict[int, int]]) -> dict[int, int]:
+    """The highest acknowledged commit of each partition, whichever member made it."""
+    highest: dict[int, int] = {}
+    for offsets in acknowledged:
+        for partition, offset in offsets.items():
+            highest[partition] = max(offset, highest.get(partition, -1))
+    return highest
 
 
 def test_a_leader_cut_from_zookeeper_is_replaced_and_loses_nothing_acknowledged(
