@@ -80,11 +80,12 @@ class ClusterMetadata:
     # -- the view ---------------------------------------------------------------
 
     def brokers(self) -> list[BrokerEndpoint]:
-        return [
-            self._brokers[node_id]
-            for node_id in sorted(self._brokers)
-            if not self._unvouched(node_id)
-        ]
+        """The live brokers, this one included: where replicas may be placed."""
+        return [self._brokers[node_id] for node_id in sorted(self._brokers)]
+
+    def advertised_brokers(self) -> list[BrokerEndpoint]:
+        """The brokers clients are told of: not this one while it cannot prove its session."""
+        return [b for b in self.brokers() if not self._unvouched(b.node_id)]
 
     def broker(self, node_id: int) -> BrokerEndpoint | None:
         return self._brokers.get(node_id)

@@ -119,6 +119,9 @@ class ClusterNode:
         # While the data directory is offline: the leader epoch of each partition this
         # broker was last seen elected to lead in (it tells the controller once for each).
         self._elected_while_offline: dict[tuple[str, int], int] = {}
+        # Between telling the controller the directory writes again and taking the replicas
+        # back: an election of this broker meanwhile is the controller acting on that.
+        self._announcing_online = False
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -330,7 +333,7 @@ class ClusterNode:
             log.error("could not register again in ZooKeeper: %s", exc)
             return
         self._session = self._store().session_id
-        if self.replicas.offline:
+        if self._reports_failure():
             # A new broker epoch: the controller forgot what the old one said.
             self._tell_controller(LogDirEvent.FAILURE)
         # Watches that did not fire kept their old values: read every state again.
@@ -371,7 +374,7 @@ class ClusterNode:
 
     def _on_controller(self, node_id: int | None) -> None:
         self.metadata.controller_id = -1 if node_id is None else node_id
-        if node_id is not None and self.replicas.offline:
+        if node_id is not None and self._reports_failure():
             # A new controller knows nothing of the events its predecessor handled.
             self._tell_controller(LogDirEvent.FAILURE)
 
@@ -549,6 +552,7 @@ class ClusterNode:
         """The data directory writes again, its logs reopened: tell the controller, and
         wait up to `timeout_s` for it to act on it, so that it does not take this broker
         out of an ISR it has just rejoined. resume_replicas() next."""
+        self._announcing_online = True
         telling = self._tell_controller(LogDirEvent.ONLINE)
         try:
             async with asyncio.timeout(timeout_s):
@@ -577,6 +581,7 @@ class ClusterNode:
         disk what ZooKeeper asked for meanwhile."""
         self.replicas.bring_online()
         self._elected_while_offline = {}
+        self._announcing_online = False
         # What changed in ZooKeeper meanwhile and was left undone on the disk.
         if self._topic_names_known:
             for name in [n for n in self.logs.topics if n not in self._topic_watches]:
@@ -594,11 +599,17 @@ class ClusterNode:
         not heard (or has forgotten) that it is: tell it again, once for each election."""
         state = self.metadata.partition_state(topic, partition)
         key = (topic, partition)
-        if state is None or state.leader != self.node_id:
+        if state is None or state.leader != self.node_id or not self._reports_failure():
             return
         if state.leader_epoch > self._elected_while_offline.get(key, -1):
             self._elected_while_offline[key] = state.leader_epoch
             self._tell_controller(LogDirEvent.FAILURE)
+
+    def _reports_failure(self) -> bool:
+        """Whether the controller is to hear, again, that the directory failed: while it is
+        offline, but not once this broker has said it writes again (the FAILURE would
+        come after that ONLINE, and the controller would take it offline again)."""
+        return self.replicas.offline and not self._announcing_online
 
     def _tell_controller(self, event: LogDirEvent) -> asyncio.Task[None]:
         """Write a log directory event; returns the task writing it. Events asked for

@@ -53,6 +53,10 @@ class MetadataView(Protocol):
 
     def brokers(self) -> list[BrokerEndpoint]: ...
 
+    def advertised_brokers(self) -> list[BrokerEndpoint]:
+        """The brokers Metadata and DescribeCluster name to clients."""
+        ...
+
     def broker(self, node_id: int) -> BrokerEndpoint | None: ...
 
     def topic_names(self) -> list[str]: ...
@@ -89,6 +93,9 @@ class LocalMetadata:
     def brokers(self) -> list[BrokerEndpoint]:
         host, port = self._endpoint()
         return [BrokerEndpoint(self._node_id, host, port, self._rack)]
+
+    def advertised_brokers(self) -> list[BrokerEndpoint]:
+        return self.brokers()
 
     def broker(self, node_id: int) -> BrokerEndpoint | None:
         return self.brokers()[0] if node_id == self._node_id else None

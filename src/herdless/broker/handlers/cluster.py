@@ -27,7 +27,7 @@ async def handle_metadata(context: BrokerContext, request: Request) -> Any:
     metadata = context.metadata
     brokers = [
         Response.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-        for b in metadata.brokers()
+        for b in metadata.advertised_brokers()
     ]
 
     # v0 asks for all topics with an empty list; later versions with null.
@@ -127,7 +127,7 @@ async def handle_describe_cluster(context: BrokerContext, request: Request) -> A
             Response.DescribeClusterBroker(
                 broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack
             )
-            for b in metadata.brokers()
+            for b in metadata.advertised_brokers()
         ],
         authorized_operations=None,
     )
