@@ -510,8 +510,14 @@ class ClusterNode:
             log.error("%s-%d: cannot open its local replica: %s", topic, partition, exc)
             return
         versioned = self.metadata.partition_state_versioned(topic, partition)
-        if versioned is not None:
+        if versioned is None:
+            return
+        try:
             self.replicas.apply_state(partition_log, versioned.value, versioned.version, replicas)
+        except StorageIOError as exc:
+            # The leader epoch's checkpoint could not be written: the directory goes offline,
+            # and every replica's role is taken up again once it writes (resume_replicas).
+            self.logs.on_io_error("leading", f"{topic}-{partition}", exc)
 
     def _local_log(self, assignment: TopicAssignment, partition: int) -> PartitionLog:
         name = assignment.name

@@ -210,7 +210,13 @@ class ReplicaFetcher:
                 log_end,
                 self.leader.node_id,
             )
-            partition_log.truncate_to(target, self._clock())
+            try:
+                partition_log.truncate_to(target, self._clock())
+            except StorageIOError as exc:
+                # The data directory failing: reported (it goes offline), tried again later.
+                partition_log.on_io_error("truncation", partition_log.name, exc)
+                self._delay(partition)
+                return False
             self._on_replicated(partition_log)
         return final
 
@@ -296,7 +302,12 @@ class ReplicaFetcher:
                     result.log_start_offset,
                     partition_log.log_end_offset,
                 )
-                partition_log.truncate_fully_and_start_at(result.log_start_offset)
+                try:
+                    partition_log.truncate_fully_and_start_at(result.log_start_offset)
+                except StorageIOError as exc:
+                    partition_log.on_io_error("truncation", partition_log.name, exc)
+                    self._delay(partition)
+                    return
                 self._on_replicated(partition_log)
             else:
                 partition.needs_truncation = True
