@@ -100,6 +100,9 @@ class LogDirFailureHandler:
         self._set_offline(False)
 
     async def stop(self) -> None:
+        # A write failing while the broker closes its logs takes nothing offline: there is
+        # no controller to tell and no probe to run any more.
+        self._loop = None
         if self._probing is not None:
             self._probing.cancel()
             await asyncio.gather(self._probing, return_exceptions=True)
@@ -120,6 +123,8 @@ class LogDirFailureHandler:
             loop.call_soon_threadsafe(self._take_offline, reason)
 
     def _take_offline(self, reason: str) -> None:
+        if self._loop is None:
+            return  # reported before stop(), handled after it
         now = time.monotonic()
         if self._online_since is not None and now - self._online_since < FLAPPING_S:
             self._interval_s = min(self._interval_s * 2, MAX_PROBE_INTERVAL_S)
