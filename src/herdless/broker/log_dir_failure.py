@@ -148,13 +148,26 @@ class LogDirFailureHandler:
 
     async def _probe_until_back(self, failed_at: float) -> None:
         told = False
+        last_reopen_error: str | None = None
         while True:
             await asyncio.sleep(self._interval_s)
             try:
                 await asyncio.to_thread(self._logs.probe, PROBE_BYTES)
-                reopened = await asyncio.to_thread(self._logs.reopen, self._clock())
             except (StorageError, OSError) as exc:
                 log.debug("the data directory %s still fails: %s", self._logs.data_dir, exc)
+                continue
+            try:
+                reopened = await asyncio.to_thread(self._logs.reopen, self._clock())
+            except (StorageError, OSError) as exc:
+                # It takes writes but its logs will not open: that may not clear by itself,
+                # so an operator hears of each new reason once.
+                if str(exc) != last_reopen_error:
+                    last_reopen_error = str(exc)
+                    log.warning(
+                        "the data directory %s writes again, but its logs cannot be opened: %s",
+                        self._logs.data_dir,
+                        exc,
+                    )
                 continue
             except Exception:
                 # Probing goes on: a broker that stopped probing would stay offline for good.
