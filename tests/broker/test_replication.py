@@ -180,3 +180,34 @@ def test_a_leader_that_can_no_longer_prove_its_session_stops_waiting_for_its_fol
     error, after_s = asyncio.run(main())
     assert error is ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert after_s < 1.0, after_s
+
+
+def test_followers_are_not_blamed_for_the_time_the_leader_could_not_prove_its_session(
+    logs: LogManager,
+) -> None:
+    """While its session is unproven the leader refuses its followers' fetches. Once it is
+    proven again, a lag check that comes before their next fetch must not take that gap
+    for their lag and drop them all from the ISR."""
+
+    async def main() -> tuple[list[object], list[object]]:
+        leader = Leader(logs)
+        for index in range(4):
+            leader.followers_fetch(index, 0)
+        leader.session_provable = False
+        leader.clock.ms += 1000
+        leader.replicas.shrink_lagging()
+        leader.clock.ms += 10_000  # far past replica.lag.time.max.ms
+        leader.session_provable = True
+        leader.clock.ms += 500
+        leader.replicas.shrink_lagging()
+        await asyncio.sleep(0.01)
+        right_after = list(leader.isr_writes)
+        leader.clock.ms += LAG_MAX_MS + 1  # followers that still fetch nothing lag now
+        leader.replicas.shrink_lagging()
+        await asyncio.sleep(0.01)
+        return right_after, list(leader.isr_writes)
+
+    right_after, later = asyncio.run(main())
+    assert right_after == [], right_after
+    # A full lag after the session came back, silent followers do leave the ISRs.
+    assert sorted(later) == [(index, (LEADER,)) for index in range(4)], later

@@ -121,6 +121,8 @@ class ClusterReplicaManager(ReplicaManager):
         self._lease_valid = lease_valid
         self._write_isr = write_isr
         self._lag_max_ms = replica_lag_time_max_ms
+        # Since when (monotonic ms) the lag check has found the session unproven, if it has.
+        self._unproven_since: int | None = None
         self.partitions: dict[tuple[str, int], Partition] = {}
         # The data directory failed: every replica here is offline until it writes again.
         self.offline = False
@@ -432,12 +434,21 @@ class ClusterReplicaManager(ReplicaManager):
 
     def shrink_lagging(self) -> None:
         """Drop followers that have not caught up within replica.lag.time.max.ms."""
+        now = self._monotonic()
         if not self._lease_valid():
             # Cut from ZooKeeper, this broker may already have been replaced as leader, and
             # its followers' silence may be the same cut: it could not write the ISR anyway,
             # and a try every half lag for every partition would only flood the log.
+            if self._unproven_since is None:
+                self._unproven_since = now
             return
-        now = self._monotonic()
+        if self._unproven_since is not None:
+            # Proven again: meanwhile it refused its followers' fetches, so the gap is not
+            # theirs to answer for (as stall grace spares group members a broker's stall).
+            gap, self._unproven_since = now - self._unproven_since, None
+            for partition in self.partitions.values():
+                for follower in partition.followers.values():
+                    follower.last_caught_up_ms += gap
         for partition in list(self.partitions.values()):
             if partition.role is not Role.LEADER:
                 continue
