@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -18,6 +18,7 @@ from tests.support.cluster import (
     LabCluster,
     running_lab_cluster,
 )
+from tests.support.members import wait_until
 
 # Time for ZooKeeper to expire a session past its timeout and for a poll to see it.
 EXPIRY_SLACK_S = 5.0
@@ -54,18 +55,6 @@ def produce(cluster: LabCluster, topic: str, values: list[bytes]) -> None:
 
 def registered(zookeeper: KazooClient) -> set[int]:
     return {int(child) for child in zookeeper.get_children(BROKER_IDS_PATH)}
-
-
-def wait_until(
-    condition: Callable[[], bool], timeout: float, what: str, cluster: LabCluster
-) -> float:
-    """Seconds until `condition()` holds; fails after `timeout` with the cluster's logs."""
-    started = time.monotonic()
-    while not condition():
-        if time.monotonic() - started > timeout:
-            pytest.fail(f"{what} not within {timeout:g}s\n{cluster.logs()}")
-        time.sleep(0.1)
-    return time.monotonic() - started
 
 
 def test_every_process_runs_in_its_own_namespace_on_its_own_address(
@@ -126,7 +115,7 @@ def test_a_broker_cut_from_zookeeper_is_deregistered_and_comes_back_on_heal(
             lambda: victim not in registered(zookeeper),
             SESSION_TIMEOUT_MS / 1000 + EXPIRY_SLACK_S,
             f"broker {victim} gone from {BROKER_IDS_PATH}",
-            cluster,
+            cluster.logs,
         )
         # Its process runs on, and the clients still reach it: only ZooKeeper is cut.
         assert cluster.brokers[victim].alive()
@@ -137,7 +126,7 @@ def test_a_broker_cut_from_zookeeper_is_deregistered_and_comes_back_on_heal(
         lambda: victim in registered(zookeeper),
         30,
         f"broker {victim} registered again",
-        cluster,
+        cluster.logs,
     )
     cluster.wait_registered(victim)
     cluster.create_topic("after-the-heal", 1, 3)
