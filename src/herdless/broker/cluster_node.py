@@ -33,6 +33,7 @@ from herdless.broker.fetcher import ReplicaFetcher
 from herdless.broker.metadata import BrokerEndpoint
 from herdless.broker.producer_ids import ProducerIds
 from herdless.broker.replication import ClusterReplicaManager, Partition, Role
+from herdless.broker.rereads import Reread
 from herdless.broker.zookeeper_calls import zookeeper_call
 from herdless.cluster.errors import (
     BrokerIdInUse,
@@ -102,6 +103,9 @@ class ClusterNode:
         # The ZooKeeper session this broker is registered in; None while it is not.
         self._session: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._live_brokers = Reread(
+            "the live brokers", self._read_brokers, self._apply_brokers, (ClusterError,)
+        )
         # Told when this broker's role for a partition changes: leader, follower, or
         # none (the group coordinator's shards follow __consumer_offsets leadership).
         self.leadership_listeners: list[Callable[[str, int, Role | None], None]] = []
@@ -160,7 +164,9 @@ class ClusterNode:
         # watches are set in worker threads, never on the loop.
         self._watches = [
             store.add_session_listener(lambda state: self._later(self._on_session, state)),
-            await zookeeper_call(store.watch_brokers, lambda _: self._later(self._refresh_brokers)),
+            await zookeeper_call(
+                store.watch_brokers, lambda _: self._later(self._live_brokers.changed)
+            ),
             await zookeeper_call(
                 store.watch_controller, lambda node: self._later(self._on_controller, node)
             ),
@@ -247,7 +253,7 @@ class ClusterNode:
             await asyncio.sleep(0.25)
 
     async def stop(self) -> None:
-        telling = [] if self._telling is None else [self._telling]
+        telling = [t for t in (self._telling, self._live_brokers.task) if t is not None]
         for task in [*self._tasks, *self._jobs, *telling]:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._jobs, *telling, return_exceptions=True)
@@ -337,6 +343,7 @@ class ClusterNode:
             # A new broker epoch: the controller forgot what the old one said.
             self._tell_controller(LogDirEvent.FAILURE)
         # Watches that did not fire kept their old values: read every state again.
+        self._live_brokers.changed()
         for name in list(self._topic_watches):
             await self._reread_topic(name)
 
@@ -356,16 +363,10 @@ class ClusterNode:
 
     # -- watches, on the loop ----------------------------------------------------------
 
-    def _refresh_brokers(self) -> None:
-        assert self._loop is not None
-        self._loop.create_task(self._read_brokers())
+    async def _read_brokers(self) -> dict[int, BrokerRegistration]:
+        return await zookeeper_call(self._store().live_brokers)
 
-    async def _read_brokers(self) -> None:
-        try:
-            brokers = await zookeeper_call(self._store().live_brokers)
-        except ClusterError as exc:
-            log.warning("could not read the live brokers: %s", exc)
-            return
+    def _apply_brokers(self, brokers: dict[int, BrokerRegistration]) -> None:
         self.metadata.set_brokers(list(brokers.values()))
         # A follower waits for its leader's address; it may have just registered.
         for partition in list(self.replicas.partitions.values()):
@@ -650,7 +651,7 @@ class ClusterNode:
     def _on_role_change(self, partition: Partition | None, key: tuple[str, int]) -> None:
         leader = None
         if partition is not None and partition.role is Role.FOLLOWER and partition.leader >= 0:
-            # None until the leader's registration is known: _read_brokers comes back.
+            # None until the leader's registration is known: _read_brokers applies them.
             leader = self.metadata.broker(partition.leader)
         for leader_id, fetcher in list(self._fetchers.items()):
             if key in fetcher.partitions and (leader is None or leader.node_id != leader_id):
