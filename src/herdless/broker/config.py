@@ -9,6 +9,16 @@ from herdless.coordinator import CoordinatorConfig
 from herdless.coordinator.assignors import ASSIGNORS
 from herdless.coordinator.config import ConsumerGroupMigrationPolicy
 from herdless.coordinator.group_configs import GroupConfigLimits
+from herdless.security.listeners import (
+    DEFAULT_PROTOCOL_MAP,
+    Endpoint,
+    ListenerError,
+    SecurityProtocol,
+    inter_broker_listener,
+    parse_listeners,
+    parse_protocol_map,
+)
+from herdless.security.settings import SecuritySettings, is_security_setting
 from herdless.storage import LogConfig
 
 # Kafka broker property -> (BrokerConfig field, parser). Topic defaults use their log.* names.
@@ -188,6 +198,9 @@ _ASSIGNOR_CLASSES = {
 }
 
 
+_WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+
+
 class ConfigError(ValueError):
     """A broker setting that cannot be used; the message names it."""
 
@@ -253,6 +266,8 @@ class BrokerConfig:
     group_coordinator_standby_enable: bool = True
     replica_lag_time_max_ms: int = 30_000
     max_incremental_fetch_session_cache_slots: int = 1_000
+    # listeners, ssl.*, sasl.*, the authorizer's: as given, read by herdless.security.
+    security: SecuritySettings = field(default_factory=SecuritySettings)
 
     @property
     def clustered(self) -> bool:
@@ -260,10 +275,85 @@ class BrokerConfig:
 
     @property
     def advertised_address(self) -> tuple[str, int]:
-        host = self.advertised_host or self.host
-        if host in ("0.0.0.0", "::", ""):
-            host = "127.0.0.1"
-        return host, self.advertised_port or self.port
+        """Where clients reach the first listener (the one --host and --port set)."""
+        endpoint = self.advertised_endpoints()[0]
+        return endpoint.host, endpoint.port
+
+    def protocol_map(self) -> dict[str, SecurityProtocol]:
+        value = self.security.get("listener.security.protocol.map")
+        return dict(DEFAULT_PROTOCOL_MAP) if value is None else parse_protocol_map(value)
+
+    def listener_endpoints(self) -> list[Endpoint]:
+        """The listeners to bind: `listeners`, else one PLAINTEXT listener on --host and
+        --port (the first listener's host and port are also where --host and --port
+        point, for the metrics endpoint and the console)."""
+        value = self.security.get("listeners")
+        if value is None:
+            return [Endpoint("PLAINTEXT", SecurityProtocol.PLAINTEXT, self.host, self.port)]
+        try:
+            return parse_listeners(value, self.protocol_map())
+        except ListenerError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def advertised_endpoints(self, bound: dict[str, int] | None = None) -> list[Endpoint]:
+        """What clients and other brokers are told, listener by listener, in the order of
+        `listeners`: `advertised.listeners` where it names the listener, else the
+        listener itself with a wildcard host made 127.0.0.1 (and --advertised-host and
+        --advertised-port for the first). `bound`: the ports bound, for listeners on
+        port 0."""
+        bound = bound or {}
+        listeners = self.listener_endpoints()
+        advertised: dict[str, Endpoint] = {}
+        value = self.security.get("advertised.listeners")
+        if value is not None:
+            try:
+                entries = parse_listeners(value, self.protocol_map(), "advertised.listeners")
+            except ListenerError as exc:
+                raise ConfigError(str(exc)) from None
+            names = {e.listener for e in listeners}
+            for entry in entries:
+                if entry.listener not in names:
+                    raise ConfigError(
+                        f"advertised.listeners names {entry.listener}, which is not among"
+                        f" the listeners ({', '.join(sorted(names))})"
+                    )
+                if entry.host in _WILDCARD_HOSTS:
+                    raise ConfigError(
+                        f"advertised.listeners cannot advertise {entry}: clients cannot"
+                        " connect to a wildcard address"
+                    )
+                advertised[entry.listener] = entry
+        endpoints = []
+        for index, listener in enumerate(listeners):
+            endpoint = advertised.get(listener.listener)
+            if endpoint is None:
+                host, port = listener.host, listener.port
+                if index == 0:
+                    host = self.advertised_host or host
+                    port = self.advertised_port or port
+                if host in _WILDCARD_HOSTS:
+                    host = "127.0.0.1"
+                endpoint = Endpoint(listener.listener, listener.security_protocol, host, port)
+            if endpoint.port == 0:
+                endpoint = Endpoint(
+                    endpoint.listener,
+                    endpoint.security_protocol,
+                    endpoint.host,
+                    bound.get(listener.listener, 0),
+                )
+            endpoints.append(endpoint)
+        return endpoints
+
+    def inter_broker_listener(self) -> str:
+        """The listener name brokers reach each other on."""
+        try:
+            return inter_broker_listener(
+                self.listener_endpoints(),
+                self.security.get("inter.broker.listener.name"),
+                self.security.get("security.inter.broker.protocol"),
+            )
+        except ListenerError as exc:
+            raise ConfigError(str(exc)) from None
 
     def coordinator_config(self) -> CoordinatorConfig:
         return CoordinatorConfig(
@@ -338,19 +428,20 @@ class BrokerConfig:
             elif key in _DURATION_KEYS:
                 _parse(key, value, int)
                 self.durations[key] = value
-            elif key in ("listeners", "advertised.listeners"):
-                host, port = _parse_listener(key, value)
+            elif is_security_setting(key):
+                self.security = self.security.with_settings(**{key: value})
                 if key == "listeners":
-                    self.host, self.port = host, port
-                else:
-                    self.advertised_host, self.advertised_port = host, port
+                    # --host and --port name the first listener from now on.
+                    first = self.listener_endpoints()[0]
+                    self.host, self.port = first.host or "0.0.0.0", first.port
             elif key == "log.dirs" or key == "log.dir":
                 self.data_dir = Path(value.split(",")[0])
             else:
-                known = sorted(
-                    [*_BROKER_PROPERTIES, *_TOPIC_DEFAULTS, *_DURATION_KEYS, "listeners"]
+                known = sorted([*_BROKER_PROPERTIES, *_TOPIC_DEFAULTS, *_DURATION_KEYS])
+                raise ConfigError(
+                    f"unknown broker setting {key!r}; known: {', '.join(known)}, the"
+                    " listener, ssl.*, sasl.* and authorizer settings (docs/security.md)"
                 )
-                raise ConfigError(f"unknown broker setting {key!r}; known: {', '.join(known)}")
         self._resolve_durations()
         self._check_topic_defaults()
 
@@ -380,6 +471,8 @@ class BrokerConfig:
                 f" exceed group.max.session.timeout.ms ({self.group_max_session_timeout_ms})"
             )
         self._check_consumer_group_timeouts()
+        self.advertised_endpoints()
+        self.inter_broker_listener()
         self.consumer_assignors()
         self.consumer_migration_policy()
         self._check_topic_defaults()
@@ -442,15 +535,6 @@ def _parse(key: str, value: str, kind: type) -> object:
         return kind(value)
     except ValueError:
         raise ConfigError(f"{key} must be an integer, not {value!r}") from None
-
-
-def _parse_listener(key: str, value: str) -> tuple[str, int]:
-    # PLAINTEXT://host:port; only the first listener is used.
-    address = value.split(",")[0].split("://")[-1]
-    host, _, port = address.rpartition(":")
-    if not port.isdigit():
-        raise ConfigError(f"{key} must look like PLAINTEXT://host:port, not {value!r}")
-    return host or "0.0.0.0", int(port)
 
 
 def read_properties(path: Path) -> dict[str, str]:

@@ -107,6 +107,11 @@ def serve(
                 raise ConfigError(f"--set expects key=value, got {item!r}")
             overrides[key.strip()] = value
         broker_config.apply_properties(overrides)
+        if (host is not None or port is not None) and broker_config.security.get("listeners"):
+            raise ConfigError(
+                "--host and --port are the shorthand for one PLAINTEXT listener;"
+                " with `listeners` set, give the addresses there"
+            )
         # Options given on the command line win over the file.
         options = {
             "host": host,
