@@ -145,6 +145,9 @@ class Request:
     client_host: str = ""
     # The first field that is null where the schema forbids it (validate.py).
     null_field: str | None = None
+    # Who sent it, on which listener: a herdless.security.session.ClientSession, set by
+    # the connection (the protocol layer does not look inside).
+    session: Any = None
 
 
 def read_prefix(frame: bytes | memoryview) -> RequestPrefix:
