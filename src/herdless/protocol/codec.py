@@ -23,6 +23,7 @@ import kafka.protocol.admin
 import kafka.protocol.consumer
 import kafka.protocol.metadata
 import kafka.protocol.producer
+import kafka.protocol.sasl
 from kafka.protocol.api_message import ApiMessage
 
 from herdless.protocol import consumer_group_messages
@@ -42,6 +43,7 @@ def _message_classes() -> tuple[dict[int, type[ApiMessage]], dict[int, type[ApiM
         kafka.protocol.consumer,
         kafka.protocol.metadata,
         kafka.protocol.producer,
+        kafka.protocol.sasl,
         consumer_group_messages,  # the APIs kafka-python has no classes for
     )
     for module in modules:

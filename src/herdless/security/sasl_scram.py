@@ -1,0 +1,78 @@
+"""SASL/SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802, RFC 7677) on the broker's side.
+
+The exchange is scramp's; what is Kafka's here: the user name's saslname escapes (=2C,
+=3D) are undone before the lookup, channel binding is not offered (Kafka's clients send
+`n,,`), and every failure gets the same message, whether the user is unknown or the
+proof is wrong, so that nobody learns which users exist.
+"""
+
+from __future__ import annotations
+
+import scramp
+
+from herdless.security.principal import KafkaPrincipal, user
+from herdless.security.sasl import SaslAuthenticationFailed
+from herdless.security.scram import SCRAM_MECHANISMS, CredentialCache
+
+
+class _UnknownUser(Exception):
+    pass
+
+
+def _failed(mechanism: str) -> SaslAuthenticationFailed:
+    return SaslAuthenticationFailed(
+        "Authentication failed during authentication due to invalid credentials with"
+        f" SASL mechanism {mechanism}"
+    )
+
+
+class ScramServer:
+    def __init__(self, mechanism: str, credentials: CredentialCache) -> None:
+        if mechanism not in SCRAM_MECHANISMS:
+            raise ValueError(f"not a SCRAM mechanism: {mechanism}")
+        self.mechanism = mechanism
+        self._credentials = credentials
+        self._server = scramp.ScramMechanism(mechanism).make_server(self._lookup)
+        self._user: str | None = None
+        self._step = 0
+
+    def _lookup(self, saslname: str) -> tuple[bytes, bytes, bytes, int]:
+        name = saslname.replace("=2C", ",").replace("=3D", "=")
+        credential = self._credentials.scram(name, self.mechanism)
+        if credential is None:
+            raise _UnknownUser(name)
+        self._user = name
+        return credential.salt, credential.stored_key, credential.server_key, credential.iterations
+
+    def evaluate(self, response: bytes) -> bytes:
+        try:
+            text = response.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SaslAuthenticationFailed(f"Invalid {self.mechanism} message: not UTF-8") from None
+        try:
+            if self._step == 0:
+                self._server.set_client_first(text)
+                self._step = 1
+                return self._server.get_server_first().encode()
+            if self._step == 1:
+                self._server.set_client_final(text)
+                self._step = 2
+                return self._server.get_server_final().encode()
+        except _UnknownUser:
+            raise _failed(self.mechanism) from None
+        except (scramp.ScramException, KeyError, ValueError, IndexError):
+            raise _failed(self.mechanism) from None
+        raise SaslAuthenticationFailed(f"{self.mechanism}: the exchange is already over")
+
+    @property
+    def complete(self) -> bool:
+        return self._step == 2
+
+    @property
+    def principal(self) -> KafkaPrincipal:
+        assert self._user is not None and self.complete, f"{self.mechanism} has not completed"
+        return user(self._user)
+
+    @property
+    def session_lifetime_ms(self) -> int | None:
+        return None
