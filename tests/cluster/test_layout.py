@@ -17,6 +17,7 @@ from herdless.cluster.layout import (
     PartitionState,
     TopicAssignment,
 )
+from herdless.security.listeners import Endpoint, SecurityProtocol
 
 TOPIC_ID = uuid.UUID(bytes=bytes(range(16)))
 TOPIC_ID_TEXT = "AAECAwQFBgcICQoLDA0ODw"
@@ -183,7 +184,33 @@ def test_broker_registration_bytes_are_kafkas() -> None:
         b'"endpoints":["PLAINTEXT://kafka-1:9092"],"rack":"rack-a","jmx_port":-1,'
         b'"port":9092,"host":"kafka-1","version":5,"timestamp":"1700000000000"}'
     )
-    assert layout.decode_broker(1, data) == registration
+    decoded = layout.decode_broker(1, data)
+    assert (decoded.host, decoded.port, decoded.rack) == ("kafka-1", 9092, "rack-a")
+    assert decoded.listeners() == registration.listeners()
+
+
+def test_a_registration_names_every_listener_and_its_protocol_as_kafka_does() -> None:
+    """Kafka's host and port are the first PLAINTEXT listener's, or null and -1."""
+    endpoints = (
+        Endpoint("INTERNAL", SecurityProtocol.SASL_SSL, "10.0.0.1", 9094),
+        Endpoint("EXTERNAL", SecurityProtocol.SSL, "kafka.example.com", 9093),
+    )
+    registration = BrokerRegistration(3, "10.0.0.1", 9094, None, endpoints)
+    data = layout.encode_broker(registration, timestamp_ms=1)
+    fields = json.loads(data)
+    assert fields["endpoints"] == [
+        "INTERNAL://10.0.0.1:9094",
+        "EXTERNAL://kafka.example.com:9093",
+    ]
+    assert fields["listener_security_protocol_map"] == {
+        "INTERNAL": "SASL_SSL",
+        "EXTERNAL": "SSL",
+    }
+    assert (fields["host"], fields["port"]) == (None, -1)
+    decoded = layout.decode_broker(3, data)
+    assert decoded.endpoints == endpoints
+    # With no PLAINTEXT listener the first endpoint is the address.
+    assert (decoded.host, decoded.port) == ("10.0.0.1", 9094)
 
 
 def test_broker_without_rack_writes_no_rack() -> None:
@@ -191,7 +218,8 @@ def test_broker_without_rack_writes_no_rack() -> None:
     fields = json.loads(data)
     assert "rack" not in fields
     assert fields["endpoints"] == ["PLAINTEXT://[::1]:9093"]
-    assert layout.decode_broker(2, data) == BrokerRegistration(2, "::1", 9093, None)
+    decoded = layout.decode_broker(2, data)
+    assert (decoded.host, decoded.port, decoded.rack) == ("::1", 9093, None)
 
 
 @pytest.mark.parametrize(
@@ -214,7 +242,15 @@ def test_broker_without_rack_writes_no_rack() -> None:
                 "listener_security_protocol_map": {"CLIENT": "SSL", "REPLICATION": "PLAINTEXT"},
                 "rack": None,
             },
-            BrokerRegistration(7, "localhost", 9092),
+            BrokerRegistration(
+                7,
+                "localhost",
+                9092,
+                endpoints=(
+                    Endpoint("CLIENT", SecurityProtocol.SSL, "host1", 9092),
+                    Endpoint("REPLICATION", SecurityProtocol.PLAINTEXT, "host1", 9093),
+                ),
+            ),
         ),
         # no PLAINTEXT listener: Kafka writes a null host and port -1
         (
@@ -228,7 +264,13 @@ def test_broker_without_rack_writes_no_rack() -> None:
                 "rack": "r2",
                 "features": {"metadata.version": {"min_version": 1, "max_version": 20}},
             },
-            BrokerRegistration(7, "fe80::1", 9094, "r2"),
+            BrokerRegistration(
+                7,
+                "fe80::1",
+                9094,
+                "r2",
+                (Endpoint("SSL", SecurityProtocol.SSL, "fe80::1", 9094),),
+            ),
         ),
     ],
 )

@@ -23,6 +23,7 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import quote, unquote
 
 from herdless.cluster.errors import MalformedZNode
+from herdless.security.listeners import Endpoint, SecurityProtocol
 
 T = TypeVar("T")
 
@@ -118,6 +119,13 @@ class BrokerRegistration:
     host: str
     port: int
     rack: str | None = None
+    # Every advertised listener; empty: one PLAINTEXT listener at host:port.
+    endpoints: tuple[Endpoint, ...] = ()
+
+    def listeners(self) -> tuple[Endpoint, ...]:
+        return self.endpoints or (
+            Endpoint(DEFAULT_LISTENER, SecurityProtocol.PLAINTEXT, self.host, self.port),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,16 +225,20 @@ def decode_controller_epoch(data: bytes | None) -> int:
 
 
 def encode_broker(registration: BrokerRegistration, timestamp_ms: int) -> bytes:
-    """Version 5 of Kafka's broker registration, with one PLAINTEXT listener."""
-    host_port = _format_address(registration.host, registration.port)
+    """Version 5 of Kafka's broker registration. As Kafka, host and port are the first
+    PLAINTEXT listener's, or null and -1 when there is none."""
+    listeners = registration.listeners()
+    plaintext = [e for e in listeners if e.security_protocol is SecurityProtocol.PLAINTEXT]
     fields: dict[str, Any] = {
         "version": 5,
-        "host": registration.host,
-        "port": registration.port,
-        "endpoints": [f"{DEFAULT_LISTENER}://{host_port}"],
+        "host": plaintext[0].host if plaintext else None,
+        "port": plaintext[0].port if plaintext else -1,
+        "endpoints": [f"{e.listener}://{_format_address(e.host, e.port)}" for e in listeners],
         "jmx_port": -1,
         "timestamp": str(timestamp_ms),
-        "listener_security_protocol_map": {DEFAULT_LISTENER: DEFAULT_LISTENER},
+        "listener_security_protocol_map": {
+            e.listener: e.security_protocol.value for e in listeners
+        },
         "features": {},
     }
     if registration.rack is not None:
@@ -248,7 +260,25 @@ def decode_broker(broker_id: int, data: bytes | None) -> BrokerRegistration:
     # none; then the first advertised endpoint is the address to use.
     if not isinstance(host, str) or not host or not _is_int(port) or port < 0:
         host, port = _first_endpoint(path, fields)
-    return BrokerRegistration(broker_id, host, port, rack)
+    return BrokerRegistration(broker_id, host, port, rack, _endpoints(fields))
+
+
+def _endpoints(fields: Mapping[str, Any]) -> tuple[Endpoint, ...]:
+    """The registration's listeners; those it gives no known protocol for are left out."""
+    protocols = fields.get("listener_security_protocol_map")
+    if not isinstance(protocols, dict):
+        protocols = {}
+    endpoints = []
+    for entry in fields.get("endpoints") or ():
+        if not isinstance(entry, str):
+            continue
+        name, sep, address = entry.partition("://")
+        host, _, port = address.rpartition(":")
+        protocol = protocols.get(name, name if not protocols else None)
+        if not sep or not port.isdigit() or protocol not in SecurityProtocol.__members__:
+            continue
+        endpoints.append(Endpoint(name, SecurityProtocol(protocol), host.strip("[]"), int(port)))
+    return tuple(endpoints)
 
 
 def encode_topic(assignment: TopicAssignment) -> bytes:
