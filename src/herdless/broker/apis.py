@@ -23,6 +23,7 @@ from herdless.broker.handlers import (
     leader_epochs,
     list_offsets,
     produce,
+    sasl,
 )
 from herdless.protocol.codec import Request, encode_response, response_class
 from herdless.protocol.errors import ErrorCode
@@ -79,6 +80,7 @@ _TABLE = [
     Api(14, "SyncGroup", 0, 5, groups.handle_sync_group),
     Api(15, "DescribeGroups", 0, 5, groups.handle_describe_groups),
     Api(16, "ListGroups", 0, 5, groups.handle_list_groups),
+    Api(17, "SaslHandshake", 0, 1, sasl.handle_sasl_handshake),
     Api(18, "ApiVersions", 0, 4, _api_versions),
     Api(19, "CreateTopics", 0, 7, admin.handle_create_topics),
     Api(20, "DeleteTopics", 0, 6, admin.handle_delete_topics),
@@ -88,6 +90,7 @@ _TABLE = [
     Api(32, "DescribeConfigs", 0, 4, configs.handle_describe_configs),
     Api(33, "AlterConfigs", 0, 2, configs.handle_alter_configs),
     Api(35, "DescribeLogDirs", 0, 4, admin.handle_describe_log_dirs),
+    Api(36, "SaslAuthenticate", 0, 2, sasl.handle_sasl_authenticate),
     Api(37, "CreatePartitions", 0, 3, admin.handle_create_partitions),
     Api(42, "DeleteGroups", 0, 2, groups.handle_delete_groups),
     Api(44, "IncrementalAlterConfigs", 0, 1, configs.handle_incremental_alter_configs),

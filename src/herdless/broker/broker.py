@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import logging
 import time
 import uuid
@@ -28,6 +29,7 @@ from herdless.broker.group_configs import (
 from herdless.broker.group_coordinator import REBALANCES_TOPIC, GroupCoordinator
 from herdless.broker.history_forwarder import HistoryForwarder
 from herdless.broker.limited_warnings import WINDOW_S, LimitedWarnings
+from herdless.broker.listeners import Listener, NoCredentials, build_listeners, verify_plain
 from herdless.broker.log_dir_failure import LogDirFailureHandler
 from herdless.broker.metadata import LocalMetadata
 from herdless.broker.metrics import BrokerMetrics, serve_metrics
@@ -38,6 +40,7 @@ from herdless.broker.scrubber import Scrubber
 from herdless.broker.stalls import StallDetector
 from herdless.broker.storage_errors import StorageErrors
 from herdless.broker.topic_admin import LocalTopics, TopicAdmin, ZooKeeperTopics
+from herdless.security.scram import CredentialCache
 from herdless.storage import LogManager, StorageIOError
 
 log = logging.getLogger(__name__)
@@ -49,7 +52,11 @@ SHUTDOWN_GRACE_S = 10.0
 class Broker:
     """Builds the broker's parts, owns their lifecycle, accepts connections."""
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        credentials: CredentialCache | None = None,
+    ) -> None:
         self.config = config
         self.metrics = BrokerMetrics(config.metrics_lag_per_partition)
         self.storage_errors = StorageErrors(self.metrics.storage_error)
@@ -75,7 +82,7 @@ class Broker:
         self.topics: TopicAdmin
         limits = PartitionLimits(config.max_partitions_per_request, config.max_broker_partitions)
         if config.clustered:
-            self.metadata = ClusterMetadata()
+            self.metadata = ClusterMetadata(config.inter_broker_listener())
             # The clock the logs are given: record times and segment ages, the wall's.
             self.node = ClusterNode(config, self.logs, self.durability, self.metadata, wall_ms)
             self.replicas = self.node.replicas
@@ -98,7 +105,10 @@ class Broker:
             )
         else:
             self.metadata = LocalMetadata(
-                config.node_id, lambda: config.advertised_address, self.logs, config.rack
+                config.node_id,
+                lambda: config.advertised_endpoints(self._bound_ports),
+                self.logs,
+                config.rack,
             )
             self.replicas = ReplicaManager(self.logs, self.durability, wall_ms)
             self.topics = LocalTopics(self.logs, config.node_id, config.num_partitions, limits)
@@ -135,7 +145,13 @@ class Broker:
                 self.metrics.scrubbed,
             )
         self.context: BrokerContext | None = None
-        self._server: asyncio.Server | None = None
+        self.credentials = credentials or NoCredentials()
+        self.listeners = build_listeners(
+            config, self.credentials, functools.partial(verify_plain, self.credentials)
+        )
+        self._servers: list[asyncio.Server] = []
+        # The port each listener bound, by listener name (a listener may ask for port 0).
+        self._bound_ports: dict[str, int] = {}
         self._connections: dict[asyncio.Task[None], Connection] = {}
         self._background: list[asyncio.Task[None]] = []
         self._cleaning: asyncio.Future[int] | None = None
@@ -197,15 +213,19 @@ class Broker:
         # processes requests only at the end of its startup: before, it would answer
         # Metadata with no brokers and no topics, and librdkafka (2.10 on) forgets every
         # broker a Metadata answer leaves out. Connections are refused until then.
-        self._server = await start_server(
-            self._accept,
-            self.config.host,
-            self.config.port,
-            reuse_address=True,
-            backlog=4096,
-            start_serving=self.node is None,
-        )
-        context.bound_port = self._server.sockets[0].getsockname()[1]
+        for listener in self.listeners:
+            server = await start_server(
+                functools.partial(self._accept, listener),
+                listener.endpoint.host or None,
+                listener.endpoint.port,
+                ssl=listener.ssl_context,
+                reuse_address=True,
+                backlog=4096,
+                start_serving=self.node is None,
+            )
+            self._servers.append(server)
+            self._bound_ports[listener.name] = server.sockets[0].getsockname()[1]
+        context.bound_port = self._bound_ports[self.listeners[0].name]
         if self.config.advertised_port is None and self.config.port == 0:
             self.config.advertised_port = context.bound_port
         loop = asyncio.get_running_loop()
@@ -222,7 +242,7 @@ class Broker:
         if self.scrubber is not None:
             self._background.append(loop.create_task(self.scrubber.run()))
         if self.node is not None:
-            await self.node.join(*self.config.advertised_address)
+            await self.node.join(self.config.advertised_endpoints(self._bound_ports))
             timeout_s = self.config.zookeeper_session_timeout_ms / 1000
             if not await self.node.wait_caught_up(timeout_s):
                 log.warning(
@@ -230,8 +250,15 @@ class Broker:
                     " serving all the same",
                     timeout_s,
                 )
-            await self._server.start_serving()
-        log.info("herdless listening on %s:%d", self.config.host, context.bound_port)
+            for server in self._servers:
+                await server.start_serving()
+        for listener in self.listeners:
+            log.info(
+                "herdless listening on %s://%s:%d",
+                listener.name,
+                listener.endpoint.host or "0.0.0.0",
+                self._bound_ports[listener.name],
+            )
         if self.config.metrics_port is not None:
             self._metrics_server = await serve_metrics(
                 self.metrics, self.config.host, self.config.metrics_port
@@ -243,8 +270,8 @@ class Broker:
         """Stop accepting, answer requests in flight, then flush and close every log."""
         if self.context is not None:
             self.context.stopping = True
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         if self._metrics_server is not None:
             self._metrics_server.close()
         for task in self._background:
@@ -275,9 +302,13 @@ class Broker:
         if self.context is not None:  # not after a start that failed
             log.info("herdless stopped; logs flushed and closed")
 
-    async def _accept(self, reader: RequestReader, writer: asyncio.StreamWriter) -> None:
+    async def _accept(
+        self, listener: Listener, reader: RequestReader, writer: asyncio.StreamWriter
+    ) -> None:
         assert self.context is not None
-        connection = Connection(self.context, self.metrics, reader, writer, self.limited_warnings)
+        connection = Connection(
+            self.context, self.metrics, reader, writer, self.limited_warnings, listener
+        )
         task = asyncio.current_task()
         assert task is not None
         self._connections[task] = connection

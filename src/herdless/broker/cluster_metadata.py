@@ -27,8 +27,10 @@ NO_LEADER = -1
 
 
 class ClusterMetadata:
-    def __init__(self) -> None:
+    def __init__(self, inter_broker_listener: str = "PLAINTEXT") -> None:
         self.cluster_id = ""
+        # The listener brokers reach each other on: a broker's host and port here.
+        self._inter_broker_listener = inter_broker_listener
         self._controller_id = NO_LEADER
         # This broker, and whether its ZooKeeper session is provably alive now.
         self._self_id = NO_LEADER
@@ -53,9 +55,15 @@ class ClusterMetadata:
         self._controller_id = node_id
 
     def set_brokers(self, registrations: list[BrokerRegistration]) -> None:
-        self._brokers = {
-            r.broker_id: BrokerEndpoint(r.broker_id, r.host, r.port, r.rack) for r in registrations
-        }
+        self._brokers = {r.broker_id: self._endpoint(r) for r in registrations}
+
+    def _endpoint(self, registration: BrokerRegistration) -> BrokerEndpoint:
+        listeners = registration.listeners()
+        host, port = registration.host, registration.port
+        for endpoint in listeners:
+            if endpoint.listener == self._inter_broker_listener:
+                host, port = endpoint.host, endpoint.port
+        return BrokerEndpoint(registration.broker_id, host, port, registration.rack, listeners)
 
     def set_topic(self, name: str, assignment: TopicAssignment | None) -> None:
         if assignment is None:

@@ -49,6 +49,7 @@ from herdless.cluster.layout import (
     Versioned,
 )
 from herdless.cluster.store import ClusterStore, SessionState, Watch
+from herdless.security.listeners import Endpoint
 from herdless.storage import LogConfig, LogManager, PartitionLog, StorageError, StorageIOError
 
 log = logging.getLogger(__name__)
@@ -150,10 +151,16 @@ class ClusterNode:
                     raise
                 await asyncio.sleep(0.25)
 
-    async def join(self, host: str, port: int) -> None:
-        """Register this broker and start following the cluster's state."""
+    async def join(self, endpoints: list[Endpoint]) -> None:
+        """Register this broker, with its advertised listeners, and start following the
+        cluster's state. Its host and port are its inter-broker listener's."""
         store = self._store()
-        self._registration = BrokerRegistration(self.node_id, host, port, self.config.rack)
+        inter_broker = self.config.inter_broker_listener()
+        own = next(e for e in endpoints if e.listener == inter_broker)
+        host, port = own.host, own.port
+        self._registration = BrokerRegistration(
+            self.node_id, host, port, self.config.rack, tuple(endpoints)
+        )
         await self._register(self._registration)
         self._session = store.session_id
         log.info("registered as broker %d at %s:%d in ZooKeeper", self.node_id, host, port)

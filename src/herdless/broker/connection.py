@@ -22,13 +22,22 @@ import types
 from asyncio.streams import FlowControlMixin
 from asyncio.tasks import _enter_task, _leave_task
 from collections.abc import Awaitable, Callable, Coroutine, Generator
+from dataclasses import replace
 from typing import Any, NamedTuple, cast
 
 from herdless.broker.apis import API_VERSIONS_KEY, APIS, unsupported_api_versions
+from herdless.broker.clock import monotonic_ms
 from herdless.broker.context import BrokerContext
 from herdless.broker.limited_warnings import LimitedWarnings
+from herdless.broker.listeners import Listener
 from herdless.broker.metrics import BrokerMetrics
 from herdless.broker.response_writer import ResponseWriter, TruncatedRegion
+from herdless.broker.sasl_authentication import (
+    SASL_AUTHENTICATE_KEY,
+    SASL_HANDSHAKE_KEY,
+    SaslAuthentication,
+    Step,
+)
 from herdless.protocol.codec import (
     FRAME_SIZE,
     MalformedRequest,
@@ -39,10 +48,14 @@ from herdless.protocol.codec import (
     read_prefix,
 )
 from herdless.protocol.errors import ErrorCode
+from herdless.security.session import ClientSession
 
 log = logging.getLogger(__name__)
 
 _GONE = (asyncio.IncompleteReadError, ConnectionError)
+
+
+_SASL_KEYS = (SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY)
 
 
 class ConnectionClosed(Exception):
@@ -102,6 +115,7 @@ class Connection:
         reader: RequestReader,
         writer: asyncio.StreamWriter,
         warnings: LimitedWarnings | None = None,
+        listener: Listener | None = None,
     ) -> None:
         self._context = context
         self._metrics = metrics
@@ -114,6 +128,16 @@ class Connection:
         self.host = f"/{peer[0]}" if peer else ""
         # Warnings are limited per client host, across its connections.
         self._warned_as = f"connections from {peer[0] if peer else '?'}"
+        listener = listener or Listener.plaintext()
+        # Who the client is: anonymous, its certificate's subject, or (once SASL is
+        # through) the principal it authenticated as.
+        self.session = ClientSession(
+            listener.principal_of(writer.get_extra_info("ssl_object")),
+            listener.name,
+            listener.security_protocol,
+            peer[0] if peer else "",
+        )
+        self._sasl = None if listener.sasl is None else SaslAuthentication(listener.sasl, self.peer)
         # True while waiting for the next request: shutdown may then close at once.
         self.idle = True
         self._abandoned = False
@@ -256,10 +280,21 @@ class Connection:
         )
 
     async def _handle(self, frame: bytes) -> None:
+        sasl = self._sasl
+        if sasl is not None and sasl.expects_raw_token:
+            await self._sasl_step(sasl.raw_token(frame, monotonic_ms()))
+            return
         try:
             prefix = read_prefix(frame)
         except MalformedRequest as exc:
             raise ConnectionClosed(str(exc)) from None
+        if sasl is not None and (
+            prefix.api_key in _SASL_KEYS
+            or (not sasl.authenticated and prefix.api_key != API_VERSIONS_KEY)
+            or (sasl.authenticated and sasl.session_expired(monotonic_ms()))
+        ):
+            await self._authenticate(sasl, frame, prefix)
+            return
         api = APIS.get(prefix.api_key)
         if api is None:
             raise ConnectionClosed(f"unknown API key {prefix.api_key}")
@@ -279,6 +314,7 @@ class Connection:
         if request.null_field is not None:
             await self._refuse(api.key, api.name, request, request.null_field)
             return
+        request.session = self.session
         started = time.perf_counter()
         response = await api.handler(self._context, request)
         if response is not None:
@@ -286,6 +322,36 @@ class Connection:
                 encode_response(response, request.api_version, request.correlation_id)
             )
         self._metrics.observe_request(api.name, time.perf_counter() - started)
+
+    async def _authenticate(self, sasl: SaslAuthentication, frame: bytes, prefix: Any) -> None:
+        """A request on a SASL listener that authentication decides on."""
+        if prefix.api_key not in _SASL_KEYS:
+            await self._sasl_step(sasl.refuse(prefix))
+            return
+        api = APIS[prefix.api_key]
+        if not api.min_version <= prefix.api_version <= api.max_version:
+            raise ConnectionClosed(f"{api.name} v{prefix.api_version} is not supported")
+        try:
+            request = decode_request(frame, prefix, self.host)
+        except MalformedRequest as exc:
+            raise ConnectionClosed(str(exc)) from None
+        if prefix.api_key == SASL_HANDSHAKE_KEY:
+            await self._sasl_step(sasl.handshake(request))
+        else:
+            await self._sasl_step(sasl.authenticate(request, monotonic_ms()))
+
+    async def _sasl_step(self, step: Step) -> None:
+        if step.reply is not None:
+            await self._responses.send(step.reply)
+        if step.authenticated is not None:
+            self.session = replace(
+                self.session, principal=step.authenticated, sasl_mechanism=step.mechanism
+            )
+        if step.close is not None:
+            if step.close_after_ms:
+                # Kafka's connection.failed.authentication.delay.ms: no faster guessing.
+                await asyncio.sleep(step.close_after_ms / 1000)
+            raise ConnectionClosed(step.close)
 
     async def _refuse(self, api_key: int, api_name: str, request: Request, field: str) -> None:
         """A request the schema forbids: INVALID_REQUEST if the API can say so, else close."""

@@ -11,8 +11,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
+from herdless.security.listeners import Endpoint
 from herdless.storage import LogManager
 
 # Clients call OffsetForLeaderEpoch when the epoch rises; one node never changes leader.
@@ -22,9 +23,23 @@ SINGLE_NODE_LEADER_EPOCH = 0
 @dataclass(frozen=True, slots=True)
 class BrokerEndpoint:
     node_id: int
+    # Where the other brokers reach it: its inter-broker listener.
     host: str
     port: int
     rack: str | None = None
+    # Every listener it advertises: where the clients of each reach it.
+    listeners: tuple[Endpoint, ...] = ()
+
+    def address_for(self, request: Any) -> tuple[str, int] | None:
+        """Its address on the listener `request` came in on (a client is told each broker
+        on the listener it used, as Kafka does); None if it has no such listener."""
+        session = getattr(request, "session", None)
+        if session is None or not self.listeners:
+            return self.host, self.port
+        for endpoint in self.listeners:
+            if endpoint.listener == session.listener:
+                return endpoint.host, endpoint.port
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,12 +91,12 @@ class LocalMetadata:
     def __init__(
         self,
         node_id: int,
-        endpoint: Callable[[], tuple[str, int]],
+        endpoints: Callable[[], list[Endpoint]],
         logs: LogManager,
         rack: str | None = None,
     ) -> None:
         self._node_id = node_id
-        self._endpoint = endpoint
+        self._endpoints = endpoints
         self._logs = logs
         self._rack = rack
         self.cluster_id = ""
@@ -91,8 +106,9 @@ class LocalMetadata:
         return self._node_id
 
     def brokers(self) -> list[BrokerEndpoint]:
-        host, port = self._endpoint()
-        return [BrokerEndpoint(self._node_id, host, port, self._rack)]
+        endpoints = self._endpoints()
+        first = endpoints[0]
+        return [BrokerEndpoint(self._node_id, first.host, first.port, self._rack, tuple(endpoints))]
 
     def advertised_brokers(self) -> list[BrokerEndpoint]:
         return self.brokers()

@@ -26,8 +26,11 @@ async def handle_metadata(context: BrokerContext, request: Request) -> Any:
     TopicResponse = Response.MetadataResponseTopic
     metadata = context.metadata
     brokers = [
-        Response.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+        Response.MetadataResponseBroker(
+            node_id=b.node_id, host=address[0], port=address[1], rack=b.rack
+        )
         for b in metadata.advertised_brokers()
+        if (address := b.address_for(request)) is not None
     ]
 
     # v0 asks for all topics with an empty list; later versions with null.
@@ -125,9 +128,10 @@ async def handle_describe_cluster(context: BrokerContext, request: Request) -> A
         controller_id=metadata.controller_id,
         brokers=[
             Response.DescribeClusterBroker(
-                broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack
+                broker_id=b.node_id, host=address[0], port=address[1], rack=b.rack
             )
             for b in metadata.advertised_brokers()
+            if (address := b.address_for(request)) is not None
         ],
         authorized_operations=None,
     )

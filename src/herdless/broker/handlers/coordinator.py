@@ -7,6 +7,7 @@ new enough for LZ4, so it is served even before the group APIs are.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from herdless.broker.group_coordinator import INTERNAL_TOPICS, OFFSETS_TOPIC
@@ -39,7 +40,7 @@ async def handle_find_coordinator(context: BrokerContext, request: Request) -> A
             # As Kafka: no coordinator until the offsets topic can have its replicas.
             log.warning("cannot create the internal topics yet: %s", exc.message)
     if request.api_version < 4:
-        error, message, coordinator = _find(context, body.key_type, body.key)
+        error, message, coordinator = _find(context, request, body.key_type, body.key)
         return Response(
             throttle_time_ms=0,
             error_code=error,
@@ -50,7 +51,7 @@ async def handle_find_coordinator(context: BrokerContext, request: Request) -> A
         )
     coordinators = []
     for key in body.coordinator_keys:
-        error, message, coordinator = _find(context, body.key_type, key)
+        error, message, coordinator = _find(context, request, body.key_type, key)
         coordinators.append(
             Response.Coordinator(
                 key=key,
@@ -65,8 +66,9 @@ async def handle_find_coordinator(context: BrokerContext, request: Request) -> A
 
 
 def _find(
-    context: BrokerContext, key_type: int, key: str
+    context: BrokerContext, request: Request, key_type: int, key: str
 ) -> tuple[ErrorCode, str | None, BrokerEndpoint | None]:
+    """The coordinator of `key`, at its address on the listener the request came in on."""
     if key_type != KEY_TYPE_GROUP:
         # Transactions are not served, so no broker coordinates a transactional id.
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported", None
@@ -82,4 +84,12 @@ def _find(
             f"{OFFSETS_TOPIC}-{partition} has no leader",
             None,
         )
-    return ErrorCode.NONE, None, coordinator
+    address = coordinator.address_for(request)
+    if address is None:
+        return (
+            ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            f"broker {coordinator.node_id} has no listener {request.session.listener}",
+            None,
+        )
+    host, port = address
+    return ErrorCode.NONE, None, replace(coordinator, host=host, port=port)

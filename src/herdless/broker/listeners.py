@@ -1,0 +1,150 @@
+"""What each listener of the broker serves: its security protocol, its TLS context and
+its SASL mechanisms, built from Kafka's settings (broker/config.py, security/settings.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from herdless.broker.config import BrokerConfig, ConfigError
+from herdless.broker.sasl_authentication import SaslListener
+from herdless.security.listeners import Endpoint, SecurityProtocol
+from herdless.security.principal import ANONYMOUS, KafkaPrincipal
+from herdless.security.sasl import SaslServer
+from herdless.security.sasl_plain import PLAIN, PlainServer
+from herdless.security.sasl_scram import ScramServer
+from herdless.security.scram import SCRAM_MECHANISMS, CredentialCache, ScramCredential
+
+# The mechanisms herdless serves. Kafka enables GSSAPI alone unless told otherwise;
+# herdless enables the SCRAM mechanisms, which need no Kerberos realm.
+SERVED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
+DEFAULT_MECHANISMS = ",".join(SCRAM_MECHANISMS)
+
+# Kafka's defaults: sessions never end; a failed login is answered after 100 ms.
+DEFAULT_MAX_REAUTH_MS = 0
+DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100
+
+
+class NoCredentials:
+    """No SCRAM credentials at all: every SASL login fails."""
+
+    def scram(self, user: str, mechanism: str) -> ScramCredential | None:
+        return None
+
+
+def verify_plain(credentials: CredentialCache, user: str, password: str) -> bool:
+    """Whether `password` is `user`'s, by any SCRAM credential stored for them."""
+    for mechanism in SCRAM_MECHANISMS:
+        credential = credentials.scram(user, mechanism)
+        if credential is None:
+            continue
+        digest = "sha256" if mechanism == "SCRAM-SHA-256" else "sha512"
+        salted = hashlib.pbkdf2_hmac(
+            digest, password.encode(), credential.salt, credential.iterations
+        )
+        client_key = hmac.new(salted, b"Client Key", digest).digest()
+        if hmac.compare_digest(hashlib.new(digest, client_key).digest(), credential.stored_key):
+            return True
+    return False
+
+
+def _anonymous(_ssl_object: Any) -> KafkaPrincipal:
+    return ANONYMOUS
+
+
+@dataclass(frozen=True)
+class Listener:
+    endpoint: Endpoint
+    ssl_context: ssl.SSLContext | None = None
+    sasl: SaslListener | None = None
+    # The principal of a connection before SASL: from its TLS client certificate.
+    principal_of: Callable[[Any], KafkaPrincipal] = _anonymous
+
+    @property
+    def name(self) -> str:
+        return self.endpoint.listener
+
+    @property
+    def security_protocol(self) -> SecurityProtocol:
+        return self.endpoint.security_protocol
+
+    @classmethod
+    def plaintext(cls, host: str = "", port: int = 0) -> Listener:
+        return cls(Endpoint("PLAINTEXT", SecurityProtocol.PLAINTEXT, host, port))
+
+
+def build_listeners(
+    config: BrokerConfig,
+    credentials: CredentialCache,
+    verify_plain: Callable[[str, str], bool],
+    tls: Callable[[BrokerConfig, Endpoint], tuple[ssl.SSLContext, Callable[[Any], KafkaPrincipal]]]
+    | None = None,
+) -> list[Listener]:
+    """Every listener of `config`, ready to bind; ConfigError names a setting that cannot
+    be used (before anything is bound)."""
+    listeners = []
+    for endpoint in config.listener_endpoints():
+        ssl_context, principal_of = None, _anonymous
+        if endpoint.security_protocol.uses_tls:
+            if tls is None:
+                raise ConfigError(f"listener {endpoint.listener}: TLS is not available")
+            ssl_context, principal_of = tls(config, endpoint)
+        sasl = None
+        if endpoint.security_protocol.uses_sasl:
+            sasl = _sasl_listener(config, endpoint.listener, credentials, verify_plain)
+        listeners.append(Listener(endpoint, ssl_context, sasl, principal_of))
+    return listeners
+
+
+def _sasl_listener(
+    config: BrokerConfig,
+    listener: str,
+    credentials: CredentialCache,
+    verify_plain: Callable[[str, str], bool],
+) -> SaslListener:
+    settings = config.security
+    mechanisms = tuple(
+        m.upper()
+        for m in settings.get_list("sasl.enabled.mechanisms", DEFAULT_MECHANISMS, listener=listener)
+    )
+    if not mechanisms:
+        raise ConfigError(f"listener {listener}: sasl.enabled.mechanisms names no mechanism")
+    for mechanism in mechanisms:
+        if mechanism not in SERVED_MECHANISMS:
+            raise ConfigError(
+                f"sasl.enabled.mechanisms: {mechanism} is not served"
+                f" (served: {', '.join(SERVED_MECHANISMS)})"
+            )
+
+    def make_server(mechanism: str) -> SaslServer:
+        if mechanism == PLAIN:
+            return PlainServer(verify_plain)
+        return ScramServer(mechanism, credentials)
+
+    return SaslListener(
+        mechanisms,
+        make_server,
+        _milliseconds(config, "connections.max.reauth.ms", DEFAULT_MAX_REAUTH_MS, listener),
+        _milliseconds(
+            config,
+            "connection.failed.authentication.delay.ms",
+            DEFAULT_FAILED_AUTHENTICATION_DELAY_MS,
+            listener,
+        ),
+    )
+
+
+def _milliseconds(config: BrokerConfig, key: str, default: int, listener: str) -> int:
+    value = config.security.get(key, str(default), listener=listener)
+    try:
+        millis = int(value or default)
+    except ValueError:
+        raise ConfigError(f"{key} must be an integer, not {value!r}") from None
+    if millis < 0:
+        raise ConfigError(f"{key} must be at least 0, not {millis}")
+    return millis
