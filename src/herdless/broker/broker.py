@@ -29,7 +29,13 @@ from herdless.broker.group_configs import (
 from herdless.broker.group_coordinator import REBALANCES_TOPIC, GroupCoordinator
 from herdless.broker.history_forwarder import HistoryForwarder
 from herdless.broker.limited_warnings import WINDOW_S, LimitedWarnings
-from herdless.broker.listeners import Listener, NoCredentials, build_listeners, verify_plain
+from herdless.broker.listeners import (
+    Listener,
+    NoCredentials,
+    build_listeners,
+    inter_broker_security,
+    verify_plain,
+)
 from herdless.broker.log_dir_failure import LogDirFailureHandler
 from herdless.broker.metadata import LocalMetadata
 from herdless.broker.metrics import BrokerMetrics, serve_metrics
@@ -84,7 +90,10 @@ class Broker:
         if config.clustered:
             self.metadata = ClusterMetadata(config.inter_broker_listener())
             # The clock the logs are given: record times and segment ages, the wall's.
-            self.node = ClusterNode(config, self.logs, self.durability, self.metadata, wall_ms)
+            peer_security = inter_broker_security(config)
+            self.node = ClusterNode(
+                config, self.logs, self.durability, self.metadata, wall_ms, peer_security
+            )
             self.replicas = self.node.replicas
             self.log_dir_failures = LogDirFailureHandler(
                 self.logs,
@@ -94,7 +103,9 @@ class Broker:
                 self.node.resume_replicas,
                 self.metrics.log_dir_offline,
             )
-            self.history = HistoryForwarder(config.node_id, REBALANCES_TOPIC, self.metadata.leader)
+            self.history = HistoryForwarder(
+                config.node_id, REBALANCES_TOPIC, self.metadata.leader, peer_security
+            )
             self.topics = ZooKeeperTopics(
                 self.node.connected_store,
                 self.metadata,

@@ -31,6 +31,7 @@ from herdless.broker.controller import Controller
 from herdless.broker.durability import Durability
 from herdless.broker.fetcher import ReplicaFetcher
 from herdless.broker.metadata import BrokerEndpoint
+from herdless.broker.peer import PeerSecurity
 from herdless.broker.producer_ids import ProducerIds
 from herdless.broker.replication import ClusterReplicaManager, Partition, Role
 from herdless.broker.rereads import Reread
@@ -70,8 +71,11 @@ class ClusterNode:
         durability: Durability,
         metadata: ClusterMetadata,
         clock: Callable[[], int],
+        peer_security: PeerSecurity | None = None,
     ) -> None:
         self.config = config
+        # How replica fetchers connect and log in to leaders.
+        self._peer_security = peer_security
         self.node_id = config.node_id
         self.logs = logs
         self.metadata = metadata
@@ -684,7 +688,12 @@ class ClusterNode:
             assert self._loop is not None
             self._loop.create_task(fetcher.stop())
         fetcher = self._fetchers[leader.node_id] = ReplicaFetcher(
-            self.node_id, leader, self._durability, self._clock, self._replicated
+            self.node_id,
+            leader,
+            self._durability,
+            self._clock,
+            self._replicated,
+            self._peer_security,
         )
         fetcher.start()
         return fetcher

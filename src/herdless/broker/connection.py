@@ -59,7 +59,12 @@ _SASL_KEYS = (SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY)
 
 
 class ConnectionClosed(Exception):
-    """The client must be disconnected; the message says why."""
+    """The client must be disconnected; the message says why. `logged`: it was said
+    already (before a delay the client may not wait out)."""
+
+    def __init__(self, message: str, *, logged: bool = False) -> None:
+        super().__init__(message)
+        self.logged = logged
 
 
 class Suspended(NamedTuple):
@@ -169,7 +174,8 @@ class Connection:
         except _GONE:
             pass  # the client went away
         except (ConnectionClosed, TruncatedRegion) as exc:
-            self._warnings.warn(self._warned_as, f"closing connection from {self.peer}: {exc}")
+            if not getattr(exc, "logged", False):
+                self._warnings.warn(self._warned_as, f"closing connection from {self.peer}: {exc}")
         except asyncio.CancelledError:
             if self._expired is not None:
                 self._report_expired(self._expired)
@@ -348,10 +354,14 @@ class Connection:
                 self.session, principal=step.authenticated, sasl_mechanism=step.mechanism
             )
         if step.close is not None:
+            # Said now: a client that hangs up during the delay still leaves its line.
+            self._warnings.warn(
+                self._warned_as, f"closing connection from {self.peer}: {step.close}"
+            )
             if step.close_after_ms:
                 # Kafka's connection.failed.authentication.delay.ms: no faster guessing.
                 await asyncio.sleep(step.close_after_ms / 1000)
-            raise ConnectionClosed(step.close)
+            raise ConnectionClosed(step.close, logged=True)
 
     async def _refuse(self, api_key: int, api_name: str, request: Request, field: str) -> None:
         """A request the schema forbids: INVALID_REQUEST if the API can say so, else close."""

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from herdless.broker.durability import Durability
 from herdless.broker.fetch_session_handler import FetchSessionHandler, PartitionFetch
 from herdless.broker.metadata import BrokerEndpoint
-from herdless.broker.peer import PeerConnection, PeerError
+from herdless.broker.peer import PeerConnection, PeerError, PeerSecurity
 from herdless.protocol.errors import ErrorCode
 from herdless.storage import PartitionLog, StorageError, StorageIOError, UnexpectedAppendOffset
 
@@ -70,6 +70,7 @@ class ReplicaFetcher:
         durability: Durability,
         clock: Callable[[], int],
         on_replicated: Callable[[PartitionLog], None] = lambda partition_log: None,
+        security: PeerSecurity | None = None,
     ) -> None:
         self.node_id = node_id
         self._clock = clock
@@ -78,7 +79,7 @@ class ReplicaFetcher:
         self.leader = leader
         self._durability = durability
         self._connection = PeerConnection(
-            leader.host, leader.port, f"herdless-replica-{node_id}", REQUEST_TIMEOUT_S
+            leader.host, leader.port, f"herdless-replica-{node_id}", REQUEST_TIMEOUT_S, security
         )
         self.partitions: dict[tuple[str, int], FollowedPartition] = {}
         self._session = FetchSessionHandler(leader.node_id)

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 
 from herdless.broker.metadata import BrokerEndpoint
-from herdless.broker.peer import PeerConnection, PeerError
+from herdless.broker.peer import PeerConnection, PeerError, PeerSecurity
 from herdless.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,9 @@ class HistoryForwarder:
         node_id: int,
         topic: str,
         leader_of: Callable[[str, int], BrokerEndpoint | None],
+        security: PeerSecurity | None = None,
     ) -> None:
+        self._security = security
         self._client_id = f"{FORWARDING_CLIENT_ID_PREFIX}{node_id}"
         self._topic = topic
         self._leader_of = leader_of
@@ -88,7 +90,7 @@ class HistoryForwarder:
             if connection is not None:
                 connection.close()
             connection = self._connection = PeerConnection(
-                leader.host, leader.port, self._client_id, TIMEOUT_MS / 1000
+                leader.host, leader.port, self._client_id, TIMEOUT_MS / 1000, self._security
             )
         try:
             response = await connection.request(

@@ -4,6 +4,7 @@ its SASL mechanisms, built from Kafka's settings (broker/config.py, security/set
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import ssl
@@ -12,10 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from herdless.broker.config import BrokerConfig, ConfigError
+from herdless.broker.peer import PeerSecurity
 from herdless.broker.sasl_authentication import SaslListener
+from herdless.security.jaas import JaasConfigError, parse_jaas_config
 from herdless.security.listeners import Endpoint, SecurityProtocol
 from herdless.security.principal import ANONYMOUS, KafkaPrincipal
 from herdless.security.sasl import SaslServer
+from herdless.security.sasl_client import sasl_client
 from herdless.security.sasl_plain import PLAIN, PlainServer
 from herdless.security.sasl_scram import ScramServer
 from herdless.security.scram import SCRAM_MECHANISMS, CredentialCache, ScramCredential
@@ -99,6 +103,47 @@ def build_listeners(
             sasl = _sasl_listener(config, endpoint.listener, credentials, verify_plain)
         listeners.append(Listener(endpoint, ssl_context, sasl, principal_of))
     return listeners
+
+
+def inter_broker_security(
+    config: BrokerConfig,
+    client_tls: Callable[[BrokerConfig, str], ssl.SSLContext] | None = None,
+) -> PeerSecurity:
+    """How this broker connects to the others: TLS and SASL as its inter-broker listener
+    asks, logging in with `sasl.mechanism.inter.broker.protocol` (herdless's default: the
+    listener's first enabled mechanism) as the user its JAAS entry names."""
+    name = config.inter_broker_listener()
+    endpoint = next(e for e in config.listener_endpoints() if e.listener == name)
+    ssl_context = None
+    if endpoint.security_protocol.uses_tls:
+        if client_tls is None:
+            raise ConfigError(f"inter-broker listener {name}: TLS is not available")
+        ssl_context = client_tls(config, name)
+    if not endpoint.security_protocol.uses_sasl:
+        return PeerSecurity(ssl_context)
+    settings = config.security
+    enabled = settings.get_list("sasl.enabled.mechanisms", DEFAULT_MECHANISMS, listener=name)
+    mechanism = (settings.get("sasl.mechanism.inter.broker.protocol") or enabled[0]).upper()
+    if mechanism not in SERVED_MECHANISMS:
+        raise ConfigError(
+            f"sasl.mechanism.inter.broker.protocol: {mechanism} is not served"
+            f" (served: {', '.join(SERVED_MECHANISMS)})"
+        )
+    key = f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config"
+    text = settings.get("sasl.jaas.config", listener=name, mechanism=mechanism)
+    if text is None:
+        raise ConfigError(
+            f"{key} (or sasl.jaas.config) must give the username and password this broker"
+            " logs in to the others with"
+        )
+    try:
+        options = parse_jaas_config(text).options
+    except JaasConfigError as exc:
+        raise ConfigError(f"{key}: {exc}") from None
+    username, password = options.get("username"), options.get("password")
+    if not username or not password:
+        raise ConfigError(f"{key} must give both username and password")
+    return PeerSecurity(ssl_context, functools.partial(sasl_client, mechanism, username, password))
 
 
 def _sasl_listener(

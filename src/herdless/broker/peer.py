@@ -9,35 +9,63 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import ssl
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from herdless.protocol.codec import FRAME_SIZE, REQUESTS, RESPONSES
+from herdless.protocol.errors import ErrorCode
+from herdless.security.sasl import SaslAuthenticationFailed
+from herdless.security.sasl_client import SaslClient
+
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 
 
 class PeerError(Exception):
     """The other broker could not be reached, or answered with something unreadable."""
 
 
+@dataclass(frozen=True)
+class PeerSecurity:
+    """How this broker speaks to the others: on its inter-broker listener's protocol."""
+
+    # TLS, checking the other broker's certificate.
+    ssl_context: ssl.SSLContext | None = None
+    # A new SASL client for each connection, logging in as this broker.
+    sasl: Callable[[], SaslClient] | None = None
+
+
 class PeerConnection:
-    def __init__(self, host: str, port: int, client_id: str, timeout_s: float) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        client_id: str,
+        timeout_s: float,
+        security: PeerSecurity | None = None,
+    ) -> None:
         self.host = host
         self.port = port
         self._client_id = client_id
         self._timeout_s = timeout_s
+        self._security = security or PeerSecurity()
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation_ids = itertools.count(1)
+        # When the SASL session ends (KIP-368), on the monotonic clock: then reconnect.
+        self._session_end: float | None = None
 
     async def request(self, api_key: int, version: int, timeout_s: float = 0, **fields: Any) -> Any:
         """Send one request and return the decoded response body."""
-        request = _build(REQUESTS[api_key], REQUESTS[api_key]._json["fields"], fields)
-        request.API_VERSION = version
-        correlation_id = next(self._correlation_ids)
-        request.with_header(correlation_id=correlation_id, client_id=self._client_id)
-        data = bytes(request.encode(header=True, framed=True))
         try:
             async with asyncio.timeout((timeout_s or 0) + self._timeout_s):
-                return await self._exchange(data, api_key, version, correlation_id)
+                if self._session_end is not None and time.monotonic() >= self._session_end:
+                    self.close()  # the SASL session is over: a new connection logs in again
+                if self._writer is None:
+                    await self._connect()
+                return await self._exchange(api_key, version, fields)
         except (OSError, EOFError, asyncio.IncompleteReadError, TimeoutError) as exc:
             self.close()
             raise PeerError(f"{self.host}:{self.port}: {exc!r}") from exc
@@ -45,10 +73,45 @@ class PeerConnection:
             self.close()
             raise
 
-    async def _exchange(self, data: bytes, api_key: int, version: int, correlation_id: int) -> Any:
-        if self._writer is None:
-            self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
-        assert self._reader is not None
+    async def _connect(self) -> None:
+        context = self._security.ssl_context
+        self._reader, self._writer = await asyncio.open_connection(
+            self.host, self.port, ssl=context, server_hostname=self.host if context else None
+        )
+        if self._security.sasl is not None:
+            await self._authenticate(self._security.sasl())
+
+    async def _authenticate(self, client: SaslClient) -> None:
+        """Log in as this broker: SaslHandshake v1, then SaslAuthenticate until done."""
+        handshake = await self._exchange(SASL_HANDSHAKE, 1, {"mechanism": client.mechanism})
+        if handshake.error_code != ErrorCode.NONE:
+            raise PeerError(
+                f"{self.host}:{self.port} does not take SASL mechanism {client.mechanism}"
+                f" (error {handshake.error_code}; it takes {handshake.mechanisms})"
+            )
+        message: bytes | None = client.first()
+        started = time.monotonic()
+        while message is not None:
+            answer = await self._exchange(SASL_AUTHENTICATE, 2, {"auth_bytes": message})
+            if answer.error_code != ErrorCode.NONE:
+                raise PeerError(
+                    f"authenticating to {self.host}:{self.port} with {client.mechanism}"
+                    f" failed: {answer.error_message}"
+                )
+            if answer.session_lifetime_ms > 0:
+                self._session_end = started + answer.session_lifetime_ms / 1000 * 0.9
+            try:
+                message = client.evaluate(answer.auth_bytes)
+            except SaslAuthenticationFailed as exc:
+                raise PeerError(f"{self.host}:{self.port}: {exc}") from None
+
+    async def _exchange(self, api_key: int, version: int, fields: dict[str, Any]) -> Any:
+        request = _build(REQUESTS[api_key], REQUESTS[api_key]._json["fields"], fields)
+        request.API_VERSION = version
+        correlation_id = next(self._correlation_ids)
+        request.with_header(correlation_id=correlation_id, client_id=self._client_id)
+        data = bytes(request.encode(header=True, framed=True))
+        assert self._reader is not None and self._writer is not None
         self._writer.write(data)
         await self._writer.drain()
         (size,) = FRAME_SIZE.unpack(await self._reader.readexactly(FRAME_SIZE.size))
@@ -67,6 +130,7 @@ class PeerConnection:
         if self._writer is not None:
             self._writer.close()
         self._reader = self._writer = None
+        self._session_end = None
 
 
 def _build(cls: Any, schema: list[dict[str, Any]], values: dict[str, Any]) -> Any:
