@@ -430,10 +430,6 @@ class BrokerConfig:
                 self.durations[key] = value
             elif is_security_setting(key):
                 self.security = self.security.with_settings(**{key: value})
-                if key == "listeners":
-                    # --host and --port name the first listener from now on.
-                    first = self.listener_endpoints()[0]
-                    self.host, self.port = first.host or "0.0.0.0", first.port
             elif key == "log.dirs" or key == "log.dir":
                 self.data_dir = Path(value.split(",")[0])
             else:
@@ -442,6 +438,11 @@ class BrokerConfig:
                     f"unknown broker setting {key!r}; known: {', '.join(known)}, the"
                     " listener, ssl.*, sasl.* and authorizer settings (docs/security.md)"
                 )
+        if "listeners" in properties:
+            # --host and --port name the first listener from now on (once the protocol
+            # map, which may come after it, is in).
+            first = self.listener_endpoints()[0]
+            self.host, self.port = first.host or "0.0.0.0", first.port
         self._resolve_durations()
         self._check_topic_defaults()
 
@@ -471,6 +472,10 @@ class BrokerConfig:
                 f" exceed group.max.session.timeout.ms ({self.group_max_session_timeout_ms})"
             )
         self._check_consumer_group_timeouts()
+        try:
+            self.protocol_map()
+        except ListenerError as exc:
+            raise ConfigError(str(exc)) from None
         self.advertised_endpoints()
         self.inter_broker_listener()
         self.consumer_assignors()
