@@ -19,6 +19,7 @@ from herdless.broker.config import BrokerConfig
 from herdless.broker.connection import Connection, RequestReader, start_server
 from herdless.broker.context import BrokerContext
 from herdless.broker.durability import Durability
+from herdless.broker.failed_logins import DEFAULT_LIMIT, DEFAULT_WINDOW_MS, FailedLogins
 from herdless.broker.fetch_sessions import FetchSessionCache
 from herdless.broker.file_limit import DescriptorWatch, segment_file_budget
 from herdless.broker.group_configs import (
@@ -33,6 +34,7 @@ from herdless.broker.listeners import (
     Listener,
     NoCredentials,
     build_listeners,
+    config_int,
     inter_broker_security,
     verify_plain,
 )
@@ -159,6 +161,11 @@ class Broker:
         self.credentials = credentials or NoCredentials()
         self.listeners = build_listeners(
             config, self.credentials, functools.partial(verify_plain, self.credentials)
+        )
+        self.failed_logins = FailedLogins(
+            config_int(config, "connection.failed.authentication.limit", DEFAULT_LIMIT),
+            config_int(config, "connection.failed.authentication.window.ms", DEFAULT_WINDOW_MS),
+            monotonic_ms,
         )
         self._servers: list[asyncio.Server] = []
         # The port each listener bound, by listener name (a listener may ask for port 0).
@@ -317,8 +324,25 @@ class Broker:
         self, listener: Listener, reader: RequestReader, writer: asyncio.StreamWriter
     ) -> None:
         assert self.context is not None
+        if listener.sasl is not None:
+            peer = writer.get_extra_info("peername")
+            address = peer[0] if peer else ""
+            if self.failed_logins.turned_away(address):
+                self.limited_warnings.warn(
+                    f"connections from {address}",
+                    f"turning away a connection from {address}: too many failed logins"
+                    " (connection.failed.authentication.limit)",
+                )
+                writer.close()
+                return
         connection = Connection(
-            self.context, self.metrics, reader, writer, self.limited_warnings, listener
+            self.context,
+            self.metrics,
+            reader,
+            writer,
+            self.limited_warnings,
+            listener,
+            self.failed_logins,
         )
         task = asyncio.current_task()
         assert task is not None

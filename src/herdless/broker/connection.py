@@ -28,6 +28,7 @@ from typing import Any, NamedTuple, cast
 from herdless.broker.apis import API_VERSIONS_KEY, APIS, unsupported_api_versions
 from herdless.broker.clock import monotonic_ms
 from herdless.broker.context import BrokerContext
+from herdless.broker.failed_logins import FailedLogins
 from herdless.broker.limited_warnings import LimitedWarnings
 from herdless.broker.listeners import Listener
 from herdless.broker.metrics import BrokerMetrics
@@ -121,8 +122,10 @@ class Connection:
         writer: asyncio.StreamWriter,
         warnings: LimitedWarnings | None = None,
         listener: Listener | None = None,
+        failed_logins: FailedLogins | None = None,
     ) -> None:
         self._context = context
+        self._failed_logins = failed_logins
         self._metrics = metrics
         self._reader = reader
         self._writer = writer
@@ -353,6 +356,8 @@ class Connection:
             self.session = replace(
                 self.session, principal=step.authenticated, sasl_mechanism=step.mechanism
             )
+        if step.failed and self._failed_logins is not None:
+            self._failed_logins.failed(self.session.client_address)
         if step.close is not None:
             # Said now: a client that hangs up during the delay still leaves its line.
             self._warnings.warn(

@@ -174,8 +174,8 @@ def _sasl_listener(
     return SaslListener(
         mechanisms,
         make_server,
-        _milliseconds(config, "connections.max.reauth.ms", DEFAULT_MAX_REAUTH_MS, listener),
-        _milliseconds(
+        config_int(config, "connections.max.reauth.ms", DEFAULT_MAX_REAUTH_MS, listener),
+        config_int(
             config,
             "connection.failed.authentication.delay.ms",
             DEFAULT_FAILED_AUTHENTICATION_DELAY_MS,
@@ -184,7 +184,8 @@ def _sasl_listener(
     )
 
 
-def _milliseconds(config: BrokerConfig, key: str, default: int, listener: str) -> int:
+def config_int(config: BrokerConfig, key: str, default: int, listener: str | None = None) -> int:
+    """A security setting that is a count or milliseconds, at least 0."""
     value = config.security.get(key, str(default), listener=listener)
     try:
         millis = int(value or default)

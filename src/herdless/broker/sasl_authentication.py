@@ -72,6 +72,8 @@ class Step:
     # Set when this step authenticated the client (first time or again).
     authenticated: KafkaPrincipal | None = None
     mechanism: str | None = None
+    # The client failed to authenticate (its address's failures are counted).
+    failed: bool = False
 
 
 class SaslAuthentication:
@@ -191,6 +193,7 @@ class SaslAuthentication:
             answer,
             close=f"SASL authentication failed: {reason}",
             close_after_ms=self._listener.failed_authentication_delay_ms,
+            failed=True,
         )
 
     def _illegal(self, request: Request, problem: str) -> Step:

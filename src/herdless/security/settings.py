@@ -24,6 +24,9 @@ SETTINGS = frozenset(
         "sasl.mechanism.inter.broker.protocol",
         "connections.max.reauth.ms",
         "connection.failed.authentication.delay.ms",
+        # herdless's own: failed logins an address may make within the window.
+        "connection.failed.authentication.limit",
+        "connection.failed.authentication.window.ms",
         "authorizer.class.name",
         "super.users",
         "allow.everyone.if.no.acl.found",
