@@ -103,6 +103,7 @@ class TlsServer:
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
+        self._answering: set[asyncio.Task[None]] = set()
 
     def __enter__(self) -> TlsServer:
         self._thread.start()
@@ -120,9 +121,6 @@ class TlsServer:
         try:
             loop.run_until_complete(self._serve())
         finally:
-            for task in asyncio.all_tasks(loop):
-                task.cancel()
-            loop.run_until_complete(asyncio.sleep(0))
             loop.close()
 
     async def _serve(self) -> None:
@@ -132,8 +130,15 @@ class TlsServer:
         self._ready.set()
         await self._stop.wait()
         server.close()
+        for task in self._answering:
+            task.cancel()
+        await asyncio.gather(*self._answering, return_exceptions=True)
 
     async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
         ssl_object = writer.get_extra_info("ssl_object")
         principal = peer_principal(ssl_object, self.mapper)
         cipher = ssl_object.cipher()[0]
