@@ -321,7 +321,7 @@ def test_a_replaced_keystore_serves_new_connections_and_old_ones_carry_on(
     pki: Pki, loop: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     settings = SecuritySettings(pki.server_settings(**{"ssl.client.auth": "required"}))
-    tls = ReloadingContext(settings, LISTENER, Side.SERVER, check_interval_s=0)
+    tls = ReloadingContext(settings, LISTENER, Side.SERVER, check_interval_ms=0)
     with TlsServer(tls.context, loop) as server:
         old = connect(server.port, with_certificate(pki))
         assert old.server_certificate == pki.broker.certificate
@@ -353,7 +353,7 @@ def test_a_new_subject_or_a_dropped_name_is_refused_unless_allowed(
     pki: Pki, caplog: pytest.LogCaptureFixture
 ) -> None:
     settings = SecuritySettings(pki.server_settings())
-    tls = ReloadingContext(settings, LISTENER, Side.SERVER, check_interval_s=3600)
+    tls = ReloadingContext(settings, LISTENER, Side.SERVER, check_interval_ms=3_600_000)
     renamed = pki.ca.issue("someone else", now(), hosts=["localhost", "127.0.0.1"], server=True)
     replace_file(pki.broker_file, renamed.keystore_pem())
     with caplog.at_level(logging.WARNING, logger="herdless.broker.tls"):
@@ -367,7 +367,7 @@ def test_a_new_subject_or_a_dropped_name_is_refused_unless_allowed(
     allowed = SecuritySettings(
         pki.server_settings(**{"ssl.allow.dn.changes": "true", "ssl.allow.san.changes": "true"})
     )
-    tls = ReloadingContext(allowed, LISTENER, Side.SERVER, check_interval_s=3600)
+    tls = ReloadingContext(allowed, LISTENER, Side.SERVER, check_interval_ms=3_600_000)
     replace_file(pki.broker_file, renamed.keystore_pem())
     assert tls.check()
     assert not tls.check()  # nothing changed since
@@ -382,7 +382,7 @@ def test_a_replaced_truststore_is_the_only_one_trusted(pki: Pki, loop: str) -> N
             **{"ssl.client.auth": "required", "ssl.truststore.location": str(trust)}
         )
     )
-    tls = ReloadingContext(settings, LISTENER, Side.SERVER, check_interval_s=3600)
+    tls = ReloadingContext(settings, LISTENER, Side.SERVER, check_interval_ms=3_600_000)
     new_ca = new_authority("next CA", now())
     newcomer = python_client(
         pki.ca_file, *pki.write_client(new_ca.issue("newcomer", now(), client=True), "newcomer")
@@ -400,12 +400,12 @@ def test_a_replaced_truststore_is_the_only_one_trusted(pki: Pki, loop: str) -> N
 
 
 def test_the_client_side_follows_its_files(pki: Pki) -> None:
-    clock = [0.0]
+    clock = [0]
     settings = SecuritySettings(
         {"ssl.keystore.location": str(pki.broker_file), "ssl.truststore.location": str(pki.ca_file)}
     )
     tls = ReloadingContext(
-        settings, LISTENER, Side.CLIENT, check_interval_s=5, clock=lambda: clock[0]
+        settings, LISTENER, Side.CLIENT, check_interval_ms=5_000, clock=lambda: clock[0]
     )
     first = tls.current()
     renewed = pki.ca.issue(
@@ -413,7 +413,7 @@ def test_the_client_side_follows_its_files(pki: Pki) -> None:
     )
     replace_file(pki.broker_file, renewed.keystore_pem())
     assert tls.current() is first  # not looked at before the interval is up
-    clock[0] = 5.0
+    clock[0] = 5_000
     assert tls.current() is not first
     with serving(pki.server_settings(**{"ssl.client.auth": "required"})) as server:
         assert connect(server.port, tls.current()).principal == "User:CN=broker"

@@ -20,8 +20,11 @@ Certificates are reloaded without a restart, as Kafka does on a dynamic update o
 same keystore path: `ReloadingContext` notices that the keystore or truststore file
 changed (inode, size, modification time; at most every few seconds, or when asked) and
 builds a fresh context from it. asyncio's and uvloop's servers keep the one context
-they were started with, and a context's trust store can only grow, so the server's
-context hands each new connection the current one from its SNI callback, which OpenSSL
+they were started with. Loading a new certificate into that context does reach new
+handshakes on both loops (OpenSSL copies it into each connection as it is made), but a
+context's trust store can only grow and a load that fails half-way leaves it half
+changed; so the server's context hands each new connection the current one from its
+SNI callback, which OpenSSL
 calls on every ClientHello, with or without a server name (SSL_set_SSL_CTX: the
 certificate, key and trust store of the new context; the verify mode, protocols and
 ciphers, equal in both, stay). Connections already open keep theirs. A new file that
@@ -38,7 +41,6 @@ import os
 import secrets
 import ssl
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +48,7 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
+from herdless.broker.clock import monotonic_ms
 from herdless.broker.config import ConfigError
 from herdless.broker.tls_stores import (
     KeyStore,
@@ -67,7 +70,7 @@ from herdless.security.settings import SecuritySettings
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CHECK_INTERVAL_S = 5.0
+DEFAULT_CHECK_INTERVAL_MS = 5_000
 DEFAULT_ENABLED_PROTOCOLS = "TLSv1.2,TLSv1.3"
 DEFAULT_PROTOCOL = "TLSv1.3"
 
@@ -186,7 +189,7 @@ class ReloadingContext:
     A server passes `context` to create_server: every new connection is handed the
     latest context at its ClientHello. A client wraps each new connection with
     `current()`. `check()` looks at the files now; otherwise they are looked at when a
-    connection starts, at most every `check_interval_s`.
+    connection starts, at most every `check_interval_ms`.
     """
 
     def __init__(
@@ -196,13 +199,13 @@ class ReloadingContext:
         side: Side,
         security_protocol: SecurityProtocol = SecurityProtocol.SSL,
         *,
-        check_interval_s: float = DEFAULT_CHECK_INTERVAL_S,
-        clock: Callable[[], float] = time.monotonic,
+        check_interval_ms: int = DEFAULT_CHECK_INTERVAL_MS,
+        clock: Callable[[], int] = monotonic_ms,
     ) -> None:
         self._settings = ListenerSettings(settings, listener)
         self._side = side
         self._protocol = security_protocol
-        self._interval_s = check_interval_s
+        self._interval_ms = check_interval_ms
         self._clock = clock
         self._loaded = _build(self._settings, side, security_protocol)  # ConfigError at start
         self._checked_at = clock()
@@ -212,7 +215,7 @@ class ReloadingContext:
             self.context.sni_callback = self._hand_over
 
     def current(self) -> ssl.SSLContext:
-        if self._clock() - self._checked_at >= self._interval_s:
+        if self._clock() - self._checked_at >= self._interval_ms:
             self.check()
         return self._loaded.context
 
