@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from herdless import __version__
+from herdless.cli.certs import certs
 from herdless.cli.cluster import cluster_app
 from herdless.cli.console import console
 from herdless.cli.consume import consume
@@ -39,6 +40,7 @@ app.command()(produce)
 app.command()(consume)
 app.add_typer(marshal_app, name="marshal")
 app.command()(console)
+app.command()(certs)
 
 
 def _print_version(wanted: bool) -> None:
