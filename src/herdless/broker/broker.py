@@ -11,12 +11,13 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from herdless.broker.clock import monotonic_ms, wall_ms
 from herdless.broker.cluster_metadata import ClusterMetadata
 from herdless.broker.cluster_node import ClusterNode
 from herdless.broker.config import BrokerConfig
-from herdless.broker.connection import Connection, RequestReader, start_server
+from herdless.broker.connection import Connection, RequestReader, TlsAccept, start_server
 from herdless.broker.context import BrokerContext
 from herdless.broker.durability import Durability
 from herdless.broker.failed_logins import DEFAULT_LIMIT, DEFAULT_WINDOW_MS, FailedLogins
@@ -232,11 +233,16 @@ class Broker:
         # Metadata with no brokers and no topics, and librdkafka (2.10 on) forgets every
         # broker a Metadata answer leaves out. Connections are refused until then.
         for listener in self.listeners:
+            tls = None
+            if listener.ssl_context is not None:
+                tls = TlsAccept(
+                    listener.ssl_context, functools.partial(self._handshake_failed, listener)
+                )
             server = await start_server(
                 functools.partial(self._accept, listener),
                 listener.endpoint.host or None,
                 listener.endpoint.port,
-                ssl=listener.ssl_context,
+                tls,
                 reuse_address=True,
                 backlog=4096,
                 start_serving=self.node is None,
@@ -354,6 +360,14 @@ class Broker:
             await connection.serve()
         finally:
             del self._connections[task]
+
+    def _handshake_failed(self, listener: Listener, peer: Any, error: BaseException) -> None:
+        address = f"{peer[0]}:{peer[1]}" if peer else "?"
+        reason = getattr(error, "reason", None) or str(error) or type(error).__name__
+        self.limited_warnings.warn(
+            f"connections from {peer[0] if peer else '?'}",
+            f"TLS handshake with {address} on listener {listener.name} failed: {reason}",
+        )
 
     def _storage_failed(self, operation: str, subject: str, error: StorageIOError) -> None:
         """A disk operation failed; from any thread (flushes fail in worker threads)."""

@@ -17,12 +17,13 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import ssl
 import time
 import types
 from asyncio.streams import FlowControlMixin
 from asyncio.tasks import _enter_task, _leave_task
 from collections.abc import Awaitable, Callable, Coroutine, Generator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple, cast
 
 from herdless.broker.apis import API_VERSIONS_KEY, APIS, unsupported_api_versions
@@ -49,6 +50,8 @@ from herdless.protocol.codec import (
     read_prefix,
 )
 from herdless.protocol.errors import ErrorCode
+from herdless.security.principal import ANONYMOUS
+from herdless.security.principal_mapping import PrincipalMappingError
 from herdless.security.session import ClientSession
 
 log = logging.getLogger(__name__)
@@ -139,11 +142,14 @@ class Connection:
         listener = listener or Listener.plaintext()
         # Who the client is: anonymous, its certificate's subject, or (once SASL is
         # through) the principal it authenticated as.
+        # A certificate whose subject no rule maps: refused, as Kafka fails its login.
+        self._refused: str | None = None
+        try:
+            principal = listener.principal_of(writer.get_extra_info("ssl_object"))
+        except PrincipalMappingError as exc:
+            principal, self._refused = ANONYMOUS, f"its certificate maps to no principal: {exc}"
         self.session = ClientSession(
-            listener.principal_of(writer.get_extra_info("ssl_object")),
-            listener.name,
-            listener.security_protocol,
-            peer[0] if peer else "",
+            principal, listener.name, listener.security_protocol, peer[0] if peer else ""
         )
         self._sasl = None if listener.sasl is None else SaslAuthentication(listener.sasl, self.peer)
         # True while waiting for the next request: shutdown may then close at once.
@@ -161,6 +167,12 @@ class Connection:
         self._serving: asyncio.Task[None] | None = None
 
     async def serve(self) -> None:
+        if self._refused is not None:
+            self._warnings.warn(
+                self._warned_as, f"closing connection from {self.peer}: {self._refused}"
+            )
+            self._writer.close()
+            return
         serving = self._serving = asyncio.current_task()
         self._reader.on_hang_up = lambda: self._hung_up(serving)
         self._reader.on_frame = self._handle_now
@@ -401,9 +413,11 @@ class RequestReader(FlowControlMixin, asyncio.Protocol):
         self,
         loop: asyncio.AbstractEventLoop,
         accept: Callable[[RequestReader, asyncio.StreamWriter], Awaitable[None]],
+        tls: TlsAccept | None = None,
     ) -> None:
         super().__init__(loop)
         self._accept = accept
+        self._tls = tls
         self._buffer = bytearray()
         self._transport: asyncio.Transport | None = None
         self._reading_paused = False
@@ -422,8 +436,36 @@ class RequestReader(FlowControlMixin, asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports do not derive from asyncio.Transport, but have its methods.
         self._transport = cast(asyncio.Transport, transport)
+        if self._tls is not None:
+            # Nothing is read until the handshake has taken the connection over.
+            self._transport.pause_reading()
+            self._serving_task = self._loop.create_task(self._handshake(self._tls))
+            return
         writer = asyncio.StreamWriter(transport, self, None, self._loop)  # type: ignore[arg-type]
         self._serving_task = self._loop.create_task(self._accept(self, writer))
+
+    async def _handshake(self, tls: TlsAccept) -> None:
+        """TLS, done here rather than by create_server: a handshake that fails there is
+        dropped without a word, here the broker can say, in one line, who failed and why."""
+        plain = self._transport
+        assert plain is not None
+        try:
+            secure = await self._loop.start_tls(
+                plain,
+                self,
+                tls.context,
+                server_side=True,
+                ssl_handshake_timeout=tls.handshake_timeout_s,
+            )
+        except (OSError, TimeoutError, ConnectionError) as exc:
+            plain.abort()
+            tls.failed(plain.get_extra_info("peername"), exc)
+            return
+        if secure is None:  # the client went during the handshake
+            return
+        self._transport = cast(asyncio.Transport, secure)
+        writer = asyncio.StreamWriter(secure, self, None, self._loop)  # type: ignore[arg-type]
+        await self._accept(self, writer)
 
     async def read_frame(self, started: Callable[[int], None]) -> bytes | Suspended:
         """The next request frame, without its size prefix, or what on_frame made of it.
@@ -530,13 +572,23 @@ class RequestReader(FlowControlMixin, asyncio.Protocol):
             self.on_hang_up()
 
 
+@dataclass(frozen=True)
+class TlsAccept:
+    """How a TLS listener's connections shake hands, and who hears of a failed one."""
+
+    context: ssl.SSLContext
+    failed: Callable[[Any, BaseException], None]
+    handshake_timeout_s: float = 10.0
+
+
 async def start_server(
     accept: Callable[[RequestReader, asyncio.StreamWriter], Awaitable[None]],
-    host: str,
+    host: str | None,
     port: int,
+    tls: TlsAccept | None = None,
     **options: Any,
 ) -> asyncio.Server:
     """A server whose connections are served by `accept(reader, writer)`, each in a task
-    of its own."""
+    of its own, after a TLS handshake if `tls` says how."""
     loop = asyncio.get_running_loop()
-    return await loop.create_server(lambda: RequestReader(loop, accept), host, port, **options)
+    return await loop.create_server(lambda: RequestReader(loop, accept, tls), host, port, **options)

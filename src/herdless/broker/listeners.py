@@ -15,6 +15,13 @@ from typing import Any
 from herdless.broker.config import BrokerConfig, ConfigError
 from herdless.broker.peer import PeerSecurity
 from herdless.broker.sasl_authentication import SaslListener
+from herdless.broker.tls import (
+    ReloadingContext,
+    Side,
+    client_context,
+    peer_principal,
+    principal_mapper,
+)
 from herdless.security.jaas import JaasConfigError, parse_jaas_config
 from herdless.security.listeners import Endpoint, SecurityProtocol
 from herdless.security.principal import ANONYMOUS, KafkaPrincipal
@@ -64,9 +71,11 @@ def _anonymous(_ssl_object: Any) -> KafkaPrincipal:
 @dataclass(frozen=True)
 class Listener:
     endpoint: Endpoint
+    # The server's TLS context (handing each handshake the latest certificates).
     ssl_context: ssl.SSLContext | None = None
     sasl: SaslListener | None = None
-    # The principal of a connection before SASL: from its TLS client certificate.
+    # The principal of a connection before SASL: from its TLS client certificate, through
+    # ssl.principal.mapping.rules (PrincipalMappingError: the subject maps to no one).
     principal_of: Callable[[Any], KafkaPrincipal] = _anonymous
 
     @property
@@ -86,18 +95,15 @@ def build_listeners(
     config: BrokerConfig,
     credentials: CredentialCache,
     verify_plain: Callable[[str, str], bool],
-    tls: Callable[[BrokerConfig, Endpoint], tuple[ssl.SSLContext, Callable[[Any], KafkaPrincipal]]]
-    | None = None,
 ) -> list[Listener]:
     """Every listener of `config`, ready to bind; ConfigError names a setting that cannot
     be used (before anything is bound)."""
     listeners = []
     for endpoint in config.listener_endpoints():
-        ssl_context, principal_of = None, _anonymous
+        ssl_context: ssl.SSLContext | None = None
+        principal_of = _anonymous
         if endpoint.security_protocol.uses_tls:
-            if tls is None:
-                raise ConfigError(f"listener {endpoint.listener}: TLS is not available")
-            ssl_context, principal_of = tls(config, endpoint)
+            ssl_context, principal_of = _tls(config, endpoint)
         sasl = None
         if endpoint.security_protocol.uses_sasl:
             sasl = _sasl_listener(config, endpoint.listener, credentials, verify_plain)
@@ -105,10 +111,21 @@ def build_listeners(
     return listeners
 
 
-def inter_broker_security(
-    config: BrokerConfig,
-    client_tls: Callable[[BrokerConfig, str], ssl.SSLContext] | None = None,
-) -> PeerSecurity:
+def _tls(
+    config: BrokerConfig, endpoint: Endpoint
+) -> tuple[ssl.SSLContext, Callable[[Any], KafkaPrincipal]]:
+    reloading = ReloadingContext(
+        config.security, endpoint.listener, Side.SERVER, endpoint.security_protocol
+    )
+    mapper = principal_mapper(config.security, endpoint.listener)
+
+    def principal_of(ssl_object: Any) -> KafkaPrincipal:
+        return ANONYMOUS if ssl_object is None else peer_principal(ssl_object, mapper)
+
+    return reloading.context, principal_of
+
+
+def inter_broker_security(config: BrokerConfig) -> PeerSecurity:
     """How this broker connects to the others: TLS and SASL as its inter-broker listener
     asks, logging in with `sasl.mechanism.inter.broker.protocol` (herdless's default: the
     listener's first enabled mechanism) as the user its JAAS entry names."""
@@ -116,9 +133,7 @@ def inter_broker_security(
     endpoint = next(e for e in config.listener_endpoints() if e.listener == name)
     ssl_context = None
     if endpoint.security_protocol.uses_tls:
-        if client_tls is None:
-            raise ConfigError(f"inter-broker listener {name}: TLS is not available")
-        ssl_context = client_tls(config, name)
+        ssl_context = client_context(config.security, name)
     if not endpoint.security_protocol.uses_sasl:
         return PeerSecurity(ssl_context)
     settings = config.security
