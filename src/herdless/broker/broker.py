@@ -17,6 +17,7 @@ from herdless.broker.cluster_node import ClusterNode
 from herdless.broker.config import BrokerConfig
 from herdless.broker.connection import Connection, RequestReader, start_server
 from herdless.broker.context import BrokerContext
+from herdless.broker.credentials import LocalCredentials, ZooKeeperCredentials
 from herdless.broker.durability import Durability
 from herdless.broker.fetch_sessions import FetchSessionCache
 from herdless.broker.file_limit import DescriptorWatch, segment_file_budget
@@ -113,6 +114,11 @@ class Broker:
             self.group_configs = LocalGroupConfigs(
                 Path(config.data_dir), coordinator_config.group_configs
             )
+        self.credentials: LocalCredentials | ZooKeeperCredentials
+        if self.node is not None:
+            self.credentials = ZooKeeperCredentials(self.node.connected_store)
+        else:
+            self.credentials = LocalCredentials(Path(config.data_dir))
         self.groups = GroupCoordinator(
             self.logs,
             self.replicas,
@@ -153,6 +159,8 @@ class Broker:
             cluster_id = await self.node.connect()
             assert isinstance(self.group_configs, ZooKeeperGroupConfigs)
             await self.group_configs.start()
+            assert isinstance(self.credentials, ZooKeeperCredentials)
+            await self.credentials.start()
             _check_cluster_id(data_dir, cluster_id, self.config.node_id)
             self.metadata.cluster_id = cluster_id
             producer_ids = self.node.producer_ids
@@ -161,6 +169,8 @@ class Broker:
             producer_ids = ProducerIds(LocalBlocks(data_dir / "producer-id-block").reserve)
             assert isinstance(self.group_configs, LocalGroupConfigs)
             self.group_configs.load()
+            assert isinstance(self.credentials, LocalCredentials)
+            self.credentials.load()
         started = time.monotonic()
         self.logs.open(wall_ms())
         # Said once the data directory is ours: a start that fails there says only why.
@@ -189,6 +199,7 @@ class Broker:
             producer_ids,
             self.fetch_sessions,
             group_configs=self.group_configs,
+            credentials=self.credentials,
         )
         # A deep accept queue: thousands of clients reconnecting at once (after a
         # restart, or a group of 10k members) overflowed asyncio's default of 100.
@@ -266,6 +277,8 @@ class Broker:
             await self.scrubber.stop()
         if self.log_dir_failures is not None:
             await self.log_dir_failures.stop()
+        if isinstance(self.credentials, ZooKeeperCredentials):
+            await self.credentials.stop()
         if self.node is not None:
             await self.node.stop()
         if self.history is not None:
