@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import pty
-import secrets
 import select
 import stat
 import subprocess
@@ -33,26 +32,14 @@ from confluent_kafka.admin import (
 )
 from kafka import KafkaAdminClient
 from kafka.admin import ScramMechanism, UserScramCredentialDeletion, UserScramCredentialUpsertion
-from kafka.protocol.admin import (
-    AlterUserScramCredentialsRequest,
-    AlterUserScramCredentialsResponse,
-    DescribeUserScramCredentialsRequest,
-    DescribeUserScramCredentialsResponse,
-)
 
 from herdless.broker.credentials import CREDENTIALS_FILE
 from tests.support.broker import BrokerProcess, module_broker
 from tests.support.cli import COMMAND, herdless, refused, succeeded, table_rows
-from tests.support.wire import Wire
+from tests.support.scram import SHA_256, SHA_512, altered, described, files_holding, new_password
 
-SHA_256, SHA_512 = 1, 2
 NONE, UNSUPPORTED_SASL_MECHANISM, RESOURCE_NOT_FOUND = 0, 33, 91
 DUPLICATE_RESOURCE, UNACCEPTABLE_CREDENTIAL = 92, 93
-
-
-def new_password(user: str) -> str:
-    """A password no file could hold by chance, to look for afterwards."""
-    return f"pw-{user}-{secrets.token_hex(8)}"
 
 
 @pytest.fixture(scope="module")
@@ -66,51 +53,6 @@ def admin(broker: BrokerProcess) -> Iterator[KafkaAdminClient]:
     client = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     yield client
     client.close()
-
-
-def described(broker: BrokerProcess, users: list[str] | None) -> dict[str, object]:
-    """DescribeUserScramCredentials asked of `broker` itself: user -> (error code,
-    {mechanism type: iterations}), and the answer's own error code under None."""
-    request = DescribeUserScramCredentialsRequest[0](
-        users=None if users is None else [(user,) for user in users]
-    )
-    wire = Wire(broker)
-    try:
-        response = wire.call(request, DescribeUserScramCredentialsResponse[0])
-    finally:
-        wire.close()
-    answer: dict[str | None, object] = {None: response.error_code}  # type: ignore[attr-defined]
-    for result in response.results:  # type: ignore[attr-defined]
-        infos = {info.mechanism: info.iterations for info in result.credential_infos}
-        answer[result.user] = (result.error_code, infos)
-    return answer
-
-
-def altered(
-    broker: BrokerProcess,
-    upsertions: list[tuple[str, int, int, bytes, bytes]] = (),  # type: ignore[assignment]
-    deletions: list[tuple[str, int]] = (),  # type: ignore[assignment]
-) -> dict[str, tuple[int, str | None]]:
-    """AlterUserScramCredentials asked of `broker`: user -> (error code, message)."""
-    request = AlterUserScramCredentialsRequest[0](
-        deletions=list(deletions), upsertions=list(upsertions)
-    )
-    wire = Wire(broker)
-    try:
-        response = wire.call(request, AlterUserScramCredentialsResponse[0])
-    finally:
-        wire.close()
-    return {r.user: (r.error_code, r.error_message) for r in response.results}  # type: ignore[attr-defined]
-
-
-def files_holding(directory: Path, secrets_: list[str]) -> list[str]:
-    """Each (file, secret) where a file under `directory` holds one of the secrets."""
-    found = []
-    for path in directory.rglob("*"):
-        if path.is_file():
-            data = path.read_bytes()
-            found += [f"{path}: {s}" for s in secrets_ if s.encode() in data]
-    return found
 
 
 # -- the admin APIs ----------------------------------------------------------------------
@@ -143,7 +85,7 @@ def test_kafka_python_adds_describes_and_deletes_credentials(
     gone = admin.describe_user_scram_credentials(["alice"])["alice"]
     assert "does not exist" in gone["error"]
     assert "alice" not in admin.describe_user_scram_credentials()
-    assert files_holding(broker.data_dir, [password]) == []
+    assert files_holding(broker.data_dir.parent, [password]) == []
 
 
 def test_kafkas_errors_are_per_user(broker: BrokerProcess) -> None:
@@ -209,7 +151,7 @@ def test_confluent_kafka_adds_describes_and_deletes_credentials(broker: BrokerPr
     with pytest.raises(KafkaException, match="RESOURCE_NOT_FOUND"):
         client.describe_user_scram_credentials(["grace"])["grace"].result(30)
     # librdkafka checks the iterations too, so the broker's check is seen raw above.
-    assert files_holding(broker.data_dir, [password]) == []
+    assert files_holding(broker.data_dir.parent, [password]) == []
 
 
 def test_credentials_outlive_a_restart_in_a_file_only_the_broker_reads(tmp_path: Path) -> None:
@@ -264,7 +206,7 @@ def test_the_cli_adds_lists_and_removes_users_through_a_broker(broker: BrokerPro
     refused(users("add", "kim", "--password-stdin", input="\n"), "must not be empty")
     refused(users("add", "kim", "--password", "x", "--data-dir", "d"), "give one of")
     succeeded(users("remove", "jack"))
-    assert files_holding(broker.data_dir, [password]) == []
+    assert files_holding(broker.data_dir.parent, [password]) == []
     assert password not in broker.log()
 
 
