@@ -13,7 +13,7 @@ from kafka.admin import ScramMechanism, UserScramCredentialUpsertion
 from kazoo.client import KazooClient
 
 from tests.support.broker import BrokerProcess
-from tests.support.cli import herdless, succeeded, table_rows
+from tests.support.cli import herdless, refused, succeeded, table_rows
 from tests.support.cluster import ClusterProcesses, running_cluster
 from tests.support.scram import (
     SHA_256,
@@ -24,7 +24,7 @@ from tests.support.scram import (
     new_password,
 )
 
-NONE, RESOURCE_NOT_FOUND = 0, 91
+NONE, RESOURCE_NOT_FOUND, UNACCEPTABLE_CREDENTIAL = 0, 91, 93
 # Every password this module uses: none may be found anywhere at its end.
 PASSWORDS: list[str] = []
 
@@ -119,6 +119,23 @@ def test_users_added_in_zookeeper_beside_the_running_brokers_reach_them_all(
     assert table_rows(succeeded(herdless("users", "list", *offline))) == expected
     online = succeeded(herdless("users", "list", "-b", cluster.bootstrap))
     assert table_rows(online) == expected
+
+
+def test_a_user_name_zookeeper_cannot_hold_fails_that_user_alone(
+    cluster: ClusterProcesses,
+) -> None:
+    first = cluster.brokers[1]
+    answer = altered(
+        first,
+        [upsertion("..", ScramMechanism.SCRAM_SHA_256)]
+        + [upsertion("dot.ted", ScramMechanism.SCRAM_SHA_256)],
+    )
+    assert answer["dot.ted"] == (NONE, None)
+    assert answer[".."] == (UNACCEPTABLE_CREDENTIAL, "ZooKeeper cannot hold a user named '..'")
+    assert described(first, [".."])[".."] == (RESOURCE_NOT_FOUND, {})
+    assert described(first, ["dot.ted"])["dot.ted"] == (NONE, {SHA_256: 4096})
+    offline = ("--zookeeper", cluster.zookeeper.connect, "--password", "x")
+    refused(herdless("users", "add", "..", *offline), "ZooKeeper cannot hold a user named '..'")
 
 
 def test_a_broker_started_later_reads_every_user(cluster: ClusterProcesses) -> None:

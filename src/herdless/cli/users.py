@@ -287,7 +287,7 @@ def _alter_zookeeper(
     try:
         with ClusterStore(connect) as store:
             store.alter_user_config(user, change)
-    except ClusterError as exc:
+    except (ClusterError, ValueError) as exc:  # ValueError: a name ZooKeeper cannot hold
         raise fail(str(exc)) from None
 
 

@@ -103,7 +103,11 @@ def group_of_config_node(name: str) -> str:
 
 
 def user_config_path(user: str) -> str:
-    return f"{USER_CONFIGS_PATH}/{sanitize(user)}"
+    """ValueError for the two names ZooKeeper cannot hold, "." and ".."."""
+    name = sanitize(user)
+    if name in (".", ".."):
+        raise ValueError(f"ZooKeeper cannot hold a user named {user!r}")
+    return f"{USER_CONFIGS_PATH}/{name}"
 
 
 def user_config_entity_path(user: str) -> str:

@@ -213,9 +213,16 @@ async def handle_alter_user_scram_credentials(context: BrokerContext, request: R
             await store.alter(user, alteration.upsertions, alteration.deletions)
         except CredentialNotFound as exc:
             code, message = ErrorCode.RESOURCE_NOT_FOUND, str(exc)
+        except ValueError as exc:  # a name the store cannot hold
+            code, message = ErrorCode.UNACCEPTABLE_CREDENTIAL, str(exc)
         except (ClusterUnavailable, StateVersionConflict, StorageError, OSError) as exc:
             log.error("the SCRAM credentials of user %r were not altered: %s", user, exc)
             code, message = ErrorCode.UNKNOWN_SERVER_ERROR, f"not stored: {exc}"
+        except Exception as exc:
+            # As Kafka, one user's failure is that user's answer; the others are still
+            # altered.
+            log.exception("the SCRAM credentials of user %r were not altered", user)
+            code, message = ErrorCode.UNKNOWN_SERVER_ERROR, f"not stored: {type(exc).__name__}"
         else:
             log.info(
                 "SCRAM credentials of user %r: set %s, deleted %s",
