@@ -109,6 +109,7 @@ def test_cli_json_keys_are_the_documented_ones(broker: BrokerProcess) -> None:
     """Every path of docs/cli.md's JSON table, in the output of the command it names."""
     run_script(broker, ["herdless topics create keys --partitions 2"])
     run_script(broker, ["echo k=v | herdless produce keys -K = -H h=1"])
+    run_script(broker, ["echo docs-secret | herdless users add docs-user --password-stdin"])
     member = subprocess.Popen(
         [sys.executable, "-m", "herdless", "consume", "keys", "-g", "watchers", "-b", broker.host],
         stdout=subprocess.DEVNULL,
@@ -126,6 +127,7 @@ def test_cli_json_keys_are_the_documented_ones(broker: BrokerProcess) -> None:
             "groups reset-offsets G": "groups reset-offsets readers --all-topics --to-latest",
             "groups history G": "groups history watchers",
             "groups configs G": "groups configs watchers",
+            "users list": "users list",
         }
         deadline = time.monotonic() + 30
         while True:  # until the member has joined and been assigned

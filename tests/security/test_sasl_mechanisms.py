@@ -10,13 +10,12 @@ import hmac
 import pytest
 import scramp
 
-from herdless.broker.listeners import verify_plain
 from herdless.security.principal import user
 from herdless.security.sasl import SaslAuthenticationFailed
 from herdless.security.sasl_client import PlainClient, ScramClient
 from herdless.security.sasl_plain import PlainServer
 from herdless.security.sasl_scram import ScramServer
-from herdless.security.scram import SCRAM_MECHANISMS, ScramCredential
+from herdless.security.scram import SCRAM_MECHANISMS, ScramCredential, verify_plain
 
 
 class Credentials:

@@ -24,6 +24,7 @@ from herdless.broker.handlers import (
     list_offsets,
     produce,
     sasl,
+    users,
 )
 from herdless.protocol.codec import Request, encode_response, response_class
 from herdless.protocol.errors import ErrorCode
@@ -95,6 +96,8 @@ _TABLE = [
     Api(42, "DeleteGroups", 0, 2, groups.handle_delete_groups),
     Api(44, "IncrementalAlterConfigs", 0, 1, configs.handle_incremental_alter_configs),
     Api(47, "OffsetDelete", 0, 0, groups.handle_offset_delete),
+    Api(50, "DescribeUserScramCredentials", 0, 0, users.handle_describe_user_scram_credentials),
+    Api(51, "AlterUserScramCredentials", 0, 0, users.handle_alter_user_scram_credentials),
     Api(60, "DescribeCluster", 0, 1, cluster.handle_describe_cluster),
     Api(68, "ConsumerGroupHeartbeat", 0, 1, consumer_groups.handle_consumer_group_heartbeat),
     Api(69, "ConsumerGroupDescribe", 0, 1, consumer_groups.handle_consumer_group_describe),

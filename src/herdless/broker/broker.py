@@ -19,6 +19,7 @@ from herdless.broker.cluster_node import ClusterNode
 from herdless.broker.config import BrokerConfig
 from herdless.broker.connection import Connection, RequestReader, TlsAccept, start_server
 from herdless.broker.context import BrokerContext
+from herdless.broker.credentials import LocalCredentials, ZooKeeperCredentials
 from herdless.broker.durability import Durability
 from herdless.broker.failed_logins import DEFAULT_LIMIT, DEFAULT_WINDOW_MS, FailedLogins
 from herdless.broker.fetch_sessions import FetchSessionCache
@@ -33,11 +34,9 @@ from herdless.broker.history_forwarder import HistoryForwarder
 from herdless.broker.limited_warnings import WINDOW_S, LimitedWarnings
 from herdless.broker.listeners import (
     Listener,
-    NoCredentials,
     build_listeners,
     config_int,
     inter_broker_security,
-    verify_plain,
 )
 from herdless.broker.log_dir_failure import LogDirFailureHandler
 from herdless.broker.metadata import LocalMetadata
@@ -49,7 +48,7 @@ from herdless.broker.scrubber import Scrubber
 from herdless.broker.stalls import StallDetector
 from herdless.broker.storage_errors import StorageErrors
 from herdless.broker.topic_admin import LocalTopics, TopicAdmin, ZooKeeperTopics
-from herdless.security.scram import CredentialCache
+from herdless.security.scram import verify_plain
 from herdless.storage import LogManager, StorageIOError
 
 log = logging.getLogger(__name__)
@@ -61,11 +60,7 @@ SHUTDOWN_GRACE_S = 10.0
 class Broker:
     """Builds the broker's parts, owns their lifecycle, accepts connections."""
 
-    def __init__(
-        self,
-        config: BrokerConfig,
-        credentials: CredentialCache | None = None,
-    ) -> None:
+    def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.metrics = BrokerMetrics(config.metrics_lag_per_partition)
         self.storage_errors = StorageErrors(self.metrics.storage_error)
@@ -137,6 +132,11 @@ class Broker:
             self.group_configs = LocalGroupConfigs(
                 Path(config.data_dir), coordinator_config.group_configs
             )
+        self.credentials: LocalCredentials | ZooKeeperCredentials
+        if self.node is not None:
+            self.credentials = ZooKeeperCredentials(self.node.connected_store)
+        else:
+            self.credentials = LocalCredentials(Path(config.data_dir))
         self.groups = GroupCoordinator(
             self.logs,
             self.replicas,
@@ -159,7 +159,6 @@ class Broker:
                 self.metrics.scrubbed,
             )
         self.context: BrokerContext | None = None
-        self.credentials = credentials or NoCredentials()
         self.listeners = build_listeners(
             config, self.credentials, functools.partial(verify_plain, self.credentials)
         )
@@ -188,6 +187,8 @@ class Broker:
             cluster_id = await self.node.connect()
             assert isinstance(self.group_configs, ZooKeeperGroupConfigs)
             await self.group_configs.start()
+            assert isinstance(self.credentials, ZooKeeperCredentials)
+            await self.credentials.start()
             _check_cluster_id(data_dir, cluster_id, self.config.node_id)
             self.metadata.cluster_id = cluster_id
             producer_ids = self.node.producer_ids
@@ -196,6 +197,8 @@ class Broker:
             producer_ids = ProducerIds(LocalBlocks(data_dir / "producer-id-block").reserve)
             assert isinstance(self.group_configs, LocalGroupConfigs)
             self.group_configs.load()
+            assert isinstance(self.credentials, LocalCredentials)
+            self.credentials.load()
         started = time.monotonic()
         self.logs.open(wall_ms())
         # Said once the data directory is ours: a start that fails there says only why.
@@ -224,6 +227,7 @@ class Broker:
             producer_ids,
             self.fetch_sessions,
             group_configs=self.group_configs,
+            credentials=self.credentials,
         )
         # A deep accept queue: thousands of clients reconnecting at once (after a
         # restart, or a group of 10k members) overflowed asyncio's default of 100.
@@ -317,6 +321,8 @@ class Broker:
             await self.scrubber.stop()
         if self.log_dir_failures is not None:
             await self.log_dir_failures.stop()
+        if isinstance(self.credentials, ZooKeeperCredentials):
+            await self.credentials.stop()
         if self.node is not None:
             await self.node.stop()
         if self.history is not None:

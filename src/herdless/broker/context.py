@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from herdless.broker.config import BrokerConfig
+from herdless.broker.credentials import CredentialStore
 from herdless.broker.fetch_sessions import FetchSessionCache
 from herdless.broker.group_configs import GroupConfigStore
 from herdless.broker.group_coordinator import GroupCoordinator
@@ -37,6 +38,8 @@ class BrokerContext:
     stopping: bool = False
     # Consumer groups' own configs (KIP-848), where this broker keeps them.
     group_configs: GroupConfigStore | None = None
+    # Users' SCRAM credentials: the CredentialCache SASL checks logins against.
+    credentials: CredentialStore | None = None
 
     @property
     def node_id(self) -> int:

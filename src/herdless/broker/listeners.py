@@ -5,8 +5,6 @@ its SASL mechanisms, built from Kafka's settings (broker/config.py, security/set
 from __future__ import annotations
 
 import functools
-import hashlib
-import hmac
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,7 +27,7 @@ from herdless.security.sasl import SaslServer
 from herdless.security.sasl_client import sasl_client
 from herdless.security.sasl_plain import PLAIN, PlainServer
 from herdless.security.sasl_scram import ScramServer
-from herdless.security.scram import SCRAM_MECHANISMS, CredentialCache, ScramCredential
+from herdless.security.scram import SCRAM_MECHANISMS, CredentialCache
 
 # The mechanisms herdless serves. Kafka enables GSSAPI alone unless told otherwise;
 # herdless enables the SCRAM mechanisms, which need no Kerberos realm.
@@ -39,29 +37,6 @@ DEFAULT_MECHANISMS = ",".join(SCRAM_MECHANISMS)
 # Kafka's defaults: sessions never end; a failed login is answered after 100 ms.
 DEFAULT_MAX_REAUTH_MS = 0
 DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100
-
-
-class NoCredentials:
-    """No SCRAM credentials at all: every SASL login fails."""
-
-    def scram(self, user: str, mechanism: str) -> ScramCredential | None:
-        return None
-
-
-def verify_plain(credentials: CredentialCache, user: str, password: str) -> bool:
-    """Whether `password` is `user`'s, by any SCRAM credential stored for them."""
-    for mechanism in SCRAM_MECHANISMS:
-        credential = credentials.scram(user, mechanism)
-        if credential is None:
-            continue
-        digest = "sha256" if mechanism == "SCRAM-SHA-256" else "sha512"
-        salted = hashlib.pbkdf2_hmac(
-            digest, password.encode(), credential.salt, credential.iterations
-        )
-        client_key = hmac.new(salted, b"Client Key", digest).digest()
-        if hmac.compare_digest(hashlib.new(digest, client_key).digest(), credential.stored_key):
-            return True
-    return False
 
 
 def _anonymous(_ssl_object: Any) -> KafkaPrincipal:

@@ -24,6 +24,7 @@ from herdless.cli.marshal import marshal_app
 from herdless.cli.produce import produce
 from herdless.cli.serve import serve
 from herdless.cli.topics import topics_app
+from herdless.cli.users import users_app
 
 app = typer.Typer(
     help="herdless: a Kafka-compatible broker built around consumer groups.",
@@ -36,6 +37,7 @@ app.command()(serve)
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(topics_app, name="topics")
 app.add_typer(groups_app, name="groups")
+app.add_typer(users_app, name="users")
 app.command()(produce)
 app.command()(consume)
 app.add_typer(marshal_app, name="marshal")

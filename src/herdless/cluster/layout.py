@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Generic, TypeVar
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote, unquote_plus
 
 from herdless.cluster.errors import MalformedZNode
 from herdless.security.listeners import Endpoint, SecurityProtocol
@@ -37,6 +37,12 @@ TOPIC_CONFIGS_PATH = "/config/topics"
 # beside the topics' configs, in their format, named by the group id percent-encoded
 # (a group id may hold a '/').
 GROUP_CONFIGS_PATH = "/config/groups"
+# Users' configs, SCRAM credentials among them, named by the user sanitized as Kafka does.
+USER_CONFIGS_PATH = "/config/users"
+# A sequential znode written after each change to a user's (or any entity's) config, so
+# every broker re-reads that config (Kafka's ConfigEntityChangeNotificationZNode).
+CONFIG_CHANGES_PATH = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
 # A broker whose log directory failed says so here, in a persistent sequential znode
 # the controller reads and deletes (Kafka's LogDirEventNotificationZNode).
@@ -49,7 +55,8 @@ PERSISTENT_PATHS = (
     BROKER_IDS_PATH,
     TOPICS_PATH,
     TOPIC_CONFIGS_PATH,
-    "/config/changes",
+    CONFIG_CHANGES_PATH,
+    USER_CONFIGS_PATH,
     DELETE_TOPICS_PATH,
     "/brokers/seqid",
     "/isr_change_notification",
@@ -94,6 +101,49 @@ def group_config_path(group: str) -> str:
 
 def group_of_config_node(name: str) -> str:
     return unquote(name)
+
+
+def user_config_path(user: str) -> str:
+    """ValueError for the two names ZooKeeper cannot hold, "." and ".."."""
+    name = sanitize(user)
+    if name in (".", ".."):
+        raise ValueError(f"ZooKeeper cannot hold a user named {user!r}")
+    return f"{USER_CONFIGS_PATH}/{name}"
+
+
+def user_config_entity_path(user: str) -> str:
+    """What a change notification names: the config's path below /config."""
+    return f"users/{sanitize(user)}"
+
+
+def config_change_path(name: str) -> str:
+    """The path of a config change notification by its znode name."""
+    return f"{CONFIG_CHANGES_PATH}/{name}"
+
+
+def config_change_number(name: str) -> int | None:
+    """The sequence number of a change notification's znode name; None if not one."""
+    digits = name.removeprefix(CONFIG_CHANGE_PREFIX)
+    if digits == name or not (digits.isascii() and digits.isdigit()):
+        return None
+    return int(digits)
+
+
+# What java.net.URLEncoder leaves as it is; Kafka's Sanitizer then writes '*' as %2A.
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-_")
+
+
+def sanitize(name: str) -> str:
+    """A user name as Kafka's Sanitizer writes it into a znode name: UTF-8, percent-encoded
+    but for letters, digits and `.-_` (a space is %20)."""
+    return "".join(
+        c if c in _UNRESERVED else "".join(f"%{b:02X}" for b in c.encode("utf-8")) for c in name
+    )
+
+
+def desanitize(name: str) -> str:
+    """A znode name back to the user name (java.net.URLDecoder: '+' is a space)."""
+    return unquote_plus(name, errors="strict")
 
 
 def delete_topic_path(topic: str) -> str:
@@ -167,6 +217,18 @@ class LogDirNotification:
     # The zxid that created the znode: an event from before the broker's current
     # registration (a broker epoch is its registration's zxid) is of an earlier life.
     zxid: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigChange:
+    """One config change notification: which entity's config to read again."""
+
+    # The znode's name, config_change_<sequence number>: the order they were written in.
+    name: str
+    # Below /config, the entity type and the sanitized name: `users/alice`.
+    entity_path: str
+    # When ZooKeeper created it (its clock, ms): Kafka deletes them after 15 minutes.
+    created_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,13 +449,50 @@ def encode_topic_config(configs: Mapping[str, str]) -> bytes:
     return _json({"version": 1, "config": {key: configs[key] for key in ordered}})
 
 
+def encode_user_config(configs: Mapping[str, str]) -> bytes:
+    """A user's config: the format of every entity's config (Kafka's ConfigEntityZNode)."""
+    return encode_topic_config(configs)
+
+
 def decode_topic_config(topic: str, data: bytes | None) -> dict[str, str]:
-    path = topic_config_path(topic)
+    return _decode_config(topic_config_path(topic), data)
+
+
+def decode_user_config(user: str, data: bytes | None) -> dict[str, str]:
+    """A user's config (SCRAM credentials, quotas), as Kafka's ConfigEntityZNode holds it."""
+    return _decode_config(user_config_path(user), data)
+
+
+def encode_config_change(entity_path: str) -> bytes:
+    """Version 2 of Kafka's config change notification (a Scala Map of two entries keeps
+    insertion order)."""
+    return _json({"version": 2, "entity_path": entity_path})
+
+
+def decode_config_change(name: str, data: bytes | None) -> str:
+    """The entity path a change notification names (`users/alice`); version 1, which
+    Kafka still reads, names it in two fields."""
+    path = config_change_path(name)
+    fields = _object(path, data)
+    version = fields.get("version")
+    if version == 2:
+        return _field(path, fields, "entity_path", str)
+    if version == 1:
+        entity_type = _field(path, fields, "entity_type", str)
+        return f"{entity_type}/{_field(path, fields, 'entity_name', str)}"
+    raise MalformedZNode(path, f"unsupported config change version {version!r}")
+
+
+def _decode_config(path: str, data: bytes | None) -> dict[str, str]:
     if not data:
         return {}
     config = _object(path, data).get("config", {})
-    if not isinstance(config, dict) or not all(isinstance(v, str) for v in config.values()):
-        raise MalformedZNode(path, f"config is not an object of strings: {config!r}")
+    if not isinstance(config, dict):
+        raise MalformedZNode(path, f"config is not an object: {config!r}")
+    # Named by key only: a user's values are credentials, kept out of logs.
+    not_strings = sorted(k for k, v in config.items() if not isinstance(v, str))
+    if not_strings:
+        raise MalformedZNode(path, f"config values are not strings: {not_strings}")
     return dict(config)
 
 

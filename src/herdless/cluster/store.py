@@ -86,6 +86,8 @@ DEFAULT_LEASE_MARGIN = 0.1
 # How a transaction reports the operations that did not fail themselves.
 _ROLLED_BACK = (RolledBackError, RuntimeInconsistency)
 _CONNECTION_ERRORS = (ConnectionLoss, SessionExpiredError, OperationTimeoutError)
+# Conditional writes tried again after another writer's got in first.
+_CONFLICT_RETRIES = 10
 
 
 class SessionState(Enum):
@@ -616,6 +618,85 @@ class ClusterStore:
         return self._watch_data(
             path, lambda data, _stat: layout.decode_topic_config(group, data), callback
         )
+
+    # -- users' configs: SCRAM credentials ----------------------------------------------
+
+    def user_configs(self) -> dict[str, dict[str, str]]:
+        """Every user's config, by user name; a znode whose name or data is not a user's
+        config is left out, logged."""
+        children = self._run(lambda: self._client.get_children_async(layout.USER_CONFIGS_PATH))
+        configs = {}
+        for child in children:
+            try:
+                user = layout.desanitize(child)
+                configs[user] = self.user_config(user)
+            except (ValueError, MalformedZNode) as exc:
+                logger.error("skipped the config of user znode %r: %s", child, exc)
+        return configs
+
+    def user_config(self, user: str) -> dict[str, str]:
+        """The user's config ({} for none); MalformedZNode if it is not one."""
+        try:
+            data, _ = self._run(lambda: self._client.get_async(layout.user_config_path(user)))
+        except NoNodeError:
+            return {}
+        return layout.decode_user_config(user, data)
+
+    def alter_user_config(
+        self, user: str, change: Callable[[dict[str, str]], dict[str, str]]
+    ) -> dict[str, str]:
+        """Apply `change` to the user's config and tell every broker, as Kafka's
+        AdminZkClient.changeConfigs does: the config's znode and a change notification
+        in /config/changes, here in one transaction conditional on the version read (read
+        again and `change` applied again when another writer got in between). A config
+        left empty takes its znode away unless it has children (client quotas). Returns
+        the config written; what `change` raises propagates, with nothing written."""
+        path = layout.user_config_path(user)
+        notification = layout.encode_config_change(layout.user_config_entity_path(user))
+        for _ in range(_CONFLICT_RETRIES):
+            try:
+                data, stat = self._run(lambda: self._client.get_async(path))
+            except NoNodeError:
+                data, stat = None, None
+            config = change(layout.decode_user_config(user, data))
+            tx = self._client.transaction()
+            if stat is None:
+                if not config:
+                    return config
+                tx.create(path, layout.encode_user_config(config))
+            elif not config and stat.numChildren == 0:
+                tx.delete(path, stat.version)
+            else:
+                tx.set_data(path, layout.encode_user_config(config), stat.version)
+            tx.create(
+                layout.config_change_path(layout.CONFIG_CHANGE_PREFIX), notification, sequence=True
+            )
+            failure = _first_failure(self._commit(tx))
+            if failure is None:
+                return config
+            if not isinstance(
+                failure, BadVersionError | NodeExistsError | NoNodeError | NotEmptyError
+            ):
+                raise failure
+        raise StateVersionConflict(f"the config of user {user!r} kept changing while altered")
+
+    def watch_config_changes(self, callback: Callable[[list[str]], None]) -> Watch:
+        """The names of the config change notifications, now and at every change."""
+        return self._watch_children(layout.CONFIG_CHANGES_PATH, callback)
+
+    def config_change(self, name: str) -> layout.ConfigChange | None:
+        """One config change notification; None once deleted. MalformedZNode if not one."""
+        try:
+            data, stat = self._run(lambda: self._client.get_async(layout.config_change_path(name)))
+        except NoNodeError:
+            return None
+        return layout.ConfigChange(name, layout.decode_config_change(name, data), stat.ctime)
+
+    def delete_config_change(self, name: str) -> None:
+        """Delete a notification every broker has had time to read (every broker does so
+        with the old ones, as Kafka's, so one deleted already is no error)."""
+        with suppress(NoNodeError):
+            self._run(lambda: self._client.delete_async(layout.config_change_path(name)))
 
     # -- topic deletion ------------------------------------------------------------------
 

@@ -536,15 +536,8 @@ class LogManager:
         return partition_log
 
     def _lock_directory(self) -> None:
-        if self._lock_fd is not None:
-            return
-        fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise StorageError(f"{self.data_dir} is in use by another broker") from None
-        self._lock_fd = fd
+        if self._lock_fd is None:
+            self._lock_fd = lock_data_dir(self.data_dir)
 
     def _read_metadata(self) -> list[dict[str, Any]]:
         path = self.data_dir / METADATA_FILE
@@ -631,3 +624,15 @@ def _sort_partitions(topic: Topic) -> None:
     ordered = sorted(topic.partitions.items())
     topic.partitions.clear()
     topic.partitions.update(ordered)
+
+
+def lock_data_dir(data_dir: Path) -> int:
+    """Hold the data directory as a broker does while it runs (the lock goes with the
+    returned descriptor); StorageError if a broker, or another tool, holds it."""
+    fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StorageError(f"{data_dir} is in use by another broker") from None
+    return fd
