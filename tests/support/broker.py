@@ -30,10 +30,15 @@ def loopback_host_with_free(port: int) -> str:
 
 @contextlib.contextmanager
 def module_broker(
-    data_dir: Path, *extra_args: str, host: str = "127.0.0.1", port: int | None = None
+    data_dir: Path,
+    *extra_args: str,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    listeners: str | None = None,
 ) -> Iterator[BrokerProcess]:
     """A broker a test module shares; at the end SIGTERM must stop it with exit code 0."""
-    process = BrokerProcess(data_dir, *extra_args, host=host, port=port).start()
+    process = BrokerProcess(data_dir, *extra_args, host=host, port=port, listeners=listeners)
+    process.start()
     yield process
     if process.alive():
         code = process.stop()

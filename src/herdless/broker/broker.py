@@ -7,17 +7,17 @@ import base64
 import contextlib
 import functools
 import logging
+import ssl
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 from herdless.broker.clock import monotonic_ms, wall_ms
 from herdless.broker.cluster_metadata import ClusterMetadata
 from herdless.broker.cluster_node import ClusterNode
 from herdless.broker.config import BrokerConfig
-from herdless.broker.connection import Connection, RequestReader, TlsAccept, start_server
+from herdless.broker.connection import Connection, RequestReader, start_server
 from herdless.broker.context import BrokerContext
 from herdless.broker.credentials import LocalCredentials, ZooKeeperCredentials
 from herdless.broker.durability import Durability
@@ -160,7 +160,10 @@ class Broker:
             )
         self.context: BrokerContext | None = None
         self.listeners = build_listeners(
-            config, self.credentials, functools.partial(verify_plain, self.credentials)
+            config,
+            self.credentials,
+            functools.partial(verify_plain, self.credentials),
+            self._handshake_failed,
         )
         self.failed_logins = FailedLogins(
             config_int(config, "connection.failed.authentication.limit", DEFAULT_LIMIT),
@@ -237,16 +240,11 @@ class Broker:
         # Metadata with no brokers and no topics, and librdkafka (2.10 on) forgets every
         # broker a Metadata answer leaves out. Connections are refused until then.
         for listener in self.listeners:
-            tls = None
-            if listener.ssl_context is not None:
-                tls = TlsAccept(
-                    listener.ssl_context, functools.partial(self._handshake_failed, listener)
-                )
             server = await start_server(
                 functools.partial(self._accept, listener),
                 listener.endpoint.host or None,
                 listener.endpoint.port,
-                tls,
+                ssl=listener.ssl_context,
                 reuse_address=True,
                 backlog=4096,
                 start_serving=self.node is None,
@@ -367,12 +365,11 @@ class Broker:
         finally:
             del self._connections[task]
 
-    def _handshake_failed(self, listener: Listener, peer: Any, error: BaseException) -> None:
-        address = f"{peer[0]}:{peer[1]}" if peer else "?"
-        reason = getattr(error, "reason", None) or str(error) or type(error).__name__
+    def _handshake_failed(self, listener: str, error: ssl.SSLError) -> None:
+        self.metrics.tls_handshake_failed(listener)
         self.limited_warnings.warn(
-            f"connections from {peer[0] if peer else '?'}",
-            f"TLS handshake with {address} on listener {listener.name} failed: {reason}",
+            f"TLS handshakes on listener {listener}",
+            f"a TLS handshake on listener {listener} failed: {error.reason or error}",
         )
 
     def _storage_failed(self, operation: str, subject: str, error: StorageIOError) -> None:

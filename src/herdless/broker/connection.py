@@ -17,13 +17,12 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-import ssl
 import time
 import types
 from asyncio.streams import FlowControlMixin
 from asyncio.tasks import _enter_task, _leave_task
 from collections.abc import Awaitable, Callable, Coroutine, Generator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, NamedTuple, cast
 
 from herdless.broker.apis import API_VERSIONS_KEY, APIS, unsupported_api_versions
@@ -368,8 +367,10 @@ class Connection:
             self.session = replace(
                 self.session, principal=step.authenticated, sasl_mechanism=step.mechanism
             )
-        if step.failed and self._failed_logins is not None:
-            self._failed_logins.failed(self.session.client_address)
+        if step.failed:
+            self._metrics.authentication_failed(self.session.listener, step.mechanism or "sasl")
+            if self._failed_logins is not None:
+                self._failed_logins.failed(self.session.client_address)
         if step.close is not None:
             # Said now: a client that hangs up during the delay still leaves its line.
             self._warnings.warn(
@@ -413,11 +414,9 @@ class RequestReader(FlowControlMixin, asyncio.Protocol):
         self,
         loop: asyncio.AbstractEventLoop,
         accept: Callable[[RequestReader, asyncio.StreamWriter], Awaitable[None]],
-        tls: TlsAccept | None = None,
     ) -> None:
         super().__init__(loop)
         self._accept = accept
-        self._tls = tls
         self._buffer = bytearray()
         self._transport: asyncio.Transport | None = None
         self._reading_paused = False
@@ -436,36 +435,8 @@ class RequestReader(FlowControlMixin, asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports do not derive from asyncio.Transport, but have its methods.
         self._transport = cast(asyncio.Transport, transport)
-        if self._tls is not None:
-            # Nothing is read until the handshake has taken the connection over.
-            self._transport.pause_reading()
-            self._serving_task = self._loop.create_task(self._handshake(self._tls))
-            return
         writer = asyncio.StreamWriter(transport, self, None, self._loop)  # type: ignore[arg-type]
         self._serving_task = self._loop.create_task(self._accept(self, writer))
-
-    async def _handshake(self, tls: TlsAccept) -> None:
-        """TLS, done here rather than by create_server: a handshake that fails there is
-        dropped without a word, here the broker can say, in one line, who failed and why."""
-        plain = self._transport
-        assert plain is not None
-        try:
-            secure = await self._loop.start_tls(
-                plain,
-                self,
-                tls.context,
-                server_side=True,
-                ssl_handshake_timeout=tls.handshake_timeout_s,
-            )
-        except (OSError, TimeoutError, ConnectionError) as exc:
-            plain.abort()
-            tls.failed(plain.get_extra_info("peername"), exc)
-            return
-        if secure is None:  # the client went during the handshake
-            return
-        self._transport = cast(asyncio.Transport, secure)
-        writer = asyncio.StreamWriter(secure, self, None, self._loop)  # type: ignore[arg-type]
-        await self._accept(self, writer)
 
     async def read_frame(self, started: Callable[[int], None]) -> bytes | Suspended:
         """The next request frame, without its size prefix, or what on_frame made of it.
@@ -572,23 +543,13 @@ class RequestReader(FlowControlMixin, asyncio.Protocol):
             self.on_hang_up()
 
 
-@dataclass(frozen=True)
-class TlsAccept:
-    """How a TLS listener's connections shake hands, and who hears of a failed one."""
-
-    context: ssl.SSLContext
-    failed: Callable[[Any, BaseException], None]
-    handshake_timeout_s: float = 10.0
-
-
 async def start_server(
     accept: Callable[[RequestReader, asyncio.StreamWriter], Awaitable[None]],
     host: str | None,
     port: int,
-    tls: TlsAccept | None = None,
     **options: Any,
 ) -> asyncio.Server:
     """A server whose connections are served by `accept(reader, writer)`, each in a task
-    of its own, after a TLS handshake if `tls` says how."""
+    of its own (after the TLS handshake, when `ssl` is among the options)."""
     loop = asyncio.get_running_loop()
-    return await loop.create_server(lambda: RequestReader(loop, accept, tls), host, port, **options)
+    return await loop.create_server(lambda: RequestReader(loop, accept), host, port, **options)

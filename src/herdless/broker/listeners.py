@@ -20,6 +20,7 @@ from herdless.broker.tls import (
     peer_principal,
     principal_mapper,
 )
+from herdless.broker.tls_handshakes import reporting_handshakes
 from herdless.security.jaas import JaasConfigError, parse_jaas_config
 from herdless.security.listeners import Endpoint, SecurityProtocol
 from herdless.security.principal import ANONYMOUS, KafkaPrincipal
@@ -70,15 +71,17 @@ def build_listeners(
     config: BrokerConfig,
     credentials: CredentialCache,
     verify_plain: Callable[[str, str], bool],
+    handshake_failed: Callable[[str, ssl.SSLError], None] = lambda listener, error: None,
 ) -> list[Listener]:
     """Every listener of `config`, ready to bind; ConfigError names a setting that cannot
-    be used (before anything is bound)."""
+    be used (before anything is bound). `handshake_failed(listener, error)` hears of each
+    TLS handshake a client failed."""
     listeners = []
     for endpoint in config.listener_endpoints():
         ssl_context: ssl.SSLContext | None = None
         principal_of = _anonymous
         if endpoint.security_protocol.uses_tls:
-            ssl_context, principal_of = _tls(config, endpoint)
+            ssl_context, principal_of = _tls(config, endpoint, handshake_failed)
         sasl = None
         if endpoint.security_protocol.uses_sasl:
             sasl = _sasl_listener(config, endpoint.listener, credentials, verify_plain)
@@ -87,10 +90,15 @@ def build_listeners(
 
 
 def _tls(
-    config: BrokerConfig, endpoint: Endpoint
+    config: BrokerConfig,
+    endpoint: Endpoint,
+    handshake_failed: Callable[[str, ssl.SSLError], None],
 ) -> tuple[ssl.SSLContext, Callable[[Any], KafkaPrincipal]]:
     reloading = ReloadingContext(
         config.security, endpoint.listener, Side.SERVER, endpoint.security_protocol
+    )
+    reloading.context.sslobject_class = reporting_handshakes(
+        functools.partial(handshake_failed, endpoint.listener)
     )
     mapper = principal_mapper(config.security, endpoint.listener)
 

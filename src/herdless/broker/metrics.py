@@ -89,6 +89,13 @@ class BrokerMetrics:
             " OfflineLogDirectoryCount): while 1, this broker's replicas are offline.",
             registry=self.registry,
         )
+        self._failed_authentications = Counter(
+            "herdless_failed_authentications",
+            "Connections that failed to authenticate, by listener and how: tls (a failed"
+            " handshake) or sasl (Kafka's failed-authentication-total).",
+            ["listener", "mechanism"],
+            registry=self.registry,
+        )
         self._scrubbed = Counter(
             "herdless_log_scrubbed_bytes",
             "Bytes of sealed segments the scrubber has read and checked.",
@@ -116,6 +123,12 @@ class BrokerMetrics:
 
     def rebalanced(self, group: str, cause: str) -> None:
         self._rebalances.labels(group, cause).inc()
+
+    def tls_handshake_failed(self, listener: str) -> None:
+        self._failed_authentications.labels(listener, "tls").inc()
+
+    def authentication_failed(self, listener: str, mechanism: str) -> None:
+        self._failed_authentications.labels(listener, mechanism).inc()
 
     def scrubbed(self, size: int) -> None:
         """Thread-safe: the scrubber reads in a worker thread."""

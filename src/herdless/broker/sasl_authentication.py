@@ -193,6 +193,7 @@ class SaslAuthentication:
             answer,
             close=f"SASL authentication failed: {reason}",
             close_after_ms=self._listener.failed_authentication_delay_ms,
+            mechanism=self._mechanism,
             failed=True,
         )
 

@@ -36,9 +36,12 @@ class BrokerProcess(ChildProcess):
         host: str = "127.0.0.1",
         port: int | None = None,
         prefix: tuple[str, ...] = (),
+        listeners: str | None = None,
     ) -> None:
         # A command the broker runs under, e.g. prlimit for a smaller file limit.
         self.prefix = prefix
+        # Listeners beside the PLAINTEXT one on host:port (NAME://host:port,...).
+        self.listeners = listeners
         self.data_dir = data_dir
         self.host = host
         self.port = free_port() if port is None else port
@@ -57,14 +60,17 @@ class BrokerProcess(ChildProcess):
             "-m",
             "herdless",
             "serve",
-            "--host",
-            self.host,
-            "--port",
-            str(self.port),
+            *self._address_args(),
             "--data-dir",
             str(self.data_dir),
             *self.extra_args,
         ]
+
+    def _address_args(self) -> list[str]:
+        plaintext = f"PLAINTEXT://{self.host}:{self.port}"
+        if self.listeners is None:
+            return ["--host", self.host, "--port", str(self.port)]
+        return ["--set", f"listeners={plaintext},{self.listeners}"]
 
     def start(self, timeout: float = STARTUP_TIMEOUT_S) -> BrokerProcess:
         """Start the broker and return once it accepts connections."""

@@ -1,0 +1,287 @@
+"""Every client over every secured listener of one broker: SSL with and without a client
+certificate, SASL_PLAINTEXT and SASL_SSL with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512.
+Each produces, consumes in a group and commits, as users would.
+
+The broker has a PLAINTEXT listener too, where the test checks what the clients did (the
+committed offsets) without going through the listener under test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.helpers import create_ssl_context
+from confluent_kafka import Consumer, Producer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer
+
+from herdless.cli.certs import CertificateFiles, write_certificates
+from tests.support.broker import BrokerProcess, free_port, module_broker
+
+PASSWORD = "alice-Secret-7f3a"
+RECORDS = 3
+
+
+class Secured:
+    """The broker's secured listeners and the files clients need."""
+
+    def __init__(
+        self, broker: BrokerProcess, certificates: CertificateFiles, ports: dict[str, int]
+    ):
+        self.broker = broker
+        self.certificates = certificates
+        self.ports = ports
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
+    base = tmp_path_factory.mktemp("security")
+    certificates = write_certificates(base / "certs", ["127.0.0.1", "localhost"])
+    data_dir = base / "data"
+    # The first user exists before the first start, as users create their admin.
+    subprocess.run(
+        ["herdless", "users", "add", "alice", "--password-stdin", "--data-dir", str(data_dir)],
+        input=PASSWORD,
+        text=True,
+        check=True,
+        capture_output=True,
+    )
+    ports = {name: free_port() for name in ("SSL", "SASL_PLAINTEXT", "SASL_SSL")}
+    listeners = ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items())
+    settings = {
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": certificates.broker,
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": certificates.ca,
+        "ssl.client.auth": "requested",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "group.initial.rebalance.delay.ms": "0",
+    }
+    args = [arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")]
+    with module_broker(data_dir, *args, listeners=listeners) as broker:
+        yield Secured(broker, certificates, ports)
+
+
+# (listener, SASL mechanism or None, whether the client shows a certificate)
+SETUPS = [
+    ("SSL", None, False),
+    ("SSL", None, True),
+    *[("SASL_PLAINTEXT", m, False) for m in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")],
+    *[("SASL_SSL", m, False) for m in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")],
+]
+
+
+def setup_id(setup: tuple[str, str | None, bool]) -> str:
+    listener, mechanism, certificate = setup
+    return "-".join(
+        [listener, mechanism or ("client-certificate" if certificate else "no-certificate")]
+    )
+
+
+def librdkafka_settings(
+    secured: Secured, listener: str, mechanism: str | None, certificate: bool
+) -> dict[str, str]:
+    files = secured.certificates
+    settings = {
+        "bootstrap.servers": f"127.0.0.1:{secured.ports[listener]}",
+        "security.protocol": listener,
+    }
+    if listener in ("SSL", "SASL_SSL"):
+        settings["ssl.ca.location"] = str(files.ca)
+    if certificate:
+        settings["ssl.certificate.location"] = str(files.client)
+        settings["ssl.key.location"] = str(files.client_key)
+    if mechanism is not None:
+        settings |= {
+            "sasl.mechanism": mechanism,
+            "sasl.username": "alice",
+            "sasl.password": PASSWORD,
+        }
+    return settings
+
+
+def python_settings(
+    secured: Secured, listener: str, mechanism: str | None, certificate: bool
+) -> dict[str, Any]:
+    """kafka-python's names (aiokafka takes an ssl_context instead of the files)."""
+    files = secured.certificates
+    settings: dict[str, Any] = {
+        "bootstrap_servers": f"127.0.0.1:{secured.ports[listener]}",
+        "security_protocol": listener,
+    }
+    if listener in ("SSL", "SASL_SSL"):
+        settings["ssl_cafile"] = str(files.ca)
+    if certificate:
+        settings["ssl_certfile"] = str(files.client)
+        settings["ssl_keyfile"] = str(files.client_key)
+    if mechanism is not None:
+        settings |= {
+            "sasl_mechanism": mechanism,
+            "sasl_plain_username": "alice",
+            "sasl_plain_password": PASSWORD,
+        }
+    return settings
+
+
+def committed(secured: Secured, group: str, topic: str) -> int | None:
+    """The group's committed offset, read over the PLAINTEXT listener."""
+    consumer = Consumer({"bootstrap.servers": secured.broker.bootstrap, "group.id": group})
+    try:
+        [partition] = consumer.committed([TopicPartition(topic, 0)], timeout=15)
+        return partition.offset if partition.offset >= 0 else None
+    finally:
+        consumer.close()
+
+
+def values(prefix: str) -> list[bytes]:
+    return [f"{prefix}-{n}".encode() for n in range(RECORDS)]
+
+
+def run_confluent(settings: dict[str, str], topic: str, group: str) -> list[bytes]:
+    errors: list[Any] = []
+    producer = Producer({**settings, "error_cb": errors.append})
+    for value in values(topic):
+        producer.produce(
+            topic, value, on_delivery=lambda error, _: errors.append(error) if error else None
+        )
+    assert producer.flush(30) == 0, errors
+    consumer = Consumer(
+        {
+            **settings,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    seen = []
+    deadline = time.monotonic() + 30
+    while len(seen) < RECORDS and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            seen.append(message.value())
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    return seen
+
+
+def run_kafka_python(settings: dict[str, Any], topic: str, group: str) -> list[bytes]:
+    producer = KafkaProducer(**settings)
+    for value in values(topic):
+        producer.send(topic, value).get(timeout=30)
+    producer.close()
+    consumer = KafkaConsumer(
+        topic, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False, **settings
+    )
+    seen = []
+    deadline = time.monotonic() + 30
+    while len(seen) < RECORDS and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500).values():
+            seen.extend(record.value for record in records)
+    consumer.commit()
+    consumer.close()
+    return seen
+
+
+def run_aiokafka(settings: dict[str, Any], topic: str, group: str) -> list[bytes]:
+    files = {
+        key: settings.pop(key)
+        for key in ("ssl_cafile", "ssl_certfile", "ssl_keyfile")
+        if key in settings
+    }
+    if files:
+        settings["ssl_context"] = create_ssl_context(
+            cafile=files.get("ssl_cafile"),
+            certfile=files.get("ssl_certfile"),
+            keyfile=files.get("ssl_keyfile"),
+        )
+
+    async def run() -> list[bytes]:
+        producer = AIOKafkaProducer(**settings)
+        await producer.start()
+        try:
+            for value in values(topic):
+                await producer.send_and_wait(topic, value)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(
+            topic,
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            **settings,
+        )
+        await consumer.start()
+        seen = []
+        try:
+            async with asyncio.timeout(30):
+                while len(seen) < RECORDS:
+                    for records in (await consumer.getmany(timeout_ms=500)).values():
+                        seen.extend(record.value for record in records)
+            await consumer.commit()
+        finally:
+            await consumer.stop()
+        return seen
+
+    return asyncio.run(run())
+
+
+def run_kcat(settings: dict[str, str], topic: str, group: str) -> list[bytes]:
+    options = [
+        arg
+        for key, value in settings.items()
+        if key != "bootstrap.servers"
+        for arg in ("-X", f"{key}={value}")
+    ]
+    bootstrap = ["-b", settings["bootstrap.servers"]]
+    subprocess.run(
+        ["kcat", *bootstrap, *options, "-P", "-t", topic],
+        input=b"\n".join(values(topic)) + b"\n",
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    consumed = subprocess.run(
+        [
+            "kcat",
+            *bootstrap,
+            *options,
+            "-X",
+            "auto.offset.reset=earliest",
+            "-G",
+            group,
+            topic,
+            "-e",
+            "-q",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return consumed.stdout.split()
+
+
+CLIENTS = {
+    "confluent-kafka": (run_confluent, librdkafka_settings),
+    "kafka-python": (run_kafka_python, python_settings),
+    "aiokafka": (run_aiokafka, python_settings),
+    "kcat": (run_kcat, librdkafka_settings),
+}
+
+
+@pytest.mark.parametrize("setup", SETUPS, ids=setup_id)
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_client_produces_consumes_in_a_group_and_commits(
+    secured: Secured, client: str, setup: tuple[str, str | None, bool]
+) -> None:
+    run, settings_for = CLIENTS[client]
+    name = f"{client}-{setup_id(setup)}".lower().replace("_", "-")
+    topic, group = f"t-{name}", f"g-{name}"
+    seen = run(settings_for(secured, *setup), topic, group)
+    assert sorted(seen) == values(topic)
+    assert committed(secured, group, topic) == RECORDS
