@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from herdless.broker.acls import AclStore, LocalAcls, ZooKeeperAcls
 from herdless.broker.clock import monotonic_ms, wall_ms
 from herdless.broker.cluster_metadata import ClusterMetadata
 from herdless.broker.cluster_node import ClusterNode
@@ -113,6 +114,12 @@ class Broker:
             self.group_configs = LocalGroupConfigs(
                 Path(config.data_dir), coordinator_config.group_configs
             )
+        self.acls: AclStore | None = None
+        authorizer = config.authorizer()
+        if authorizer is not None and self.node is not None:
+            self.acls = ZooKeeperAcls(authorizer, self.node.connected_store)
+        elif authorizer is not None:
+            self.acls = LocalAcls(authorizer, Path(config.data_dir))
         self.groups = GroupCoordinator(
             self.logs,
             self.replicas,
@@ -161,6 +168,8 @@ class Broker:
             producer_ids = ProducerIds(LocalBlocks(data_dir / "producer-id-block").reserve)
             assert isinstance(self.group_configs, LocalGroupConfigs)
             self.group_configs.load()
+        if self.acls is not None:
+            await self.acls.start()  # decisions need every ACL before the first request
         started = time.monotonic()
         self.logs.open(wall_ms())
         # Said once the data directory is ours: a start that fails there says only why.
@@ -189,6 +198,7 @@ class Broker:
             producer_ids,
             self.fetch_sessions,
             group_configs=self.group_configs,
+            acls=self.acls,
         )
         # A deep accept queue: thousands of clients reconnecting at once (after a
         # restart, or a group of 10k members) overflowed asyncio's default of 100.
@@ -266,6 +276,8 @@ class Broker:
             await self.scrubber.stop()
         if self.log_dir_failures is not None:
             await self.log_dir_failures.stop()
+        if self.acls is not None:
+            await self.acls.stop()
         if self.node is not None:
             await self.node.stop()
         if self.history is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from herdless.broker.acls import AclStore
 from herdless.broker.config import BrokerConfig
 from herdless.broker.fetch_sessions import FetchSessionCache
 from herdless.broker.group_configs import GroupConfigStore
@@ -37,6 +38,10 @@ class BrokerContext:
     stopping: bool = False
     # Consumer groups' own configs (KIP-848), where this broker keeps them.
     group_configs: GroupConfigStore | None = None
+    # The ACLs and the authorizer deciding from them (acls.authorizer); None when no
+    # authorizer.class.name is set: everything is allowed, and the ACL APIs answer
+    # SECURITY_DISABLED.
+    acls: AclStore | None = None
 
     @property
     def node_id(self) -> int:
