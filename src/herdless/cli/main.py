@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from herdless import __version__
+from herdless.cli.acls import acls_app
 from herdless.cli.cluster import cluster_app
 from herdless.cli.console import console
 from herdless.cli.consume import consume
@@ -35,6 +36,7 @@ app.command()(serve)
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(topics_app, name="topics")
 app.add_typer(groups_app, name="groups")
+app.add_typer(acls_app, name="acls")
 app.command()(produce)
 app.command()(consume)
 app.add_typer(marshal_app, name="marshal")
