@@ -46,7 +46,7 @@ from kafka.protocol.admin import (
 )
 
 from tests.support.broker import BrokerProcess, module_broker
-from tests.support.cli import herdless, refused, succeeded, table_rows
+from tests.support.cli import assert_documented, herdless, refused, succeeded, table_rows
 from tests.support.wire import Wire
 
 AUTHORIZER = ("--set", "authorizer.class.name=kafka.security.authorizer.AclAuthorizer")
@@ -459,6 +459,7 @@ def test_the_cli_adds_lists_and_removes_acls(secured: BrokerProcess) -> None:
     )
     assert {row[1] for row in matching} == {"cli-logs-"}
     document = json.loads(succeeded(acls("list", "--group", "cli-g", "-o", "json")))
+    assert_documented("acls list", document)
     assert document == [
         {
             "resource_type": "Group",
