@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from herdless.broker.zookeeper_calls import zookeeper_call
 from herdless.cluster import acl_layout
 from herdless.cluster.errors import ClusterError, MalformedZNode
+from herdless.cluster.store import SessionState
 from herdless.protocol.errors import ErrorCode
 from herdless.security.acls import (
     AccessControlEntry,
@@ -235,6 +236,9 @@ class ZooKeeperAcls(AclStore):
         self._applied: dict[str, int] = dict.fromkeys(acl_layout.CHANGE_PATHS, -1)
         self._wake = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
+        # Set when the ZooKeeper session was lost: notifications may have been purged
+        # meanwhile, so everything is read again once a new session is established.
+        self._reload = False
 
     async def start(self) -> None:
         """Watch for changes, then read every ACL: watching first leaves no moment in
@@ -245,13 +249,22 @@ class ZooKeeperAcls(AclStore):
         for root in acl_layout.CHANGE_PATHS:
             watch = await zookeeper_call(store.watch_acl_changes, root, self._later(root))
             self._watches.append(watch)
-        # The notifications there now are of changes the load below reads.
+        loop = self._loop
+        self._watches.append(
+            store.add_session_listener(
+                lambda state: loop.call_soon_threadsafe(self._on_session, state)
+            )
+        )
+        await self._load()
+        self._worker = self._loop.create_task(self._follow())
+
+    async def _load(self) -> None:
+        # The notifications there now are of changes the load reads.
         for root, names in self._seen.items():
             self._applied[root] = max(_sequences(names), default=-1)
         async with self._lock:
-            self.cache.replace_all(await zookeeper_call(store.all_acls))
+            self.cache.replace_all(await zookeeper_call(self._store().all_acls))
         log.info("read %d ACL patterns from ZooKeeper", len(self.cache.patterns()))
-        self._worker = self._loop.create_task(self._follow())
 
     async def stop(self) -> None:
         for watch in self._watches:
@@ -288,11 +301,26 @@ class ZooKeeperAcls(AclStore):
         self._seen[root] = names
         self._wake.set()
 
+    def _on_session(self, state: SessionState) -> None:
+        if state is SessionState.LOST:
+            self._reload = True
+        elif state is SessionState.CONNECTED and self._reload:
+            self._wake.set()
+
     async def _follow(self) -> None:
         """Apply each new notification, in sequence order, one change path after the other."""
         while True:
             await self._wake.wait()
             self._wake.clear()
+            if self._reload:
+                try:
+                    await self._load()
+                except ClusterError as exc:
+                    log.warning("cannot read the ACLs again (%s); trying again", exc)
+                    await asyncio.sleep(RETRY_S)
+                    self._wake.set()
+                    continue
+                self._reload = False
             for root in acl_layout.CHANGE_PATHS:
                 try:
                     await self._apply_notifications(root)
