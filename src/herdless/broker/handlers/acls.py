@@ -51,7 +51,9 @@ def caller(request: Request) -> tuple[KafkaPrincipal, str]:
     return session.principal, session.client_address
 
 
-def _refusal(context: BrokerContext, request: Request, operation: AclOperation) -> Any:
+def _refusal(
+    context: BrokerContext, request: Request, operation: AclOperation
+) -> tuple[ErrorCode, str] | None:
     """(error code, message) refusing the whole request, or None to go on."""
     if context.acls is None:
         return ErrorCode.SECURITY_DISABLED, _NOT_CONFIGURED
