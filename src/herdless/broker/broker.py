@@ -114,12 +114,6 @@ class Broker:
             self.group_configs = LocalGroupConfigs(
                 Path(config.data_dir), coordinator_config.group_configs
             )
-        self.acls: AclStore | None = None
-        authorizer = config.authorizer()
-        if authorizer is not None and self.node is not None:
-            self.acls = ZooKeeperAcls(authorizer, self.node.connected_store)
-        elif authorizer is not None:
-            self.acls = LocalAcls(authorizer, Path(config.data_dir))
         self.groups = GroupCoordinator(
             self.logs,
             self.replicas,
@@ -132,6 +126,12 @@ class Broker:
             stalls=self.stalls,
         )
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
+        self.acls: AclStore | None = None
+        authorizer = config.authorizer()
+        if authorizer is not None and self.node is not None:
+            self.acls = ZooKeeperAcls(authorizer, self.node.connected_store)
+        elif authorizer is not None:
+            self.acls = LocalAcls(authorizer, Path(config.data_dir))
         self.metrics.attach(self.groups, self.logs, self.fetch_sessions)
         self.scrubber: Scrubber | None = None
         if config.scrubber_enable:
@@ -168,8 +168,6 @@ class Broker:
             producer_ids = ProducerIds(LocalBlocks(data_dir / "producer-id-block").reserve)
             assert isinstance(self.group_configs, LocalGroupConfigs)
             self.group_configs.load()
-        if self.acls is not None:
-            await self.acls.start()  # decisions need every ACL before the first request
         started = time.monotonic()
         self.logs.open(wall_ms())
         # Said once the data directory is ours: a start that fails there says only why.
@@ -180,6 +178,8 @@ class Broker:
             data_dir,
             time.monotonic() - started,
         )
+        if self.acls is not None:
+            await self.acls.start()  # decisions need every ACL before the first request
         if self.log_dir_failures is not None:
             self.log_dir_failures.start()
         if self.node is None:
@@ -197,8 +197,8 @@ class Broker:
             self.groups,
             producer_ids,
             self.fetch_sessions,
-            group_configs=self.group_configs,
             acls=self.acls,
+            group_configs=self.group_configs,
         )
         # A deep accept queue: thousands of clients reconnecting at once (after a
         # restart, or a group of 10k members) overflowed asyncio's default of 100.
@@ -274,10 +274,10 @@ class Broker:
             await asyncio.gather(self._cleaning, return_exceptions=True)
         if self.scrubber is not None:
             await self.scrubber.stop()
-        if self.log_dir_failures is not None:
-            await self.log_dir_failures.stop()
         if self.acls is not None:
             await self.acls.stop()
+        if self.log_dir_failures is not None:
+            await self.log_dir_failures.stop()
         if self.node is not None:
             await self.node.stop()
         if self.history is not None:

@@ -36,12 +36,12 @@ class BrokerContext:
     bound_port: int = 0
     # Set when shutdown begins: long polls answer at once and connections stop reading.
     stopping: bool = False
-    # Consumer groups' own configs (KIP-848), where this broker keeps them.
-    group_configs: GroupConfigStore | None = None
     # The ACLs and the authorizer deciding from them (acls.authorizer); None when no
     # authorizer.class.name is set: everything is allowed, and the ACL APIs answer
     # SECURITY_DISABLED.
     acls: AclStore | None = None
+    # Consumer groups' own configs (KIP-848), where this broker keeps them.
+    group_configs: GroupConfigStore | None = None
 
     @property
     def node_id(self) -> int:

@@ -36,10 +36,10 @@ app.command()(serve)
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(topics_app, name="topics")
 app.add_typer(groups_app, name="groups")
-app.add_typer(acls_app, name="acls")
 app.command()(produce)
 app.command()(consume)
 app.add_typer(marshal_app, name="marshal")
+app.add_typer(acls_app, name="acls")
 app.command()(console)
 
 
