@@ -13,6 +13,7 @@ from typing import Any
 
 from herdless.broker.context import BrokerContext
 from herdless.broker.handlers import (
+    acls,
     admin,
     cluster,
     configs,
@@ -88,6 +89,9 @@ _TABLE = [
     Api(21, "DeleteRecords", 0, 2, admin.handle_delete_records),
     Api(22, "InitProducerId", 0, 5, produce.handle_init_producer_id),
     Api(23, "OffsetForLeaderEpoch", 0, 4, leader_epochs.handle_offset_for_leader_epoch),
+    Api(29, "DescribeAcls", 0, 3, acls.handle_describe_acls),
+    Api(30, "CreateAcls", 0, 3, acls.handle_create_acls),
+    Api(31, "DeleteAcls", 0, 3, acls.handle_delete_acls),
     Api(32, "DescribeConfigs", 0, 4, configs.handle_describe_configs),
     Api(33, "AlterConfigs", 0, 2, configs.handle_alter_configs),
     Api(35, "DescribeLogDirs", 0, 4, admin.handle_describe_log_dirs),

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from herdless.broker.acls import AclStore, LocalAcls, ZooKeeperAcls
 from herdless.broker.clock import monotonic_ms, wall_ms
 from herdless.broker.cluster_metadata import ClusterMetadata
 from herdless.broker.cluster_node import ClusterNode
@@ -149,6 +150,12 @@ class Broker:
             stalls=self.stalls,
         )
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
+        self.acls: AclStore | None = None
+        authorizer = config.authorizer()
+        if authorizer is not None and self.node is not None:
+            self.acls = ZooKeeperAcls(authorizer, self.node.connected_store)
+        elif authorizer is not None:
+            self.acls = LocalAcls(authorizer, Path(config.data_dir))
         self.metrics.attach(self.groups, self.logs, self.fetch_sessions)
         self.scrubber: Scrubber | None = None
         if config.scrubber_enable:
@@ -212,6 +219,8 @@ class Broker:
             data_dir,
             time.monotonic() - started,
         )
+        if self.acls is not None:
+            await self.acls.start()  # decisions need every ACL before the first request
         if self.log_dir_failures is not None:
             self.log_dir_failures.start()
         if self.node is None:
@@ -229,6 +238,7 @@ class Broker:
             self.groups,
             producer_ids,
             self.fetch_sessions,
+            acls=self.acls,
             group_configs=self.group_configs,
             credentials=self.credentials,
         )
@@ -317,6 +327,8 @@ class Broker:
             await asyncio.gather(self._cleaning, return_exceptions=True)
         if self.scrubber is not None:
             await self.scrubber.stop()
+        if self.acls is not None:
+            await self.acls.stop()
         if self.log_dir_failures is not None:
             await self.log_dir_failures.stop()
         if isinstance(self.credentials, ZooKeeperCredentials):

@@ -9,6 +9,7 @@ from herdless.coordinator import CoordinatorConfig
 from herdless.coordinator.assignors import ASSIGNORS
 from herdless.coordinator.config import ConsumerGroupMigrationPolicy
 from herdless.coordinator.group_configs import GroupConfigLimits
+from herdless.security.authorizer import AuthorizerSettings, authorizer_settings
 from herdless.security.listeners import (
     DEFAULT_PROTOCOL_MAP,
     Endpoint,
@@ -355,6 +356,14 @@ class BrokerConfig:
         except ListenerError as exc:
             raise ConfigError(str(exc)) from None
 
+    def authorizer(self) -> AuthorizerSettings | None:
+        """authorizer.class.name, super.users, allow.everyone.if.no.acl.found; None: no
+        authorizer, everything allowed."""
+        try:
+            return authorizer_settings(self.security)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
     def coordinator_config(self) -> CoordinatorConfig:
         return CoordinatorConfig(
             min_session_timeout_ms=self.group_min_session_timeout_ms,
@@ -478,6 +487,7 @@ class BrokerConfig:
             raise ConfigError(str(exc)) from None
         self.advertised_endpoints()
         self.inter_broker_listener()
+        self.authorizer()
         self.consumer_assignors()
         self.consumer_migration_policy()
         self._check_topic_defaults()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from herdless.broker.acls import AclStore
 from herdless.broker.config import BrokerConfig
 from herdless.broker.credentials import CredentialStore
 from herdless.broker.fetch_sessions import FetchSessionCache
@@ -36,6 +37,10 @@ class BrokerContext:
     bound_port: int = 0
     # Set when shutdown begins: long polls answer at once and connections stop reading.
     stopping: bool = False
+    # The ACLs and the authorizer deciding from them (acls.authorizer); None when no
+    # authorizer.class.name is set: everything is allowed, and the ACL APIs answer
+    # SECURITY_DISABLED.
+    acls: AclStore | None = None
     # Consumer groups' own configs (KIP-848), where this broker keeps them.
     group_configs: GroupConfigStore | None = None
     # Users' SCRAM credentials: the CredentialCache SASL checks logins against.

@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from herdless import __version__
+from herdless.cli.acls import acls_app
 from herdless.cli.certs import certs
 from herdless.cli.cluster import cluster_app
 from herdless.cli.console import console
@@ -41,6 +42,7 @@ app.add_typer(users_app, name="users")
 app.command()(produce)
 app.command()(consume)
 app.add_typer(marshal_app, name="marshal")
+app.add_typer(acls_app, name="acls")
 app.command()(console)
 app.command()(certs)
 
