@@ -169,13 +169,16 @@ class BrokerRegistration:
     host: str
     port: int
     rack: str | None = None
-    # Every advertised listener; empty: one PLAINTEXT listener at host:port.
+    # Every advertised listener; none given: one PLAINTEXT listener at host:port.
     endpoints: tuple[Endpoint, ...] = ()
 
+    def __post_init__(self) -> None:
+        if not self.endpoints:
+            default = Endpoint(DEFAULT_LISTENER, SecurityProtocol.PLAINTEXT, self.host, self.port)
+            object.__setattr__(self, "endpoints", (default,))
+
     def listeners(self) -> tuple[Endpoint, ...]:
-        return self.endpoints or (
-            Endpoint(DEFAULT_LISTENER, SecurityProtocol.PLAINTEXT, self.host, self.port),
-        )
+        return self.endpoints
 
 
 @dataclass(frozen=True, slots=True)
