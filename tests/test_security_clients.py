@@ -12,12 +12,13 @@ import asyncio
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.helpers import create_ssl_context
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from kafka import KafkaConsumer, KafkaProducer
 
 from herdless.cli.certs import CertificateFiles, write_certificates
@@ -285,3 +286,96 @@ def test_a_client_produces_consumes_in_a_group_and_commits(
     seen = run(settings_for(secured, *setup), topic, group)
     assert sorted(seen) == values(topic)
     assert committed(secured, group, topic) == RECORDS
+
+
+def broker_log_since(secured: Secured, offset: int) -> str:
+    return secured.broker.log()[offset:]
+
+
+def wait_for_line(secured: Secured, offset: int, text: str) -> list[str]:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        lines = [line for line in broker_log_since(secured, offset).splitlines() if text in line]
+        if lines:
+            return lines
+        time.sleep(0.1)
+    raise AssertionError(
+        f"no line with {text!r} in the broker's log:\n{broker_log_since(secured, offset)}"
+    )
+
+
+def librdkafka_errors(settings: dict[str, str]) -> list[KafkaError]:
+    """The errors a producer hears while it tries to connect."""
+    errors: list[KafkaError] = []
+    producer = Producer({**settings, "error_cb": errors.append})
+    deadline = time.monotonic() + 10
+    while not errors and time.monotonic() < deadline:
+        producer.poll(0.2)
+    return errors
+
+
+@pytest.mark.parametrize(
+    ("name", "password", "mechanism"),
+    [
+        ("alice", "wrong-password", "SCRAM-SHA-256"),
+        ("mallory", PASSWORD, "SCRAM-SHA-512"),
+        ("alice", "wrong", "PLAIN"),
+    ],
+)
+def test_a_failed_login_is_the_clients_error_and_one_broker_line(
+    secured: Secured, name: str, password: str, mechanism: str
+) -> None:
+    offset = len(secured.broker.log())
+    settings = librdkafka_settings(secured, "SASL_PLAINTEXT", mechanism, False)
+    settings |= {"sasl.username": name, "sasl.password": password}
+    errors = librdkafka_errors(settings)
+    assert errors and errors[0].code() == KafkaError._AUTHENTICATION, errors
+    assert "Authentication failed" in errors[0].str()
+    lines = wait_for_line(secured, offset, "SASL authentication failed")
+    assert "Traceback" not in broker_log_since(secured, offset)
+    assert password not in broker_log_since(secured, offset) or password == PASSWORD
+    assert all(mechanism in line or "Invalid username" in line for line in lines)
+    # Nothing else changed: alice still logs in.
+    assert run_confluent(
+        librdkafka_settings(secured, "SASL_PLAINTEXT", "SCRAM-SHA-256", False),
+        f"after-{name}-{mechanism}".lower(),
+        f"after-{name}-{mechanism}".lower(),
+    )
+
+
+def test_an_untrusted_client_certificate_fails_the_handshake_with_one_line(
+    secured: Secured, tmp_path: Path
+) -> None:
+    stranger = write_certificates(tmp_path / "stranger", ["127.0.0.1"])  # another CA
+    offset = len(secured.broker.log())
+    settings = librdkafka_settings(secured, "SSL", None, False) | {
+        "ssl.certificate.location": str(stranger.client),
+        "ssl.key.location": str(stranger.client_key),
+    }
+    errors: list[Any] = []
+    producer = Producer({**settings, "error_cb": errors.append})
+    producer.produce("never", b"x")
+    assert producer.flush(5) == 1  # not delivered
+    assert errors, "the client heard of no failure"
+    lines = wait_for_line(secured, offset, "TLS handshake on listener SSL failed")
+    assert any("CERTIFICATE_VERIFY_FAILED" in line for line in lines), lines
+    assert "Traceback" not in broker_log_since(secured, offset)
+
+
+def test_a_client_speaking_plaintext_to_a_tls_port_is_one_line(secured: Secured) -> None:
+    offset = len(secured.broker.log())
+    settings = librdkafka_settings(secured, "SSL", None, False) | {"security.protocol": "PLAINTEXT"}
+    errors: list[Any] = []
+    producer = Producer({**settings, "error_cb": errors.append})
+    producer.poll(3)
+    producer.flush(0)
+    lines = wait_for_line(secured, offset, "TLS handshake on listener SSL failed")
+    assert "Traceback" not in broker_log_since(secured, offset)
+    assert lines
+
+
+def test_no_password_is_in_the_data_directory_or_the_log(secured: Secured) -> None:
+    needle = PASSWORD.encode()
+    for path in [secured.broker.log_path, *secured.broker.data_dir.rglob("*")]:
+        if path.is_file():
+            assert needle not in path.read_bytes(), f"{path} holds a password"

@@ -379,9 +379,11 @@ class Broker:
 
     def _handshake_failed(self, listener: str, error: ssl.SSLError) -> None:
         self.metrics.tls_handshake_failed(listener)
+        reason = error.reason or str(error)
+        # Limited per reason: a flood of one failure does not hide another.
         self.limited_warnings.warn(
-            f"TLS handshakes on listener {listener}",
-            f"a TLS handshake on listener {listener} failed: {error.reason or error}",
+            f"TLS handshakes on listener {listener} failing with {reason}",
+            f"a TLS handshake on listener {listener} failed: {reason}",
         )
 
     def _storage_failed(self, operation: str, subject: str, error: StorageIOError) -> None:
