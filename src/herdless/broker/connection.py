@@ -523,8 +523,10 @@ class RequestReader(FlowControlMixin, asyncio.Protocol):
 
     def eof_received(self) -> bool:
         self._hang_up(None)
-        # Kept open for writing: an answer under way may still be written.
-        return True
+        # Kept open for writing: an answer under way may still be written. TLS has no
+        # half-closed connection: there the transport closes whatever is answered.
+        assert self._transport is not None
+        return self._transport.get_extra_info("sslcontext") is None
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
