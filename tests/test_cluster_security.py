@@ -1,0 +1,173 @@
+"""A 3-broker cluster whose brokers replicate over SASL_SSL, and clients that use it
+through its SASL_SSL listener: produce with acks=all, consume in a group and commit.
+
+Each broker has a PLAINTEXT listener too (the suite's helpers find the cluster there);
+the brokers reach each other on SASL_SSL alone, logging in with SCRAM as User:broker,
+whose credential is in ZooKeeper as Kafka keeps it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
+from kazoo.client import KazooClient
+
+from herdless.cli.certs import CertificateFiles, write_certificates
+from herdless.testing import BrokerProcess, free_port
+from tests.support.cluster import ClusterProcesses
+
+BROKER_PASSWORD = "broker-Secret-91c2"
+ALICE_PASSWORD = "alice-Secret-55d0"
+TOPIC = "replicated-over-sasl-ssl"
+
+
+class SecuredCluster(ClusterProcesses):
+    """Brokers with a SASL_SSL listener each, the inter-broker one."""
+
+    def __init__(self, base_dir: Path, certificates: CertificateFiles) -> None:
+        self.certificates = certificates
+        self.sasl_ports: dict[int, int] = {}
+        jaas = (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required"
+            f' username="broker" password="{BROKER_PASSWORD}";'
+        )
+        super().__init__(
+            base_dir,
+            3,
+            **{
+                "inter.broker.listener.name": "SASL_SSL",
+                "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+                "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+                "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": jaas,
+                "ssl.keystore.location": str(certificates.broker),
+                "ssl.truststore.location": str(certificates.ca),
+                "authorizer.class.name": "acls",
+                "super.users": "User:broker;User:alice",
+                "group.initial.rebalance.delay.ms": "0",
+            },
+        )
+
+    def broker_process(
+        self,
+        broker_id: int,
+        *extra_args: str,
+        host: str = "127.0.0.1",
+        prefix: tuple[str, ...] = (),
+    ) -> BrokerProcess:
+        process = super().broker_process(broker_id, *extra_args, host=host, prefix=prefix)
+        port = self.sasl_ports[broker_id] = free_port()
+        process.listeners = f"SASL_SSL://127.0.0.1:{port}"
+        return process
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{port}" for port in self.sasl_ports.values())
+
+
+def add_user(cluster: SecuredCluster, name: str, password: str) -> None:
+    subprocess.run(
+        ["herdless", "users", "add", name, "--password-stdin"]
+        + ["--zookeeper", cluster.zookeeper.connect],
+        input=password,
+        text=True,
+        check=True,
+        capture_output=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredCluster]:
+    base = tmp_path_factory.mktemp("secured-cluster")
+    certificates = write_certificates(base / "certs", ["127.0.0.1", "localhost"])
+    cluster = SecuredCluster(base, certificates)
+    try:
+        cluster.start()
+        # Until the broker's credential is in, followers' logins fail and they retry.
+        add_user(cluster, "broker", BROKER_PASSWORD)
+        add_user(cluster, "alice", ALICE_PASSWORD)
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def client_settings(cluster: SecuredCluster) -> dict[str, str]:
+    return {
+        "bootstrap.servers": cluster.sasl_bootstrap,
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": str(cluster.certificates.ca),
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "alice",
+        "sasl.password": ALICE_PASSWORD,
+    }
+
+
+def test_registrations_name_every_listener_with_its_protocol(cluster: SecuredCluster) -> None:
+    zookeeper = KazooClient(cluster.zookeeper.connect)
+    zookeeper.start()
+    try:
+        for broker_id, port in cluster.sasl_ports.items():
+            data, _ = zookeeper.get(f"/brokers/ids/{broker_id}")
+            registration = json.loads(data)
+            assert f"SASL_SSL://127.0.0.1:{port}" in registration["endpoints"]
+            assert registration["listener_security_protocol_map"]["SASL_SSL"] == "SASL_SSL"
+    finally:
+        zookeeper.stop()
+
+
+def test_replication_over_sasl_ssl_keeps_acks_all_writes_and_a_group_commits(
+    cluster: SecuredCluster,
+) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        admin.create_topics(
+            [NewTopic(TOPIC, 3, 3, topic_configs={"min.insync.replicas": "3"})], timeout_ms=30_000
+        )
+    finally:
+        admin.close()
+    # Every follower fetches from its leaders over SASL_SSL: the ISRs fill.
+    cluster.wait_serving(TOPIC)
+    settings = client_settings(cluster)
+    errors: list[KafkaError] = []
+    producer = Producer({**settings, "acks": "all", "enable.idempotence": True})
+    for n in range(30):
+        producer.produce(TOPIC, f"v{n}".encode(), on_delivery=lambda e, _: e and errors.append(e))
+    assert producer.flush(60) == 0 and not errors, errors
+    consumer = Consumer(
+        {
+            **settings,
+            "group.id": "secured",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([TOPIC])
+    seen: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(seen) < 30 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            seen.append(message.value())
+    committed = consumer.commit(asynchronous=False)
+    consumer.close()
+    assert sorted(seen) == sorted(f"v{n}".encode() for n in range(30))
+    # Partitions the sticky partitioner gave no record have nothing to commit (-1001).
+    assert committed is not None and sum(max(p.offset, 0) for p in committed) == 30
+
+
+def test_no_password_is_in_zookeeper_a_data_directory_or_a_log(cluster: SecuredCluster) -> None:
+    needles = [BROKER_PASSWORD.encode(), ALICE_PASSWORD.encode()]
+    files = [cluster.zookeeper.log_path, *Path(cluster.base_dir / "zookeeper").rglob("*")]
+    for process in cluster.brokers.values():
+        files += [process.log_path, *process.data_dir.rglob("*")]
+    for path in files:
+        if path.is_file():
+            content = path.read_bytes()
+            assert not any(needle in content for needle in needles), f"{path} holds a password"
