@@ -322,10 +322,21 @@ class Counts:
 
 
 class BrokerUnderTest:
-    def __init__(self, data_dir: Path, log_path: Path, port: int) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        log_path: Path,
+        port: int,
+        extra_args: tuple[str, ...] = (),
+        listeners: str | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.log_path = log_path
         self.port = port
+        # More of `herdless serve`'s arguments, and listeners beside PLAINTEXT on `port`
+        # (tools/fuzz_security.py fuzzes secured ones).
+        self.extra_args = extra_args
+        self.listeners = listeners
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -334,14 +345,16 @@ class BrokerUnderTest:
             "-m",
             "herdless",
             "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
+            *(
+                ("--host", "127.0.0.1", "--port", str(self.port))
+                if self.listeners is None
+                else ("--set", f"listeners=PLAINTEXT://127.0.0.1:{self.port},{self.listeners}")
+            ),
             "--data-dir",
             str(self.data_dir),
             "--set",
             "group.initial.rebalance.delay.ms=0",
+            *self.extra_args,
         ]
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
