@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -113,13 +113,21 @@ class Progress:
 
 
 def produce(
-    bootstrap: str, topic: str, count: int, record_size: int, timeout: float, stall: float
+    bootstrap: str,
+    topic: str,
+    count: int,
+    record_size: int,
+    timeout: float,
+    stall: float,
+    client: Mapping[str, str] | None = None,
 ) -> float:
-    """Produce ``count`` records and return seconds until all were acknowledged."""
+    """Produce ``count`` records and return seconds until all were acknowledged.
+    ``client``: more librdkafka settings (a secured listener's, bench/security.py)."""
     payload = os.urandom(record_size)
     client_errors: list[str] = []
     producer = Producer(
         {
+            **(client or {}),
             "bootstrap.servers": bootstrap,
             "acks": "all",
             "linger.ms": 5,
@@ -177,7 +185,13 @@ def produce(
 
 
 def consume(
-    bootstrap: str, topic: str, partitions: int, count: int, timeout: float, stall: float
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    count: int,
+    timeout: float,
+    stall: float,
+    client: Mapping[str, str] | None = None,
 ) -> tuple[float, int]:
     """Read ``count`` records from the start of every partition.
 
@@ -187,6 +201,7 @@ def consume(
     """
     consumer = Consumer(
         {
+            **(client or {}),
             "bootstrap.servers": bootstrap,
             "group.id": f"bench-{uuid.uuid4().hex}",
             "enable.auto.commit": False,

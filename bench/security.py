@@ -1,0 +1,192 @@
+"""What security costs: produce and consume over SASL_SSL beside PLAINTEXT, and new
+authenticated connections per second with SCRAM over TLS.
+
+One herdless broker with a PLAINTEXT and a SASL_SSL listener (SCRAM-SHA-512, a
+throw-away CA). Each round produces ``--mib`` MiB of 1 KiB records with confluent-kafka
+(acks=all, linger.ms=5) and consumes them back, once through each listener, the order
+flipping every round: the figure to read is the SASL_SSL / PLAINTEXT ratio, the median
+of the per-round ratios (absolute rates drift on a shared machine).
+
+Then ``--logins`` new connections, ``--concurrency`` at a time, each shaking hands over
+TLS, logging in with SCRAM-SHA-512 and asking ApiVersions (herdless's own client side,
+broker/peer.py, as brokers use it between themselves), beside as many PLAINTEXT
+connections asking ApiVersions alone; with the broker's CPU time per connection.
+
+    python bench/security.py
+    python bench/security.py --mib 64 --rounds 3 --logins 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from herdless.broker.peer import PeerConnection, PeerSecurity
+from herdless.broker.tls import client_context
+from herdless.cli.certs import write_certificates
+from herdless.security.sasl_client import sasl_client
+from herdless.security.settings import SecuritySettings
+from peers import _broker_process, broker_cpu_seconds, create_topic, free_port, tree_env
+from produce_consume import MB, MIB, consume, produce
+
+USER, PASSWORD = "bench", "bench-Password-1"
+RECORD_SIZE = 1024
+PARTITIONS = 4
+TIMEOUT_S, STALL_S = 300.0, 60.0
+console = Console(width=None if sys.stdout.isatty() else 120)
+
+
+def start(directory: Path) -> tuple[object, dict[str, int], Path]:
+    certificates = write_certificates(directory / "certs", ["127.0.0.1"])
+    data_dir = directory / "data"
+    subprocess.run(
+        [sys.executable, "-m", "herdless", "users", "add", USER, "--password-stdin"]
+        + ["--mechanism", "SCRAM-SHA-512", "--data-dir", str(data_dir)],
+        input=PASSWORD,
+        text=True,
+        check=True,
+        capture_output=True,
+    )
+    ports = {"PLAINTEXT": free_port(), "SASL_SSL": free_port()}
+    listeners = ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items())
+    settings = {
+        "listeners": listeners,
+        "ssl.keystore.location": str(certificates.broker),
+        "ssl.truststore.location": str(certificates.ca),
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "group.initial.rebalance.delay.ms": "0",
+    }
+    command = [sys.executable, "-m", "herdless", "serve", "--data-dir", str(data_dir)]
+    command += [arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")]
+    src = Path(__file__).resolve().parent.parent / "src"
+    process = _broker_process("herdless", command, ports["PLAINTEXT"], directory, tree_env(src))
+    return process, ports, certificates.ca
+
+
+def librdkafka(listener: str, ports: dict[str, int], ca: Path) -> tuple[str, dict[str, str]]:
+    bootstrap = f"127.0.0.1:{ports[listener]}"
+    if listener == "PLAINTEXT":
+        return bootstrap, {}
+    return bootstrap, {
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": str(ca),
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": USER,
+        "sasl.password": PASSWORD,
+    }
+
+
+def throughput(
+    listener: str, round_no: int, mib: int, ports: dict[str, int], ca: Path
+) -> tuple[float, float]:
+    """(produce MB/s, consume MB/s) through `listener`."""
+    bootstrap, client = librdkafka(listener, ports, ca)
+    topic = f"bench-{listener.lower()}-{round_no}"
+    create_topic(f"127.0.0.1:{ports['PLAINTEXT']}", topic, PARTITIONS, STALL_S)
+    count = mib * MIB // RECORD_SIZE
+    seconds = produce(bootstrap, topic, count, RECORD_SIZE, TIMEOUT_S, STALL_S, client)
+    produced = count * RECORD_SIZE / seconds / MB
+    seconds, value_bytes = consume(bootstrap, topic, PARTITIONS, count, TIMEOUT_S, STALL_S, client)
+    return produced, value_bytes / seconds / MB
+
+
+async def connections(
+    port: int, security: PeerSecurity | None, total: int, concurrency: int
+) -> tuple[float, float]:
+    """(connections per second, broker CPU ms per connection): each connects, logs in if
+    `security` says so, asks ApiVersions and hangs up."""
+    done = 0
+
+    async def one() -> None:
+        nonlocal done
+        while done < total:
+            done += 1
+            peer = PeerConnection("127.0.0.1", port, "bench", 30.0, security)
+            try:
+                await peer.request(18, 3, client_software_name="bench", client_software_version="1")
+            finally:
+                peer.close()
+
+    cpu = broker_cpu_seconds()
+    started = time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(concurrency)))
+    elapsed = time.perf_counter() - started
+    return total / elapsed, (broker_cpu_seconds() - cpu) * 1000 / total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mib", type=int, default=128, help="MiB produced per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--logins", type=int, default=1000)
+    parser.add_argument("--concurrency", type=int, default=8)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-security-") as temporary:
+        process, ports, ca = start(Path(temporary))
+        with process:  # type: ignore[attr-defined]
+            ratios: dict[str, list[float]] = {"produce": [], "consume": []}
+            rows = []
+            for round_no in range(args.rounds):
+                order = ["PLAINTEXT", "SASL_SSL"][:: 1 if round_no % 2 == 0 else -1]
+                rates = {name: throughput(name, round_no, args.mib, ports, ca) for name in order}
+                for index, phase in enumerate(("produce", "consume")):
+                    ratio = rates["SASL_SSL"][index] / rates["PLAINTEXT"][index]
+                    ratios[phase].append(ratio)
+                rows.append((round_no, rates))
+            settings = SecuritySettings({"ssl.truststore.location": str(ca)})
+            secured = PeerSecurity(
+                client_context(settings, "SASL_SSL"),
+                functools.partial(sasl_client, "SCRAM-SHA-512", USER, PASSWORD),
+            )
+            plain_rate, plain_cpu = asyncio.run(
+                connections(ports["PLAINTEXT"], None, args.logins, args.concurrency)
+            )
+            login_rate, login_cpu = asyncio.run(
+                connections(ports["SASL_SSL"], secured, args.logins, args.concurrency)
+            )
+    table = Table(title=f"produce and consume, {args.mib} MiB of 1 KiB records per round")
+    for column in (
+        "round",
+        "PLAINTEXT produce",
+        "SASL_SSL produce",
+        "PLAINTEXT consume",
+        "SASL_SSL consume",
+    ):
+        table.add_column(column, justify="right")
+    for round_no, rates in rows:
+        table.add_row(
+            str(round_no),
+            *(
+                f"{rates[name][phase]:.1f} MB/s"
+                for phase in (0, 1)
+                for name in ("PLAINTEXT", "SASL_SSL")
+            ),
+        )
+    table.add_row(
+        "ratio",
+        "",
+        f"{statistics.median(ratios['produce']):.2f}",
+        "",
+        f"{statistics.median(ratios['consume']):.2f}",
+    )
+    console.print(table)
+    logins = Table(title=f"new connections, {args.logins} each, {args.concurrency} at a time")
+    for column in ("connection", "per second", "broker CPU per connection"):
+        logins.add_column(column, justify="right")
+    logins.add_row("PLAINTEXT, ApiVersions", f"{plain_rate:.0f}", f"{plain_cpu:.2f} ms")
+    logins.add_row("TLS + SCRAM-SHA-512, ApiVersions", f"{login_rate:.0f}", f"{login_cpu:.2f} ms")
+    console.print(logins)
+
+
+if __name__ == "__main__":
+    main()
