@@ -9,6 +9,9 @@ committed offsets) without going through the listener under test.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
+import ssl
 import subprocess
 import time
 from collections.abc import Iterator
@@ -383,3 +386,19 @@ def test_no_password_is_in_the_data_directory_or_the_log(secured: Secured) -> No
     for path in [secured.broker.log_path, *secured.broker.data_dir.rglob("*")]:
         if path.is_file():
             assert needle not in path.read_bytes(), f"{path} holds a password"
+
+
+def test_a_server_name_that_is_not_ascii_is_one_line_not_a_traceback(secured: Secured) -> None:
+    """Found by tools/fuzz_security.py: Python's ssl module printed a traceback for it."""
+    context = ssl.create_default_context()
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    client = context.wrap_bio(incoming, outgoing, server_hostname="localhost")
+    with contextlib.suppress(ssl.SSLWantReadError):
+        client.do_handshake()
+    hello = outgoing.read().replace(b"localhost", b"localho\xf3t")
+    offset = len(whole_log(secured))
+    with socket.create_connection(("127.0.0.1", secured.ports["SSL"]), timeout=10) as sock:
+        sock.sendall(hello)
+        sock.recv(1024)
+    wait_for_line(secured, offset, "named a server that is not ASCII")
+    assert "Traceback" not in broker_log_since(secured, offset)

@@ -48,6 +48,7 @@ from herdless.broker.replicas import ReplicaManager
 from herdless.broker.scrubber import Scrubber
 from herdless.broker.stalls import StallDetector
 from herdless.broker.storage_errors import StorageErrors
+from herdless.broker.tls_handshakes import quiet_server_name_errors
 from herdless.broker.topic_admin import LocalTopics, TopicAdmin, ZooKeeperTopics
 from herdless.security.scram import verify_plain
 from herdless.storage import LogManager, StorageIOError
@@ -249,6 +250,10 @@ class Broker:
         # processes requests only at the end of its startup: before, it would answer
         # Metadata with no brokers and no topics, and librdkafka (2.10 on) forgets every
         # broker a Metadata answer leaves out. Connections are refused until then.
+        if any(listener.ssl_context is not None for listener in self.listeners):
+            quiet_server_name_errors(
+                lambda problem: self.limited_warnings.warn("TLS server names", problem)
+            )
         for listener in self.listeners:
             server = await start_server(
                 functools.partial(self._accept, listener),

@@ -11,7 +11,11 @@ port, no common protocol or cipher).
 from __future__ import annotations
 
 import ssl
+import sys
+import traceback
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 
 def reporting_handshakes(failed: Callable[[ssl.SSLError], None]) -> type[ssl.SSLObject]:
@@ -28,3 +32,26 @@ def reporting_handshakes(failed: Callable[[ssl.SSLError], None]) -> type[ssl.SSL
                 raise
 
     return ReportingSSLObject
+
+
+def quiet_server_name_errors(failed: Callable[[str], None]) -> None:
+    """Turn Python's traceback for a ClientHello whose server name is not ASCII into a call
+    of `failed`. The ssl module decodes the name before the context's SNI callback (which
+    hands each handshake the latest certificates, broker/tls.py) and, when it cannot,
+    prints the error as an unraisable exception: a client could fill the log with them.
+    The handshake itself fails as it should (CALLBACK_FAILED, reported as any other)."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        frames = traceback.extract_tb(unraisable.exc_traceback)
+        if (
+            isinstance(unraisable.exc_value, UnicodeError)
+            and frames
+            and frames[-1].name == "do_handshake"
+            and Path(frames[-1].filename).name == "ssl.py"
+        ):
+            failed(f"a ClientHello named a server that is not ASCII: {unraisable.object!r:.80}")
+            return
+        previous(unraisable)
+
+    sys.unraisablehook = hook
