@@ -23,6 +23,7 @@ from kazoo.client import KazooClient
 from herdless.cli.certs import CertificateFiles, write_certificates
 from herdless.testing import BrokerProcess, free_port
 from tests.support.cluster import ClusterProcesses
+from tests.support.secured_clients import CLIENTS, Login, run_client, values
 
 BROKER_PASSWORD = "broker-Secret-91c2"
 ALICE_PASSWORD = "alice-Secret-55d0"
@@ -160,6 +161,23 @@ def test_replication_over_sasl_ssl_keeps_acks_all_writes_and_a_group_commits(
     assert sorted(seen) == sorted(f"v{n}".encode() for n in range(30))
     # Partitions the sticky partitioner gave no record have nothing to commit (-1001).
     assert committed is not None and sum(max(p.offset, 0) for p in committed) == 30
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_every_client_produces_consumes_in_a_group_and_commits_through_sasl_ssl(
+    cluster: SecuredCluster, client: str
+) -> None:
+    login = Login(
+        cluster.sasl_bootstrap,
+        "SASL_SSL",
+        ca=cluster.certificates.ca,
+        mechanism="SCRAM-SHA-512",
+        username="alice",
+        password=ALICE_PASSWORD,
+    )
+    topic = f"cluster-{client}"
+    seen = run_client(client, login, topic, f"group-{client}")
+    assert sorted(seen) == values(topic)
 
 
 def test_no_password_is_in_zookeeper_a_data_directory_or_a_log(cluster: SecuredCluster) -> None:

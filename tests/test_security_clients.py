@@ -8,7 +8,6 @@ committed offsets) without going through the listener under test.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import socket
 import ssl
@@ -19,16 +18,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.helpers import create_ssl_context
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from kafka import KafkaConsumer, KafkaProducer
 
 from herdless.cli.certs import CertificateFiles, write_certificates
 from tests.support.broker import BrokerProcess, free_port, module_broker
+from tests.support.secured_clients import (
+    CLIENTS,
+    RECORDS,
+    Login,
+    librdkafka_settings,
+    run_client,
+    run_confluent,
+    values,
+)
 
 PASSWORD = "alice-Secret-7f3a"
-RECORDS = 3
 
 
 class Secured:
@@ -87,49 +91,18 @@ def setup_id(setup: tuple[str, str | None, bool]) -> str:
     )
 
 
-def librdkafka_settings(
-    secured: Secured, listener: str, mechanism: str | None, certificate: bool
-) -> dict[str, str]:
+def login(secured: Secured, listener: str, mechanism: str | None, certificate: bool) -> Login:
     files = secured.certificates
-    settings = {
-        "bootstrap.servers": f"127.0.0.1:{secured.ports[listener]}",
-        "security.protocol": listener,
-    }
-    if listener in ("SSL", "SASL_SSL"):
-        settings["ssl.ca.location"] = str(files.ca)
-    if certificate:
-        settings["ssl.certificate.location"] = str(files.client)
-        settings["ssl.key.location"] = str(files.client_key)
-    if mechanism is not None:
-        settings |= {
-            "sasl.mechanism": mechanism,
-            "sasl.username": "alice",
-            "sasl.password": PASSWORD,
-        }
-    return settings
-
-
-def python_settings(
-    secured: Secured, listener: str, mechanism: str | None, certificate: bool
-) -> dict[str, Any]:
-    """kafka-python's names (aiokafka takes an ssl_context instead of the files)."""
-    files = secured.certificates
-    settings: dict[str, Any] = {
-        "bootstrap_servers": f"127.0.0.1:{secured.ports[listener]}",
-        "security_protocol": listener,
-    }
-    if listener in ("SSL", "SASL_SSL"):
-        settings["ssl_cafile"] = str(files.ca)
-    if certificate:
-        settings["ssl_certfile"] = str(files.client)
-        settings["ssl_keyfile"] = str(files.client_key)
-    if mechanism is not None:
-        settings |= {
-            "sasl_mechanism": mechanism,
-            "sasl_plain_username": "alice",
-            "sasl_plain_password": PASSWORD,
-        }
-    return settings
+    return Login(
+        f"127.0.0.1:{secured.ports[listener]}",
+        listener,
+        ca=files.ca if listener in ("SSL", "SASL_SSL") else None,
+        certificate=files.client if certificate else None,
+        key=files.client_key if certificate else None,
+        mechanism=mechanism,
+        username="alice" if mechanism else None,
+        password=PASSWORD if mechanism else None,
+    )
 
 
 def committed(secured: Secured, group: str, topic: str) -> int | None:
@@ -142,151 +115,14 @@ def committed(secured: Secured, group: str, topic: str) -> int | None:
         consumer.close()
 
 
-def values(prefix: str) -> list[bytes]:
-    return [f"{prefix}-{n}".encode() for n in range(RECORDS)]
-
-
-def run_confluent(settings: dict[str, str], topic: str, group: str) -> list[bytes]:
-    errors: list[Any] = []
-    producer = Producer({**settings, "error_cb": errors.append})
-    for value in values(topic):
-        producer.produce(
-            topic, value, on_delivery=lambda error, _: errors.append(error) if error else None
-        )
-    assert producer.flush(30) == 0, errors
-    consumer = Consumer(
-        {
-            **settings,
-            "group.id": group,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.subscribe([topic])
-    seen = []
-    deadline = time.monotonic() + 30
-    while len(seen) < RECORDS and time.monotonic() < deadline:
-        message = consumer.poll(0.5)
-        if message is not None and message.error() is None:
-            seen.append(message.value())
-    consumer.commit(asynchronous=False)
-    consumer.close()
-    return seen
-
-
-def run_kafka_python(settings: dict[str, Any], topic: str, group: str) -> list[bytes]:
-    producer = KafkaProducer(**settings)
-    for value in values(topic):
-        producer.send(topic, value).get(timeout=30)
-    producer.close()
-    consumer = KafkaConsumer(
-        topic, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False, **settings
-    )
-    seen = []
-    deadline = time.monotonic() + 30
-    while len(seen) < RECORDS and time.monotonic() < deadline:
-        for records in consumer.poll(timeout_ms=500).values():
-            seen.extend(record.value for record in records)
-    consumer.commit()
-    consumer.close()
-    return seen
-
-
-def run_aiokafka(settings: dict[str, Any], topic: str, group: str) -> list[bytes]:
-    files = {
-        key: settings.pop(key)
-        for key in ("ssl_cafile", "ssl_certfile", "ssl_keyfile")
-        if key in settings
-    }
-    if files:
-        settings["ssl_context"] = create_ssl_context(
-            cafile=files.get("ssl_cafile"),
-            certfile=files.get("ssl_certfile"),
-            keyfile=files.get("ssl_keyfile"),
-        )
-
-    async def run() -> list[bytes]:
-        producer = AIOKafkaProducer(**settings)
-        await producer.start()
-        try:
-            for value in values(topic):
-                await producer.send_and_wait(topic, value)
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(
-            topic,
-            group_id=group,
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-            **settings,
-        )
-        await consumer.start()
-        seen = []
-        try:
-            async with asyncio.timeout(30):
-                while len(seen) < RECORDS:
-                    for records in (await consumer.getmany(timeout_ms=500)).values():
-                        seen.extend(record.value for record in records)
-            await consumer.commit()
-        finally:
-            await consumer.stop()
-        return seen
-
-    return asyncio.run(run())
-
-
-def run_kcat(settings: dict[str, str], topic: str, group: str) -> list[bytes]:
-    options = [
-        arg
-        for key, value in settings.items()
-        if key != "bootstrap.servers"
-        for arg in ("-X", f"{key}={value}")
-    ]
-    bootstrap = ["-b", settings["bootstrap.servers"]]
-    subprocess.run(
-        ["kcat", *bootstrap, *options, "-P", "-t", topic],
-        input=b"\n".join(values(topic)) + b"\n",
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    consumed = subprocess.run(
-        [
-            "kcat",
-            *bootstrap,
-            *options,
-            "-X",
-            "auto.offset.reset=earliest",
-            "-G",
-            group,
-            topic,
-            "-e",
-            "-q",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    return consumed.stdout.split()
-
-
-CLIENTS = {
-    "confluent-kafka": (run_confluent, librdkafka_settings),
-    "kafka-python": (run_kafka_python, python_settings),
-    "aiokafka": (run_aiokafka, python_settings),
-    "kcat": (run_kcat, librdkafka_settings),
-}
-
-
 @pytest.mark.parametrize("setup", SETUPS, ids=setup_id)
 @pytest.mark.parametrize("client", CLIENTS)
 def test_a_client_produces_consumes_in_a_group_and_commits(
     secured: Secured, client: str, setup: tuple[str, str | None, bool]
 ) -> None:
-    run, settings_for = CLIENTS[client]
     name = f"{client}-{setup_id(setup)}".lower().replace("_", "-")
     topic, group = f"t-{name}", f"g-{name}"
-    seen = run(settings_for(secured, *setup), topic, group)
+    seen = run_client(client, login(secured, *setup), topic, group)
     assert sorted(seen) == values(topic)
     assert committed(secured, group, topic) == RECORDS
 
@@ -333,7 +169,7 @@ def test_a_failed_login_is_the_clients_error_and_one_broker_line(
     secured: Secured, name: str, password: str, mechanism: str
 ) -> None:
     offset = len(whole_log(secured))
-    settings = librdkafka_settings(secured, "SASL_PLAINTEXT", mechanism, False)
+    settings = librdkafka_settings(login(secured, "SASL_PLAINTEXT", mechanism, False))
     settings |= {"sasl.username": name, "sasl.password": password}
     errors = librdkafka_errors(settings)
     assert errors and errors[0].code() == KafkaError._AUTHENTICATION, errors
@@ -344,7 +180,7 @@ def test_a_failed_login_is_the_clients_error_and_one_broker_line(
     assert all(mechanism in line or "Invalid username" in line for line in lines)
     # Nothing else changed: alice still logs in.
     assert run_confluent(
-        librdkafka_settings(secured, "SASL_PLAINTEXT", "SCRAM-SHA-256", False),
+        librdkafka_settings(login(secured, "SASL_PLAINTEXT", "SCRAM-SHA-256", False)),
         f"after-{name}-{mechanism}".lower(),
         f"after-{name}-{mechanism}".lower(),
     )
@@ -355,7 +191,7 @@ def test_an_untrusted_client_certificate_fails_the_handshake_with_one_line(
 ) -> None:
     stranger = write_certificates(tmp_path / "stranger", ["127.0.0.1"])  # another CA
     offset = len(whole_log(secured))
-    settings = librdkafka_settings(secured, "SSL", None, False) | {
+    settings = librdkafka_settings(login(secured, "SSL", None, False)) | {
         "ssl.certificate.location": str(stranger.client),
         "ssl.key.location": str(stranger.client_key),
     }
@@ -371,7 +207,9 @@ def test_an_untrusted_client_certificate_fails_the_handshake_with_one_line(
 
 def test_a_client_speaking_plaintext_to_a_tls_port_is_one_line(secured: Secured) -> None:
     offset = len(whole_log(secured))
-    settings = librdkafka_settings(secured, "SSL", None, False) | {"security.protocol": "PLAINTEXT"}
+    settings = librdkafka_settings(login(secured, "SSL", None, False)) | {
+        "security.protocol": "PLAINTEXT"
+    }
     errors: list[Any] = []
     producer = Producer({**settings, "error_cb": errors.append})
     producer.poll(3)
