@@ -14,6 +14,7 @@ import ssl
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from herdless.cli.certs import CertificateFiles, write_certificates
+from herdless.protocol.codec import REQUESTS, RESPONSES
 from tests.support.broker import BrokerProcess, free_port, module_broker
 from tests.support.secured_clients import (
     CLIENTS,
@@ -33,6 +35,7 @@ from tests.support.secured_clients import (
 )
 
 PASSWORD = "alice-Secret-7f3a"
+REAUTH_MS = 3000
 
 
 class Secured:
@@ -59,9 +62,13 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
         check=True,
         capture_output=True,
     )
-    ports = {name: free_port() for name in ("SSL", "SASL_PLAINTEXT", "SASL_SSL")}
+    ports = {name: free_port() for name in ("SSL", "SASL_PLAINTEXT", "SASL_SSL", "REAUTH")}
     listeners = ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items())
     settings = {
+        # A listener whose sessions end after 3 s (KIP-368), for the re-authentication tests.
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,"
+        "SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,REAUTH:SASL_PLAINTEXT",
+        "listener.name.reauth.connections.max.reauth.ms": str(REAUTH_MS),
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": certificates.broker,
         "ssl.truststore.type": "PEM",
@@ -240,3 +247,60 @@ def test_a_server_name_that_is_not_ascii_is_one_line_not_a_traceback(secured: Se
         sock.recv(1024)
     wait_for_line(secured, offset, "named a server that is not ASCII")
     assert "Traceback" not in broker_log_since(secured, offset)
+
+
+def test_a_client_that_re_authenticates_works_on_past_its_sessions_end(secured: Secured) -> None:
+    """librdkafka re-authenticates (KIP-368) before connections.max.reauth.ms runs out, on
+    the same connection: a producer sending for three sessions loses nothing."""
+    settings = librdkafka_settings(
+        replace(
+            login(secured, "SASL_PLAINTEXT", "SCRAM-SHA-512", False),
+            bootstrap=f"127.0.0.1:{secured.ports['REAUTH']}",
+        )
+    )
+    offset = len(whole_log(secured))
+    errors: list[Any] = []
+    producer = Producer({**settings, "error_cb": errors.append, "linger.ms": 0})
+    delivered: list[Any] = []
+    deadline = time.monotonic() + 3 * REAUTH_MS / 1000
+    while time.monotonic() < deadline:
+        producer.produce("reauth", b"x", on_delivery=lambda e, m: delivered.append(e))
+        producer.flush(10)
+        time.sleep(0.25)
+    assert delivered and all(error is None for error in delivered), delivered
+    assert not errors, errors
+    # Logged in again on its connections, not disconnected and reconnected.
+    assert "session expired" not in broker_log_since(secured, offset)
+
+
+def test_a_connection_that_does_not_re_authenticate_is_closed_when_its_session_ends(
+    secured: Secured,
+) -> None:
+    with socket.create_connection(("127.0.0.1", secured.ports["REAUTH"]), timeout=10) as sock:
+
+        def call(api_key: int, version: int, **fields: Any) -> Any:
+            message = REQUESTS[api_key](**fields)
+            message.API_VERSION = version
+            message.with_header(correlation_id=1, client_id="test")
+            sock.sendall(bytes(message.encode(header=True, framed=True)))
+            size = int.from_bytes(receive(sock, 4), "big")
+            return RESPONSES[api_key].decode(receive(sock, size), version=version, header=True)
+
+        assert call(17, 1, mechanism="PLAIN").error_code == 0
+        answer = call(36, 2, auth_bytes=f"\0alice\0{PASSWORD}".encode())
+        assert answer.error_code == 0
+        assert 0 < answer.session_lifetime_ms <= REAUTH_MS
+        assert call(18, 3, client_software_name="t", client_software_version="1").error_code == 0
+        time.sleep(answer.session_lifetime_ms / 1000 + 0.2)
+        with pytest.raises((ConnectionError, EOFError)):
+            call(18, 3, client_software_name="t", client_software_version="1")
+
+
+def receive(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise EOFError("the broker closed the connection")
+        data += chunk
+    return data
