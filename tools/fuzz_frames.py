@@ -481,6 +481,18 @@ async def _watch(
     progress.update(task, completed=counts.frames)
 
 
+def fuzz_progress() -> Progress:
+    """The bar a fuzzer shows on stderr (tools/fuzz_security.py's too)."""
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed:,}/{task.total:,}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    return Progress(*columns, console=Console(stderr=True))
+
+
 async def run(
     broker: BrokerUnderTest,
     templates: Templates,
@@ -491,14 +503,7 @@ async def run(
 ) -> Counts:
     counts = Counts(start_rss_kib=broker.rss_kib(), target=total)
     max_request_bytes = 104_857_600
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed:,}/{task.total:,}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=Console(stderr=True)) as progress:
+    with fuzz_progress() as progress:
         jobs = [
             _worker(
                 broker, templates, random.Random(seed * 1000 + n), counts, total, max_request_bytes

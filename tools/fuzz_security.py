@@ -40,9 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import scramp
-from fuzz_frames import BrokerUnderTest, _free_port
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from fuzz_frames import BrokerUnderTest, _free_port, fuzz_progress
+from rich.progress import Progress
 
 from herdless.cli.certs import write_certificates
 from herdless.protocol.codec import REQUESTS, RESPONSES
@@ -250,14 +249,7 @@ async def watch(broker: BrokerUnderTest, counts: Counts, progress: Progress) -> 
 async def run(broker: BrokerUnderTest, ports: dict[str, int], args: argparse.Namespace) -> Counts:
     counts = Counts(start_rss_kib=broker.rss_kib(), target=args.frames)
     hello = client_hello(random.Random(args.seed))
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed:,}/{task.total:,}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=Console(stderr=True)) as progress:
+    with fuzz_progress() as progress:
         jobs = [
             worker(ports, random.Random(args.seed * 1000 + n), counts, hello)
             for n in range(args.workers)
