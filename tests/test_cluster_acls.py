@@ -10,12 +10,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
+    NewTopic,
     ResourcePatternType,
     ResourceType,
 )
@@ -218,3 +220,22 @@ def test_confluent_kafka_manages_the_clusters_acls(cluster: ClusterProcesses) ->
         time.sleep(0.05)
     (future,) = admin.delete_acls([on_group], request_timeout=15).values()
     assert future.result() == [acl]
+
+
+def test_followers_replicate_with_the_authorizer_on(cluster: ClusterProcesses) -> None:
+    """Followers fetch as the brokers' principal (User:ANONYMOUS on PLAINTEXT between
+    brokers, a super user here), which Kafka asks CLUSTER_ACTION of: every replica
+    catches up, and a produce with acks=all is acknowledged."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    topic = "replicated-under-acls"
+    futures = admin.create_topics([NewTopic(topic, 3, 3)], request_timeout=15)
+    futures[topic].result(timeout=30)
+    cluster.wait_serving(topic)
+    errors: list[Any] = []
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for n in range(30):
+        producer.produce(
+            topic, f"v{n}".encode(), on_delivery=lambda e, _: errors.append(e) if e else None
+        )
+    assert producer.flush(30) == 0 and not errors, errors
+    cluster.wait_serving(topic)

@@ -243,6 +243,7 @@ class Broker:
             group_configs=self.group_configs,
             credentials=self.credentials,
         )
+        self.metrics.attach_authorizer(context.authorizer_audit.counts)
         # A deep accept queue: thousands of clients reconnecting at once (after a
         # restart, or a group of 10k members) overflowed asyncio's default of 100.
         # A member of a cluster binds its port now (its registration names the port) but
@@ -424,6 +425,8 @@ class Broker:
     async def _summarise_warnings(self) -> None:
         self.limited_warnings.sweep()
         self.storage_errors.sweep()
+        if self.context is not None:
+            self.context.authorizer_audit.sweep()
 
     async def _flush_due(self) -> None:
         await self.durability.flush_due(self.logs.logs())

@@ -8,9 +8,10 @@ nothing here imports it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from herdless.broker.acls import AclStore
+from herdless.broker.authorization import AuthorizerAudit
 from herdless.broker.config import BrokerConfig
 from herdless.broker.credentials import CredentialStore
 from herdless.broker.fetch_sessions import FetchSessionCache
@@ -41,6 +42,8 @@ class BrokerContext:
     # authorizer.class.name is set: everything is allowed, and the ACL APIs answer
     # SECURITY_DISABLED.
     acls: AclStore | None = None
+    # The authorizer log and decision counts (broker/authorization.py).
+    authorizer_audit: AuthorizerAudit = field(default_factory=AuthorizerAudit)
     # Consumer groups' own configs (KIP-848), where this broker keeps them.
     group_configs: GroupConfigStore | None = None
     # Users' SCRAM credentials: the CredentialCache SASL checks logins against.

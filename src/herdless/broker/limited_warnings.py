@@ -30,8 +30,11 @@ class LimitedWarnings:
         per_window: int = WARNINGS_PER_WINDOW,
         window_s: float = WINDOW_S,
         clock: Callable[[], float] = time.monotonic,
+        level: int = logging.WARNING,
     ) -> None:
         self._log = log
+        # The authorizer logs its denials at INFO, as Kafka's authorizer log does.
+        self._level = level
         self._per_window = per_window
         self._window_s = window_s
         self._clock = clock
@@ -52,7 +55,7 @@ class LimitedWarnings:
             window = self._windows[subject] = _Window(now)
         if window.logged < self._per_window:
             window.logged += 1
-            self._log.warning("%s", message)
+            self._log.log(self._level, "%s", message)
         else:
             window.suppressed += 1
             window.last = message
@@ -68,7 +71,8 @@ class LimitedWarnings:
 
     def _summarise(self, subject: str, window: _Window) -> None:
         if window.suppressed:
-            self._log.warning(
+            self._log.log(
+                self._level,
                 "%d more warnings about %s in the last %.0f s were not logged; the last: %s",
                 window.suppressed,
                 subject,

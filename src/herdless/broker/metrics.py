@@ -35,6 +35,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from herdless.broker.authorization import DecisionCounts
 from herdless.broker.fetch_sessions import FetchSessionCache
 from herdless.broker.group_coordinator import GroupCoordinator, ShardState
 from herdless.coordinator.consumer_group import ConsumerGroupState
@@ -63,6 +64,7 @@ class BrokerMetrics:
         self._groups: GroupCoordinator | None = None
         self._logs: LogManager | None = None
         self._fetch_sessions: FetchSessionCache | None = None
+        self._authorizations: DecisionCounts | None = None
         self.registry = CollectorRegistry(auto_describe=False)
         # process_open_fds beside process_max_fds: connections are what the file limit
         # bounds (file_limit.py); CPU and memory besides.
@@ -108,6 +110,10 @@ class BrokerMetrics:
         """What each scrape snapshots."""
         self._groups, self._logs, self._fetch_sessions = groups, logs, fetch_sessions
 
+    def attach_authorizer(self, counts: DecisionCounts) -> None:
+        """The authorizer's decisions, counted as they are made (broker/authorization.py)."""
+        self._authorizations = counts
+
     def observe_request(self, api: str, seconds: float) -> None:
         """Count one answered request: a bucket found in C and two additions.
 
@@ -147,6 +153,11 @@ class BrokerMetrics:
         assert self._fetch_sessions is not None
         state = snapshot(self._groups, self._logs, self._fetch_sessions)
         state.requests = [(api, list(t.counts), t.sum) for api, t in self._request_times.items()]
+        if self._authorizations is not None:
+            state.authorizations = [
+                (operation.kafka_name, resource_type.kafka_name, allowed, count)
+                for (operation, resource_type, allowed), count in self._authorizations.items()
+            ]
         return await asyncio.to_thread(self.render, state)
 
     def render(self, state: Snapshot) -> bytes:
@@ -178,6 +189,8 @@ class Snapshot:
     fetch_session_errors: list[tuple[str, int]] = field(default_factory=list)
     # (API name, requests per latency bucket, sum of their seconds)
     requests: list[tuple[str, list[int], float]] = field(default_factory=list)
+    # (operation, resource type, allowed, decisions since the start)
+    authorizations: list[tuple[str, str, bool, int]] = field(default_factory=list)
 
 
 def snapshot(
@@ -234,6 +247,7 @@ class _SnapshotCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         yield self._request_times()
+        yield self._authorizations()
         yield from self._groups()
         yield from self._partitions()
         yield from self._fetch_sessions()
@@ -249,6 +263,19 @@ class _SnapshotCollector(Collector):
             buckets = list(zip(bounds, itertools.accumulate(counts), strict=True))
             histogram.add_metric([api], buckets, sum_value=seconds)
         return histogram
+
+    def _authorizations(self) -> Metric:
+        decisions = CounterMetricFamily(
+            "herdless_authorizer_decisions",
+            "The authorizer's decisions since the broker started, by operation, resource"
+            " type and result (allowed, denied); a resource a request names counts once per"
+            " mention.",
+            labels=["operation", "resource_type", "result"],
+        )
+        for operation, resource_type, allowed, count in self._state.authorizations:
+            result = "allowed" if allowed else "denied"
+            decisions.add_metric([operation, resource_type, result], count)
+        return decisions
 
     def _groups(self) -> Iterator[Metric]:
         members = GaugeMetricFamily(

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from herdless.broker.authorization import REFUSALS, authorize_cluster
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.security.acls import (
-    CLUSTER_NAME,
     AccessControlEntry,
     AccessControlEntryFilter,
     AclBinding,
@@ -29,7 +29,6 @@ from herdless.security.acls import (
     ResourceType,
     check_filter,
 )
-from herdless.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
     from herdless.broker.context import BrokerContext
@@ -39,16 +38,6 @@ CREATE_ACLS = 30
 DELETE_ACLS = 31
 
 _NOT_CONFIGURED = "No Authorizer is configured on the broker"
-_NOT_AUTHORIZED = "Cluster authorization failed."
-
-
-def caller(request: Request) -> tuple[KafkaPrincipal, str]:
-    """Who sent the request and from which address: its connection's session, or
-    User:ANONYMOUS from the peer's address where the connection has none."""
-    session = request.session
-    if session is None:
-        return ANONYMOUS, request.client_host
-    return session.principal, session.client_address
 
 
 def _refusal(
@@ -57,10 +46,8 @@ def _refusal(
     """(error code, message) refusing the whole request, or None to go on."""
     if context.acls is None:
         return ErrorCode.SECURITY_DISABLED, _NOT_CONFIGURED
-    principal, host = caller(request)
-    authorizer = context.acls.authorizer
-    if not authorizer.authorize(principal, host, operation, ResourceType.CLUSTER, CLUSTER_NAME):
-        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _NOT_AUTHORIZED
+    if not authorize_cluster(context, request, operation):
+        return REFUSALS[ResourceType.CLUSTER]
     return None
 
 

@@ -8,11 +8,17 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from herdless.broker.authorization import (
+    REFUSALS,
+    authorize_cluster,
+    authorized_names,
+)
 from herdless.broker.group_coordinator import INTERNAL_TOPICS
 from herdless.broker.replicas import PartitionError
 from herdless.broker.topic_admin import NewTopic, TopicAdminError
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
+from herdless.security.acls import AclOperation, ResourceType
 from herdless.storage import LogConfig, StorageError
 
 if TYPE_CHECKING:
@@ -37,10 +43,26 @@ async def handle_create_topics(context: BrokerContext, request: Request) -> Any:
         for t in body.topics
     )
     refused = _over_request_limit(context, adding)
+    names = [t.name for t in body.topics]
+    # CREATE on the cluster, else on each topic; the configs and layout of a topic are
+    # told only to a caller that may DESCRIBE_CONFIGS it.
+    if authorize_cluster(context, request, AclOperation.CREATE, log_denied=False):
+        creatable = set(names)
+    else:
+        creatable = authorized_names(
+            context, request, AclOperation.CREATE, ResourceType.TOPIC, names
+        )
+    configs_described = authorized_names(
+        context, request, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names, log_denied=False
+    )
     results = []
     for wanted in body.topics:
         result = Result(name=wanted.name, error_code=ErrorCode.NONE, error_message=None)
         results.append(result)
+        if wanted.name not in creatable:
+            result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            result.error_message = "Authorization failed."
+            continue
         if refused is not None:
             result.error_code, result.error_message = refused.error_code, refused.message
             continue
@@ -59,6 +81,9 @@ async def handle_create_topics(context: BrokerContext, request: Request) -> Any:
         except TopicAdminError as exc:
             result.error_code = exc.error_code
             result.error_message = exc.message
+            continue
+        if wanted.name not in configs_described:
+            result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             continue
         result.num_partitions = created.num_partitions
         result.replication_factor = created.replication_factor
@@ -89,15 +114,33 @@ async def handle_delete_topics(context: BrokerContext, request: Request) -> Any:
         wanted = [(t.name, t.topic_id) for t in body.topics]
     else:
         wanted = [(name, None) for name in body.topic_names]
+    resolved = [
+        name or (context.metadata.topic_name(topic_id) if topic_id is not None else None)
+        for name, topic_id in wanted
+    ]
+    # As Kafka: a topic named by id is refused without its name to a caller that may not
+    # DESCRIBE it; otherwise DELETE decides, before whether the topic exists is told.
+    known = [name for name in resolved if name is not None]
+    describable = authorized_names(
+        context, request, AclOperation.DESCRIBE, ResourceType.TOPIC, known
+    )
+    deletable = authorized_names(context, request, AclOperation.DELETE, ResourceType.TOPIC, known)
     results = []
-    for name, topic_id in wanted:
-        result = Result(name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None)
+    for (requested, topic_id), name in zip(wanted, resolved, strict=True):
+        result = Result(
+            name=requested, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None
+        )
         results.append(result)
-        if not name:
-            name = context.metadata.topic_name(topic_id) if topic_id is not None else None
-            if name is None:
-                result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
-                continue
+        if name is None:
+            result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+            continue
+        if not requested and name not in describable:
+            result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            continue
+        if name not in deletable:
+            result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            result.name = name
+            continue
         described = context.metadata.topic(name)
         if described is None:
             result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -141,10 +184,17 @@ async def handle_create_partitions(context: BrokerContext, request: Request) -> 
         described = context.metadata.topic(wanted.name)
         adding += max(0, wanted.count - (len(described.partitions) if described else 0))
     refused = _over_request_limit(context, adding)
+    alterable = authorized_names(
+        context, request, AclOperation.ALTER, ResourceType.TOPIC, [t.name for t in body.topics]
+    )
     results = []
     for wanted in body.topics:
         result = Result(name=wanted.name, error_code=ErrorCode.NONE, error_message=None)
         results.append(result)
+        if wanted.name not in alterable:
+            result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            result.error_message = "The topic authorization is failed."
+            continue
         if refused is not None:
             result.error_code, result.error_message = refused.error_code, refused.message
             continue
@@ -171,6 +221,13 @@ async def handle_delete_records(context: BrokerContext, request: Request) -> Any
     Response = response_class(DELETE_RECORDS)
     TopicResult = Response.DeleteRecordsTopicResult
     PartitionResult = TopicResult.DeleteRecordsPartitionResult
+    deletable = authorized_names(
+        context,
+        request,
+        AclOperation.DELETE,
+        ResourceType.TOPIC,
+        [t.name for t in request.body.topics],
+    )
     topics = []
     for wanted in request.body.topics:
         results = []
@@ -179,6 +236,9 @@ async def handle_delete_records(context: BrokerContext, request: Request) -> Any
                 partition_index=p.partition_index, low_watermark=-1, error_code=ErrorCode.NONE
             )
             results.append(result)
+            if wanted.name not in deletable:
+                result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             try:
                 partition_log = context.replicas.leader_log(wanted.name, p.partition_index)
             except PartitionError as exc:
@@ -209,6 +269,10 @@ async def handle_describe_log_dirs(context: BrokerContext, request: Request) -> 
     Result = Response.DescribeLogDirsResult
     TopicEntry = Result.DescribeLogDirsTopic
     PartitionEntry = TopicEntry.DescribeLogDirsPartition
+    if not authorize_cluster(context, request, AclOperation.DESCRIBE):
+        return Response(
+            throttle_time_ms=0, error_code=REFUSALS[ResourceType.CLUSTER][0], results=[]
+        )
     wanted = request.body.topics
     if wanted is None:
         selection = {name: None for name in context.logs.topics}

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from herdless.broker.authorization import REFUSALS, authorize
 from herdless.broker.config import broker_topic_defaults
 from herdless.broker.group_coordinator import OFFSETS_TOPIC
 from herdless.broker.handlers.group_configs import (
@@ -25,6 +26,7 @@ from herdless.broker.handlers.group_configs import (
 from herdless.broker.topic_admin import TopicAdminError
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
+from herdless.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from herdless.storage import LIST_TOPIC_CONFIGS, ConfigSource
 from herdless.storage.config import TOPIC_CONFIG_TYPES
 
@@ -39,6 +41,7 @@ INCREMENTAL_ALTER_CONFIGS = 44
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_BROKER_LOGGER = 8
 
 # DescribeConfigs v3+ config_type codes (Kafka's DescribeConfigsResponse.ConfigType).
 CONFIG_TYPE_CODES = {
@@ -55,6 +58,28 @@ CONFIG_TYPE_CODES = {
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
 
+def _config_refusal(
+    context: BrokerContext, request: Request, operation: AclOperation, resource: Any
+) -> tuple[ErrorCode, str] | None:
+    """Kafka's check of a config resource (DESCRIBE_CONFIGS to describe it, ALTER_CONFIGS
+    to alter it): a broker's configs are the cluster's to grant, a topic's the topic's,
+    a group's the group's. (error, message) if refused; None to go on, and for resource
+    types that have no configs here (refused further on for that)."""
+    if context.acls is None:
+        return None
+    if resource.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
+        resource_type, name = ResourceType.CLUSTER, CLUSTER_NAME
+    elif resource.resource_type == RESOURCE_TOPIC:
+        resource_type, name = ResourceType.TOPIC, resource.resource_name
+    elif resource.resource_type == RESOURCE_GROUP:
+        resource_type, name = ResourceType.GROUP, resource.resource_name
+    else:
+        return None
+    if authorize(context, request, operation, resource_type, name):
+        return None
+    return REFUSALS[resource_type]
+
+
 class ConfigChangeError(Exception):
     def __init__(self, error_code: ErrorCode, message: str) -> None:
         super().__init__(message)
@@ -66,6 +91,10 @@ async def handle_alter_configs(context: BrokerContext, request: Request) -> Any:
     body = request.body
     results = []
     for resource in body.resources:
+        refusal = _config_refusal(context, request, AclOperation.ALTER_CONFIGS, resource)
+        if refusal is not None:
+            results.append((resource, *refusal))
+            continue
         changes = {c.name: c.value for c in resource.configs}
         results.append(
             await _alter(context, resource, changes, replace=True, validate_only=body.validate_only)
@@ -78,6 +107,10 @@ async def handle_incremental_alter_configs(context: BrokerContext, request: Requ
     body = request.body
     results = []
     for resource in body.resources:
+        refusal = _config_refusal(context, request, AclOperation.ALTER_CONFIGS, resource)
+        if refusal is not None:
+            results.append((resource, *refusal))
+            continue
         if resource.resource_type == RESOURCE_GROUP:
             results.append(await _alter_group(context, resource, body.validate_only))
             continue
@@ -209,6 +242,10 @@ async def handle_describe_configs(context: BrokerContext, request: Request) -> A
             configs=[],
         )
         results.append(result)
+        refusal = _config_refusal(context, request, AclOperation.DESCRIBE_CONFIGS, resource)
+        if refusal is not None:
+            result.error_code, result.error_message = refusal
+            continue
         if resource.resource_type == RESOURCE_TOPIC:
             config = context.topics.topic_config(resource.resource_name)
             if config is None:

@@ -11,9 +11,15 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from herdless.broker.authorization import (
+    REFUSALS,
+    authorized_names,
+    authorized_operations,
+    operations_field,
+)
 from herdless.broker.consumer_topics import topics_image
 from herdless.broker.group_coordinator import CoordinatorError
-from herdless.broker.handlers.groups import run_operation
+from herdless.broker.handlers.groups import group_refused, run_operation
 from herdless.coordinator import consumer_messages as m
 from herdless.coordinator.topic_metadata import (
     TopicIdPartition,
@@ -22,6 +28,8 @@ from herdless.coordinator.topic_metadata import (
     from_topics,
 )
 from herdless.protocol.codec import Request, response_class
+from herdless.protocol.errors import ErrorCode
+from herdless.security.acls import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from herdless.broker.context import BrokerContext
@@ -32,6 +40,8 @@ CONSUMER_GROUP_DESCRIBE = 69
 # one (a member not yet restarted after an online upgrade), or this one.
 CLASSIC_MEMBER_TYPE = 0
 CONSUMER_MEMBER_TYPE = 1
+# An authorized-operations field not asked for (Kafka's default, Integer.MIN_VALUE).
+NOT_ASKED = -(2**31)
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +55,18 @@ async def handle_consumer_group_heartbeat(context: BrokerContext, request: Reque
     Response = response_class(CONSUMER_GROUP_HEARTBEAT)
     names = body.subscribed_topic_names
     owned = body.topic_partitions
+    refusal = _refusal(context, request, body.group_id, names)
+    if refusal is not None:
+        code, message = refusal
+        return Response(
+            throttle_time_ms=0,
+            error_code=code,
+            error_message=message,
+            member_id=None,
+            member_epoch=0,
+            heartbeat_interval_ms=0,
+            assignment=None,
+        )
     heartbeat = m.ConsumerGroupHeartbeatRequest(
         group_id=body.group_id,
         member_id=body.member_id,
@@ -102,19 +124,51 @@ async def handle_consumer_group_heartbeat(context: BrokerContext, request: Reque
     )
 
 
+def _refusal(
+    context: BrokerContext, request: Request, group_id: str, subscribed: list[str] | None
+) -> tuple[ErrorCode, str] | None:
+    """Kafka's checks of a heartbeat: READ on the group, and DESCRIBE on every topic it
+    subscribes to by name (a member must not learn of topics it may not describe by
+    being assigned their partitions)."""
+    if context.acls is None:
+        return None
+    if group_refused(context, request, AclOperation.READ, group_id):
+        return REFUSALS[ResourceType.GROUP]
+    if subscribed:
+        allowed = authorized_names(
+            context, request, AclOperation.DESCRIBE, ResourceType.TOPIC, subscribed
+        )
+        refused = sorted(set(subscribed) - allowed)
+        if refused:
+            return (
+                ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                f"Topic authorization failed for {', '.join(refused)}.",
+            )
+    return None
+
+
 async def handle_consumer_group_describe(context: BrokerContext, request: Request) -> Any:
     Response = response_class(CONSUMER_GROUP_DESCRIBE)
     Group = Response.DescribedGroup
     topics = _image(context)
+    with_operations = request.body.include_authorized_operations
     groups = []
     for group_id in request.body.group_ids:
-        try:
-            (described,) = await context.groups.run(
-                group_id,
-                lambda s, token, now, g=group_id: s.consumer_group_describe([g], topics, token),
-            )
-        except CoordinatorError as exc:
-            described = m.DescribedConsumerGroup(group_id, exc.error_code)
+        operations = NOT_ASKED
+        if group_refused(context, request, AclOperation.DESCRIBE, group_id):
+            described = m.DescribedConsumerGroup(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        else:
+            try:
+                (described,) = await context.groups.run(
+                    group_id,
+                    lambda s, token, now, g=group_id: s.consumer_group_describe([g], topics, token),
+                )
+            except CoordinatorError as exc:
+                described = m.DescribedConsumerGroup(group_id, exc.error_code)
+            if with_operations and described.error_code == ErrorCode.NONE:
+                operations = operations_field(
+                    authorized_operations(context, request, ResourceType.GROUP, group_id)
+                )
         groups.append(
             Group(
                 error_code=described.error_code,
@@ -125,7 +179,7 @@ async def handle_consumer_group_describe(context: BrokerContext, request: Reques
                 assignment_epoch=described.assignment_epoch,
                 assignor_name=described.assignor_name,
                 members=[_member(Group.Member, x) for x in described.members],
-                authorized_operations=-(2**31),
+                authorized_operations=operations,
             )
         )
     return Response(throttle_time_ms=0, groups=groups)

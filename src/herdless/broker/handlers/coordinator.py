@@ -10,12 +10,14 @@ import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from herdless.broker.authorization import REFUSALS, authorize
 from herdless.broker.group_coordinator import INTERNAL_TOPICS, OFFSETS_TOPIC
 from herdless.broker.metadata import BrokerEndpoint
 from herdless.broker.topic_admin import TopicAdminError
 from herdless.coordinator import partition_for
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
+from herdless.security.acls import AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
 
@@ -24,13 +26,23 @@ if TYPE_CHECKING:
 
 FIND_COORDINATOR = 10
 KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
+# What the caller must be allowed to DESCRIBE to learn a key's coordinator.
+_KEY_RESOURCE_TYPES = {
+    KEY_TYPE_GROUP: ResourceType.GROUP,
+    KEY_TYPE_TRANSACTION: ResourceType.TRANSACTIONAL_ID,
+}
 
 
 async def handle_find_coordinator(context: BrokerContext, request: Request) -> Any:
     body = request.body
     Response = response_class(FIND_COORDINATOR)
-    if body.key_type == KEY_TYPE_GROUP and any(
-        context.metadata.topic(topic) is None for topic in INTERNAL_TOPICS
+    keys = [body.key] if request.api_version < 4 else body.coordinator_keys
+    refused = _refused_keys(context, request, body.key_type, keys)
+    if (
+        body.key_type == KEY_TYPE_GROUP
+        and len(refused) < len(set(keys))
+        and any(context.metadata.topic(topic) is None for topic in INTERNAL_TOPICS)
     ):
         try:
             await context.groups.create_topics(
@@ -40,7 +52,7 @@ async def handle_find_coordinator(context: BrokerContext, request: Request) -> A
             # As Kafka: no coordinator until the offsets topic can have its replicas.
             log.warning("cannot create the internal topics yet: %s", exc.message)
     if request.api_version < 4:
-        error, message, coordinator = _find(context, request, body.key_type, body.key)
+        error, message, coordinator = _find(context, request, body.key_type, body.key, refused)
         return Response(
             throttle_time_ms=0,
             error_code=error,
@@ -51,7 +63,7 @@ async def handle_find_coordinator(context: BrokerContext, request: Request) -> A
         )
     coordinators = []
     for key in body.coordinator_keys:
-        error, message, coordinator = _find(context, request, body.key_type, key)
+        error, message, coordinator = _find(context, request, body.key_type, key, refused)
         coordinators.append(
             Response.Coordinator(
                 key=key,
@@ -65,10 +77,27 @@ async def handle_find_coordinator(context: BrokerContext, request: Request) -> A
     return Response(throttle_time_ms=0, coordinators=coordinators)
 
 
+def _refused_keys(
+    context: BrokerContext, request: Request, key_type: int, keys: list[str]
+) -> set[str]:
+    """The keys whose coordinator the caller may not learn: those it may not DESCRIBE."""
+    resource_type = _KEY_RESOURCE_TYPES.get(key_type)
+    if context.acls is None or resource_type is None:
+        return set()
+    return {
+        key
+        for key in dict.fromkeys(keys)
+        if not authorize(context, request, AclOperation.DESCRIBE, resource_type, key)
+    }
+
+
 def _find(
-    context: BrokerContext, request: Request, key_type: int, key: str
+    context: BrokerContext, request: Request, key_type: int, key: str, refused: set[str]
 ) -> tuple[ErrorCode, str | None, BrokerEndpoint | None]:
     """The coordinator of `key`, at its address on the listener the request came in on."""
+    if key in refused:
+        code, message = REFUSALS[_KEY_RESOURCE_TYPES[key_type]]
+        return code, message, None
     if key_type != KEY_TYPE_GROUP:
         # Transactions are not served, so no broker coordinates a transactional id.
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported", None

@@ -17,6 +17,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from herdless.broker.authorization import authorize_cluster, authorized_names
 from herdless.broker.clock import monotonic_ms
 from herdless.broker.fetch_sessions import (
     FINAL_EPOCH,
@@ -28,6 +29,7 @@ from herdless.broker.replicas import PartitionError
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.legacy_records import MAGIC_V0, MAGIC_V1, downconvert
+from herdless.security.acls import AclOperation, ResourceType
 from herdless.storage import PartitionLog, StorageError
 
 if TYPE_CHECKING:
@@ -79,12 +81,22 @@ async def handle_fetch(context: BrokerContext, request: Request) -> Any:
     partitions = fetch.partitions
     if uses_topic_ids:
         _name_topics(context, partitions)
-    wanted = [(p.topic, p.partition) for p in partitions if p.topic is not None]
+    refused = (
+        _refused_topics(context, request, partitions, replica_id)
+        if context.acls is not None
+        else None
+    )
+    wanted = [
+        (p.topic, p.partition)
+        for p in partitions
+        if p.topic is not None and (refused is None or p.topic not in refused)
+    ]
     while True:
-        read, size = _read(context, partitions, api_version, replica_id, body.max_bytes)
+        read, size = _read(context, partitions, api_version, replica_id, body.max_bytes, refused)
         remaining = deadline - time.monotonic()
-        # Nothing to read (a session error, an empty fetch) is answered at once, as Kafka does.
-        if not partitions or size >= body.min_bytes or remaining <= 0 or context.stopping:
+        # Nothing to read (a session error, an empty fetch, only partitions refused) is
+        # answered at once, as Kafka does.
+        if not wanted or size >= body.min_bytes or remaining <= 0 or context.stopping:
             break
         await context.replicas.wait_for_appends(wanted, remaining)
     answer = fetch.answer(read)
@@ -94,6 +106,22 @@ async def handle_fetch(context: BrokerContext, request: Request) -> Any:
         session_id=answer.session_id,
         responses=_by_topic(answer.partitions, uses_topic_ids),
     )
+
+
+def _refused_topics(
+    context: BrokerContext, request: Request, partitions: list[CachedPartition], replica_id: int
+) -> set[str | None]:
+    """The topics whose partitions are answered TOPIC_AUTHORIZATION_FAILED, as Kafka
+    decides over every partition of the fetch (its session's too): a follower needs
+    CLUSTER_ACTION on the cluster, else it is refused everything; a consumer needs READ
+    on each topic."""
+    names = [p.topic for p in partitions if p.topic is not None]
+    if replica_id >= 0:
+        if authorize_cluster(context, request, AclOperation.CLUSTER_ACTION):
+            return set()
+        return {p.topic for p in partitions}
+    allowed = authorized_names(context, request, AclOperation.READ, ResourceType.TOPIC, names)
+    return {name for name in names if name not in allowed}
 
 
 def _name_topics(context: BrokerContext, partitions: list[CachedPartition]) -> None:
@@ -163,8 +191,10 @@ def _read(
     api_version: int,
     replica_id: int,
     max_bytes: int | None,
+    refused: set[str | None] | None = None,
 ) -> tuple[list[tuple[CachedPartition, Any]], int]:
-    """Each partition's answer, in order, and the bytes of records they carry."""
+    """Each partition's answer, in order, and the bytes of records they carry; the
+    partitions of `refused` topics answered TOPIC_AUTHORIZATION_FAILED."""
     PartitionData = response_class(FETCH).FetchableTopicResponse.PartitionData
     budget = max_bytes if max_bytes is not None else 0x7FFFFFFF
     replicas = context.replicas
@@ -183,6 +213,9 @@ def _read(
             records=b"",
         )
         partitions.append((wanted, data))
+        if refused and name in refused:
+            data.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            continue
         if name is None:
             data.error_code = ErrorCode.UNKNOWN_TOPIC_ID
             continue

@@ -14,12 +14,19 @@ from functools import cache
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
+from herdless.broker.authorization import (
+    authorize,
+    authorize_cluster,
+    authorized_names,
+    authorized_operations,
+)
 from herdless.broker.consumer_topics import topics_image
 from herdless.broker.group_coordinator import CoordinatorError, Operation
 from herdless.coordinator import messages as m
 from herdless.coordinator.consumer_protocol import subscribed_topics
 from herdless.protocol.codec import REQUESTS, Request, decodes_into, response_class, stands_in_for
 from herdless.protocol.errors import ErrorCode
+from herdless.security.acls import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from herdless.broker.context import BrokerContext
@@ -48,9 +55,21 @@ async def run_operation(
         return on_error(exc.error_code)
 
 
+def group_refused(
+    context: BrokerContext, request: Request, operation: AclOperation, group_id: str
+) -> bool:
+    """Whether the caller may not do `operation` on the group (GROUP_AUTHORIZATION_FAILED).
+    Without an authorizer: one attribute test, on the paths of every heartbeat."""
+    return context.acls is not None and not authorize(
+        context, request, operation, ResourceType.GROUP, group_id
+    )
+
+
 async def handle_join_group(context: BrokerContext, request: Request) -> Any:
     body = request.body
     Response = response_class(JOIN_GROUP)
+    if group_refused(context, request, AclOperation.READ, body.group_id):
+        return _joined(Response, m.JoinGroupResponse(ErrorCode.GROUP_AUTHORIZATION_FAILED), request)
     join = m.JoinGroupRequest(
         group_id=body.group_id,
         session_timeout_ms=body.session_timeout_ms,
@@ -76,6 +95,10 @@ async def handle_join_group(context: BrokerContext, request: Request) -> Any:
         lambda shard, token, now: shard.join_group(join, token, now, topics),
         lambda error: m.JoinGroupResponse(error, member_id=body.member_id),
     )
+    return _joined(Response, result, request)
+
+
+def _joined(Response: Any, result: m.JoinGroupResponse, request: Request) -> Any:
     return Response(
         throttle_time_ms=0,
         error_code=result.error_code,
@@ -105,6 +128,8 @@ def _name(value: str | None, version: int, nullable_from: int) -> str | None:
 
 async def handle_sync_group(context: BrokerContext, request: Request) -> Any:
     body = request.body
+    if group_refused(context, request, AclOperation.READ, body.group_id):
+        return _synced(m.SyncGroupResponse(ErrorCode.GROUP_AUTHORIZATION_FAILED))
     sync = m.SyncGroupRequest(
         group_id=body.group_id,
         generation_id=body.generation_id,
@@ -120,6 +145,10 @@ async def handle_sync_group(context: BrokerContext, request: Request) -> Any:
         lambda shard, token, now: shard.sync_group(sync, token, now),
         lambda error: m.SyncGroupResponse(error),
     )
+    return _synced(result)
+
+
+def _synced(result: m.SyncGroupResponse) -> Any:
     return response_class(SYNC_GROUP)(
         throttle_time_ms=0,
         error_code=result.error_code,
@@ -131,6 +160,10 @@ async def handle_sync_group(context: BrokerContext, request: Request) -> Any:
 
 async def handle_heartbeat(context: BrokerContext, request: Request) -> Any:
     body = request.body
+    if context.acls is not None and group_refused(
+        context, request, AclOperation.READ, body.group_id
+    ):
+        return _heartbeat_response(int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
     heartbeat = m.HeartbeatRequest(
         group_id=body.group_id,
         generation_id=body.generation_id,
@@ -163,12 +196,15 @@ async def handle_leave_group(context: BrokerContext, request: Request) -> Any:
             m.LeavingMember(x.member_id, x.group_instance_id, x.reason) for x in body.members
         )
     leave = m.LeaveGroupRequest(body.group_id, members)
-    result = await run_operation(
-        context,
-        leave.group_id,
-        lambda shard, token, now: shard.leave_group(leave, token, now),
-        lambda error: m.LeaveGroupResponse(error),
-    )
+    if group_refused(context, request, AclOperation.READ, body.group_id):
+        result = m.LeaveGroupResponse(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    else:
+        result = await run_operation(
+            context,
+            leave.group_id,
+            lambda shard, token, now: shard.leave_group(leave, token, now),
+            lambda error: m.LeaveGroupResponse(error),
+        )
     error = result.error_code
     if request.api_version < 3 and error is ErrorCode.NONE and result.members:
         error = result.members[0].error_code
@@ -198,6 +234,15 @@ async def handle_offset_commit(context: BrokerContext, request: Request) -> Any:
         retention_time_ms=body.retention_time_ms if 2 <= request.api_version <= 4 else -1,
         api_version=request.api_version,
     )
+    # As Kafka does: the group needs READ, else every partition is refused; so does each
+    # topic, else its partitions are.
+    unauthorized: tuple[m.CommitTopic, ...] = ()
+    if context.acls is not None:
+        if group_refused(context, request, AclOperation.READ, commit.group_id):
+            return _Committed(
+                0, _every_partition(commit.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+            )
+        commit, unauthorized = _readable_topics(context, request, commit)
     # As Kafka does, a partition that does not exist is refused here and never stored.
     known: list[m.CommitTopic] = []
     unknown: list[m.CommitTopic] = []
@@ -230,7 +275,22 @@ async def handle_offset_commit(context: BrokerContext, request: Request) -> Any:
         answered = result.topics
     if unknown:
         answered += _every_partition(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if unauthorized:
+        answered += _every_partition(unauthorized, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     return _Committed(0, answered)
+
+
+def _readable_topics(
+    context: BrokerContext, request: Request, commit: m.OffsetCommitRequest
+) -> tuple[m.OffsetCommitRequest, tuple[m.CommitTopic, ...]]:
+    """The commit of the topics the caller may READ, and the topics it may not."""
+    allowed = authorized_names(
+        context, request, AclOperation.READ, ResourceType.TOPIC, [t.name for t in commit.topics]
+    )
+    if len(allowed) == len({t.name for t in commit.topics}):
+        return commit, ()
+    refused = tuple(t for t in commit.topics if t.name not in allowed)
+    return replace(commit, topics=tuple(t for t in commit.topics if t.name in allowed)), refused
 
 
 _PARTITION = itemgetter(0)  # of a CommitPartition
@@ -299,7 +359,7 @@ async def handle_offset_fetch(context: BrokerContext, request: Request) -> Any:
     Response = response_class(OFFSET_FETCH)
     if request.api_version < 8:
         topics = _fetch_topics(body.topics, "partition_indexes")
-        fetched = await _fetch_group(context, body.group_id, topics, body.require_stable)
+        fetched = await _fetch_group(context, request, body.group_id, topics, body.require_stable)
         Topic = Response.OffsetFetchResponseTopic
         return Response(
             throttle_time_ms=0,
@@ -316,7 +376,7 @@ async def handle_offset_fetch(context: BrokerContext, request: Request) -> Any:
             (group.member_id, group.member_epoch) if request.api_version >= 9 else (None, -1)
         )
         fetched = await _fetch_group(
-            context, group.group_id, topics, body.require_stable, member_id, member_epoch
+            context, request, group.group_id, topics, body.require_stable, member_id, member_epoch
         )
         groups.append(
             Group(
@@ -336,19 +396,53 @@ def _fetch_topics(topics: Any, partitions_field: str) -> tuple[m.FetchTopic, ...
 
 async def _fetch_group(
     context: BrokerContext,
+    request: Request,
     group_id: str,
     topics: tuple[m.FetchTopic, ...] | None,
     require_stable: bool,
     member_id: str | None = None,
     member_epoch: int = -1,
 ) -> m.OffsetFetchResponse:
+    """One group's offsets, as Kafka answers them: the group needs DESCRIBE; a topic the
+    caller may not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED where named and left
+    out of an answer about every partition."""
+    unauthorized: tuple[m.FetchTopic, ...] = ()
+    if context.acls is not None:
+        if group_refused(context, request, AclOperation.DESCRIBE, group_id):
+            return m.OffsetFetchResponse(group_id, (), ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        if topics is not None:
+            allowed = _describable(context, request, (t.name for t in topics))
+            unauthorized = tuple(t for t in topics if t.name not in allowed)
+            topics = tuple(t for t in topics if t.name in allowed)
     fetch = m.OffsetFetchRequest(group_id, topics, require_stable, member_id, member_epoch)
-    return await run_operation(
+    fetched = await run_operation(
         context,
         group_id,
         lambda shard, token, now: shard.offset_fetch(fetch, token, now),
         lambda error: m.OffsetFetchResponse(group_id, (), error),
     )
+    if context.acls is None or fetched.error_code != ErrorCode.NONE:
+        return fetched
+    if topics is None:
+        allowed = _describable(context, request, (t.name for t in fetched.topics))
+        return replace(fetched, topics=tuple(t for t in fetched.topics if t.name in allowed))
+    if unauthorized:
+        refused = tuple(
+            m.FetchedTopic(
+                t.name,
+                tuple(
+                    m.FetchedPartition(p, -1, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                    for p in t.partitions
+                ),
+            )
+            for t in unauthorized
+        )
+        return replace(fetched, topics=fetched.topics + refused)
+    return fetched
+
+
+def _describable(context: BrokerContext, request: Request, names: Any) -> set[str]:
+    return authorized_names(context, request, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
 
 
 def _fetched_topics(Topic: Any, Partition: Any, topics: tuple[m.FetchedTopic, ...]) -> list[Any]:
@@ -381,12 +475,28 @@ async def handle_offset_delete(context: BrokerContext, request: Request) -> Any:
             for t in body.topics
         ),
     )
+    # As Kafka: DELETE on the group, else nothing; READ on each topic, else its partitions
+    # are refused.
+    unauthorized: tuple[m.FetchTopic, ...] = ()
+    if context.acls is not None:
+        if group_refused(context, request, AclOperation.DELETE, body.group_id):
+            return Response(
+                error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[]
+            )
+        allowed = authorized_names(
+            context, request, AclOperation.READ, ResourceType.TOPIC, [t.name for t in delete.topics]
+        )
+        unauthorized = tuple(t for t in delete.topics if t.name not in allowed)
+        delete = replace(delete, topics=tuple(t for t in delete.topics if t.name in allowed))
     result = await run_operation(
         context,
         delete.group_id,
         lambda shard, token, now: shard.offset_delete(delete, token, now),
         lambda error: m.OffsetDeleteResponse(error),
     )
+    if unauthorized:
+        refused = _every_partition(unauthorized, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        result = replace(result, topics=result.topics + refused)
     return Response(
         error_code=result.error_code,
         throttle_time_ms=0,
@@ -407,6 +517,20 @@ async def handle_list_groups(context: BrokerContext, request: Request) -> Any:
         except CoordinatorError as exc:
             # Kafka lists what it can and reports a shard still loading.
             error = exc.error_code
+    # Every group to a caller that may describe the cluster; to any other, the groups it
+    # may describe (Kafka's rule since KIP-231), without logging the others as denials.
+    if context.acls is not None and not authorize_cluster(
+        context, request, AclOperation.DESCRIBE, log_denied=False
+    ):
+        allowed = authorized_names(
+            context,
+            request,
+            AclOperation.DESCRIBE,
+            ResourceType.GROUP,
+            [g.group_id for g in listed],
+            log_denied=False,
+        )
+        listed = [g for g in listed if g.group_id in allowed]
     return Response(
         throttle_time_ms=0,
         error_code=error,
@@ -426,14 +550,22 @@ async def handle_describe_groups(context: BrokerContext, request: Request) -> An
     Response = response_class(DESCRIBE_GROUPS)
     Group = Response.DescribedGroup
     version = request.api_version
+    with_operations = version >= 3 and request.body.include_authorized_operations
     groups = []
     for group_id in request.body.groups:
-        try:
-            (described,) = await context.groups.run(
-                group_id, lambda s, token, now, g=group_id: s.describe_groups([g], token, version)
-            )
-        except CoordinatorError as exc:
-            described = m.DescribedGroup(group_id, exc.error_code, "")
+        operations = None
+        if group_refused(context, request, AclOperation.DESCRIBE, group_id):
+            described = m.DescribedGroup(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED, "")
+        else:
+            try:
+                (described,) = await context.groups.run(
+                    group_id,
+                    lambda s, token, now, g=group_id: s.describe_groups([g], token, version),
+                )
+            except CoordinatorError as exc:
+                described = m.DescribedGroup(group_id, exc.error_code, "")
+            if with_operations and described.error_code == ErrorCode.NONE:
+                operations = authorized_operations(context, request, ResourceType.GROUP, group_id)
         groups.append(
             Group(
                 error_code=described.error_code,
@@ -453,7 +585,7 @@ async def handle_describe_groups(context: BrokerContext, request: Request) -> An
                     )
                     for x in described.members
                 ],
-                authorized_operations=None,
+                authorized_operations=operations,
             )
         )
     return Response(throttle_time_ms=0, groups=groups)
@@ -461,8 +593,13 @@ async def handle_describe_groups(context: BrokerContext, request: Request) -> An
 
 async def handle_delete_groups(context: BrokerContext, request: Request) -> Any:
     Response = response_class(DELETE_GROUPS)
+    names = request.body.groups_names
+    allowed = authorized_names(context, request, AclOperation.DELETE, ResourceType.GROUP, names)
     results = []
-    for group_id in request.body.groups_names:
+    for group_id in names:
+        if group_id not in allowed:
+            results.append((group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            continue
         try:
             deleted = await context.groups.run(
                 group_id, lambda s, token, now, g=group_id: s.delete_groups([g], token, now)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from herdless.broker.authorization import authorize_cluster, authorized_names
 from herdless.broker.replicas import PartitionError
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
+from herdless.security.acls import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from herdless.broker.context import BrokerContext
@@ -24,6 +26,14 @@ async def handle_offset_for_leader_epoch(context: BrokerContext, request: Reques
     Response = response_class(OFFSET_FOR_LEADER_EPOCH)
     TopicResult = Response.OffsetForLeaderTopicResult
     PartitionResult = TopicResult.EpochEndOffset
+    names = [topic.topic for topic in request.body.topics]
+    # Brokers ask with CLUSTER_ACTION; consumers (KIP-320) with DESCRIBE on each topic.
+    if authorize_cluster(context, request, AclOperation.CLUSTER_ACTION, log_denied=False):
+        described = set(names)
+    else:
+        described = authorized_names(
+            context, request, AclOperation.DESCRIBE, ResourceType.TOPIC, names
+        )
     topics = []
     for topic in request.body.topics:
         partitions = []
@@ -35,6 +45,9 @@ async def handle_offset_for_leader_epoch(context: BrokerContext, request: Reques
                 end_offset=UNDEFINED,
             )
             partitions.append(result)
+            if topic.topic not in described:
+                result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             try:
                 partition_log = context.replicas.leader_log(
                     topic.topic, wanted.partition, wanted.current_leader_epoch

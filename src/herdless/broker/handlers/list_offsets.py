@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from herdless.broker.authorization import authorized_names
 from herdless.broker.clock import wall_ms
 from herdless.broker.replicas import PartitionError
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
+from herdless.security.acls import AclOperation, ResourceType
 from herdless.storage import StorageError
 
 if TYPE_CHECKING:
@@ -34,6 +36,14 @@ async def handle_list_offsets(context: BrokerContext, request: Request) -> Any:
     Response = response_class(LIST_OFFSETS)
     TopicResponse = Response.ListOffsetsTopicResponse
     PartitionResponse = TopicResponse.ListOffsetsPartitionResponse
+    # DESCRIBE on each topic, followers' requests too (Kafka asks no more of them here).
+    described = authorized_names(
+        context,
+        request,
+        AclOperation.DESCRIBE,
+        ResourceType.TOPIC,
+        [topic.name for topic in request.body.topics],
+    )
     topics = []
     for topic in request.body.topics:
         partitions = []
@@ -46,6 +56,10 @@ async def handle_list_offsets(context: BrokerContext, request: Request) -> Any:
                 offset=-1,
                 leader_epoch=-1,
             )
+            if topic.name not in described:
+                result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                partitions.append(result)
+                continue
             if request.api_version == 0:
                 _answer_v0(context, topic.name, wanted, request.body.replica_id, result)
                 partitions.append(result)

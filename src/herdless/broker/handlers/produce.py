@@ -5,6 +5,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from herdless.broker.authorization import (
+    REFUSALS,
+    authorize,
+    authorize_by_resource_type,
+    authorize_cluster,
+    authorized_names,
+)
 from herdless.broker.group_coordinator import INTERNAL_TOPICS, REBALANCES_TOPIC
 from herdless.broker.history_forwarder import FORWARDING_CLIENT_ID_PREFIX
 from herdless.broker.replicas import PartitionError
@@ -13,6 +20,7 @@ from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.produced import produced_batch
 from herdless.protocol.records import InvalidBatch
+from herdless.security.acls import AclOperation, ResourceType
 from herdless.storage import PartitionLog, RecordsRefused, StorageError
 
 if TYPE_CHECKING:
@@ -30,20 +38,35 @@ async def handle_produce(context: BrokerContext, request: Request) -> Any:
     TopicResponse = Response.TopicProduceResponse
     PartitionResponse = TopicResponse.PartitionProduceResponse
     acks = body.acks
-    if body.transactional_id is not None:
+    transactional_id = body.transactional_id
+    # Topics the caller may not write to (Kafka answers each of their partitions).
+    refused_topics: set[str] = set()
+    if transactional_id is not None:
+        # Kafka asks for WRITE on the transactional id first; transactions are not
+        # served, so the produce is refused with the same code either way.
+        authorize(
+            context, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+        )
         refusal: ErrorCode | None = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    elif acks not in (-1, 0, 1):
-        refusal = ErrorCode.INVALID_REQUIRED_ACKS
     else:
-        refusal = None
+        if context.acls is not None:
+            names = [t.name for t in body.topic_data]
+            allowed = authorized_names(
+                context, request, AclOperation.WRITE, ResourceType.TOPIC, names
+            )
+            refused_topics.update(name for name in names if name not in allowed)
+        refusal = ErrorCode.INVALID_REQUIRED_ACKS if acks not in (-1, 0, 1) else None
 
     appended: list[tuple[PartitionLog, int, Any]] = []
     topics = []
     for topic_data in body.topic_data:
         partitions = []
+        unauthorized = topic_data.name in refused_topics
         for partition_data in topic_data.partition_data:
             result = PartitionResponse(index=partition_data.index, base_offset=-1)
-            if refusal is not None:
+            if unauthorized:
+                result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif refusal is not None:
                 result.error_code = refusal
             elif not _writable(topic_data.name, request.client_id):
                 result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
@@ -129,11 +152,23 @@ def _append(
 
 async def handle_init_producer_id(context: BrokerContext, request: Request) -> Any:
     Response = response_class(INIT_PRODUCER_ID)
-    if request.body.transactional_id is not None:
-        # Transactions are not served; refusing clearly beats a producer that hangs.
+    transactional_id = request.body.transactional_id
+    if transactional_id is not None:
+        # Kafka asks for WRITE on the transactional id; transactions are not served, and
+        # refusing clearly beats a producer that hangs: the same code either way.
+        authorize(
+            context, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+        )
         return Response(
             throttle_time_ms=0,
             error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+    if not _may_write_idempotently(context, request):
+        return Response(
+            throttle_time_ms=0,
+            error_code=REFUSALS[ResourceType.CLUSTER][0],
             producer_id=-1,
             producer_epoch=-1,
         )
@@ -151,3 +186,13 @@ async def handle_init_producer_id(context: BrokerContext, request: Request) -> A
     return Response(
         throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0
     )
+
+
+def _may_write_idempotently(context: BrokerContext, request: Request) -> bool:
+    """An idempotent producer's id: IDEMPOTENT_WRITE on the cluster or, since Kafka 2.8
+    (KIP-679), WRITE on any topic, which every producer has where it writes."""
+    if context.acls is None:
+        return True
+    return authorize_cluster(
+        context, request, AclOperation.IDEMPOTENT_WRITE, log_denied=False
+    ) or authorize_by_resource_type(context, request, AclOperation.WRITE, ResourceType.TOPIC)

@@ -14,9 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from herdless.broker.authorization import REFUSALS, authorize_cluster
 from herdless.cluster.errors import ClusterUnavailable, StateVersionConflict
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
+from herdless.security.acls import AclOperation, ResourceType
 from herdless.security.scram import (
     MECHANISM_TYPES,
     SCRAM_MECHANISMS,
@@ -37,19 +39,8 @@ log = logging.getLogger(__name__)
 DESCRIBE_USER_SCRAM_CREDENTIALS = 50
 ALTER_USER_SCRAM_CREDENTIALS = 51
 
-# The operations on the CLUSTER resource each API needs (Kafka's AclOperation names).
-DESCRIBE = "DESCRIBE"
-ALTER = "ALTER"
-
 EMPTY_USER = "Username must not be empty"
 UNKNOWN_MECHANISM = "Unknown SCRAM mechanism"
-
-
-def authorize_cluster(context: BrokerContext, request: Request, operation: str) -> bool:
-    """Whether the caller (request.session) may perform `operation` on the CLUSTER, as
-    Kafka asks before either API: the one place the authorizer decides for them. Until
-    an authorizer is configured, everyone may."""
-    return True
 
 
 async def handle_describe_user_scram_credentials(context: BrokerContext, request: Request) -> Any:
@@ -57,8 +48,9 @@ async def handle_describe_user_scram_credentials(context: BrokerContext, request
     Result = Response.DescribeUserScramCredentialsResult
     Info = Result.CredentialInfo
     names = None if request.body.users is None else [u.name for u in request.body.users]
-    if not authorize_cluster(context, request, DESCRIBE):
-        code, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+    # DESCRIBE on the cluster, else every user named is refused.
+    if not authorize_cluster(context, request, AclOperation.DESCRIBE):
+        code, message = REFUSALS[ResourceType.CLUSTER]
         return Response(
             throttle_time_ms=0,
             error_code=code,
@@ -186,18 +178,12 @@ async def handle_alter_user_scram_credentials(context: BrokerContext, request: R
     body = request.body
     Response = response_class(ALTER_USER_SCRAM_CREDENTIALS)
     Result = Response.AlterUserScramCredentialsResult
-    if not authorize_cluster(context, request, ALTER):
+    if not authorize_cluster(context, request, AclOperation.ALTER):
+        code, message = REFUSALS[ResourceType.CLUSTER]
         named = sorted({d.name for d in body.deletions} | {u.name for u in body.upsertions})
         return Response(
             throttle_time_ms=0,
-            results=[
-                Result(
-                    user=name,
-                    error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                    error_message="Cluster authorization failed.",
-                )
-                for name in named
-            ],
+            results=[Result(user=name, error_code=code, error_message=message) for name in named],
         )
     plan = plan_alterations(body.upsertions, body.deletions)
     results = [
