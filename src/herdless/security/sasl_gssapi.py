@@ -156,6 +156,9 @@ class GssapiServer:
         raise SaslAuthenticationFailed("GSSAPI: the exchange is already over")
 
     def _accept(self, token: bytes) -> bytes | None:
+        if not token:
+            # python-gssapi would take it for "no token yet", which only initiators have.
+            raise invalid_credentials(GSSAPI, "an empty message where a GSS-API token was due")
         answer = self._context.step(token)
         if not self._context.complete:
             return answer or b""
