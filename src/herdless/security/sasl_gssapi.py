@@ -64,10 +64,14 @@ def load_gssapi() -> Any:
 
 
 def _gss_message(error: Exception) -> str:
-    """A GSS error in one line: its minor (Kerberos) message when it has one."""
+    """A GSS error in one line: its minor (Kerberos) message when it has one, which says
+    what the major one ("Unspecified GSS failure") does not."""
     gen_message = getattr(error, "gen_message", None)
-    text = gen_message() if callable(gen_message) else str(error)
-    return re.sub(r"\s+", " ", text).strip()
+    text = re.sub(r"\s+", " ", gen_message() if callable(gen_message) else str(error)).strip()
+    minor = re.search(r"Minor \(\d+\): (.+)$", text)
+    if minor is not None and minor.group(1).strip(" ,.") not in ("", "Success"):
+        return minor.group(1)
+    return text
 
 
 def default_realm() -> str:
