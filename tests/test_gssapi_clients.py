@@ -13,6 +13,9 @@ speaks for librdkafka.
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -224,3 +227,28 @@ def test_an_expired_ticket_is_refused(
         behind.kinit("alice", kerberized.keytab("alice"), ticket_cache)
         outcome = log_in_raw(kerberized, kerberized.ports["SASL_PLAINTEXT"])
     assert_refused(outcome, "Ticket expired")
+
+
+def test_a_keytab_without_the_brokers_key_stops_the_start_with_one_line(
+    kerberized: Kerberized, tmp_path: Path
+) -> None:
+    settings = {
+        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{free_port()}",
+        "sasl.enabled.mechanisms": "GSSAPI",
+        "sasl.jaas.config": krb5_login(kerberized.kdc, kerberized.keytab("alice")),
+    }
+    args = [arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")]
+    result = subprocess.run(
+        [sys.executable, "-m", "herdless", "serve", "--data-dir", str(tmp_path / "data"), *args],
+        env={**os.environ, **kerberized.kdc.environment()},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "error: listener.name.sasl_plaintext.gssapi.sasl.jaas.config: cannot accept tickets"
+        f" for kafka/127.0.0.1@HERDLESS.TEST with keytab {kerberized.keytab('alice')}:"
+        f" No key table entry found for kafka/127.0.0.1@HERDLESS.TEST"
+    ]

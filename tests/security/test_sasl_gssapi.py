@@ -5,6 +5,7 @@ Then the listener's Kerberos settings, refused with a message naming the setting
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -195,3 +196,11 @@ def test_settings_that_cannot_be_used_are_refused(
         )
     with pytest.raises(ConfigError, match=problem):
         kerberos_acceptor(broker_config(realm, text, **settings), "SASL_PLAINTEXT")
+
+
+def test_without_the_gssapi_package_the_listener_says_what_to_install(
+    realm: Realm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "gssapi", None)  # import gssapi raises ImportError
+    with pytest.raises(ConfigError, match=r"pip install 'herdless\[gssapi\]'"):
+        kerberos_acceptor(broker_config(realm, jaas(realm)), "SASL_PLAINTEXT")
