@@ -35,9 +35,13 @@ def module_broker(
     host: str = "127.0.0.1",
     port: int | None = None,
     listeners: str | None = None,
+    prefix: tuple[str, ...] = (),
 ) -> Iterator[BrokerProcess]:
-    """A broker a test module shares; at the end SIGTERM must stop it with exit code 0."""
-    process = BrokerProcess(data_dir, *extra_args, host=host, port=port, listeners=listeners)
+    """A broker a test module shares; at the end SIGTERM must stop it with exit code 0.
+    `prefix` is a command it runs under (e.g. `env NAME=value`)."""
+    process = BrokerProcess(
+        data_dir, *extra_args, host=host, port=port, listeners=listeners, prefix=prefix
+    )
     process.start()
     yield process
     if process.alive():

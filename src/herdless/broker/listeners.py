@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from herdless.broker.config import BrokerConfig, ConfigError
+from herdless.broker.kerberos import kerberos_acceptor
 from herdless.broker.peer import PeerSecurity
 from herdless.broker.sasl_authentication import SaslListener
 from herdless.broker.tls import (
@@ -26,13 +27,14 @@ from herdless.security.listeners import Endpoint, SecurityProtocol
 from herdless.security.principal import ANONYMOUS, KafkaPrincipal
 from herdless.security.sasl import SaslServer
 from herdless.security.sasl_client import sasl_client
+from herdless.security.sasl_gssapi import GSSAPI, GssapiServer
 from herdless.security.sasl_plain import PLAIN, PlainServer
 from herdless.security.sasl_scram import ScramServer
 from herdless.security.scram import SCRAM_MECHANISMS, CredentialCache
 
 # The mechanisms herdless serves. Kafka enables GSSAPI alone unless told otherwise;
 # herdless enables the SCRAM mechanisms, which need no Kerberos realm.
-SERVED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
+SERVED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS, GSSAPI)
 DEFAULT_MECHANISMS = ",".join(SCRAM_MECHANISMS)
 
 # Kafka's defaults: sessions never end; a failed login is answered after 100 ms.
@@ -127,6 +129,11 @@ def inter_broker_security(config: BrokerConfig) -> PeerSecurity:
             f"sasl.mechanism.inter.broker.protocol: {mechanism} is not served"
             f" (served: {', '.join(SERVED_MECHANISMS)})"
         )
+    if mechanism == GSSAPI:
+        raise ConfigError(
+            "sasl.mechanism.inter.broker.protocol: brokers do not log in to each other with"
+            " GSSAPI yet; give PLAIN or a SCRAM mechanism the inter-broker listener enables"
+        )
     key = f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config"
     text = settings.get("sasl.jaas.config", listener=name, mechanism=mechanism)
     if text is None:
@@ -164,9 +171,15 @@ def _sasl_listener(
                 f" (served: {', '.join(SERVED_MECHANISMS)})"
             )
 
+    # Read once: the keytab's keys are checked before the listener is bound.
+    kerberos = kerberos_acceptor(config, listener) if GSSAPI in mechanisms else None
+
     def make_server(mechanism: str) -> SaslServer:
         if mechanism == PLAIN:
             return PlainServer(verify_plain)
+        if mechanism == GSSAPI:
+            assert kerberos is not None
+            return GssapiServer(kerberos)
         return ScramServer(mechanism, credentials)
 
     return SaslListener(

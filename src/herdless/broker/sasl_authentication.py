@@ -149,11 +149,13 @@ class SaslAuthentication:
             answer = self._authenticate_answer(
                 request, ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc), b"", 0
             )
-            return self._failed(answer, str(exc))
+            return self._failed(answer, _logged(exc))
         lifetime = 0
         if step.authenticated is not None and self._session_end_ms is not None:
             lifetime = self._session_end_ms - now_ms
-        step.reply = self._authenticate_answer(request, ErrorCode.NONE, None, challenge, lifetime)
+        step.reply = self._authenticate_answer(
+            request, ErrorCode.NONE, None, challenge or b"", lifetime
+        )
         return step
 
     def raw_token(self, token: bytes, now_ms: int) -> Step:
@@ -163,8 +165,9 @@ class SaslAuthentication:
             challenge = self._server.evaluate(token)
             step = self._completed(now_ms) if self._server.complete else Step()
         except SaslAuthenticationFailed as exc:
-            return self._failed(None, str(exc))  # the v0 flow cannot carry an error
-        step.reply = [len(challenge).to_bytes(4, "big") + challenge]
+            return self._failed(None, _logged(exc))  # the v0 flow cannot carry an error
+        if challenge is not None:
+            step.reply = [len(challenge).to_bytes(4, "big") + challenge]
         return step
 
     def _completed(self, now_ms: int) -> Step:
@@ -227,3 +230,9 @@ class SaslAuthentication:
             session_lifetime_ms=session_lifetime_ms,
         )
         return encode_response(response, request.api_version, request.correlation_id)
+
+
+def _logged(failure: SaslAuthenticationFailed) -> str:
+    """What the broker's log says of a failed authentication: the client's message, and
+    the cause the client is not told."""
+    return str(failure) if failure.reason is None else f"{failure} ({failure.reason})"

@@ -161,6 +161,7 @@ def _run(config: BrokerConfig, web: Console | None = None) -> None:
     import asyncio
 
     from herdless.broker.broker import ClusterIdMismatch
+    from herdless.broker.config import ConfigError
     from herdless.cluster.errors import ClusterError
     from herdless.storage import LogFileError, StorageError
 
@@ -173,6 +174,9 @@ def _run(config: BrokerConfig, web: Console | None = None) -> None:
         runner = uvloop.run
     try:
         runner(_serve_until_signal(config, web))
+    except ConfigError as exc:
+        # Settings read when the listeners are built: keystores, keytabs, mechanisms.
+        raise fail(str(exc), USAGE) from None
     except (ClusterError, ClusterIdMismatch) as exc:
         # ZooKeeper unreachable, this broker id taken, another cluster's data...
         raise fail(str(exc)) from None

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from herdless.security.java_regex import ReplacementError, replace, replacement_parts
 from herdless.security.principal import ANONYMOUS, KafkaPrincipal, user
 
 DEFAULT_RULES = "DEFAULT"
@@ -51,7 +52,7 @@ class MappingRule:
             return distinguished_name
         if self.pattern.fullmatch(distinguished_name) is None:
             return None
-        result = _replace_all(self.pattern, distinguished_name, self.replacement)
+        result = replace(self.pattern, distinguished_name, self.replacement)
         # Kafka cases with Locale.ENGLISH, which Python's str methods agree with.
         if self.to_lower:
             return result.lower()
@@ -136,8 +137,8 @@ def _parse(entry: str) -> MappingRule:
         ) from None
     replacement = _escape_literal_back_references(replacement, pattern.groups)
     try:
-        _replacement_parts(replacement, pattern)
-    except PrincipalMappingError as exc:
+        replacement_parts(replacement, pattern)
+    except ReplacementError as exc:
         raise PrincipalMappingError(f"ssl.principal.mapping.rules: {entry!r}: {exc}") from None
     return MappingRule(pattern, replacement, flag == "L", flag == "U")
 
@@ -162,85 +163,6 @@ def _escape_literal_back_references(replacement: str, group_count: int) -> str:
             start = match.start(1)
             value = value[: start - 1] + "\\" + value[start - 1 :]
     return value
-
-
-# A replacement, read once: literal text, or a group by number or name.
-_Part = str | int
-
-
-def _replacement_parts(replacement: str, pattern: re.Pattern[str]) -> list[_Part]:
-    """Java's Matcher.appendReplacement syntax; errors as Java raises them, but when the
-    rules are read rather than when a client connects."""
-    parts: list[_Part] = []
-    literal: list[str] = []
-    i = 0
-    while i < len(replacement):
-        char = replacement[i]
-        if char == "\\":
-            if i + 1 == len(replacement):
-                raise PrincipalMappingError("the replacement ends in a lone backslash")
-            literal.append(replacement[i + 1])
-            i += 2
-            continue
-        if char != "$":
-            literal.append(char)
-            i += 1
-            continue
-        i += 1
-        if i == len(replacement):
-            raise PrincipalMappingError("the replacement ends in '$' without a group")
-        if replacement[i] == "{":
-            end = replacement.find("}", i)
-            name = replacement[i + 1 : end] if end != -1 else ""
-            if not re.fullmatch(r"[A-Za-z][A-Za-z0-9]*", name):
-                raise PrincipalMappingError("a '${' in the replacement names no group")
-            if name not in pattern.groupindex:
-                raise PrincipalMappingError(f"the pattern has no group named {name!r}")
-            reference: _Part = pattern.groupindex[name]
-            i = end + 1
-        else:
-            if not "0" <= replacement[i] <= "9":
-                raise PrincipalMappingError(f"'${replacement[i]}' in the replacement is no group")
-            number = int(replacement[i])
-            i += 1
-            # Java takes more digits only while they still name a group.
-            while i < len(replacement) and "0" <= replacement[i] <= "9":
-                longer = number * 10 + int(replacement[i])
-                if longer > pattern.groups:
-                    break
-                number = longer
-                i += 1
-            if number > pattern.groups:
-                raise PrincipalMappingError(f"the pattern has no group {number}")
-            reference = number
-        if literal:
-            parts.append("".join(literal))
-            literal = []
-        parts.append(reference)
-    if literal:
-        parts.append("".join(literal))
-    return parts
-
-
-def _replace_all(pattern: re.Pattern[str], text: str, replacement: str) -> str:
-    """Java's String.replaceAll: every match, found as Matcher.find() finds them."""
-    parts = _replacement_parts(replacement, pattern)
-
-    def expand(match: re.Match[str]) -> str:
-        return "".join(p if isinstance(p, str) else (match.group(p) or "") for p in parts)
-
-    out: list[str] = []
-    copied = 0
-    position = 0
-    while position <= len(text):
-        match = pattern.search(text, position)
-        if match is None:
-            break
-        out += [text[copied : match.start()], expand(match)]
-        copied = match.end()
-        position = match.end() + (1 if match.end() == match.start() else 0)
-    out.append(text[copied:])
-    return "".join(out)
 
 
 def _java_trim(text: str) -> str:

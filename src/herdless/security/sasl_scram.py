@@ -11,19 +11,12 @@ from __future__ import annotations
 import scramp
 
 from herdless.security.principal import KafkaPrincipal, user
-from herdless.security.sasl import SaslAuthenticationFailed
+from herdless.security.sasl import SaslAuthenticationFailed, invalid_credentials
 from herdless.security.scram import SCRAM_MECHANISMS, CredentialCache
 
 
 class _UnknownUser(Exception):
     pass
-
-
-def _failed(mechanism: str) -> SaslAuthenticationFailed:
-    return SaslAuthenticationFailed(
-        "Authentication failed during authentication due to invalid credentials with"
-        f" SASL mechanism {mechanism}"
-    )
 
 
 class ScramServer:
@@ -62,10 +55,10 @@ class ScramServer:
                 self._step = 2
                 return self._server.get_server_final().encode()
         except _UnknownUser:
-            raise _failed(self.mechanism) from None
+            raise invalid_credentials(self.mechanism) from None
         except (scramp.ScramException, KeyError, ValueError, IndexError) as exc:
             self.failure = f"{type(exc).__name__}: {exc}"
-            raise _failed(self.mechanism) from None
+            raise invalid_credentials(self.mechanism, self.failure) from None
         raise SaslAuthenticationFailed(f"{self.mechanism}: the exchange is already over")
 
     def _accept_nonce_prefix(self, client_final: str) -> None:

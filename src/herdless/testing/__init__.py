@@ -13,6 +13,7 @@ Above cli/ in the layers: nothing else in herdless imports this package.
 from herdless.testing.broker import HerdlessBroker
 from herdless.testing.clients import Brokers, Record
 from herdless.testing.cluster import HerdlessCluster
+from herdless.testing.kerberos import KerberosMissing, MitKdc
 from herdless.testing.process import BrokerProcess, BrokerStartError, free_port
 
 __all__ = [
@@ -20,6 +21,8 @@ __all__ = [
     "BrokerStartError",
     "HerdlessBroker",
     "HerdlessCluster",
+    "KerberosMissing",
+    "MitKdc",
     "Brokers",
     "Record",
     "free_port",
