@@ -32,8 +32,8 @@ from kafka.protocol.sasl import (
 
 from herdless.testing.kerberos import MitKdc
 from tests.support.broker import BrokerProcess, free_port, module_broker
+from tests.support.secured_clients import run_aiokafka, run_kafka_python, run_kcat, values
 from tests.support.wire import Wire
-from tests.test_security_clients import run_aiokafka, run_kafka_python, run_kcat, values
 
 # Clients ask for a ticket to <service>/<the broker's host as they reach it>.
 SERVICE = "kafka/127.0.0.1"
