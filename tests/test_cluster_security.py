@@ -16,26 +16,38 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
-from kafka import KafkaAdminClient
-from kafka.admin import NewTopic
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
 from kazoo.client import KazooClient
 
 from herdless.cli.certs import CertificateFiles, write_certificates
 from herdless.testing import BrokerProcess, free_port
 from tests.support.cluster import ClusterProcesses
-from tests.support.secured_clients import CLIENTS, Login, run_client, values
+from tests.support.secured_clients import CLIENTS, SETUPS, Login, run_client, setup_id, values
 
 BROKER_PASSWORD = "broker-Secret-91c2"
 ALICE_PASSWORD = "alice-Secret-55d0"
 TOPIC = "replicated-over-sasl-ssl"
 
 
+SECURED = ("SASL_SSL", "SSL", "SASL_PLAINTEXT")
+
+
 class SecuredCluster(ClusterProcesses):
-    """Brokers with a SASL_SSL listener each, the inter-broker one."""
+    """Brokers with a SASL_SSL (the inter-broker one), an SSL and a SASL_PLAINTEXT
+    listener each."""
 
     def __init__(self, base_dir: Path, certificates: CertificateFiles) -> None:
         self.certificates = certificates
-        self.sasl_ports: dict[int, int] = {}
+        # listener -> broker id -> port
+        self.ports: dict[str, dict[int, int]] = {name: {} for name in SECURED}
         jaas = (
             "org.apache.kafka.common.security.scram.ScramLoginModule required"
             f' username="broker" password="{BROKER_PASSWORD}";'
@@ -45,13 +57,16 @@ class SecuredCluster(ClusterProcesses):
             3,
             **{
                 "inter.broker.listener.name": "SASL_SSL",
-                "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+                "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
                 "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
                 "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": jaas,
                 "ssl.keystore.location": str(certificates.broker),
                 "ssl.truststore.location": str(certificates.ca),
+                "ssl.client.auth": "requested",
                 "authorizer.class.name": "acls",
-                "super.users": "User:broker;User:alice",
+                # The test's certificate is a super user; without one a client is
+                # ANONYMOUS, granted below what the tests' clients do.
+                "super.users": "User:broker;User:alice;User:CN=client",
                 "group.initial.rebalance.delay.ms": "0",
             },
         )
@@ -64,13 +79,19 @@ class SecuredCluster(ClusterProcesses):
         prefix: tuple[str, ...] = (),
     ) -> BrokerProcess:
         process = super().broker_process(broker_id, *extra_args, host=host, prefix=prefix)
-        port = self.sasl_ports[broker_id] = free_port()
-        process.listeners = f"SASL_SSL://127.0.0.1:{port}"
+        for name in SECURED:
+            self.ports[name][broker_id] = free_port()
+        process.listeners = ",".join(
+            f"{name}://127.0.0.1:{self.ports[name][broker_id]}" for name in SECURED
+        )
         return process
+
+    def bootstrap_on(self, listener: str) -> str:
+        return ",".join(f"127.0.0.1:{port}" for port in self.ports[listener].values())
 
     @property
     def sasl_bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{port}" for port in self.sasl_ports.values())
+        return self.bootstrap_on("SASL_SSL")
 
 
 def add_user(cluster: SecuredCluster, name: str, password: str) -> None:
@@ -94,9 +115,47 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredCluster
         # Until the broker's credential is in, followers' logins fail and they retry.
         add_user(cluster, "broker", BROKER_PASSWORD)
         add_user(cluster, "alice", ALICE_PASSWORD)
+        grant_anonymous(cluster)
         yield cluster
     finally:
         cluster.stop()
+
+
+def grant_anonymous(cluster: SecuredCluster) -> None:
+    """As alice, over SASL_SSL: ANONYMOUS (the PLAINTEXT listener the suite's helpers use,
+    SSL without a certificate) may describe every topic, and use the tests' own."""
+    admin = AdminClient(client_settings(cluster))
+    bindings = [
+        AclBinding(
+            ResourceType.TOPIC,
+            "*",
+            ResourcePatternType.LITERAL,
+            "User:ANONYMOUS",
+            "*",
+            AclOperation.DESCRIBE,
+            AclPermissionType.ALLOW,
+        ),
+        AclBinding(
+            ResourceType.TOPIC,
+            "cluster-",
+            ResourcePatternType.PREFIXED,
+            "User:ANONYMOUS",
+            "*",
+            AclOperation.ALL,
+            AclPermissionType.ALLOW,
+        ),
+        AclBinding(
+            ResourceType.GROUP,
+            "group-",
+            ResourcePatternType.PREFIXED,
+            "User:ANONYMOUS",
+            "*",
+            AclOperation.ALL,
+            AclPermissionType.ALLOW,
+        ),
+    ]
+    for future in admin.create_acls(bindings, request_timeout=30).values():
+        future.result()
 
 
 def client_settings(cluster: SecuredCluster) -> dict[str, str]:
@@ -114,7 +173,7 @@ def test_registrations_name_every_listener_with_its_protocol(cluster: SecuredClu
     zookeeper = KazooClient(cluster.zookeeper.connect)
     zookeeper.start()
     try:
-        for broker_id, port in cluster.sasl_ports.items():
+        for broker_id, port in cluster.ports["SASL_SSL"].items():
             data, _ = zookeeper.get(f"/brokers/ids/{broker_id}")
             registration = json.loads(data)
             assert f"SASL_SSL://127.0.0.1:{port}" in registration["endpoints"]
@@ -126,13 +185,11 @@ def test_registrations_name_every_listener_with_its_protocol(cluster: SecuredClu
 def test_replication_over_sasl_ssl_keeps_acks_all_writes_and_a_group_commits(
     cluster: SecuredCluster,
 ) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
-    try:
-        admin.create_topics(
-            [NewTopic(TOPIC, 3, 3, topic_configs={"min.insync.replicas": "3"})], timeout_ms=30_000
-        )
-    finally:
-        admin.close()
+    admin = AdminClient(client_settings(cluster))
+    created = admin.create_topics(
+        [NewTopic(TOPIC, 3, 3, config={"min.insync.replicas": "3"})], request_timeout=30
+    )
+    created[TOPIC].result()
     # Every follower fetches from its leaders over SASL_SSL: the ISRs fill.
     cluster.wait_serving(TOPIC)
     settings = client_settings(cluster)
@@ -163,21 +220,26 @@ def test_replication_over_sasl_ssl_keeps_acks_all_writes_and_a_group_commits(
     assert committed is not None and sum(max(p.offset, 0) for p in committed) == 30
 
 
+@pytest.mark.parametrize("setup", SETUPS, ids=setup_id)
 @pytest.mark.parametrize("client", CLIENTS)
-def test_every_client_produces_consumes_in_a_group_and_commits_through_sasl_ssl(
-    cluster: SecuredCluster, client: str
+def test_every_client_produces_consumes_in_a_group_and_commits_on_every_listener(
+    cluster: SecuredCluster, client: str, setup: tuple[str, str | None, bool]
 ) -> None:
+    listener, mechanism, certificate = setup
+    files = cluster.certificates
     login = Login(
-        cluster.sasl_bootstrap,
-        "SASL_SSL",
-        ca=cluster.certificates.ca,
-        mechanism="SCRAM-SHA-512",
-        username="alice",
-        password=ALICE_PASSWORD,
+        cluster.bootstrap_on(listener),
+        listener,
+        ca=files.ca if listener != "SASL_PLAINTEXT" else None,
+        certificate=files.client if certificate else None,
+        key=files.client_key if certificate else None,
+        mechanism=mechanism,
+        username="alice" if mechanism else None,
+        password=ALICE_PASSWORD if mechanism else None,
     )
-    topic = f"cluster-{client}"
-    seen = run_client(client, login, topic, f"group-{client}")
-    assert sorted(seen) == values(topic)
+    name = f"{client}-{setup_id(setup)}".lower().replace("_", "-")
+    seen = run_client(client, login, f"cluster-{name}", f"group-{name}")
+    assert sorted(seen) == values(f"cluster-{name}")
 
 
 def test_no_password_is_in_zookeeper_a_data_directory_or_a_log(cluster: SecuredCluster) -> None:

@@ -27,10 +27,12 @@ from tests.support.broker import BrokerProcess, free_port, module_broker
 from tests.support.secured_clients import (
     CLIENTS,
     RECORDS,
+    SETUPS,
     Login,
     librdkafka_settings,
     run_client,
     run_confluent,
+    setup_id,
     values,
 )
 
@@ -80,22 +82,6 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     args = [arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")]
     with module_broker(data_dir, *args, listeners=listeners) as broker:
         yield Secured(broker, certificates, ports)
-
-
-# (listener, SASL mechanism or None, whether the client shows a certificate)
-SETUPS = [
-    ("SSL", None, False),
-    ("SSL", None, True),
-    *[("SASL_PLAINTEXT", m, False) for m in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")],
-    *[("SASL_SSL", m, False) for m in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")],
-]
-
-
-def setup_id(setup: tuple[str, str | None, bool]) -> str:
-    listener, mechanism, certificate = setup
-    return "-".join(
-        [listener, mechanism or ("client-certificate" if certificate else "no-certificate")]
-    )
 
 
 def login(secured: Secured, listener: str, mechanism: str | None, certificate: bool) -> Login:

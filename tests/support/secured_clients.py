@@ -18,6 +18,21 @@ from kafka import KafkaConsumer, KafkaProducer
 
 RECORDS = 3
 
+# (listener, SASL mechanism or None, whether the client shows a certificate)
+SETUPS = [
+    ("SSL", None, False),
+    ("SSL", None, True),
+    *[("SASL_PLAINTEXT", m, False) for m in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")],
+    *[("SASL_SSL", m, False) for m in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")],
+]
+
+
+def setup_id(setup: tuple[str, str | None, bool]) -> str:
+    listener, mechanism, certificate = setup
+    return "-".join(
+        [listener, mechanism or ("client-certificate" if certificate else "no-certificate")]
+    )
+
 
 @dataclass(frozen=True)
 class Login:
