@@ -149,7 +149,7 @@ class SaslAuthentication:
             answer = self._authenticate_answer(
                 request, ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc), b"", 0
             )
-            return self._failed(answer, str(exc))
+            return self._failed(answer, exc.reason or str(exc))
         lifetime = 0
         if step.authenticated is not None and self._session_end_ms is not None:
             lifetime = self._session_end_ms - now_ms
@@ -163,7 +163,8 @@ class SaslAuthentication:
             challenge = self._server.evaluate(token)
             step = self._completed(now_ms) if self._server.complete else Step()
         except SaslAuthenticationFailed as exc:
-            return self._failed(None, str(exc))  # the v0 flow cannot carry an error
+            # The v0 flow cannot carry an error.
+            return self._failed(None, exc.reason or str(exc))
         step.reply = [len(challenge).to_bytes(4, "big") + challenge]
         return step
 

@@ -10,7 +10,12 @@ from herdless.security.principal import KafkaPrincipal
 
 class SaslAuthenticationFailed(Exception):
     """The client could not be authenticated; the message is what the client is told (it
-    names no secret and does not say whether the user exists)."""
+    names no secret and does not say whether the user exists), `reason` what the broker
+    logs when it may say more (an OAUTHBEARER token's expiry, say)."""
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class SaslServer(Protocol):
