@@ -17,8 +17,21 @@ class Wire:
     two, e.g. to send to a stopped broker and read what it answers once it runs again.
     """
 
-    def __init__(self, broker: BrokerProcess, timeout: float = 30.0) -> None:
-        self.sock = socket.create_connection((broker.host, broker.port), timeout=timeout)
+    def __init__(
+        self,
+        broker: BrokerProcess,
+        timeout: float = 30.0,
+        *,
+        port: int | None = None,
+        source_host: str | None = None,
+    ) -> None:
+        """To `port` (another listener's) when given, from `source_host` when given (a
+        loopback address of its own, for what the broker keeps per client address)."""
+        self.sock = socket.create_connection(
+            (broker.host, broker.port if port is None else port),
+            timeout=timeout,
+            source_address=None if source_host is None else (source_host, 0),
+        )
         self.correlation_id = 0
 
     def call(self, request: object, response_class: type) -> object:

@@ -190,12 +190,12 @@ class SignedJwtValidator:
         assert expires is not None and issued is not None  # PyJWT required them
         if now_ms - self._skew_ms >= seconds_to_ms(expires):
             raise InvalidToken(
-                f"the token expired (exp {expires:g} s; now {now_ms} ms, clock skew"
+                f"the token expired (exp {expires:.15g} s; now {now_ms} ms, clock skew"
                 f" {self._skew_ms} ms)"
             )
         if not_before is not None and seconds_to_ms(not_before) > now_ms + self._skew_ms:
             raise InvalidToken(
-                f"the token is not valid yet (nbf {not_before:g} s; now {now_ms} ms, clock"
+                f"the token is not valid yet (nbf {not_before:.15g} s; now {now_ms} ms, clock"
                 f" skew {self._skew_ms} ms)"
             )
         if expires < 0 or issued < 0:

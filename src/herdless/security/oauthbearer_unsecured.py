@@ -80,16 +80,16 @@ class UnsecuredValidator:
         skew = self.allowable_clock_skew_ms
         if issued is not None and seconds_to_ms(issued) > now_ms + skew:
             raise InvalidToken(
-                f"the token was issued (iat {issued:g} s) after now ({now_ms} ms) plus the"
+                f"the token was issued (iat {issued:.15g} s) after now ({now_ms} ms) plus the"
                 f" allowable clock skew ({skew} ms)"
             )
         if now_ms - skew >= seconds_to_ms(expires):
             raise InvalidToken(
-                f"the token expired (exp {expires:g} s) at or before now ({now_ms} ms) minus"
+                f"the token expired (exp {expires:.15g} s) at or before now ({now_ms} ms) minus"
                 f" the allowable clock skew ({skew} ms)"
             )
         if issued is not None and expires <= issued:
-            raise InvalidToken(f"the token expires (exp {expires:g} s) before it was issued")
+            raise InvalidToken(f"the token expires (exp {expires:.15g} s) before it was issued")
         scope = scope_claim(claims, self.scope_claim_name)
         missing = [element for element in self.required_scope if element not in scope]
         if missing:
