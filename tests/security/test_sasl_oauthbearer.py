@@ -210,6 +210,8 @@ def test_unusable_options_are_named(options: dict[str, str], problem: str) -> No
         (unsecured_token({"sub": 7, "exp": NOW_S + 60}), "not a string"),
         (unsecured_token({"sub": "a", "exp": "tomorrow"}), "not a number"),
         (unsecured_token({"sub": "a", "exp": True}), "not a number"),
+        (unsecured_token({"sub": "a", "exp": 1e300}), "no date"),
+        (unsecured_token({"sub": "a", "exp": float("inf")}), "no date"),
         (unsecured_token(claims("a", NOW_S, scope=7)), "scope"),
         ("a.b", "3 dot-separated parts"),
         ("!!!.e30.", "not base64url-encoded JSON"),

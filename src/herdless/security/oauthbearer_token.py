@@ -3,6 +3,7 @@ it does not, and the claim readings both of Kafka's validators share."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -47,6 +48,10 @@ class TokenValidator(Protocol):
         ...
 
 
+# Dates beyond this many seconds from 1970 are no dates (and would not fit in ms).
+MAX_NUMERIC_DATE_S = 2**53 // 1000
+
+
 def numeric_claim(claims: Mapping[str, Any], name: str) -> float | None:
     """A NumericDate claim (RFC 7519 §2) in seconds, None when absent."""
     value = claims.get(name)
@@ -55,6 +60,9 @@ def numeric_claim(claims: Mapping[str, Any], name: str) -> float | None:
     # JSON true and false are ints to Python, and no date.
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidToken(f"the {name!r} claim is not a number: {type(value).__name__}")
+    # Python's json reads NaN and Infinity, which no date is.
+    if not math.isfinite(value) or abs(value) > MAX_NUMERIC_DATE_S:
+        raise InvalidToken(f"the {name!r} claim is no date: {value}")
     return float(value)
 
 
