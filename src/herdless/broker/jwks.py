@@ -116,22 +116,26 @@ class RefreshingJwks:
         self._wake.clear()
 
     def _refresh(self) -> None:
-        backoff_ms = self._retry_backoff_ms
-        while not self._closed.is_set():
-            try:
-                keys = self._fetch(self.location, self._ssl_context)
-            except JwksError as exc:
-                if backoff_ms > self._retry_backoff_max_ms:
-                    log.warning("%s; keeping the keys held until the next refresh", exc)
-                    return
-                self._closed.wait(backoff_ms / 1000)
-                backoff_ms *= 2
-                continue
-            break
-        else:
+        keys = self._fetch_with_retries()
+        if keys is None:
             return
         previous, self._keys = self._keys, keys
         with self._lock:
             self._missing.found(keys.key_ids)
         if previous is None or previous.key_ids != keys.key_ids:
             log.info("JWKS from %s: key ids %s", self.location, sorted(keys.key_ids))
+
+    def _fetch_with_retries(self) -> JsonWebKeySet | None:
+        """The set, fetched again after each failure with a doubled wait, until the wait
+        would pass the backoff's maximum (then None: the next refresh tries again)."""
+        backoff_ms = self._retry_backoff_ms
+        while True:
+            try:
+                return self._fetch(self.location, self._ssl_context)
+            except JwksError as exc:
+                if backoff_ms > self._retry_backoff_max_ms:
+                    log.warning("%s; keeping the keys held until the next refresh", exc)
+                    return None
+            if self._closed.wait(backoff_ms / 1000):
+                return None
+            backoff_ms *= 2
