@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer
 
 from herdless.cli.certs import CertificateFiles, write_certificates
 from herdless.protocol.codec import REQUESTS, RESPONSES
@@ -29,6 +29,7 @@ from tests.support.secured_clients import (
     RECORDS,
     SETUPS,
     Login,
+    committed,
     librdkafka_settings,
     run_client,
     run_confluent,
@@ -98,16 +99,6 @@ def login(secured: Secured, listener: str, mechanism: str | None, certificate: b
     )
 
 
-def committed(secured: Secured, group: str, topic: str) -> int | None:
-    """The group's committed offset, read over the PLAINTEXT listener."""
-    consumer = Consumer({"bootstrap.servers": secured.broker.bootstrap, "group.id": group})
-    try:
-        [partition] = consumer.committed([TopicPartition(topic, 0)], timeout=15)
-        return partition.offset if partition.offset >= 0 else None
-    finally:
-        consumer.close()
-
-
 @pytest.mark.parametrize("setup", SETUPS, ids=setup_id)
 @pytest.mark.parametrize("client", CLIENTS)
 def test_a_client_produces_consumes_in_a_group_and_commits(
@@ -117,7 +108,7 @@ def test_a_client_produces_consumes_in_a_group_and_commits(
     topic, group = f"t-{name}", f"g-{name}"
     seen = run_client(client, login(secured, *setup), topic, group)
     assert sorted(seen) == values(topic)
-    assert committed(secured, group, topic) == RECORDS
+    assert committed(secured.broker.bootstrap, group, topic) == RECORDS
 
 
 def whole_log(secured: Secured) -> str:

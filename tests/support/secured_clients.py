@@ -13,7 +13,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.helpers import create_ssl_context
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaConsumer, KafkaProducer
 
 RECORDS = 3
@@ -79,6 +79,17 @@ def python_settings(login: Login) -> dict[str, Any]:
         settings["sasl_plain_username"] = login.username
         settings["sasl_plain_password"] = login.password
     return settings
+
+
+def committed(bootstrap: str, group: str, topic: str) -> int | None:
+    """The group's committed offset of partition 0, read through `bootstrap` (a PLAINTEXT
+    listener, beside the one under test)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        [partition] = consumer.committed([TopicPartition(topic, 0)], timeout=15)
+        return partition.offset if partition.offset >= 0 else None
+    finally:
+        consumer.close()
 
 
 def values(prefix: str) -> list[bytes]:

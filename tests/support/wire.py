@@ -25,10 +25,10 @@ class Wire:
         port: int | None = None,
         source_host: str | None = None,
     ) -> None:
-        """To `broker`'s PLAINTEXT listener, or its listener on `port`; from `source_host`
-        (another loopback address) if given."""
+        """To `port` (another listener's) when given, from `source_host` when given (a
+        loopback address of its own, for what the broker keeps per client address)."""
         self.sock = socket.create_connection(
-            (broker.host, port or broker.port),
+            (broker.host, broker.port if port is None else port),
             timeout=timeout,
             source_address=None if source_host is None else (source_host, 0),
         )

@@ -10,8 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from herdless.broker.clock import wall_ms
 from herdless.broker.config import BrokerConfig, ConfigError
 from herdless.broker.kerberos import kerberos_acceptor
+from herdless.broker.oauthbearer import oauthbearer_validator
 from herdless.broker.peer import PeerSecurity
 from herdless.broker.sasl_authentication import SaslListener
 from herdless.broker.tls import (
@@ -28,13 +30,16 @@ from herdless.security.principal import ANONYMOUS, KafkaPrincipal
 from herdless.security.sasl import SaslServer
 from herdless.security.sasl_client import sasl_client
 from herdless.security.sasl_gssapi import GSSAPI, GssapiServer
+from herdless.security.sasl_oauthbearer import OAUTHBEARER, OAuthBearerServer
 from herdless.security.sasl_plain import PLAIN, PlainServer
 from herdless.security.sasl_scram import ScramServer
 from herdless.security.scram import SCRAM_MECHANISMS, CredentialCache
 
 # The mechanisms herdless serves. Kafka enables GSSAPI alone unless told otherwise;
 # herdless enables the SCRAM mechanisms, which need no Kerberos realm.
-SERVED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS, GSSAPI)
+SERVED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS, GSSAPI, OAUTHBEARER)
+# Those this broker logs in to other brokers with.
+INTER_BROKER_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
 DEFAULT_MECHANISMS = ",".join(SCRAM_MECHANISMS)
 
 # Kafka's defaults: sessions never end; a failed login is answered after 100 ms.
@@ -124,15 +129,10 @@ def inter_broker_security(config: BrokerConfig) -> PeerSecurity:
     settings = config.security
     enabled = settings.get_list("sasl.enabled.mechanisms", DEFAULT_MECHANISMS, listener=name)
     mechanism = (settings.get("sasl.mechanism.inter.broker.protocol") or enabled[0]).upper()
-    if mechanism not in SERVED_MECHANISMS:
+    if mechanism not in INTER_BROKER_MECHANISMS:
         raise ConfigError(
-            f"sasl.mechanism.inter.broker.protocol: {mechanism} is not served"
-            f" (served: {', '.join(SERVED_MECHANISMS)})"
-        )
-    if mechanism == GSSAPI:
-        raise ConfigError(
-            "sasl.mechanism.inter.broker.protocol: brokers do not log in to each other with"
-            " GSSAPI yet; give PLAIN or a SCRAM mechanism the inter-broker listener enables"
+            f"sasl.mechanism.inter.broker.protocol: {mechanism} is not served between brokers"
+            f" (served: {', '.join(INTER_BROKER_MECHANISMS)})"
         )
     key = f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config"
     text = settings.get("sasl.jaas.config", listener=name, mechanism=mechanism)
@@ -173,6 +173,8 @@ def _sasl_listener(
 
     # Read once: the keytab's keys are checked before the listener is bound.
     kerberos = kerberos_acceptor(config, listener) if GSSAPI in mechanisms else None
+    # One per listener: a JWKS is fetched and refreshed once for all its connections.
+    validator = oauthbearer_validator(settings, listener) if OAUTHBEARER in mechanisms else None
 
     def make_server(mechanism: str) -> SaslServer:
         if mechanism == PLAIN:
@@ -180,6 +182,9 @@ def _sasl_listener(
         if mechanism == GSSAPI:
             assert kerberos is not None
             return GssapiServer(kerberos)
+        if mechanism == OAUTHBEARER:
+            assert validator is not None
+            return OAuthBearerServer(validator, wall_ms)
         return ScramServer(mechanism, credentials)
 
     return SaslListener(
