@@ -274,9 +274,7 @@ def test_a_young_fetch_session_is_not_evicted_when_the_wall_clock_steps_forward(
 ) -> None:
     async def main() -> tuple[int, int]:
         sessions = FetchSessionCache(max_sessions=1, eviction_ms=60_000)
-        context: Any = SimpleNamespace(
-            fetch_sessions=sessions, replicas=_NoPartitions(), acls=None
-        )
+        context: Any = SimpleNamespace(fetch_sessions=sessions, replicas=_NoPartitions(), acls=None)
         first = await handle_fetch(context, _fetch())
         wall.step(HOUR_MS)
         second = await handle_fetch(context, _fetch())
