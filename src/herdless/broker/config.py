@@ -553,14 +553,15 @@ def _parse(key: str, value: str, kind: type) -> object:
 
 
 def read_properties(path: Path) -> dict[str, str]:
-    """Read a Java-style properties file: key=value lines, # and ! comments."""
+    """Read a Java-style properties file: key=value lines, # and ! comments, and a
+    line ending in a backslash continued on the next (as client settings files write
+    a long sasl.jaas.config)."""
     try:
         text = path.read_text()
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
     properties: dict[str, str] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
+    for number, stripped in _logical_lines(text):
         if not stripped or stripped[0] in "#!":
             continue
         key, sep, value = stripped.partition("=")
@@ -570,3 +571,25 @@ def read_properties(path: Path) -> dict[str, str]:
             raise ConfigError(f"{path}:{number}: expected key=value, got {stripped!r}")
         properties[key.strip()] = value.strip()
     return properties
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """Each logical line, stripped, with the number of the line it starts on."""
+    lines: list[tuple[int, str]] = []
+    pending: tuple[int, str] | None = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if pending is not None:
+            number, stripped = pending[0], pending[1] + stripped
+            pending = None
+        elif stripped[:1] in ("#", "!"):
+            lines.append((number, stripped))  # a comment never continues
+            continue
+        trailing = len(stripped) - len(stripped.rstrip("\\"))
+        if trailing % 2:
+            pending = (number, stripped[:-1])
+            continue
+        lines.append((number, stripped))
+    if pending is not None:
+        lines.append(pending)
+    return lines

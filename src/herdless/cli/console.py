@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from herdless.cli.errors import fail
-from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap
+from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, client_settings
 from herdless.cli.output import note
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def console(
     web = open_console(host, port, interval)
     try:
         require_reachable(bootstrap)
-        web.start(bootstrap)
+        web.start(bootstrap, client_settings())
         note(f"console at {web.url} for the brokers at {bootstrap}; Ctrl-C stops it")
         while True:
             time.sleep(3600)

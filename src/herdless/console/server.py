@@ -11,6 +11,7 @@ import logging
 import socket
 import sys
 import threading
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -49,9 +50,10 @@ class Console:
         shown = f"[{host}]" if ":" in str(host) else host
         return f"http://{shown}:{port}/"
 
-    def start(self, bootstrap: str) -> None:
-        """Start sampling the brokers at `bootstrap` and answering requests."""
-        self.sampler = Sampler(bootstrap, self.interval_s)
+    def start(self, bootstrap: str, client_settings: Mapping[str, str] | None = None) -> None:
+        """Start sampling the brokers at `bootstrap` (connecting with `client_settings`,
+        librdkafka's names) and answering requests."""
+        self.sampler = Sampler(bootstrap, self.interval_s, client_settings)
         self._server.pages = Pages(self.sampler)
         self.sampler.start()
         self._thread = threading.Thread(
