@@ -84,11 +84,15 @@ class ConnectionFailures(logging.Handler):
         self.last: BaseException | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
-        from kafka.errors import KafkaTimeoutError
+        from kafka.errors import KafkaTimeoutError, SaslAuthenticationFailedError
 
         for arg in record.args if isinstance(record.args, tuple) else ():
-            # The final timeout is the giving up, not a reason.
-            if isinstance(arg, BaseException) and not isinstance(arg, KafkaTimeoutError):
+            # The final timeout is the giving up, not a reason; and a refused login
+            # stays the reason when later tries find the connection closed at once (a
+            # broker slows down an address that failed to log in).
+            if not isinstance(arg, BaseException) or isinstance(arg, KafkaTimeoutError):
+                continue
+            if not isinstance(self.last, SaslAuthenticationFailedError):
                 self.last = arg
 
 
@@ -118,11 +122,11 @@ def open_admin(
 ) -> KafkaAdminClient:
     """An admin client, bootstrapped, with the client settings (the command's own, unless
     given); CommandError says why there is none."""
-    return kafka_python_client(_admin_class(), bootstrap, client_id, settings)
+    return kafka_python_client(_admin_class, bootstrap, client_id, settings)
 
 
 def kafka_python_client(
-    client_class: type[C],
+    client_class: Callable[[], type[C]],
     bootstrap: str,
     client_id: str = CLIENT_ID,
     settings: Mapping[str, str] | None = None,
@@ -130,22 +134,23 @@ def kafka_python_client(
 ) -> C:
     """A kafka-python client (admin, consumer...) of these brokers, bootstrapped, with the
     client settings (the command's own, unless given) and then its `own`; CommandError
-    says why there is none."""
+    says why there is none. `client_class` imports kafka-python, once a broker answers."""
     if not reachable(bootstrap):
         raise CommandError(f"no broker answers at {bootstrap}")
     from kafka.errors import KafkaError
 
+    made = client_class()
     logging.getLogger("kafka").addHandler(_failures)
     _failures.last = None
     config = {
         "client_id": client_id,
         "request_timeout_ms": REQUEST_TIMEOUT_MS,
         "bootstrap_timeout_ms": BOOTSTRAP_TIMEOUT_MS,
-        **kafka_python_settings(client_class.DEFAULT_CONFIG, settings),  # type: ignore[attr-defined]
+        **kafka_python_settings(made.DEFAULT_CONFIG, settings),  # type: ignore[attr-defined]
         **own,
     }
     try:
-        return client_class(bootstrap_servers=bootstrap, **config)
+        return made(bootstrap_servers=bootstrap, **config)
     except KafkaError as exc:
         raise CommandError(connect_failure(exc, bootstrap)) from None
     except Exception as exc:  # e.g. a host name that does not resolve

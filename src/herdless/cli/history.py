@@ -119,11 +119,9 @@ class HistoryReader:
         client_id: str = CLIENT_ID,
         settings: Mapping[str, str] | None = None,
     ) -> None:
-        from kafka import KafkaConsumer
-
         self._bootstrap = bootstrap
         self._consumer = kafka_python_client(
-            KafkaConsumer,
+            _consumer_class,
             bootstrap,
             client_id,
             settings,
@@ -189,3 +187,9 @@ def _time(ms: int | None) -> str:
     if ms is None:
         return "-"
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _consumer_class() -> type[Any]:
+    from kafka import KafkaConsumer
+
+    return KafkaConsumer
