@@ -3,7 +3,9 @@ settings a user gives Kafka's tools (`--command-config FILE`) or kcat (`-X key=v
 
 The broker also has a PLAINTEXT listener, which the test harness waits on; with the
 ACL authorizer on, a client there is User:ANONYMOUS and may do nothing, so whatever a
-command shows came through the SASL_SSL listener as alice, a super user.
+command shows came through the SASL_SSL listener as alice, a super user. alice is
+made in the data directory before the first start, as an operator makes the first
+admin (herdless.testing.security).
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from typing import Any
 import pytest
 import typer
 
-from herdless.cli.certs import CertificateFiles, write_certificates
+from herdless.cli.certs import CertificateFiles
 from herdless.cli.main import app
 from herdless.cli.options import add_client_options
-from tests.support.broker import BrokerProcess, free_port, module_broker
+from herdless.testing.broker import HerdlessBroker
+from herdless.testing.security import Security
 from tests.support.cli import herdless, refused, succeeded, table_rows
 
 PASSWORD = "alice-Secret-5c1e"
@@ -27,7 +30,7 @@ PASSWORD = "alice-Secret-5c1e"
 
 @dataclass
 class Secured:
-    broker: BrokerProcess
+    broker: HerdlessBroker
     certificates: CertificateFiles
     bootstrap: str  # the SASL_SSL listener
     command_config: Path  # alice's settings in Kafka's names, as Kafka's tools read them
@@ -63,35 +66,15 @@ def command_config(path: Path, certificates: CertificateFiles, password: str) ->
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     base = tmp_path_factory.mktemp("cli-security")
-    certificates = write_certificates(base / "certs", ["127.0.0.1"])
-    data_dir = base / "data"
-    succeeded(
-        herdless(
-            "users", "add", "alice", "--password-stdin", "--data-dir", str(data_dir), input=PASSWORD
-        )
-    )
-    port = free_port()
-    settings = {
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": certificates.broker,
-        "ssl.truststore.type": "PEM",
-        "ssl.truststore.location": certificates.ca,
-        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "super.users": "User:alice",
-        "group.initial.rebalance.delay.ms": "0",
-        # kafka-python retries a refused login until it gives up: the wrong-password
-        # tests would otherwise have this address turned away, not told why.
-        "connection.failed.authentication.limit": "0",
-    }
-    args = [arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")]
-    with module_broker(data_dir, *args, listeners=f"SASL_SSL://127.0.0.1:{port}") as broker:
+    security = Security(users={"alice": PASSWORD}, authorizer=True, super_users=("alice",))
+    with HerdlessBroker(base / "data", security=security) as broker:
+        files = CertificateFiles.under(broker.certificates)
         yield Secured(
             broker,
-            certificates,
-            f"127.0.0.1:{port}",
-            command_config(base / "alice.properties", certificates, PASSWORD),
-            command_config(base / "wrong.properties", certificates, "not-" + PASSWORD),
+            files,
+            broker.bootstrap,
+            command_config(base / "alice.properties", files, PASSWORD),
+            command_config(base / "wrong.properties", files, "not-" + PASSWORD),
         )
 
 

@@ -158,6 +158,9 @@ class Security:
             "ssl.truststore.location": str(files.ca),
             "ssl.client.auth": "requested",
             "sasl.enabled.mechanisms": ",".join(self.mechanisms),
+            # Every client of a test comes from 127.0.0.1: one test's wrong passwords
+            # must not have the next test's clients turned away.
+            "connection.failed.authentication.limit": "0",
         }
         if self.authorizer:
             settings["authorizer.class.name"] = AUTHORIZER
