@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -35,6 +35,7 @@ from herdless.marshal.placement import (
     member_partition,
 )
 from herdless.marshal.rationalizer import Entry, Rationalizer, WorldState
+from herdless.security.client_config import ClientConfigError, librdkafka_config
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,16 @@ TIMEOUT_S = 30.0
 
 class MarshalError(RuntimeError):
     """The coordination log could not be written or read."""
+
+
+def client_config(config: Mapping[str, str] | None) -> dict[str, str]:
+    """Client settings as Marshal's users give them, in librdkafka's names or the Java
+    client's (security.protocol, sasl.jaas.config, ssl.truststore.location...), as
+    librdkafka takes them; MarshalError names a setting that cannot be honoured."""
+    try:
+        return librdkafka_config(config or {})
+    except ClientConfigError as exc:
+        raise MarshalError(f"client setting {exc}") from None
 
 
 def ensure_topic(
@@ -95,7 +106,7 @@ class CoordinationLog:
         config: dict[str, str] | None = None,
         create: bool = True,
     ) -> None:
-        config = dict(config or {})
+        config = client_config(config)
         self.topic = topic
         self.partitions = ensure_topic(bootstrap, topic, partitions, config, create)
         self._producer = Producer(
