@@ -97,6 +97,9 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     "offset.metadata.max.bytes": ("offset_metadata_max_bytes", int),
     # herdless's own: where Prometheus scrapes /metrics; unset, no endpoint.
     "metrics.port": ("metrics_port", int),
+    # herdless's own: the address /metrics listens on; this machine only unless told,
+    # whatever address the listeners take (metrics name every group and topic).
+    "metrics.host": ("metrics_host", str),
     # false: lag per group and topic only, not per partition (fewer series).
     "metrics.lag.per.partition": ("metrics_lag_per_partition", bool),
 }
@@ -215,6 +218,7 @@ class BrokerConfig:
     data_dir: Path = Path("herdless-data")
     node_id: int = 0
     metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
     metrics_lag_per_partition: bool = True
     auto_create_topics: bool = True
     num_partitions: int = 1

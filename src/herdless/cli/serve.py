@@ -67,6 +67,13 @@ def serve(
             show_default="off",
         ),
     ] = None,
+    console_host: Annotated[
+        str,
+        typer.Option(
+            help="Address the console listens on (this machine only unless told;"
+            " 0.0.0.0 for every address).",
+        ),
+    ] = "127.0.0.1",
     zookeeper: Annotated[
         str | None,
         typer.Option(
@@ -141,7 +148,7 @@ def serve(
         from herdless.cli.console import open_console
 
         # Before the broker starts: a port in use stops it from starting at all.
-        web = open_console(broker_config.host, console_port)
+        web = open_console(console_host, console_port)
     try:
         _run(broker_config, web)
     finally:
