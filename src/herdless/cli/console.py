@@ -7,6 +7,7 @@ both open it here, so a port that cannot be had fails the same way.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -18,6 +19,15 @@ from herdless.cli.output import note
 if TYPE_CHECKING:
     from herdless.console.server import Console
 
+SslKeystoreOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--ssl-keystore",
+        metavar="FILE",
+        help="Serve HTTPS with the private key and certificate chain in this PEM file"
+        " (as ssl.keystore.type=PEM; `herdless certs` writes one as broker.pem).",
+    ),
+]
 DEFAULT_CONSOLE_PORT = 8080
 DEFAULT_INTERVAL_S = 2.0
 # Shorter looks would be a load on the brokers that no person watching needs.
@@ -39,12 +49,13 @@ def console(
             help="How often to ask the brokers and refresh the pages.",
         ),
     ] = DEFAULT_INTERVAL_S,
+    ssl_keystore: SslKeystoreOption = None,
 ) -> None:
     """Serve a web console for the brokers at --bootstrap-server: brokers, topics, groups
     with their lag over time, and rebalances. Ctrl-C stops it."""
     from herdless.cli.client import require_reachable
 
-    web = open_console(host, port, interval)
+    web = open_console(host, port, interval, ssl_keystore)
     try:
         require_reachable(bootstrap)
         web.start(bootstrap, client_settings())
@@ -55,12 +66,32 @@ def console(
         web.stop()
 
 
-def open_console(host: str, port: int, interval_s: float = DEFAULT_INTERVAL_S) -> Console:
-    """A console listening on host:port, or the command's error saying why it cannot."""
-    from herdless.console.server import Console
+def open_console(
+    host: str,
+    port: int,
+    interval_s: float = DEFAULT_INTERVAL_S,
+    ssl_keystore: Path | None = None,
+    *,
+    login_required: bool = False,
+) -> Console:
+    """A console listening on host:port (HTTPS with the key and certificates in
+    `ssl_keystore`), or the command's error saying why it cannot."""
+    import ssl
 
+    from herdless.console.server import Console, tls_context
+
+    tls = None
+    if ssl_keystore is not None:
+        try:
+            tls = tls_context(str(ssl_keystore))
+        except (OSError, ssl.SSLError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise fail(
+                f"cannot serve the console over TLS with {ssl_keystore}: not a PEM file with"
+                f" a private key and its certificate ({reason})"
+            ) from None
     try:
-        return Console(host, port, interval_s)
+        return Console(host, port, interval_s, tls=tls, login_required=login_required)
     except OSError as exc:
         raise fail(f"cannot listen for the console on {host}:{port}: {_reason(exc)}") from None
 

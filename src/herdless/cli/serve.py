@@ -19,6 +19,7 @@ from herdless.cli.errors import USAGE, fail
 if TYPE_CHECKING:
     from herdless.broker.broker import Broker
     from herdless.broker.config import BrokerConfig
+    from herdless.console.login import Login
     from herdless.console.server import Console
 
 
@@ -74,6 +75,21 @@ def serve(
             " 0.0.0.0 for every address).",
         ),
     ] = "127.0.0.1",
+    console_ssl_keystore: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="Serve the console over HTTPS with the private key and certificate chain"
+            " in this PEM file.",
+        ),
+    ] = None,
+    console_login: Annotated[
+        bool,
+        typer.Option(
+            help="Ask for a user name and password (this broker's SCRAM credentials) and"
+            " show each user only the topics and groups their ACLs let them describe.",
+        ),
+    ] = False,
     zookeeper: Annotated[
         str | None,
         typer.Option(
@@ -148,7 +164,12 @@ def serve(
         from herdless.cli.console import open_console
 
         # Before the broker starts: a port in use stops it from starting at all.
-        web = open_console(console_host, console_port)
+        web = open_console(
+            console_host,
+            console_port,
+            ssl_keystore=console_ssl_keystore,
+            login_required=console_login,
+        )
     try:
         _run(broker_config, web)
     finally:
@@ -271,8 +292,26 @@ def _start_console(web: Console, config: BrokerConfig, broker: Broker) -> None:
     logging.getLogger("kafka").setLevel(logging.ERROR)
     host = "127.0.0.1" if config.host in WILDCARD_HOSTS else config.host
     shown = f"[{host}]" if ":" in host else host
-    web.start(f"{shown}:{broker.context.bound_port}")
+    web.start(f"{shown}:{broker.context.bound_port}", login=_console_login(web, broker))
     logging.getLogger("herdless.console").info("console at %s", web.url)
+
+
+def _console_login(web: Console, broker: Broker) -> Login | None:
+    """The console's login, checked as this broker checks a SASL PLAIN login (against its
+    SCRAM credentials) and filtered by its authorizer: the console is in its process."""
+    import functools
+
+    from herdless.console.login import Login
+    from herdless.security.scram import verify_plain
+
+    if not web.login_required:
+        return None
+    assert broker.context is not None, "started"
+    acls = broker.context.acls
+    return Login(
+        functools.partial(verify_plain, broker.credentials),
+        acls.authorizer if acls is not None else None,
+    )
 
 
 # After this long, a stopping broker says what it is still waiting for.
