@@ -10,7 +10,9 @@ bob-readers exist too, and she is never shown them.
 from __future__ import annotations
 
 import http.client
+import signal
 import ssl
+import subprocess
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -30,9 +32,11 @@ from confluent_kafka.admin import (
 from playwright.sync_api import expect
 
 from herdless.cli.certs import CertificateFiles
+from herdless.testing.broker import HerdlessBroker
 from herdless.testing.security import ADMIN, Security, listener_addresses
 from tests.support.broker import BrokerProcess, free_port
 from tests.support.browser import chromium, screenshot
+from tests.support.cli import COMMAND, herdless, refused
 
 PASSWORD = "alice-Console-7d21"
 SHOWN_WITHIN_S = 20.0
@@ -223,3 +227,53 @@ def test_logging_in_with_a_browser(console: SecuredConsole, tmp_path: Path) -> N
         screenshot(page, "console/login-groups")
         page.get_by_role("button", name="Log out").click()
         expect(page).to_have_url(f"https://127.0.0.1:{console.port}/login")
+
+
+# -- `herdless console --login`: a console in a process of its own -------------------
+
+
+@pytest.fixture(scope="module")
+def own_process_console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredConsole]:
+    base = tmp_path_factory.mktemp("console-own-login")
+    security = Security(users={"alice": PASSWORD})
+    with HerdlessBroker(base / "data", security=security) as broker:
+        broker.create_topic("alice-orders")
+        admin = broker.client_settings().write_properties(base / "admin.properties")
+        port = free_port()
+        files = CertificateFiles.under(broker.certificates)
+        command = [
+            *COMMAND, "console", "--login", "--port", str(port), "--interval", "0.5",
+            "--ssl-keystore", str(files.broker),
+            "-b", broker.bootstrap, "--command-config", str(admin),
+        ]  # fmt: skip
+        process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+        console = SecuredConsole(broker, port, files.ca)
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    console.request("GET", "/login")
+                    break
+                except OSError:
+                    assert process.poll() is None, process.communicate()[1]
+                    assert time.monotonic() < deadline
+                    time.sleep(0.2)
+            yield console
+        finally:
+            process.send_signal(signal.SIGINT)
+            process.communicate(timeout=30)
+
+
+def test_its_login_is_a_sasl_login_to_the_brokers(own_process_console: SecuredConsole) -> None:
+    console = own_process_console
+    status, _, body = console.request("POST", "/login", form={"user": "alice", "password": "no"})
+    assert status == 401 and "Wrong user name or password." in body
+    cookie = console.login("alice", PASSWORD)
+    # What alice's own client lists: the brokers' authorizer decides what is in it.
+    shown(console, cookie, "/topics", "alice-orders")
+    assert 'class="user">alice<' in shown(console, cookie, "/groups", "Consumer groups")
+
+
+def test_its_login_needs_a_sasl_listener() -> None:
+    result = herdless("console", "--login", "--port", "0", "-b", "127.0.0.1:1")
+    refused(result, "--login: a login is checked by logging in to the brokers over SASL", 2)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from herdless.cli.errors import fail
+from herdless.cli.errors import USAGE, fail
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, client_settings
 from herdless.cli.output import note
 
@@ -50,15 +50,32 @@ def console(
         ),
     ] = DEFAULT_INTERVAL_S,
     ssl_keystore: SslKeystoreOption = None,
+    login: Annotated[
+        bool,
+        typer.Option(
+            "--login",
+            help="Ask for a user name and password, checked by logging in to the brokers"
+            " as that user over SASL (the client settings must name a SASL listener), and"
+            " show each user what they may describe.",
+        ),
+    ] = False,
 ) -> None:
     """Serve a web console for the brokers at --bootstrap-server: brokers, topics, groups
     with their lag over time, and rebalances. Ctrl-C stops it."""
     from herdless.cli.client import require_reachable
 
-    web = open_console(host, port, interval, ssl_keystore)
+    checker = None
+    if login:
+        from herdless.console.sasl_login import SaslLogin
+
+        try:
+            checker = SaslLogin(bootstrap, client_settings())
+        except ValueError as exc:
+            raise fail(f"--login: {exc}", USAGE) from None
+    web = open_console(host, port, interval, ssl_keystore, login_required=login)
     try:
         require_reachable(bootstrap)
-        web.start(bootstrap, client_settings())
+        web.start(bootstrap, client_settings(), checker)
         note(f"console at {web.url} for the brokers at {bootstrap}; Ctrl-C stops it")
         while True:
             time.sleep(3600)

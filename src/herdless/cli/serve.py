@@ -301,14 +301,14 @@ def _console_login(web: Console, broker: Broker) -> Login | None:
     SCRAM credentials) and filtered by its authorizer: the console is in its process."""
     import functools
 
-    from herdless.console.login import Login
+    from herdless.console.login import BrokerLogin
     from herdless.security.scram import verify_plain
 
     if not web.login_required:
         return None
     assert broker.context is not None, "started"
     acls = broker.context.acls
-    return Login(
+    return BrokerLogin(
         functools.partial(verify_plain, broker.credentials),
         acls.authorizer if acls is not None else None,
     )

@@ -42,23 +42,43 @@ class Viewer:
         return self.login.describable(self.user, self.host, "group", names)
 
 
+class LoginUnavailable(RuntimeError):
+    """The brokers cannot check a login now; the message says why."""
+
+
 class Login:
-    """Logins checked against the broker's SCRAM credentials (as its SASL PLAIN login
-    checks a password), and what a user may describe by the broker's authorizer
-    (everything, when the broker runs without one)."""
+    """How the console checks a login, and what a user may describe."""
+
+    def __init__(self) -> None:
+        self.sessions = Sessions()
+
+    def check(self, user: str, password: str) -> bool:
+        raise NotImplementedError
+
+    def describable(self, user: str, host: str, kind: str, names: Iterable[str]) -> list[str]:
+        """The names (of topics, or of groups: `kind`) the user may describe, in order."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Let go of what the login holds (clients of the brokers)."""
+
+
+class BrokerLogin(Login):
+    """For a console in the broker's process: logins checked against the broker's SCRAM
+    credentials (as its SASL PLAIN login checks a password), and what a user may
+    describe by the broker's authorizer (everything, when it runs without one)."""
 
     def __init__(
         self, check_password: Callable[[str, str], bool], authorizer: Authorizer | None
     ) -> None:
+        super().__init__()
         self._check_password = check_password
         self._authorizer = authorizer
-        self.sessions = Sessions()
 
     def check(self, user: str, password: str) -> bool:
         return bool(user) and self._check_password(user, password)
 
     def describable(self, user: str, host: str, kind: str, names: Iterable[str]) -> list[str]:
-        """The names (of topics or groups) the user may describe, in their order."""
         if self._authorizer is None:
             return list(names)
         from herdless.security.acls import AclOperation, ResourceType

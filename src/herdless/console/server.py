@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from herdless.console.login import COOKIE, Login, Viewer
+from herdless.console.login import COOKIE, Login, LoginUnavailable, Viewer
 from herdless.console.pages import Pages, Response
 from herdless.console.sampler import Sampler
 
@@ -100,6 +100,8 @@ class Console:
         self._server.server_close()
         if self.sampler is not None:
             self.sampler.stop()
+        if self._server.login is not None:
+            self._server.login.close()
 
 
 class _Server(ThreadingHTTPServer):
@@ -167,7 +169,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         form = parse_qs(self.rfile.read(int(length)).decode(errors="replace"))
         user = form.get("user", [""])[0]
-        if not login.check(user, form.get("password", [""])[0]):
+        try:
+            accepted = login.check(user, form.get("password", [""])[0])
+        except LoginUnavailable as exc:
+            self._send(pages.login_page(503, f"The brokers cannot check a login now: {exc}"), True)
+            return
+        if not accepted:
             # One answer for an unknown user and a wrong password, as Kafka's.
             log.info("console login refused for user %r from %s", user, self.client_address[0])
             self._send(pages.login_page(401, "Wrong user name or password."), True)
