@@ -71,3 +71,12 @@ def test_librdkafka_names_work_too(secured: HerdlessBroker) -> None:
 def test_a_setting_that_cannot_be_honoured_is_named(secured: HerdlessBroker) -> None:
     with pytest.raises(MarshalError, match="ssl.truststore.location: a JKS trust store"):
         Marshaler(secured.bootstrap, config={"ssl.truststore.location": "/etc/ca.jks"})
+
+
+def test_a_wrong_password_is_named_at_once(secured: HerdlessBroker) -> None:
+    java = secured.client_settings("invoicer").java()
+    java["sasl.jaas.config"] = java["sasl.jaas.config"].replace(PASSWORD, "wrong")
+    started = time.monotonic()
+    with pytest.raises(MarshalError, match="refused the client: authentication failed"):
+        Marshaler(secured.bootstrap, config=java)
+    assert time.monotonic() - started < 10  # not librdkafka's whole wait

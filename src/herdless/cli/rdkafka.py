@@ -12,36 +12,22 @@ from typing import TYPE_CHECKING, Any
 from herdless.cli.client import CLIENT_ID, require_reachable
 from herdless.cli.errors import fail
 from herdless.cli.options import client_settings
+from herdless.security.client_config import Refusals
 
 if TYPE_CHECKING:
-    from confluent_kafka import Consumer, KafkaError, Producer
+    from confluent_kafka import Consumer, Producer
 
 METADATA_TIMEOUT_S = 10.0
 # How often to look at librdkafka's errors while waiting for metadata: it retries a
 # refused login until the wait is over, and says why only through its error callback.
 METADATA_ATTEMPT_S = 0.5
-# librdkafka's RD_KAFKA_RESP_ERR__AUTHENTICATION and __SSL: a refused login or
-# certificate, which no retry mends.
-_UNRECOVERABLE = (-169, -181)
-
 # librdkafka logs every failed attempt itself; the command says what failed, once.
 _quiet = logging.getLogger("herdless.cli.rdkafka")
 _quiet.addHandler(logging.NullHandler())
 _quiet.propagate = False
 
-
-class ConnectionFailures:
-    """librdkafka's error callback: keeps the error that no retry will mend."""
-
-    def __init__(self) -> None:
-        self.failure: KafkaError | None = None
-
-    def __call__(self, error: KafkaError) -> None:
-        if error.code() in _UNRECOVERABLE:
-            self.failure = error
-
-
-failures = ConnectionFailures()
+# Every librdkafka client of the command reports here; one command, one verdict.
+failures = Refusals()
 
 
 def client_config(bootstrap: str, **settings: Any) -> dict[str, Any]:
@@ -62,9 +48,9 @@ def client_config(bootstrap: str, **settings: Any) -> dict[str, Any]:
 def fail_if_refused() -> None:
     """One line naming why the brokers refused the client, if they did (librdkafka's
     words name the broker)."""
-    if failures.failure is not None:
-        what = "authentication failed" if failures.failure.code() == -169 else "TLS failed"
-        raise fail(f"{what}: {failures.failure.str()}")
+    reason = failures.reason()
+    if reason is not None:
+        raise fail(reason)
 
 
 def partition_count(client: Producer | Consumer, topic: str) -> int:

@@ -25,7 +25,7 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 
 from herdless.marshal.messages import Kind, Message, encode
 from herdless.marshal.placement import (
@@ -35,11 +35,13 @@ from herdless.marshal.placement import (
     member_partition,
 )
 from herdless.marshal.rationalizer import Entry, Rationalizer, WorldState
-from herdless.security.client_config import ClientConfigError, librdkafka_config
+from herdless.security.client_config import ClientConfigError, Refusals, librdkafka_config
 
 log = logging.getLogger(__name__)
 
 TIMEOUT_S = 30.0
+# How often to look at librdkafka's errors while waiting for the first metadata.
+METADATA_ATTEMPT_S = 0.5
 
 
 class MarshalError(RuntimeError):
@@ -63,8 +65,9 @@ def ensure_topic(
 
     LogAppendTime makes the broker's clock the log's only clock.
     """
-    admin = AdminClient({"bootstrap.servers": bootstrap, **config})
-    metadata = admin.list_topics(timeout=TIMEOUT_S)
+    refusals = Refusals()
+    admin = AdminClient({"bootstrap.servers": bootstrap, **config, "error_cb": refusals})
+    metadata = _metadata(admin, refusals, bootstrap)
     if topic not in metadata.topics or metadata.topics[topic].error is not None:
         if not create:
             raise MarshalError(f"no coordination topic {topic} at {bootstrap}")
@@ -87,6 +90,24 @@ def ensure_topic(
             return len(found.partitions)
         time.sleep(0.1)
     raise MarshalError(f"{topic} did not appear")
+
+
+def _metadata(admin: AdminClient, refusals: Refusals, bootstrap: str) -> ClusterMetadata:
+    """The brokers' metadata; MarshalError at once if they refuse the client's login or
+    certificate (librdkafka would retry it until TIMEOUT_S, naming only a transport
+    failure)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        try:
+            return admin.list_topics(timeout=METADATA_ATTEMPT_S)
+        except KafkaException:
+            admin.poll(0)  # serves the error callback
+            reason = refusals.reason()
+            if reason is not None:
+                message = f"the brokers at {bootstrap} refused the client: {reason}"
+                raise MarshalError(message) from None
+            if time.monotonic() >= deadline:
+                raise
 
 
 def destination(message: Message, partitions: int) -> int:

@@ -23,6 +23,29 @@ from typing import Any
 
 from herdless.security.jaas import JaasConfigError, parse_jaas_config
 
+# librdkafka's RD_KAFKA_RESP_ERR__AUTHENTICATION and RD_KAFKA_RESP_ERR__SSL.
+AUTHENTICATION_FAILED = -169
+TLS_FAILED = -181
+
+
+class Refusals:
+    """A librdkafka client's error callback (`error_cb`), keeping the last error no retry
+    mends: a refused login or certificate. librdkafka retries those until its wait runs
+    out and then names only a transport failure; this says what it was."""
+
+    def __init__(self) -> None:
+        self.error: Any = None  # a confluent_kafka.KafkaError
+
+    def __call__(self, error: Any) -> None:
+        if error.code() in (AUTHENTICATION_FAILED, TLS_FAILED):
+            self.error = error
+
+    def reason(self) -> str | None:
+        if self.error is None:
+            return None
+        login = self.error.code() == AUTHENTICATION_FAILED
+        return f"{'authentication failed' if login else 'TLS failed'}: {self.error.str()}"
+
 
 class ClientConfigError(ValueError):
     """A client setting that cannot be honoured; the message names it (never a secret)."""

@@ -12,10 +12,11 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
+from herdless.security.client_config import Refusals
 from herdless.spark.client_config import librdkafka_settings
 from herdless.spark.errors import HerdlessSparkError
 from herdless.spark.offsets import TopicPartition
@@ -30,19 +31,13 @@ _quiet.propagate = False
 
 METADATA_GROUP = "herdless-spark-metadata"  # never joined: librdkafka wants a group.id
 
-# What the brokers at a bootstrap last refused for good (a login, a certificate), as
-# librdkafka's error callback heard it: librdkafka retries until its wait is over
-# and then names only a transport failure.
-_refused: dict[str, str] = {}
-_REFUSALS = (KafkaError._AUTHENTICATION, KafkaError._SSL)
+# What the brokers at each bootstrap refused for good (a login, a certificate), as the
+# error callbacks of this process's clients of them heard it.
+_refusals: dict[str, Refusals] = {}
 
 
-def _listen_for_refusals(connection: ClientOptions) -> Callable[[KafkaError], None]:
-    def heard(error: KafkaError) -> None:
-        if error.code() in _REFUSALS:
-            _refused[connection.bootstrap] = error.str()
-
-    return heard
+def _listen_for_refusals(connection: ClientOptions) -> Refusals:
+    return _refusals.setdefault(connection.bootstrap, Refusals())
 
 
 def query_client_id(connection: ClientOptions) -> str:
@@ -194,7 +189,8 @@ def unreachable(
     member: its callbacks are served here) heard one, else the wait that ran out."""
     if client is not None:
         client.poll(0)
-    refusal = _refused.pop(connection.bootstrap, None)
+    refusals = _refusals.pop(connection.bootstrap, None)
+    refusal = refusals.reason() if refusals is not None else None
     if refusal is not None:
         return HerdlessSparkError(
             f"the broker at {connection.bootstrap} refused this client: {refusal}; check"
