@@ -104,3 +104,11 @@ def test_herdless_console_serves_https(tmp_path: Path, herdless_broker: Any) -> 
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=30)
     assert f"console at https://127.0.0.1:{port}/" in stderr
+
+
+def test_serve_console_client_settings_that_will_not_do_are_a_usage_error(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    args = ("--console-port", str(free_port()), "--console-command-config", "/no/such.properties")
+    result = herdless("serve", "--port", str(free_port()), "--data-dir", str(data), *args)
+    refused(result, "--console-command-config: cannot read config file", code=2)
+    assert not data.exists()

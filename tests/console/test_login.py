@@ -33,7 +33,7 @@ from playwright.sync_api import expect
 
 from herdless.cli.certs import CertificateFiles
 from herdless.testing.broker import HerdlessBroker
-from herdless.testing.security import ADMIN, Security, listener_addresses
+from herdless.testing.security import Security, listener_addresses
 from tests.support.broker import BrokerProcess, free_port
 from tests.support.browser import chromium, screenshot
 from tests.support.cli import COMMAND, herdless, refused
@@ -84,25 +84,21 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredConsole
     data_dir = base / "data"
     security.add_users_offline(data_dir)
     ports = {"SASL_SSL": free_port()}
-    settings = {
-        **security.broker_settings(certificates),
-        # The console asks this broker over its PLAINTEXT listener, as User:ANONYMOUS.
-        "super.users": f"User:{ADMIN};User:ANONYMOUS",
-        "group.initial.rebalance.delay.ms": "0",
-    }
+    admin = security.client_settings({"SASL_SSL": f"127.0.0.1:{ports['SASL_SSL']}"}, certificates)
+    settings = {**security.broker_settings(certificates), "group.initial.rebalance.delay.ms": "0"}
     console_port = free_port()
     args = [arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")]
     files = CertificateFiles.under(certificates)
     args += ["--console-port", str(console_port), "--console-login"]
     args += ["--console-ssl-keystore", str(files.broker)]
+    # The console's own client: admin, over the SASL_SSL listener (on the PLAINTEXT one
+    # it would be User:ANONYMOUS, whom the authorizer lets see nothing).
+    args += ["--console-command-config", str(admin.write_properties(base / "console.properties"))]
     broker = BrokerProcess(
         data_dir, *args, listeners=listener_addresses(ports, "127.0.0.1", ports)
     ).start()
     try:
-        admin_settings = security.client_settings(
-            {"SASL_SSL": f"127.0.0.1:{ports['SASL_SSL']}"}, certificates
-        ).librdkafka()
-        _prepare(admin_settings)
+        _prepare(admin.librdkafka())
         yield SecuredConsole(broker, console_port, files.ca)
     finally:
         assert broker.stop() == 0, broker.log()

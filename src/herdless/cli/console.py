@@ -7,6 +7,7 @@ both open it here, so a port that cannot be had fails the same way.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -72,10 +73,12 @@ def console(
             checker = SaslLogin(bootstrap, client_settings())
         except ValueError as exc:
             raise fail(f"--login: {exc}", USAGE) from None
-    web = open_console(host, port, interval, ssl_keystore, login_required=login)
+    web = open_console(
+        host, port, interval, ssl_keystore, login_required=login, settings=client_settings()
+    )
     try:
         require_reachable(bootstrap)
-        web.start(bootstrap, client_settings(), checker)
+        web.start(bootstrap, checker)
         note(f"console at {web.url} for the brokers at {bootstrap}; Ctrl-C stops it")
         while True:
             time.sleep(3600)
@@ -90,9 +93,11 @@ def open_console(
     ssl_keystore: Path | None = None,
     *,
     login_required: bool = False,
+    settings: Mapping[str, str] | None = None,
 ) -> Console:
     """A console listening on host:port (HTTPS with the key and certificates in
-    `ssl_keystore`), or the command's error saying why it cannot."""
+    `ssl_keystore`), whose client connects with `settings` (librdkafka's names), or the
+    command's error saying why it cannot."""
     import ssl
 
     from herdless.console.server import Console, tls_context
@@ -108,7 +113,14 @@ def open_console(
                 f" a private key and its certificate ({reason})"
             ) from None
     try:
-        return Console(host, port, interval_s, tls=tls, login_required=login_required)
+        return Console(
+            host,
+            port,
+            interval_s,
+            tls=tls,
+            login_required=login_required,
+            client_settings=settings,
+        )
     except OSError as exc:
         raise fail(f"cannot listen for the console on {host}:{port}: {_reason(exc)}") from None
 

@@ -96,15 +96,22 @@ def client_settings() -> Mapping[str, str]:
     return _settings.get() or {}
 
 
+def read_command_config(path: Path) -> dict[str, str]:
+    """A client settings file in Kafka's names, as librdkafka settings; ValueError says
+    why it will not do."""
+    from herdless.broker.config import read_properties
+    from herdless.security.client_config import librdkafka_config
+
+    # ConfigError and ClientConfigError are ValueErrors.
+    return librdkafka_config(read_properties(path))
+
+
 def _read_command_config(ctx: typer.Context, path: Path | None) -> Path | None:
     if path is None:
         return None
-    from herdless.broker.config import ConfigError, read_properties
-    from herdless.security.client_config import ClientConfigError, librdkafka_config
-
     try:
-        ctx.meta[_FILE] = librdkafka_config(read_properties(path))
-    except (ConfigError, ClientConfigError) as exc:
+        ctx.meta[_FILE] = read_command_config(path)
+    except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     return path
 

@@ -83,6 +83,15 @@ def serve(
             " in this PEM file.",
         ),
     ] = None,
+    console_command_config: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="How the console's own client connects to this broker: client settings in"
+            " Kafka's names, bootstrap.servers naming the listener (the first one unless"
+            " it does).",
+        ),
+    ] = None,
     console_login: Annotated[
         bool,
         typer.Option(
@@ -118,6 +127,7 @@ def serve(
 ) -> None:
     """Run a broker with its data on local disk: alone, or in a cluster with --zookeeper."""
     from herdless.broker.config import BrokerConfig, ConfigError, read_properties
+    from herdless.cli.options import read_command_config
 
     broker_config = BrokerConfig()
     try:
@@ -153,6 +163,12 @@ def serve(
         broker_config.validate()
         if console_port:
             _check_console_port(broker_config, console_port)
+        console_settings = None
+        if console_command_config is not None:
+            try:
+                console_settings = read_command_config(console_command_config)
+            except ValueError as exc:
+                raise ConfigError(f"--console-command-config: {exc}") from None
     except ConfigError as exc:
         raise fail(str(exc), USAGE) from None
     logging.basicConfig(
@@ -169,6 +185,7 @@ def serve(
             console_port,
             ssl_keystore=console_ssl_keystore,
             login_required=console_login,
+            settings=console_settings,
         )
     try:
         _run(broker_config, web)

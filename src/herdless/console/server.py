@@ -54,8 +54,12 @@ class Console:
         *,
         tls: ssl.SSLContext | None = None,
         login_required: bool = False,
+        client_settings: Mapping[str, str] | None = None,
     ) -> None:
         self.interval_s = interval_s
+        # How the console's own client connects (librdkafka's names), and to which
+        # brokers when they name them.
+        self.client_settings = dict(client_settings or {})
         # Whoever starts it gives it the Login (the broker's credentials and authorizer).
         self.login_required = login_required
         self._server = _Server((host, port), _Handler)
@@ -72,18 +76,14 @@ class Console:
         scheme = "https" if self._server.tls is not None else "http"
         return f"{scheme}://{shown}:{port}/"
 
-    def start(
-        self,
-        bootstrap: str,
-        client_settings: Mapping[str, str] | None = None,
-        login: Login | None = None,
-    ) -> None:
-        """Start sampling the brokers at `bootstrap` (connecting with `client_settings`,
-        librdkafka's names) and answering requests, after a `login` if given."""
+    def start(self, bootstrap: str, login: Login | None = None) -> None:
+        """Start sampling the brokers at `bootstrap` (unless the client settings name
+        theirs) and answering requests, after a `login` if given."""
         if self.login_required and login is None:
             raise ValueError("this console asks for a login: give it one")
         self._server.login = login
-        self.sampler = Sampler(bootstrap, self.interval_s, client_settings)
+        bootstrap = self.client_settings.get("bootstrap.servers") or bootstrap
+        self.sampler = Sampler(bootstrap, self.interval_s, self.client_settings)
         self._server.pages = Pages(self.sampler)
         self.sampler.start()
         self._thread = threading.Thread(
