@@ -122,15 +122,15 @@ class Security:
     start with SCRAM-SHA-256 and SCRAM-SHA-512 credentials (PLAIN logins are checked
     against them); `admin` is always among them, with a generated password unless
     given, and is a super user. `authorizer`: Kafka's ACL authorizer on, so that users
-    other than the super users may do only what ACLs allow (a PLAINTEXT client is
-    User:ANONYMOUS). `mechanisms`: the SASL mechanisms served.
+    other than admin and `super_users` may do only what ACLs allow (a PLAINTEXT
+    client is User:ANONYMOUS). `mechanisms`: the SASL mechanisms served.
     """
 
     users: dict[str, str] = field(default_factory=dict)
     listeners: tuple[str, ...] = ("SASL_SSL",)
     mechanisms: tuple[str, ...] = DEFAULT_MECHANISMS
     authorizer: bool = False
-    super_users: tuple[str, ...] = (ADMIN,)
+    super_users: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self.users = {ADMIN: secrets.token_urlsafe(16), **self.users}
@@ -164,7 +164,9 @@ class Security:
         }
         if self.authorizer:
             settings["authorizer.class.name"] = AUTHORIZER
-            settings["super.users"] = ";".join(f"User:{user}" for user in self.super_users)
+            # admin always: the helpers act as it.
+            supers = dict.fromkeys([ADMIN, *self.super_users])
+            settings["super.users"] = ";".join(f"User:{user}" for user in supers)
         return settings
 
     def inter_broker_settings(self, certificates: Path) -> dict[str, str]:
