@@ -114,3 +114,100 @@ def test_failures_are_clear_shared_brokers_come_back_and_the_docs_example_runs(
     assert "apt-get install -y zookeeper" in output
     assert "src/herdless/testing" not in output
     assert "During handling of the above exception" not in output
+
+
+SECURED = """
+import asyncio
+import subprocess
+import sys
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+from kafka import KafkaAdminClient
+
+from herdless.testing.security import Security
+
+
+@pytest.fixture(scope="module")
+def broker(herdless_broker_factory):
+    security = Security(
+        users={"alice": "alice-Secret-1"}, listeners=("SASL_SSL", "SSL"), authorizer=True
+    )
+    with herdless_broker_factory(security=security) as broker:
+        yield broker
+
+
+def test_the_helpers_go_through_the_secured_listener(herdless_secured_broker):
+    broker = herdless_secured_broker
+    assert broker.bootstrap != broker.plaintext_bootstrap
+    assert broker.client_config()["security.protocol"] == "SASL_SSL"
+    broker.create_topic("secured", partitions=2)
+    broker.produce("secured", ["a", "b"])
+    assert sorted(r.value for r in broker.consume("secured", 2)) == [b"a", b"b"]
+
+
+def test_each_client_library_logs_in(broker):
+    broker.create_topic("orders")
+    alice = broker.client_settings("alice")
+    assert "orders" in KafkaAdminClient(**alice.kafka_python()).list_topics()
+    plain = broker.client_settings("alice", mechanism="PLAIN")
+    producer = Producer(plain.librdkafka())
+    producer.produce("orders", b"from-librdkafka")
+    assert producer.flush(10) == 0
+
+    async def produce():
+        client = AIOKafkaProducer(**alice.aiokafka())
+        await client.start()
+        await client.send_and_wait("orders", b"from-aiokafka")
+        await client.stop()
+
+    asyncio.run(produce())
+    values = sorted(r.value for r in broker.consume("orders", 2))
+    assert values == [b"from-aiokafka", b"from-librdkafka"]
+
+
+def test_a_client_certificate_over_ssl(broker):
+    settings = broker.client_settings(None, listener="SSL", certificate=True)
+    admin = AdminClient(settings.librdkafka())
+    assert "orders" in admin.list_topics(timeout=10).topics
+
+
+def test_a_wrong_password_is_refused(broker):
+    alice = broker.client_settings("alice")
+    wrong = {**alice.librdkafka(), "sasl.password": "wrong", "group.id": "g"}
+    errors = []
+    consumer = Consumer({**wrong, "error_cb": errors.append})
+    with pytest.raises(KafkaException):
+        consumer.list_topics(timeout=3)
+    consumer.poll(0)
+    assert any("Authentication failed" in e.str() for e in errors), errors
+
+
+def test_the_herdless_command_with_kafkas_settings(broker, tmp_path):
+    config = broker.client_settings().write_properties(tmp_path / "admin.properties")
+    listed = subprocess.run(
+        [sys.executable, "-m", "herdless", "topics", "list", "--command-config", str(config)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert "orders" in listed.stdout, listed.stderr
+
+
+def test_a_secured_cluster(herdless_cluster_factory):
+    with herdless_cluster_factory(3, security=Security()) as cluster:
+        assert len(cluster.bootstrap.split(",")) == 3
+        cluster.create_topic("replicated", partitions=2)  # 3 replicas, in sync over SASL_SSL
+        cluster.produce("replicated", ["x"])
+        assert [r.value for r in cluster.consume("replicated", 1)] == [b"x"]
+"""
+
+
+def test_secured_brokers_and_clusters_for_each_client_library(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pytest.ini").write_text("[pytest]\n")
+    (project / "test_secured.py").write_text(SECURED)
+    result = run_pytest(project, tmp_path, "-q")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert outcomes(result)["passed"] == 6, result.stdout

@@ -3,14 +3,21 @@ cannot start: one `error:` line each, before anything else starts."""
 
 from __future__ import annotations
 
+import signal
 import socket
+import ssl
+import subprocess
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from herdless.cli.certs import write_certificates
 from tests.support.broker import free_port
-from tests.support.cli import herdless, refused
+from tests.support.cli import COMMAND, herdless, refused
 
 
 @pytest.fixture
@@ -62,3 +69,46 @@ def test_serve_console_port_must_be_its_own(tmp_path: Path) -> None:
         "invalid value for '--console-port'",
         code=2,
     )
+
+
+def test_a_keystore_that_will_not_do_is_named(tmp_path: Path) -> None:
+    not_pem = tmp_path / "keystore.pem"
+    not_pem.write_text("not a key\n")
+    for keystore in (not_pem, tmp_path / "missing.pem"):
+        result = herdless("console", "--port", "0", "--ssl-keystore", str(keystore))
+        refused(result, f"cannot serve the console over TLS with {keystore}")
+
+
+def test_herdless_console_serves_https(tmp_path: Path, herdless_broker: Any) -> None:
+    """`herdless console --ssl-keystore`: the console in a process of its own, over TLS."""
+    files = write_certificates(tmp_path / "certs")
+    port = free_port()
+    command = [*COMMAND, "console", "--port", str(port), "--ssl-keystore", str(files.broker)]
+    process = subprocess.Popen(
+        [*command, "-b", herdless_broker.bootstrap], stderr=subprocess.PIPE, text=True
+    )
+    try:
+        context = ssl.create_default_context(cafile=files.ca)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(
+                    f"https://127.0.0.1:{port}/brokers", context=context, timeout=5
+                ) as answer:
+                    assert answer.status == 200
+                    break
+            except OSError:
+                assert process.poll() is None and time.monotonic() < deadline
+                time.sleep(0.2)
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    assert f"console at https://127.0.0.1:{port}/" in stderr
+
+
+def test_serve_console_client_settings_that_will_not_do_are_a_usage_error(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    args = ("--console-port", str(free_port()), "--console-command-config", "/no/such.properties")
+    result = herdless("serve", "--port", str(free_port()), "--data-dir", str(data), *args)
+    refused(result, "--console-command-config: cannot read config file", code=2)
+    assert not data.exists()

@@ -13,6 +13,7 @@ import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import BrowserContext, Page, sync_playwright
@@ -45,8 +46,9 @@ def require_chromium() -> str:
 
 
 @contextmanager
-def chromium(user_data_dir: Path) -> Iterator[BrowserContext]:
-    """A headless chromium with a fresh profile in `user_data_dir`."""
+def chromium(user_data_dir: Path, **options: Any) -> Iterator[BrowserContext]:
+    """A headless chromium with a fresh profile in `user_data_dir`; `options` go to
+    playwright's launch_persistent_context (e.g. ignore_https_errors)."""
     executable = require_chromium()
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
@@ -55,6 +57,7 @@ def chromium(user_data_dir: Path) -> Iterator[BrowserContext]:
             headless=True,
             args=CHROMIUM_ARGS,
             viewport={"width": 1280, "height": 900},
+            **options,
         )
         try:
             yield context

@@ -302,11 +302,11 @@ class Broker:
                 self._bound_ports[listener.name],
             )
         if self.config.metrics_port is not None:
-            self._metrics_server = await serve_metrics(
-                self.metrics, self.config.host, self.config.metrics_port
-            )
+            host = self.config.metrics_host
+            self._metrics_server = await serve_metrics(self.metrics, host, self.config.metrics_port)
             port = self._metrics_server.sockets[0].getsockname()[1]
-            log.info("metrics at http://%s:%d/metrics", self.config.host, port)
+            shown = f"[{host}]" if ":" in host else host
+            log.info("metrics at http://%s:%d/metrics", shown, port)
 
     async def stop(self) -> None:
         """Stop accepting, answer requests in flight, then flush and close every log."""

@@ -97,6 +97,9 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     "offset.metadata.max.bytes": ("offset_metadata_max_bytes", int),
     # herdless's own: where Prometheus scrapes /metrics; unset, no endpoint.
     "metrics.port": ("metrics_port", int),
+    # herdless's own: the address /metrics listens on; this machine only unless told,
+    # whatever address the listeners take (metrics name every group and topic).
+    "metrics.host": ("metrics_host", str),
     # false: lag per group and topic only, not per partition (fewer series).
     "metrics.lag.per.partition": ("metrics_lag_per_partition", bool),
 }
@@ -215,6 +218,7 @@ class BrokerConfig:
     data_dir: Path = Path("herdless-data")
     node_id: int = 0
     metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
     metrics_lag_per_partition: bool = True
     auto_create_topics: bool = True
     num_partitions: int = 1
@@ -553,14 +557,15 @@ def _parse(key: str, value: str, kind: type) -> object:
 
 
 def read_properties(path: Path) -> dict[str, str]:
-    """Read a Java-style properties file: key=value lines, # and ! comments."""
+    """Read a Java-style properties file: key=value lines, # and ! comments, and a
+    line ending in a backslash continued on the next (as client settings files write
+    a long sasl.jaas.config)."""
     try:
         text = path.read_text()
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
     properties: dict[str, str] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
+    for number, stripped in _logical_lines(text):
         if not stripped or stripped[0] in "#!":
             continue
         key, sep, value = stripped.partition("=")
@@ -570,3 +575,25 @@ def read_properties(path: Path) -> dict[str, str]:
             raise ConfigError(f"{path}:{number}: expected key=value, got {stripped!r}")
         properties[key.strip()] = value.strip()
     return properties
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """Each logical line, stripped, with the number of the line it starts on."""
+    lines: list[tuple[int, str]] = []
+    pending: tuple[int, str] | None = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if pending is not None:
+            number, stripped = pending[0], pending[1] + stripped
+            pending = None
+        elif stripped[:1] in ("#", "!"):
+            lines.append((number, stripped))  # a comment never continues
+            continue
+        trailing = len(stripped) - len(stripped.rstrip("\\"))
+        if trailing % 2:
+            pending = (number, stripped[:-1])
+            continue
+        lines.append((number, stripped))
+    if pending is not None:
+        lines.append(pending)
+    return lines

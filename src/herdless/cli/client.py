@@ -8,15 +8,16 @@ is imported here, when a command first connects, and never when `--help` runs.
 
 from __future__ import annotations
 
+import logging
 import socket
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
 from herdless.cli.errors import CommandError, fail
-from herdless.cli.options import parse_addresses
+from herdless.cli.options import client_settings, parse_addresses
 
 if TYPE_CHECKING:
     from kafka import KafkaAdminClient, TopicPartition
@@ -34,6 +35,7 @@ CLIENT_ID = "herdless-cli"
 ANY_BROKER_ATTEMPTS = 3
 
 T = TypeVar("T")
+C = TypeVar("C")
 
 
 def require_reachable(bootstrap: str, timeout_s: float = 5.0) -> None:
@@ -56,21 +58,101 @@ def reachable(bootstrap: str, timeout_s: float = 5.0) -> bool:
     return False
 
 
-def open_admin(bootstrap: str, client_id: str = CLIENT_ID) -> KafkaAdminClient:
-    """An admin client, bootstrapped; CommandError says why there is none."""
+def kafka_python_settings(
+    accepted: Collection[str], settings: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The client settings (the command's own, unless given) as keyword arguments of a
+    kafka-python client that takes `accepted`; CommandError names one it cannot take."""
+    from herdless.security.client_config import ClientConfigError, kafka_python_config
+
+    try:
+        return kafka_python_config(client_settings() if settings is None else settings, accepted)
+    except ClientConfigError as exc:
+        raise CommandError(f"client setting {exc}") from None
+
+
+class ConnectionFailures(logging.Handler):
+    """kafka-python's log, kept from the terminal, minus the last reason a connection failed.
+
+    kafka-python retries a connection that fails (a refused password, a TLS handshake
+    with an untrusted certificate) until its bootstrap timeout, logging each reason,
+    then raises a timeout that names none: the reason is what the user needs.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.last: BaseException | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from kafka.errors import KafkaTimeoutError, SaslAuthenticationFailedError
+
+        for arg in record.args if isinstance(record.args, tuple) else ():
+            # The final timeout is the giving up, not a reason; and a refused login
+            # stays the reason when later tries find the connection closed at once (a
+            # broker slows down an address that failed to log in).
+            if not isinstance(arg, BaseException) or isinstance(arg, KafkaTimeoutError):
+                continue
+            if not isinstance(self.last, SaslAuthenticationFailedError):
+                self.last = arg
+
+
+_failures = ConnectionFailures()
+
+
+def connect_failure(exc: BaseException, bootstrap: str) -> str:
+    """Why no client connected to `bootstrap`, in one line."""
+    from kafka.errors import SaslAuthenticationFailedError
+
+    cause = _failures.last
+    if isinstance(cause, SaslAuthenticationFailedError):
+        detail = _words(cause).removeprefix(f"{type(cause).__name__}: ")
+        return f"authentication failed at {bootstrap}: {detail} (SASL_AUTHENTICATION_FAILED)"
+    if cause is not None:
+        return f"cannot connect to {bootstrap}: {_words(cause)}"
+    return f"no broker answers at {bootstrap}"
+
+
+def _words(exc: BaseException) -> str:
+    text = str(exc.args[0]) if exc.args else str(exc)
+    return text if len(text) <= 300 else text[:300] + "..."
+
+
+def open_admin(
+    bootstrap: str, client_id: str = CLIENT_ID, settings: Mapping[str, str] | None = None
+) -> KafkaAdminClient:
+    """An admin client, bootstrapped, with the client settings (the command's own, unless
+    given); CommandError says why there is none."""
+    return kafka_python_client(_admin_class, bootstrap, client_id, settings)
+
+
+def kafka_python_client(
+    client_class: Callable[[], type[C]],
+    bootstrap: str,
+    client_id: str = CLIENT_ID,
+    settings: Mapping[str, str] | None = None,
+    **own: Any,
+) -> C:
+    """A kafka-python client (admin, consumer...) of these brokers, bootstrapped, with the
+    client settings (the command's own, unless given) and then its `own`; CommandError
+    says why there is none. `client_class` imports kafka-python, once a broker answers."""
     if not reachable(bootstrap):
         raise CommandError(f"no broker answers at {bootstrap}")
     from kafka.errors import KafkaError
 
+    made = client_class()
+    logging.getLogger("kafka").addHandler(_failures)
+    _failures.last = None
+    config = {
+        "client_id": client_id,
+        "request_timeout_ms": REQUEST_TIMEOUT_MS,
+        "bootstrap_timeout_ms": BOOTSTRAP_TIMEOUT_MS,
+        **kafka_python_settings(made.DEFAULT_CONFIG, settings),  # type: ignore[attr-defined]
+        **own,
+    }
     try:
-        return _admin_class()(
-            bootstrap_servers=bootstrap,
-            client_id=client_id,
-            request_timeout_ms=REQUEST_TIMEOUT_MS,
-            bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
-        )
-    except KafkaError:
-        raise CommandError(f"no broker answers at {bootstrap}") from None
+        return made(bootstrap_servers=bootstrap, **config)
+    except KafkaError as exc:
+        raise CommandError(connect_failure(exc, bootstrap)) from None
     except Exception as exc:  # e.g. a host name that does not resolve
         raise CommandError(f"cannot connect to {bootstrap}: {exc}") from None
 

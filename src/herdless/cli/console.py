@@ -7,17 +7,28 @@ both open it here, so a port that cannot be had fails the same way.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from herdless.cli.errors import fail
-from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap
+from herdless.cli.errors import USAGE, fail
+from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, client_settings
 from herdless.cli.output import note
 
 if TYPE_CHECKING:
     from herdless.console.server import Console
 
+SslKeystoreOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--ssl-keystore",
+        metavar="FILE",
+        help="Serve HTTPS with the private key and certificate chain in this PEM file"
+        " (as ssl.keystore.type=PEM; `herdless certs` writes one as broker.pem).",
+    ),
+]
 DEFAULT_CONSOLE_PORT = 8080
 DEFAULT_INTERVAL_S = 2.0
 # Shorter looks would be a load on the brokers that no person watching needs.
@@ -39,15 +50,35 @@ def console(
             help="How often to ask the brokers and refresh the pages.",
         ),
     ] = DEFAULT_INTERVAL_S,
+    ssl_keystore: SslKeystoreOption = None,
+    login: Annotated[
+        bool,
+        typer.Option(
+            "--login",
+            help="Ask for a user name and password, checked by logging in to the brokers"
+            " as that user over SASL (the client settings must name a SASL listener), and"
+            " show each user what they may describe.",
+        ),
+    ] = False,
 ) -> None:
     """Serve a web console for the brokers at --bootstrap-server: brokers, topics, groups
     with their lag over time, and rebalances. Ctrl-C stops it."""
     from herdless.cli.client import require_reachable
 
-    web = open_console(host, port, interval)
+    checker = None
+    if login:
+        from herdless.console.sasl_login import SaslLogin
+
+        try:
+            checker = SaslLogin(bootstrap, client_settings())
+        except ValueError as exc:
+            raise fail(f"--login: {exc}", USAGE) from None
+    web = open_console(
+        host, port, interval, ssl_keystore, login_required=login, settings=client_settings()
+    )
     try:
         require_reachable(bootstrap)
-        web.start(bootstrap)
+        web.start(bootstrap, checker)
         note(f"console at {web.url} for the brokers at {bootstrap}; Ctrl-C stops it")
         while True:
             time.sleep(3600)
@@ -55,12 +86,41 @@ def console(
         web.stop()
 
 
-def open_console(host: str, port: int, interval_s: float = DEFAULT_INTERVAL_S) -> Console:
-    """A console listening on host:port, or the command's error saying why it cannot."""
-    from herdless.console.server import Console
+def open_console(
+    host: str,
+    port: int,
+    interval_s: float = DEFAULT_INTERVAL_S,
+    ssl_keystore: Path | None = None,
+    *,
+    login_required: bool = False,
+    settings: Mapping[str, str] | None = None,
+) -> Console:
+    """A console listening on host:port (HTTPS with the key and certificates in
+    `ssl_keystore`), whose client connects with `settings` (librdkafka's names), or the
+    command's error saying why it cannot."""
+    import ssl
 
+    from herdless.console.server import Console, tls_context
+
+    tls = None
+    if ssl_keystore is not None:
+        try:
+            tls = tls_context(str(ssl_keystore))
+        except (OSError, ssl.SSLError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise fail(
+                f"cannot serve the console over TLS with {ssl_keystore}: not a PEM file with"
+                f" a private key and its certificate ({reason})"
+            ) from None
     try:
-        return Console(host, port, interval_s)
+        return Console(
+            host,
+            port,
+            interval_s,
+            tls=tls,
+            login_required=login_required,
+            client_settings=settings,
+        )
     except OSError as exc:
         raise fail(f"cannot listen for the console on {host}:{port}: {_reason(exc)}") from None
 

@@ -19,7 +19,12 @@ import typer
 from herdless.cli.errors import fail, warn
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap
 from herdless.cli.output import Output, OutputOption
-from herdless.cli.rdkafka import METADATA_TIMEOUT_S, client_config, partition_count
+from herdless.cli.rdkafka import (
+    METADATA_TIMEOUT_S,
+    client_config,
+    fail_if_refused,
+    partition_count,
+)
 from herdless.cli.record_format import compile_format, json_line
 
 if TYPE_CHECKING:
@@ -155,6 +160,7 @@ def _print_records(
     while count is None or printed < count:
         message = consumer.poll(POLL_S)
         if message is None:
+            fail_if_refused()  # e.g. a password changed while consuming
             continue
         error = message.error()
         where = (message.topic(), message.partition())

@@ -11,17 +11,13 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
 
-from herdless.cli.client import (
-    BOOTSTRAP_TIMEOUT_MS,
-    CLIENT_ID,
-    REQUEST_TIMEOUT_MS,
-    reachable,
-)
+from herdless.cli.client import CLIENT_ID, kafka_python_client
 from herdless.cli.errors import CommandError, fail
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap
 from herdless.cli.output import OutputOption, Table, View, show
@@ -117,25 +113,22 @@ class HistoryReader:
     Failures are CommandError, in words.
     """
 
-    def __init__(self, bootstrap: str, client_id: str = CLIENT_ID) -> None:
-        if not reachable(bootstrap):
-            raise CommandError(f"no broker answers at {bootstrap}")
-        from kafka import KafkaConsumer
-        from kafka.errors import KafkaError
-
+    def __init__(
+        self,
+        bootstrap: str,
+        client_id: str = CLIENT_ID,
+        settings: Mapping[str, str] | None = None,
+    ) -> None:
         self._bootstrap = bootstrap
-        try:
-            self._consumer = KafkaConsumer(
-                bootstrap_servers=bootstrap,
-                client_id=client_id,
-                enable_auto_commit=False,
-                # Retention may delete what was not read yet: go on from what is left.
-                auto_offset_reset="earliest",
-                request_timeout_ms=REQUEST_TIMEOUT_MS,
-                bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
-            )
-        except KafkaError:
-            raise CommandError(f"no broker answers at {bootstrap}") from None
+        self._consumer = kafka_python_client(
+            _consumer_class,
+            bootstrap,
+            client_id,
+            settings,
+            enable_auto_commit=False,
+            # Retention may delete what was not read yet: go on from what is left.
+            auto_offset_reset="earliest",
+        )
         self._assigned: list[Any] = []
 
     def __enter__(self) -> HistoryReader:
@@ -194,3 +187,9 @@ def _time(ms: int | None) -> str:
     if ms is None:
         return "-"
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _consumer_class() -> type[Any]:
+    from kafka import KafkaConsumer
+
+    return KafkaConsumer

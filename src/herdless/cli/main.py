@@ -22,6 +22,7 @@ from herdless.cli.consume import consume
 from herdless.cli.errors import error
 from herdless.cli.groups import groups_app
 from herdless.cli.marshal import marshal_app
+from herdless.cli.options import add_client_options
 from herdless.cli.produce import produce
 from herdless.cli.serve import serve
 from herdless.cli.topics import topics_app
@@ -80,7 +81,9 @@ def run(args: Sequence[str]) -> int:
     # recent typer releases).
     click_errors = sys.modules[typer.BadParameter.__module__]
     try:
-        code = app(args=list(args), prog_name="herdless", standalone_mode=False)
+        command = typer.main.get_command(app)
+        add_client_options(command)
+        code = command.main(args=list(args), prog_name="herdless", standalone_mode=False)
     except click_errors.ClickException as exc:
         if type(exc).__name__ == "NoArgsIsHelpError":
             typer.echo(exc.format_message())

@@ -15,7 +15,7 @@ import typer
 
 from herdless.cli.client import require_reachable
 from herdless.cli.errors import fail
-from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, command_group
+from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, client_settings, command_group
 from herdless.cli.output import OutputOption, Table, View, show
 
 marshal_app = command_group(
@@ -43,7 +43,7 @@ def status(
 
     topic = coordination_topic or DEFAULT_TOPIC
     try:
-        state = read_state(bootstrap, topic)
+        state = read_state(bootstrap, topic, dict(client_settings()))
     except MarshalError as exc:
         raise fail(str(exc)) from None
     except Exception as exc:  # the client library's own failures: one line, not a traceback

@@ -19,6 +19,7 @@ from herdless.cli.errors import USAGE, fail
 if TYPE_CHECKING:
     from herdless.broker.broker import Broker
     from herdless.broker.config import BrokerConfig
+    from herdless.console.login import Login
     from herdless.console.server import Console
 
 
@@ -67,6 +68,37 @@ def serve(
             show_default="off",
         ),
     ] = None,
+    console_host: Annotated[
+        str,
+        typer.Option(
+            help="Address the console listens on (this machine only unless told;"
+            " 0.0.0.0 for every address).",
+        ),
+    ] = "127.0.0.1",
+    console_ssl_keystore: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="Serve the console over HTTPS with the private key and certificate chain"
+            " in this PEM file.",
+        ),
+    ] = None,
+    console_command_config: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="How the console's own client connects to this broker: client settings in"
+            " Kafka's names, bootstrap.servers naming the listener (the first one unless"
+            " it does).",
+        ),
+    ] = None,
+    console_login: Annotated[
+        bool,
+        typer.Option(
+            help="Ask for a user name and password (this broker's SCRAM credentials) and"
+            " show each user only the topics and groups their ACLs let them describe.",
+        ),
+    ] = False,
     zookeeper: Annotated[
         str | None,
         typer.Option(
@@ -95,6 +127,7 @@ def serve(
 ) -> None:
     """Run a broker with its data on local disk: alone, or in a cluster with --zookeeper."""
     from herdless.broker.config import BrokerConfig, ConfigError, read_properties
+    from herdless.cli.options import read_command_config
 
     broker_config = BrokerConfig()
     try:
@@ -130,6 +163,12 @@ def serve(
         broker_config.validate()
         if console_port:
             _check_console_port(broker_config, console_port)
+        console_settings = None
+        if console_command_config is not None:
+            try:
+                console_settings = read_command_config(console_command_config)
+            except ValueError as exc:
+                raise ConfigError(f"--console-command-config: {exc}") from None
     except ConfigError as exc:
         raise fail(str(exc), USAGE) from None
     logging.basicConfig(
@@ -141,7 +180,13 @@ def serve(
         from herdless.cli.console import open_console
 
         # Before the broker starts: a port in use stops it from starting at all.
-        web = open_console(broker_config.host, console_port)
+        web = open_console(
+            console_host,
+            console_port,
+            ssl_keystore=console_ssl_keystore,
+            login_required=console_login,
+            settings=console_settings,
+        )
     try:
         _run(broker_config, web)
     finally:
@@ -268,8 +313,26 @@ def _start_console(web: Console, config: BrokerConfig, broker: Broker) -> None:
     logging.getLogger("kafka").setLevel(logging.ERROR)
     host = "127.0.0.1" if config.host in WILDCARD_HOSTS else config.host
     shown = f"[{host}]" if ":" in host else host
-    web.start(f"{shown}:{broker.context.bound_port}")
+    web.start(f"{shown}:{broker.context.bound_port}", login=_console_login(web, broker))
     logging.getLogger("herdless.console").info("console at %s", web.url)
+
+
+def _console_login(web: Console, broker: Broker) -> Login | None:
+    """The console's login, checked as this broker checks a SASL PLAIN login (against its
+    SCRAM credentials) and filtered by its authorizer: the console is in its process."""
+    import functools
+
+    from herdless.console.login import BrokerLogin
+    from herdless.security.scram import verify_plain
+
+    if not web.login_required:
+        return None
+    assert broker.context is not None, "started"
+    acls = broker.context.acls
+    return BrokerLogin(
+        functools.partial(verify_plain, broker.credentials),
+        acls.authorizer if acls is not None else None,
+    )
 
 
 # After this long, a stopping broker says what it is still waiting for.

@@ -7,6 +7,7 @@ the fragment alone (`?fragment=1`) every interval and puts it in place.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from dataclasses import dataclass, field
@@ -18,8 +19,10 @@ import jinja2
 
 from herdless.cli.group_state import format_partitions, uncommitted_note
 from herdless.cli.output import cell
+from herdless.console.login import Viewer
 from herdless.console.plot import lag_plot, rebalance_strip
 from herdless.console.sampler import Sampler
+from herdless.console.snapshot import Group, Topic
 
 NAVIGATION = (
     ("/groups", "Groups"),
@@ -45,26 +48,29 @@ class Response:
 
 
 class Pages:
-    def __init__(self, sampler: Sampler) -> None:
+    def __init__(
+        self,
+        sampler: Sampler,
+        viewer: Viewer | None = None,
+        env: jinja2.Environment | None = None,
+    ) -> None:
         self.sampler = sampler
-        self.env = jinja2.Environment(
-            loader=jinja2.PackageLoader("herdless.console", "templates"),
-            autoescape=True,
-            undefined=jinja2.StrictUndefined,
-            trim_blocks=True,
-            lstrip_blocks=True,
-        )
-        self.env.filters.update(
-            cell=cell,
-            urlpart=lambda text: quote(str(text), safe=""),
-            size=human_size,
-            duration=human_duration,
-            clock=clock,
-            slug=slug,
-            partitions=format_partitions,
-        )
+        self.viewer = viewer
+        self.env = env if env is not None else _environment()
 
-    def get(self, path: str, fragment: bool = False) -> Response:
+    def get(self, path: str, fragment: bool = False, viewer: Viewer | None = None) -> Response:
+        """The page at `path`, showing `viewer` (a signed-in user, when the console has a
+        login) only the topics and groups they may describe."""
+        if viewer is not None:
+            return Pages(self.sampler, viewer, self.env)._get(path, fragment)
+        return self._get(path, fragment)
+
+    def login_page(self, status: int, message: str | None = None) -> Response:
+        context = {"message": message, "title": "Log in", "bootstrap": self.sampler.bootstrap}
+        body = self.env.get_template("login.html").render(context).encode()
+        return Response(status, body)
+
+    def _get(self, path: str, fragment: bool) -> Response:
         if path == "/":
             return Response(302, b"", headers={"Location": "/groups"})
         if path.startswith("/static/"):
@@ -80,13 +86,42 @@ class Pages:
             return self._page(404, "not-found.html", "/" + section, "Not found", {}, fragment)
         return page(unquote(rest), fragment)
 
+    # -- what the viewer may see ---------------------------------------------
+
+    def _visible_groups(self) -> dict[str, Group]:
+        snapshot = self.sampler.snapshot
+        groups = snapshot.groups if snapshot else {}
+        if self.viewer is None:
+            return dict(groups)
+        # Kafka's OffsetFetch leaves out partitions of topics the caller may not describe.
+        topics = set(self.viewer.topics({row.tp.topic for g in groups.values() for row in g.rows}))
+        return {
+            group_id: dataclasses.replace(
+                groups[group_id], rows=[r for r in groups[group_id].rows if r.tp.topic in topics]
+            )
+            for group_id in self.viewer.groups(groups)
+        }
+
+    def _visible_topics(self) -> list[Topic]:
+        snapshot = self.sampler.snapshot
+        topics = snapshot.topics if snapshot else []
+        if self.viewer is None:
+            return list(topics)
+        allowed = set(self.viewer.topics(t.name for t in topics))
+        return [t for t in topics if t.name in allowed]
+
+    def _visible_rebalances(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if self.viewer is None:
+            return entries
+        allowed = set(self.viewer.groups({e.get("group_id", "") for e in entries}))
+        return [e for e in entries if e.get("group_id", "") in allowed]
+
     # -- pages ---------------------------------------------------------------
 
     def _groups(self, group_id: str, fragment: bool) -> Response:
         if group_id:
             return self._group(group_id, fragment)
-        snapshot = self.sampler.snapshot
-        groups = list(snapshot.groups.values()) if snapshot else []
+        groups = list(self._visible_groups().values())
         sparklines = {
             g.info.group_id: lag_plot(self.sampler.lag.of(g.info.group_id), 160, 32, labels=False)
             for g in groups
@@ -102,7 +137,10 @@ class Pages:
 
     def _group(self, group_id: str, fragment: bool) -> Response:
         snapshot = self.sampler.snapshot
-        group = snapshot.groups.get(group_id) if snapshot else None
+        if self.viewer is not None and not self.viewer.groups([group_id]):
+            # As if it did not exist: a name the user may not describe is not confirmed.
+            return self._page(404, "not-found.html", "/groups", "Not found", {}, fragment)
+        group = self._visible_groups().get(group_id)
         rebalances = self.sampler.rebalances.of(group_id)
         samples = self.sampler.lag.of(group_id)
         known = group is not None or rebalances or samples or snapshot is None
@@ -119,7 +157,7 @@ class Pages:
 
     def _topics(self, name: str, fragment: bool) -> Response:
         snapshot = self.sampler.snapshot
-        topics = snapshot.topics if snapshot else []
+        topics = self._visible_topics()
         if not name:
             context = {"topics": topics}
             return self._page(200, "topics.html", "/topics", "Topics", context, fragment)
@@ -135,7 +173,7 @@ class Pages:
         return self._page(status, "brokers.html", "/brokers", "Brokers", context, fragment)
 
     def _rebalances(self, rest: str, fragment: bool) -> Response:
-        context = self._timeline(self.sampler.rebalances.latest())
+        context = self._timeline(self._visible_rebalances(self.sampler.rebalances.latest()))
         status = 404 if rest else 200
         return self._page(status, "rebalances.html", "/rebalances", "Rebalances", context, fragment)
 
@@ -173,11 +211,32 @@ class Pages:
             "snapshot": snapshot,
             "problems": snapshot.problems if snapshot else {},
             "problem": self.sampler.problem,
+            "user": self.viewer.user if self.viewer is not None else None,
             **context,
         }
         name = template if fragment else "page.html"
         body = self.env.get_template(name).render(shared).encode()
         return Response(status, body)
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("herdless.console", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(
+        cell=cell,
+        urlpart=lambda text: quote(str(text), safe=""),
+        size=human_size,
+        duration=human_duration,
+        clock=clock,
+        slug=slug,
+        partitions=format_partitions,
+    )
+    return env
 
 
 def _static(name: str) -> Response:

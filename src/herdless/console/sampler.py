@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from herdless.cli.errors import CommandError
@@ -32,8 +33,12 @@ BUSY_SHARE = 0.2
 
 
 class Sampler:
-    def __init__(self, bootstrap: str, interval_s: float) -> None:
+    def __init__(
+        self, bootstrap: str, interval_s: float, client_settings: Mapping[str, str] | None = None
+    ) -> None:
         self.bootstrap = bootstrap
+        # Read here, in the thread that made the console: the sampler's own has none.
+        self.client_settings = dict(client_settings or {})
         self.interval_s = interval_s
         # How long the last look took, and so how far apart looks are now.
         self.took_s = 0.0
@@ -66,7 +71,7 @@ class Sampler:
             if self._admin is None:
                 from herdless.cli.client import open_admin
 
-                self._admin = open_admin(self.bootstrap, CLIENT_ID)
+                self._admin = open_admin(self.bootstrap, CLIENT_ID, self.client_settings)
             snapshot = take_snapshot(self._admin, self.bootstrap)
         except CommandError as exc:
             self._fail(str(exc))
@@ -86,7 +91,7 @@ class Sampler:
     def _read_history(self) -> None:
         try:
             if self._history is None:
-                self._history = HistoryReader(self.bootstrap, CLIENT_ID)
+                self._history = HistoryReader(self.bootstrap, CLIENT_ID, self.client_settings)
             self.rebalances.add(self._history.read_to_end(HISTORY_READ_S))
             self.rebalances.problem = None
         except CommandError as exc:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
 
 from herdless.marshal.fairness import ClaimStrategy, plan
-from herdless.marshal.log import CoordinationLog, MarshalError
+from herdless.marshal.log import CoordinationLog, MarshalError, client_config
 from herdless.marshal.messages import NO_OFFSET, Kind, Message
 from herdless.marshal.rationalizer import ClaimKey, WorldState
 
@@ -134,7 +134,7 @@ class MarshalConsumer:
                 "enable.auto.commit": False,
                 "enable.partition.eof": False,
                 "fetch.wait.max.ms": 100,
-                **(config or {}),
+                **client_config(config),
             }
         )
         self._assigned: dict[ClaimKey, Holding] = {}

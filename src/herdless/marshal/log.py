@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -25,7 +25,7 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 
 from herdless.marshal.messages import Kind, Message, encode
 from herdless.marshal.placement import (
@@ -35,14 +35,27 @@ from herdless.marshal.placement import (
     member_partition,
 )
 from herdless.marshal.rationalizer import Entry, Rationalizer, WorldState
+from herdless.security.client_config import ClientConfigError, Refusals, librdkafka_config
 
 log = logging.getLogger(__name__)
 
 TIMEOUT_S = 30.0
+# How often to look at librdkafka's errors while waiting for the first metadata.
+METADATA_ATTEMPT_S = 0.5
 
 
 class MarshalError(RuntimeError):
     """The coordination log could not be written or read."""
+
+
+def client_config(config: Mapping[str, str] | None) -> dict[str, str]:
+    """Client settings as Marshal's users give them, in librdkafka's names or the Java
+    client's (security.protocol, sasl.jaas.config, ssl.truststore.location...), as
+    librdkafka takes them; MarshalError names a setting that cannot be honoured."""
+    try:
+        return librdkafka_config(config or {})
+    except ClientConfigError as exc:
+        raise MarshalError(f"client setting {exc}") from None
 
 
 def ensure_topic(
@@ -52,8 +65,9 @@ def ensure_topic(
 
     LogAppendTime makes the broker's clock the log's only clock.
     """
-    admin = AdminClient({"bootstrap.servers": bootstrap, **config})
-    metadata = admin.list_topics(timeout=TIMEOUT_S)
+    refusals = Refusals()
+    admin = AdminClient({"bootstrap.servers": bootstrap, **config, "error_cb": refusals})
+    metadata = _metadata(admin, refusals, bootstrap)
     if topic not in metadata.topics or metadata.topics[topic].error is not None:
         if not create:
             raise MarshalError(f"no coordination topic {topic} at {bootstrap}")
@@ -78,6 +92,24 @@ def ensure_topic(
     raise MarshalError(f"{topic} did not appear")
 
 
+def _metadata(admin: AdminClient, refusals: Refusals, bootstrap: str) -> ClusterMetadata:
+    """The brokers' metadata; MarshalError at once if they refuse the client's login or
+    certificate (librdkafka would retry it until TIMEOUT_S, naming only a transport
+    failure)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        try:
+            return admin.list_topics(timeout=METADATA_ATTEMPT_S)
+        except KafkaException:
+            admin.poll(0)  # serves the error callback
+            reason = refusals.reason()
+            if reason is not None:
+                message = f"the brokers at {bootstrap} refused the client: {reason}"
+                raise MarshalError(message) from None
+            if time.monotonic() >= deadline:
+                raise
+
+
 def destination(message: Message, partitions: int) -> int:
     if message.kind is Kind.PRESENT:
         return member_partition(message.group_id, partitions)
@@ -95,7 +127,7 @@ class CoordinationLog:
         config: dict[str, str] | None = None,
         create: bool = True,
     ) -> None:
-        config = dict(config or {})
+        config = client_config(config)
         self.topic = topic
         self.partitions = ensure_topic(bootstrap, topic, partitions, config, create)
         self._producer = Producer(

@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
+from herdless.security.client_config import Refusals
 from herdless.spark.client_config import librdkafka_settings
 from herdless.spark.errors import HerdlessSparkError
 from herdless.spark.offsets import TopicPartition
@@ -29,6 +30,14 @@ _quiet.addHandler(logging.NullHandler())
 _quiet.propagate = False
 
 METADATA_GROUP = "herdless-spark-metadata"  # never joined: librdkafka wants a group.id
+
+# What the brokers at each bootstrap refused for good (a login, a certificate), as the
+# error callbacks of this process's clients of them heard it.
+_refusals: dict[str, Refusals] = {}
+
+
+def _listen_for_refusals(connection: ClientOptions) -> Refusals:
+    return _refusals.setdefault(connection.bootstrap, Refusals())
 
 
 def query_client_id(connection: ClientOptions) -> str:
@@ -50,7 +59,7 @@ def quiet_consumer(
     """A consumer with the user's kafka.* settings over `defaults`, under `forced`."""
     config = {**(defaults or {}), **connection.consumer_config(group_id), **forced}
     try:
-        return Consumer({**config, "logger": _quiet})
+        return Consumer({**config, "logger": _quiet, "error_cb": _listen_for_refusals(connection)})
     except KafkaException as exc:
         raise bad_setting(exc) from None
 
@@ -58,7 +67,13 @@ def quiet_consumer(
 def quiet_producer(connection: ClientOptions) -> Producer:
     """The writer's producer (also made once at save() so that bad kafka.* options fail there)."""
     try:
-        return Producer({**connection.producer_config(), "logger": _quiet})
+        return Producer(
+            {
+                **connection.producer_config(),
+                "logger": _quiet,
+                "error_cb": _listen_for_refusals(connection),
+            }
+        )
     except KafkaException as exc:
         raise bad_setting(exc) from None
 
@@ -71,6 +86,7 @@ def quiet_admin(connection: ClientOptions) -> AdminClient:
                 **librdkafka_settings(connection.client),
                 "bootstrap.servers": connection.bootstrap,
                 "logger": _quiet,
+                "error_cb": _listen_for_refusals(connection),
             }
         )
     except KafkaException as exc:
@@ -108,7 +124,7 @@ def topic_partitions(
     try:
         metadata = consumer.list_topics(timeout=connection.connect_timeout_s)
     except KafkaException as exc:
-        raise unreachable(connection, exc) from None
+        raise unreachable(connection, exc, consumer) from None
     available = {
         name: len(topic.partitions)
         for name, topic in metadata.topics.items()
@@ -154,7 +170,7 @@ def require_topic(connection: ClientOptions, topic: str) -> None:
     try:
         metadata = consumer.list_topics(timeout=connection.connect_timeout_s)
     except KafkaException as exc:
-        raise unreachable(connection, exc) from None
+        raise unreachable(connection, exc, consumer) from None
     finally:
         consumer.close()
     if topic not in metadata.topics or metadata.topics[topic].error is not None:
@@ -164,7 +180,23 @@ def require_topic(connection: ClientOptions, topic: str) -> None:
         )
 
 
-def unreachable(connection: ClientOptions, exc: BaseException | None = None) -> HerdlessSparkError:
+def unreachable(
+    connection: ClientOptions,
+    exc: BaseException | None = None,
+    client: Consumer | Producer | AdminClient | None = None,
+) -> HerdlessSparkError:
+    """Why no broker answered: a refused login or certificate if `client` (not a group
+    member: its callbacks are served here) heard one, else the wait that ran out."""
+    if client is not None:
+        client.poll(0)
+    refusals = _refusals.pop(connection.bootstrap, None)
+    refusal = refusals.reason() if refusals is not None else None
+    if refusal is not None:
+        return HerdlessSparkError(
+            f"the broker at {connection.bootstrap} refused this client: {refusal}; check"
+            " kafka.sasl.jaas.config (or kafka.sasl.username and kafka.sasl.password) and"
+            " the kafka.ssl.* options"
+        )
     detail = f" ({_reason(exc)})" if exc is not None else ""
     return HerdlessSparkError(
         f"no Kafka broker answered at {connection.bootstrap} within "

@@ -13,45 +13,16 @@ settings work too.
 
 from __future__ import annotations
 
-import re
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from herdless.security.client_config import ClientConfigError, librdkafka_config
 from herdless.spark.errors import HerdlessSparkError
 
-# Java names of settings librdkafka has under another name.
-RENAMED = {
-    "fetch.max.wait.ms": "fetch.wait.max.ms",
-    "receive.buffer.bytes": "socket.receive.buffer.bytes",
-    "send.buffer.bytes": "socket.send.buffer.bytes",
-    "max.request.size": "message.max.bytes",
-}
-
-# Java client settings with no librdkafka counterpart that change only how the
-# Java client itself runs (metrics, its own timeouts and buffers): accepted and
-# ignored, so that Spark jobs keep working.
-IGNORED = frozenset(
-    {
-        "auto.include.jmx.reporter",
-        "buffer.memory",
-        "default.api.timeout.ms",
-        "exclude.internal.topics",
-        "internal.leave.group.on.close",
-        "max.block.ms",
-        "metric.reporters",
-        "metrics.num.samples",
-        "metrics.recording.level",
-        "metrics.sample.window.ms",
-        # The group member always uses range (see member.py); the Java names of
-        # assignors mean nothing to librdkafka.
-        "partition.assignment.strategy",
-        "socket.connection.setup.timeout.max.ms",
-        "ssl.enabled.protocols",
-        "ssl.keystore.type",
-        "ssl.protocol",
-    }
-)
+# Java client settings that only tune the Java client, beyond those every client
+# drops (security/client_config.py): the group member always uses range (see
+# member.py), and the Java names of assignors mean nothing to librdkafka.
+IGNORED = frozenset({"partition.assignment.strategy"})
 
 # Settings the source or sink owns, as Spark's Kafka connector refuses them, and why.
 _READ_REFUSED = {
@@ -69,44 +40,6 @@ _WRITE_REFUSED = {
     "value.serializer": "values are written as the bytes (or UTF-8 text) of the value column",
     "interceptor.classes": "interceptors could change records behind the sink",
 }
-
-_JAAS = re.compile(
-    r"^\s*(?P<module>[\w.$]+)\s+(?:required|requisite|sufficient|optional)\b(?P<rest>.*)$", re.S
-)
-_JAAS_MECHANISMS = {
-    "org.apache.kafka.common.security.plain.PlainLoginModule": "PLAIN",
-    "org.apache.kafka.common.security.scram.ScramLoginModule": "SCRAM",
-    "com.sun.security.auth.module.Krb5LoginModule": "GSSAPI",
-}
-
-
-def _jaas(value: str) -> dict[str, str]:
-    """librdkafka's settings for a Java JAAS login line (PLAIN, SCRAM or Kerberos keytab)."""
-    match = _JAAS.match(value)
-    module = match.group("module") if match else ""
-    if module not in _JAAS_MECHANISMS:
-        raise HerdlessSparkError(
-            f"option kafka.sasl.jaas.config: login module {module or value!r} cannot be "
-            "translated; herdless translates PlainLoginModule, ScramLoginModule and "
-            "Krb5LoginModule, or set librdkafka's kafka.sasl.username/kafka.sasl.password"
-        )
-    assert match is not None
-    fields = {}
-    for word in shlex.split(match.group("rest").rstrip().rstrip(";"), posix=True):
-        key, _, raw = word.partition("=")
-        fields[key] = raw
-    if _JAAS_MECHANISMS[module] == "GSSAPI":
-        config = {}
-        if "keyTab" in fields:
-            config["sasl.kerberos.keytab"] = fields["keyTab"]
-        if "principal" in fields:
-            config["sasl.kerberos.principal"] = fields["principal"]
-        return config
-    if "username" not in fields or "password" not in fields:
-        raise HerdlessSparkError(
-            "option kafka.sasl.jaas.config: the login line names no username and password"
-        )
-    return {"sasl.username": fields["username"], "sasl.password": fields["password"]}
 
 
 def _refuse(client: Mapping[str, str], refused: Mapping[str, str]) -> None:
@@ -135,15 +68,10 @@ def check_write_settings(client: Mapping[str, str]) -> None:
 
 def librdkafka_settings(client: Mapping[str, str]) -> dict[str, str]:
     """The kafka.* options (prefix stripped) as librdkafka configuration."""
-    config: dict[str, str] = {}
-    for key, value in client.items():
-        if key in IGNORED:
-            continue
-        if key == "sasl.jaas.config":
-            config.update(_jaas(value))
-            continue
-        config[RENAMED.get(key, key)] = value
-    return config
+    try:
+        return librdkafka_config({k: v for k, v in client.items() if k not in IGNORED})
+    except ClientConfigError as exc:
+        raise HerdlessSparkError(f"option kafka.{exc}") from None
 
 
 @dataclass(frozen=True)

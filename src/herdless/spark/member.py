@@ -241,7 +241,7 @@ class GroupMember:
         try:
             self.lookup.list_topics(timeout=self.options.connection.connect_timeout_s)
         except KafkaException as exc:
-            return unreachable(self.options.connection, exc)
+            return unreachable(self.options.connection, exc, self.lookup)
         return HerdlessSparkError(
             f"no partitions were assigned in consumer group {self.options.group_id!r} within "
             f"{self.options.group_join_timeout_s:g}s (groupJoinTimeoutMs); "

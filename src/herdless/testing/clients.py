@@ -17,8 +17,14 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
+from herdless.testing.security import ADMIN
+
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from confluent_kafka.admin import AdminClient, ClusterMetadata, ConsumerGroupDescription
+
+    from herdless.testing.security import ClientSettings, Security
 
 T = TypeVar("T")
 Data = bytes | str | None
@@ -81,10 +87,22 @@ def _encode(data: Data) -> bytes | None:
 class Brokers:
     """One broker or a cluster as a test sees it: where clients connect, its lifetime
     (a context manager: started on entry unless it already is, stopped on exit), its
-    logs, and helpers that go through a real client."""
+    logs, and helpers that go through a real client.
+
+    Secured ones (with a herdless.testing.security.Security) say how each user
+    connects (`client_settings`), and their helpers connect as the super user admin.
+    """
+
+    security: Security | None = None
+    # The throw-away CA's and client's files of secured brokers.
+    certificates: Path
 
     @property
     def bootstrap(self) -> str:
+        raise NotImplementedError
+
+    def listener_bootstrap(self) -> dict[str, str]:
+        """Each listener's addresses (comma-separated), by its name (PLAINTEXT, SASL_SSL...)."""
         raise NotImplementedError
 
     def start(self) -> Self:
@@ -119,8 +137,33 @@ class Brokers:
         self.shutdown()
 
     def client_config(self, **settings: Any) -> dict[str, Any]:
-        """librdkafka settings for a client of these brokers, e.g. `{"group.id": "g"}`."""
-        return {"bootstrap.servers": self.bootstrap, **settings}
+        """librdkafka settings for a client of these brokers, e.g. `{"group.id": "g"}`
+        (secured ones: as admin over the first secured listener)."""
+        if self.security is None:
+            return {"bootstrap.servers": self.bootstrap, **settings}
+        return self.client_settings().librdkafka(**settings)
+
+    def client_settings(
+        self,
+        user: str | None = ADMIN,
+        *,
+        listener: str | None = None,
+        mechanism: str | None = None,
+        certificate: bool = False,
+    ) -> ClientSettings:
+        """How `user` connects to a secured listener (the first unless named): with SASL
+        by `mechanism` (SCRAM-SHA-512 unless named), with the client certificate if
+        `certificate`; in each client library's settings."""
+        if self.security is None:
+            raise ValueError("these brokers serve no secured listener: give them a Security")
+        return self.security.client_settings(
+            self.listener_bootstrap(),
+            self.certificates,
+            user,
+            listener=listener,
+            mechanism=mechanism,
+            certificate=certificate,
+        )
 
     def admin(self) -> AdminClient:
         from confluent_kafka.admin import AdminClient

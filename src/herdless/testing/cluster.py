@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from herdless.testing.broker import BROKER_DEFAULTS, set_args
 from herdless.testing.clients import Brokers, kafka_settings
-from herdless.testing.process import STOP_TIMEOUT_S, BrokerProcess
+from herdless.testing.process import STOP_TIMEOUT_S, BrokerProcess, free_port
+from herdless.testing.security import Security, listener_addresses
 from herdless.testing.zookeeper import ZooKeeperProcess
 
 if TYPE_CHECKING:
@@ -35,6 +36,12 @@ class HerdlessCluster(Brokers):
     `__consumer_offsets` and `__rebalance_history`. Settings take Kafka's names as
     for HerdlessBroker. Constructing one raises
     herdless.cli.zookeeper.ZooKeeperMissing when ZooKeeper is not installed.
+
+    With `security` (herdless.testing.security.Security) every broker also serves the
+    secured listeners, with one throw-away CA's certificates (in `certificates`); the
+    users are written to ZooKeeper before the brokers start; brokers talk to each
+    other over the first secured listener, logging in as admin when it is a SASL one.
+    `bootstrap` is then that listener's addresses, and the helpers connect as admin.
     """
 
     def __init__(
@@ -43,15 +50,25 @@ class HerdlessCluster(Brokers):
         brokers: int = 3,
         settings: Mapping[str, object] | None = None,
         /,
+        *,
+        security: Security | None = None,
         **names: object,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"a cluster needs at least one broker, not {brokers}")
         replicas = str(min(3, brokers))
+        self.security = security
+        # Each broker's secured listeners' addresses, by broker id and listener name.
+        self.secured: dict[int, dict[str, str]] = {}
+        secured_settings: dict[str, str] = {}
+        if security is not None:
+            self.certificates = security.write_certificates(base_dir / "certificates")
+            secured_settings = security.inter_broker_settings(self.certificates)
         self.settings = {
             **CLUSTER_DEFAULTS,
             "default.replication.factor": replicas,
             "offsets.topic.replication.factor": replicas,
+            **secured_settings,
             **kafka_settings(settings, names),
         }
         self.base_dir = base_dir
@@ -74,6 +91,11 @@ class HerdlessCluster(Brokers):
         """Broker `broker_id` of this cluster, not started, with `extra_args` after the
         cluster's own arguments; it listens on `host` and runs under `prefix` (see
         BrokerProcess)."""
+        listeners = None
+        if self.security is not None:
+            ports = {name: free_port() for name in self.security.listeners}
+            listeners = listener_addresses(self.security.listeners, host, ports)
+            self.secured[broker_id] = {name: f"{host}:{port}" for name, port in ports.items()}
         return BrokerProcess(
             self.base_dir / f"broker-{broker_id}",
             *("--zookeeper", self.zookeeper.connect, "--broker-id", str(broker_id)),
@@ -81,18 +103,31 @@ class HerdlessCluster(Brokers):
             *extra_args,
             host=host,
             prefix=prefix,
+            listeners=listeners,
         )
 
     @property
     def bootstrap(self) -> str:
-        """The brokers that are running, comma-separated."""
-        return ",".join(p.bootstrap for p in self.brokers.values() if p.alive())
+        """The brokers that are running, comma-separated (on the first secured listener,
+        when there are secured ones)."""
+        listener = "PLAINTEXT" if self.security is None else self.security.listeners[0]
+        return self.listener_bootstrap()[listener]
+
+    def listener_bootstrap(self) -> dict[str, str]:
+        running = {i: p for i, p in self.brokers.items() if p.alive()}
+        addresses = {"PLAINTEXT": ",".join(p.bootstrap for p in running.values())}
+        for name in self.security.listeners if self.security is not None else ():
+            addresses[name] = ",".join(self.secured[i][name] for i in running)
+        return addresses
 
     def start(self) -> HerdlessCluster:
         """Start ZooKeeper, then every broker side by side; return once all of them are
         registered and a controller is elected."""
         try:
             self.zookeeper.start()
+            if self.security is not None:
+                # Before the brokers start, as an operator makes the first admin.
+                self.security.add_users_to_zookeeper(self.zookeeper.connect)
             for process in self.brokers.values():
                 process.launch()
             for process in self.brokers.values():

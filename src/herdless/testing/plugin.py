@@ -12,7 +12,9 @@ that runs on its own.
         assert herdless_broker.consume("orders", 1)[0].value == b"42"
 
 Fixtures: `herdless_broker`, `herdless_broker_factory`, `herdless_cluster`,
-`herdless_cluster_factory`; docs/testing.md describes them and their options.
+`herdless_cluster_factory`, `herdless_secured_broker`; docs/testing.md describes them
+and their options. Secured brokers and clusters take a
+herdless.testing.security.Security: `herdless_broker_factory(security=Security(...))`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from herdless.testing.broker import HerdlessBroker
     from herdless.testing.clients import Brokers
     from herdless.testing.cluster import HerdlessCluster
+    from herdless.testing.security import Security
 
 B = TypeVar("B", bound="Brokers")
 
@@ -125,17 +128,24 @@ class BrokerFactory(_Factory):
     """`herdless_broker_factory(settings=None, /, **names)`: start a broker of your own.
 
     Each call starts a new broker with its own data directory, with the ini option
-    herdless_broker_settings under the settings given. It is stopped at the end of
-    the session, or sooner as a context manager (`with factory(...) as broker:`).
+    herdless_broker_settings under the settings given, and secured listeners and
+    users if given a `security`. It is stopped at the end of the session, or sooner
+    as a context manager (`with factory(...) as broker:`).
     """
 
     def __call__(
-        self, settings: Mapping[str, object] | None = None, /, **names: object
+        self,
+        settings: Mapping[str, object] | None = None,
+        /,
+        *,
+        security: Security | None = None,
+        **names: object,
     ) -> HerdlessBroker:
         from herdless.testing.broker import HerdlessBroker
 
         data_dir = self._tmp_path_factory.mktemp("herdless-broker") / "data"
-        return self._start(HerdlessBroker(data_dir, self._settings(settings, names)), "broker")
+        broker = HerdlessBroker(data_dir, self._settings(settings, names), security=security)
+        return self._start(broker, "broker")
 
 
 class ClusterFactory(_Factory):
@@ -143,14 +153,22 @@ class ClusterFactory(_Factory):
     own, stopped at the end of the session or sooner as a context manager."""
 
     def __call__(
-        self, brokers: int = 3, settings: Mapping[str, object] | None = None, /, **names: object
+        self,
+        brokers: int = 3,
+        settings: Mapping[str, object] | None = None,
+        /,
+        *,
+        security: Security | None = None,
+        **names: object,
     ) -> HerdlessCluster:
         from herdless.cli.zookeeper import ZooKeeperMissing
         from herdless.testing.cluster import HerdlessCluster
 
         base_dir = self._tmp_path_factory.mktemp("herdless-cluster")
         try:
-            cluster = HerdlessCluster(base_dir, brokers, self._settings(settings, names))
+            cluster = HerdlessCluster(
+                base_dir, brokers, self._settings(settings, names), security=security
+            )
         except ZooKeeperMissing as exc:
             missing = f"herdless_cluster needs ZooKeeper. {exc}"
         else:
@@ -184,6 +202,19 @@ def herdless_broker(
 ) -> Iterator[HerdlessBroker]:
     """A broker process on 127.0.0.1 (session-scoped unless configured otherwise)."""
     with herdless_broker_factory() as broker:
+        yield from _shared(request, broker)
+
+
+@pytest.fixture(scope=_scope_option("broker"))
+def herdless_secured_broker(
+    request: pytest.FixtureRequest, herdless_broker_factory: BrokerFactory
+) -> Iterator[HerdlessBroker]:
+    """A broker serving SASL_SSL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) with throw-away
+    certificates, its super user admin made before it starts; scoped as herdless_broker.
+    `client_settings()` says how admin connects, for each client library."""
+    from herdless.testing.security import Security
+
+    with herdless_broker_factory(security=Security()) as broker:
         yield from _shared(request, broker)
 
 

@@ -18,6 +18,11 @@
     url.searchParams.set("fragment", "1");
     try {
       const response = await fetch(url, { cache: "no-store" });
+      if (response.status === 401) {
+        // The session ended (logged out elsewhere, or idle too long): to the login form.
+        window.location.assign("/login");
+        return;
+      }
       if (response.ok || response.status === 404) {
         main.innerHTML = await response.text();
         main.classList.remove("unreachable");
