@@ -124,7 +124,14 @@ import sys
 import pytest
 from aiokafka import AIOKafkaProducer
 from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 from kafka import KafkaAdminClient
 
 from herdless.testing.security import Security
@@ -136,6 +143,15 @@ def broker(herdless_broker_factory):
         users={"alice": "alice-Secret-1"}, listeners=("SASL_SSL", "SSL"), authorizer=True
     )
     with herdless_broker_factory(security=security) as broker:
+        # With the authorizer on, admin grants alice and the test's certificate their topic.
+        admin = AdminClient(broker.client_settings("admin").librdkafka())
+        grants = [
+            AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, principal,
+                       "*", AclOperation.ALL, AclPermissionType.ALLOW)
+            for principal in ("User:alice", "User:CN=client")
+        ]
+        for future in admin.create_acls(grants, request_timeout=30).values():
+            future.result()
         yield broker
 
 
