@@ -25,16 +25,27 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+from kafka.protocol.admin import CreateAclsRequest, CreateAclsResponse
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from kazoo.client import KazooClient
 
 from herdless.cli.certs import CertificateFiles, write_certificates
 from herdless.testing import BrokerProcess, free_port
 from tests.support.cluster import ClusterProcesses
 from tests.support.secured_clients import CLIENTS, SETUPS, Login, run_client, setup_id, values
+from tests.support.wire import Wire
 
 BROKER_PASSWORD = "broker-Secret-91c2"
 ALICE_PASSWORD = "alice-Secret-55d0"
+BOB_PASSWORD = "bob-Secret-0a7e"
 TOPIC = "replicated-over-sasl-ssl"
+TOPIC_AUTHORIZATION_FAILED = 29
 
 
 SECURED = ("SASL_SSL", "SSL", "SASL_PLAINTEXT")
@@ -115,6 +126,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredCluster
         # Until the broker's credential is in, followers' logins fail and they retry.
         add_user(cluster, "broker", BROKER_PASSWORD)
         add_user(cluster, "alice", ALICE_PASSWORD)
+        add_user(cluster, "bob", BOB_PASSWORD)
         grant_anonymous(cluster)
         yield cluster
     finally:
@@ -243,7 +255,7 @@ def test_every_client_produces_consumes_in_a_group_and_commits_on_every_listener
 
 
 def test_no_password_is_in_zookeeper_a_data_directory_or_a_log(cluster: SecuredCluster) -> None:
-    needles = [BROKER_PASSWORD.encode(), ALICE_PASSWORD.encode()]
+    needles = [BROKER_PASSWORD.encode(), ALICE_PASSWORD.encode(), BOB_PASSWORD.encode()]
     files = [cluster.zookeeper.log_path, *Path(cluster.base_dir / "zookeeper").rglob("*")]
     for process in cluster.brokers.values():
         files += [process.log_path, *process.data_dir.rglob("*")]
@@ -251,3 +263,59 @@ def test_no_password_is_in_zookeeper_a_data_directory_or_a_log(cluster: SecuredC
         if path.is_file():
             content = path.read_bytes()
             assert not any(needle in content for needle in needles), f"{path} holds a password"
+
+
+def logged_in(cluster: SecuredCluster, broker_id: int, user: str, password: str) -> Wire:
+    """A raw connection to one broker's SASL_PLAINTEXT listener, logged in with PLAIN."""
+    wire = Wire(cluster.brokers[broker_id], port=cluster.ports["SASL_PLAINTEXT"][broker_id])
+    handshake = wire.call(SaslHandshakeRequest[1](mechanism="PLAIN"), SaslHandshakeResponse[1])
+    assert handshake.error_code == 0
+    token = f"\0{user}\0{password}".encode()
+    answer = wire.call(SaslAuthenticateRequest[2](auth_bytes=token), SaslAuthenticateResponse[2])
+    assert answer.error_code == 0, answer.error_message
+    return wire
+
+
+def topic_error(cluster: SecuredCluster, broker_id: int, topic: str) -> int:
+    """What broker `broker_id` answers bob's Metadata for `topic` with."""
+    wire = logged_in(cluster, broker_id, "bob", BOB_PASSWORD)
+    try:
+        request = MetadataRequest[12](
+            topics=[MetadataRequest[12].MetadataRequestTopic(topic_id=None, name=topic)],
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+        [answer] = wire.call(request, MetadataResponse[12]).topics
+        return answer.error_code
+    finally:
+        wire.close()
+
+
+def test_an_acl_created_through_one_broker_is_enforced_by_all_three_within_a_second(
+    cluster: SecuredCluster,
+) -> None:
+    topic = "enforced-everywhere"
+    topics = AdminClient(client_settings(cluster))
+    topics.create_topics([NewTopic(topic, 1, 3)])[topic].result()
+    assert all(topic_error(cluster, b, topic) == TOPIC_AUTHORIZATION_FAILED for b in (1, 2, 3))
+    # Through broker 1 alone: alice grants bob Describe on the topic.
+    admin = logged_in(cluster, 1, "alice", ALICE_PASSWORD)
+    creation = CreateAclsRequest[3].AclCreation(
+        resource_type=2,
+        resource_name=topic,
+        resource_pattern_type=3,
+        principal="User:bob",
+        host="*",
+        operation=8,
+        permission_type=3,
+    )
+    [result] = admin.call(CreateAclsRequest[3](creations=[creation]), CreateAclsResponse[3]).results
+    admin.close()
+    assert result.error_code == 0
+    granted = time.monotonic()
+    waiting = {1, 2, 3}
+    while waiting and time.monotonic() - granted < 5:
+        waiting = {b for b in waiting if topic_error(cluster, b, topic) != 0}
+    took = time.monotonic() - granted
+    assert not waiting, f"brokers {sorted(waiting)} still refuse bob after {took:.1f} s"
+    assert took <= 1.0, f"every broker enforced the new ACL only after {took:.2f} s"
