@@ -68,7 +68,8 @@ class SecuredCluster(ClusterProcesses):
             3,
             **{
                 "inter.broker.listener.name": "SASL_SSL",
-                "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+                # OAUTHBEARER with unsecured tokens (no validator class set).
+                "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
                 "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
                 "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": jaas,
                 "ssl.keystore.location": str(certificates.broker),
@@ -232,7 +233,12 @@ def test_replication_over_sasl_ssl_keeps_acks_all_writes_and_a_group_commits(
     assert committed is not None and sum(max(p.offset, 0) for p in committed) == 30
 
 
-@pytest.mark.parametrize("setup", SETUPS, ids=setup_id)
+OAUTHBEARER_SETUPS = [
+    (listener, "OAUTHBEARER", False) for listener in ("SASL_PLAINTEXT", "SASL_SSL")
+]
+
+
+@pytest.mark.parametrize("setup", SETUPS + OAUTHBEARER_SETUPS, ids=setup_id)
 @pytest.mark.parametrize("client", CLIENTS)
 def test_every_client_produces_consumes_in_a_group_and_commits_on_every_listener(
     cluster: SecuredCluster, client: str, setup: tuple[str, str | None, bool]

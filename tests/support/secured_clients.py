@@ -12,9 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.abc import AbstractTokenProvider as AioTokenProvider
 from aiokafka.helpers import create_ssl_context
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaConsumer, KafkaProducer
+from kafka.net.sasl.oauth import AbstractTokenProvider as KafkaPythonTokenProvider
+
+from tests.support.tokens import claims, unsecured_token
 
 RECORDS = 3
 
@@ -49,6 +53,25 @@ class Login:
     password: str | None = None
 
 
+class UnsecuredTokens(KafkaPythonTokenProvider):
+    """kafka-python's token provider: a fresh unsecured OAUTHBEARER token for `user`
+    (run_aiokafka hands aiokafka the same tokens through its own provider type)."""
+
+    def __init__(self, user: str) -> None:
+        self.user = user
+
+    def token(self) -> str:
+        return unsecured_token(claims(self.user, time.time()))
+
+
+class _AioTokens(AioTokenProvider):
+    def __init__(self, tokens: UnsecuredTokens) -> None:
+        self.tokens = tokens
+
+    async def token(self) -> str:
+        return self.tokens.token()
+
+
 def librdkafka_settings(login: Login) -> dict[str, str]:
     settings = {"bootstrap.servers": login.bootstrap, "security.protocol": login.security_protocol}
     if login.ca is not None:
@@ -56,7 +79,12 @@ def librdkafka_settings(login: Login) -> dict[str, str]:
     if login.certificate is not None and login.key is not None:
         settings["ssl.certificate.location"] = str(login.certificate)
         settings["ssl.key.location"] = str(login.key)
-    if login.mechanism is not None:
+    if login.mechanism == "OAUTHBEARER":
+        # librdkafka's own unsecured JWT, as kcat users write it.
+        settings["sasl.mechanism"] = "OAUTHBEARER"
+        settings["enable.sasl.oauthbearer.unsecure.jwt"] = "true"
+        settings["sasl.oauthbearer.config"] = f"principal={login.username}"
+    elif login.mechanism is not None:
         settings["sasl.mechanism"] = login.mechanism
         settings["sasl.username"] = login.username or ""
         settings["sasl.password"] = login.password or ""
@@ -74,7 +102,10 @@ def python_settings(login: Login) -> dict[str, Any]:
     if login.certificate is not None and login.key is not None:
         settings["ssl_certfile"] = str(login.certificate)
         settings["ssl_keyfile"] = str(login.key)
-    if login.mechanism is not None:
+    if login.mechanism == "OAUTHBEARER":
+        settings["sasl_mechanism"] = "OAUTHBEARER"
+        settings["sasl_oauth_token_provider"] = UnsecuredTokens(login.username or "")
+    elif login.mechanism is not None:
         settings["sasl_mechanism"] = login.mechanism
         settings["sasl_plain_username"] = login.username
         settings["sasl_plain_password"] = login.password
@@ -148,6 +179,9 @@ def run_aiokafka(settings: dict[str, Any], topic: str, group: str) -> list[bytes
         for key in ("ssl_cafile", "ssl_certfile", "ssl_keyfile")
         if key in settings
     }
+    tokens = settings.get("sasl_oauth_token_provider")
+    if isinstance(tokens, UnsecuredTokens):
+        settings["sasl_oauth_token_provider"] = _AioTokens(tokens)
     if files:
         settings["ssl_context"] = create_ssl_context(
             cafile=files.get("ssl_cafile"),
