@@ -662,7 +662,7 @@ class ClusterNode:
     def _on_role_change(self, partition: Partition | None, key: tuple[str, int]) -> None:
         leader = None
         if partition is not None and partition.role is Role.FOLLOWER and partition.leader >= 0:
-            # None until the leader's registration is known: _read_brokers applies them.
+            # None until the leader's registration is known: _apply_brokers comes back to it.
             leader = self.metadata.broker(partition.leader)
         for leader_id, fetcher in list(self._fetchers.items()):
             if key in fetcher.partitions and (leader is None or leader.node_id != leader_id):
