@@ -462,30 +462,26 @@ def _describe(admin: KafkaAdminClient, filters: list[ResourcePatternFilter]) -> 
 def _to_kafka(binding: AclBinding) -> Any:
     from kafka import admin
 
-    pattern, entry = binding.pattern, binding.entry
-    return admin.ACL(
-        principal=entry.principal,
-        host=entry.host,
-        operation=admin.ACLOperation(int(entry.operation)),
-        permission_type=admin.ACLPermissionType(int(entry.permission_type)),
-        resource_pattern=admin.ResourcePattern(
-            admin.ResourceType(int(pattern.resource_type)),
-            pattern.name,
-            admin.ACLResourcePatternType(int(pattern.pattern_type)),
-        ),
-    )
+    return _kafka_acl(binding, admin.ACL, admin.ResourcePattern)
 
 
 def _filter_to_kafka(binding_filter: AclBindingFilter) -> Any:
     from kafka import admin
 
-    pattern, entry = binding_filter.pattern, binding_filter.entry
-    return admin.ACLFilter(
+    return _kafka_acl(binding_filter, admin.ACLFilter, admin.ResourcePatternFilter)
+
+
+def _kafka_acl(binding: AclBinding | AclBindingFilter, acl: Any, resource_pattern: Any) -> Any:
+    """kafka-python's ACL or ACLFilter (`acl`, with its `resource_pattern` type) for ours."""
+    from kafka import admin
+
+    pattern, entry = binding.pattern, binding.entry
+    return acl(
         principal=entry.principal,
         host=entry.host,
         operation=admin.ACLOperation(int(entry.operation)),
         permission_type=admin.ACLPermissionType(int(entry.permission_type)),
-        resource_pattern=admin.ResourcePatternFilter(
+        resource_pattern=resource_pattern(
             admin.ResourceType(int(pattern.resource_type)),
             pattern.name,
             admin.ACLResourcePatternType(int(pattern.pattern_type)),
