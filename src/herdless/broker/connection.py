@@ -553,13 +553,17 @@ class TlsRequestReader(asyncio.BufferedProtocol):
     16 KiB at a time, and a produce of 1 KiB records over SASL_SSL ran at half the rate
     of PLAINTEXT, a third of the broker's time in memcpy (bench/security.py,
     docs/benchmarks.md). uvloop takes a protocol as buffered only if it is no
-    asyncio.Protocol, so this one stands in front of the reader rather than being one."""
+    asyncio.Protocol, so this one stands in front of the reader rather than being one.
+
+    `decrypted` is shared by a server's connections: the loop fills it and calls
+    buffer_updated in one go for one connection, which copies it out at once, so a
+    connection costs no buffer of its own while it waits."""
 
     READ_SIZE = 256 * 1024
 
-    def __init__(self, reader: RequestReader) -> None:
+    def __init__(self, reader: RequestReader, decrypted: memoryview) -> None:
         self.reader = reader
-        self._decrypted = memoryview(bytearray(self.READ_SIZE))
+        self._decrypted = decrypted
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.reader.connection_made(transport)
@@ -594,6 +598,7 @@ async def start_server(
     loop = asyncio.get_running_loop()
     if options.get("ssl") is None:
         return await loop.create_server(lambda: RequestReader(loop, accept), host, port, **options)
+    decrypted = memoryview(bytearray(TlsRequestReader.READ_SIZE))
     return await loop.create_server(
-        lambda: TlsRequestReader(RequestReader(loop, accept)), host, port, **options
+        lambda: TlsRequestReader(RequestReader(loop, accept), decrypted), host, port, **options
     )
