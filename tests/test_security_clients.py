@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 from herdless.cli.certs import CertificateFiles, write_certificates
 from herdless.protocol.codec import REQUESTS, RESPONSES
@@ -281,3 +282,15 @@ def receive(sock: socket.socket, size: int) -> bytes:
             raise EOFError("the broker closed the connection")
         data += chunk
     return data
+
+
+def test_describe_configs_names_every_listener_as_bound_and_advertised(secured: Secured) -> None:
+    admin = AdminClient({"bootstrap.servers": secured.broker.bootstrap})
+    resource = ConfigResource(ConfigResource.Type.BROKER, "0")
+    configs = admin.describe_configs([resource])[resource].result(timeout=15)
+    expected = {
+        f"PLAINTEXT://127.0.0.1:{secured.broker.port}",
+        *(f"{name}://127.0.0.1:{port}" for name, port in secured.ports.items()),
+    }
+    assert set(configs["listeners"].value.split(",")) == expected
+    assert set(configs["advertised.listeners"].value.split(",")) == expected

@@ -268,8 +268,7 @@ class Broker:
             self._servers.append(server)
             self._bound_ports[listener.name] = server.sockets[0].getsockname()[1]
         context.bound_port = self._bound_ports[self.listeners[0].name]
-        if self.config.advertised_port is None and self.config.port == 0:
-            self.config.advertised_port = context.bound_port
+        context.bound_ports = self._bound_ports
         loop = asyncio.get_running_loop()
         self.stalls.start()
         self._background = [

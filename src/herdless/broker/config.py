@@ -278,12 +278,6 @@ class BrokerConfig:
     def clustered(self) -> bool:
         return self.zookeeper_connect is not None
 
-    @property
-    def advertised_address(self) -> tuple[str, int]:
-        """Where clients reach the first listener (the one --host and --port set)."""
-        endpoint = self.advertised_endpoints()[0]
-        return endpoint.host, endpoint.port
-
     def protocol_map(self) -> dict[str, SecurityProtocol]:
         value = self.security.get("listener.security.protocol.map")
         return dict(DEFAULT_PROTOCOL_MAP) if value is None else parse_protocol_map(value)

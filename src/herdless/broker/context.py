@@ -36,6 +36,8 @@ class BrokerContext:
     fetch_sessions: FetchSessionCache
     # The port actually bound (config.port may be 0: any free port).
     bound_port: int = 0
+    # The port each listener bound, by listener name.
+    bound_ports: dict[str, int] = field(default_factory=dict)
     # Set when shutdown begins: long polls answer at once and connections stop reading.
     stopping: bool = False
     # The ACLs and the authorizer deciding from them (acls.authorizer); None when no

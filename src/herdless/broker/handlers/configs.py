@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from herdless.broker.authorization import REFUSALS, authorize
@@ -305,12 +306,15 @@ async def handle_describe_configs(context: BrokerContext, request: Request) -> A
 
 def _broker_configs(context: BrokerContext) -> dict[str, str]:
     config = context.config
-    host, port = config.advertised_address
+    bound = context.bound_ports
+    listeners = [
+        replace(e, port=bound.get(e.listener, e.port)) for e in config.listener_endpoints()
+    ]
     return {
         "node.id": str(config.node_id),
         "broker.id": str(config.node_id),
-        "listeners": f"PLAINTEXT://{config.host}:{context.bound_port}",
-        "advertised.listeners": f"PLAINTEXT://{host}:{port}",
+        "listeners": ",".join(str(e) for e in listeners),
+        "advertised.listeners": ",".join(str(e) for e in config.advertised_endpoints(bound)),
         "log.dirs": str(config.data_dir),
         "auto.create.topics.enable": str(config.auto_create_topics).lower(),
         "num.partitions": str(config.num_partitions),
