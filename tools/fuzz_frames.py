@@ -701,6 +701,13 @@ def main() -> None:
         "--apis", nargs="+", help="API names to sample (Fetch, Heartbeat...), or: compiled"
     )
     parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker setting, as `herdless serve --set` takes it (e.g. the authorizer's)",
+    )
+    parser.add_argument(
         "--in-process",
         action="store_true",
         help="decode the frames here, beside kafka-python, instead of sending them",
@@ -713,7 +720,8 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="herdless-fuzz-") as tmp:
         log_path = args.keep_log or Path(tmp) / "broker.log"
-        broker = BrokerUnderTest(Path(tmp) / "data", log_path, _free_port())
+        settings = tuple(arg for setting in args.set for arg in ("--set", setting))
+        broker = BrokerUnderTest(Path(tmp) / "data", log_path, _free_port(), settings)
         broker.start()
         templates = _built(api_keys, seed(broker.port))
         started = time.monotonic()
