@@ -1,18 +1,17 @@
-"""SASL_PLAINTEXT with GSSAPI against a real MIT KDC: kcat, kafka-python and aiokafka log in
-with Kerberos tickets, produce, consume in a group and commit; a stale keytab, a principal
-no rule maps and an expired ticket are refused with SASL_AUTHENTICATION_FAILED and one
-line in the broker's log.
+"""SASL_PLAINTEXT with GSSAPI against a real MIT KDC: confluent-kafka, kcat, kafka-python and
+aiokafka log in with Kerberos tickets, produce, consume in a group and commit; a stale
+keytab, a principal no rule maps and an expired ticket are refused with
+SASL_AUTHENTICATION_FAILED and one line in the broker's log.
 
-confluent-kafka is not among the clients: its wheels' librdkafka is built without Cyrus
-SASL ("No provider for SASL mechanism GSSAPI: recompile librdkafka with libsasl2 or
-openssl support"), and it cannot be built against Debian's older librdkafka. kcat, on
-Debian's librdkafka with Cyrus SASL's GSSAPI plugin (libsasl2-modules-gssapi-mit),
-speaks for librdkafka.
+confluent-kafka's wheels cannot speak GSSAPI (their librdkafka has no Cyrus SASL), so
+its runs use the build of tests/support/librdkafka_gssapi.py in a child process; kcat is
+Debian's, on librdkafka 2.0 with Cyrus SASL's GSSAPI plugin.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from kafka.protocol.sasl import (
 
 from herdless.testing.kerberos import MitKdc
 from tests.support.broker import BrokerProcess, free_port, module_broker
+from tests.support.librdkafka_gssapi import site_packages
 from tests.support.secured_clients import run_aiokafka, run_kafka_python, run_kcat, values
 from tests.support.wire import Wire
 
@@ -125,7 +125,31 @@ def python_settings(kerberized: Kerberized) -> dict[str, Any]:
     }
 
 
+def run_confluent_with_gssapi(settings: dict[str, str], topic: str, group: str) -> list[bytes]:
+    """secured_clients.run_confluent, in a child process whose confluent-kafka is the one
+    built with Cyrus SASL."""
+    site = site_packages()
+    script = (
+        "import json, sys, confluent_kafka\n"
+        f"assert confluent_kafka.__file__.startswith({str(site)!r}), confluent_kafka.__file__\n"
+        "from tests.support.secured_clients import run_confluent\n"
+        "settings, topic, group = json.loads(sys.argv[1])\n"
+        "print(json.dumps([v.decode() for v in run_confluent(settings, topic, group)]))\n"
+    )
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-c", script, json.dumps([settings, topic, group])],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(root)])},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return [value.encode() for value in json.loads(done.stdout.splitlines()[-1])]
+
+
 CLIENTS = {
+    "confluent-kafka": (run_confluent_with_gssapi, librdkafka_settings),
     "kcat": (run_kcat, librdkafka_settings),
     "kafka-python": (run_kafka_python, python_settings),
     "aiokafka": (run_aiokafka, python_settings),
