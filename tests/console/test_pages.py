@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pytest
 from kafka import TopicPartition
 
-from herdless.cli.group_state import GroupInfo, Member, PartitionOffsets
+from herdless.cli.group_state import GroupInfo, Member, PartitionOffsets, Reconciliation
+from herdless.console.login import Login, Viewer
 from herdless.console.memory import LagHistory
 from herdless.console.pages import Pages, human_duration, human_size
 from herdless.console.sampler import Sampler
@@ -138,3 +141,37 @@ def test_sizes_and_durations_read_as_a_person_reads_them() -> None:
         "5.0 MiB",
     ]
     assert [human_duration(ms) for ms in (None, 3, 999, 1850)] == ["-", "3 ms", "999 ms", "1.85 s"]
+
+
+class OrdersOnly(Login):
+    """A login that lets its user describe every group and the topic `orders` alone."""
+
+    def describable(self, user: str, host: str, kind: str, names: Iterable[str]) -> list[str]:
+        return [n for n in names if kind == "group" or n == "orders"]
+
+
+def test_a_viewer_sees_no_assignment_or_lag_of_a_topic_they_may_not_describe() -> None:
+    orders, payroll = TopicPartition("orders", 0), TopicPartition("payroll", 0)
+    reconciliation = Reconciliation(3, "stable", None, (orders, payroll), (payroll,), ())
+    member = Member("m-1", "reader", "/127.0.0.1", None, (orders, payroll), reconciliation)
+    sampler = Sampler("127.0.0.1:9092", interval_s=2.0)
+    for second, (orders_lag, payroll_lag) in enumerate(((1, 500), (2, 700))):
+        rows = [
+            PartitionOffsets(orders, 0, 0, orders_lag, member),
+            PartitionOffsets(payroll, 0, 0, payroll_lag, member),
+        ]
+        info = GroupInfo("readers", "Stable", "consumer", "range", (member,))
+        group = Group(info, rows, "127.0.0.1:9092 (0)")
+        sampler.snapshot = Snapshot(1_700_000_000 + second, groups={"readers": group})
+        sampler.lag.record(sampler.snapshot)
+    viewer = Viewer("alice", "127.0.0.1", OrdersOnly())
+    assert sampler.lag.of("readers", {"orders"}) == [(1_700_000_000, 1), (1_700_000_001, 2)]
+    # Without a viewer (no login), everything, summed.
+    assert sampler.lag.of("readers") == [(1_700_000_000, 501), (1_700_000_001, 702)]
+    for path in ("/groups", "/groups/readers"):
+        whole = Pages(sampler).get(path).body.decode()
+        trimmed = Pages(sampler).get(path, viewer=viewer).body.decode()
+        assert "702" in whole and "702" not in trimmed, path
+        assert "payroll" not in trimmed, path
+    shown = Pages(sampler).get("/groups/readers", viewer=viewer).body.decode()
+    assert "orders[0]" in shown  # the member and its assignment are still shown

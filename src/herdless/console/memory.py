@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from typing import Any
 
 from herdless.console.snapshot import Snapshot
@@ -18,11 +18,12 @@ REBALANCES_SHOWN = 200
 
 
 class LagHistory:
-    """(time in seconds since the epoch, total lag) per group, oldest first."""
+    """Each group's lag per topic over time, oldest first: kept per topic so that a
+    viewer is shown the lag of the topics they may describe only."""
 
     def __init__(self, size: int = LAG_SAMPLES) -> None:
         self._size = size
-        self._samples: dict[str, deque[tuple[float, int]]] = {}
+        self._samples: dict[str, deque[tuple[float, dict[str, int]]]] = {}
         self._lock = threading.Lock()
 
     def record(self, snapshot: Snapshot) -> None:
@@ -31,15 +32,24 @@ class LagHistory:
                 samples = self._samples.get(group_id)
                 if samples is None:
                     samples = self._samples[group_id] = deque(maxlen=self._size)
-                samples.append((snapshot.taken_at, group.total_lag))
+                by_topic: dict[str, int] = {}
+                for row in group.rows:
+                    by_topic[row.tp.topic] = by_topic.get(row.tp.topic, 0) + (row.lag or 0)
+                samples.append((snapshot.taken_at, by_topic))
             # A group that is gone (deleted, or its offsets expired) is forgotten.
             if "groups" not in snapshot.problems:
                 for group_id in self._samples.keys() - snapshot.groups.keys():
                     del self._samples[group_id]
 
-    def of(self, group_id: str) -> list[tuple[float, int]]:
+    def of(self, group_id: str, topics: Container[str] | None = None) -> list[tuple[float, int]]:
+        """(time in seconds since the epoch, total lag) of the group, the total over
+        `topics` alone when given."""
         with self._lock:
-            return list(self._samples.get(group_id, ()))
+            samples = list(self._samples.get(group_id, ()))
+        return [
+            (taken_at, sum(lag for t, lag in by_topic.items() if topics is None or t in topics))
+            for taken_at, by_topic in samples
+        ]
 
 
 class Rebalances:

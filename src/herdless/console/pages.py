@@ -10,19 +10,23 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
 import jinja2
 
-from herdless.cli.group_state import format_partitions, uncommitted_note
+from herdless.cli.group_state import Member, format_partitions, uncommitted_note
 from herdless.cli.output import cell
 from herdless.console.login import Viewer
 from herdless.console.plot import lag_plot, rebalance_strip
 from herdless.console.sampler import Sampler
 from herdless.console.snapshot import Group, Topic
+
+if TYPE_CHECKING:
+    from kafka import TopicPartition
 
 NAVIGATION = (
     ("/groups", "Groups"),
@@ -93,14 +97,26 @@ class Pages:
         groups = snapshot.groups if snapshot else {}
         if self.viewer is None:
             return dict(groups)
-        # Kafka's OffsetFetch leaves out partitions of topics the caller may not describe.
-        topics = set(self.viewer.topics({row.tp.topic for g in groups.values() for row in g.rows}))
+        # Kafka's OffsetFetch leaves out partitions of topics the caller may not describe;
+        # members' assignments are trimmed alike, so no page names such a topic.
+        topics = self._describable_topics(groups.values())
         return {
-            group_id: dataclasses.replace(
-                groups[group_id], rows=[r for r in groups[group_id].rows if r.tp.topic in topics]
-            )
-            for group_id in self.viewer.groups(groups)
+            group_id: _trimmed(groups[group_id], topics) for group_id in self.viewer.groups(groups)
         }
+
+    def _describable_topics(self, groups: Iterable[Group]) -> set[str] | None:
+        """The topics these groups name that the viewer may describe (None: all of them)."""
+        if self.viewer is None:
+            return None
+        named = {row.tp.topic for g in groups for row in g.rows}
+        named |= {tp.topic for g in groups for m in g.info.members for tp in m.partitions or ()}
+        return set(self.viewer.topics(named))
+
+    def _lag_of(self, group: Group | None, group_id: str) -> list[tuple[float, int]]:
+        if self.viewer is None:
+            return self.sampler.lag.of(group_id)
+        # Only topics the group names now: a topic it no longer names cannot be checked.
+        return self.sampler.lag.of(group_id, self._describable_topics([group] if group else []))
 
     def _visible_topics(self) -> list[Topic]:
         snapshot = self.sampler.snapshot
@@ -123,7 +139,7 @@ class Pages:
             return self._group(group_id, fragment)
         groups = list(self._visible_groups().values())
         sparklines = {
-            g.info.group_id: lag_plot(self.sampler.lag.of(g.info.group_id), 160, 32, labels=False)
+            g.info.group_id: lag_plot(self._lag_of(g, g.info.group_id), 160, 32, labels=False)
             for g in groups
         }
         return self._page(
@@ -142,7 +158,7 @@ class Pages:
             return self._page(404, "not-found.html", "/groups", "Not found", {}, fragment)
         group = self._visible_groups().get(group_id)
         rebalances = self.sampler.rebalances.of(group_id)
-        samples = self.sampler.lag.of(group_id)
+        samples = self._lag_of(group, group_id)
         known = group is not None or rebalances or samples or snapshot is None
         context = {
             "group_id": group_id,
@@ -274,3 +290,28 @@ def clock(seconds: float | None) -> str:
 def slug(text: str) -> str:
     """A word for a CSS class: `member joined` is `member-joined`."""
     return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")
+
+
+def _trimmed(group: Group, topics: set[str] | None) -> Group:
+    """The group with only the partitions of `topics` in its rows and assignments."""
+    if topics is None:
+        return group
+
+    def kept(partitions: tuple[TopicPartition, ...]) -> tuple[TopicPartition, ...]:
+        return tuple(tp for tp in partitions if tp.topic in topics)
+
+    def member(m: Member) -> Member:
+        reconciliation = m.reconciliation and dataclasses.replace(
+            m.reconciliation,
+            target=kept(m.reconciliation.target),
+            to_revoke=kept(m.reconciliation.to_revoke),
+            to_assign=kept(m.reconciliation.to_assign),
+        )
+        partitions = None if m.partitions is None else kept(m.partitions)
+        return dataclasses.replace(m, partitions=partitions, reconciliation=reconciliation)
+
+    return dataclasses.replace(
+        group,
+        rows=[r for r in group.rows if r.tp.topic in topics],
+        info=dataclasses.replace(group.info, members=tuple(member(m) for m in group.info.members)),
+    )
