@@ -29,6 +29,12 @@ every version read real data (Fetch v0-v3 down-convert it) and ListOffsets finds
 the batch holding the offset the samples fetch is large enough to be sent from its
 segment file (sendfile), so Fetch answers take the zero-copy path.
 
+`--sasl-plain` fuzzes connections that logged in first: the broker gets a
+SASL_PLAINTEXT listener and a user, and each connection logs in with SASL PLAIN
+(SaslHandshake v1, SaslAuthenticate v2) before its frames, so the frames meet the
+handlers as an authenticated principal's (with `--set authorizer.class.name=acls
+--set super.users=User:fuzz`, past the authorizer too).
+
 `--in-process` sends nothing: each spoiled frame is decoded in this process, by
 codec.decode_request and, for the compiled APIs, by kafka-python too, and the two
 outcomes are tallied side by side. A decode that raises anything but MalformedRequest,
@@ -37,6 +43,7 @@ or two decoders that both accept a frame and disagree, is counted and shown.
     python tools/fuzz_frames.py --frames 1000000
     python tools/fuzz_frames.py --frames 20000 --seed 7 --keep-log fuzz.log
     python tools/fuzz_frames.py --frames 100000 --apis compiled
+    python tools/fuzz_frames.py --frames 100000 --sasl-plain
     python tools/fuzz_frames.py --frames 1000000 --in-process --apis compiled
 """
 
@@ -61,6 +68,12 @@ from typing import Any
 
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from rich.console import Console
@@ -79,6 +92,8 @@ from herdless.protocol.schema_codec import uvarint
 KINDS = ("truncated", "bitflip", "inflated", "oversized", "null")
 PROBE = struct.pack(">hhih", 18, 0, 0x7FFF_0000, 5) + b"probe"
 PROBE_TIMEOUT_S = 10.0
+# The user `--sasl-plain` connections log in as.
+SASL_USER, SASL_PASSWORD = "fuzz", "fuzz-Password-1"
 ALWAYS_NULLABLE = (0, 32767)
 
 
@@ -319,6 +334,7 @@ class Counts:
     rss_kib: int = 0
     target: int = 0
     stopped_early: str = ""
+    failed_logins: int = 0
 
 
 class BrokerUnderTest:
@@ -329,10 +345,18 @@ class BrokerUnderTest:
         port: int,
         extra_args: tuple[str, ...] = (),
         listeners: str | None = None,
+        sasl_port: int | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.log_path = log_path
         self.port = port
+        # With a SASL_PLAINTEXT port, the fuzzed connections go there and log in first.
+        self.sasl_plain = sasl_port is not None
+        self.fuzz_port = port if sasl_port is None else sasl_port
+        if sasl_port is not None:
+            listeners = f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+            extra_args = (*extra_args, "--set", "sasl.enabled.mechanisms=PLAIN")
+            _add_user(data_dir)
         # More of `herdless serve`'s arguments, and listeners beside PLAINTEXT on `port`
         # (tools/fuzz_security.py fuzzes secured ones).
         self.extra_args = extra_args
@@ -390,6 +414,47 @@ class BrokerUnderTest:
         return text.count("Traceback (most recent call last)")
 
 
+class LoginRefused(Exception):
+    """The broker refused the fuzzer's own SASL login (a broker problem, counted)."""
+
+
+def _login_requests() -> list[tuple[Any, Any]]:
+    """SASL PLAIN as SASL_USER, the way clients log in (KIP-152's framed tokens)."""
+    token = f"\0{SASL_USER}\0{SASL_PASSWORD}".encode()
+    return [
+        (SaslHandshakeRequest[1](mechanism="PLAIN"), SaslHandshakeResponse),
+        (SaslAuthenticateRequest[2](auth_bytes=token), SaslAuthenticateResponse),
+    ]
+
+
+def _check_login(request: Any, answer: Any) -> None:
+    if answer.error_code != 0:
+        raise LoginRefused(f"{type(request).__name__}: error {answer.error_code}")
+
+
+async def _log_in(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    for correlation_id, (request, response_class) in enumerate(_login_requests(), 1):
+        request.with_header(correlation_id=correlation_id, client_id="fuzz")
+        body = bytes(request.encode(header=True))
+        writer.write(struct.pack(">i", len(body)) + body)
+        (size,) = struct.unpack(">i", await reader.readexactly(4))
+        answer = response_class.decode(
+            await reader.readexactly(size), version=request.API_VERSION, header=True
+        )
+        _check_login(request, answer)
+
+
+def _add_user(data_dir: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "herdless", "users", "add", SASL_USER, "--password-stdin"]
+        + ["--data-dir", str(data_dir)],
+        input=SASL_PASSWORD,
+        text=True,
+        check=True,
+        capture_output=True,
+    )
+
+
 async def _read_until_probe(reader: asyncio.StreamReader) -> bool:
     """True once the probe's answer arrives; False if the broker closed first."""
     try:
@@ -416,8 +481,14 @@ async def _worker(
     while counts.frames < counts.target:
         if writer is None:
             try:
-                reader, writer = await asyncio.open_connection("127.0.0.1", broker.port)
-            except OSError:
+                reader, writer = await asyncio.open_connection("127.0.0.1", broker.fuzz_port)
+                if broker.sasl_plain:
+                    await asyncio.wait_for(_log_in(reader, writer), PROBE_TIMEOUT_S)
+            except (OSError, TimeoutError, LoginRefused, asyncio.IncompleteReadError) as error:
+                counts.failed_logins += isinstance(error, LoginRefused)
+                if writer is not None:
+                    writer.close()
+                writer = reader = None
                 await asyncio.sleep(0.2)
                 continue
         assert reader is not None
@@ -515,15 +586,16 @@ async def run(
     return counts
 
 
-def seed(port: int) -> uuid.UUID:
+def seed(broker: BrokerUnderTest) -> uuid.UUID:
     """Create the samples' topic and give its partition data of every codec, some of it
-    from message sets; the topic's id."""
+    from message sets; the topic's id. On the fuzzed listener, logged in as the fuzzed
+    connections are."""
     Topic = ProduceRequest.TopicProduceData
     # First a batch past fetch.ZERO_COPY_MIN_BYTES holding offset 1, which the samples fetch.
     sets = [(9, _records(value=bytes(1024), count=80))]
     sets += [(9, _records(c)) for c in (0, GZIP, 2, 3, ZSTD)]
     sets += [(2, _message_set(1, GZIP)), (1, _message_set(1, 3)), (0, _message_set(0, 2))]
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+    with socket.create_connection(("127.0.0.1", broker.fuzz_port), timeout=30) as sock:
         reader = sock.makefile("rb")
 
         def call(request: Any, response_class: Any) -> Any:
@@ -535,6 +607,9 @@ def seed(port: int) -> uuid.UUID:
                 reader.read(size), version=request.API_VERSION, header=True
             )
 
+        if broker.sasl_plain:
+            for request, response_class in _login_requests():
+                _check_login(request, call(request, response_class))
         Create = CreateTopicsRequest.CreatableTopic
         created = call(
             CreateTopicsRequest[7](
@@ -708,6 +783,11 @@ def main() -> None:
         help="a broker setting, as `herdless serve --set` takes it (e.g. the authorizer's)",
     )
     parser.add_argument(
+        "--sasl-plain",
+        action="store_true",
+        help="fuzz on a SASL_PLAINTEXT listener, each connection logged in with PLAIN first",
+    )
+    parser.add_argument(
         "--in-process",
         action="store_true",
         help="decode the frames here, beside kafka-python, instead of sending them",
@@ -721,9 +801,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="herdless-fuzz-") as tmp:
         log_path = args.keep_log or Path(tmp) / "broker.log"
         settings = tuple(arg for setting in args.set for arg in ("--set", setting))
-        broker = BrokerUnderTest(Path(tmp) / "data", log_path, _free_port(), settings)
+        sasl_port = _free_port() if args.sasl_plain else None
+        broker = BrokerUnderTest(
+            Path(tmp) / "data", log_path, _free_port(), settings, sasl_port=sasl_port
+        )
         broker.start()
-        templates = _built(api_keys, seed(broker.port))
+        templates = _built(api_keys, seed(broker))
         started = time.monotonic()
         try:
             counts = asyncio.run(
@@ -739,7 +822,8 @@ def main() -> None:
         f"frames: {counts.frames:,} in {elapsed:.0f} s ({kinds})\n"
         f"connections closed by the broker: {counts.closed:,}\n"
         f"probe timeouts: {counts.probe_timeouts:,}\n"
-        f"crashes: {counts.crashes}\n"
+        + (f"refused logins: {counts.failed_logins:,}\n" if args.sasl_plain else "")
+        + f"crashes: {counts.crashes}\n"
         f"tracebacks in the broker log: {tracebacks}\n"
         f"WARNING lines in the broker log: {warnings:,}\n"
         f"broker RSS: {counts.start_rss_kib // 1024} MiB at start,"
