@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from herdless.broker.config import BrokerConfig, ConfigError
-from herdless.broker.listeners import build_listeners, inter_broker_security
+from herdless.broker.inter_broker import inter_broker_security
+from herdless.broker.listeners import build_listeners
 from herdless.broker.oauthbearer import OIDC_VALIDATORS, UNSECURED_VALIDATOR
 from herdless.security.principal import user
 from herdless.security.sasl import SaslServer
