@@ -4,13 +4,16 @@ logging in with `sasl.mechanism.inter.broker.protocol` as Kafka's brokers do:
 - PLAIN and SCRAM as the user the listener's JAAS entry names (username, password);
 - GSSAPI as the principal of the listener's Krb5LoginModule entry, with its keytab
   (the same entry the listener accepts tickets with), asking tickets for
-  `sasl.kerberos.service.name` at each peer's host.
+  `sasl.kerberos.service.name` at each peer's host;
+- OAUTHBEARER with Kafka's unsecured login: a token made from the listener's
+  OAuthBearerLoginModule options (`unsecuredLoginStringClaim_sub=...`), for development.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from herdless.broker.clock import wall_ms
 from herdless.broker.config import BrokerConfig, ConfigError
 from herdless.broker.kerberos import kerberos_identity
 from herdless.broker.kerberos_login import DEFAULT_MIN_TIME_BEFORE_RELOGIN_MS, KerberosLogin
@@ -18,13 +21,16 @@ from herdless.broker.listeners import DEFAULT_MECHANISMS, config_int
 from herdless.broker.peer import PeerSecurity
 from herdless.broker.tls import client_context
 from herdless.security.jaas import JaasConfigError, parse_jaas_config
+from herdless.security.oauthbearer_login import UnsecuredLogin
 from herdless.security.sasl_client import SaslClient, sasl_client
 from herdless.security.sasl_gssapi import GSSAPI, GssapiMissing
+from herdless.security.sasl_oauthbearer import OAUTHBEARER
 from herdless.security.sasl_plain import PLAIN
 from herdless.security.scram import SCRAM_MECHANISMS
 
 # The mechanisms this broker logs in to other brokers with.
-INTER_BROKER_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS, GSSAPI)
+INTER_BROKER_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS, GSSAPI, OAUTHBEARER)
+LOGIN_HANDLER = "sasl.login.callback.handler.class"
 
 
 def inter_broker_security(config: BrokerConfig) -> PeerSecurity:
@@ -58,6 +64,8 @@ def inter_broker_security(config: BrokerConfig) -> PeerSecurity:
         )
     if mechanism == GSSAPI:
         return PeerSecurity(ssl_context, _kerberos_login(config, name).client)
+    if mechanism == OAUTHBEARER:
+        return PeerSecurity(ssl_context, _oauthbearer_login(config, name))
     return PeerSecurity(ssl_context, _password_login(config, name, mechanism))
 
 
@@ -79,6 +87,29 @@ def _password_login(
     if not username or not password:
         raise ConfigError(f"{key} must give both username and password")
     return lambda host: sasl_client(mechanism, username, password)
+
+
+def _oauthbearer_login(config: BrokerConfig, listener: str) -> Callable[[str], SaslClient]:
+    settings = config.security
+    handler = settings.get(LOGIN_HANDLER, listener=listener, mechanism=OAUTHBEARER)
+    if handler:
+        raise ConfigError(
+            f"{LOGIN_HANDLER}: brokers log in to each other with OAUTHBEARER's unsecured"
+            f" tokens only, not through {handler}"
+        )
+    key = f"listener.name.{listener.lower()}.oauthbearer.sasl.jaas.config"
+    text = settings.get("sasl.jaas.config", listener=listener, mechanism=OAUTHBEARER)
+    if text is None:
+        raise ConfigError(
+            f"{key} (or sasl.jaas.config) must give the principal this broker logs in as:"
+            " org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required"
+            ' unsecuredLoginStringClaim_sub="broker";'
+        )
+    try:
+        login = UnsecuredLogin.from_options(parse_jaas_config(text).options)
+    except (JaasConfigError, ValueError) as exc:
+        raise ConfigError(f"{key}: {exc}") from None
+    return lambda host: login.client(lambda: wall_ms() / 1000)
 
 
 def _kerberos_login(config: BrokerConfig, listener: str) -> KerberosLogin:
