@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from herdless.broker.config import BrokerConfig, ConfigError
-from herdless.broker.listeners import build_listeners, inter_broker_security
+from herdless.broker.inter_broker import inter_broker_security
+from herdless.broker.listeners import build_listeners
 from herdless.broker.oauthbearer import OIDC_VALIDATORS, UNSECURED_VALIDATOR
 from herdless.security.principal import user
 from herdless.security.sasl import SaslServer
@@ -114,11 +115,48 @@ def test_settings_that_cannot_be_used_are_named(
         oauthbearer_server(tmp_path, **settings)
 
 
-def test_brokers_do_not_log_in_to_each_other_with_oauthbearer(tmp_path: Path) -> None:
+def test_brokers_log_in_to_each_other_with_unsecured_tokens(tmp_path: Path) -> None:
+    settings = {
+        "sasl.mechanism.inter.broker.protocol": "OAUTHBEARER",
+        f"{PREFIX}sasl.jaas.config": (
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required"
+            ' unsecuredLoginStringClaim_sub="broker" unsecuredLoginExtension_traceId="t1";'
+        ),
+    }
+    raw = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "OAUTHBEARER"}
+    config = BrokerConfig(data_dir=str(tmp_path), security=SecuritySettings({**raw, **settings}))
+    security = inter_broker_security(config)
+    assert security.sasl is not None
+    client = security.sasl("127.0.0.1")
+    # The listener's own validator (unsecured tokens) takes what this broker sends.
+    server = oauthbearer_server(tmp_path, **settings)
+    assert client.evaluate(server.evaluate(client.first())) is None
+    assert server.principal == user("broker")
+    assert 3_590_000 < server.session_lifetime_ms <= 3_600_000  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("settings", "problem"),
+    [
+        ({}, "must give the principal this broker logs in as"),
+        (
+            {f"{PREFIX}sasl.jaas.config": "M required unsecuredLoginStringClaim_name=x;"},
+            "unsecuredLoginStringClaim_sub must give the principal",
+        ),
+        (
+            {f"{PREFIX}sasl.login.callback.handler.class": "com.example.Login"},
+            "not through com.example.Login",
+        ),
+    ],
+)
+def test_an_oauthbearer_login_between_brokers_that_cannot_be_used_is_named(
+    tmp_path: Path, settings: dict[str, str], problem: str
+) -> None:
     raw = {
         "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
         "sasl.enabled.mechanisms": "OAUTHBEARER",
+        **settings,
     }
     config = BrokerConfig(data_dir=str(tmp_path), security=SecuritySettings(raw))
-    with pytest.raises(ConfigError, match="OAUTHBEARER is not served between brokers"):
+    with pytest.raises(ConfigError, match=problem):
         inter_broker_security(config)

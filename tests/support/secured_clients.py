@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -21,6 +22,9 @@ from kafka.net.sasl.oauth import AbstractTokenProvider as KafkaPythonTokenProvid
 from tests.support.tokens import claims, unsecured_token
 
 RECORDS = 3
+# Settings of the producer alone (acks...), in the client's own names.
+Settings = Mapping[str, Any]
+NONE: Settings = MappingProxyType({})
 
 # (listener, SASL mechanism or None, whether the client shows a certificate)
 SETUPS = [
@@ -127,9 +131,11 @@ def values(prefix: str) -> list[bytes]:
     return [f"{prefix}-{n}".encode() for n in range(RECORDS)]
 
 
-def run_confluent(settings: dict[str, str], topic: str, group: str) -> list[bytes]:
+def run_confluent(
+    settings: dict[str, str], topic: str, group: str, producer_settings: Settings = NONE
+) -> list[bytes]:
     errors: list[Any] = []
-    producer = Producer({**settings, "error_cb": errors.append})
+    producer = Producer({**settings, **producer_settings, "error_cb": errors.append})
     for value in values(topic):
         producer.produce(
             topic, value, on_delivery=lambda error, _: errors.append(error) if error else None
@@ -155,8 +161,10 @@ def run_confluent(settings: dict[str, str], topic: str, group: str) -> list[byte
     return seen
 
 
-def run_kafka_python(settings: dict[str, Any], topic: str, group: str) -> list[bytes]:
-    producer = KafkaProducer(**settings)
+def run_kafka_python(
+    settings: dict[str, Any], topic: str, group: str, producer_settings: Settings = NONE
+) -> list[bytes]:
+    producer = KafkaProducer(**settings, **producer_settings)
     for value in values(topic):
         producer.send(topic, value).get(timeout=30)
     producer.close()
@@ -173,7 +181,9 @@ def run_kafka_python(settings: dict[str, Any], topic: str, group: str) -> list[b
     return seen
 
 
-def run_aiokafka(settings: dict[str, Any], topic: str, group: str) -> list[bytes]:
+def run_aiokafka(
+    settings: dict[str, Any], topic: str, group: str, producer_settings: Settings = NONE
+) -> list[bytes]:
     files = {
         key: settings.pop(key)
         for key in ("ssl_cafile", "ssl_certfile", "ssl_keyfile")
@@ -190,7 +200,7 @@ def run_aiokafka(settings: dict[str, Any], topic: str, group: str) -> list[bytes
         )
 
     async def run() -> list[bytes]:
-        producer = AIOKafkaProducer(**settings)
+        producer = AIOKafkaProducer(**settings, **producer_settings)
         await producer.start()
         try:
             for value in values(topic):
@@ -219,7 +229,9 @@ def run_aiokafka(settings: dict[str, Any], topic: str, group: str) -> list[bytes
     return asyncio.run(run())
 
 
-def run_kcat(settings: dict[str, str], topic: str, group: str) -> list[bytes]:
+def run_kcat(
+    settings: dict[str, str], topic: str, group: str, producer_settings: Settings = NONE
+) -> list[bytes]:
     options = [
         arg
         for key, value in settings.items()
@@ -227,8 +239,9 @@ def run_kcat(settings: dict[str, str], topic: str, group: str) -> list[bytes]:
         for arg in ("-X", f"{key}={value}")
     ]
     bootstrap = ["-b", settings["bootstrap.servers"]]
+    producer_options = [arg for item in producer_settings.items() for arg in ("-X", "=".join(item))]
     subprocess.run(
-        ["kcat", *bootstrap, *options, "-P", "-t", topic],
+        ["kcat", *bootstrap, *options, *producer_options, "-P", "-t", topic],
         input=b"\n".join(values(topic)) + b"\n",
         check=True,
         capture_output=True,
@@ -254,7 +267,7 @@ def run_kcat(settings: dict[str, str], topic: str, group: str) -> list[bytes]:
     return consumed.stdout.split()
 
 
-CLIENTS: dict[str, tuple[Callable[[Any, str, str], list[bytes]], Callable[[Login], Any]]] = {
+CLIENTS: dict[str, tuple[Callable[..., list[bytes]], Callable[[Login], Any]]] = {
     "confluent-kafka": (run_confluent, librdkafka_settings),
     "kafka-python": (run_kafka_python, python_settings),
     "aiokafka": (run_aiokafka, python_settings),

@@ -32,12 +32,12 @@ from herdless.broker.group_configs import (
 )
 from herdless.broker.group_coordinator import REBALANCES_TOPIC, GroupCoordinator
 from herdless.broker.history_forwarder import HistoryForwarder
+from herdless.broker.inter_broker import inter_broker_security
 from herdless.broker.limited_warnings import WINDOW_S, LimitedWarnings
 from herdless.broker.listeners import (
     Listener,
     build_listeners,
     config_int,
-    inter_broker_security,
 )
 from herdless.broker.log_dir_failure import LogDirFailureHandler
 from herdless.broker.metadata import LocalMetadata

@@ -85,6 +85,8 @@ class ReplicaFetcher:
         self._session = FetchSessionHandler(leader.node_id)
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # The failure last logged, until a round of fetching succeeds.
+        self._failure: str | None = None
 
     # -- what it follows ---------------------------------------------------------
 
@@ -133,8 +135,15 @@ class ReplicaFetcher:
                 fetching = [p for p in ready if not p.needs_truncation]
                 if fetching:
                     await self._fetch(fetching)
+                if self._failure is not None:
+                    log.info("fetching from broker %d again", self.leader.node_id)
+                    self._failure = None
             except PeerError as exc:
-                log.info("fetching from broker %d: %s; retrying", self.leader.node_id, exc)
+                # Said once while it lasts: a leader that stays down, or refuses this
+                # broker's login, would otherwise fill the log every BACKOFF_S.
+                if str(exc) != self._failure:
+                    log.info("fetching from broker %d: %s; retrying", self.leader.node_id, exc)
+                    self._failure = str(exc)
                 await asyncio.sleep(BACKOFF_S)
             except Exception:
                 log.exception("fetcher for broker %d failed; retrying", self.leader.node_id)

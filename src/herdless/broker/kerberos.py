@@ -14,6 +14,8 @@ KDCs) is configured as for any MIT Kerberos program: krb5.conf, or KRB5_CONFIG.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from herdless.broker.config import BrokerConfig, ConfigError
 from herdless.security.jaas import JaasConfigError, parse_jaas_config
 from herdless.security.kerberos_names import KerberosName, KerberosNameError, split_rules
@@ -28,9 +30,21 @@ from herdless.security.sasl_gssapi import (
 DEFAULT_SERVICE_NAME = "kafka"
 
 
-def kerberos_acceptor(config: BrokerConfig, listener: str) -> GssapiAcceptor:
-    """What `listener` accepts with GSSAPI; ConfigError names the setting that cannot be
-    used, before anything is bound."""
+@dataclass(frozen=True)
+class KerberosIdentity:
+    """The broker's Kerberos principal and keytab, from a listener's Krb5LoginModule entry,
+    and the service name clients ask tickets for."""
+
+    principal: str
+    keytab: str | None
+    service_name: str
+    # The setting it came from, to name in errors.
+    key: str
+
+
+def kerberos_identity(config: BrokerConfig, listener: str) -> KerberosIdentity:
+    """The broker's Kerberos identity on `listener`; ConfigError names the setting that
+    cannot be used."""
     settings = config.security
     key = f"listener.name.{listener.lower()}.gssapi.sasl.jaas.config"
     text = settings.get("sasl.jaas.config", listener=listener, mechanism=GSSAPI)
@@ -63,13 +77,22 @@ def kerberos_acceptor(config: BrokerConfig, listener: str) -> GssapiAcceptor:
             f"{key}: the principal {principal} is not of service {service_name}"
             " (sasl.kerberos.service.name), which clients ask tickets for"
         )
-    rules = split_rules(settings.get("sasl.kerberos.principal.to.local.rules", listener=listener))
+    return KerberosIdentity(principal, options.get("keyTab"), service_name, key)
+
+
+def kerberos_acceptor(config: BrokerConfig, listener: str) -> GssapiAcceptor:
+    """What `listener` accepts with GSSAPI; ConfigError names the setting that cannot be
+    used, before anything is bound."""
+    identity = kerberos_identity(config, listener)
+    rules = split_rules(
+        config.security.get("sasl.kerberos.principal.to.local.rules", listener=listener)
+    )
     try:
-        return GssapiAcceptor.from_keytab(principal, options.get("keyTab"), rules)
+        return GssapiAcceptor.from_keytab(identity.principal, identity.keytab, rules)
     except GssapiMissing as exc:
         raise ConfigError(f"listener {listener} enables GSSAPI: {exc}") from None
     except GssapiSetupError as exc:
-        raise ConfigError(f"{key}: {exc}") from None
+        raise ConfigError(f"{identity.key}: {exc}") from None
     except KerberosNameError as exc:
         raise ConfigError(f"sasl.kerberos.principal.to.local.rules: {exc}") from None
 

@@ -14,21 +14,17 @@ from herdless.broker.clock import wall_ms
 from herdless.broker.config import BrokerConfig, ConfigError
 from herdless.broker.kerberos import kerberos_acceptor
 from herdless.broker.oauthbearer import oauthbearer_validator
-from herdless.broker.peer import PeerSecurity
 from herdless.broker.sasl_authentication import SaslListener
 from herdless.broker.tls import (
     ReloadingContext,
     Side,
-    client_context,
     peer_principal,
     principal_mapper,
 )
 from herdless.broker.tls_handshakes import reporting_handshakes
-from herdless.security.jaas import JaasConfigError, parse_jaas_config
 from herdless.security.listeners import Endpoint, SecurityProtocol
 from herdless.security.principal import ANONYMOUS, KafkaPrincipal
 from herdless.security.sasl import SaslServer
-from herdless.security.sasl_client import sasl_client
 from herdless.security.sasl_gssapi import GSSAPI, GssapiServer
 from herdless.security.sasl_oauthbearer import OAUTHBEARER, OAuthBearerServer
 from herdless.security.sasl_plain import PLAIN, PlainServer
@@ -38,8 +34,6 @@ from herdless.security.scram import SCRAM_MECHANISMS, CredentialCache
 # The mechanisms herdless serves. Kafka enables GSSAPI alone unless told otherwise;
 # herdless enables the SCRAM mechanisms, which need no Kerberos realm.
 SERVED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS, GSSAPI, OAUTHBEARER)
-# Those this broker logs in to other brokers with.
-INTER_BROKER_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
 DEFAULT_MECHANISMS = ",".join(SCRAM_MECHANISMS)
 
 # Kafka's defaults: sessions never end; a failed login is answered after 100 ms.
@@ -113,42 +107,6 @@ def _tls(
         return ANONYMOUS if ssl_object is None else peer_principal(ssl_object, mapper)
 
     return reloading.context, principal_of
-
-
-def inter_broker_security(config: BrokerConfig) -> PeerSecurity:
-    """How this broker connects to the others: TLS and SASL as its inter-broker listener
-    asks, logging in with `sasl.mechanism.inter.broker.protocol` (herdless's default: the
-    listener's first enabled mechanism) as the user its JAAS entry names."""
-    name = config.inter_broker_listener()
-    endpoint = next(e for e in config.listener_endpoints() if e.listener == name)
-    ssl_context = None
-    if endpoint.security_protocol.uses_tls:
-        ssl_context = client_context(config.security, name)
-    if not endpoint.security_protocol.uses_sasl:
-        return PeerSecurity(ssl_context)
-    settings = config.security
-    enabled = settings.get_list("sasl.enabled.mechanisms", DEFAULT_MECHANISMS, listener=name)
-    mechanism = (settings.get("sasl.mechanism.inter.broker.protocol") or enabled[0]).upper()
-    if mechanism not in INTER_BROKER_MECHANISMS:
-        raise ConfigError(
-            f"sasl.mechanism.inter.broker.protocol: {mechanism} is not served between brokers"
-            f" (served: {', '.join(INTER_BROKER_MECHANISMS)})"
-        )
-    key = f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config"
-    text = settings.get("sasl.jaas.config", listener=name, mechanism=mechanism)
-    if text is None:
-        raise ConfigError(
-            f"{key} (or sasl.jaas.config) must give the username and password this broker"
-            " logs in to the others with"
-        )
-    try:
-        options = parse_jaas_config(text).options
-    except JaasConfigError as exc:
-        raise ConfigError(f"{key}: {exc}") from None
-    username, password = options.get("username"), options.get("password")
-    if not username or not password:
-        raise ConfigError(f"{key} must give both username and password")
-    return PeerSecurity(ssl_context, functools.partial(sasl_client, mechanism, username, password))
 
 
 def _sasl_listener(

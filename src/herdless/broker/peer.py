@@ -13,7 +13,7 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from herdless.protocol.codec import FRAME_SIZE, REQUESTS, RESPONSES
 from herdless.protocol.errors import ErrorCode
@@ -21,6 +21,7 @@ from herdless.security.sasl import SaslAuthenticationFailed
 from herdless.security.sasl_client import SaslClient
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+_T = TypeVar("_T")
 
 
 class PeerError(Exception):
@@ -33,8 +34,9 @@ class PeerSecurity:
 
     # TLS, checking the other broker's certificate.
     ssl_context: ssl.SSLContext | None = None
-    # A new SASL client for each connection, logging in as this broker.
-    sasl: Callable[[], SaslClient] | None = None
+    # A new SASL client for each connection to the broker at the given host, logging in
+    # as this broker. Its calls may block (GSSAPI asks the KDC): they run in a thread.
+    sasl: Callable[[str], SaslClient] | None = None
 
 
 class PeerConnection:
@@ -74,12 +76,16 @@ class PeerConnection:
             raise
 
     async def _connect(self) -> None:
+        client = None
+        if self._security.sasl is not None:
+            # Before connecting: a broker that cannot log in (no ticket) need not connect.
+            client = await self._sasl_step(self._security.sasl, self.host)
         context = self._security.ssl_context
         self._reader, self._writer = await asyncio.open_connection(
             self.host, self.port, ssl=context, server_hostname=self.host if context else None
         )
-        if self._security.sasl is not None:
-            await self._authenticate(self._security.sasl())
+        if client is not None:
+            await self._authenticate(client)
 
     async def _authenticate(self, client: SaslClient) -> None:
         """Log in as this broker: SaslHandshake v1, then SaslAuthenticate until done."""
@@ -89,7 +95,7 @@ class PeerConnection:
                 f"{self.host}:{self.port} does not take SASL mechanism {client.mechanism}"
                 f" (error {handshake.error_code}; it takes {handshake.mechanisms})"
             )
-        message: bytes | None = client.first()
+        message: bytes | None = await self._sasl_step(client.first)
         started = time.monotonic()
         while message is not None:
             answer = await self._exchange(SASL_AUTHENTICATE, 2, {"auth_bytes": message})
@@ -100,10 +106,15 @@ class PeerConnection:
                 )
             if answer.session_lifetime_ms > 0:
                 self._session_end = started + answer.session_lifetime_ms / 1000 * 0.9
-            try:
-                message = client.evaluate(answer.auth_bytes)
-            except SaslAuthenticationFailed as exc:
-                raise PeerError(f"{self.host}:{self.port}: {exc}") from None
+            message = await self._sasl_step(client.evaluate, answer.auth_bytes)
+
+    async def _sasl_step(self, step: Callable[..., _T], *args: Any) -> _T:
+        """A step of the SASL client, in a thread: GSSAPI's ask the KDC, SCRAM's hash."""
+        try:
+            return await asyncio.to_thread(step, *args)
+        except SaslAuthenticationFailed as exc:
+            # This broker could not log in, or the other could not prove who it is.
+            raise PeerError(f"{self.host}:{self.port}: {exc}") from None
 
     async def _exchange(self, api_key: int, version: int, fields: dict[str, Any]) -> Any:
         request = _build(REQUESTS[api_key], REQUESTS[api_key]._json["fields"], fields)

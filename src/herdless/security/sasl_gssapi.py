@@ -63,7 +63,7 @@ def load_gssapi() -> Any:
     return gssapi
 
 
-def _gss_message(error: Exception) -> str:
+def gss_message(error: Exception) -> str:
     """A GSS error in one line: its minor (Kerberos) message when it has one, which says
     what the major one ("Unspecified GSS failure") does not."""
     gen_message = getattr(error, "gen_message", None)
@@ -114,7 +114,7 @@ class GssapiAcceptor:
         except gssapi.exceptions.GSSError as exc:
             where = "the default keytab" if keytab is None else f"keytab {keytab}"
             raise GssapiSetupError(
-                f"cannot accept tickets for {principal} with {where}: {_gss_message(exc)}"
+                f"cannot accept tickets for {principal} with {where}: {gss_message(exc)}"
             ) from None
         return cls(principal, short_namer, credentials)
 
@@ -153,7 +153,7 @@ class GssapiServer:
                 return self._answer(response)
         except GSSError as exc:
             self._stage = _Stage.COMPLETE
-            raise invalid_credentials(GSSAPI, self._why(_gss_message(exc))) from None
+            raise invalid_credentials(GSSAPI, self._why(gss_message(exc))) from None
         except SaslAuthenticationFailed:
             self._stage = _Stage.COMPLETE
             raise

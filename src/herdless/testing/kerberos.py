@@ -128,6 +128,10 @@ class MitKdc(ChildProcess):
         self._kadmin(f"ktadd -norandkey -k {path} {self.principal(name)}")
         return path
 
+    def set_max_life(self, name: str, life: str) -> None:
+        """How long the principal's tickets last at most, in kadmin's words ("20 seconds")."""
+        self._kadmin(f'modprinc -maxlife "{life}" {self.principal(name)}')
+
     def change_keys(self, name: str) -> None:
         """New random keys for the principal: keytabs made before hold stale ones."""
         self._kadmin(f"cpw -randkey {self.principal(name)}")
