@@ -1,5 +1,6 @@
 """A 3-broker cluster whose brokers log in to each other with Kerberos (SASL_SSL, GSSAPI)
-against a real MIT KDC, and clients that use it through the same listener: kcat,
+against a real MIT KDC, and clients that use it through the same listener:
+confluent-kafka (built with Cyrus SASL, tests/support/librdkafka_gssapi.py), kcat,
 kafka-python and aiokafka produce with acks=all through a full ISR, consume in a group and
 commit. A fourth broker whose keytab holds stale keys cannot reach its leader and says
 why in one line.
@@ -34,6 +35,7 @@ from herdless.cli.certs import CertificateFiles, write_certificates
 from herdless.testing import BrokerProcess, free_port
 from herdless.testing.kerberos import MitKdc
 from tests.support.cluster import ClusterProcesses
+from tests.support.librdkafka_gssapi import run_confluent_with_gssapi
 from tests.support.secured_clients import committed, run_aiokafka, run_kafka_python, run_kcat
 from tests.support.secured_clients import values as records_of
 
@@ -191,6 +193,7 @@ def create_topic(cluster: KerberizedCluster, topic: NewTopic) -> None:
 
 
 CLIENTS = {
+    "confluent-kafka": (run_confluent_with_gssapi, librdkafka_settings, {"acks": "all"}),
     "kcat": (run_kcat, librdkafka_settings, {"acks": "all"}),
     "kafka-python": (run_kafka_python, python_settings, {"acks": "all"}),
     # aiokafka's default is acks=1.

@@ -11,7 +11,6 @@ Debian's, on librdkafka 2.0 with Cyrus SASL's GSSAPI plugin.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import subprocess
 import sys
@@ -31,7 +30,7 @@ from kafka.protocol.sasl import (
 
 from herdless.testing.kerberos import MitKdc
 from tests.support.broker import BrokerProcess, free_port, module_broker
-from tests.support.librdkafka_gssapi import site_packages
+from tests.support.librdkafka_gssapi import run_confluent_with_gssapi
 from tests.support.secured_clients import run_aiokafka, run_kafka_python, run_kcat, values
 from tests.support.wire import Wire
 
@@ -123,29 +122,6 @@ def python_settings(kerberized: Kerberized) -> dict[str, Any]:
         "sasl_mechanism": "GSSAPI",
         "sasl_kerberos_service_name": "kafka",
     }
-
-
-def run_confluent_with_gssapi(settings: dict[str, str], topic: str, group: str) -> list[bytes]:
-    """secured_clients.run_confluent, in a child process whose confluent-kafka is the one
-    built with Cyrus SASL."""
-    site = site_packages()
-    script = (
-        "import json, sys, confluent_kafka\n"
-        f"assert confluent_kafka.__file__.startswith({str(site)!r}), confluent_kafka.__file__\n"
-        "from tests.support.secured_clients import run_confluent\n"
-        "settings, topic, group = json.loads(sys.argv[1])\n"
-        "print(json.dumps([v.decode() for v in run_confluent(settings, topic, group)]))\n"
-    )
-    root = Path(__file__).resolve().parent.parent
-    done = subprocess.run(
-        [sys.executable, "-c", script, json.dumps([settings, topic, group])],
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(root)])},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    return [value.encode() for value in json.loads(done.stdout.splitlines()[-1])]
 
 
 CLIENTS = {

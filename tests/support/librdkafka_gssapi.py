@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -28,6 +29,7 @@ import tarfile
 import tempfile
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 LIBRDKAFKA_VERSION = "2.15.1"
 SOURCE_URL = (
@@ -118,6 +120,35 @@ def run(command: list[str], cwd: Path, environment: dict[str, str] | None = None
     if done.returncode != 0:
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-30:])
         raise RuntimeError(f"{' '.join(command)} failed in {cwd}:\n{tail}")
+
+
+def run_confluent_with_gssapi(
+    settings: dict[str, str],
+    topic: str,
+    group: str,
+    producer_settings: dict[str, Any] | None = None,
+) -> list[bytes]:
+    """secured_clients.run_confluent, in a child process whose confluent-kafka is the one
+    built here: what it consumed."""
+    site = site_packages()
+    script = (
+        "import json, sys, confluent_kafka\n"
+        f"assert confluent_kafka.__file__.startswith({str(site)!r}), confluent_kafka.__file__\n"
+        "from tests.support.secured_clients import run_confluent\n"
+        "arguments = json.loads(sys.argv[1])\n"
+        "print(json.dumps([v.decode() for v in run_confluent(*arguments)]))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    arguments = [settings, topic, group, producer_settings or {}]
+    done = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(arguments)],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(root)])},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return [value.encode() for value in json.loads(done.stdout.splitlines()[-1])]
 
 
 if __name__ == "__main__":
