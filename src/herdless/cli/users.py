@@ -323,6 +323,8 @@ def _alter_zookeeper(
 
 def _open_zookeeper(zookeeper: _ZooKeeper) -> ClusterStore:
     """A session with the cluster's ZooKeeper, logged in as Kafka's tools log in."""
+    import logging
+
     from herdless.broker.config import read_properties
     from herdless.broker.zookeeper_security import read_zookeeper_security
     from herdless.cluster.store import ClusterStore
@@ -332,6 +334,9 @@ def _open_zookeeper(zookeeper: _ZooKeeper) -> ClusterStore:
         security = read_zookeeper_security(settings).for_tools()
     except ValueError as exc:  # ConfigError, ZooKeeperSecurityError
         raise fail(f"--zookeeper-config: {exc}" if zookeeper.config else str(exc)) from None
+    # Kazoo logs every lost connection and refused login; the command says what failed,
+    # once, in its own error.
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)
     return ClusterStore(zookeeper.connect, security=security)
 
 

@@ -52,6 +52,7 @@ from kazoo.exceptions import (
     RolledBackError,
     RuntimeInconsistency,
     SASLException,
+    SessionClosedRequireSaslError,
     SessionExpiredError,
     ZookeeperError,
 )
@@ -164,7 +165,10 @@ class ClusterStore:
             with _client(hosts, session_timeout, connect_timeout, connect, security) as root:
                 for prefix in _prefixes("/" + chroot):
                     with suppress(NodeExistsError):
-                        root.create(prefix, None)
+                        try:
+                            root.create(prefix, None)
+                        except SessionClosedRequireSaslError:
+                            raise _sasl_required(connect) from None
         self._client = _KafkaZkClient(connect, session_timeout, security)
         self._hook_negotiated_timeout()
         self._client.add_listener(self._on_kazoo_state)
@@ -941,6 +945,8 @@ class ClusterStore:
                 f"ZooKeeper at {self.connect_string} did not answer within "
                 f"{self._request_timeout if timeout is None else timeout}s"
             ) from None
+        except SessionClosedRequireSaslError:
+            raise _sasl_required(self.connect_string) from None
         except (ConnectionClosedError, AuthFailedError) as exc:
             if self._client.sasl_failure is not None:
                 raise ZooKeeperAuthenticationFailed(self._client.sasl_failure) from None
@@ -1136,7 +1142,7 @@ class _KafkaZkClient(KazooClient):
                 original(host, timeout)
             except (SASLException, ZookeeperError) as exc:  # AuthFailedError among them
                 self.sasl_failure = (
-                    f"ZooKeeper at {hosts} refused the SASL login of {username!r}"
+                    f"ZooKeeper at {hosts} {_REFUSED} {username!r}"
                     f" ({type(exc).__name__}): check the password in the JAAS file's"
                     " section for ZooKeeper, and that ZooKeeper has this user"
                 )
@@ -1200,6 +1206,25 @@ def _client(
     finally:
         client.stop()
         client.close()
+
+
+def _sasl_required(address: str) -> ZooKeeperAuthenticationFailed:
+    return ZooKeeperAuthenticationFailed(
+        f"ZooKeeper at {address} takes only SASL logins: name a JAAS file with a Client"
+        " section (java.security.auth.login.config) to log in with"
+    )
+
+
+class _ReportedByTheStore(logging.Filter):
+    """Leaves out kazoo's own line about a SASL login that a ClusterStore refused: the
+    store raises ZooKeeperAuthenticationFailed saying the same."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.msg == "AUTH_FAILED closing: %s" and _REFUSED in str(record.args or ""))
+
+
+_REFUSED = "refused the SASL login of"
+logging.getLogger("kazoo.client").addFilter(_ReportedByTheStore())
 
 
 def _prefixes(path: str) -> list[str]:
