@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from herdless.cli.zookeeper import ZooKeeperMissing
@@ -21,7 +22,12 @@ class ZooKeeperProcess(zookeeper.ZooKeeperProcess):
     """The plugin's test ZooKeeper (herdless.testing), failing with RuntimeError when absent."""
 
     def __init__(
-        self, data_dir: Path, *, host: str = "127.0.0.1", prefix: tuple[str, ...] = ()
+        self,
+        data_dir: Path,
+        *,
+        host: str = "127.0.0.1",
+        prefix: tuple[str, ...] = (),
+        sasl_users: Mapping[str, str] | None = None,
     ) -> None:
         require_zookeeper()
-        super().__init__(data_dir, host=host, prefix=prefix)
+        super().__init__(data_dir, host=host, prefix=prefix, sasl_users=sasl_users)

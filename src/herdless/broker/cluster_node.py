@@ -144,6 +144,7 @@ class ClusterNode:
                 self.config.zookeeper_connect,
                 session_timeout=timeout_s,
                 connect_timeout=self.config.zookeeper_connection_timeout_ms / 1000,
+                security=self.config.zookeeper_security(),
             )
         )
         deadline = time.monotonic() + self.config.zookeeper_connection_timeout_ms / 1000

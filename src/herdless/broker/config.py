@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from herdless.broker.zookeeper_security import read_zookeeper_security
 from herdless.coordinator import CoordinatorConfig
 from herdless.coordinator.assignors import ASSIGNORS
 from herdless.coordinator.config import ConsumerGroupMigrationPolicy
@@ -20,6 +21,7 @@ from herdless.security.listeners import (
     parse_protocol_map,
 )
 from herdless.security.settings import SecuritySettings, is_security_setting
+from herdless.security.zookeeper import ZooKeeperSecurity
 from herdless.storage import LogConfig
 
 # Kafka broker property -> (BrokerConfig field, parser). Topic defaults use their log.* names.
@@ -362,6 +364,15 @@ class BrokerConfig:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
 
+    def zookeeper_security(self) -> ZooKeeperSecurity:
+        """How this broker logs in to ZooKeeper and whether its znodes get ACLs:
+        java.security.auth.login.config, zookeeper.sasl.*, zookeeper.set.acl, and
+        KAFKA_OPTS's -D options (herdless.broker.zookeeper_security)."""
+        try:
+            return read_zookeeper_security(self.security.raw)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
     def coordinator_config(self) -> CoordinatorConfig:
         return CoordinatorConfig(
             min_session_timeout_ms=self.group_min_session_timeout_ms,
@@ -486,6 +497,8 @@ class BrokerConfig:
         self.advertised_endpoints()
         self.inter_broker_listener()
         self.authorizer()
+        if self.clustered:
+            self.zookeeper_security()
         self.consumer_assignors()
         self.consumer_migration_policy()
         self._check_topic_defaults()

@@ -6,7 +6,10 @@ kafka-configs.sh --bootstrap-server does: the password is salted and hashed here
 never sent. Offline, so that the first admin exists before the first start, as
 kafka-storage.sh format --add-scram and kafka-configs.sh --zookeeper did: into the data
 directory of a broker that is not running (`--data-dir`), or into a cluster's ZooKeeper
-(`--zookeeper`), where running brokers pick the change up within a second.
+(`--zookeeper`), where running brokers pick the change up within a second. A ZooKeeper
+that takes SASL logins is logged in to as Kafka's tools do, with the `Client` section of
+the JAAS file that KAFKA_OPTS (`-Djava.security.auth.login.config=...`) or
+`--zookeeper-config` names; what is written then gets Kafka's znode ACLs.
 
 Kafka's tools make the mechanism be named; without --mechanism a user gets both,
 SCRAM-SHA-256 and SCRAM-SHA-512, so that a client configured for either logs in (and
@@ -19,6 +22,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -43,6 +47,8 @@ from herdless.security.scram import (
 
 if TYPE_CHECKING:
     from kafka import KafkaAdminClient
+
+    from herdless.cluster.store import ClusterStore
 
 users_app = command_group(
     "Add, list and remove users' SCRAM credentials: through a broker, or offline in a"
@@ -72,6 +78,23 @@ ZooKeeperOption = Annotated[
         help="Offline: the cluster's ZooKeeper, host:port[/chroot] (zookeeper.connect).",
     ),
 ]
+ZooKeeperConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--zookeeper-config",
+        metavar="FILE",
+        help="With --zookeeper: a properties file (the brokers' own will do) whose"
+        " java.security.auth.login.config, zookeeper.sasl.client and"
+        " zookeeper.sasl.clientconfig log in to ZooKeeper. Without it, KAFKA_OPTS's"
+        " -D options, as Kafka's tools.",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class _ZooKeeper:
+    connect: str
+    config: Path | None
 
 
 @users_app.command("add")
@@ -96,6 +119,7 @@ def add(
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     data_dir: DataDirOption = None,
     zookeeper: ZooKeeperOption = None,
+    zookeeper_config: ZooKeeperConfigOption = None,
 ) -> None:
     """Add a user, or set a user's password anew."""
     mechanisms = _mechanisms(mechanism)
@@ -104,7 +128,7 @@ def add(
         raise fail(
             f"--iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}, not {iterations}"
         )
-    where = _where(ctx, data_dir, zookeeper)
+    where = _where(ctx, data_dir, zookeeper, zookeeper_config)
     secret = _password(password, password_stdin)
     if where is None:
         _add_online(bootstrap, user, mechanisms, secret, iterations)
@@ -127,9 +151,10 @@ def list_(
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     data_dir: DataDirOption = None,
     zookeeper: ZooKeeperOption = None,
+    zookeeper_config: ZooKeeperConfigOption = None,
 ) -> None:
     """List users and the mechanisms and iterations of their credentials (never a key)."""
-    where = _where(ctx, data_dir, zookeeper)
+    where = _where(ctx, data_dir, zookeeper, zookeeper_config)
     if where is None:
         found, missing = _describe_online(bootstrap, users)
     else:
@@ -163,11 +188,12 @@ def remove(
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     data_dir: DataDirOption = None,
     zookeeper: ZooKeeperOption = None,
+    zookeeper_config: ZooKeeperConfigOption = None,
 ) -> None:
     """Remove a user's credentials: it can no longer log in with SCRAM or PLAIN."""
     chosen = _mechanisms(mechanism) if mechanism else None
     _check_user(user)
-    where = _where(ctx, data_dir, zookeeper)
+    where = _where(ctx, data_dir, zookeeper, zookeeper_config)
     if where is None:
         removed = _remove_online(bootstrap, user, chosen)
     else:
@@ -181,8 +207,12 @@ def remove(
 # -- where: a broker, or offline ----------------------------------------------------------
 
 
-def _where(ctx: typer.Context, data_dir: Path | None, zookeeper: str | None) -> Path | str | None:
+def _where(
+    ctx: typer.Context, data_dir: Path | None, zookeeper: str | None, zookeeper_config: Path | None
+) -> Path | _ZooKeeper | None:
     """None: through the brokers; else the data directory or the ZooKeeper to write."""
+    if zookeeper_config is not None and zookeeper is None:
+        raise fail("--zookeeper-config goes with --zookeeper")
     named = [
         option
         for option, given in (
@@ -194,7 +224,9 @@ def _where(ctx: typer.Context, data_dir: Path | None, zookeeper: str | None) -> 
     ]
     if len(named) > 1:
         raise fail(f"give one of --bootstrap-server, --data-dir, --zookeeper, not {named}")
-    return data_dir if data_dir is not None else zookeeper
+    if zookeeper is not None:
+        return _ZooKeeper(zookeeper, zookeeper_config)
+    return data_dir
 
 
 def _given(ctx: typer.Context, parameter: str) -> bool:
@@ -203,7 +235,7 @@ def _given(ctx: typer.Context, parameter: str) -> bool:
     return source is not None and source.name != "DEFAULT"
 
 
-def _read_offline(where: Path | str) -> dict[str, dict[str, int]]:
+def _read_offline(where: Path | _ZooKeeper) -> dict[str, dict[str, int]]:
     """Every user with a credential: user -> mechanism -> iterations."""
     if isinstance(where, Path):
         from herdless.broker.credentials import read_file
@@ -217,10 +249,9 @@ def _read_offline(where: Path | str) -> dict[str, dict[str, int]]:
             raise fail(str(exc)) from None
     else:
         from herdless.cluster.errors import ClusterError
-        from herdless.cluster.store import ClusterStore
 
         try:
-            with ClusterStore(where) as store:
+            with _open_zookeeper(where) as store:
                 configs = store.user_configs()
         except ClusterError as exc:
             raise fail(str(exc)) from None
@@ -236,7 +267,7 @@ def _read_offline(where: Path | str) -> dict[str, dict[str, int]]:
 
 
 def _alter_offline(
-    where: Path | str,
+    where: Path | _ZooKeeper,
     user: str,
     upsertions: Mapping[str, ScramCredential],
     deletions: Collection[str],
@@ -273,22 +304,40 @@ def _alter_data_dir(
 
 
 def _alter_zookeeper(
-    connect: str,
+    zookeeper: _ZooKeeper,
     user: str,
     upsertions: Mapping[str, ScramCredential],
     deletions: Collection[str],
 ) -> None:
     from herdless.cluster.errors import ClusterError
-    from herdless.cluster.store import ClusterStore
 
     change: Callable[[dict[str, str]], dict[str, str]] = lambda config: altered_config(  # noqa: E731
         config, upsertions, deletions
     )
     try:
-        with ClusterStore(connect) as store:
+        with _open_zookeeper(zookeeper) as store:
             store.alter_user_config(user, change)
     except (ClusterError, ValueError) as exc:  # ValueError: a name ZooKeeper cannot hold
         raise fail(str(exc)) from None
+
+
+def _open_zookeeper(zookeeper: _ZooKeeper) -> ClusterStore:
+    """A session with the cluster's ZooKeeper, logged in as Kafka's tools log in."""
+    import logging
+
+    from herdless.broker.config import read_properties
+    from herdless.broker.zookeeper_security import read_zookeeper_security
+    from herdless.cluster.store import ClusterStore
+
+    try:
+        settings = {} if zookeeper.config is None else read_properties(zookeeper.config)
+        security = read_zookeeper_security(settings).for_tools()
+    except ValueError as exc:  # ConfigError, ZooKeeperSecurityError
+        raise fail(f"--zookeeper-config: {exc}" if zookeeper.config else str(exc)) from None
+    # Kazoo logs every lost connection and refused login; the command says what failed,
+    # once, in its own error.
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+    return ClusterStore(zookeeper.connect, security=security)
 
 
 # -- online: through a broker ---------------------------------------------------------------

@@ -33,6 +33,7 @@ from herdless.cluster.errors import (
     TopicExists,
     TopicNameCollision,
     UnknownTopic,
+    ZooKeeperAuthenticationFailed,
 )
 from herdless.cluster.layout import (
     NO_LEADER,
@@ -70,6 +71,7 @@ __all__ = [
     "UnknownTopic",
     "Versioned",
     "Watch",
+    "ZooKeeperAuthenticationFailed",
     "assign_new_partitions",
     "assign_replicas",
     "elect_controlled_shutdown_leader",

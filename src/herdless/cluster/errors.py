@@ -27,6 +27,10 @@ class ClusterUnavailable(ClusterError):
     """ZooKeeper could not be reached, or did not answer in time."""
 
 
+class ZooKeeperAuthenticationFailed(ClusterError):
+    """ZooKeeper refused this broker's or tool's SASL login: trying again will not help."""
+
+
 class BrokerIdInUse(ClusterError):
     """Another live broker holds the registration znode of this broker id."""
 

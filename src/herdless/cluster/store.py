@@ -21,6 +21,11 @@ controller, or a leader with a stale view of its partition, gets StateVersionCon
 
 The session lease (see lease.py). Every answered request moves it: lease_deadline() is
 until when this session is certainly alive, and a leader must not act past it.
+
+Security (herdless.security.zookeeper). With a login the session is SASL DIGEST-MD5
+authenticated on every connection, and a refused login ends it: ZooKeeperAuthentication
+Failed, never retried with the same password. Every znode is created through one client
+whose creates take their ACLs from znode_acls, so no path can be created another way.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from typing import Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState, TransactionRequest
 from kazoo.exceptions import (
+    AuthFailedError,
     BadVersionError,
     ConnectionClosedError,
     ConnectionLoss,
@@ -45,13 +51,17 @@ from kazoo.exceptions import (
     OperationTimeoutError,
     RolledBackError,
     RuntimeInconsistency,
+    SASLException,
+    SessionClosedRequireSaslError,
     SessionExpiredError,
+    ZookeeperError,
 )
 from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import Callback, ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.security import ACL
 
-from herdless.cluster import acl_layout, layout
+from herdless.cluster import acl_layout, layout, znode_acls
 from herdless.cluster.errors import (
     BrokerIdInUse,
     ClusterUnavailable,
@@ -61,6 +71,7 @@ from herdless.cluster.errors import (
     TopicExists,
     TopicNameCollision,
     UnknownTopic,
+    ZooKeeperAuthenticationFailed,
 )
 from herdless.cluster.layout import (
     BrokerRegistration,
@@ -72,6 +83,7 @@ from herdless.cluster.layout import (
 )
 from herdless.cluster.lease import SessionLease
 from herdless.security.acls import AccessControlEntry, ResourcePattern
+from herdless.security.zookeeper import ZooKeeperSecurity
 from herdless.storage.manager import new_topic_id
 
 logger = logging.getLogger(__name__)
@@ -136,10 +148,13 @@ class ClusterStore:
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT_S,
         lease_margin: float = DEFAULT_LEASE_MARGIN,
+        security: ZooKeeperSecurity | None = None,
     ) -> None:
         """Connect to "host:port[,host:port...][/chroot]", creating the chroot and Kafka's
         top-level paths if missing. Raises ClusterUnavailable if no session is established
-        within connect_timeout seconds."""
+        within connect_timeout seconds, ZooKeeperAuthenticationFailed if ZooKeeper
+        refuses `security`'s login."""
+        security = security or ZooKeeperSecurity()
         self.connect_string = connect
         self._request_timeout = request_timeout
         self._lease = SessionLease(lease_margin)
@@ -147,11 +162,14 @@ class ClusterStore:
         self._registered_session: int | None = None
         hosts, _, chroot = connect.partition("/")
         if chroot:
-            with _client(hosts, session_timeout, connect_timeout, connect) as root:
+            with _client(hosts, session_timeout, connect_timeout, connect, security) as root:
                 for prefix in _prefixes("/" + chroot):
                     with suppress(NodeExistsError):
-                        root.create(prefix, None)
-        self._client = _new_client(connect, session_timeout)
+                        try:
+                            root.create(prefix, None)
+                        except SessionClosedRequireSaslError:
+                            raise _sasl_required(connect) from None
+        self._client = _KafkaZkClient(connect, session_timeout, security)
         self._hook_negotiated_timeout()
         self._client.add_listener(self._on_kazoo_state)
         _start(self._client, connect_timeout, connect)
@@ -927,7 +945,11 @@ class ClusterStore:
                 f"ZooKeeper at {self.connect_string} did not answer within "
                 f"{self._request_timeout if timeout is None else timeout}s"
             ) from None
-        except ConnectionClosedError as exc:
+        except SessionClosedRequireSaslError:
+            raise _sasl_required(self.connect_string) from None
+        except (ConnectionClosedError, AuthFailedError) as exc:
+            if self._client.sasl_failure is not None:
+                raise ZooKeeperAuthenticationFailed(self._client.sasl_failure) from None
             raise ClusterUnavailable(f"the ZooKeeper session is closed: {exc}") from None
         except _CONNECTION_ERRORS as exc:
             raise ClusterUnavailable(
@@ -1066,16 +1088,88 @@ class ClusterStore:
         return watch
 
 
-def _new_client(hosts: str, session_timeout: float) -> KazooClient:
-    return KazooClient(
-        hosts=hosts,
-        timeout=session_timeout,
-        # Retry a lost connection often: the session may still be saved within its timeout.
-        connection_retry={"max_tries": -1, "delay": 0.05, "backoff": 2, "max_delay": 1.0},
-    )
+class _KafkaZkClient(KazooClient):
+    """A kazoo client that logs in as `security` says and creates every znode with the
+    ACLs znode_acls chooses for its path, transactions included."""
+
+    def __init__(self, hosts: str, session_timeout: float, security: ZooKeeperSecurity) -> None:
+        login = security.login
+        super().__init__(
+            hosts=hosts,
+            timeout=session_timeout,
+            # Retry a lost connection often: the session may still be saved within its
+            # timeout.
+            connection_retry={"max_tries": -1, "delay": 0.05, "backoff": 2, "max_delay": 1.0},
+            sasl_options=None if login is None else login.sasl_options(),
+        )
+        self.hosts_given = hosts
+        self.secure_acls = security.set_acl
+        self.login = login
+        # Set once the first SASL login is over, with why it failed if it did.
+        self.sasl_over = threading.Event()
+        self.sasl_failure: str | None = None
+        if login is not None:
+            self._hook_sasl()
+
+    def acls(self, path: str) -> list[ACL]:
+        return znode_acls.default_acls(path, self.secure_acls)
+
+    def create_async(  # type: ignore[override]
+        self,
+        path: str,
+        value: bytes | None = b"",
+        acl: list[ACL] | None = None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> IAsyncResult:
+        return super().create_async(path, value, acl or self.acls(path), *args, **kwargs)
+
+    def transaction(self) -> TransactionRequest:
+        return _KafkaZkTransaction(self)
+
+    def _hook_sasl(self) -> None:
+        # Kazoo reports a session as connected before its SASL login, and a login that
+        # ZooKeeper refuses by closing the session ends kazoo's connection thread with a
+        # traceback. This records how each login ended, and turns a refusal into
+        # kazoo's AuthFailedError: the session ends, quietly and for good.
+        connection = self._connection
+        original = connection._authenticate_with_sasl
+        assert self.login is not None
+        username, hosts = self.login.username, self.hosts_given
+
+        def authenticate(host: str, timeout: float) -> None:
+            try:
+                original(host, timeout)
+            except (SASLException, ZookeeperError) as exc:  # AuthFailedError among them
+                self.sasl_failure = (
+                    f"ZooKeeper at {hosts} {_REFUSED} {username!r}"
+                    f" ({type(exc).__name__}): check the password in the JAAS file's"
+                    " section for ZooKeeper, and that ZooKeeper has this user"
+                )
+                self.sasl_over.set()
+                raise AuthFailedError(self.sasl_failure) from None
+            self.sasl_failure = None
+            self.sasl_over.set()
+
+        connection._authenticate_with_sasl = authenticate
 
 
-def _start(client: KazooClient, connect_timeout: float, address: str) -> None:
+class _KafkaZkTransaction(TransactionRequest):
+    client: _KafkaZkClient
+
+    def create(  # type: ignore[override]
+        self,
+        path: str,
+        value: bytes | None = b"",
+        acl: list[ACL] | None = None,
+        ephemeral: bool = False,
+        sequence: bool = False,
+    ) -> None:
+        super().create(path, value, acl or self.client.acls(path), ephemeral, sequence)
+
+
+def _start(client: _KafkaZkClient, connect_timeout: float, address: str) -> None:
+    deadline = time.monotonic() + connect_timeout
     try:
         client.start(timeout=connect_timeout)
     except client.handler.timeout_exception:
@@ -1084,19 +1178,53 @@ def _start(client: KazooClient, connect_timeout: float, address: str) -> None:
         raise ClusterUnavailable(
             f"could not connect to ZooKeeper at {address} within {connect_timeout}s"
         ) from None
+    if client.login is None:
+        return
+    client.sasl_over.wait(max(0.0, deadline - time.monotonic()))
+    if client.sasl_failure is not None or not client.sasl_over.is_set():
+        client.stop()
+        client.close()
+        if client.sasl_failure is not None:
+            raise ZooKeeperAuthenticationFailed(client.sasl_failure)
+        raise ClusterUnavailable(
+            f"the SASL login to ZooKeeper at {address} did not finish within {connect_timeout}s"
+        )
 
 
 @contextmanager
 def _client(
-    hosts: str, session_timeout: float, connect_timeout: float, address: str
+    hosts: str,
+    session_timeout: float,
+    connect_timeout: float,
+    address: str,
+    security: ZooKeeperSecurity,
 ) -> Iterator[KazooClient]:
-    client = _new_client(hosts, session_timeout)
+    client = _KafkaZkClient(hosts, session_timeout, security)
     _start(client, connect_timeout, address)
     try:
         yield client
     finally:
         client.stop()
         client.close()
+
+
+def _sasl_required(address: str) -> ZooKeeperAuthenticationFailed:
+    return ZooKeeperAuthenticationFailed(
+        f"ZooKeeper at {address} takes only SASL logins: name a JAAS file with a Client"
+        " section (java.security.auth.login.config) to log in with"
+    )
+
+
+class _ReportedByTheStore(logging.Filter):
+    """Leaves out kazoo's own line about a SASL login that a ClusterStore refused: the
+    store raises ZooKeeperAuthenticationFailed saying the same."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.msg == "AUTH_FAILED closing: %s" and _REFUSED in str(record.args or ""))
+
+
+_REFUSED = "refused the SASL login of"
+logging.getLogger("kazoo.client").addFilter(_ReportedByTheStore())
 
 
 def _prefixes(path: str) -> list[str]:

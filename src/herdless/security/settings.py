@@ -32,6 +32,9 @@ SETTINGS = frozenset(
         "allow.everyone.if.no.acl.found",
         "principal.builder.class",
         "zookeeper.set.acl",
+        # The JAAS file whose Client section logs in to ZooKeeper (Kafka's Java system
+        # property, here also a broker setting).
+        "java.security.auth.login.config",
     }
 )
 PREFIXES = ("ssl.", "sasl.", "listener.name.", "zookeeper.ssl.", "zookeeper.sasl.")

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from herdless.security import jaas
+
 SASL_PROTOCOLS = ("SASL_SSL", "SASL_PLAINTEXT")
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 SECURED_PROTOCOLS = ("SASL_SSL", "SASL_PLAINTEXT", "SSL")
@@ -59,8 +61,8 @@ class ClientSettings:
             settings["sasl.mechanism"] = self.mechanism
             settings["sasl.jaas.config"] = (
                 f"{_LOGIN_MODULES[self.mechanism]} required"
-                f' username="{_quoted(self.username or "")}"'
-                f' password="{_quoted(self.password or "")}";'
+                f" username={jaas.quote(self.username or '')}"
+                f" password={jaas.quote(self.password or '')};"
             )
         if self.ca is not None:
             settings["ssl.truststore.type"] = "PEM"
@@ -255,7 +257,3 @@ def credentials(password: str) -> dict[str, Any]:
 def listener_addresses(listeners: Iterable[str], host: str, ports: Mapping[str, int]) -> str:
     """`NAME://host:port,...`, as the broker's listeners setting takes them."""
     return ",".join(f"{name}://{host}:{ports[name]}" for name in listeners)
-
-
-def _quoted(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"')

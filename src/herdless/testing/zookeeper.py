@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from herdless.cli.zookeeper import ZooKeeperServer
@@ -16,12 +17,18 @@ MAX_SESSION_TIMEOUT_MS = 30000
 class ZooKeeperProcess(ZooKeeperServer):
     """A standalone ZooKeeper with short ticks and sessions, that tests can pause.
 
-    Raises herdless.cli.zookeeper.ZooKeeperMissing, naming the package to install,
-    when Java or Debian's zookeeper package is absent.
+    With `sasl_users` (name -> password) it takes only sessions that log in as one of
+    them with SASL DIGEST-MD5. Raises herdless.cli.zookeeper.ZooKeeperMissing, naming
+    the package to install, when Java or Debian's zookeeper package is absent.
     """
 
     def __init__(
-        self, data_dir: Path, *, host: str = "127.0.0.1", prefix: tuple[str, ...] = ()
+        self,
+        data_dir: Path,
+        *,
+        host: str = "127.0.0.1",
+        prefix: tuple[str, ...] = (),
+        sasl_users: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(
             data_dir,
@@ -33,6 +40,7 @@ class ZooKeeperProcess(ZooKeeperServer):
             max_session_timeout_ms=MAX_SESSION_TIMEOUT_MS,
             # Tests write little; no need to fsync every transaction to the log.
             sync_writes=False,
+            sasl_users=sasl_users,
         )
 
     def restart(self) -> ZooKeeperProcess:
