@@ -109,6 +109,8 @@ def test_another_section_is_chosen_by_zookeeper_sasl_clientconfig() -> None:
         ),
         (FILE, 'Client { a.B required username="kafka"; };', "needs password"),
         (FILE, f'Client {{ a.B required password="{SECRET}" }};', "/etc/kafka/jaas.conf"),
+        # Not served, and never ignored: the broker would reach ZooKeeper in the clear.
+        ({"zookeeper.ssl.client.enable": "true"}, None, "does not reach ZooKeeper over TLS"),
     ],
 )
 def test_settings_that_will_not_do_are_named(

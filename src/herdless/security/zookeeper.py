@@ -26,6 +26,8 @@ LOGIN_CONFIG = "java.security.auth.login.config"
 SASL_CLIENT = "zookeeper.sasl.client"
 SASL_CLIENT_CONFIG = "zookeeper.sasl.clientconfig"
 SET_ACL = "zookeeper.set.acl"
+# Kafka's ZooKeeper-over-TLS switch; its other zookeeper.ssl.* settings only count with it.
+SSL_CLIENT_ENABLE = "zookeeper.ssl.client.enable"
 DEFAULT_SECTION = "Client"
 # The Java system properties Kafka's scripts pass in KAFKA_OPTS (`-Dkey=value`).
 SYSTEM_PROPERTIES = (LOGIN_CONFIG, SASL_CLIENT, SASL_CLIENT_CONFIG)
@@ -85,6 +87,13 @@ def login_config_path(settings: Mapping[str, str]) -> str | None:
 def zookeeper_security(settings: Mapping[str, str], jaas_text: str | None) -> ZooKeeperSecurity:
     """The login and ACL choice `settings` ask for, given the text of the JAAS file they
     name (None when they name none). ZooKeeperSecurityError says what will not do."""
+    if _boolean(settings, SSL_CLIENT_ENABLE, False):
+        # Refused rather than ignored: a broker that meant to reach ZooKeeper over TLS
+        # must not talk to it in the clear.
+        raise ZooKeeperSecurityError(
+            f"{SSL_CLIENT_ENABLE}=true: herdless does not reach ZooKeeper over TLS; use its"
+            " plaintext port with a SASL login, on a network only the brokers reach"
+        )
     sasl_client = _boolean(settings, SASL_CLIENT, True)
     set_acl = _boolean(settings, SET_ACL, False)
     named = (settings.get(SASL_CLIENT_CONFIG) or "").strip()
