@@ -267,11 +267,13 @@ def test_lag_updates_live_and_its_plot_grows(
     # last at the new lag: higher on the screen (smaller y) than the last before the
     # records came. (Not the first: the console may have sampled the group before its
     # member committed, at a higher lag.)
-    points = [
-        tuple(map(float, pair.split(",")))
-        for pair in (plot.locator("polyline.line").get_attribute("points") or "").split()
-    ]
-    assert len(points) == int(plot.get_attribute("data-points") or 0) > points_before
+    # Both read from one drawing of the plot: the page redraws it in place every 2 s.
+    drawn, count = plot.evaluate(
+        "svg => [svg.querySelector('polyline.line').getAttribute('points'),"
+        " svg.getAttribute('data-points')]"
+    )
+    points = [tuple(map(float, pair.split(","))) for pair in (drawn or "").split()]
+    assert len(points) == int(count or 0) > points_before
     assert points[-1][1] < points[points_before - 1][1], points
     screenshot(page, "console/group")
 
