@@ -341,8 +341,11 @@ class CoordinatorContext(Generic[S]):
             self._arm(changes, out)
 
     def _recheck(self, now: Now, out: Output) -> None:
-        self._recheck_at = now.monotonic_ms + self.config.leadership_recheck_ms
-        self._arm((), out, self._recheck_at)
+        """Poll again a little later: whatever else is due waits for that poll, which
+        looks first whether leadership is settled."""
+        recheck_at = self._recheck_at = now.monotonic_ms + self.config.leadership_recheck_ms
+        if self._armed is None or self._armed > recheck_at:
+            self._set_deadline(recheck_at, out)
 
     def _arm(
         self,
@@ -357,7 +360,7 @@ class CoordinatorContext(Generic[S]):
         comes early, finds nothing due and arms again then. That is once per session
         timeout or so, where asking the shard for its next deadline after every
         operation (every heartbeat moves one) was a tenth of a busy broker. `earlier`:
-        a deadline of the runtime's own that this input set (a commit's, a recheck's).
+        a commit deadline that this input set.
         """
         if self.state is not ShardState.ACTIVE:
             self._set_deadline(None, out)
