@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from herdless.coordinator import Now, OffloadedWork, Reply, Result, ScheduleTimer
 from herdless.coordinator.records import Record
 from herdless.coordinator.result import TimerKey, TimerKind
-from herdless.coordinator.runtime import CoordinatorType
+from herdless.coordinator.runtime import CoordinatorType, TopicPartition
 from herdless.protocol.errors import ErrorCode
+from tests.coordinator.runtime.node import Cluster
 
 COUNTERS_TOPIC = "__counters"
 IDLE_RESET_MS = 60_000
@@ -147,3 +148,57 @@ def replayed(records: Sequence[Record]) -> dict[str, int]:
     for r in records:
         shard.replay(r.key, r.value)
     return shard.values
+
+
+# -- calls through the runtime, as a broker's handlers would make them ---------------
+
+COUNTERS = counters()
+TP = TopicPartition(COUNTERS_TOPIC, 0)
+
+
+def increment(cluster: Cluster, broker: int, name: str, by: int = 1) -> int:
+    node, token = cluster.nodes[broker], cluster.token()
+    node.take(
+        node.runtime.write(
+            COUNTERS,
+            TP.partition,
+            token,
+            lambda shard, t, now: shard.increment(name, by, t, now),
+            cluster.clock.now(),
+        )
+    )
+    return token
+
+
+def get(cluster: Cluster, broker: int, name: str) -> int:
+    node, token = cluster.nodes[broker], cluster.token()
+    node.take(node.runtime.read(COUNTERS, TP.partition, token, lambda shard: shard.get(name)))
+    return token
+
+
+def wait_for(cluster: Cluster, broker: int, name: str, target: int) -> int:
+    node, token = cluster.nodes[broker], cluster.token()
+    node.take(
+        node.runtime.write(
+            COUNTERS,
+            TP.partition,
+            token,
+            lambda shard, t, now: shard.wait_for(name, target, t, now),
+            cluster.clock.now(),
+        )
+    )
+    return token
+
+
+def sum_offloaded(cluster: Cluster, broker: int, name: str, numbers: Sequence[int]) -> int:
+    node, token = cluster.nodes[broker], cluster.token()
+    node.take(
+        node.runtime.write(
+            COUNTERS,
+            TP.partition,
+            token,
+            lambda shard, t, now: shard.sum_offloaded(name, numbers, t, now),
+            cluster.clock.now(),
+        )
+    )
+    return token

@@ -51,13 +51,16 @@ class Node:
         config: RuntimeConfig | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self.logs = logs
         self.writer = MemoryWriter(logs, broker_id)
         self.runtime = CoordinatorRuntime(self.writer, kinds, config)
         # Every answer a caller got, by token: each caller is answered once.
         self.replies: dict[Hashable, Any] = {}
         self.errors: dict[Hashable, ErrorCode] = {}
-        # Tokens in the order their replies were released.
+        # Tokens in the order their replies were released, and each partition's high
+        # watermark when each was.
         self.released: list[Hashable] = []
+        self.committed_at_release: dict[Hashable, dict[TopicPartition, int]] = {}
         self.deadlines: dict[TopicPartition, int] = {}
         self.to_replay: dict[TopicPartition, None] = {}
         self.offloads: list[Offload] = []
@@ -70,6 +73,9 @@ class Node:
             self._answered(reply.token)
             self.replies[reply.token] = reply.response
             self.released.append(reply.token)
+            self.committed_at_release[reply.token] = {
+                tp: log.high_watermark for tp, log in self.logs.items()
+            }
         for token, error in out.errors:
             self._answered(token)
             self.errors[token] = error

@@ -31,69 +31,25 @@ from herdless.coordinator.runtime import (
 from herdless.protocol.errors import ErrorCode
 from tests.coordinator.context import TEST_CONFIG, commit_request, range_protocols
 from tests.coordinator.runtime.counters import (
+    COUNTERS,
     COUNTERS_TOPIC,
     IDLE_RESET_MS,
+    TP,
     CounterShard,
     Unloaded,
     counters,
+    get,
+    increment,
     record,
     replayed,
+    sum_offloaded,
+    wait_for,
 )
 from tests.coordinator.runtime.node import MONOTONIC_START_MS, Cluster, Node
 
-COUNTERS = counters()
 GROUPS = CoordinatorType("__consumer_offsets", lambda tp: GroupShard(TEST_CONFIG))
-TP = TopicPartition(COUNTERS_TOPIC, 0)
 OFFSETS_TP = TopicPartition(GROUPS.topic, 0)
 NOT_COORDINATOR = ErrorCode.NOT_COORDINATOR
-
-
-def increment(cluster: Cluster, broker: int, name: str, by: int = 1) -> int:
-    node, token = cluster.nodes[broker], cluster.token()
-    node.take(
-        node.runtime.write(
-            COUNTERS,
-            TP.partition,
-            token,
-            lambda shard, t, now: shard.increment(name, by, t, now),
-            cluster.clock.now(),
-        )
-    )
-    return token
-
-
-def get(cluster: Cluster, broker: int, name: str) -> int:
-    node, token = cluster.nodes[broker], cluster.token()
-    node.take(node.runtime.read(COUNTERS, TP.partition, token, lambda shard: shard.get(name)))
-    return token
-
-
-def wait_for(cluster: Cluster, broker: int, name: str, target: int) -> int:
-    node, token = cluster.nodes[broker], cluster.token()
-    node.take(
-        node.runtime.write(
-            COUNTERS,
-            TP.partition,
-            token,
-            lambda shard, t, now: shard.wait_for(name, target, t, now),
-            cluster.clock.now(),
-        )
-    )
-    return token
-
-
-def sum_offloaded(cluster: Cluster, broker: int, name: str, numbers: Sequence[int]) -> int:
-    node, token = cluster.nodes[broker], cluster.token()
-    node.take(
-        node.runtime.write(
-            COUNTERS,
-            TP.partition,
-            token,
-            lambda shard, t, now: shard.sum_offloaded(name, numbers, t, now),
-            cluster.clock.now(),
-        )
-    )
-    return token
 
 
 def counter_shard(node: Node) -> CounterShard:
