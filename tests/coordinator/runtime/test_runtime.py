@@ -99,6 +99,38 @@ def test_a_leader_answers_load_in_progress_until_it_has_replayed_its_log() -> No
     assert counter_shard(node).loaded
 
 
+class RunCounterShard(CounterShard):
+    """Counters that also apply a run of records at once, and say how each came."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[int] = []
+
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        self.calls.append(1)
+        super().replay(key, value)
+
+    def replay_records(self, keys: Sequence[bytes], values: Sequence[bytes | None]) -> None:
+        self.calls.append(len(keys))
+        for key, value in zip(keys, values, strict=True):
+            super().replay(key, value)
+
+
+@pytest.mark.parametrize("runs", [True, False])
+def test_whole_batches_are_replayed_a_run_at_a_time(runs: bool) -> None:
+    kind = CoordinatorType(COUNTERS_TOPIC, lambda tp: RunCounterShard() if runs else CounterShard())
+    cluster = Cluster([kind], brokers=1)
+    # Read 3 records at a time: the first batch is read whole, the second is cut.
+    prefill(cluster, TP, [[record(n, 1) for n in "abc"], [record(n, 2) for n in "abcd"]])
+    cluster.elect(TP, 0)
+    node = cluster.nodes[0]
+    node.replay_all(cluster.clock.now())
+    shard = node.runtime.shard(kind, 0)
+    assert shard is not None and shard.values == {"a": 2, "b": 2, "c": 2, "d": 2}
+    if isinstance(shard, RunCounterShard):
+        assert shard.calls == [3, 1, 1, 1, 1]
+
+
 def test_a_standby_answers_not_coordinator_and_replays_only_what_is_committed() -> None:
     cluster = leading()
     for _ in range(3):

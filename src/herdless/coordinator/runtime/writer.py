@@ -19,7 +19,10 @@ What the port offers, and why no more:
 
 Commit progress is not polled: the broker tells the runtime when a partition's high
 watermark moved (`CoordinatorRuntime.high_watermark_moved`), as Kafka's writer
-calls its high-watermark listener.
+calls its high-watermark listener. The one read of it is right after an append, which
+on a single broker (or with every follower already caught up) commits at once: the
+replies go out in that same input, where a listener call from inside the append would
+have to re-enter the runtime.
 """
 
 from __future__ import annotations
