@@ -1,0 +1,47 @@
+"""The coordinator runtime every coordinator shares (Kafka's coordinator-common).
+
+Pure like the shards it hosts: it reaches the log only through a PartitionWriter
+(writer.py), and every consequence of an input comes back in an Output (output.py) for
+the broker to act on. A coordinator brings a CoordinatorType: its internal topic and
+how to build its CoordinatorShard (contract.py).
+"""
+
+from herdless.coordinator.runtime.contract import (
+    CoordinatorShard,
+    CoordinatorType,
+    ReadOperation,
+    ReplaysRuns,
+    WriteOperation,
+)
+from herdless.coordinator.runtime.output import LoadSummary, Offload, Output, Reload
+from herdless.coordinator.runtime.partition_context import NOT_SERVING, RuntimeConfig, ShardState
+from herdless.coordinator.runtime.runtime import CoordinatorRuntime, ReplicaRole
+from herdless.coordinator.runtime.writer import (
+    PartitionWriter,
+    RecordRun,
+    ReplayChunk,
+    TopicPartition,
+    WriteError,
+)
+
+__all__ = [
+    "NOT_SERVING",
+    "CoordinatorRuntime",
+    "CoordinatorShard",
+    "CoordinatorType",
+    "LoadSummary",
+    "Offload",
+    "Output",
+    "PartitionWriter",
+    "ReadOperation",
+    "RecordRun",
+    "Reload",
+    "ReplayChunk",
+    "ReplaysRuns",
+    "ReplicaRole",
+    "RuntimeConfig",
+    "ShardState",
+    "TopicPartition",
+    "WriteError",
+    "WriteOperation",
+]

@@ -1,0 +1,72 @@
+"""What the runtime hands back from each input: everything the broker must now do.
+
+The runtime does no I/O and keeps no clock, so every consequence of an input comes
+back as data in one Output, in the order it must be acted on: send `replies` and
+`errors`, arm or cancel the timer of each partition in `deadlines`, keep replaying
+the partitions in `replay`, run the `offloads` off the event loop, publish the
+`rebalances`, and log `loaded` and `reloads`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+
+from herdless.coordinator.messages import RebalanceRecord
+from herdless.coordinator.result import OffloadedWork, Reply
+from herdless.coordinator.runtime.writer import TopicPartition
+from herdless.protocol.errors import ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class Offload:
+    """Offloaded work of one shard's state: run `work.run()` off the loop, then hand its
+    value (None if it raised) to `CoordinatorRuntime.offloaded_done` with this Offload.
+    The runtime drops the value if the shard's state was rebuilt or left meanwhile: the
+    new state asks again for what it still needs."""
+
+    tp: TopicPartition
+    incarnation: int
+    work: OffloadedWork
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSummary:
+    """A partition's shard finished loading and serves from now on (Kafka's
+    LoadSummary, less the times, which the broker keeps)."""
+
+    tp: TopicPartition
+    # Records replayed into this shard's state, and how many of them since it was told
+    # to lead (fewer than all for a warm standby promoted).
+    records: int
+    records_since_leader: int
+
+
+@dataclass(frozen=True, slots=True)
+class Reload:
+    """A serving shard's state ran ahead of its log and is rebuilt by replay."""
+
+    tp: TopicPartition
+    reason: str
+
+
+@dataclass(slots=True)
+class Output:
+    # Responses released, in order: each goes to the caller that gave its token.
+    replies: list[Reply] = field(default_factory=list)
+    # Callers answered with an error instead (Kafka's codes: NOT_COORDINATOR,
+    # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE).
+    errors: list[tuple[Hashable, ErrorCode]] = field(default_factory=list)
+    # Partitions whose timer moved: call poll(tp, now) at this monotonic time; None: no
+    # timer. A partition not named keeps the timer it had.
+    deadlines: dict[TopicPartition, int | None] = field(default_factory=dict)
+    # Partitions with replay still to do: call replay(tp, now) until one is named no more.
+    replay: list[TopicPartition] = field(default_factory=list)
+    offloads: list[Offload] = field(default_factory=list)
+    # The shards' side outputs, passed through as they gave them: completed rebalances
+    # for the history topic, once their operation's records were appended.
+    rebalances: list[tuple[TopicPartition, list[tuple[str, RebalanceRecord]]]] = field(
+        default_factory=list
+    )
+    loaded: list[LoadSummary] = field(default_factory=list)
+    reloads: list[Reload] = field(default_factory=list)

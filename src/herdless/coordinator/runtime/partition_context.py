@@ -1,0 +1,385 @@
+"""One shard over its partition's log: a standby, loading, serving, or closed (Kafka's
+CoordinatorContext).
+
+The shard is only ever built by replay, from `applied_offset` on: a standby replays up
+to the high watermark, since what lies above it may still be truncated by a new leader;
+a leader replays up to its log end, since its log is the truth from its election on,
+and only then starts timers and serves. A standby promoted to leader therefore only has
+its uncommitted tail left to replay. Any other change of role starts again from the
+log's start, as does a serving shard whose state ran ahead of its log (an append that
+failed, or records not committed in time): each such reset begins a new incarnation,
+and offloaded work of an older one is dropped when it completes.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any, Generic
+
+from herdless.coordinator.now import Now
+from herdless.coordinator.result import OffloadedWork, Reply, Result, ScheduleTimer, TimerChange
+from herdless.coordinator.runtime.contract import (
+    CoordinatorType,
+    ReadOperation,
+    S,
+    WriteOperation,
+)
+from herdless.coordinator.runtime.deferred import Deferred, DeferredReplies
+from herdless.coordinator.runtime.loader import replay_step, run_replayer
+from herdless.coordinator.runtime.output import LoadSummary, Offload, Output, Reload
+from herdless.coordinator.runtime.writer import PartitionWriter, TopicPartition, WriteError
+from herdless.protocol.errors import ErrorCode
+
+
+class ShardState(enum.Enum):
+    # A follower of the partition: replays what is committed, serves no one.
+    STANDBY = "standby"
+    # The leader, replaying up to its log end before it serves.
+    LOADING = "loading"
+    ACTIVE = "active"
+    CLOSED = "closed"
+
+
+# What a request gets from a shard that does not serve.
+NOT_SERVING = {
+    ShardState.STANDBY: ErrorCode.NOT_COORDINATOR,
+    ShardState.LOADING: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ShardState.CLOSED: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeConfig:
+    # How long a write may wait to be committed (Kafka's offsets.commit.timeout.ms).
+    commit_timeout_ms: int = 5_000
+    # How often timers and offloaded work that fell due while leadership was in doubt
+    # look again whether it is settled.
+    leadership_recheck_ms: int = 100
+
+
+class CoordinatorContext(Generic[S]):
+    def __init__(
+        self,
+        tp: TopicPartition,
+        kind: CoordinatorType[S],
+        writer: PartitionWriter,
+        state: ShardState,
+        config: RuntimeConfig,
+    ) -> None:
+        self.tp = tp
+        self.kind = kind
+        self.writer = writer
+        self.config = config
+        self.state = state
+        self.incarnation = 0
+        self._waiting: dict[Hashable, None] = {}
+        self._deferred = DeferredReplies()
+        # The deadline the broker's timer for this partition is armed for.
+        self._armed: int | None = None
+        # When to look again whether leadership, in doubt at a poll, is settled.
+        self._recheck_at: int | None = None
+        # Offloaded work that completed while leadership was in doubt, with its value.
+        self._held: list[tuple[OffloadedWork, Any]] = []
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        """An empty shard, about to be built by replay from the log's start."""
+        self.shard: S = self.kind.build(self.tp)
+        self._replay_run = run_replayer(self.shard)
+        # The next offset to replay into `shard`.
+        self.applied_offset = self.writer.log_start_offset(self.tp)
+        self.loaded_records = 0
+        # loaded_records when this broker was told to lead.
+        self._loaded_at_leadership = 0
+        # The high watermark as last heard, and the log end after the last append.
+        self.committed_offset = self.writer.high_watermark(self.tp)
+        self._last_written = self.applied_offset
+
+    # -- roles -------------------------------------------------------------------
+
+    def lead(self, out: Output) -> None:
+        """Catch up to the log end, then serve (a warm standby has only its tail left)."""
+        if self.state is ShardState.STANDBY:
+            self.state = ShardState.LOADING
+            self._loaded_at_leadership = self.loaded_records
+            out.replay.append(self.tp)
+
+    def follow(self, out: Output) -> None:
+        """Leadership went elsewhere: answer nobody any more, and replay again from the
+        start, since state built above the high watermark may be truncated away."""
+        if self.state is ShardState.STANDBY:
+            return
+        self._stop_serving(out)
+        self._reset(ShardState.STANDBY)
+        if self.applied_offset < self.committed_offset:
+            out.replay.append(self.tp)
+
+    def close(self, out: Output) -> None:
+        self._stop_serving(out)
+        self.state = ShardState.CLOSED
+
+    def _stop_serving(self, out: Output) -> None:
+        if self.state is ShardState.ACTIVE:
+            # The shard answers the requests it parked (joins and syncs), as on any loss
+            # of the partition; whatever else waits gets NOT_COORDINATOR.
+            self._deliver(self.shard.unload().replies, out)
+        out.errors.extend((token, ErrorCode.NOT_COORDINATOR) for token in self._waiting)
+        self._waiting.clear()
+        self._deferred.clear()
+        self._held.clear()
+        self._recheck_at = None
+        self._set_deadline(None, out)
+
+    def _reset(self, state: ShardState) -> None:
+        self.incarnation += 1
+        self.state = state
+        self._rebuild()
+
+    def _fail_and_reload(self, reason: str, out: Output) -> None:
+        """State ran ahead of the log: drop it, answer everyone, and rebuild by replay."""
+        self._stop_serving(out)
+        self._reset(ShardState.LOADING)
+        out.reloads.append(Reload(self.tp, reason))
+        out.replay.append(self.tp)
+
+    # -- replay ------------------------------------------------------------------
+
+    def replay(self, now: Now, out: Output) -> None:
+        """One step of replay, as far as the role allows; a leader that has replayed its
+        whole log serves from then on."""
+        if self.state not in (ShardState.STANDBY, ShardState.LOADING):
+            return
+        tp, writer = self.tp, self.writer
+        log_end = writer.log_end_offset(tp)
+        if not writer.log_start_offset(tp) <= self.applied_offset <= log_end:
+            # Truncated below what was replayed (an unclean election), or the log starts
+            # past it: the state cannot be trusted; build it again.
+            reason = f"the log no longer holds offset {self.applied_offset}"
+            out.reloads.append(Reload(tp, reason))
+            self._reset(self.state)
+        loading = self.state is ShardState.LOADING
+        target = log_end if loading else min(self.committed_offset, log_end)
+        if self.applied_offset < target:
+            self.applied_offset, replayed = replay_step(
+                writer, tp, self.shard, self._replay_run, self.applied_offset, target
+            )
+            self.loaded_records += replayed
+        if self.applied_offset < target:
+            out.replay.append(tp)
+        elif loading:
+            self._activate(now, out)
+
+    def _activate(self, now: Now, out: Output) -> None:
+        self.state = ShardState.ACTIVE
+        # What was replayed beyond the high watermark is this leader's uncommitted tail:
+        # nothing is answered until it is committed, as if this shard had written it.
+        self._last_written = self.applied_offset
+        self._refresh_committed()
+        end = self._last_written
+        if self.committed_offset < end:
+            self._deferred.expect_commit(end, now.monotonic_ms + self.config.commit_timeout_ms)
+        records = self.loaded_records
+        out.loaded.append(LoadSummary(self.tp, records, records - self._loaded_at_leadership))
+        self._apply(self.shard.on_loaded(now), out, now, leading=False)
+        self._arm((), out, force=True)
+
+    # -- operations --------------------------------------------------------------
+
+    def refusal(self) -> ErrorCode | None:
+        """Why this shard cannot take an operation now, if it cannot: it does not serve,
+        or this broker lost its partition's leadership or cannot prove it still has it
+        (paused past its ZooKeeper session)."""
+        if self.state is not ShardState.ACTIVE:
+            return NOT_SERVING[self.state]
+        if not self.writer.is_leader(self.tp):
+            return ErrorCode.NOT_COORDINATOR
+        return None
+
+    def write(self, token: Hashable, operation: WriteOperation[S], now: Now, out: Output) -> None:
+        """Run a write on the serving shard (refusal() is None)."""
+        self._waiting[token] = None
+        try:
+            result = operation(self.shard, token, now)
+        except BaseException:
+            del self._waiting[token]
+            raise
+        self._apply(result, out, now, leading=True)
+
+    def read(self, token: Hashable, operation: ReadOperation[S], out: Output) -> None:
+        """Run a read on the serving shard (refusal() is None)."""
+        response = operation(self.shard)
+        self._waiting[token] = None
+        self._apply(Result(replies=[Reply(token, response)]), out, None, leading=True)
+
+    def _apply(self, result: Result, out: Output, now: Now | None, leading: bool) -> None:
+        """Append the records now; release the replies once they and every earlier
+        operation's records are committed, in order.
+
+        `leading`: leadership was checked in this same input, so replies released at
+        once need not check it again. `now` is needed only for records (their commit
+        deadline); the shard writes none from unload() or postpone_timers().
+        """
+        wrote = bool(result.records)
+        commit_deadline = None
+        if wrote:
+            assert now is not None, "records written without the time to wait for them"
+            try:
+                end = self.writer.append(self.tp, result.records)
+            except WriteError as exc:
+                self._fail_and_reload(f"append refused: {exc}", out)
+                return
+            self._last_written = end
+            # On one broker, or with acks met at once, the append itself committed it.
+            if self._refresh_committed():
+                self._release(out)
+            if self.committed_offset < end:
+                commit_deadline = now.monotonic_ms + self.config.commit_timeout_ms
+                self._deferred.expect_commit(end, commit_deadline)
+        if result.rebalances:
+            out.rebalances.append((self.tp, result.rebalances))
+        if result.replies:
+            if self._deferred or self.committed_offset < self._last_written:
+                self._deferred.defer(Deferred(self._last_written, result.replies, wrote))
+            elif wrote or leading or self.writer.is_leader(self.tp):
+                self._deliver(result.replies, out)
+            else:
+                self._refuse(result.replies, out)
+        self._arm(result.timers, out, commit_deadline)
+        for work in result.offloaded:
+            out.offloads.append(Offload(self.tp, self.incarnation, work))
+
+    def _refresh_committed(self) -> bool:
+        """Take the high watermark from the log; whether it moved."""
+        committed = self.writer.high_watermark(self.tp)
+        if committed > self.committed_offset:
+            self.committed_offset = committed
+            return True
+        return False
+
+    def high_watermark_moved(self, high_watermark: int, out: Output) -> None:
+        self.committed_offset = high_watermark
+        if self.state is ShardState.ACTIVE:
+            self._release(out)
+        elif self.state is ShardState.STANDBY and self.applied_offset != high_watermark:
+            # Below it: more to replay; above it: the log may have been truncated under
+            # what was replayed, which the step looks at.
+            out.replay.append(self.tp)
+
+    def _release(self, out: Output) -> None:
+        for entry in self._deferred.complete_up_to(self.committed_offset):
+            # A reply that wrote nothing proves nothing by its commit: it needs this
+            # broker to lead still.
+            if entry.wrote or self.writer.is_leader(self.tp):
+                self._deliver(entry.replies, out)
+            else:
+                self._refuse(entry.replies, out)
+
+    def _deliver(self, replies: list[Reply], out: Output) -> None:
+        """Hand each waiting caller its response; replies to no one waiting are dropped."""
+        waiting = self._waiting
+        for reply in replies:
+            if reply.token in waiting:
+                del waiting[reply.token]
+                out.replies.append(reply)
+
+    def _refuse(self, replies: list[Reply], out: Output) -> None:
+        waiting = self._waiting
+        for reply in replies:
+            if reply.token in waiting:
+                del waiting[reply.token]
+                out.errors.append((reply.token, ErrorCode.NOT_COORDINATOR))
+
+    # -- offloaded work ----------------------------------------------------------
+
+    def offloaded_done(self, offload: Offload, value: Any, now: Now, out: Output) -> None:
+        """Offloaded work completed: an operation of the shard's like any other, unless
+        the shard's state was rebuilt or left meanwhile."""
+        if offload.incarnation != self.incarnation or self.state is not ShardState.ACTIVE:
+            return
+        if not self.writer.is_leader(self.tp):
+            # Leadership in doubt: the value waits until it is settled, as timers do (a
+            # lost leadership resets the state; a renewed one must still hear of it, or
+            # the group would wait for this target for ever).
+            self._held.append((offload.work, value))
+            self._recheck(now, out)
+            return
+        self._apply(offload.work.complete(value, now), out, now, leading=True)
+
+    # -- timers ------------------------------------------------------------------
+
+    def poll(self, now: Now, out: Output) -> None:
+        """The broker's timer for this partition fired."""
+        self._armed = None
+        self._recheck_at = None
+        if self.state is not ShardState.ACTIVE:
+            return
+        if self._deferred.commit_overdue(now.monotonic_ms):
+            timeout = self.config.commit_timeout_ms
+            self._fail_and_reload(f"records not committed within {timeout} ms", out)
+            return
+        if not self.writer.is_leader(self.tp):
+            # Leadership in doubt (the lease lapsed): judge no member until it is settled
+            # one way (the lease renewed) or the other (the role changes).
+            self._recheck(now, out)
+            return
+        held, self._held = self._held, []
+        incarnation = self.incarnation
+        for work, value in held:
+            self._apply(work.complete(value, now), out, now, leading=True)
+            if self.incarnation != incarnation:
+                return
+        self._apply(self.shard.poll(now), out, now, leading=True)
+        if self.incarnation == incarnation:
+            self._arm((), out, force=True)
+
+    def postpone_timers(self, stalled_ms: int, out: Output) -> None:
+        if self.state is ShardState.ACTIVE:
+            changes = self.shard.postpone_timers(stalled_ms).timers
+            self._deferred.postpone(stalled_ms)
+            self._arm(changes, out)
+
+    def _recheck(self, now: Now, out: Output) -> None:
+        """Poll again a little later: whatever else is due waits for that poll, which
+        looks first whether leadership is settled."""
+        recheck_at = self._recheck_at = now.monotonic_ms + self.config.leadership_recheck_ms
+        if self._armed is None or self._armed > recheck_at:
+            self._set_deadline(recheck_at, out)
+
+    def _arm(
+        self,
+        changes: list[TimerChange] | tuple[()],
+        out: Output,
+        earlier: int | None = None,
+        force: bool = False,
+    ) -> None:
+        """Have the broker poll this partition at its next deadline.
+
+        A deadline that moved later or went away leaves the armed one as it is: the poll
+        comes early, finds nothing due and arms again then. That is once per session
+        timeout or so, where asking the shard for its next deadline after every
+        operation (every heartbeat moves one) was a tenth of a busy broker. `earlier`:
+        a commit deadline that this input set.
+        """
+        if self.state is not ShardState.ACTIVE:
+            self._set_deadline(None, out)
+            return
+        armed = self._armed
+        if not force and armed is not None and (earlier is None or earlier >= armed):
+            for change in changes:
+                if isinstance(change, ScheduleTimer) and change.deadline_ms < armed:
+                    break
+            else:
+                return
+        deadlines = (
+            self.shard.next_deadline(),
+            self._deferred.first_deadline(),
+            self._recheck_at,
+        )
+        self._set_deadline(min((d for d in deadlines if d is not None), default=None), out)
+
+    def _set_deadline(self, deadline: int | None, out: Output) -> None:
+        if deadline != self._armed:
+            self._armed = deadline
+            out.deadlines[self.tp] = deadline

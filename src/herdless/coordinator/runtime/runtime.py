@@ -1,0 +1,215 @@
+"""The coordinator runtime: hosts the shards of every coordinator, one per partition of
+its internal topic, over the log reached through a PartitionWriter.
+
+It is Kafka's CoordinatorRuntime as a pure state machine: no threads, no clock, no
+I/O. The broker feeds it inputs (leadership, operations, high watermark moves, replay
+steps, timer polls with `now`, offloaded work done, stalls) and acts on the Output each
+input returns; the asyncio glue (futures, loop timers, the executor) stays in broker/.
+
+The rules it keeps, whatever the coordinator:
+- a leader replays its partition to the log end before it serves; until then its
+  requests get COORDINATOR_LOAD_IN_PROGRESS, and a follower's NOT_COORDINATOR;
+- a follower keeps a warm standby replayed up to the high watermark, so a takeover
+  replays only the uncommitted tail;
+- replies are released in order, once the records of their operation and of every
+  earlier one are committed;
+- when a partition stops serving, the shard's own unload() answers the requests it
+  parked, and every other waiting caller gets NOT_COORDINATOR;
+- a failed append or a commit that does not come in time rebuilds the shard by
+  replay, since its state ran ahead of the log.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Hashable, Iterable
+from typing import Any
+
+from herdless.coordinator.now import Now
+from herdless.coordinator.runtime.contract import CoordinatorType, ReadOperation, S, WriteOperation
+from herdless.coordinator.runtime.output import Offload, Output
+from herdless.coordinator.runtime.partition_context import (
+    CoordinatorContext,
+    RuntimeConfig,
+    ShardState,
+)
+from herdless.coordinator.runtime.writer import PartitionWriter, TopicPartition
+from herdless.protocol.errors import ErrorCode
+
+
+class ReplicaRole(enum.Enum):
+    LEADER = "leader"
+    FOLLOWER = "follower"
+
+
+class CoordinatorRuntime:
+    def __init__(
+        self,
+        writer: PartitionWriter,
+        kinds: Iterable[CoordinatorType[Any]],
+        config: RuntimeConfig | None = None,
+    ) -> None:
+        self._writer = writer
+        self._config = config or RuntimeConfig()
+        self._kinds: dict[str, CoordinatorType[Any]] = {}
+        for kind in kinds:
+            if kind.topic in self._kinds:
+                raise ValueError(f"two coordinators on {kind.topic}")
+            self._kinds[kind.topic] = kind
+        self._contexts: dict[TopicPartition, CoordinatorContext[Any]] = {}
+        self._closed = False
+
+    # -- leadership --------------------------------------------------------------
+
+    def on_leadership(self, tp: TopicPartition, role: ReplicaRole | None, now: Now) -> Output:
+        """This broker now leads `tp`, follows it, or holds no replica of it (None).
+
+        Partitions of topics no coordinator runs on are ignored, so the broker may tell
+        of every partition."""
+        out = Output()
+        kind = self._kinds.get(tp.topic)
+        if kind is None or self._closed:
+            return out
+        context = self._contexts.get(tp)
+        if role is ReplicaRole.FOLLOWER and not kind.standby:
+            role = None
+        if role is None:
+            if context is not None:
+                context.close(out)
+                del self._contexts[tp]
+            return out
+        if context is None:
+            state = ShardState.LOADING if role is ReplicaRole.LEADER else ShardState.STANDBY
+            context = CoordinatorContext(tp, kind, self._writer, state, self._config)
+            self._contexts[tp] = context
+            # A leader loads; a standby replays what is already committed.
+            if state is ShardState.LOADING or context.applied_offset < context.committed_offset:
+                out.replay.append(tp)
+        elif role is ReplicaRole.LEADER:
+            context.lead(out)
+        else:
+            context.follow(out)
+        return out
+
+    # -- operations --------------------------------------------------------------
+
+    def write(
+        self,
+        kind: CoordinatorType[S],
+        partition: int,
+        token: Hashable,
+        operation: WriteOperation[S],
+        now: Now,
+    ) -> Output:
+        """Run `operation` on the shard of `kind` for `partition`; the caller identified
+        by `token` gets its Reply once it is committed, or an error."""
+        out = Output()
+        context = self._serving(kind, partition, token, out)
+        if context is not None:
+            context.write(token, operation, now, out)
+        return out
+
+    def read(
+        self, kind: CoordinatorType[S], partition: int, token: Hashable, operation: ReadOperation[S]
+    ) -> Output:
+        """Answer `token` with what `operation` reads from the shard, once every earlier
+        write of the shard is committed."""
+        out = Output()
+        context = self._serving(kind, partition, token, out)
+        if context is not None:
+            context.read(token, operation, out)
+        return out
+
+    def _serving(
+        self, kind: CoordinatorType[Any], partition: int, token: Hashable, out: Output
+    ) -> CoordinatorContext[Any] | None:
+        """The context that serves `kind`'s `partition`, or None with the caller's error
+        in `out`."""
+        if self._kinds.get(kind.topic) is not kind:
+            raise ValueError(f"no coordinator of this kind on {kind.topic}")
+        if self._closed:
+            error: ErrorCode | None = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        else:
+            context = self._contexts.get(TopicPartition(kind.topic, partition))
+            if context is None:
+                # Another broker leads the partition, or no broker holds it yet.
+                error = ErrorCode.NOT_COORDINATOR
+            else:
+                error = context.refusal()
+                if error is None:
+                    return context
+        out.errors.append((token, error))
+        return None
+
+    # -- the log -----------------------------------------------------------------
+
+    def high_watermark_moved(self, tp: TopicPartition, high_watermark: int) -> Output:
+        """What is committed of `tp` moved (or, after an unclean election, went back)."""
+        out = Output()
+        context = self._contexts.get(tp)
+        if context is not None:
+            context.high_watermark_moved(high_watermark, out)
+        return out
+
+    def replay(self, tp: TopicPartition, now: Now) -> Output:
+        """Replay one bounded read of `tp`; `tp` is in the Output's `replay` while there
+        is more to do."""
+        out = Output()
+        context = self._contexts.get(tp)
+        if context is not None:
+            context.replay(now, out)
+        return out
+
+    # -- time ----------------------------------------------------------------------
+
+    def poll(self, tp: TopicPartition, now: Now) -> Output:
+        """The broker's timer for `tp` fired (it fires once; the Output arms it again)."""
+        out = Output()
+        context = self._contexts.get(tp)
+        if context is not None:
+            context.poll(now, out)
+        return out
+
+    def offloaded_done(self, offload: Offload, value: Any, now: Now) -> Output:
+        """`offload.work.run()` returned `value` (None if it raised)."""
+        out = Output()
+        context = self._contexts.get(offload.tp)
+        if context is not None:
+            context.offloaded_done(offload, value, now, out)
+        return out
+
+    def postpone_timers(self, stalled_ms: int) -> Output:
+        """The broker could not run for `stalled_ms`: no deadline counts that time."""
+        out = Output()
+        for context in self._contexts.values():
+            context.postpone_timers(stalled_ms, out)
+        return out
+
+    def close(self) -> Output:
+        out = Output()
+        self._closed = True
+        for context in self._contexts.values():
+            context.close(out)
+        self._contexts.clear()
+        return out
+
+    # -- inspection ----------------------------------------------------------------
+
+    def state(self, tp: TopicPartition) -> ShardState | None:
+        context = self._contexts.get(tp)
+        return None if context is None else context.state
+
+    def shard(self, kind: CoordinatorType[S], partition: int) -> S | None:
+        """The shard of `kind` for `partition`, whatever its state: for metrics and tests.
+        Answers to clients go through read(), which waits for what they show to be
+        committed."""
+        context = self._contexts.get(TopicPartition(kind.topic, partition))
+        return None if context is None else context.shard
+
+    def applied_offset(self, tp: TopicPartition) -> int | None:
+        """The next offset of `tp` that replay would apply."""
+        context = self._contexts.get(tp)
+        return None if context is None else context.applied_offset
+
+    def partitions(self) -> dict[TopicPartition, ShardState]:
+        return {tp: context.state for tp, context in self._contexts.items()}
