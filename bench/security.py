@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import statistics
 import subprocess
 import sys
@@ -153,7 +152,7 @@ def main() -> None:
             settings = SecuritySettings({"ssl.truststore.location": str(ca)})
             secured = PeerSecurity(
                 client_context(settings, "SASL_SSL"),
-                functools.partial(sasl_client, "SCRAM-SHA-512", USER, PASSWORD),
+                lambda _host: sasl_client("SCRAM-SHA-512", USER, PASSWORD),
             )
             plain_rate, plain_cpu = asyncio.run(
                 connections(ports["PLAINTEXT"], None, args.logins, args.concurrency)

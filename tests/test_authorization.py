@@ -109,7 +109,7 @@ class Client:
         sasl = None
         if user is not None:
             password = PASSWORDS[user]
-            sasl = lambda: ScramClient(MECHANISM, user, password)  # noqa: E731
+            sasl = lambda _host: ScramClient(MECHANISM, user, password)  # noqa: E731
         self._runner = runner
         self._connection = PeerConnection(host, port, f"authz-{user}", 30, PeerSecurity(sasl=sasl))
 

@@ -12,29 +12,23 @@ does what does not depend on the name once per request.
 The caller is the request's session (principal and client address); a request built
 without a connection has none and is User:ANONYMOUS from the request's client host.
 
-Decisions are logged to `herdless.authorizer`, as Kafka's kafka.authorizer.logger:
-denials at INFO (limited per principal and host, so that a client retrying a refused
-request cannot flood the log), allowances at DEBUG, in Kafka's own words so that the
-lines read as operators know them.
+Each decision goes to the broker's AuthorizerAudit (broker/authorizer_audit.py), which
+logs it as Kafka's kafka.authorizer.logger does and counts it.
 """
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from herdless.broker.limited_warnings import LimitedWarnings
-from herdless.protocol.codec import REQUESTS, Request
+from herdless.protocol.codec import Request
 from herdless.protocol.errors import ErrorCode
 from herdless.security.acls import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
 from herdless.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
     from herdless.broker.context import BrokerContext
-
-log = logging.getLogger("herdless.authorizer")
 
 # What Kafka answers when a resource of each type is refused, with its default message.
 REFUSALS: dict[ResourceType, tuple[ErrorCode, str]] = {
@@ -49,86 +43,6 @@ REFUSALS: dict[ResourceType, tuple[ErrorCode, str]] = {
         "Transactional Id authorization failed.",
     ),
 }
-
-# (operation, resource type, allowed) -> decisions, each resource a request names
-# counted once per mention (Kafka's resourceRefCount).
-DecisionCounts = Counter[tuple[AclOperation, ResourceType, bool]]
-
-
-class AuthorizerAudit:
-    """The authorizer log and the decision counts of one broker."""
-
-    def __init__(self) -> None:
-        self.counts: DecisionCounts = Counter()
-        self._denials = LimitedWarnings(log, level=logging.INFO)
-
-    def decided(
-        self,
-        request: Request,
-        principal: KafkaPrincipal,
-        host: str,
-        operation: AclOperation,
-        resource_type: ResourceType,
-        name: str,
-        allowed: bool,
-        count: int = 1,
-        log_denied: bool = True,
-        pattern: str = "LITERAL",
-    ) -> None:
-        self.counts[operation, resource_type, allowed] += count
-        if allowed:
-            if log.isEnabledFor(logging.DEBUG):
-                log.debug(
-                    "%s",
-                    _line(
-                        request,
-                        principal,
-                        host,
-                        operation,
-                        resource_type,
-                        pattern,
-                        name,
-                        True,
-                        count,
-                    ),
-                )
-        elif log_denied:
-            self._denials.warn(
-                f"denials of {principal} from {host}",
-                _line(
-                    request, principal, host, operation, resource_type, pattern, name, False, count
-                ),
-            )
-
-    def sweep(self) -> None:
-        """Summarise the denials not logged in the windows that ended (periodically)."""
-        self._denials.sweep()
-
-
-def _line(
-    request: Request,
-    principal: KafkaPrincipal,
-    host: str,
-    operation: AclOperation,
-    resource_type: ResourceType,
-    pattern: str,
-    name: str,
-    allowed: bool,
-    count: int,
-) -> str:
-    return (
-        f"Principal = {principal} is {'Allowed' if allowed else 'Denied'} Operation ="
-        f" {operation.kafka_name} from host = {host} on resource ="
-        f" {resource_type.kafka_name}:{pattern}:{name} for request = {api_name(request.api_key)}"
-        f" with resourceRefCount = {count}"
-    )
-
-
-def api_name(api_key: int) -> str:
-    request_class = REQUESTS.get(api_key)
-    if request_class is None:
-        return str(api_key)
-    return request_class.name.removesuffix("Request")
 
 
 def caller(request: Request) -> tuple[KafkaPrincipal, str]:

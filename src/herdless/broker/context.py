@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from herdless.broker.acls import AclStore
-from herdless.broker.authorization import AuthorizerAudit
+from herdless.broker.authorizer_audit import AuthorizerAudit
 from herdless.broker.config import BrokerConfig
 from herdless.broker.credentials import CredentialStore
 from herdless.broker.fetch_sessions import FetchSessionCache

@@ -35,7 +35,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from herdless.broker.authorization import DecisionCounts
+from herdless.broker.authorizer_audit import DecisionCounts
 from herdless.broker.fetch_sessions import FetchSessionCache
 from herdless.broker.group_coordinator import GroupCoordinator, ShardState
 from herdless.coordinator.consumer_group import ConsumerGroupState
