@@ -133,8 +133,10 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from kafka import KafkaAdminClient
+from kazoo.client import KazooClient
+from kazoo.security import Permissions
 
-from herdless.testing.security import Security
+from herdless.testing.security import ZOOKEEPER_USER, Security
 
 
 @pytest.fixture(scope="module")
@@ -211,11 +213,32 @@ def test_the_herdless_command_with_kafkas_settings(broker, tmp_path):
 
 
 def test_a_secured_cluster(herdless_cluster_factory):
-    with herdless_cluster_factory(3, security=Security()) as cluster:
+    security = Security(zookeeper_login=True)
+    with herdless_cluster_factory(3, security=security) as cluster:
         assert len(cluster.bootstrap.split(",")) == 3
         cluster.create_topic("replicated", partitions=2)  # 3 replicas, in sync over SASL_SSL
         cluster.produce("replicated", ["x"])
         assert [r.value for r in cluster.consume("replicated", 1)] == [b"x"]
+        # The brokers logged in to ZooKeeper and keep what they write there to themselves.
+        zookeeper = KazooClient(
+            cluster.zookeeper.connect,
+            sasl_options={
+                "mechanism": "DIGEST-MD5",
+                "username": ZOOKEEPER_USER,
+                "password": security.zookeeper_password,
+            },
+        )
+        zookeeper.start(10)
+        try:
+            acls, _ = zookeeper.get_acls("/brokers/topics/replicated")
+        finally:
+            zookeeper.stop()
+        assert ("sasl", ZOOKEEPER_USER, Permissions.ALL) in {
+            (acl.id.scheme, acl.id.id, acl.perms) for acl in acls
+        }
+        assert ("world", "anyone", Permissions.READ) in {
+            (acl.id.scheme, acl.id.id, acl.perms) for acl in acls
+        }
 """
 
 

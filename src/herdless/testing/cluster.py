@@ -40,7 +40,8 @@ class HerdlessCluster(Brokers):
     With `security` (herdless.testing.security.Security) every broker also serves the
     secured listeners, with one throw-away CA's certificates (in `certificates`); the
     users are written to ZooKeeper before the brokers start; brokers talk to each
-    other over the first secured listener, logging in as admin when it is a SASL one.
+    other over the first secured listener, logging in as admin when it is a SASL one,
+    and with `security.zookeeper_login` log in to ZooKeeper too.
     `bootstrap` is then that listener's addresses, and the helpers connect as admin.
     """
 
@@ -63,7 +64,10 @@ class HerdlessCluster(Brokers):
         secured_settings: dict[str, str] = {}
         if security is not None:
             self.certificates = security.write_certificates(base_dir / "certificates")
-            secured_settings = security.inter_broker_settings(self.certificates)
+            secured_settings = {
+                **security.inter_broker_settings(self.certificates),
+                **security.zookeeper_settings(base_dir / "zookeeper-login"),
+            }
         self.settings = {
             **CLUSTER_DEFAULTS,
             "default.replication.factor": replicas,
@@ -79,7 +83,8 @@ class HerdlessCluster(Brokers):
 
     def zookeeper_process(self, data_dir: Path) -> ZooKeeperProcess:
         """The cluster's ZooKeeper, not started."""
-        return ZooKeeperProcess(data_dir)
+        users = self.security.zookeeper_users() if self.security is not None else None
+        return ZooKeeperProcess(data_dir, sasl_users=users)
 
     def broker_process(
         self,

@@ -29,6 +29,8 @@ SECURED_PROTOCOLS = ("SASL_SSL", "SASL_PLAINTEXT", "SSL")
 DEFAULT_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # The super user every secured broker has: the helpers (create_topic, produce...) act as it.
 ADMIN = "admin"
+# Who the brokers of a cluster log in to ZooKeeper as, with Security(zookeeper_login=True).
+ZOOKEEPER_USER = "kafka"
 # Kafka's class name, which herdless's authorizer answers to.
 AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 _LOGIN_MODULES = {
@@ -126,6 +128,10 @@ class Security:
     given, and is a super user. `authorizer`: Kafka's ACL authorizer on, so that users
     other than admin and `super_users` may do only what ACLs allow (a PLAINTEXT
     client is User:ANONYMOUS). `mechanisms`: the SASL mechanisms served.
+    `zookeeper_login` (clusters): ZooKeeper takes only sessions that log in with SASL
+    DIGEST-MD5, and the brokers log in as ZOOKEEPER_USER and create their znodes with
+    Kafka's ACLs (`zookeeper.set.acl`), so that nothing else may change or read what
+    they keep there.
     """
 
     users: dict[str, str] = field(default_factory=dict)
@@ -133,9 +139,11 @@ class Security:
     mechanisms: tuple[str, ...] = DEFAULT_MECHANISMS
     authorizer: bool = False
     super_users: tuple[str, ...] = ()
+    zookeeper_login: bool = False
 
     def __post_init__(self) -> None:
         self.users = {ADMIN: secrets.token_urlsafe(16), **self.users}
+        self.zookeeper_password = secrets.token_urlsafe(16)
         for listener in self.listeners:
             if listener not in SECURED_PROTOCOLS:
                 raise ValueError(
@@ -201,12 +209,35 @@ class Security:
         for user, password in self.users.items():
             alter_offline(data_dir, user, credentials(password), ())
 
+    def zookeeper_users(self) -> dict[str, str] | None:
+        """The users ZooKeeper takes sessions from (name -> password), or None when it
+        takes anyone's."""
+        return {ZOOKEEPER_USER: self.zookeeper_password} if self.zookeeper_login else None
+
+    def zookeeper_settings(self, directory: Path) -> dict[str, str]:
+        """The brokers' settings for their login to ZooKeeper, with its JAAS file written
+        in `directory` (nothing without `zookeeper_login`)."""
+        if not self.zookeeper_login:
+            return {}
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / "zookeeper_jaas.conf"
+        path.write_text(
+            "Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n"
+            f"  username={jaas.quote(ZOOKEEPER_USER)}\n"
+            f"  password={jaas.quote(self.zookeeper_password)};\n}};\n"
+        )
+        path.chmod(0o600)
+        return {"java.security.auth.login.config": str(path), "zookeeper.set.acl": "true"}
+
     def add_users_to_zookeeper(self, connect: str) -> None:
         """Write every user's credentials where a cluster's brokers read them."""
         from herdless.cluster.store import ClusterStore
         from herdless.security.scram import altered_config
+        from herdless.security.zookeeper import ZooKeeperLogin, ZooKeeperSecurity
 
-        with ClusterStore(connect) as store:
+        login = ZooKeeperLogin(ZOOKEEPER_USER, self.zookeeper_password)
+        security = ZooKeeperSecurity(login, set_acl=True) if self.zookeeper_login else None
+        with ClusterStore(connect, security=security) as store:
             for user, password in self.users.items():
                 upsertions = credentials(password)
                 store.alter_user_config(
