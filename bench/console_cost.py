@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from groups import LOAD_TOPIC, probe_broker, write_offsets
-from herdless.cli.client import open_admin
+from herdless.admin.client import open_admin
 from herdless.console.snapshot import take_snapshot
 from peers import create_topic, free_port, herdless
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 import pytest
 from kafka import TopicPartition
 
-from herdless.cli.group_state import GroupInfo, Member, PartitionOffsets, Reconciliation
+from herdless.admin.group_state import GroupInfo, Member, PartitionOffsets, Reconciliation
 from herdless.console.login import Login, Viewer
 from herdless.console.memory import LagHistory
 from herdless.console.pages import Pages, human_duration, human_size

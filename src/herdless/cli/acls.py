@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from herdless.cli.client import connect, error_text
-from herdless.cli.errors import USAGE, CommandError, fail
+from herdless.admin.client import error_text
+from herdless.cli.client import connect
+from herdless.cli.errors import USAGE, fail
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, command_group
 from herdless.cli.output import OutputOption, Table, View, show
 from herdless.security.acls import (
@@ -71,17 +72,17 @@ class AclOptions:
 
 
 def resource_filters(options: AclOptions, required: bool = True) -> list[ResourcePatternFilter]:
-    """The resources named, under the pattern type; CommandError if none is and one must be."""
+    """The resources named, under the pattern type; ValueError if none is and one must be."""
     pattern_type = options.pattern_type
     named = [(ResourceType.TOPIC, t) for t in options.topics]
     named += [(ResourceType.GROUP, g) for g in options.groups]
     named += [(ResourceType.TRANSACTIONAL_ID, t) for t in options.transactional_ids]
     for resource_type, name in named:
         if not name.strip():
-            raise CommandError(f"an empty {resource_type.kafka_name} name names no resource")
+            raise ValueError(f"an empty {resource_type.kafka_name} name names no resource")
     filters = [ResourcePatternFilter(t, n.strip(), pattern_type) for t, n in named]
     if options.cluster and pattern_type is PatternType.PREFIXED:
-        raise CommandError(
+        raise ValueError(
             "the cluster has one literal name: --cluster takes no --resource-pattern-type prefixed"
         )
     if options.cluster or options.idempotent:
@@ -91,7 +92,7 @@ def resource_filters(options: AclOptions, required: bool = True) -> list[Resourc
         filters.append(ResourcePatternFilter(ResourceType.CLUSTER, CLUSTER_NAME, cluster_pattern))
     filters = list(dict.fromkeys(filters))
     if required and not filters:
-        raise CommandError(
+        raise ValueError(
             "name at least one resource: --topic T, --group G, --cluster or --transactional-id T"
         )
     return filters
@@ -131,7 +132,7 @@ def entries_by_resource(
         for entry in entries:
             if entry.operation not in supported:
                 names = ", ".join(sorted(o.kafka_name for o in supported))
-                raise CommandError(
+                raise ValueError(
                     f"{f.resource_type.kafka_name} resources take the operations {names},"
                     f" not {entry.operation.kafka_name}"
                 )
@@ -140,14 +141,14 @@ def entries_by_resource(
 
 def bindings_to_add(options: AclOptions) -> list[AclBinding]:
     if not options.pattern_type.specific:
-        raise CommandError(
+        raise ValueError(
             f"--resource-pattern-type {options.pattern_type.name.lower()} is for list and"
             " remove; an ACL is literal or prefixed"
         )
     bindings = []
     for f, entries in entries_by_resource(options).items():
         if not entries:
-            raise CommandError("name who the ACLs are for: --allow-principal or --deny-principal")
+            raise ValueError("name who the ACLs are for: --allow-principal or --deny-principal")
         assert f.name is not None
         pattern = ResourcePattern(f.resource_type, f.name, f.pattern_type)
         bindings += [AclBinding(pattern, e) for e in sorted(entries, key=_entry_key)]
@@ -175,20 +176,20 @@ def _check_roles(options: AclOptions) -> None:
     if options.producer or options.consumer:
         role = "--producer" if options.producer else "--consumer"
         if options.operations or options.deny_principals or options.deny_hosts:
-            raise CommandError(
+            raise ValueError(
                 f"{role} chooses the operations and only allows: no --operation,"
                 " --deny-principal or --deny-host with it"
             )
     if options.producer and not options.topics:
-        raise CommandError("--producer needs a --topic")
+        raise ValueError("--producer needs a --topic")
     if options.idempotent and not options.producer:
-        raise CommandError("--idempotent goes with --producer")
+        raise ValueError("--idempotent goes with --producer")
     if options.consumer and (
         not options.topics
         or not options.groups
         or (not options.producer and (options.cluster or options.transactional_ids))
     ):
-        raise CommandError(
+        raise ValueError(
             "--consumer needs a --topic and a --group, and takes no --cluster or --transactional-id"
         )
 
@@ -209,10 +210,7 @@ def _entries(options: AclOptions, operations: tuple[AclOperation, ...]) -> set[A
 
 
 def _principal(text: str) -> str:
-    try:
-        return str(parse_principal(text))
-    except ValueError as exc:
-        raise CommandError(str(exc)) from None
+    return str(parse_principal(text))  # ValueError says why it is no principal
 
 
 def _operation(text: str) -> AclOperation:
@@ -222,7 +220,7 @@ def _operation(text: str) -> AclOperation:
         operation = AclOperation.UNKNOWN
     if operation in (AclOperation.UNKNOWN, AclOperation.ANY):
         known = ", ".join(o.kafka_name for o in AclOperation if o.value > AclOperation.ANY)
-        raise CommandError(f"no operation {text!r}; known: {known}")
+        raise ValueError(f"no operation {text!r}; known: {known}")
     return operation
 
 
@@ -324,9 +322,11 @@ def _options(**values: Any) -> AclOptions:
 
 
 def _planned(plan: Any, options: AclOptions) -> Any:
+    """What a plan above makes of the options; its ValueError is a command line that
+    cannot be run, as kafka-acls.sh refuses it before asking the brokers."""
     try:
         return plan(options)
-    except CommandError as exc:
+    except ValueError as exc:
         raise fail(str(exc), USAGE) from None
 
 
@@ -380,7 +380,7 @@ def list_(
     try:
         filters = resource_filters(options, required=False)
         principals = {_principal(p) for p in principal or []}
-    except CommandError as exc:
+    except ValueError as exc:
         raise fail(str(exc), USAGE) from None
     with connect(bootstrap) as admin:
         found = _describe(admin, filters)

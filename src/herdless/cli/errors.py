@@ -17,11 +17,6 @@ FAILED = 1
 USAGE = 2
 
 
-class CommandError(Exception):
-    """A failure in words, raised by code that the commands and the console share:
-    a command prints it as its `error:` line, the console shows it on its page."""
-
-
 def fail(message: str, code: int = FAILED) -> typer.Exit:
     """Print `error: message`; the caller raises what this returns (`raise fail(...)`)."""
     error(message)

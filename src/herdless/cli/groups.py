@@ -15,27 +15,25 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from herdless.cli.client import connect, error_text, find_coordinators
-from herdless.cli.errors import error, fail
-from herdless.cli.group_configs import configs
-from herdless.cli.group_state import (
+from herdless.admin.cells import format_partitions
+from herdless.admin.client import error_text, find_coordinators
+from herdless.admin.group_state import (
     CONSUMER,
     STATES,
     GroupInfo,
     Member,
     PartitionOffsets,
-    canonical_states,
     committed_offsets,
     describe_group,
     describe_groups,
-    format_partitions,
     list_group_ids,
-    parse_topic,
     partition_offsets,
-    require_existing,
-    tp_text,
     uncommitted_note,
 )
+from herdless.cli.client import connect
+from herdless.cli.errors import error, fail
+from herdless.cli.group_arguments import canonical_states, parse_topic, require_existing, tp_text
+from herdless.cli.group_configs import configs
 from herdless.cli.history import history
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, command_group
 from herdless.cli.output import Output, OutputOption, Table, View, chosen, say, show

@@ -9,21 +9,15 @@ generations), each with how long every member took to reach it.
 
 from __future__ import annotations
 
-import json
-import time
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
 
-from herdless.cli.client import CLIENT_ID, kafka_python_client
-from herdless.cli.errors import CommandError, fail
-from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap
+from herdless.admin.group_state import CLASSIC
+from herdless.admin.rebalance_history import HistoryReader
+from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, client_settings
 from herdless.cli.output import OutputOption, Table, View, show
-
-HISTORY_TOPIC = "__rebalance_history"
-READ_TIMEOUT_S = 30.0
 
 
 def history(
@@ -71,7 +65,6 @@ def history(
     show(View(entries, tables, notes=notes), output)
 
 
-CLASSIC = "classic"
 RECONCILIATION_COLUMNS = ("TARGET-EPOCH", "MEMBER", "REACHED-EPOCH", "HOLDS-TARGET")
 
 
@@ -98,98 +91,12 @@ def _seconds(ms: int | None) -> str:
 
 def _read(bootstrap: str, group: str) -> list[dict[str, Any]]:
     key = group.encode()
-    try:
-        with HistoryReader(bootstrap) as reader:
-            entries = [entry for entry_key, entry in reader.read_to_end() if entry_key == key]
-    except CommandError as exc:
-        raise fail(str(exc)) from None
+    with HistoryReader(bootstrap, settings=client_settings()) as reader:
+        entries = [entry for entry_key, entry in reader.read_to_end() if entry_key == key]
     return sorted(entries, key=lambda e: e.get("ended_ms") or 0)
-
-
-class HistoryReader:
-    """A plain consumer of `__rebalance_history`, from its beginning: each call of
-    `read_to_end` returns the entries recorded since the previous one, as (key, entry).
-
-    Failures are CommandError, in words.
-    """
-
-    def __init__(
-        self,
-        bootstrap: str,
-        client_id: str = CLIENT_ID,
-        settings: Mapping[str, str] | None = None,
-    ) -> None:
-        self._bootstrap = bootstrap
-        self._consumer = kafka_python_client(
-            _consumer_class,
-            bootstrap,
-            client_id,
-            settings,
-            enable_auto_commit=False,
-            # Retention may delete what was not read yet: go on from what is left.
-            auto_offset_reset="earliest",
-        )
-        self._assigned: list[Any] = []
-
-    def __enter__(self) -> HistoryReader:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._consumer.close()
-
-    def read_to_end(self, timeout_s: float = READ_TIMEOUT_S) -> list[tuple[bytes, dict[str, Any]]]:
-        from kafka.errors import KafkaError
-
-        try:
-            return self._read_to_end(timeout_s)
-        except KafkaError as exc:
-            raise CommandError(
-                f"cannot read {HISTORY_TOPIC} from {self._bootstrap}: {exc}"
-            ) from None
-
-    def _read_to_end(self, timeout_s: float) -> list[tuple[bytes, dict[str, Any]]]:
-        consumer = self._consumer
-        if not self._assigned:
-            from kafka import TopicPartition
-
-            partitions = consumer.partitions_for_topic(HISTORY_TOPIC)
-            if not partitions:
-                raise CommandError(
-                    f"the broker at {self._bootstrap} keeps no {HISTORY_TOPIC} topic"
-                )
-            self._assigned = [TopicPartition(HISTORY_TOPIC, p) for p in sorted(partitions)]
-            consumer.assign(self._assigned)
-            consumer.seek_to_beginning(*self._assigned)
-        tps = self._assigned
-        ends = consumer.end_offsets(tps)
-        entries: list[tuple[bytes, dict[str, Any]]] = []
-        deadline = time.monotonic() + timeout_s
-        while any(consumer.position(tp) < ends[tp] for tp in tps):
-            if time.monotonic() > deadline:
-                raise CommandError(f"reading {HISTORY_TOPIC} from {self._bootstrap} timed out")
-            for records in consumer.poll(timeout_ms=1000).values():
-                entries += [(r.key, _decode(r.value)) for r in records]
-        return entries
-
-
-def _decode(value: bytes) -> dict[str, Any]:
-    try:
-        decoded = json.loads(value)
-    except ValueError:
-        return {"cause": "unreadable entry"}
-    return decoded if isinstance(decoded, dict) else {"cause": "unreadable entry"}
 
 
 def _time(ms: int | None) -> str:
     if ms is None:
         return "-"
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _consumer_class() -> type[Any]:
-    from kafka import KafkaConsumer
-
-    return KafkaConsumer

@@ -14,12 +14,13 @@ from typing import Annotated
 import typer
 
 from herdless import __version__
+from herdless.admin.errors import AdminError
 from herdless.cli.acls import acls_app
 from herdless.cli.certs import certs
 from herdless.cli.cluster import cluster_app
 from herdless.cli.console import console
 from herdless.cli.consume import consume
-from herdless.cli.errors import error
+from herdless.cli.errors import FAILED, error
 from herdless.cli.groups import groups_app
 from herdless.cli.marshal import marshal_app
 from herdless.cli.options import add_client_options
@@ -76,7 +77,8 @@ def version() -> None:
 
 
 def run(args: Sequence[str]) -> int:
-    """Run the command line; a usage mistake is one `error:` line, exit code 2."""
+    """Run the command line; a usage mistake is one `error:` line, exit code 2, and a
+    failure of the admin client (no broker answers...) one `error:` line, exit code 1."""
     # The exception classes of the click that typer runs on (its own copy, in
     # recent typer releases).
     click_errors = sys.modules[typer.BadParameter.__module__]
@@ -96,6 +98,10 @@ def run(args: Sequence[str]) -> int:
             message += f" (see '{context.command_path} --help')"
         error(message)
         return exc.exit_code
+    except AdminError as exc:
+        # Here alone, so that every command says the same thing the same way.
+        error(str(exc))
+        return FAILED
     except KeyboardInterrupt:
         # Ctrl-C: the command stops where it was, as a shell expects (128 + SIGINT).
         return 130

@@ -4,7 +4,7 @@ Every command with --bootstrap-server also takes the client settings a secured
 listener needs, as Kafka's tools and kcat take them: `--command-config FILE`, a
 properties file in the Java client's names, and `-X key=value` in librdkafka's
 (which win). `add_client_options` gives them to each such command, so that none is
-left without; the command's clients read them through `client_settings()`.
+left without; the command hands them to its clients from `client_settings()`.
 """
 
 from __future__ import annotations
@@ -17,37 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
-DEFAULT_PORT = 9092
-
-
-def parse_addresses(bootstrap: str) -> list[tuple[str, int]]:
-    """`host[:port]` entries, comma-separated, as (host, port); the port defaults to 9092,
-    as in every Kafka tool. IPv6 hosts go in brackets when a port follows: `[::1]:9093`."""
-    addresses = []
-    for entry in bootstrap.split(","):
-        entry = entry.strip()
-        if not entry:
-            continue
-        if entry.startswith("["):
-            host, _, rest = entry[1:].partition("]")
-            port = rest.removeprefix(":") if rest.startswith(":") else ""
-            if rest and not rest.startswith(":"):
-                raise ValueError(f"{entry!r} is not host:port")
-        elif entry.count(":") > 1:  # a bare IPv6 address
-            host, port = entry, ""
-        else:
-            host, _, port = entry.partition(":")
-        if not host:
-            raise ValueError(f"{entry!r} names no host")
-        if not port:
-            addresses.append((host, DEFAULT_PORT))
-            continue
-        if not port.isdigit() or not 0 < int(port) <= 65_535:
-            raise ValueError(f"{entry!r} has no port between 1 and 65535")
-        addresses.append((host, int(port)))
-    if not addresses:
-        raise ValueError("no broker address given")
-    return addresses
+from herdless.admin.bootstrap import DEFAULT_PORT, parse_addresses
 
 
 def _bootstrap(ctx: typer.Context, param: typer.CallbackParam, value: str) -> str:
@@ -85,7 +55,11 @@ def command_group(help: str) -> typer.Typer:
 
 # The client settings of the command running: librdkafka's names, as
 # security/client_config.py translates them. Set once, when --bootstrap-server is
-# read (after both options below, which are eager).
+# read (after both options below, which are eager). They stay here, with the
+# options that set them: admin/ takes its settings as an argument of each client
+# (cli/client.py's connect hands these over), since the console makes clients in a
+# sampler thread, where a ContextVar the command set reads empty, and for each user
+# who logs in, with that user's password: a context to read would serve neither.
 _settings: ContextVar[Mapping[str, str] | None] = ContextVar("client_settings", default=None)
 _FILE = "herdless.command_config"
 _EXTRA = "herdless.client_settings"

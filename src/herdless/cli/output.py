@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from herdless.admin.cells import cell
+
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
-
-NONE = "-"  # an empty cell, as Kafka's tools print it
 
 
 class Output(enum.StrEnum):
@@ -92,10 +92,6 @@ def say(message: str) -> None:
 def note(message: str) -> None:
     """A remark for the person at the terminal, on stderr: never mixed into data."""
     _to_stderr([message])
-
-
-def cell(value: object) -> str:
-    return NONE if value is None or value == "" else str(value)
 
 
 def console() -> Console:

@@ -9,7 +9,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from herdless.cli.client import CLIENT_ID, require_reachable
+from herdless.admin.client import CLIENT_ID
+from herdless.cli.client import require_reachable
 from herdless.cli.errors import fail
 from herdless.cli.options import client_settings
 from herdless.security.client_config import Refusals

@@ -17,21 +17,18 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from herdless.admin.group_state import committed_offsets, describe_group, log_offsets
 from herdless.cli.client import connect
 from herdless.cli.errors import fail, warn
-from herdless.cli.group_state import (
-    INACTIVE_STATES,
-    committed_offsets,
-    describe_group,
-    log_offsets,
-    named_partitions,
-    tp_text,
-)
+from herdless.cli.group_arguments import named_partitions, tp_text
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap
 from herdless.cli.output import OutputOption, Table, View, show
 
 if TYPE_CHECKING:
     from kafka import KafkaAdminClient, TopicPartition
+
+# Kafka's tool changes offsets only when no member could overwrite them right away.
+INACTIVE_STATES = ("Empty", "Dead")
 
 # java.time.Duration's text form, which Kafka's --by-duration takes: PnDTnHnMn.nS.
 _DURATION = re.compile(

@@ -7,11 +7,13 @@ a topic created without `--partitions` gets the broker's `num.partitions`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 import typer
 
-from herdless.cli.client import connect, error_text, offsets_at
+from herdless.admin.client import error_text
+from herdless.admin.topic_state import partition_rows
+from herdless.cli.client import connect
 from herdless.cli.config_changes import (
     ConfigOption,
     DeleteConfigOption,
@@ -22,9 +24,6 @@ from herdless.cli.config_changes import (
 from herdless.cli.errors import fail
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, command_group
 from herdless.cli.output import OutputOption, Table, View, say, show
-
-if TYPE_CHECKING:
-    from kafka import KafkaAdminClient
 
 topics_app = command_group("Create, list, describe, alter and delete topics.")
 
@@ -192,43 +191,6 @@ def describe(
         heading=f"topic {name}  id {topic_id}",
     )
     show(view, output)
-
-
-def partition_rows(
-    admin: KafkaAdminClient, topics: list[dict[str, Any]]
-) -> dict[str, list[dict[str, Any]]]:
-    """The partitions of described topics as `topics describe` shows them (keys in
-    docs/cli.md), by topic: one ListOffsets per leader for the log start offsets of
-    all of them and one for the log end offsets."""
-    from kafka import TopicPartition
-    from kafka.admin import OffsetSpec
-
-    described = {
-        TopicPartition(t["name"], p["partition_index"]): p for t in topics for p in t["partitions"]
-    }
-    tps = sorted(described)
-    # A partition without a leader (offline) has no offsets to give: null in its row.
-    led = [tp for tp in tps if described[tp]["leader_id"] >= 0]
-    starts = offsets_at(admin, led, OffsetSpec.EARLIEST)
-    ends = offsets_at(admin, led, OffsetSpec.LATEST)
-    rows: dict[str, list[dict[str, Any]]] = {t["name"]: [] for t in topics}
-    for tp in tps:
-        p = described[tp]
-        start, end = starts.get(tp), ends.get(tp)
-        rows[tp.topic].append(
-            {
-                "partition": tp.partition,
-                "leader": p["leader_id"],
-                "leader_epoch": p["leader_epoch"],
-                "replicas": p["replica_nodes"],
-                "isr": p["isr_nodes"],
-                "offline_replicas": p["offline_replicas"],
-                "log_start_offset": start,
-                "log_end_offset": end,
-                "records": None if start is None or end is None else end - start,
-            }
-        )
-    return rows
 
 
 @topics_app.command("delete")

@@ -1,7 +1,7 @@
 """The web console: brokers, topics, consumer groups, their lag over time and rebalances.
 
 It is a Kafka client like the `herdless` commands, and asks the brokers with the
-same code (`herdless.cli`'s group, topic, cluster and history queries), so it shows
+same code (`herdless.admin`'s group, topic, cluster and history queries), so it shows
 any Kafka-compatible cluster, herdless or Apache Kafka. Nothing below it (broker/,
 coordinator/, storage/...) imports it: `herdless serve --console-port` starts it
 beside the broker, in the same process, and it asks that broker over its port.

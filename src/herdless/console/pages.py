@@ -18,8 +18,8 @@ from urllib.parse import quote, unquote
 
 import jinja2
 
-from herdless.cli.group_state import Member, format_partitions, uncommitted_note
-from herdless.cli.output import cell
+from herdless.admin.cells import cell, format_partitions
+from herdless.admin.group_state import Member, uncommitted_note
 from herdless.console.login import Viewer
 from herdless.console.plot import lag_plot, rebalance_strip
 from herdless.console.sampler import Sampler

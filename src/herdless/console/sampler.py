@@ -13,8 +13,8 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from herdless.cli.errors import CommandError
-from herdless.cli.history import HistoryReader
+from herdless.admin.errors import AdminError
+from herdless.admin.rebalance_history import HistoryReader
 from herdless.console.memory import LagHistory, Rebalances
 from herdless.console.snapshot import Snapshot, take_snapshot
 
@@ -69,11 +69,11 @@ class Sampler:
         started = time.monotonic()
         try:
             if self._admin is None:
-                from herdless.cli.client import open_admin
+                from herdless.admin.client import open_admin
 
                 self._admin = open_admin(self.bootstrap, CLIENT_ID, self.client_settings)
             snapshot = take_snapshot(self._admin, self.bootstrap)
-        except CommandError as exc:
+        except AdminError as exc:
             self._fail(str(exc))
             return
         finally:
@@ -94,7 +94,7 @@ class Sampler:
                 self._history = HistoryReader(self.bootstrap, CLIENT_ID, self.client_settings)
             self.rebalances.add(self._history.read_to_end(HISTORY_READ_S))
             self.rebalances.problem = None
-        except CommandError as exc:
+        except AdminError as exc:
             self.rebalances.problem = str(exc)
             if not str(exc).endswith("timed out"):
                 self._close_history()

@@ -15,8 +15,8 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from herdless.cli.errors import CommandError
-from herdless.cli.group_state import list_group_ids
+from herdless.admin.errors import AdminError
+from herdless.admin.group_state import list_group_ids
 from herdless.console.login import Login, LoginUnavailable
 
 if TYPE_CHECKING:
@@ -46,14 +46,14 @@ class SaslLogin(Login):
         self._listed: dict[tuple[str, str], tuple[float, set[str]]] = {}
 
     def check(self, user: str, password: str) -> bool:
-        from herdless.cli.client import open_admin
+        from herdless.admin.client import open_admin
 
         if not user:
             return False
         settings = {**self._settings, "sasl.username": user, "sasl.password": password}
         try:
             client = open_admin(self._bootstrap, CLIENT_ID, settings)
-        except CommandError as exc:
+        except AdminError as exc:
             if "authentication failed" in str(exc):
                 return False
             raise LoginUnavailable(str(exc)) from None

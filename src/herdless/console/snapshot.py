@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from herdless.cli.client import explain, find_coordinators, from_any_broker
-from herdless.cli.cluster import cluster_state
-from herdless.cli.errors import CommandError
-from herdless.cli.group_state import (
+from herdless.admin.client import explain, find_coordinators, from_any_broker
+from herdless.admin.cluster_state import cluster_state
+from herdless.admin.errors import AdminError
+from herdless.admin.group_state import (
     GroupInfo,
     PartitionOffsets,
     describe_groups,
@@ -23,7 +23,7 @@ from herdless.cli.group_state import (
     list_group_ids,
     offset_rows,
 )
-from herdless.cli.topics import partition_rows
+from herdless.admin.topic_state import partition_rows
 
 if TYPE_CHECKING:
     from kafka import KafkaAdminClient, TopicPartition
@@ -82,7 +82,7 @@ def take_snapshot(admin: KafkaAdminClient, bootstrap: str) -> Snapshot:
 
         try:
             return ask()
-        except CommandError as exc:
+        except AdminError as exc:
             problems[name] = str(exc)
         except KafkaError as exc:
             problems[name] = explain(exc, bootstrap)
@@ -127,7 +127,7 @@ def log_sizes(
     try:
         answers = admin.describe_log_dirs(wanted)
     except (IncompatibleBrokerVersion, UnsupportedVersionError):
-        raise CommandError(SIZES_UNSUPPORTED) from None
+        raise AdminError(SIZES_UNSUPPORTED) from None
     sizes = {}
     for answer in answers:
         for log_dir in answer["log_dirs"]:

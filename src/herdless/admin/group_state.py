@@ -1,4 +1,4 @@
-"""What `herdless groups` reads from the broker: groups, members, offsets and lag.
+"""What `herdless groups` and the console read of groups: members, offsets and lag.
 
 Its numbers and rules follow Kafka's kafka-consumer-groups.sh, so an operator
 reads the same thing from either tool: the rows are every partition a member
@@ -14,19 +14,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from herdless.cli.client import coordinator_ids, offsets_at
-from herdless.cli.errors import CommandError, fail
-from herdless.cli.output import NONE
+from herdless.admin.client import coordinator_ids, offsets_at
+from herdless.admin.errors import AdminError
 
 if TYPE_CHECKING:
     from kafka import KafkaAdminClient, TopicPartition
     from kafka.admin import OffsetSpec
 
-# The classic protocol's states, spelled as brokers report them; --state accepts
-# any case, as Kafka's tool does.
+# The classic protocol's states, spelled as brokers report them.
 STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
-# Kafka's tool changes offsets only when no member could overwrite them right away.
-INACTIVE_STATES = ("Empty", "Dead")
 # One OffsetFetch for all groups is one answer a broker builds in one go: 200 groups
 # of 50 partitions held a herdless broker's other requests up to 0.2 s
 # (bench/console_cost.py); five at a time kept them within what no console costs.
@@ -229,27 +225,12 @@ def list_group_ids(
     return sorted({g["group_id"] for g in listed})
 
 
-def require_existing(group: GroupInfo) -> None:
-    if not group.exists:
-        raise fail(f"consumer group {group.group_id!r} does not exist")
-
-
-def canonical_states(states: Iterable[str]) -> list[str]:
-    by_lower = {s.lower(): s for s in STATES}
-    canonical = []
-    for state in states:
-        if state.lower() not in by_lower:
-            raise fail(f"unknown group state {state!r}; states are {', '.join(STATES)}")
-        canonical.append(by_lower[state.lower()])
-    return canonical
-
-
 def _group_info(group_id: str, raw: Mapping[str, Any]) -> GroupInfo:
     if raw.get("error"):
         # DescribeGroups v6+ names an unknown group an error; before, it is just Dead.
         if "GroupIdNotFound" in raw["error"]:
             return GroupInfo(group_id, "Dead", "", "", ())
-        raise CommandError(f"cannot describe group {group_id!r}: {raw['error']}")
+        raise AdminError(f"cannot describe group {group_id!r}: {raw['error']}")
     members = tuple(
         sorted(
             (
@@ -288,15 +269,6 @@ def _assigned(assignment: object) -> tuple[TopicPartition, ...] | None:
             for partition in entry["partitions"]
         )
     )
-
-
-def format_partitions(partitions: tuple[TopicPartition, ...] | None) -> str:
-    if partitions is None:
-        return NONE
-    by_topic: dict[str, list[int]] = {}
-    for tp in partitions:
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
-    return " ".join(f"{t}[{','.join(map(str, ps))}]" for t, ps in by_topic.items()) or NONE
 
 
 # ---------------------------------------------------------------------------
@@ -391,40 +363,3 @@ def uncommitted_note(rows: list[PartitionOffsets]) -> list[str]:
         return []
     which = "partition has" if count == 1 else "partitions have"
     return [f"{count} {which} no committed offset: lag counted from the log start offset"]
-
-
-def parse_topic(spec: str, option: str = "--topic") -> tuple[str, list[int] | None]:
-    """'T' is every partition of T; 'T:0,2' is partitions 0 and 2."""
-    name, sep, parts = spec.partition(":")
-    if not name:
-        raise fail(f"{option} expects T or T:p1,p2, got {spec!r}")
-    if not sep:
-        return name, None
-    try:
-        partitions = [int(p) for p in parts.split(",") if p.strip()]
-    except ValueError:
-        raise fail(f"{option} expects T or T:p1,p2 with partition numbers, got {spec!r}") from None
-    if not partitions:
-        raise fail(f"{option} {spec!r} names no partitions")
-    return name, partitions
-
-
-def named_partitions(admin: KafkaAdminClient, specs: Iterable[str]) -> list[TopicPartition]:
-    """The partitions `--topic T[:p1,p2]` options name; a missing topic or partition fails."""
-    from kafka import TopicPartition
-
-    wanted = [parse_topic(spec) for spec in specs]
-    counts = partition_counts(admin, (name for name, _ in wanted))
-    tps: set[TopicPartition] = set()
-    for name, partitions in wanted:
-        if name not in counts:
-            raise fail(f"topic {name!r} does not exist")
-        for p in partitions if partitions is not None else range(counts[name]):
-            if not 0 <= p < counts[name]:
-                raise fail(f"topic {name!r} has no partition {p} (it has {counts[name]})")
-            tps.add(TopicPartition(name, p))
-    return sorted(tps)
-
-
-def tp_text(tp: TopicPartition) -> str:
-    return f"{tp.topic}:{tp.partition}"
