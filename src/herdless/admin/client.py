@@ -2,8 +2,9 @@
 
 It is an ordinary Kafka client, so it works against any Kafka-compatible broker;
 every failure to connect or to read reaches its caller as an AdminError whose one
-line names it. kafka-python takes longer to import than a command's start-up, so
-it is imported when a client is first made, never when this module is.
+line names it. kafka-python takes longer to import than the rest of a command
+together, so it is imported when a client is first made, never when this module
+is: `herdless --help` imports this module and must answer at once.
 
 The client settings (librdkafka's names, as security/client_config.py translates
 them) are an argument of each client made: the console makes its clients in a
