@@ -20,6 +20,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from herdless.coordinator import partition_for
+from herdless.testing.broker import set_args
 from tests.support.broker import free_port
 from tests.support.cluster import BROKER_SETTINGS, ClusterProcesses, running_cluster
 from tests.test_metrics import scrape
@@ -166,6 +167,9 @@ def test_a_duplicate_broker_id_is_refused_with_a_clear_error(
             cluster.zookeeper.connect,
             "--broker-id",
             "2",
+            # Configured as its cluster's brokers are: it waits 1.5 of their (short)
+            # sessions for the holder's registration to go before refusing.
+            *set_args(cluster.settings),
         ],
         capture_output=True,
         text=True,
