@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from herdless.coordinator import partition_for
 from herdless.testing.broker import set_args
 from tests.support.broker import free_port
+from tests.support.cli import sigint_as_in_a_terminal
 from tests.support.cluster import BROKER_SETTINGS, ClusterProcesses, running_cluster
 from tests.test_metrics import scrape
 from tests.test_metrics import value as sample
@@ -656,6 +657,7 @@ def test_cluster_up_starts_zookeeper_and_brokers_and_ctrl_c_stops_them(tmp_path:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=sigint_as_in_a_terminal,  # stopped with Ctrl-C below
     )
     try:
         deadline = time.monotonic() + 60
