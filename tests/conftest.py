@@ -5,7 +5,13 @@ from pathlib import Path
 
 import pytest
 
+import herdless
 from tests.support.broker import BrokerProcess, module_broker
+from tests.support.bytecode import share_compiled_sources
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    share_compiled_sources([Path(herdless.__file__).parent, Path(__file__).parent])
 
 
 @pytest.fixture(scope="module")

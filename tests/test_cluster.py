@@ -20,7 +20,9 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from herdless.coordinator import partition_for
+from herdless.testing.broker import set_args
 from tests.support.broker import free_port
+from tests.support.cli import sigint_as_in_a_terminal
 from tests.support.cluster import BROKER_SETTINGS, ClusterProcesses, running_cluster
 from tests.test_metrics import scrape
 from tests.test_metrics import value as sample
@@ -166,6 +168,9 @@ def test_a_duplicate_broker_id_is_refused_with_a_clear_error(
             cluster.zookeeper.connect,
             "--broker-id",
             "2",
+            # Configured as its cluster's brokers are: it waits 1.5 of their (short)
+            # sessions for the holder's registration to go before refusing.
+            *set_args(cluster.settings),
         ],
         capture_output=True,
         text=True,
@@ -652,6 +657,7 @@ def test_cluster_up_starts_zookeeper_and_brokers_and_ctrl_c_stops_them(tmp_path:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=sigint_as_in_a_terminal,  # stopped with Ctrl-C below
     )
     try:
         deadline = time.monotonic() + 60

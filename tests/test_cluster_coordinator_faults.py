@@ -93,9 +93,18 @@ NOT_SERVING = frozenset(
 )
 
 
+# KIP-848 members heartbeat every 500 ms rather than Kafka's 5 s: a member learns of
+# partitions to give up at its next heartbeat, so a group settles in a second, not ten.
+CONSUMER_PROTOCOL_SETTINGS = {
+    "group.consumer.heartbeat.interval.ms": "500",
+    "group.consumer.min.heartbeat.interval.ms": "100",
+}
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
-    with running_cluster(tmp_path_factory.mktemp("coordinator-faults")) as processes:
+    base = tmp_path_factory.mktemp("coordinator-faults")
+    with running_cluster(base, **CONSUMER_PROTOCOL_SETTINGS) as processes:
         yield processes
 
 

@@ -34,10 +34,18 @@ from tests.support.cluster import (
 PARTITIONS = 3
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[ClusterProcesses]:
-    with running_cluster(tmp_path / "cluster") as processes:
+@pytest.fixture(scope="module")
+def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
+    with running_cluster(tmp_path_factory.mktemp("cluster-faults")) as processes:
         yield processes
+
+
+@pytest.fixture
+def cluster(shared_cluster: ClusterProcesses) -> ClusterProcesses:
+    """The module's cluster, restored after the last test's faults: each test has its own
+    topics, and starts with every broker up and every ISR full."""
+    shared_cluster.restore()
+    return shared_cluster
 
 
 def create(cluster: ClusterProcesses, topic: str) -> None:

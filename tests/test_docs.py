@@ -19,7 +19,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from herdless.broker.apis import APIS
 from tests.support.broker import BrokerProcess, loopback_host_with_free, module_broker
-from tests.support.cli import assert_documented
+from tests.support.cli import assert_documented, sigint_as_in_a_terminal
 
 DOCS = Path(__file__).parents[1] / "docs"
 
@@ -114,6 +114,7 @@ def test_cli_json_keys_are_the_documented_ones(broker: BrokerProcess) -> None:
         [sys.executable, "-m", "herdless", "consume", "keys", "-g", "watchers", "-b", broker.host],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        preexec_fn=sigint_as_in_a_terminal,  # stopped with Ctrl-C below
     )
     try:
         commands = {

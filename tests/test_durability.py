@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import threading
-import time
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.broker import BrokerProcess
+from tests.support.checker import high_watermarks, read_partitions
+from tests.support.members import wait_until
+
+# Records acknowledged before the kill, and again after the restart.
+LOAD = 50_000
 
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:
@@ -17,21 +21,10 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
 
 
 def read_all(bootstrap: str, topic: str, partitions: int) -> dict[int, list[bytes]]:
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False}
-    )
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    values: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
-    idle_since = time.monotonic()
-    while time.monotonic() - idle_since < 5:
-        messages = consumer.consume(10_000, timeout=1)
-        for m in messages:
-            if m.error() is None:
-                values[m.partition()].append(m.value())
-        if messages:
-            idle_since = time.monotonic()
-    consumer.close()
-    return values
+    """Every record of the topic, up to each partition's high watermark."""
+    ends = high_watermarks(bootstrap, topic, partitions)
+    seen = read_partitions(bootstrap, topic, partitions, ends)
+    return {p: [value for _, value in records] for p, records in seen.items()}
 
 
 def test_graceful_restart_keeps_all_data(own_broker: BrokerProcess) -> None:
@@ -84,11 +77,18 @@ def test_kill_9_during_produce_loses_no_acknowledged_record(own_broker: BrokerPr
     workers = [threading.Thread(target=produce, args=(w,)) for w in range(2)]
     for worker in workers:
         worker.start()
-    time.sleep(3)
+    # Flat out, the producers have this many acknowledged within a second: the kill
+    # lands mid-stream whenever it comes.
+    wait_until(lambda: len(acknowledged) > LOAD, 30, "producers under way", own_broker.log)
     own_broker.kill()
     killed_at = len(acknowledged)
     own_broker.start()
-    time.sleep(3)  # producers reconnect and carry on
+    wait_until(
+        lambda: len(acknowledged) > killed_at + LOAD,
+        30,
+        "producers reconnect and carry on",
+        own_broker.log,
+    )
     stop.set()
     for worker in workers:
         worker.join(90)

@@ -17,7 +17,7 @@ import pytest
 
 from herdless.cli.certs import write_certificates
 from tests.support.broker import free_port
-from tests.support.cli import COMMAND, herdless, refused
+from tests.support.cli import COMMAND, herdless, refused, sigint_as_in_a_terminal
 
 
 @pytest.fixture
@@ -85,7 +85,10 @@ def test_herdless_console_serves_https(tmp_path: Path, herdless_broker: Any) -> 
     port = free_port()
     command = [*COMMAND, "console", "--port", str(port), "--ssl-keystore", str(files.broker)]
     process = subprocess.Popen(
-        [*command, "-b", herdless_broker.bootstrap], stderr=subprocess.PIPE, text=True
+        [*command, "-b", herdless_broker.bootstrap],
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=sigint_as_in_a_terminal,  # stopped with Ctrl-C below
     )
     try:
         context = ssl.create_default_context(cafile=files.ca)

@@ -36,7 +36,7 @@ from herdless.testing.broker import HerdlessBroker
 from herdless.testing.security import Security, listener_addresses
 from tests.support.broker import BrokerProcess, free_port
 from tests.support.browser import chromium, screenshot
-from tests.support.cli import COMMAND, herdless, refused
+from tests.support.cli import COMMAND, herdless, refused, sigint_as_in_a_terminal
 
 PASSWORD = "alice-Console-7d21"
 SHOWN_WITHIN_S = 20.0
@@ -242,7 +242,9 @@ def own_process_console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Se
             "--ssl-keystore", str(files.broker),
             "-b", broker.bootstrap, "--command-config", str(admin),
         ]  # fmt: skip
-        process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+        process = subprocess.Popen(
+            command, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_as_in_a_terminal
+        )
         console = SecuredConsole(broker, port, files.ca)
         try:
             deadline = time.monotonic() + 30

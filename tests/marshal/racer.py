@@ -1,6 +1,7 @@
 """One racer process: at agreed wall-clock moments, claim the same partition as everyone.
 
-Prints "<round> <client> won|lost" per round.
+Prints "ready" once connected, then reads the moment of the first round (wall-clock
+seconds) from stdin, and prints "<round> <client> won|lost" per round.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ SPACING_S = 0.5
 
 
 def main() -> int:
-    bootstrap, client, rounds, start_at, partitions = sys.argv[1:6]
+    bootstrap, client, rounds, partitions = sys.argv[1:5]
     coordination = CoordinationLog(bootstrap, partitions=int(partitions))
     try:
+        print("ready", flush=True)
+        start_at = sys.stdin.readline()
         for round_ in range(int(rounds)):
             time.sleep(max(0.0, float(start_at) + round_ * SPACING_S - time.time()))
             key = ClaimKey("race", "contested", round_)

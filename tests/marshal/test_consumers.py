@@ -15,6 +15,7 @@ from tests.marshal.cluster import (
     owners,
     processed,
     state,
+    stop_all,
     wait_for,
 )
 from tests.support.broker import BrokerProcess
@@ -74,7 +75,8 @@ def test_three_consumers_share_twelve_partitions_and_take_over_from_a_killed_one
             90,
         )
     finally:
-        codes = {c: r.stop() for c, r in runners.items() if c != "c"}
+        survivors = {c: r for c, r in runners.items() if c != "c"}
+        codes = dict(zip(survivors, stop_all(list(survivors.values())), strict=True))
     assert codes == {"a": 0, "b": 0}, runners["a"].log()
     # A graceful close releases every claim.
     assert set(owners(state(broker.bootstrap), "alo-g").values()) == {None}
@@ -114,8 +116,7 @@ def _amo_run(bootstrap: str, workdir: Path, name: str, rnd: random.Random, seed:
         wait_for(f"{name} (seed {seed}) claims every record", all_claimed, 60)
         time.sleep(0.5)  # the last batches get processed
     finally:
-        for runner in runners:
-            runner.stop() if runner.process.poll() is None else None
+        stop_all([r for r in runners if r.process.poll() is None])
     counts = processed(workdir, name)
     print(f"  {len(counts)} of {records} processed, {len(runners)} processes")
     twice = sorted(k for k, n in counts.items() if n > 1)
@@ -133,7 +134,6 @@ def test_many_consumers_race_for_one_partition_and_exactly_one_wins(
     from tests.marshal.cluster import COORDINATION_PARTITIONS, ROOT
 
     racers, rounds = 8, 10
-    start_at = time.time() + 8
     procs = [
         subprocess.Popen(
             [
@@ -143,16 +143,26 @@ def test_many_consumers_race_for_one_partition_and_exactly_one_wins(
                 broker.bootstrap,
                 f"r{i}",
                 str(rounds),
-                str(start_at),
                 str(COORDINATION_PARTITIONS),
             ],
             cwd=ROOT,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
         )  # fmt: skip
         for i in range(racers)
     ]
+    # The first round once every racer is connected, with a moment to hear of it.
+    for proc in procs:
+        assert proc.stdout is not None
+        ready = proc.stdout.readline()
+        assert ready == "ready\n", f"a racer did not get ready: {ready!r}, exit {proc.poll()}"
+    start_at = time.time() + 1
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write(f"{start_at}\n")
+        proc.stdin.flush()
     outputs = [p.communicate(timeout=120)[0] for p in procs]
     assert [p.returncode for p in procs] == [0] * racers, outputs
     winners: dict[int, list[str]] = {r: [] for r in range(rounds)}

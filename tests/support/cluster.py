@@ -79,6 +79,24 @@ class ClusterProcesses(HerdlessCluster):
         )
         return time.monotonic() - started
 
+    def restore(self, timeout: float = 60.0) -> None:
+        """Resume what is paused and start what is down (heal()), then wait until every
+        partition of every topic has a live leader and all its replicas in the ISR: the
+        state a new cluster starts in, for tests that share one."""
+        self.heal()
+        self.wait_for(
+            lambda m: (
+                len(m.brokers) == len(self.brokers)
+                and all(
+                    p.leader in m.brokers and len(p.isrs) == len(p.replicas)
+                    for topic in m.topics.values()
+                    for p in topic.partitions.values()
+                )
+            ),
+            timeout,
+            what="every broker registered, every partition led, every ISR full",
+        )
+
     def stop(self) -> None:
         """SIGKILL everything: the tests are done with it and want no wait."""
         for process in self.brokers.values():

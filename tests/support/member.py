@@ -181,6 +181,12 @@ def run_confluent(args: argparse.Namespace, reporter: Reporter) -> None:
         KafkaError.COORDINATOR_NOT_AVAILABLE,
         KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
         KafkaError.REQUEST_TIMED_OUT,
+        # KIP-848: a heartbeat gave the member a new epoch while its commit was on the way
+        # with the old one. librdkafka does not retry a manual commit that gets it, but
+        # documents it as retriable (rd_kafka_commit() in rdkafka.h) and sends a heartbeat
+        # at once, so the next try carries the new epoch. The partitions are still ours:
+        # no revocation completes while this loop keeps the consumer out of poll().
+        KafkaError.STALE_MEMBER_EPOCH,
     }
 
     def retriable(exc: Exception) -> bool:
