@@ -267,6 +267,15 @@ class CoordinatorContext(Generic[S]):
             # what was replayed, which the step looks at.
             out.replay.append(self.tp)
 
+    def commit_failed(self, end_offset: int, reason: str, out: Output) -> None:
+        # Only records this state still waits on: a failure heard late, after the state
+        # was rebuilt past them or they were committed after all, changes nothing.
+        if (
+            self.state is ShardState.ACTIVE
+            and self.committed_offset < end_offset <= self._last_written
+        ):
+            self._fail_and_reload(reason, out)
+
     def _release(self, out: Output) -> None:
         for entry in self._deferred.complete_up_to(self.committed_offset):
             # A reply that wrote nothing proves nothing by its commit: it needs this
