@@ -148,24 +148,30 @@ class RuntimeLoop:
             waiter = waiting.get(reply.token)
             if waiter is not None and not waiter.done():
                 waiter.set_result(reply.response)
-        for token, error in out.errors:
-            waiter = waiting.get(token)
-            if waiter is not None and not waiter.done():
-                waiter.set_exception(CoordinatorError(error))
-        for tp, deadline in out.deadlines.items():
-            self._arm(tp, deadline)
+        # Most inputs (a heartbeat, a commit) give replies alone: each test below is cheaper
+        # than a loop over an empty list.
+        if out.errors:
+            for token, error in out.errors:
+                waiter = waiting.get(token)
+                if waiter is not None and not waiter.done():
+                    waiter.set_exception(CoordinatorError(error))
+        if out.deadlines:
+            for tp, deadline in out.deadlines.items():
+                self._arm(tp, deadline)
         if out.replay:
             self._to_replay.update(dict.fromkeys(out.replay))
             if self._replaying is None or self._replaying.done():
                 self._replaying = self.event_loop().create_task(self._replay())
-        for offload in out.offloads:
-            self._offload(offload)
-        for summary in out.loaded:
-            # A new leader answers nobody until its log's uncommitted tail is committed.
-            self.writer.await_tail(summary.tp)
-        for reload in out.reloads:
-            self.load_started[reload.tp] = time.monotonic()
-            self._ready.discard(reload.tp)
+        if out.offloads:
+            for offload in out.offloads:
+                self._offload(offload)
+        if out.loaded or out.reloads:
+            for summary in out.loaded:
+                # A new leader answers nobody until its log's uncommitted tail is committed.
+                self.writer.await_tail(summary.tp)
+            for reload in out.reloads:
+                self.load_started[reload.tp] = time.monotonic()
+                self._ready.discard(reload.tp)
         if self.writer.uncommitted:
             waits, self.writer.uncommitted = self.writer.uncommitted, []
             loop = self.event_loop()
