@@ -30,6 +30,7 @@ from herdless.coordinator.runtime import (
 )
 from herdless.protocol.errors import ErrorCode
 from tests.coordinator.context import TEST_CONFIG, commit_request, range_protocols
+from tests.coordinator.node import MONOTONIC_START_MS, Cluster, Node
 from tests.coordinator.runtime.counters import (
     COUNTERS,
     COUNTERS_TOPIC,
@@ -45,7 +46,6 @@ from tests.coordinator.runtime.counters import (
     sum_offloaded,
     wait_for,
 )
-from tests.coordinator.runtime.node import MONOTONIC_START_MS, Cluster, Node
 
 GROUPS = CoordinatorType("__consumer_offsets", lambda tp: GroupShard(TEST_CONFIG))
 OFFSETS_TP = TopicPartition(GROUPS.topic, 0)
