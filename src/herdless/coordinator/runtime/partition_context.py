@@ -277,7 +277,11 @@ class CoordinatorContext(Generic[S]):
             self._fail_and_reload(reason, out)
 
     def _release(self, out: Output) -> None:
-        for entry in self._deferred.complete_up_to(self.committed_offset):
+        deferred = self._deferred
+        if not deferred and deferred.first_deadline() is None:
+            # Nothing waits: the common case on one broker, where appends commit at once.
+            return
+        for entry in deferred.complete_up_to(self.committed_offset):
             # A reply that wrote nothing proves nothing by its commit: it needs this
             # broker to lead still.
             if entry.wrote or self.writer.is_leader(self.tp):

@@ -130,7 +130,9 @@ class CoordinatorRuntime:
         if self._closed:
             error: ErrorCode | None = ErrorCode.COORDINATOR_NOT_AVAILABLE
         else:
-            context = self._contexts.get(TopicPartition(kind.topic, partition))
+            # A TopicPartition is the tuple it holds, so a plain tuple finds it: none is
+            # built on the path of every request.
+            context = self._contexts.get((kind.topic, partition))  # type: ignore[call-overload]
             if context is None:
                 # Another broker leads the partition, or no broker holds it yet.
                 error = ErrorCode.NOT_COORDINATOR
