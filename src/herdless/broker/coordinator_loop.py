@@ -102,7 +102,7 @@ class RuntimeLoop:
         """Run `operation` on the shard; its response once it may be sent, or
         CoordinatorError."""
         token = object()
-        waiter: asyncio.Future[Any] = self.event_loop().create_future()
+        waiter: asyncio.Future[Any] = (self._loop or self.event_loop()).create_future()
         self._waiting[token] = waiter
         try:
             self.handle(self.runtime.write(kind, partition, token, operation, clock.now()))
@@ -239,6 +239,7 @@ class RuntimeLoop:
         while self._to_replay:
             tp = self._next_to_replay()
             del self._to_replay[tp]
+            applied = self.runtime.applied_offset(tp)
             try:
                 out = self.runtime.replay(tp, clock.now())
             except Exception:
@@ -248,7 +249,11 @@ class RuntimeLoop:
             self.handle(out)
             if tp not in self._to_replay:
                 self._check_ready(tp)
-            await asyncio.sleep(0)
+            if self.runtime.applied_offset(tp) != applied:
+                # The loop runs between reads; a step that read nothing (an empty
+                # partition activating) goes on at once, so that a broker with empty
+                # partitions serves all of them as soon as it starts.
+                await asyncio.sleep(0)
 
     def _next_to_replay(self) -> TopicPartition:
         """The partition being replayed, until it is done; a leader's before a standby's."""

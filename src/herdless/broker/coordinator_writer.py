@@ -84,7 +84,8 @@ class ReplicaWriter:
             raise WriteError(f"{type(exc).__name__}: {exc}") from exc
         end = info.last_offset + 1
         if self.replicas.committed_now(partition_log, ACKS_ALL, end):
-            leadership.committed = max(leadership.committed, end)
+            if end > leadership.committed:
+                leadership.committed = end
         else:
             self.uncommitted.append(CommitWait(tp, partition_log, end, leadership))
         return end

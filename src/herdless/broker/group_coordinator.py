@@ -312,7 +312,8 @@ class GroupCoordinator:
             log.exception("could not record rebalances in %s", REBALANCES_TOPIC)
 
     async def run(self, group_id: str, operation: Operation) -> Any:
-        return await self.run_on(self.partition(group_id), operation)
+        partition = partition_for(group_id, self.num_partitions)
+        return await self.loop.write(self.kind, partition, operation)
 
     async def run_on(self, partition: int, operation: Operation) -> Any:
         """Run `operation` on the shard of `partition`; its response once it may be sent,

@@ -240,7 +240,7 @@ class CoordinatorContext(Generic[S]):
         if result.rebalances:
             out.rebalances.append((self.tp, result.rebalances))
         if result.replies:
-            if self._deferred or self.committed_offset < self._last_written:
+            if self._deferred.pending or self.committed_offset < self._last_written:
                 self._deferred.defer(Deferred(self._last_written, result.replies, wrote))
             elif wrote or leading or self.writer.is_leader(self.tp):
                 self._deliver(result.replies, out)
@@ -278,7 +278,7 @@ class CoordinatorContext(Generic[S]):
 
     def _release(self, out: Output) -> None:
         deferred = self._deferred
-        if not deferred and deferred.first_deadline() is None:
+        if not deferred.pending and not deferred.deadlines:
             # Nothing waits: the common case on one broker, where appends commit at once.
             return
         for entry in deferred.complete_up_to(self.committed_offset):
