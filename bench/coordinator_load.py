@@ -2,7 +2,7 @@
 
 Writes `__consumer_offsets` the way the broker does (each group's OffsetCommit
 becomes one batch of one record per partition, built by the shard itself),
-then times ShardRuntime.replay() over every partition, the path a restarted
+then times the coordinator runtime's replay over every partition, the path a restarted
 broker and a warm standby take. `bench/groups.py --only load` measures the same
 through a real broker restart; this isolates the coordinator's part and can run
 under a profiler:
@@ -15,30 +15,31 @@ under a profiler:
 from __future__ import annotations
 
 import argparse
-import asyncio
 import cProfile
 import gc
 import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
-from herdless.broker.group_coordinator import OFFSETS_TOPIC, ShardRuntime, ShardState
-from herdless.coordinator import CoordinatorConfig, CoordinatorShard, partition_for
+from herdless.broker.clock import monotonic_ms, now, wall_ms
+from herdless.broker.coordinator_writer import ReplicaWriter
+from herdless.broker.durability import Durability
+from herdless.broker.group_coordinator import OFFSETS_TOPIC
+from herdless.broker.replicas import ReplicaManager
+from herdless.coordinator import CoordinatorConfig, CoordinatorShard, Now, partition_for
 from herdless.coordinator.messages import CommitPartition, CommitTopic, OffsetCommitRequest
+from herdless.coordinator.runtime import (
+    CoordinatorRuntime,
+    CoordinatorType,
+    ReplicaRole,
+    TopicPartition,
+)
 from herdless.protocol.records import build_batch, split_batches
 from herdless.storage import LogManager
 
 TOPIC = "bench-offsets"
 NOW_MS = 1_700_000_000_000
-
-
-class _Leading:
-    """The replica manager as a loaded shard sees it: this broker leads."""
-
-    def leader_log(self, topic: str, partition: int) -> Any:
-        return None
 
 
 def write_offsets(
@@ -52,7 +53,7 @@ def write_offsets(
             group = f"load-{i}"
             commit = tuple(CommitPartition(p, 1000 * round_ + p) for p in range(per_group))
             req = OffsetCommitRequest(group, (CommitTopic(TOPIC, commit),))
-            result = writer.offset_commit(req, None, NOW_MS + round_)
+            result = writer.offset_commit(req, None, Now(NOW_MS + round_, 0))
             batch = build_batch([(r.key, r.value) for r in result.records], NOW_MS)
             log = topic.partitions[partition_for(group, partitions)]
             log.append(split_batches(memoryview(batch), len(batch)), NOW_MS)
@@ -60,21 +61,20 @@ def write_offsets(
     return written
 
 
-async def replay_all(logs: LogManager, partitions: int) -> list[ShardRuntime]:
-    topic = logs.topics[OFFSETS_TOPIC]
+def replay_all(logs: LogManager, partitions: int) -> list[CoordinatorShard]:
+    """Load every partition as a broker does on start, a bounded read per step."""
+    kind = CoordinatorType(OFFSETS_TOPIC, lambda tp: CoordinatorShard(CoordinatorConfig()))
+    replicas = ReplicaManager(logs, Durability(monotonic_ms), wall_ms)
+    runtime = CoordinatorRuntime(ReplicaWriter(logs, replicas), [kind])
     shards = []
     for p in range(partitions):
-        runtime = ShardRuntime(
-            _Leading(),  # type: ignore[arg-type]
-            p,
-            topic.partitions[p],
-            CoordinatorConfig(),
-            lambda entries: None,
-            lambda group, cause: None,
-            ShardState.LOADING,
-        )
-        await runtime.replay()
-        shards.append(runtime)
+        tp = TopicPartition(OFFSETS_TOPIC, p)
+        out = runtime.on_leadership(tp, ReplicaRole.LEADER, now())
+        while tp in out.replay:
+            out = runtime.replay(tp, now())
+        shard = runtime.shard(kind, p)
+        assert shard is not None
+        shards.append(shard)
     return shards
 
 
@@ -99,16 +99,13 @@ def main() -> None:
         for _ in range(args.runs):
             gc.collect()
             started, cpu_started = time.perf_counter(), time.process_time()
-            shards = asyncio.run(replay_all(logs, args.partitions))
+            shards = replay_all(logs, args.partitions)
             times.append(time.perf_counter() - started)
             cpu.append(time.process_time() - cpu_started)
-            loaded = sum(s.loaded_records for s in shards)
             offsets = sum(
-                len(list(s.shard.offsets.entries(g)))
-                for s in shards
-                for g in s.shard.offsets.group_ids()
+                len(list(s.offsets.entries(g))) for s in shards for g in s.offsets.group_ids()
             )
-            assert loaded == written and offsets == groups * args.per_group, (loaded, offsets)
+            assert offsets == groups * args.per_group, offsets
             del shards
         print(
             f"replayed {written:,} records: best {min(times):.3f}s, median "
@@ -118,7 +115,7 @@ def main() -> None:
         if args.profile:
             profiler = cProfile.Profile()
             profiler.enable()
-            asyncio.run(replay_all(logs, args.partitions))
+            replay_all(logs, args.partitions)
             profiler.disable()
             profiler.dump_stats(args.profile)
             print(f"profile in {args.profile}")

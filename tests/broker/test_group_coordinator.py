@@ -13,8 +13,9 @@ from herdless.broker.durability import Durability
 from herdless.broker.group_coordinator import CoordinatorError, GroupCoordinator, ShardState
 from herdless.broker.replicas import PartitionError, ReplicaManager
 from herdless.broker.replication import Role
-from herdless.coordinator import CoordinatorConfig, partition_for
+from herdless.coordinator import CoordinatorConfig, CoordinatorShard, partition_for
 from herdless.coordinator import messages as m
+from herdless.coordinator.runtime import TopicPartition
 from herdless.protocol.errors import ErrorCode
 from herdless.storage import LogConfig, LogManager, PartitionLog
 
@@ -202,6 +203,16 @@ class Replica:
         self.logs.close()
 
 
+def tp_of(group: str) -> TopicPartition:
+    return TopicPartition(OFFSETS, partition_for(group, PARTITIONS))
+
+
+def shard_of(replica: Replica, group: str) -> CoordinatorShard:
+    shard = replica.groups.runtime.shard(replica.groups.kind, partition_for(group, PARTITIONS))
+    assert shard is not None
+    return shard
+
+
 def leader_and_follower(tmp_path: Path) -> tuple[Replica, Replica]:
     """Two brokers' copies of the offsets topic: the first leads group g's partition."""
     first = Replica(tmp_path / "a")
@@ -240,10 +251,10 @@ def test_a_standby_replays_only_what_is_committed_and_takes_over_at_once(
         copy(leader_log, follower_log, committed_end)
         second.groups.on_replicated(follower_log)
         await settle()
-        standby = second.groups.shards[partition_for("g", PARTITIONS)]
+        runtime = second.groups.runtime
         # The second commit is on the follower but not yet committed: not replayed.
-        assert standby.applied_offset == committed_end
-        assert standby.shard.offsets.get("g", "t", 0).offset == 1
+        assert runtime.applied_offset(tp_of("g")) == committed_end
+        assert shard_of(second, "g").offsets.get("g", "t", 0).offset == 1
         with pytest.raises(CoordinatorError) as raised:
             await second.groups.run("g", fetch("g"))
         assert raised.value.error_code is ErrorCode.NOT_COORDINATOR
@@ -252,8 +263,8 @@ def test_a_standby_replays_only_what_is_committed_and_takes_over_at_once(
         first.follow("g")
         second.lead("g")
         await settle()
-        assert standby.state is ShardState.ACTIVE
-        assert standby.loaded_records == 3  # nothing replayed twice
+        assert runtime.state(tp_of("g")) is ShardState.ACTIVE
+        assert runtime.loaded_records(tp_of("g")) == 3  # nothing replayed twice
         assert committed(await second.groups.run("g", fetch("g"))) == {0: 2, 1: 5}
         # The old leader answers nothing from what it had.
         with pytest.raises(CoordinatorError) as raised:
@@ -275,14 +286,14 @@ def test_a_standby_truncated_below_what_it_replayed_starts_again(tmp_path: Path)
         copy(leader_log, follower_log, leader_log.log_end_offset)
         second.groups.on_replicated(follower_log)
         await settle()
-        standby = second.groups.shards[partition_for("g", PARTITIONS)]
-        assert standby.shard.offsets.get("g", "t", 0).offset == 3
+        runtime = second.groups.runtime
+        assert shard_of(second, "g").offsets.get("g", "t", 0).offset == 3
         # An unclean election cut the follower's log below what the standby replayed.
         follower_log.truncate_to(1, wall_ms())
         second.groups.on_replicated(follower_log)
         await settle()
-        assert standby.applied_offset == 1
-        assert standby.shard.offsets.get("g", "t", 0).offset == 1
+        assert runtime.applied_offset(tp_of("g")) == 1
+        assert shard_of(second, "g").offsets.get("g", "t", 0).offset == 1
         first.close()
         second.close()
 
@@ -298,7 +309,7 @@ def test_losing_leadership_answers_waiting_requests_and_rebuilds_a_standby(
         partition_log = replica.offsets_log("g")
         await settle()
         await replica.groups.run("g", commit("g", {0: 4}))
-        runtime = replica.groups.shards[partition_for("g", PARTITIONS)]
+        runtime = replica.groups.runtime
         # A write whose records the followers never acknowledge.
         replica.replicas.acknowledging = False
         held = partition_log.high_watermark
@@ -310,10 +321,10 @@ def test_losing_leadership_answers_waiting_requests_and_rebuilds_a_standby(
             await waiting
         assert raised.value.error_code is ErrorCode.NOT_COORDINATOR
         await settle()
-        assert runtime.state is ShardState.STANDBY
+        assert runtime.state(tp_of("g")) is ShardState.STANDBY
         # Rebuilt from the log's start, up to the high watermark only.
-        assert runtime.applied_offset == held < partition_log.log_end_offset
-        assert runtime.shard.offsets.get("g", "t", 0).offset == 4
+        assert runtime.applied_offset(tp_of("g")) == held < partition_log.log_end_offset
+        assert shard_of(replica, "g").offsets.get("g", "t", 0).offset == 4
         replica.close()
 
     asyncio.run(main())
@@ -363,11 +374,10 @@ def test_without_standby_a_new_leader_loads_its_whole_log(tmp_path: Path) -> Non
     async def main() -> None:
         replica = Replica(tmp_path, standby=False)
         replica.follow("g")
-        assert partition_for("g", PARTITIONS) not in replica.groups.shards
+        assert replica.groups.runtime.state(tp_of("g")) is None
         replica.lead("g")
-        runtime = replica.groups.shards[partition_for("g", PARTITIONS)]
         await settle()
-        assert runtime.state is ShardState.ACTIVE
+        assert replica.groups.runtime.state(tp_of("g")) is ShardState.ACTIVE
         replica.close()
 
     asyncio.run(main())

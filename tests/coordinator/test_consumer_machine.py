@@ -6,7 +6,7 @@ they are given, revoke what they are told to give up (at once or a while
 later) and say what they own when they do; they lose answers, crash, leave,
 leave for a while as static members, come back, and change what they subscribe
 to; topics gain partitions. The shard's partition is replicated
-(ReplicatedContext): an answer reaches its client once what its heartbeat wrote
+(RuntimeContext): an answer reaches its client once what its heartbeat wrote
 is committed, standbys replay, and leadership moves with or without the
 uncommitted tail.
 
@@ -45,7 +45,7 @@ from herdless.coordinator.topic_metadata import (
 )
 from herdless.protocol.errors import ErrorCode
 from tests.coordinator.context import TOPIC_T, TOPIC_U
-from tests.coordinator.replication import NOT_COORDINATOR, ReplicatedContext
+from tests.coordinator.runtime_context import NOT_COORDINATOR, RuntimeContext
 from tests.coordinator.snapshot import snapshot
 
 GROUP = "g"
@@ -97,7 +97,7 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.ctx = ReplicatedContext(self.config)
+        self.ctx = RuntimeContext(self.config)
         self.ctx.complete_offloaded_at_once = False
         self.partitions_of_t = TOPIC_T.num_partitions
         self.ctx.topics = TopicsImage([TOPIC_T, TOPIC_U], version=0)

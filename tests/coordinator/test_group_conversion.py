@@ -36,7 +36,7 @@ from herdless.coordinator.state import GroupState
 from herdless.coordinator.topic_metadata import TopicIdPartition
 from herdless.protocol.errors import ErrorCode
 from tests.coordinator.context import TEST_CONFIG, TOPIC_T, Context
-from tests.coordinator.replication import ReplicatedContext
+from tests.coordinator.runtime_context import RuntimeContext
 from tests.coordinator.snapshot import snapshot
 
 Policy = ConsumerGroupMigrationPolicy
@@ -493,7 +493,7 @@ def test_the_last_new_static_member_back_with_the_classic_protocol_downgrades_at
     assert snapshot(ctx.replayed(ctx.log)) == snapshot(ctx.shard)
 
 
-class Committed(ReplicatedContext):
+class Committed(RuntimeContext):
     """Every write replicated at once: answers go out as they are given."""
 
     def apply(self, result: Result) -> Result:

@@ -1,6 +1,7 @@
 """Randomized runs of well-behaved clients, a clock, replication and leadership moves.
 
-The shard's partition is replicated (ReplicatedContext): a reply reaches its
+The shard's partition is replicated and hosted by the real coordinator runtime
+(RuntimeContext): a reply reaches its
 client only once the high watermark passes what its operation wrote, a
 follower keeps a warm standby, and leadership moves, with the uncommitted tail
 kept or lost. Clients act on what they are told as real ones do, and retry
@@ -19,9 +20,11 @@ Invariants, checked after every step unless said otherwise:
   the same records (after each standby step, and once it has caught up to take over);
 - after a move that lost no record, the new shard's offsets equal the old
   one's, and so do its groups whenever no rebalance was in flight;
-- unload() answers every parked request NOT_COORDINATOR (ReplicatedContext);
-- the shard's timers are the broker's, and every member can still expire: it
-  has a session timer, or is parked in a rebalance that has its own.
+- a request the old leader left unanswered gets NOT_COORDINATOR (the runtime's
+  errors, or the shard's own unload() answers);
+- the broker's timer fires no later than the shard's first deadline, and every
+  member can still expire: it has a session timer, or is parked in a rebalance
+  that has its own.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from herdless.coordinator.records import (
 )
 from herdless.protocol.errors import ErrorCode
 from tests.coordinator.context import commit_request, decode_assignment, range_assign
-from tests.coordinator.replication import NOT_COORDINATOR, ReplicatedContext
+from tests.coordinator.runtime_context import NOT_COORDINATOR, RuntimeContext
 from tests.coordinator.snapshot import quiescent, snapshot
 
 GROUP = "g"
@@ -97,7 +100,7 @@ class Client:
 class CoordinatorMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.ctx = ReplicatedContext(CoordinatorConfig(initial_rebalance_delay_ms=1000))
+        self.ctx = RuntimeContext(CoordinatorConfig(initial_rebalance_delay_ms=1000))
         self.clients = [Client(i, f"i{i}" if i < 2 else None) for i in range(4)]
         self.owners: dict[int, dict[int, str]] = {}  # generation -> partition -> owner
         self.acked: dict[OffsetKey, int] = {}  # commits a client was told succeeded
@@ -363,7 +366,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
 
     @invariant()
     def timers_agree(self) -> None:
-        assert self.ctx.timers == self.ctx.shard.scheduled()
+        self.ctx.check_timer()
 
     @invariant()
     def everyone_can_expire(self) -> None:

@@ -204,12 +204,11 @@ def snapshot(
         fetch_sessions.evictions,
     )
     state.fetch_session_errors = [(code.name, n) for code, n in fetch_sessions.errors.items()]
-    for runtime in groups.shards.values():
-        if runtime.state is ShardState.LOADING:
+    for shard_state, shard in groups.shards():
+        if shard_state is ShardState.LOADING:
             state.shards_loading += 1
-        if runtime.state is not ShardState.ACTIVE:
+        if shard_state is not ShardState.ACTIVE:
             continue
-        shard = runtime.shard
         classic = (
             (g.group_id, len(g.members), g.generation, str(g.state), _CLASSIC_STATES)
             for g in shard.groups.values()

@@ -20,7 +20,7 @@ from herdless.coordinator.records import Record
 from herdless.coordinator.result import TimerKey, TimerKind
 from herdless.coordinator.runtime import CoordinatorType, TopicPartition
 from herdless.protocol.errors import ErrorCode
-from tests.coordinator.runtime.node import Cluster
+from tests.coordinator.node import Cluster
 
 COUNTERS_TOPIC = "__counters"
 IDLE_RESET_MS = 60_000

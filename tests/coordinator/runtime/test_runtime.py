@@ -30,6 +30,7 @@ from herdless.coordinator.runtime import (
 )
 from herdless.protocol.errors import ErrorCode
 from tests.coordinator.context import TEST_CONFIG, commit_request, range_protocols
+from tests.coordinator.node import MONOTONIC_START_MS, Cluster, Node
 from tests.coordinator.runtime.counters import (
     COUNTERS,
     COUNTERS_TOPIC,
@@ -45,7 +46,6 @@ from tests.coordinator.runtime.counters import (
     sum_offloaded,
     wait_for,
 )
-from tests.coordinator.runtime.node import MONOTONIC_START_MS, Cluster, Node
 
 GROUPS = CoordinatorType("__consumer_offsets", lambda tp: GroupShard(TEST_CONFIG))
 OFFSETS_TP = TopicPartition(GROUPS.topic, 0)
@@ -345,6 +345,25 @@ def test_a_write_not_committed_in_time_reloads_the_shard() -> None:
     cluster.commit(TP)
     leader.replay_all(cluster.clock.now())
     assert counter_shard(leader).values == {"a": 1}
+
+
+def test_a_commit_that_failed_reloads_only_a_shard_still_waiting_on_it() -> None:
+    cluster = leading()
+    leader = cluster.nodes[0]
+    increment(cluster, 0, "a")
+    cluster.commit(TP)
+    committed_end = cluster.log(TP).log_end
+    # A failure heard after its records were committed after all changes nothing.
+    leader.take(leader.runtime.commit_failed(TP, committed_end, "flush failed"))
+    assert leader.reloads == []
+    token = increment(cluster, 0, "a")
+    leader.take(leader.runtime.commit_failed(TP, cluster.log(TP).log_end, "flush failed"))
+    assert leader.errors[token] is NOT_COORDINATOR
+    assert leader.reloads[-1].reason == "flush failed"
+    assert leader.runtime.state(TP) is ShardState.LOADING
+    # Once reloading, a late failure of the same records is not a second reload.
+    leader.take(leader.runtime.commit_failed(TP, cluster.log(TP).log_end, "flush failed"))
+    assert len(leader.reloads) == 1
 
 
 # -- timers ------------------------------------------------------------------------

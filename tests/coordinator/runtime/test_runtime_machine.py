@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from herdless.coordinator.runtime import ShardState
+from tests.coordinator.node import Cluster
 from tests.coordinator.runtime.counters import (
     COUNTERS,
     IDLE_RESET_MS,
@@ -36,7 +37,6 @@ from tests.coordinator.runtime.counters import (
     sum_offloaded,
     wait_for,
 )
-from tests.coordinator.runtime.node import Cluster
 
 BROKERS = 3
 NAMES = st.sampled_from("abc")

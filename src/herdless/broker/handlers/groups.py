@@ -511,9 +511,11 @@ async def handle_list_groups(context: BrokerContext, request: Request) -> Any:
     types = body.types_filter or ()
     listed: list[m.ListedGroup] = []
     error = ErrorCode.NONE
-    for shard in context.groups.coordinating():
+    for partition in context.groups.coordinating():
         try:
-            listed += await shard.run(lambda s, token, now: s.list_groups(token, states, types))
+            listed += await context.groups.run_on(
+                partition, lambda s, token, now: s.list_groups(token, states, types)
+            )
         except CoordinatorError as exc:
             # Kafka lists what it can and reports a shard still loading.
             error = exc.error_code

@@ -30,42 +30,40 @@ class Deferred:
 
 class DeferredReplies:
     def __init__(self) -> None:
-        self._queue: deque[Deferred] = deque()
+        # Read, not changed, on every request's path (an attribute test costs no call).
+        self.pending: deque[Deferred] = deque()
         # (end offset, commit deadline on the monotonic clock) of each write not yet
         # committed, in log order, so the earliest deadline is the first.
-        self._deadlines: deque[tuple[int, int]] = deque()
-
-    def __bool__(self) -> bool:
-        return bool(self._queue)
+        self.deadlines: deque[tuple[int, int]] = deque()
 
     def defer(self, entry: Deferred) -> None:
-        self._queue.append(entry)
+        self.pending.append(entry)
 
     def expect_commit(self, offset: int, deadline_ms: int) -> None:
         """Records up to `offset` must be committed by `deadline_ms`."""
-        self._deadlines.append((offset, deadline_ms))
+        self.deadlines.append((offset, deadline_ms))
 
     def complete_up_to(self, committed: int) -> Iterator[Deferred]:
         """The entries the high watermark `committed` releases, in order, each taken off
         the queue as it is handed out."""
-        deadlines = self._deadlines
+        deadlines = self.deadlines
         while deadlines and deadlines[0][0] <= committed:
             deadlines.popleft()
-        queue = self._queue
+        queue = self.pending
         while queue and queue[0].offset <= committed:
             yield queue.popleft()
 
     def first_deadline(self) -> int | None:
-        return self._deadlines[0][1] if self._deadlines else None
+        return self.deadlines[0][1] if self.deadlines else None
 
     def commit_overdue(self, now_ms: int) -> bool:
         """Whether a write waited past its deadline (Kafka's offsets.commit.timeout.ms)."""
-        return bool(self._deadlines) and self._deadlines[0][1] <= now_ms
+        return bool(self.deadlines) and self.deadlines[0][1] <= now_ms
 
     def postpone(self, stalled_ms: int) -> None:
         """A stall of the broker is no fault of the followers: nobody could fetch."""
-        self._deadlines = deque((offset, at + stalled_ms) for offset, at in self._deadlines)
+        self.deadlines = deque((offset, at + stalled_ms) for offset, at in self.deadlines)
 
     def clear(self) -> None:
-        self._queue.clear()
-        self._deadlines.clear()
+        self.pending.clear()
+        self.deadlines.clear()

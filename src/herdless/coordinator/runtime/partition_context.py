@@ -240,7 +240,7 @@ class CoordinatorContext(Generic[S]):
         if result.rebalances:
             out.rebalances.append((self.tp, result.rebalances))
         if result.replies:
-            if self._deferred or self.committed_offset < self._last_written:
+            if self._deferred.pending or self.committed_offset < self._last_written:
                 self._deferred.defer(Deferred(self._last_written, result.replies, wrote))
             elif wrote or leading or self.writer.is_leader(self.tp):
                 self._deliver(result.replies, out)
@@ -267,8 +267,21 @@ class CoordinatorContext(Generic[S]):
             # what was replayed, which the step looks at.
             out.replay.append(self.tp)
 
+    def commit_failed(self, end_offset: int, reason: str, out: Output) -> None:
+        # Only records this state still waits on: a failure heard late, after the state
+        # was rebuilt past them or they were committed after all, changes nothing.
+        if (
+            self.state is ShardState.ACTIVE
+            and self.committed_offset < end_offset <= self._last_written
+        ):
+            self._fail_and_reload(reason, out)
+
     def _release(self, out: Output) -> None:
-        for entry in self._deferred.complete_up_to(self.committed_offset):
+        deferred = self._deferred
+        if not deferred.pending and not deferred.deadlines:
+            # Nothing waits: the common case on one broker, where appends commit at once.
+            return
+        for entry in deferred.complete_up_to(self.committed_offset):
             # A reply that wrote nothing proves nothing by its commit: it needs this
             # broker to lead still.
             if entry.wrote or self.writer.is_leader(self.tp):

@@ -130,7 +130,9 @@ class CoordinatorRuntime:
         if self._closed:
             error: ErrorCode | None = ErrorCode.COORDINATOR_NOT_AVAILABLE
         else:
-            context = self._contexts.get(TopicPartition(kind.topic, partition))
+            # A TopicPartition is the tuple it holds, so a plain tuple finds it: none is
+            # built on the path of every request.
+            context = self._contexts.get((kind.topic, partition))  # type: ignore[call-overload]
             if context is None:
                 # Another broker leads the partition, or no broker holds it yet.
                 error = ErrorCode.NOT_COORDINATOR
@@ -149,6 +151,16 @@ class CoordinatorRuntime:
         context = self._contexts.get(tp)
         if context is not None:
             context.high_watermark_moved(high_watermark, out)
+        return out
+
+    def commit_failed(self, tp: TopicPartition, end_offset: int, reason: str) -> Output:
+        """The records of `tp` below `end_offset` cannot be committed (a failed flush, too
+        few in-sync replicas, a commit wait that timed out): a shard still waiting on
+        them is rebuilt by replay, since its state ran ahead of the log."""
+        out = Output()
+        context = self._contexts.get(tp)
+        if context is not None:
+            context.commit_failed(end_offset, reason, out)
         return out
 
     def replay(self, tp: TopicPartition, now: Now) -> Output:
@@ -210,6 +222,11 @@ class CoordinatorRuntime:
         """The next offset of `tp` that replay would apply."""
         context = self._contexts.get(tp)
         return None if context is None else context.applied_offset
+
+    def loaded_records(self, tp: TopicPartition) -> int | None:
+        """How many records replay has applied to the shard of `tp` since it was built."""
+        context = self._contexts.get(tp)
+        return None if context is None else context.loaded_records
 
     def partitions(self) -> dict[TopicPartition, ShardState]:
         return {tp: context.state for tp, context in self._contexts.items()}

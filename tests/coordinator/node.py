@@ -22,7 +22,7 @@ from herdless.coordinator.runtime import (
 )
 from herdless.protocol.errors import ErrorCode
 from tests.coordinator.context import WALL_START_MS
-from tests.coordinator.runtime.memory_writer import MemoryLog, MemoryWriter
+from tests.coordinator.memory_writer import MemoryLog, MemoryWriter
 
 # Where the fake monotonic clock starts: far from the wall clock, as a broker's is.
 MONOTONIC_START_MS = 5_000_000
