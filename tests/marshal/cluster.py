@@ -78,7 +78,9 @@ def stop_all(runners: list[Runner]) -> list[int]:
     exit codes."""
     for runner in runners:
         runner.terminate()
-    return [runner.stop() for runner in runners]
+    # Waited for, not signalled again: a second SIGTERM ends a runner still releasing
+    # its claims after the first.
+    return [runner.process.wait(30) for runner in runners]
 
 
 def processed(workdir: Path, group: str) -> Counter[tuple[int, int]]:
