@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import shlex
 import socket
 import subprocess
@@ -21,9 +22,39 @@ class BrokerStartError(RuntimeError):
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
+    """A port nothing listens on now, from below the kernel's ephemeral range: there no
+    outgoing connection takes its source port, so a broker restarted on its port (or
+    its metrics port) does not find it taken by some client's connection meanwhile, as
+    a port the kernel hands out for bind(0) can be."""
+    low = _ephemeral_ports()[0]
+    candidates = range(max(1024, low - 12_000), low)
+    for _ in range(100):
+        port = _ports.randrange(candidates.start, candidates.stop)
+        if port in _handed_out:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    with socket.socket() as sock:  # that range is full: any free port will do
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
+
+
+# Chosen apart from the tests' own random draws, and never the same port twice per process.
+_ports = random.Random()
+_handed_out: set[int] = set()
+
+
+def _ephemeral_ports() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
 
 
 class BrokerProcess(ChildProcess):
