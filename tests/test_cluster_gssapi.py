@@ -163,20 +163,25 @@ def admin(cluster: KerberizedCluster) -> KafkaAdminClient:
     return KafkaAdminClient(**python_settings(cluster))
 
 
-def grant_anonymous(cluster: KerberizedCluster) -> None:
-    """As alice: ANONYMOUS (the suite's helpers on PLAINTEXT) may describe topics and
-    groups."""
+def grant_anonymous(
+    cluster: KerberizedCluster,
+    operation: ACLOperation = ACLOperation.DESCRIBE,
+    *kinds_and_names: Any,
+) -> None:
+    """As alice: ANONYMOUS (the suite's helpers on PLAINTEXT) may do `operation` on the
+    resources given as kind, name pairs (by default: describe every topic and group)."""
+    pairs = kinds_and_names or (ResourceType.TOPIC, "*", ResourceType.GROUP, "*")
     client = admin(cluster)
     try:
         acls = [
             ACL(
                 "User:ANONYMOUS",
                 "*",
-                ACLOperation.DESCRIBE,
+                operation,
                 ACLPermissionType.ALLOW,
-                ResourcePattern(kind, "*", ACLResourcePatternType.LITERAL),
+                ResourcePattern(kind, name, ACLResourcePatternType.LITERAL),
             )
-            for kind in (ResourceType.TOPIC, ResourceType.GROUP)
+            for kind, name in zip(pairs[::2], pairs[1::2], strict=True)
         ]
         result = client.create_acls(acls)
         assert not result["failed"], result["failed"]
@@ -224,12 +229,21 @@ def login_failures(process: BrokerProcess) -> list[str]:
 def test_a_broker_whose_keytab_is_stale_cannot_reach_its_leader_and_says_so_once(
     cluster: KerberizedCluster,
 ) -> None:
+    topic = "gssapi-stale-follower"
+    # Created over PLAINTEXT as ANONYMOUS: an admin client on the SASL_SSL listener may ask
+    # the stale broker itself, whose own listener cannot take tickets either.
+    grant_anonymous(cluster, ACLOperation.CREATE, ResourceType.TOPIC, topic)
     stale = cluster.add_broker(STALE_BROKER)
     try:
         stale.start()
         cluster.wait_registered(STALE_BROKER)
-        topic = "gssapi-stale-follower"
-        create_topic(cluster, NewTopic(topic, replica_assignments={0: [1, STALE_BROKER]}))
+        plaintext = KafkaAdminClient(bootstrap_servers=cluster.listener_bootstrap()["PLAINTEXT"])
+        try:
+            plaintext.create_topics(
+                [NewTopic(topic, replica_assignments={0: [1, STALE_BROKER]})], timeout_ms=30_000
+            )
+        finally:
+            plaintext.close()
         deadline = time.monotonic() + 30
         while not login_failures(stale) and time.monotonic() < deadline:
             time.sleep(0.2)
