@@ -356,7 +356,7 @@ class BrokerUnderTest:
         if sasl_port is not None:
             listeners = f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
             extra_args = (*extra_args, "--set", "sasl.enabled.mechanisms=PLAIN")
-            _add_user(data_dir)
+            add_user(data_dir)
         # More of `herdless serve`'s arguments, and listeners beside PLAINTEXT on `port`
         # (tools/fuzz_security.py fuzzes secured ones).
         self.extra_args = extra_args
@@ -444,11 +444,12 @@ async def _log_in(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
         _check_login(request, answer)
 
 
-def _add_user(data_dir: Path) -> None:
+def add_user(data_dir: Path, user: str = SASL_USER, password: str = SASL_PASSWORD) -> None:
+    """A SCRAM user in the data directory of a broker not yet started."""
     subprocess.run(
-        [sys.executable, "-m", "herdless", "users", "add", SASL_USER, "--password-stdin"]
+        [sys.executable, "-m", "herdless", "users", "add", user, "--password-stdin"]
         + ["--data-dir", str(data_dir)],
-        input=SASL_PASSWORD,
+        input=password,
         text=True,
         check=True,
         capture_output=True,

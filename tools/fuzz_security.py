@@ -31,8 +31,6 @@ import contextlib
 import random
 import ssl
 import struct
-import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -40,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import scramp
-from fuzz_frames import BrokerUnderTest, _free_port, fuzz_progress
+from fuzz_frames import BrokerUnderTest, _free_port, add_user, fuzz_progress
 from rich.progress import Progress
 
 from herdless.cli.certs import write_certificates
@@ -263,14 +261,7 @@ async def run(broker: BrokerUnderTest, ports: dict[str, int], args: argparse.Nam
 def start_broker(directory: Path, log_path: Path) -> tuple[BrokerUnderTest, dict[str, int]]:
     certificates = write_certificates(directory / "certs", ["127.0.0.1"])
     data_dir = directory / "data"
-    subprocess.run(
-        [sys.executable, "-m", "herdless", "users", "add", USER, "--password-stdin"]
-        + ["--data-dir", str(data_dir)],
-        input=PASSWORD,
-        text=True,
-        check=True,
-        capture_output=True,
-    )
+    add_user(data_dir, USER, PASSWORD)
     ports = {name: _free_port() for name in ("SASL_PLAINTEXT", "SASL_SSL", "SSL")}
     settings = {
         "ssl.keystore.location": certificates.broker,
