@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 
 from herdless.broker.clock import monotonic_ms, now, wall_ms
-from herdless.broker.coordinator_writer import ReplicaWriter
-from herdless.broker.durability import Durability
-from herdless.broker.group_coordinator import OFFSETS_TOPIC
-from herdless.broker.replicas import ReplicaManager
+from herdless.broker.coordinators.coordinator_writer import ReplicaWriter
+from herdless.broker.coordinators.group_coordinator import OFFSETS_TOPIC
+from herdless.broker.replication.durability import Durability
+from herdless.broker.replication.replica_manager import ReplicaManager
 from herdless.coordinator import CoordinatorConfig, CoordinatorShard, Now, partition_for
 from herdless.coordinator.messages import CommitPartition, CommitTopic, OffsetCommitRequest
 from herdless.coordinator.runtime import (

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from herdless.broker.clock import monotonic_ms, wall_ms
-from herdless.broker.durability import Durability
-from herdless.broker.group_coordinator import GroupCoordinator, Operation
-from herdless.broker.replicas import ReplicaManager
+from herdless.broker.coordinators.group_coordinator import GroupCoordinator, Operation
+from herdless.broker.replication.durability import Durability
+from herdless.broker.replication.replica_manager import ReplicaManager
 from herdless.coordinator import CoordinatorConfig
 from herdless.coordinator import messages as m
 from herdless.storage import LogManager

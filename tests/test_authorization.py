@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from herdless.broker.peer import PeerConnection, PeerSecurity
+from herdless.broker.network.peer import PeerConnection, PeerSecurity
 from herdless.cli.acls import AclOptions, bindings_to_add
 from herdless.protocol.errors import ErrorCode
 from herdless.security.acls import (

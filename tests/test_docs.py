@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
-from herdless.broker.apis import APIS
+from herdless.broker.handlers.apis import APIS
 from tests.support.broker import BrokerProcess, loopback_host_with_free, module_broker
 from tests.support.cli import assert_documented, sigint_as_in_a_terminal
 

@@ -197,6 +197,6 @@ def test_a_leaders_full_disk_moves_its_leaderships_and_loses_nothing(
     log = cluster.brokers[victim].log()
     assert "Traceback" not in log, log
     # One line for each change of the directory's state, not one per failed write.
-    changes = [line for line in log.splitlines() if "herdless.broker.log_dir_failure" in line]
+    changes = [line for line in log.splitlines() if "herdless.broker.logs.log_dir_failure" in line]
     assert len(changes) == 2, "\n".join(changes)
     assert "failed (" in changes[0] and "writes again" in changes[1], "\n".join(changes)

@@ -22,7 +22,7 @@ from aiokafka.abc import AbstractTokenProvider as AioTokenProvider
 from confluent_kafka import Consumer, Producer
 from kafka.net.sasl.oauth import AbstractTokenProvider
 
-from herdless.broker.oauthbearer import OIDC_VALIDATORS
+from herdless.broker.auth.oauthbearer import OIDC_VALIDATORS
 from herdless.cli.certs import CertificateFiles, write_certificates
 from tests.support.broker import BrokerProcess, free_port, module_broker
 from tests.support.jwks_server import JwksServer

@@ -22,7 +22,7 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
-from herdless.broker.oauthbearer import OIDC_VALIDATORS
+from herdless.broker.auth.oauthbearer import OIDC_VALIDATORS
 from herdless.protocol.errors import ErrorCode
 from tests.support.broker import BrokerProcess, free_port, module_broker
 from tests.support.tokens import SigningKey, claims, unsecured_token, write_jwks

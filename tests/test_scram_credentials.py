@@ -33,7 +33,7 @@ from confluent_kafka.admin import (
 from kafka import KafkaAdminClient
 from kafka.admin import ScramMechanism, UserScramCredentialDeletion, UserScramCredentialUpsertion
 
-from herdless.broker.credentials import CREDENTIALS_FILE
+from herdless.broker.auth.credential_store import CREDENTIALS_FILE
 from tests.support.broker import BrokerProcess, module_broker
 from tests.support.cli import COMMAND, herdless, refused, succeeded, table_rows
 from tests.support.scram import SHA_256, SHA_512, altered, described, files_holding, new_password

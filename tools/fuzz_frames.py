@@ -79,7 +79,7 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from herdless.broker.apis import APIS
+from herdless.broker.handlers.apis import APIS
 from herdless.protocol.codec import (
     COMPILED_APIS,
     REQUESTS,

@@ -7,8 +7,8 @@ import logging
 
 import pytest
 
-from herdless.broker.authorization import caller, operations_field
-from herdless.broker.authorizer_audit import AuthorizerAudit
+from herdless.broker.auth.authorization import caller, operations_field
+from herdless.broker.auth.authorizer_audit import AuthorizerAudit
 from herdless.protocol.codec import Request
 from herdless.security.acls import AclOperation, ResourceType
 from herdless.security.listeners import SecurityProtocol

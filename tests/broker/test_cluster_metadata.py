@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import uuid
 
-from herdless.broker.cluster_metadata import NO_LEADER, ClusterMetadata
 from herdless.cluster.layout import BrokerRegistration, PartitionState, TopicAssignment, Versioned
+from herdless.cluster.metadata_cache import NO_LEADER, ClusterMetadata
 
 SELF = 1
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import uvloop
 
-from herdless.broker import apis
-from herdless.broker.connection import Connection, RequestReader, start_server
+from herdless.broker.handlers import apis
+from herdless.broker.network.connection import Connection, RequestReader, start_server
 from herdless.protocol.codec import REQUESTS
 
 LOOPS = {"asyncio": asyncio.run, "uvloop": uvloop.run}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from herdless.broker.consumer_topics import ConsumerTopics
-from herdless.broker.metadata import BrokerEndpoint, PartitionMetadata, TopicMetadata
+from herdless.broker.coordinators.consumer_topics import ConsumerTopics
+from herdless.cluster.metadata import BrokerEndpoint, PartitionMetadata, TopicMetadata
 
 
 class Topics:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from herdless.broker import failed_logins
-from herdless.broker.failed_logins import FailedLogins
+from herdless.broker.network import failed_logins
+from herdless.broker.network.failed_logins import FailedLogins
 
 
 class Clock:

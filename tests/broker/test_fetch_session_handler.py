@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from herdless.broker.fetch_session_handler import FetchSessionHandler, PartitionFetch
+from herdless.broker.replication.fetch_session_handler import FetchSessionHandler, PartitionFetch
 from herdless.protocol.errors import ErrorCode
 
 SESSION = 4242

@@ -10,7 +10,7 @@ import random
 import uuid
 from dataclasses import dataclass
 
-from herdless.broker.fetch_sessions import (
+from herdless.broker.handlers.fetch_sessions import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     INVALID_SESSION_ID,

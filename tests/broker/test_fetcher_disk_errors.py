@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from herdless.broker.durability import Durability
-from herdless.broker.fetcher import FollowedPartition, ReplicaFetcher
-from herdless.broker.metadata import BrokerEndpoint
+from herdless.broker.replication.durability import Durability
+from herdless.broker.replication.fetcher import FollowedPartition, ReplicaFetcher
+from herdless.cluster.metadata import BrokerEndpoint
 from herdless.protocol.records import build_batch, parse_header
 from herdless.storage import LogManager, PartitionLog, StorageIOError
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from herdless.broker.durability import GroupCommit
+from herdless.broker.replication.durability import GroupCommit
 
 
 class SlowDisk:

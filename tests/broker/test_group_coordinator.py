@@ -9,10 +9,14 @@ from typing import Any
 import pytest
 
 from herdless.broker.clock import monotonic_ms, wall_ms
-from herdless.broker.durability import Durability
-from herdless.broker.group_coordinator import CoordinatorError, GroupCoordinator, ShardState
-from herdless.broker.replicas import PartitionError, ReplicaManager
-from herdless.broker.replication import Role
+from herdless.broker.coordinators.group_coordinator import (
+    CoordinatorError,
+    GroupCoordinator,
+    ShardState,
+)
+from herdless.broker.replication.cluster_replica_manager import Role
+from herdless.broker.replication.durability import Durability
+from herdless.broker.replication.replica_manager import PartitionError, ReplicaManager
 from herdless.coordinator import CoordinatorConfig, CoordinatorShard, partition_for
 from herdless.coordinator import messages as m
 from herdless.coordinator.runtime import TopicPartition

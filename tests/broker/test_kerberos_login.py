@@ -13,9 +13,9 @@ from pathlib import Path
 import gssapi
 import pytest
 
+from herdless.broker.auth.kerberos_login import KerberosLogin
 from herdless.broker.config import BrokerConfig, ConfigError
-from herdless.broker.inter_broker import inter_broker_security
-from herdless.broker.kerberos_login import KerberosLogin
+from herdless.broker.network.inter_broker import inter_broker_security
 from herdless.security.principal import user
 from herdless.security.sasl import SaslAuthenticationFailed
 from herdless.security.sasl_gssapi import GssapiAcceptor, GssapiServer

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from herdless.broker import log_dir_failure
-from herdless.broker.log_dir_failure import LogDirFailureHandler, fails_directory
+from herdless.broker.logs import log_dir_failure
+from herdless.broker.logs.log_dir_failure import LogDirFailureHandler, fails_directory
 from herdless.storage import LogManager, PartitionLog, StorageIOError
 from tests.storage.batches import batch, split
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from herdless.broker.auth.oauthbearer import OIDC_VALIDATORS, UNSECURED_VALIDATOR
 from herdless.broker.config import BrokerConfig, ConfigError
-from herdless.broker.inter_broker import inter_broker_security
-from herdless.broker.listeners import build_listeners
-from herdless.broker.oauthbearer import OIDC_VALIDATORS, UNSECURED_VALIDATOR
+from herdless.broker.network.inter_broker import inter_broker_security
+from herdless.broker.network.listeners import build_listeners
 from herdless.security.principal import user
 from herdless.security.sasl import SaslServer
 from herdless.security.settings import SecuritySettings

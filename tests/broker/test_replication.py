@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from herdless.broker.cluster_metadata import ClusterMetadata
-from herdless.broker.durability import Durability
-from herdless.broker.replicas import ACKS_ALL, PartitionError
-from herdless.broker.replication import ClusterReplicaManager
+from herdless.broker.replication.cluster_replica_manager import ClusterReplicaManager
+from herdless.broker.replication.durability import Durability
+from herdless.broker.replication.replica_manager import ACKS_ALL, PartitionError
 from herdless.cluster.layout import PartitionState
+from herdless.cluster.metadata_cache import ClusterMetadata
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.records import build_batch, parse_header
 from herdless.storage import LogManager

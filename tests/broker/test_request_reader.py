@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import uvloop
 
-from herdless.broker.connection import RequestReader, start_server
+from herdless.broker.network.connection import RequestReader, start_server
 
 LOOPS = {"asyncio": asyncio.run, "uvloop": uvloop.run}
 Serve = Callable[[RequestReader, asyncio.StreamWriter], Awaitable[Any]]

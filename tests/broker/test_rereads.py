@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from herdless.broker.rereads import Reread
+from herdless.cluster.rereads import Reread
 
 
 class ZooKeeperStandIn:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import uvloop
 
-from herdless.broker.response_writer import ResponseWriter, TruncatedRegion
+from herdless.broker.network.response_writer import ResponseWriter, TruncatedRegion
 from herdless.protocol.regions import Chunk, FileRegion
 
 LOOPS = {"asyncio": asyncio.run, "uvloop": uvloop.run}

@@ -6,7 +6,7 @@ from typing import Any
 
 import scramp
 
-from herdless.broker.sasl_authentication import SaslAuthentication, SaslListener, Step
+from herdless.broker.network.sasl_authentication import SaslAuthentication, SaslListener, Step
 from herdless.protocol.codec import REQUESTS, RESPONSES, Request, RequestPrefix
 from herdless.protocol.errors import ErrorCode
 from herdless.security.principal import user

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from herdless.broker.sasl_authentication import SaslAuthentication, SaslListener, Step
+from herdless.broker.network.sasl_authentication import SaslAuthentication, SaslListener, Step
 from herdless.protocol.codec import REQUESTS, RESPONSES, Request
 from herdless.protocol.errors import ErrorCode
 from herdless.security.oauthbearer_unsecured import UnsecuredValidator

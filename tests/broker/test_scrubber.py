@@ -7,7 +7,7 @@ import asyncio
 import time
 from pathlib import Path
 
-from herdless.broker.scrubber import Scrubber
+from herdless.broker.logs.scrubber import Scrubber
 from herdless.protocol.records import iter_batches
 from herdless.storage import LogConfig, LogManager
 from herdless.storage.damage import Damage, DamageKind

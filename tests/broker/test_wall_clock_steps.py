@@ -18,15 +18,15 @@ from typing import Any
 import pytest
 
 from herdless.broker.broker import Broker
-from herdless.broker.cluster_metadata import ClusterMetadata
 from herdless.broker.config import BrokerConfig
-from herdless.broker.durability import Durability
-from herdless.broker.fetch_sessions import FetchSessionCache
-from herdless.broker.group_coordinator import GroupCoordinator
+from herdless.broker.coordinators.group_coordinator import GroupCoordinator
 from herdless.broker.handlers.fetch import handle_fetch
-from herdless.broker.replicas import PartitionError, ReplicaManager
-from herdless.broker.replication import ClusterReplicaManager
+from herdless.broker.handlers.fetch_sessions import FetchSessionCache
+from herdless.broker.replication.cluster_replica_manager import ClusterReplicaManager
+from herdless.broker.replication.durability import Durability
+from herdless.broker.replication.replica_manager import PartitionError, ReplicaManager
 from herdless.cluster.layout import PartitionState
+from herdless.cluster.metadata_cache import ClusterMetadata
 from herdless.coordinator import CoordinatorConfig, GroupState
 from herdless.coordinator import messages as m
 from herdless.protocol.codec import Request

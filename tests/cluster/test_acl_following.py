@@ -1,4 +1,4 @@
-"""A broker's ACLs follow ZooKeeper (broker/acls.py's ZooKeeperAcls): what another broker
+"""A broker's ACLs follow ZooKeeper (broker/auth/acl_store.py's ZooKeeperAcls): what another broker
 changes is applied from its notification, a pattern only named by a filter is deleted
 all the same, and after a lost session everything is read again."""
 
@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 
 from kazoo.client import KazooClient
 
-from herdless.broker.acls import ZooKeeperAcls
+from herdless.broker.auth.acl_store import ZooKeeperAcls
 from herdless.security.acls import (
     ANY_ENTRY,
     AccessControlEntry,

@@ -10,7 +10,7 @@ import asyncio
 import uuid
 from collections.abc import Callable
 
-from herdless.broker.controller import Controller
+from herdless.cluster.controller import Controller
 from herdless.cluster.layout import (
     BrokerRegistration,
     LogDirEvent,

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from herdless.broker.apis import APIS
+from herdless.broker.handlers.apis import APIS
 from herdless.protocol.codec import COMPILED_APIS, REQUESTS, RESPONSES
 from herdless.protocol.regions import FileRegion
 from herdless.protocol.schema_codec import request_decoder, response_encoder

@@ -12,9 +12,9 @@ from pathlib import Path
 import gssapi
 import pytest
 
+from herdless.broker.auth.kerberos import kerberos_acceptor
 from herdless.broker.config import BrokerConfig, ConfigError
-from herdless.broker.kerberos import kerberos_acceptor
-from herdless.broker.sasl_authentication import SaslAuthentication, SaslListener
+from herdless.broker.network.sasl_authentication import SaslAuthentication, SaslListener
 from herdless.protocol.codec import REQUESTS, Request
 from herdless.security.principal import user
 from herdless.security.sasl import SaslAuthenticationFailed

@@ -13,43 +13,43 @@ import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from herdless.broker.acls import AclStore, LocalAcls, ZooKeeperAcls
+from herdless.broker.auth.acl_store import AclStore, LocalAcls, ZooKeeperAcls
+from herdless.broker.auth.credential_store import LocalCredentials, ZooKeeperCredentials
 from herdless.broker.clock import monotonic_ms, wall_ms
-from herdless.broker.cluster_metadata import ClusterMetadata
 from herdless.broker.cluster_node import ClusterNode
 from herdless.broker.config import BrokerConfig
-from herdless.broker.connection import Connection, RequestReader, start_server
-from herdless.broker.context import BrokerContext
-from herdless.broker.credentials import LocalCredentials, ZooKeeperCredentials
-from herdless.broker.durability import Durability
-from herdless.broker.failed_logins import DEFAULT_LIMIT, DEFAULT_WINDOW_MS, FailedLogins
-from herdless.broker.fetch_sessions import FetchSessionCache
-from herdless.broker.file_limit import DescriptorWatch, segment_file_budget
-from herdless.broker.group_configs import (
+from herdless.broker.coordinators.group_config_store import (
     GroupConfigStore,
     LocalGroupConfigs,
     ZooKeeperGroupConfigs,
 )
-from herdless.broker.group_coordinator import REBALANCES_TOPIC, GroupCoordinator
-from herdless.broker.history_forwarder import HistoryForwarder
-from herdless.broker.inter_broker import inter_broker_security
+from herdless.broker.coordinators.group_coordinator import REBALANCES_TOPIC, GroupCoordinator
+from herdless.broker.coordinators.history_forwarder import HistoryForwarder
+from herdless.broker.file_limit import DescriptorWatch, segment_file_budget
+from herdless.broker.handlers.context import BrokerContext
+from herdless.broker.handlers.fetch_sessions import FetchSessionCache
 from herdless.broker.limited_warnings import WINDOW_S, LimitedWarnings
-from herdless.broker.listeners import (
+from herdless.broker.logs.log_dir_failure import LogDirFailureHandler
+from herdless.broker.logs.scrubber import Scrubber
+from herdless.broker.logs.storage_errors import StorageErrors
+from herdless.broker.metrics import BrokerMetrics, serve_metrics
+from herdless.broker.network.connection import Connection, RequestReader, start_server
+from herdless.broker.network.failed_logins import DEFAULT_LIMIT, DEFAULT_WINDOW_MS, FailedLogins
+from herdless.broker.network.inter_broker import inter_broker_security
+from herdless.broker.network.listeners import (
     Listener,
     build_listeners,
     config_int,
 )
-from herdless.broker.log_dir_failure import LogDirFailureHandler
-from herdless.broker.metadata import LocalMetadata
-from herdless.broker.metrics import BrokerMetrics, serve_metrics
-from herdless.broker.partition_limits import PartitionLimits
+from herdless.broker.network.tls_handshakes import quiet_server_name_errors
 from herdless.broker.producer_ids import LocalBlocks, ProducerIds
-from herdless.broker.replicas import ReplicaManager
-from herdless.broker.scrubber import Scrubber
+from herdless.broker.replication.durability import Durability
+from herdless.broker.replication.replica_manager import ReplicaManager
 from herdless.broker.stalls import StallDetector
-from herdless.broker.storage_errors import StorageErrors
-from herdless.broker.tls_handshakes import quiet_server_name_errors
-from herdless.broker.topic_admin import LocalTopics, TopicAdmin, ZooKeeperTopics
+from herdless.broker.topics.partition_limits import PartitionLimits
+from herdless.broker.topics.topic_admin import LocalTopics, TopicAdmin, ZooKeeperTopics
+from herdless.cluster.metadata import LocalMetadata
+from herdless.cluster.metadata_cache import ClusterMetadata
 from herdless.security.scram import verify_plain
 from herdless.storage import LogManager, StorageIOError
 
@@ -186,7 +186,9 @@ class Broker:
         self._cleaning: asyncio.Future[int] | None = None
         self._metrics_server: asyncio.Server | None = None
         # Shared by all connections: limits are per peer host, across its connections.
-        self.limited_warnings = LimitedWarnings(logging.getLogger("herdless.broker.connection"))
+        self.limited_warnings = LimitedWarnings(
+            logging.getLogger("herdless.broker.network.connection")
+        )
 
     # -- lifecycle ---------------------------------------------------------
 

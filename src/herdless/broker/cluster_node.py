@@ -11,7 +11,7 @@ change is handed to the event loop and applied there, in order.
 When the data directory fails, every local replica goes offline and the
 controller is told with a log directory event; nothing is written to the
 directory until it writes again (log_dir_failed, log_dir_writes_again,
-resume_replicas; broker/log_dir_failure.py decides when).
+resume_replicas; broker/logs/log_dir_failure.py decides when).
 """
 
 from __future__ import annotations
@@ -25,17 +25,17 @@ from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from typing import Any
 
-from herdless.broker.cluster_metadata import ClusterMetadata
 from herdless.broker.config import BrokerConfig
-from herdless.broker.controller import Controller
-from herdless.broker.durability import Durability
-from herdless.broker.fetcher import ReplicaFetcher
-from herdless.broker.metadata import BrokerEndpoint
-from herdless.broker.peer import PeerSecurity
+from herdless.broker.network.peer import PeerSecurity
 from herdless.broker.producer_ids import ProducerIds
-from herdless.broker.replication import ClusterReplicaManager, Partition, Role
-from herdless.broker.rereads import Reread
-from herdless.broker.zookeeper_calls import zookeeper_call
+from herdless.broker.replication.cluster_replica_manager import (
+    ClusterReplicaManager,
+    Partition,
+    Role,
+)
+from herdless.broker.replication.durability import Durability
+from herdless.broker.replication.fetcher import ReplicaFetcher
+from herdless.cluster.controller import Controller
 from herdless.cluster.errors import (
     BrokerIdInUse,
     ClusterError,
@@ -49,7 +49,11 @@ from herdless.cluster.layout import (
     TopicAssignment,
     Versioned,
 )
+from herdless.cluster.metadata import BrokerEndpoint
+from herdless.cluster.metadata_cache import ClusterMetadata
+from herdless.cluster.rereads import Reread
 from herdless.cluster.store import ClusterStore, SessionState, Watch
+from herdless.cluster.zookeeper_calls import zookeeper_call
 from herdless.security.listeners import Endpoint
 from herdless.storage import LogConfig, LogManager, PartitionLog, StorageError, StorageIOError
 

@@ -35,9 +35,9 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from herdless.broker.authorizer_audit import DecisionCounts
-from herdless.broker.fetch_sessions import FetchSessionCache
-from herdless.broker.group_coordinator import GroupCoordinator, ShardState
+from herdless.broker.auth.authorizer_audit import DecisionCounts
+from herdless.broker.coordinators.group_coordinator import GroupCoordinator, ShardState
+from herdless.broker.handlers.fetch_sessions import FetchSessionCache
 from herdless.coordinator.consumer_group import ConsumerGroupState
 from herdless.coordinator.state import GroupState
 from herdless.storage import LogManager
@@ -111,7 +111,7 @@ class BrokerMetrics:
         self._groups, self._logs, self._fetch_sessions = groups, logs, fetch_sessions
 
     def attach_authorizer(self, counts: DecisionCounts) -> None:
-        """The authorizer's decisions, counted as they are made (broker/authorization.py)."""
+        """The authorizer's decisions, counted as they are made (broker/auth/authorization.py)."""
         self._authorizations = counts
 
     def observe_request(self, api: str, seconds: float) -> None:

@@ -238,7 +238,7 @@ def _given(ctx: typer.Context, parameter: str) -> bool:
 def _read_offline(where: Path | _ZooKeeper) -> dict[str, dict[str, int]]:
     """Every user with a credential: user -> mechanism -> iterations."""
     if isinstance(where, Path):
-        from herdless.broker.credentials import read_file
+        from herdless.broker.auth.credential_store import read_file
         from herdless.storage import StorageError
 
         if not where.is_dir():
@@ -287,7 +287,7 @@ def _alter_data_dir(
     upsertions: Mapping[str, ScramCredential],
     deletions: Collection[str],
 ) -> None:
-    from herdless.broker.credentials import alter_offline
+    from herdless.broker.auth.credential_store import alter_offline
     from herdless.storage import StorageError
 
     try:
@@ -326,8 +326,8 @@ def _open_zookeeper(zookeeper: _ZooKeeper) -> ClusterStore:
     import logging
 
     from herdless.broker.config import read_properties
-    from herdless.broker.zookeeper_security import read_zookeeper_security
     from herdless.cluster.store import ClusterStore
+    from herdless.cluster.zookeeper_security import read_zookeeper_security
 
     try:
         settings = {} if zookeeper.config is None else read_properties(zookeeper.config)

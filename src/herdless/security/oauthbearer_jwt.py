@@ -105,7 +105,7 @@ class JsonWebKeySet:
 
 
 class KeySource(Protocol):
-    """Where the current key set comes from (broker/jwks.py fetches and refreshes it)."""
+    """Where the current key set comes from (broker/auth/jwks.py fetches and refreshes it)."""
 
     @property
     def location(self) -> str: ...

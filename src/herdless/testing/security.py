@@ -204,7 +204,7 @@ class Security:
 
     def add_users_offline(self, data_dir: Path) -> None:
         """Write every user's credentials into the data directory of a broker not running."""
-        from herdless.broker.credentials import alter_offline
+        from herdless.broker.auth.credential_store import alter_offline
 
         for user, password in self.users.items():
             alter_offline(data_dir, user, credentials(password), ())

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.authorization import REFUSALS, authorize_cluster
+from herdless.broker.auth.authorization import REFUSALS, authorize_cluster
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.security.acls import (
@@ -31,7 +31,7 @@ from herdless.security.acls import (
 )
 
 if TYPE_CHECKING:
-    from herdless.broker.context import BrokerContext
+    from herdless.broker.handlers.context import BrokerContext
 
 DESCRIBE_ACLS = 29
 CREATE_ACLS = 30

@@ -8,21 +8,21 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.authorization import (
+from herdless.broker.auth.authorization import (
     REFUSALS,
     authorize_cluster,
     authorized_names,
 )
-from herdless.broker.group_coordinator import INTERNAL_TOPICS
-from herdless.broker.replicas import PartitionError
-from herdless.broker.topic_admin import NewTopic, TopicAdminError
+from herdless.broker.coordinators.group_coordinator import INTERNAL_TOPICS
+from herdless.broker.replication.replica_manager import PartitionError
+from herdless.broker.topics.topic_admin import NewTopic, TopicAdminError
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.security.acls import AclOperation, ResourceType
 from herdless.storage import LogConfig, StorageError
 
 if TYPE_CHECKING:
-    from herdless.broker.context import BrokerContext
+    from herdless.broker.handlers.context import BrokerContext
 
 log = logging.getLogger(__name__)
 

@@ -6,21 +6,21 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.authorization import (
+from herdless.broker.auth.authorization import (
     authorize,
     authorize_cluster,
     authorized_names,
     authorized_operations,
 )
-from herdless.broker.group_coordinator import INTERNAL_TOPICS
-from herdless.broker.metadata import MetadataView, TopicMetadata
-from herdless.broker.topic_admin import NewTopic, TopicAdminError
+from herdless.broker.coordinators.group_coordinator import INTERNAL_TOPICS
+from herdless.broker.topics.topic_admin import NewTopic, TopicAdminError
+from herdless.cluster.metadata import MetadataView, TopicMetadata
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
-    from herdless.broker.context import BrokerContext
+    from herdless.broker.handlers.context import BrokerContext
 
 log = logging.getLogger(__name__)
 

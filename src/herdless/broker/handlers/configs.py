@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.authorization import REFUSALS, authorize
+from herdless.broker.auth.authorization import REFUSALS, authorize
 from herdless.broker.config import broker_topic_defaults
-from herdless.broker.group_coordinator import OFFSETS_TOPIC
+from herdless.broker.coordinators.group_coordinator import OFFSETS_TOPIC
 from herdless.broker.handlers.group_configs import (
     INT_CONFIG_TYPE,
     RESOURCE_GROUP,
@@ -24,7 +24,7 @@ from herdless.broker.handlers.group_configs import (
     alter_group_configs,
     describe_group_configs,
 )
-from herdless.broker.topic_admin import TopicAdminError
+from herdless.broker.topics.topic_admin import TopicAdminError
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.security.acls import CLUSTER_NAME, AclOperation, ResourceType
@@ -32,7 +32,7 @@ from herdless.storage import LIST_TOPIC_CONFIGS, ConfigSource
 from herdless.storage.config import TOPIC_CONFIG_TYPES
 
 if TYPE_CHECKING:
-    from herdless.broker.context import BrokerContext
+    from herdless.broker.handlers.context import BrokerContext
 
 log = logging.getLogger(__name__)
 

@@ -11,14 +11,14 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.authorization import (
+from herdless.broker.auth.authorization import (
     REFUSALS,
     authorized_names,
     authorized_operations,
     operations_field,
 )
-from herdless.broker.consumer_topics import topics_image
-from herdless.broker.group_coordinator import CoordinatorError
+from herdless.broker.coordinators.consumer_topics import topics_image
+from herdless.broker.coordinators.group_coordinator import CoordinatorError
 from herdless.broker.handlers.groups import group_refused, run_operation
 from herdless.coordinator import consumer_messages as m
 from herdless.coordinator.topic_metadata import (
@@ -32,7 +32,7 @@ from herdless.protocol.errors import ErrorCode
 from herdless.security.acls import AclOperation, ResourceType
 
 if TYPE_CHECKING:
-    from herdless.broker.context import BrokerContext
+    from herdless.broker.handlers.context import BrokerContext
 
 CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_GROUP_DESCRIBE = 69

@@ -10,10 +10,10 @@ import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.authorization import REFUSALS, authorize
-from herdless.broker.group_coordinator import INTERNAL_TOPICS, OFFSETS_TOPIC
-from herdless.broker.metadata import BrokerEndpoint
-from herdless.broker.topic_admin import TopicAdminError
+from herdless.broker.auth.authorization import REFUSALS, authorize
+from herdless.broker.coordinators.group_coordinator import INTERNAL_TOPICS, OFFSETS_TOPIC
+from herdless.broker.topics.topic_admin import TopicAdminError
+from herdless.cluster.metadata import BrokerEndpoint
 from herdless.coordinator import partition_for
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
@@ -22,7 +22,7 @@ from herdless.security.acls import AclOperation, ResourceType
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from herdless.broker.context import BrokerContext
+    from herdless.broker.handlers.context import BrokerContext
 
 FIND_COORDINATOR = 10
 KEY_TYPE_GROUP = 0

@@ -1,6 +1,6 @@
 """Fetch with long polling: a fetch short of min_bytes parks until an append wakes it.
 
-Fetch sessions (KIP-227, from v7): the session cache (broker/fetch_sessions.py)
+Fetch sessions (KIP-227, from v7): the session cache (broker/handlers/fetch_sessions.py)
 says which partitions a request covers, those it names or all of its session's,
 and which of their answers go back. The wait for min_bytes counts every
 partition of the session, as Kafka's does, not only those the request named.
@@ -17,15 +17,15 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.authorization import authorize_cluster, authorized_names
+from herdless.broker.auth.authorization import authorize_cluster, authorized_names
 from herdless.broker.clock import monotonic_ms
-from herdless.broker.fetch_sessions import (
+from herdless.broker.handlers.fetch_sessions import (
     FINAL_EPOCH,
     INVALID_SESSION_ID,
     CachedPartition,
     PartitionKey,
 )
-from herdless.broker.replicas import PartitionError
+from herdless.broker.replication.replica_manager import PartitionError
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.legacy_records import MAGIC_V0, MAGIC_V1, downconvert
@@ -33,7 +33,7 @@ from herdless.security.acls import AclOperation, ResourceType
 from herdless.storage import PartitionLog, StorageError
 
 if TYPE_CHECKING:
-    from herdless.broker.context import BrokerContext
+    from herdless.broker.handlers.context import BrokerContext
 
 FETCH = 1
 # Versions below this cannot be answered from a topic whose compression.type is zstd.

@@ -16,7 +16,7 @@ from herdless.coordinator.group_configs import InvalidGroupConfig, altered
 from herdless.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from herdless.broker.context import BrokerContext
+    from herdless.broker.handlers.context import BrokerContext
 
 log = logging.getLogger(__name__)
 

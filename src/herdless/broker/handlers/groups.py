@@ -14,14 +14,14 @@ from functools import cache
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from herdless.broker.authorization import (
+from herdless.broker.auth.authorization import (
     authorize,
     authorize_cluster,
     authorized_names,
     authorized_operations,
 )
-from herdless.broker.consumer_topics import topics_image
-from herdless.broker.group_coordinator import CoordinatorError, Operation
+from herdless.broker.coordinators.consumer_topics import topics_image
+from herdless.broker.coordinators.group_coordinator import CoordinatorError, Operation
 from herdless.coordinator import messages as m
 from herdless.coordinator.consumer_protocol import subscribed_topics
 from herdless.protocol.codec import REQUESTS, Request, decodes_into, response_class, stands_in_for
@@ -29,7 +29,7 @@ from herdless.protocol.errors import ErrorCode
 from herdless.security.acls import AclOperation, ResourceType
 
 if TYPE_CHECKING:
-    from herdless.broker.context import BrokerContext
+    from herdless.broker.handlers.context import BrokerContext
 
 T = TypeVar("T")
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.authorization import authorize_cluster, authorized_names
-from herdless.broker.replicas import PartitionError
+from herdless.broker.auth.authorization import authorize_cluster, authorized_names
+from herdless.broker.replication.replica_manager import PartitionError
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.security.acls import AclOperation, ResourceType
 
 if TYPE_CHECKING:
-    from herdless.broker.context import BrokerContext
+    from herdless.broker.handlers.context import BrokerContext
 
 OFFSET_FOR_LEADER_EPOCH = 23
 UNDEFINED = -1

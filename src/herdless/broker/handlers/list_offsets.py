@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.authorization import authorized_names
+from herdless.broker.auth.authorization import authorized_names
 from herdless.broker.clock import wall_ms
-from herdless.broker.replicas import PartitionError
+from herdless.broker.replication.replica_manager import PartitionError
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.security.acls import AclOperation, ResourceType
 from herdless.storage import StorageError
 
 if TYPE_CHECKING:
-    from herdless.broker.context import BrokerContext
+    from herdless.broker.handlers.context import BrokerContext
     from herdless.storage import PartitionLog
 
 LIST_OFFSETS = 2

@@ -5,16 +5,16 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.authorization import (
+from herdless.broker.auth.authorization import (
     REFUSALS,
     authorize,
     authorize_by_resource_type,
     authorize_cluster,
     authorized_names,
 )
-from herdless.broker.group_coordinator import INTERNAL_TOPICS, REBALANCES_TOPIC
-from herdless.broker.history_forwarder import FORWARDING_CLIENT_ID_PREFIX
-from herdless.broker.replicas import PartitionError
+from herdless.broker.coordinators.group_coordinator import INTERNAL_TOPICS, REBALANCES_TOPIC
+from herdless.broker.coordinators.history_forwarder import FORWARDING_CLIENT_ID_PREFIX
+from herdless.broker.replication.replica_manager import PartitionError
 from herdless.cluster.errors import ClusterError
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
@@ -24,7 +24,7 @@ from herdless.security.acls import AclOperation, ResourceType
 from herdless.storage import PartitionLog, RecordsRefused, StorageError
 
 if TYPE_CHECKING:
-    from herdless.broker.context import BrokerContext
+    from herdless.broker.handlers.context import BrokerContext
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """SaslHandshake and SaslAuthenticate where no SASL exchange is under way: on a listener
 without SASL, or on a connection already authenticated that is not re-authenticating.
-A SASL listener's connection answers them itself (broker/sasl_authentication.py)."""
+A SASL listener's connection answers them itself (broker/network/sasl_authentication.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from herdless.broker.context import BrokerContext
+    from herdless.broker.handlers.context import BrokerContext
 
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36

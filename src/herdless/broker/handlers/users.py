@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.authorization import REFUSALS, authorize_cluster
+from herdless.broker.auth.authorization import REFUSALS, authorize_cluster
 from herdless.cluster.errors import ClusterUnavailable, StateVersionConflict
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
@@ -32,7 +32,7 @@ from herdless.security.scram import (
 from herdless.storage import StorageError
 
 if TYPE_CHECKING:
-    from herdless.broker.context import BrokerContext
+    from herdless.broker.handlers.context import BrokerContext
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,303 @@
+"""Where a broker keeps users' SCRAM credentials, and the cache SASL checks them against.
+
+A cluster keeps them where Kafka does: each user's config in ZooKeeper,
+`/config/users/<user>`, with a notification in `/config/changes` after every change.
+Every broker reads all users at start, then watches the notifications and reads again
+the config of each user one names: a change made through any broker is in every
+broker's cache within a watch's round trip. As Kafka's brokers do, each deletes the
+notifications older than 15 minutes.
+
+One broker alone keeps them in its data directory, in one file of the same per-user
+configs, replaced atomically and readable by the broker's user alone. `herdless users
+--data-dir` writes that file while no broker runs (it takes the directory's lock).
+
+Either way SASL reads the cache (CredentialCache.scram) and never waits on a disk or on
+ZooKeeper; a change is in the cache of the broker that made it before it answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections.abc import Callable, Collection, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from herdless.broker.clock import wall_ms
+from herdless.cluster import layout
+from herdless.cluster.errors import ClusterUnavailable, MalformedZNode
+from herdless.cluster.zookeeper_calls import zookeeper_call
+from herdless.security.scram import ScramCredential, altered_config, credentials_of
+from herdless.storage import StorageError, checkpoint
+from herdless.storage.manager import lock_data_dir
+
+if TYPE_CHECKING:
+    from herdless.cluster.store import ClusterStore, Watch
+
+log = logging.getLogger(__name__)
+
+CREDENTIALS_FILE = "scram-credentials.json"
+_FILE_VERSION = 1
+# Only the broker's own user may read the keys.
+_FILE_MODE = 0o600
+# Kafka's ZkNodeChangeNotificationListener.changeExpirationMs.
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000
+_RETRY_S = 1.0
+
+
+class ScramCredentials:
+    """Users' SCRAM credentials in memory: the CredentialCache SASL reads."""
+
+    def __init__(self) -> None:
+        self._users: dict[str, dict[str, ScramCredential]] = {}
+
+    def scram(self, user: str, mechanism: str) -> ScramCredential | None:
+        return self._users.get(user, {}).get(mechanism)
+
+    def users(self) -> dict[str, dict[str, ScramCredential]]:
+        """Every user with a credential: user -> mechanism -> credential."""
+        return {user: dict(found) for user, found in self._users.items()}
+
+    def of(self, user: str) -> dict[str, ScramCredential]:
+        return dict(self._users.get(user, {}))
+
+    def _apply(self, user: str, config: Mapping[str, str]) -> None:
+        """The user's credentials as its config now holds them. One that cannot be read
+        leaves the user with none: better refused than let in on a half-read credential."""
+        try:
+            found = credentials_of(config)
+        except ValueError as exc:
+            log.error("the SCRAM credentials of user %r are unreadable, so unused: %s", user, exc)
+            found = {}
+        if found:
+            self._users[user] = found
+        else:
+            self._users.pop(user, None)
+
+
+class CredentialStore(Protocol):
+    """What the admin APIs use: the cache, and a durable change of one user's credentials."""
+
+    def scram(self, user: str, mechanism: str) -> ScramCredential | None: ...
+
+    def users(self) -> dict[str, dict[str, ScramCredential]]: ...
+
+    def of(self, user: str) -> dict[str, ScramCredential]: ...
+
+    async def alter(
+        self,
+        user: str,
+        upsertions: Mapping[str, ScramCredential],
+        deletions: Collection[str],
+    ) -> None:
+        """Delete then set the user's credentials, durably, then in the cache.
+        CredentialNotFound if one to delete is not there (then nothing changes)."""
+        ...
+
+
+# -- one broker: a file in the data directory -------------------------------------------
+
+
+def read_file(data_dir: Path) -> dict[str, dict[str, str]]:
+    """Every user's config from the data directory's file; {} if there is none.
+    StorageError if it cannot be read or is not one of ours."""
+    path = Path(data_dir) / CREDENTIALS_FILE
+    try:
+        document = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise StorageError(f"cannot read {path}: {exc}") from None
+    if not isinstance(document, dict) or document.get("version") != _FILE_VERSION:
+        raise StorageError(f"{path} is not a credentials file of version {_FILE_VERSION}")
+    users = document.get("users")
+    if not isinstance(users, dict) or not all(
+        isinstance(config, dict) and all(isinstance(v, str) for v in config.values())
+        for config in users.values()
+    ):
+        raise StorageError(f"{path} does not hold users' configs")
+    return users
+
+
+def write_file(data_dir: Path, users: Mapping[str, Mapping[str, str]]) -> None:
+    """Replace the data directory's file: a temporary file, fsync, rename, mode 0600."""
+    kept = {user: dict(config) for user, config in sorted(users.items()) if config}
+    data = json.dumps({"version": _FILE_VERSION, "users": kept}, indent=1).encode()
+    checkpoint.atomic_write(Path(data_dir) / CREDENTIALS_FILE, data, mode=_FILE_MODE)
+
+
+def alter_file(
+    data_dir: Path,
+    user: str,
+    upsertions: Mapping[str, ScramCredential],
+    deletions: Collection[str],
+) -> dict[str, str]:
+    """Change one user's credentials in the data directory's file; the user's config as
+    written. Blocks (fsync): from a worker thread on a broker."""
+    users = read_file(data_dir)
+    users[user] = altered_config(users.get(user, {}), upsertions, deletions)
+    write_file(data_dir, users)
+    return users[user]
+
+
+def alter_offline(
+    data_dir: Path,
+    user: str,
+    upsertions: Mapping[str, ScramCredential],
+    deletions: Collection[str],
+) -> None:
+    """alter_file while no broker runs on the directory: it takes the broker's lock, so
+    StorageError if a broker (which would not see the change) holds it."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    fd = lock_data_dir(data_dir)
+    try:
+        alter_file(data_dir, user, upsertions, deletions)
+    finally:
+        os.close(fd)
+
+
+class LocalCredentials(ScramCredentials):
+    """One broker: the credentials file in its data directory."""
+
+    def __init__(self, data_dir: Path) -> None:
+        super().__init__()
+        self._data_dir = Path(data_dir)
+        self._lock = asyncio.Lock()
+
+    def load(self) -> None:
+        """Read the file; StorageError if it is unreadable (the broker does not start
+        without the users it was given)."""
+        for user, config in read_file(self._data_dir).items():
+            self._apply(user, config)
+
+    async def alter(
+        self,
+        user: str,
+        upsertions: Mapping[str, ScramCredential],
+        deletions: Collection[str],
+    ) -> None:
+        async with self._lock:
+            config = await asyncio.to_thread(
+                alter_file, self._data_dir, user, upsertions, deletions
+            )
+            self._apply(user, config)
+
+
+# -- a cluster: ZooKeeper -----------------------------------------------------------------
+
+
+class ZooKeeperCredentials(ScramCredentials):
+    """A cluster: users' configs in ZooKeeper, followed through /config/changes."""
+
+    def __init__(self, store: Callable[[], ClusterStore]) -> None:
+        super().__init__()
+        self._store = store
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._watch: Watch | None = None
+        # The sequence number of the last notification applied (Kafka's lastExecutedChange).
+        self._last_change = -1
+        # The notifications' names as last seen, while they wait to be read.
+        self._pending: list[str] | None = None
+        self._reading: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Read every user's config, then follow the notifications (once connected)."""
+        self._loop = asyncio.get_running_loop()
+        store = self._store()
+        for user, config in (await zookeeper_call(store.user_configs)).items():
+            self._apply(user, config)
+        # The watch's first call hands over the notifications already there: a change
+        # made between the read above and now is among them.
+        self._watch = await zookeeper_call(store.watch_config_changes, self._on_changes)
+
+    async def stop(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+        if self._reading is not None:
+            self._reading.cancel()
+            await asyncio.gather(self._reading, return_exceptions=True)
+
+    async def alter(
+        self,
+        user: str,
+        upsertions: Mapping[str, ScramCredential],
+        deletions: Collection[str],
+    ) -> None:
+        config = await zookeeper_call(
+            self._store().alter_user_config,
+            user,
+            lambda current: altered_config(current, upsertions, deletions),
+        )
+        self._apply(user, config)
+
+    def _on_changes(self, names: list[str]) -> None:
+        """On kazoo's thread: hand the names to the loop."""
+        loop = self._loop
+        assert loop is not None
+        loop.call_soon_threadsafe(self._changed, names)
+
+    def _changed(self, names: list[str]) -> None:
+        self._pending = names
+        if self._reading is None or self._reading.done():
+            self._reading = asyncio.get_running_loop().create_task(self._read_changes())
+
+    async def _read_changes(self) -> None:
+        """Apply the notifications not applied yet, in order; names that arrive meanwhile
+        are read next, by this same task, so no two reads race."""
+        while self._pending is not None:
+            names, self._pending = self._pending, None
+            try:
+                last, configs = await zookeeper_call(self._changed_users, names)
+            except Exception as exc:
+                # The watch calls back after a reconnection only if the names moved:
+                # try these again unless newer ones came meanwhile.
+                if isinstance(exc, ClusterUnavailable):
+                    log.warning("credential changes not read yet, trying again: %s", exc)
+                else:
+                    log.exception("credential changes not read, trying again")
+                if self._pending is None:
+                    self._pending = names
+                await asyncio.sleep(_RETRY_S)
+                continue
+            for user, config in configs.items():
+                self._apply(user, config)
+            self._last_change = max(self._last_change, last)
+
+    def _changed_users(self, names: list[str]) -> tuple[int, dict[str, dict[str, str]]]:
+        """In a worker thread: the configs of the users the new notifications name, as
+        they are now, and the last notification read; old notifications are deleted."""
+        store = self._store()
+        numbered = sorted(
+            (number, name)
+            for name in names
+            if (number := layout.config_change_number(name)) is not None
+        )
+        last, users = self._last_change, set()
+        now = wall_ms()
+        for number, name in numbered:
+            fresh = number > self._last_change
+            try:
+                change = store.config_change(name)
+            except MalformedZNode as exc:
+                if fresh:
+                    log.error("skipped a config change notification: %s", exc)
+                change = None
+            if fresh:
+                last = number
+                if change is not None:
+                    entity_type, _, entity = change.entity_path.partition("/")
+                    # Configs of users' clients (users/<user>/clients/<id>) hold quotas.
+                    if entity_type == "users" and "/" not in entity:
+                        users.add(entity)
+            if change is not None and now - change.created_ms > CHANGE_EXPIRATION_MS:
+                store.delete_config_change(name)
+        configs = {}
+        for sanitized in users:
+            try:
+                user = layout.desanitize(sanitized)
+                configs[user] = store.user_config(user)
+            except (ValueError, MalformedZNode) as exc:
+                log.error("skipped the config of user znode %r: %s", sanitized, exc)
+        return last, configs

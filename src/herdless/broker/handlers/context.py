@@ -1,0 +1,56 @@
+"""What a request handler may use: the broker's parts, never the broker itself.
+
+Handlers get a BrokerContext and reach the logs through the replica manager,
+the cluster through the metadata view and groups through the coordinator. The
+Broker builds the context and owns the lifecycle, the sockets and the clock;
+nothing here imports it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from herdless.broker.auth.acl_store import AclStore
+from herdless.broker.auth.authorizer_audit import AuthorizerAudit
+from herdless.broker.auth.credential_store import CredentialStore
+from herdless.broker.config import BrokerConfig
+from herdless.broker.coordinators.group_config_store import GroupConfigStore
+from herdless.broker.coordinators.group_coordinator import GroupCoordinator
+from herdless.broker.handlers.fetch_sessions import FetchSessionCache
+from herdless.broker.producer_ids import ProducerIds
+from herdless.broker.replication.replica_manager import ReplicaManager
+from herdless.broker.topics.topic_admin import TopicAdmin
+from herdless.cluster.metadata import MetadataView
+from herdless.storage import LogManager
+
+
+@dataclass(eq=False)
+class BrokerContext:
+    config: BrokerConfig
+    logs: LogManager
+    replicas: ReplicaManager
+    metadata: MetadataView
+    topics: TopicAdmin
+    groups: GroupCoordinator
+    producer_ids: ProducerIds
+    fetch_sessions: FetchSessionCache
+    # The port actually bound (config.port may be 0: any free port).
+    bound_port: int = 0
+    # The port each listener bound, by listener name.
+    bound_ports: dict[str, int] = field(default_factory=dict)
+    # Set when shutdown begins: long polls answer at once and connections stop reading.
+    stopping: bool = False
+    # The ACLs and the authorizer deciding from them (acls.authorizer); None when no
+    # authorizer.class.name is set: everything is allowed, and the ACL APIs answer
+    # SECURITY_DISABLED.
+    acls: AclStore | None = None
+    # The authorizer log and decision counts (broker/auth/authorization.py).
+    authorizer_audit: AuthorizerAudit = field(default_factory=AuthorizerAudit)
+    # Consumer groups' own configs (KIP-848), where this broker keeps them.
+    group_configs: GroupConfigStore | None = None
+    # Users' SCRAM credentials: the CredentialCache SASL checks logins against.
+    credentials: CredentialStore | None = None
+
+    @property
+    def node_id(self) -> int:
+        return self.config.node_id

@@ -1,0 +1,150 @@
+"""The partitions this broker hosts: which it leads, and appending to and waiting on them.
+
+Produce, Fetch, ListOffsets and the group coordinator reach partition logs
+through here, never the LogManager directly, so that leadership, the in-sync
+replica set and what "committed" means are decided in one place. On one broker
+it leads every partition it hosts and is alone in each ISR: an append is
+committed once the flush policy is met.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from herdless.broker.replication.appends import AppendNotifier, TopicPartition
+from herdless.broker.replication.durability import Durability
+from herdless.cluster.metadata import SINGLE_NODE_LEADER_EPOCH
+from herdless.protocol.errors import ErrorCode
+from herdless.protocol.records import BatchHeader
+from herdless.storage import AppendInfo, LogManager, PartitionLog, StorageError, StorageIOError
+
+ACKS_ALL = -1
+NO_EPOCH = -1
+
+
+class PartitionError(Exception):
+    """The partition cannot serve this request here; `error_code` tells the client why."""
+
+    def __init__(self, error_code: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message or error_code.name)
+        self.error_code = error_code
+        self.message = message
+
+
+class ReplicaManager:
+    def __init__(self, logs: LogManager, durability: Durability, clock: Callable[[], int]) -> None:
+        self.logs = logs
+        self.durability = durability
+        self.appends = AppendNotifier()
+        # The wall clock: appends write its time (LogAppendTime, segments' ages).
+        self._clock = clock
+
+    def leader_log(
+        self, topic: str, partition: int, current_leader_epoch: int = NO_EPOCH
+    ) -> PartitionLog:
+        """The log of a partition this broker leads; a request made in another leader
+        epoch than this one is fenced, as Kafka fences it (KIP-320)."""
+        partition_log = self.logs.partition(topic, partition)
+        if partition_log is None:
+            raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        check_leader_epoch(SINGLE_NODE_LEADER_EPOCH, current_leader_epoch)
+        return partition_log
+
+    def follower_log(
+        self, topic: str, partition: int, replica_id: int, current_leader_epoch: int
+    ) -> PartitionLog:
+        """The log a follower fetches from: one broker has no followers."""
+        raise PartitionError(
+            ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {replica_id} is not a replica here"
+        )
+
+    def record_follower_fetch(
+        self, topic: str, partition: int, replica_id: int, fetch_offset: int
+    ) -> None:
+        """A follower fetched at `fetch_offset` (nothing to do without followers)."""
+
+    def leader_epoch(self, partition_log: PartitionLog) -> int:
+        return SINGLE_NODE_LEADER_EPOCH
+
+    def in_sync_replicas(self, partition_log: PartitionLog) -> int:
+        return 1
+
+    def in_sync(self, partition_log: PartitionLog) -> bool:
+        """Whether this broker's replica is in the partition's ISR."""
+        return True
+
+    def append(
+        self,
+        partition_log: PartitionLog,
+        batches: list[tuple[BatchHeader, memoryview]],
+        acks: int,
+        *,
+        keyed: bool = False,
+    ) -> AppendInfo:
+        """Append as leader; StorageError or PartitionError if nothing was written.
+        `keyed`: as PartitionLog.append takes it."""
+        required = partition_log.config.min_insync_replicas
+        in_sync = self.in_sync_replicas(partition_log)
+        if acks == ACKS_ALL and in_sync < required:
+            # As Kafka answers: acks=all cannot be met with fewer in-sync replicas than
+            # the topic demands, so nothing is written.
+            raise PartitionError(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"{partition_log.name} has min.insync.replicas={required} but"
+                f" {in_sync} in-sync replica{'s' if in_sync != 1 else ''}, so acks=all"
+                " cannot be satisfied",
+            )
+        try:
+            info = partition_log.append(
+                batches, self._clock(), leader_epoch=self.leader_epoch(partition_log), keyed=keyed
+            )
+        except StorageIOError as exc:
+            self.logs.on_io_error("append", partition_log.name, exc)
+            raise
+        if not info.duplicate:
+            self.appends.notify(partition_log.topic, partition_log.partition)
+        return info
+
+    async def committed(
+        self, partition_log: PartitionLog, acks: int, end_offset: int, timeout_ms: int
+    ) -> None:
+        """Return once the records before `end_offset` may be acknowledged to a producer
+        that asked for `acks`; PartitionError if they cannot be within `timeout_ms`."""
+        await self.durable(partition_log)
+
+    async def durable(self, partition_log: PartitionLog) -> None:
+        """Return once the topic's flush policy is met; PartitionError if the flush failed
+        (KAFKA_STORAGE_ERROR: the records are in the log, but not known to be on disk)."""
+        try:
+            await self.durability.after_append(partition_log)
+        except StorageError as exc:
+            if isinstance(exc, StorageIOError):
+                self.logs.on_io_error("flush", partition_log.name, exc)
+            raise PartitionError(exc.error_code, str(exc)) from exc
+
+    def committed_now(self, partition_log: PartitionLog, acks: int, end_offset: int) -> bool:
+        """True when `committed` would return at once, with nothing to wait for: lets a
+        caller answer without a task to wait in. False says nothing."""
+        return partition_log.high_watermark >= end_offset and self.durability.durable_now(
+            partition_log
+        )
+
+    async def wait_for_appends(
+        self, partitions: Iterable[TopicPartition], timeout_s: float
+    ) -> bool:
+        return await self.appends.wait(partitions, timeout_s)
+
+    def forget(self, partition_log: PartitionLog) -> None:
+        self.durability.forget(partition_log)
+
+
+def check_leader_epoch(leader_epoch: int, current_leader_epoch: int) -> None:
+    """Kafka's fencing of requests made with another leader epoch (KIP-320); -1 means
+    the client does not know the epoch and is not checked."""
+    if current_leader_epoch in (NO_EPOCH, leader_epoch):
+        return
+    raise PartitionError(
+        ErrorCode.FENCED_LEADER_EPOCH
+        if current_leader_epoch < leader_epoch
+        else ErrorCode.UNKNOWN_LEADER_EPOCH
+    )
