@@ -29,6 +29,7 @@ from herdless.coordinator.now import Now
 from herdless.coordinator.runtime.contract import CoordinatorType, ReadOperation, S, WriteOperation
 from herdless.coordinator.runtime.output import Offload, Output
 from herdless.coordinator.runtime.partition_context import (
+    NOT_SERVING,
     CoordinatorContext,
     RuntimeConfig,
     ShardState,
@@ -136,10 +137,15 @@ class CoordinatorRuntime:
             if context is None:
                 # Another broker leads the partition, or no broker holds it yet.
                 error = ErrorCode.NOT_COORDINATOR
+            elif context.state is not ShardState.ACTIVE:
+                error = NOT_SERVING[context.state]
+            elif not self._writer.is_leader(context.tp):
+                # It led when it last heard, but this broker lost the partition's
+                # leadership or cannot prove it still has it (paused past its
+                # ZooKeeper session).
+                error = ErrorCode.NOT_COORDINATOR
             else:
-                error = context.refusal()
-                if error is None:
-                    return context
+                return context
         out.errors.append((token, error))
         return None
 
