@@ -10,7 +10,7 @@ the partitions in `replay`, run the `offloads` off the event loop, publish the
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from herdless.coordinator.messages import RebalanceRecord
 from herdless.coordinator.result import OffloadedWork, Reply
@@ -50,23 +50,38 @@ class Reload:
     reason: str
 
 
-@dataclass(slots=True)
 class Output:
-    # Responses released, in order: each goes to the caller that gave its token.
-    replies: list[Reply] = field(default_factory=list)
-    # Callers answered with an error instead (Kafka's codes: NOT_COORDINATOR,
-    # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE).
-    errors: list[tuple[Hashable, ErrorCode]] = field(default_factory=list)
-    # Partitions whose timer moved: call poll(tp, now) at this monotonic time; None: no
-    # timer. A partition not named keeps the timer it had.
-    deadlines: dict[TopicPartition, int | None] = field(default_factory=dict)
-    # Partitions with replay still to do: call replay(tp, now) until one is named no more.
-    replay: list[TopicPartition] = field(default_factory=list)
-    offloads: list[Offload] = field(default_factory=list)
-    # The shards' side outputs, passed through as they gave them: completed rebalances
-    # for the history topic, once their operation's records were appended.
-    rebalances: list[tuple[TopicPartition, list[tuple[str, RebalanceRecord]]]] = field(
-        default_factory=list
+    """Written out rather than a dataclass: every request builds one, and a dataclass's
+    default factories (a call of `list` per field) made it cost as much as a dozen
+    Python calls, more than the rest of the runtime's share of an OffsetCommit
+    (bench/broker_instructions.py)."""
+
+    __slots__ = (
+        "replies",
+        "errors",
+        "deadlines",
+        "replay",
+        "offloads",
+        "rebalances",
+        "loaded",
+        "reloads",
     )
-    loaded: list[LoadSummary] = field(default_factory=list)
-    reloads: list[Reload] = field(default_factory=list)
+
+    def __init__(self) -> None:
+        # Responses released, in order: each goes to the caller that gave its token.
+        self.replies: list[Reply] = []
+        # Callers answered with an error instead (Kafka's codes: NOT_COORDINATOR,
+        # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE).
+        self.errors: list[tuple[Hashable, ErrorCode]] = []
+        # Partitions whose timer moved: call poll(tp, now) at this monotonic time; None:
+        # no timer. A partition not named keeps the timer it had.
+        self.deadlines: dict[TopicPartition, int | None] = {}
+        # Partitions with replay still to do: call replay(tp, now) until one is named no
+        # more.
+        self.replay: list[TopicPartition] = []
+        self.offloads: list[Offload] = []
+        # The shards' side outputs, passed through as they gave them: completed
+        # rebalances for the history topic, once their operation's records were appended.
+        self.rebalances: list[tuple[TopicPartition, list[tuple[str, RebalanceRecord]]]] = []
+        self.loaded: list[LoadSummary] = []
+        self.reloads: list[Reload] = []
