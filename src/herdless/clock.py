@@ -10,12 +10,10 @@
 
 The broker owns time: it reads these and passes them down, as a `now` argument to
 each operation or, to a part that keeps time between operations (the logs' flush
-bookkeeping), as a Clock. A test hands such a part a Clock of its own making.
+bookkeeping), as the reader itself. A test hands such a part a clock of its own.
 """
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 
 
 def wall_ms() -> int:
@@ -24,14 +22,3 @@ def wall_ms() -> int:
 
 def monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class Clock:
-    """Both clocks, for a part that reads the time itself rather than being told it."""
-
-    wall_ms: Callable[[], int]
-    monotonic_ms: Callable[[], int]
-
-
-SYSTEM_CLOCK = Clock(wall_ms, monotonic_ms)

@@ -1,5 +1,5 @@
 """Storage keeps no clock of its own: it decides by the `now` its owner passes and, for
-what it times between calls, by the Clock its owner gives the LogManager.
+what it times between calls, by the clocks its owner gives the LogManager.
 
 The fake clock here stands decades away from the process's clocks on both readings,
 so a decision made on a clock storage read for itself would come out otherwise.
@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from herdless.clock import Clock
 from herdless.storage import LogConfig, LogManager, PartitionLog
 from tests.storage.batches import batch, split
 
@@ -29,9 +28,6 @@ class FakeClock:
         self.wall = WALL_MS
         self.monotonic = MONOTONIC_MS
 
-    def clock(self) -> Clock:
-        return Clock(lambda: self.wall, lambda: self.monotonic)
-
     def advance(self, ms: int) -> None:
         self.wall += ms
         self.monotonic += ms
@@ -44,7 +40,12 @@ def fake() -> FakeClock:
 
 @pytest.fixture
 def manager(tmp_path: Path, fake: FakeClock) -> Iterator[LogManager]:
-    logs = LogManager(tmp_path / "data", LogConfig(), clock=fake.clock())
+    logs = LogManager(
+        tmp_path / "data",
+        LogConfig(),
+        clock=lambda: fake.wall,
+        monotonic_clock=lambda: fake.monotonic,
+    )
     logs.open(fake.wall)
     yield logs
     logs.close()

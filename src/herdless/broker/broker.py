@@ -50,7 +50,6 @@ from herdless.broker.stalls import StallDetector
 from herdless.broker.storage_errors import StorageErrors
 from herdless.broker.tls_handshakes import quiet_server_name_errors
 from herdless.broker.topic_admin import LocalTopics, TopicAdmin, ZooKeeperTopics
-from herdless.clock import Clock
 from herdless.security.scram import verify_plain
 from herdless.storage import LogManager, StorageIOError
 
@@ -79,7 +78,8 @@ class Broker:
             high_watermark_follows_log_end=not config.clustered,
             on_io_error=self._storage_failed,
             open_files=open_files,
-            clock=Clock(wall_ms, monotonic_ms),
+            clock=wall_ms,
+            monotonic_clock=monotonic_ms,
         )
         # flush.ms is an interval: on the monotonic clock.
         self.durability = Durability(monotonic_ms)

@@ -75,7 +75,7 @@ class LogFlush(LocalLog):
                 due = (
                     checkpoint_now
                     or self._segments[-1].base_offset > self._recovery_point
-                    or self._clock.monotonic_ms() - self._recovery_point_written_ms
+                    or self._monotonic_clock() - self._recovery_point_written_ms
                     >= RECOVERY_POINT_INTERVAL_MS
                 )
                 producer_snapshot = self._producers.snapshot() if due else None
@@ -92,9 +92,7 @@ class LogFlush(LocalLog):
             finally:
                 _close_all(handles)
             self._flushed_messages = appended
-            self.last_flush_ms = (
-                self._clock.monotonic_ms() if monotonic_ms is None else monotonic_ms
-            )
+            self.last_flush_ms = self._monotonic_clock() if monotonic_ms is None else monotonic_ms
             if torn is not None:
                 self._io_failed("index", f"cannot rewrite an index of {self.name}", torn[1])
             # The records are synced: a checkpoint that cannot be written (a full disk)
@@ -112,7 +110,7 @@ class LogFlush(LocalLog):
                     self._io_failed("checkpoint", message, exc)
                 else:
                     self._recovery_point = recovery_point
-                    self._recovery_point_written_ms = self._clock.monotonic_ms()
+                    self._recovery_point_written_ms = self._monotonic_clock()
             if high_watermark is not None:
                 # After the data it covers is synced; following the log end, it is not kept.
                 try:

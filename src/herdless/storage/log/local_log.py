@@ -51,7 +51,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
-from herdless.clock import Clock
 from herdless.storage import checkpoint
 from herdless.storage.config import LogConfig
 from herdless.storage.damage import Damage, DamageMap
@@ -133,7 +132,7 @@ class LocalLog:
         damage: DamageMap,
         budget: DescriptorBudget | None,
         lock: threading.Lock,
-        clock: Clock,
+        monotonic_clock: Callable[[], int],
     ) -> None:
         self.directory = directory
         self.topic = topic
@@ -167,8 +166,8 @@ class LocalLog:
         self._flushed_messages = 0
         # On the monotonic clock: flush.ms is an interval, which a stepped wall clock
         # would stretch (no flush for an hour) or cut short.
-        self._clock = clock
-        self.last_flush_ms = clock.monotonic_ms()
+        self._monotonic_clock = monotonic_clock
+        self.last_flush_ms = monotonic_clock()
         self._recovery_point_written_ms = self.last_flush_ms
         # When a tombstone the log cleaner kept may be dropped (cleaner.py owns it);
         # None until a cleaning since the log was opened has told.

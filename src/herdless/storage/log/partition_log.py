@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Concatenate, ParamSpec
 
-from herdless.clock import SYSTEM_CLOCK, Clock
+from herdless.clock import monotonic_ms
 from herdless.storage.config import LogConfig
 from herdless.storage.descriptors import DescriptorBudget
 from herdless.storage.errors import LogFileError, file_problem
@@ -74,7 +74,7 @@ class PartitionLog(LogAppends, LogReads, LogFlush, LogRetention, LogTruncation, 
         high_watermark_follows_log_end: bool = True,
         clean_shutdown: bool = False,
         budget: DescriptorBudget | None = None,
-        clock: Clock = SYSTEM_CLOCK,
+        monotonic_clock: Callable[[], int] = monotonic_ms,
     ) -> PartitionLog:
         """Open the log in `directory`, creating it if absent, recovering it if it was cut short.
 
@@ -99,8 +99,8 @@ class PartitionLog(LogAppends, LogReads, LogFlush, LogRetention, LogTruncation, 
         when unused and others need room (descriptors.py); without one, each
         stays open until the log is closed.
 
-        `clock` is the caller's: the log reads it only for what it times between
-        calls (flush.ms since the last flush, the recovery point's interval).
+        `monotonic_clock` is the caller's: the log reads it only for what it times
+        between calls (flush.ms since the last flush, the recovery point's interval).
         """
         lock = threading.Lock()
         # Held until the log is built: the budget closes a log's files only under its lock.
@@ -130,7 +130,7 @@ class PartitionLog(LogAppends, LogReads, LogFlush, LogRetention, LogTruncation, 
                 loaded.damage,
                 budget,
                 lock,
-                clock,
+                monotonic_clock,
             )
 
     # -- closing ----------------------------------------------------------------
