@@ -40,7 +40,7 @@ class LogFlush(LocalLog):
         """fsync everything appended so far. Safe to run in a thread beside appends.
 
         The recovery point (and the producer state at it) follows at most once
-        every RECOVERY_POINT_INTERVAL_S, or now with `checkpoint_now`.
+        every RECOVERY_POINT_INTERVAL_MS, or now with `checkpoint_now`.
 
         Descriptors are duplicated under the lock and synced outside it, so an
         append or a roll waits only for the bookkeeping, and a segment closed or
