@@ -78,6 +78,8 @@ class Broker:
             high_watermark_follows_log_end=not config.clustered,
             on_io_error=self._storage_failed,
             open_files=open_files,
+            clock=wall_ms,
+            monotonic_clock=monotonic_ms,
         )
         # flush.ms is an interval: on the monotonic clock.
         self.durability = Durability(monotonic_ms)

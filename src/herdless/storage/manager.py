@@ -30,14 +30,14 @@ import logging
 import os
 import re
 import shutil
-import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from herdless.clock import monotonic_ms, wall_ms
 from herdless.storage import checkpoint, cleaner
 from herdless.storage.config import LogConfig, altered_topic_configs
 from herdless.storage.descriptors import DescriptorBudget
@@ -101,10 +101,6 @@ class Topic:
         return len(self.partitions) == self.partition_count
 
 
-def _wall_ms() -> int:
-    return int(time.time() * 1000)
-
-
 def new_topic_id() -> uuid.UUID:
     # Kafka's Uuid.randomUuid: never the zero id, and never one whose base64 form
     # starts with '-', which command-line tools would take for an option.
@@ -124,14 +120,21 @@ class LogManager:
         high_watermark_follows_log_end: bool = True,
         on_io_error: IoErrorListener = log_io_error,
         open_files: int | None = None,
+        clock: Callable[[], int] = wall_ms,
+        monotonic_clock: Callable[[], int] = monotonic_ms,
     ) -> None:
         """`high_watermark_follows_log_end` off: every log's high watermark is the
         owner's to set (PartitionLog.set_high_watermark), as replication needs.
         `on_io_error` hears of disk operations that failed with no request to tell:
         checkpoints, retention, cleaning. `open_files` bounds the descriptors all
-        segments hold at once (descriptors.py); None leaves every segment open."""
+        segments hold at once (descriptors.py); None leaves every segment open.
+        `clock` (the wall's) and `monotonic_clock` are the owner's, which storage reads
+        where it is not told the time: the broker passes its own, a test may pass
+        clocks it moves by hand."""
         self.data_dir = Path(data_dir)
         self.on_io_error = on_io_error
+        self._clock = clock
+        self._monotonic_clock = monotonic_clock
         self.budget = None if open_files is None else DescriptorBudget(open_files)
         # The broker's topic defaults; a topic's explicit configs apply over them.
         self.default_config = default_config if default_config is not None else LogConfig()
@@ -486,7 +489,7 @@ class LogManager:
 
     def _host(self, topic: Topic, indices: list[int], now_ms: int | None) -> None:
         """Create fresh logs for `indices`, then save the metadata that names them."""
-        now_ms = _wall_ms() if now_ms is None else now_ms
+        now_ms = self._clock() if now_ms is None else now_ms
         added: list[int] = []
         try:
             for partition in indices:
@@ -526,6 +529,7 @@ class LogManager:
                 high_watermark_follows_log_end=self._high_watermark_follows_log_end,
                 clean_shutdown=self._clean_shutdown and not fresh,
                 budget=self.budget,
+                monotonic_clock=self._monotonic_clock,
             )
         except BaseException:
             if fresh:
