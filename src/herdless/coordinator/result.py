@@ -16,7 +16,7 @@ by replay, which rebuilds exactly what the log holds.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
@@ -87,15 +87,32 @@ class OffloadedWork:
     complete: Callable[[Any, Now], Result]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Result:
-    records: list[Record] = field(default_factory=list)
-    replies: list[Reply] = field(default_factory=list)
-    timers: list[TimerChange] = field(default_factory=list)
+    records: list[Record]
+    replies: list[Reply]
+    timers: list[TimerChange]
     # Rebalances (and membership changes without one) that completed: (group id, entry).
     # The broker publishes them for operators; they are not coordinator state.
-    rebalances: list[tuple[str, RebalanceRecord]] = field(default_factory=list)
-    offloaded: list[OffloadedWork] = field(default_factory=list)
+    rebalances: list[tuple[str, RebalanceRecord]]
+    offloaded: list[OffloadedWork]
+
+    # Written out: every operation builds a Result, and a dataclass's default factories
+    # (a call of `list` per field) cost more than the lists (bench/broker_instructions.py).
+
+    def __init__(
+        self,
+        records: list[Record] | None = None,
+        replies: list[Reply] | None = None,
+        timers: list[TimerChange] | None = None,
+        rebalances: list[tuple[str, RebalanceRecord]] | None = None,
+        offloaded: list[OffloadedWork] | None = None,
+    ) -> None:
+        self.records = [] if records is None else records
+        self.replies = [] if replies is None else replies
+        self.timers = [] if timers is None else timers
+        self.rebalances = [] if rebalances is None else rebalances
+        self.offloaded = [] if offloaded is None else offloaded
 
     def extend(self, other: Result) -> None:
         self.records += other.records
