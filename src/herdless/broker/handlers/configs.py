@@ -26,6 +26,7 @@ from herdless.broker.handlers.group_configs import (
 )
 from herdless.broker.topics.topic_admin import TopicAdminError
 from herdless.protocol.codec import Request, response_class
+from herdless.protocol.config_values import format_boolean
 from herdless.protocol.errors import ErrorCode
 from herdless.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from herdless.storage import LIST_TOPIC_CONFIGS, ConfigSource
@@ -316,9 +317,9 @@ def _broker_configs(context: BrokerContext) -> dict[str, str]:
         "listeners": ",".join(str(e) for e in listeners),
         "advertised.listeners": ",".join(str(e) for e in config.advertised_endpoints(bound)),
         "log.dirs": str(config.data_dir),
-        "auto.create.topics.enable": str(config.auto_create_topics).lower(),
+        "auto.create.topics.enable": format_boolean(config.auto_create_topics),
         "num.partitions": str(config.num_partitions),
         "socket.request.max.bytes": str(config.max_request_bytes),
-        "delete.topic.enable": str(config.delete_topic_enable).lower(),
+        "delete.topic.enable": format_boolean(config.delete_topic_enable),
         **broker_topic_defaults(context.logs.default_config),
     }
