@@ -17,6 +17,7 @@ import timeit
 from collections.abc import Callable
 from typing import Any
 
+from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import REQUESTS, RESPONSES
 from herdless.protocol.schema_codec import request_decoder, response_encoder
 from herdless.protocol.validate import null_violation
@@ -26,8 +27,19 @@ RECORDS = bytes(1 << 20)
 
 
 def _requests() -> dict[str, tuple[Any, int]]:
-    produce, fetch, metadata = REQUESTS[0], REQUESTS[1], REQUESTS[3]
-    commit, offsets, join, heartbeat, sync = (REQUESTS[k] for k in (8, 9, 11, 12, 14))
+    produce, fetch, metadata = (
+        REQUESTS[k] for k in (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.METADATA)
+    )
+    commit, offsets, join, heartbeat, sync = (
+        REQUESTS[k]
+        for k in (
+            ApiKey.OFFSET_COMMIT,
+            ApiKey.OFFSET_FETCH,
+            ApiKey.JOIN_GROUP,
+            ApiKey.HEARTBEAT,
+            ApiKey.SYNC_GROUP,
+        )
+    )
     ProduceTopic, FetchTopic = produce.TopicProduceData, fetch.FetchTopic
     CommitTopic, OffsetsGroup = commit.OffsetCommitRequestTopic, offsets.OffsetFetchRequestGroup
     return {
@@ -162,7 +174,9 @@ def _requests() -> dict[str, tuple[Any, int]]:
 
 
 def _responses() -> dict[str, tuple[Any, int]]:
-    fetch, commit, heartbeat = RESPONSES[1], RESPONSES[8], RESPONSES[12]
+    fetch, commit, heartbeat = (
+        RESPONSES[k] for k in (ApiKey.FETCH, ApiKey.OFFSET_COMMIT, ApiKey.HEARTBEAT)
+    )
     Topic, CommitTopic = fetch.FetchableTopicResponse, commit.OffsetCommitResponseTopic
     return {
         "Fetch v12, 4 x 1 MiB": (

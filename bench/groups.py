@@ -50,6 +50,7 @@ from rich.console import Console
 from rich.table import Table
 
 import simulated_members as sm
+from herdless.protocol.api_keys import ApiKey
 from peers import (
     BASELINE,
     BrokerError,
@@ -105,11 +106,12 @@ class CpuMeter:
 PROBE_SCRIPT = r"""
 import json, socket, struct, sys, time
 host, port, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+api_versions = int(sys.argv[4])
 sock = socket.create_connection((host, port))
 lat, cid, end = [], 0, time.monotonic() + seconds
 while time.monotonic() < end:
     cid += 1
-    body = struct.pack(">hhih", 18, 0, cid, 5) + b"probe"
+    body = struct.pack(">hhih", api_versions, 0, cid, 5) + b"probe"
     sent = time.perf_counter()
     sock.sendall(struct.pack(">i", len(body)) + body)
     size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
@@ -129,6 +131,7 @@ async def probe_broker(bootstrap: str, seconds: float) -> list[float]:
         host,
         port,
         str(seconds),
+        str(ApiKey.API_VERSIONS),
         stdout=asyncio.subprocess.PIPE,
     )
     out, _ = await proc.communicate()

@@ -33,6 +33,7 @@ from rich.table import Table
 from herdless.broker.network.peer import PeerConnection, PeerSecurity
 from herdless.broker.network.tls import client_context
 from herdless.cli.certs import write_certificates
+from herdless.protocol.api_keys import ApiKey
 from herdless.security.sasl_client import sasl_client
 from herdless.security.settings import SecuritySettings
 from peers import _broker_process, broker_cpu_seconds, create_topic, free_port, tree_env
@@ -119,7 +120,12 @@ async def connections(
             done += 1
             peer = PeerConnection("127.0.0.1", port, "bench", 30.0, security)
             try:
-                await peer.request(18, 3, client_software_name="bench", client_software_version="1")
+                await peer.request(
+                    ApiKey.API_VERSIONS,
+                    3,
+                    client_software_name="bench",
+                    client_software_version="1",
+                )
             finally:
                 peer.close()
 

@@ -28,6 +28,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from herdless.broker.network.peer import PeerConnection, PeerSecurity
 from herdless.cli.acls import AclOptions, bindings_to_add
+from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.errors import ErrorCode
 from herdless.security.acls import (
     CLUSTER_NAME,
@@ -52,17 +53,6 @@ TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
 CLUSTER_DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 TXN_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-
-# API keys and the versions asked.
-PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
-OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP = 8, 9, 10, 11
-HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 12, 13, 14, 15, 16
-CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS, INIT_PRODUCER_ID = 19, 20, 21, 22
-OFFSET_FOR_LEADER_EPOCH, DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 23, 29, 30, 31
-DESCRIBE_CONFIGS, ALTER_CONFIGS, DESCRIBE_LOG_DIRS, CREATE_PARTITIONS = 32, 33, 35, 37
-DELETE_GROUPS, INCREMENTAL_ALTER_CONFIGS, OFFSET_DELETE = 42, 44, 47
-DESCRIBE_SCRAM, ALTER_SCRAM, DESCRIBE_CLUSTER = 50, 51, 60
-CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 
 # DescribeConfigs' resource types.
 TOPIC_CONFIGS, BROKER_CONFIGS, GROUP_CONFIGS = 2, 4, 32
@@ -177,7 +167,7 @@ def grant(
         }
         for operation in operations
     ]
-    answer = admin(CREATE_ACLS, 2, creations=creations)
+    answer = admin(ApiKey.CREATE_ACLS, 2, creations=creations)
     assert [r.error_code for r in answer.results] == [NONE] * len(creations)
 
 
@@ -200,7 +190,7 @@ def create_bindings(admin: Client, bindings: list[AclBinding]) -> None:
 
 def create_topic(admin: Client, name: str, partitions: int = 1) -> None:
     answer = admin(
-        CREATE_TOPICS,
+        ApiKey.CREATE_TOPICS,
         5,
         topics=[{"name": name, "num_partitions": partitions, "replication_factor": 1}],
         timeout_ms=10_000,
@@ -211,7 +201,7 @@ def create_topic(admin: Client, name: str, partitions: int = 1) -> None:
 def produce(client: Client, topic: str) -> int:
     records = v2_batch([(None, b"value", int(time.time() * 1000))])
     answer = client(
-        PRODUCE,
+        ApiKey.PRODUCE,
         9,
         transactional_id=None,
         acks=-1,
@@ -223,7 +213,9 @@ def produce(client: Client, topic: str) -> int:
 
 def metadata(client: Client, topics: list[str] | None, version: int = 12, **fields: Any) -> Any:
     wanted = None if topics is None else [{"name": t} for t in topics]
-    return client(METADATA, version, topics=wanted, allow_auto_topic_creation=False, **fields)
+    return client(
+        ApiKey.METADATA, version, topics=wanted, allow_auto_topic_creation=False, **fields
+    )
 
 
 def topic_errors(answer: Any) -> dict[str, int]:
@@ -281,13 +273,13 @@ def test_anonymous_gets_nothing(admin: Client, anonymous: Client) -> None:
     create_topic(admin, "an-orders")
     assert produce(anonymous, "an-orders") == TOPIC_DENIED
     assert "an-orders" not in topic_errors(metadata(anonymous, None))
-    answer = anonymous(DESCRIBE_ACLS, 2, **_any_acl())
+    answer = anonymous(ApiKey.DESCRIBE_ACLS, 2, **_any_acl())
     assert answer.error_code == CLUSTER_DENIED
 
 
 def fetch(client: Client, topic: str, replica_id: int = -1) -> int:
     answer = client(
-        FETCH,
+        ApiKey.FETCH,
         11,
         replica_id=replica_id,
         max_wait_ms=0,
@@ -323,7 +315,7 @@ def test_fetch_needs_read_and_a_follower_cluster_action(admin: Client, alice: Cl
 
 def list_offsets(client: Client, topic: str) -> int:
     answer = client(
-        LIST_OFFSETS,
+        ApiKey.LIST_OFFSETS,
         5,
         replica_id=-1,
         isolation_level=0,
@@ -334,7 +326,7 @@ def list_offsets(client: Client, topic: str) -> int:
 
 def leader_epoch(client: Client, topic: str) -> int:
     answer = client(
-        OFFSET_FOR_LEADER_EPOCH,
+        ApiKey.OFFSET_FOR_LEADER_EPOCH,
         4,
         replica_id=-1,
         topics=[{"topic": topic, "partitions": [{"partition": 0, "leader_epoch": 0}]}],
@@ -363,7 +355,7 @@ def test_leader_epochs_for_a_broker_with_cluster_action(admin: Client, alice: Cl
 
 def revoke(admin: Client, resource_type: ResourceType, name: str, operation: AclOperation) -> None:
     answer = admin(
-        DELETE_ACLS,
+        ApiKey.DELETE_ACLS,
         2,
         filters=[
             {
@@ -408,7 +400,9 @@ def test_auto_creation_needs_create(admin: Client, alice: Client) -> None:
     grant(admin, ResourceType.TOPIC, "ac-", AclOperation.DESCRIBE, pattern=PatternType.PREFIXED)
 
     def asked(topic: str) -> int:
-        answer = alice(METADATA, 12, topics=[{"name": topic}], allow_auto_topic_creation=True)
+        answer = alice(
+            ApiKey.METADATA, 12, topics=[{"name": topic}], allow_auto_topic_creation=True
+        )
         return answer.topics[0].error_code
 
     assert asked("ac-refused") == TOPIC_DENIED
@@ -454,7 +448,7 @@ def test_metadata_answers_authorized_operations(admin: Client, alice: Client) ->
     assert everything.topics[0].authorized_operations == bits(
         SUPPORTED_OPERATIONS[ResourceType.TOPIC]
     )
-    cluster = alice(DESCRIBE_CLUSTER, 0, include_cluster_authorized_operations=True)
+    cluster = alice(ApiKey.DESCRIBE_CLUSTER, 0, include_cluster_authorized_operations=True)
     assert cluster.error_code == NONE and cluster.authorized_operations == set()
 
 
@@ -462,7 +456,7 @@ def test_metadata_answers_authorized_operations(admin: Client, alice: Client) ->
 
 
 def find_coordinator(client: Client, key: str, key_type: int = 0) -> int:
-    return client(FIND_COORDINATOR, 3, key=key, key_type=key_type).error_code
+    return client(ApiKey.FIND_COORDINATOR, 3, key=key, key_type=key_type).error_code
 
 
 def test_find_coordinator_needs_describe_on_the_group(admin: Client, alice: Client) -> None:
@@ -473,7 +467,9 @@ def test_find_coordinator_needs_describe_on_the_group(admin: Client, alice: Clie
     grant(admin, ResourceType.TRANSACTIONAL_ID, "fc-txn", AclOperation.DESCRIBE)
     # Allowed, and answered as a broker without transactions answers.
     assert find_coordinator(alice, "fc-txn", key_type=1) == ErrorCode.COORDINATOR_NOT_AVAILABLE
-    batched = alice(FIND_COORDINATOR, 4, key_type=0, coordinator_keys=["fc-group", "fc-other"])
+    batched = alice(
+        ApiKey.FIND_COORDINATOR, 4, key_type=0, coordinator_keys=["fc-group", "fc-other"]
+    )
     assert {c.key: c.error_code for c in batched.coordinators} == {
         "fc-group": NONE,
         "fc-other": GROUP_DENIED,
@@ -482,7 +478,7 @@ def test_find_coordinator_needs_describe_on_the_group(admin: Client, alice: Clie
 
 def join(client: Client, group: str) -> Any:
     return client(
-        JOIN_GROUP,
+        ApiKey.JOIN_GROUP,
         5,
         group_id=group,
         session_timeout_ms=10_000,
@@ -497,7 +493,7 @@ def join(client: Client, group: str) -> Any:
 def group_calls(client: Client, group: str, member: str = "m", generation: int = 1) -> list[int]:
     """SyncGroup, Heartbeat and LeaveGroup's errors."""
     sync = client(
-        SYNC_GROUP,
+        ApiKey.SYNC_GROUP,
         3,
         group_id=group,
         generation_id=generation,
@@ -506,7 +502,7 @@ def group_calls(client: Client, group: str, member: str = "m", generation: int =
         assignments=[],
     )
     heartbeat = client(
-        HEARTBEAT,
+        ApiKey.HEARTBEAT,
         3,
         group_id=group,
         generation_id=generation,
@@ -514,7 +510,10 @@ def group_calls(client: Client, group: str, member: str = "m", generation: int =
         group_instance_id=None,
     )
     leave = client(
-        LEAVE_GROUP, 3, group_id=group, members=[{"member_id": member, "group_instance_id": None}]
+        ApiKey.LEAVE_GROUP,
+        3,
+        group_id=group,
+        members=[{"member_id": member, "group_instance_id": None}],
     )
     return [sync.error_code, heartbeat.error_code, leave.error_code]
 
@@ -533,7 +532,7 @@ def test_group_membership_needs_read_on_the_group(admin: Client, alice: Client) 
 
 def consumer_heartbeat(client: Client, group: str, topics: list[str]) -> Any:
     return client(
-        CONSUMER_GROUP_HEARTBEAT,
+        ApiKey.CONSUMER_GROUP_HEARTBEAT,
         0,
         group_id=group,
         member_id=str(uuid.uuid4()),
@@ -555,7 +554,7 @@ def test_consumer_group_heartbeat_needs_read_and_describe_of_its_topics(
     grant(admin, ResourceType.TOPIC, "cg-orders", AclOperation.DESCRIBE)
     joined = consumer_heartbeat(alice, "cg-group", ["cg-orders"])
     assert joined.error_code == NONE and joined.member_epoch > 0
-    described = alice(CONSUMER_GROUP_DESCRIBE, 0, group_ids=["cg-group", "cg-other"])
+    described = alice(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, group_ids=["cg-group", "cg-other"])
     assert {g.group_id: g.error_code for g in described.groups} == {
         "cg-group": NONE,
         "cg-other": GROUP_DENIED,
@@ -564,7 +563,7 @@ def test_consumer_group_heartbeat_needs_read_and_describe_of_its_topics(
 
 def commit(client: Client, group: str, topics: list[str]) -> dict[str, int]:
     answer = client(
-        OFFSET_COMMIT,
+        ApiKey.OFFSET_COMMIT,
         8,
         group_id=group,
         generation_id_or_member_epoch=-1,
@@ -585,7 +584,7 @@ def commit(client: Client, group: str, topics: list[str]) -> dict[str, int]:
 
 def fetch_offsets(client: Client, group: str, topics: list[str] | None) -> Any:
     wanted = None if topics is None else [{"name": t, "partition_indexes": [0]} for t in topics]
-    return client(OFFSET_FETCH, 7, group_id=group, topics=wanted, require_stable=False)
+    return client(ApiKey.OFFSET_FETCH, 7, group_id=group, topics=wanted, require_stable=False)
 
 
 def test_offset_commit_needs_read_on_group_and_topic(admin: Client, alice: Client) -> None:
@@ -619,7 +618,7 @@ def test_offset_fetch_needs_describe_on_group_and_topic(admin: Client, alice: Cl
     everything = fetch_offsets(alice, "of-group", None)
     assert [t.name for t in everything.topics] == ["of-mine"]
     batched = alice(
-        OFFSET_FETCH,
+        ApiKey.OFFSET_FETCH,
         8,
         groups=[
             {"group_id": "of-group", "topics": None},
@@ -642,7 +641,7 @@ def test_offset_delete_needs_delete_on_group_and_read_on_topic(
 
     def deleted() -> Any:
         return alice(
-            OFFSET_DELETE,
+            ApiKey.OFFSET_DELETE,
             0,
             group_id="od-group",
             topics=[
@@ -668,23 +667,26 @@ def test_describing_listing_and_deleting_groups(admin: Client, alice: Client) ->
         commit(admin, group, [f"{group}-topic"])
     grant(admin, ResourceType.GROUP, "dg-mine", AclOperation.DESCRIBE)
     described = alice(
-        DESCRIBE_GROUPS, 5, groups=["dg-mine", "dg-theirs"], include_authorized_operations=True
+        ApiKey.DESCRIBE_GROUPS,
+        5,
+        groups=["dg-mine", "dg-theirs"],
+        include_authorized_operations=True,
     )
     answers = {g.group_id: g for g in described.groups}
     assert answers["dg-mine"].error_code == NONE
     assert answers["dg-mine"].authorized_operations == bits({AclOperation.DESCRIBE})
     assert answers["dg-theirs"].error_code == GROUP_DENIED
     # Without DESCRIBE on the cluster: only the groups it may describe.
-    listed = {g.group_id for g in alice(LIST_GROUPS, 4, states_filter=[]).groups}
+    listed = {g.group_id for g in alice(ApiKey.LIST_GROUPS, 4, states_filter=[]).groups}
     assert "dg-mine" in listed and "dg-theirs" not in listed
-    assert {"dg-mine", "dg-theirs"} <= {g.group_id for g in admin(LIST_GROUPS, 4).groups}
-    deleted = alice(DELETE_GROUPS, 2, groups_names=["dg-mine", "dg-theirs"])
+    assert {"dg-mine", "dg-theirs"} <= {g.group_id for g in admin(ApiKey.LIST_GROUPS, 4).groups}
+    deleted = alice(ApiKey.DELETE_GROUPS, 2, groups_names=["dg-mine", "dg-theirs"])
     assert {r.group_id: r.error_code for r in deleted.results} == {
         "dg-mine": GROUP_DENIED,
         "dg-theirs": GROUP_DENIED,
     }
     grant(admin, ResourceType.GROUP, "dg-mine", AclOperation.DELETE)
-    deleted = alice(DELETE_GROUPS, 2, groups_names=["dg-mine"])
+    deleted = alice(ApiKey.DELETE_GROUPS, 2, groups_names=["dg-mine"])
     assert deleted.results[0].error_code == NONE
 
 
@@ -693,7 +695,7 @@ def test_describing_listing_and_deleting_groups(admin: Client, alice: Client) ->
 
 def create_topics(client: Client, *names: str) -> dict[str, Any]:
     answer = client(
-        CREATE_TOPICS,
+        ApiKey.CREATE_TOPICS,
         5,
         topics=[{"name": n, "num_partitions": 1, "replication_factor": 1} for n in names],
         timeout_ms=10_000,
@@ -722,7 +724,7 @@ def test_cluster_create_covers_every_topic(admin: Client, bob: Client) -> None:
         assert create_topics(bob, "cc-a")["cc-a"].error_code == NONE
     finally:
         answer = admin(
-            DELETE_ACLS,
+            ApiKey.DELETE_ACLS,
             2,
             filters=[
                 {
@@ -743,7 +745,7 @@ def test_delete_topics_needs_delete(admin: Client, alice: Client) -> None:
     create_topic(admin, "dt-orders")
 
     def deleted(*names: str) -> dict[str, int]:
-        answer = alice(DELETE_TOPICS, 4, topic_names=list(names), timeout_ms=10_000)
+        answer = alice(ApiKey.DELETE_TOPICS, 4, topic_names=list(names), timeout_ms=10_000)
         return {r.name: r.error_code for r in answer.responses}
 
     # Without DELETE, a topic that does not exist is refused alike.
@@ -761,7 +763,7 @@ def test_delete_topics_needs_delete(admin: Client, alice: Client) -> None:
 def test_delete_topics_by_id_hides_the_name_without_describe(admin: Client, bob: Client) -> None:
     create_topic(admin, "di-orders")
     [topic] = metadata(admin, ["di-orders"]).topics
-    answer = bob(DELETE_TOPICS, 6, topics=[{"name": None, "topic_id": topic.topic_id}])
+    answer = bob(ApiKey.DELETE_TOPICS, 6, topics=[{"name": None, "topic_id": topic.topic_id}])
     [result] = answer.responses
     assert result.error_code == TOPIC_DENIED and result.name is None
 
@@ -771,7 +773,7 @@ def test_delete_records_and_create_partitions(admin: Client, alice: Client) -> N
 
     def delete_records() -> int:
         answer = alice(
-            DELETE_RECORDS,
+            ApiKey.DELETE_RECORDS,
             2,
             topics=[{"name": "dr-orders", "partitions": [{"partition_index": 0, "offset": 0}]}],
             timeout_ms=10_000,
@@ -780,7 +782,7 @@ def test_delete_records_and_create_partitions(admin: Client, alice: Client) -> N
 
     def create_partitions() -> int:
         answer = alice(
-            CREATE_PARTITIONS,
+            ApiKey.CREATE_PARTITIONS,
             2,
             topics=[{"name": "dr-orders", "count": 2, "assignments": None}],
             timeout_ms=10_000,
@@ -800,7 +802,7 @@ def test_delete_records_and_create_partitions(admin: Client, alice: Client) -> N
 
 def describe_configs(client: Client, resource_type: int, name: str) -> int:
     answer = client(
-        DESCRIBE_CONFIGS,
+        ApiKey.DESCRIBE_CONFIGS,
         4,
         resources=[
             {"resource_type": resource_type, "resource_name": name, "configuration_keys": None}
@@ -812,7 +814,7 @@ def describe_configs(client: Client, resource_type: int, name: str) -> int:
 def alter_configs(client: Client, resource_type: int, name: str, key: str, value: str) -> int:
     config = {"name": key, "config_operation": 0, "value": value}
     resource = {"resource_type": resource_type, "resource_name": name, "configs": [config]}
-    answer = client(INCREMENTAL_ALTER_CONFIGS, 1, resources=[resource], validate_only=True)
+    answer = client(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, resources=[resource], validate_only=True)
     return answer.responses[0].error_code
 
 
@@ -822,7 +824,7 @@ def legacy_alter_configs(client: Client, name: str) -> int:
         "resource_name": name,
         "configs": [{"name": "retention.ms", "value": "60000"}],
     }
-    answer = client(ALTER_CONFIGS, 2, resources=[resource], validate_only=True)
+    answer = client(ApiKey.ALTER_CONFIGS, 2, resources=[resource], validate_only=True)
     return answer.responses[0].error_code
 
 
@@ -854,16 +856,16 @@ def test_configs_need_describe_configs_and_alter_configs(admin: Client, alice: C
 
 
 def test_log_dirs_need_describe_on_the_cluster(admin: Client, alice: Client) -> None:
-    assert alice(DESCRIBE_LOG_DIRS, 3, topics=None).error_code == CLUSTER_DENIED
+    assert alice(ApiKey.DESCRIBE_LOG_DIRS, 3, topics=None).error_code == CLUSTER_DENIED
     # Before v3 the answer has no error code: nothing is described.
-    assert alice(DESCRIBE_LOG_DIRS, 1, topics=None).results == []
-    answer = admin(DESCRIBE_LOG_DIRS, 3, topics=None)
+    assert alice(ApiKey.DESCRIBE_LOG_DIRS, 1, topics=None).results == []
+    answer = admin(ApiKey.DESCRIBE_LOG_DIRS, 3, topics=None)
     assert answer.error_code == NONE and answer.results
 
 
 def init_producer_id(client: Client, transactional_id: str | None = None) -> int:
     answer = client(
-        INIT_PRODUCER_ID,
+        ApiKey.INIT_PRODUCER_ID,
         4,
         transactional_id=transactional_id,
         transaction_timeout_ms=60_000,
@@ -896,9 +898,9 @@ def _any_acl() -> dict[str, Any]:
 
 
 def test_acls_and_credentials_need_the_cluster(admin: Client, bob: Client) -> None:
-    assert bob(DESCRIBE_ACLS, 2, **_any_acl()).error_code == CLUSTER_DENIED
+    assert bob(ApiKey.DESCRIBE_ACLS, 2, **_any_acl()).error_code == CLUSTER_DENIED
     created = bob(
-        CREATE_ACLS,
+        ApiKey.CREATE_ACLS,
         2,
         creations=[
             {
@@ -913,13 +915,18 @@ def test_acls_and_credentials_need_the_cluster(admin: Client, bob: Client) -> No
         ],
     )
     assert [r.error_code for r in created.results] == [CLUSTER_DENIED]
-    deleted = bob(DELETE_ACLS, 2, filters=[_any_acl()])
+    deleted = bob(ApiKey.DELETE_ACLS, 2, filters=[_any_acl()])
     assert [r.error_code for r in deleted.filter_results] == [CLUSTER_DENIED]
-    assert bob(DESCRIBE_SCRAM, 0, users=None).error_code == CLUSTER_DENIED
-    altered = bob(ALTER_SCRAM, 0, deletions=[{"name": "bob", "mechanism": 1}], upsertions=[])
+    assert bob(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, users=None).error_code == CLUSTER_DENIED
+    altered = bob(
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+        0,
+        deletions=[{"name": "bob", "mechanism": 1}],
+        upsertions=[],
+    )
     assert [r.error_code for r in altered.results] == [CLUSTER_DENIED]
-    assert admin(DESCRIBE_ACLS, 2, **_any_acl()).error_code == NONE
-    assert admin(DESCRIBE_SCRAM, 0, users=None).error_code == NONE
+    assert admin(ApiKey.DESCRIBE_ACLS, 2, **_any_acl()).error_code == NONE
+    assert admin(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, users=None).error_code == NONE
 
 
 # -- real clients with the ACLs the CLI grants --------------------------------------------

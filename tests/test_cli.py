@@ -242,6 +242,11 @@ def test_help_shows_the_defaults() -> None:
           "group.max.session.timeout.ms=6000"], "must not exceed group.max.session.timeout.ms"),
         (["--set", "listeners=PLAINTEXT://:99999"], "port must be between"),
         (["--set", "no.such.setting=1"], "unknown broker setting 'no.such.setting'"),
+        (["--set", "auto.create.topics.enable=yes"],
+         "Invalid value yes for configuration auto.create.topics.enable"),
+        (["--set", "authorizer.class.name=kafka.security.authorizer.AclAuthorizer", "--set",
+          "allow.everyone.if.no.acl.found=maybe"],
+         "Invalid value maybe for configuration allow.everyone.if.no.acl.found"),
         (["--log-level", "loud"], "'loud' is not one of"),
     ],
 )  # fmt: skip
@@ -257,6 +262,14 @@ def test_serve_names_a_bad_config_file(tmp_path: Path) -> None:
     config.write_text("no.such.setting=1\n")
     refused(herdless("serve", "--config", str(config)), "no.such.setting", code=2)
     refused(herdless("serve", "--config", str(tmp_path / "absent")), "cannot read config", code=2)
+
+
+def test_serve_names_a_bad_boolean_in_a_config_file(tmp_path: Path) -> None:
+    config = tmp_path / "broker.properties"
+    config.write_text("log.cleaner.enable = TRUE\ndelete.topic.enable=sometimes\n")
+    result = herdless("serve", "--data-dir", str(tmp_path / "data"), "--config", str(config))
+    refused(result, "Invalid value sometimes for configuration delete.topic.enable", code=2)
+    assert len(result.stderr.splitlines()) == 1, result.stderr
 
 
 def test_serve_names_a_data_directory_in_use(broker: BrokerProcess) -> None:

@@ -80,6 +80,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from herdless.broker.handlers.apis import APIS
+from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import (
     COMPILED_APIS,
     REQUESTS,
@@ -90,7 +91,7 @@ from herdless.protocol.codec import (
 from herdless.protocol.schema_codec import uvarint
 
 KINDS = ("truncated", "bitflip", "inflated", "oversized", "null")
-PROBE = struct.pack(">hhih", 18, 0, 0x7FFF_0000, 5) + b"probe"
+PROBE = struct.pack(">hhih", ApiKey.API_VERSIONS, 0, 0x7FFF_0000, 5) + b"probe"
 PROBE_TIMEOUT_S = 10.0
 # The user `--sasl-plain` connections log in as.
 SASL_USER, SASL_PASSWORD = "fuzz", "fuzz-Password-1"
@@ -125,13 +126,12 @@ def _message_set(magic: int, compression: int = 0) -> bytes:
 def _produced_records(api_key: int, version: int) -> list[bytes]:
     """What a sample Produce request carries: a message set of the version's magic
     (plain and gzip-wrapped) where the version predates v2 batches."""
-    if api_key != PRODUCE or version >= 3:
+    if api_key != ApiKey.PRODUCE or version >= 3:
         return [_records()]
     magic = 0 if version < 2 else 1
     return [_message_set(magic), _message_set(magic, GZIP)]
 
 
-PRODUCE = 0
 GZIP = 1
 ZSTD = 4
 

@@ -42,6 +42,7 @@ from fuzz_frames import BrokerUnderTest, _free_port, add_user, fuzz_progress
 from rich.progress import Progress
 
 from herdless.cli.certs import write_certificates
+from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import REQUESTS, RESPONSES
 
 KINDS = ("handshake", "plain", "scram-first", "scram-final", "raw", "sequence", "tls")
@@ -59,11 +60,11 @@ def request(api_key: int, version: int, correlation_id: int, **fields: object) -
 
 
 def handshake(mechanism: str, version: int = 1) -> bytes:
-    return request(17, version, 1, mechanism=mechanism)
+    return request(ApiKey.SASL_HANDSHAKE, version, 1, mechanism=mechanism)
 
 
 def authenticate(auth_bytes: bytes, version: int = 2) -> bytes:
-    return request(36, version, 2, auth_bytes=auth_bytes)
+    return request(ApiKey.SASL_AUTHENTICATE, version, 2, auth_bytes=auth_bytes)
 
 
 def mutate(data: bytes, rng: random.Random) -> bytes:
@@ -125,7 +126,7 @@ def exchange(kind: str, rng: random.Random) -> list[bytes]:
         return [handshake(mechanism, 0)] + [struct.pack(">i", len(t)) + t for t in tokens]
     # sequence
     frames = [
-        request(3, 12, 9, topics=None, allow_auto_topic_creation=True),
+        request(ApiKey.METADATA, 12, 9, topics=None, allow_auto_topic_creation=True),
         authenticate(b"\0a\0b"),
         handshake(mechanism) + handshake(mechanism),
         spoil_frame(authenticate(first), rng),
@@ -145,7 +146,9 @@ def tls_bytes(rng: random.Random, hello: bytes) -> bytes:
         return bytes([rng.choice((20, 21, 22, 23, rng.randrange(256))), 3, rng.randrange(5)]) + (
             struct.pack(">H", len(body)) + body
         )
-    return request(18, 3, 1, client_software_name="fuzz", client_software_version="1")
+    return request(
+        ApiKey.API_VERSIONS, 3, 1, client_software_name="fuzz", client_software_version="1"
+    )
 
 
 @dataclass
@@ -177,13 +180,17 @@ async def healthy(port: int) -> bool:
         async with asyncio.timeout(TIMEOUT_S):
             await call(handshake("SCRAM-SHA-512"))
             answer = await call(authenticate(client.get_client_first().encode()))
-            decoded = RESPONSES[36].decode(answer, version=2, header=True)
+            decoded = RESPONSES[ApiKey.SASL_AUTHENTICATE].decode(answer, version=2, header=True)
             client.set_server_first(decoded.auth_bytes.decode())
             answer = await call(authenticate(client.get_client_final().encode()))
-            decoded = RESPONSES[36].decode(answer, version=2, header=True)
+            decoded = RESPONSES[ApiKey.SASL_AUTHENTICATE].decode(answer, version=2, header=True)
             if decoded.error_code != 0:
                 return False
-            await call(request(18, 3, 3, client_software_name="h", client_software_version="1"))
+            await call(
+                request(
+                    ApiKey.API_VERSIONS, 3, 3, client_software_name="h", client_software_version="1"
+                )
+            )
         return True
     except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError):
         return False

@@ -9,17 +9,16 @@ import pytest
 
 from herdless.broker.auth.authorization import caller, operations_field
 from herdless.broker.auth.authorizer_audit import AuthorizerAudit
+from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request
 from herdless.security.acls import AclOperation, ResourceType
 from herdless.security.listeners import SecurityProtocol
 from herdless.security.principal import ANONYMOUS, user
 from herdless.security.session import ClientSession
 
-PRODUCE = 0
-
 
 def request(session: ClientSession | None = None) -> Request:
-    return Request(PRODUCE, 9, 1, "client", None, client_host="/10.0.0.7", session=session)
+    return Request(ApiKey.PRODUCE, 9, 1, "client", None, client_host="/10.0.0.7", session=session)
 
 
 def test_the_caller_is_the_sessions_principal_or_anonymous() -> None:

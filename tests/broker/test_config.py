@@ -53,6 +53,13 @@ def test_a_retention_that_is_not_a_number_is_refused() -> None:
         configured({"log.retention.hours": "a week"})
 
 
+def test_a_boolean_setting_reads_as_kafka_reads_it() -> None:
+    config = configured({"auto.create.topics.enable": " FALSE ", "delete.topic.enable": "True"})
+    assert (config.auto_create_topics, config.delete_topic_enable) == (False, True)
+    with pytest.raises(ConfigError, match="Invalid value yes for configuration log.cleaner.enable"):
+        configured({"log.cleaner.enable": "yes"})
+
+
 def test_consumer_group_settings_follow_kafkas_rules() -> None:
     config = configured({})
     config.validate()

@@ -18,10 +18,10 @@ import uvloop
 
 from herdless.broker.handlers import apis
 from herdless.broker.network.connection import Connection, RequestReader, start_server
+from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import REQUESTS
 
 LOOPS = {"asyncio": asyncio.run, "uvloop": uvloop.run}
-API_VERSIONS = 18
 
 
 class _Metrics:
@@ -30,7 +30,9 @@ class _Metrics:
 
 
 def _request(correlation_id: int) -> bytes:
-    request = REQUESTS[API_VERSIONS][3](client_software_name="t", client_software_version="1")
+    request = REQUESTS[ApiKey.API_VERSIONS][3](
+        client_software_name="t", client_software_version="1"
+    )
     request.with_header(correlation_id=correlation_id, client_id="handoff")
     body = bytes(request.encode(header=True))
     return struct.pack(">i", len(body)) + body
@@ -75,7 +77,7 @@ def waiting_api_versions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """ApiVersions' handler replaced by one that first enters asyncio.timeout(0), then
     waits: the timeout's cancellation is queued before the serving task can carry it on."""
     seen: list[str] = []
-    real = apis.APIS[API_VERSIONS].handler
+    real = apis.APIS[ApiKey.API_VERSIONS].handler
 
     async def handler(context: Any, request: Any) -> Any:
         try:
@@ -86,7 +88,9 @@ def waiting_api_versions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return await real(context, request)
 
     monkeypatch.setitem(
-        apis.APIS, API_VERSIONS, dataclasses.replace(apis.APIS[API_VERSIONS], handler=handler)
+        apis.APIS,
+        ApiKey.API_VERSIONS,
+        dataclasses.replace(apis.APIS[ApiKey.API_VERSIONS], handler=handler),
     )
     return seen
 

@@ -239,7 +239,7 @@ def test_errors_name_the_setting_and_the_file(pki: Pki, tmp_path: Path) -> None:
         ("ssl.protocol", "SSLv3", "ssl.protocol must be one of"),
         ("ssl.cipher.suites", "TLS_RSA_WITH_AES_128_CBC_SHA,TLS_NOPE,SSL_X", "TLS_NOPE, SSL_X"),
         ("ssl.cipher.suites", "TLS_AES_256_GCM_SHA384", "TLS 1.3 cannot be restricted"),
-        ("ssl.allow.dn.changes", "maybe", "ssl.allow.dn.changes must be true or false"),
+        ("ssl.allow.dn.changes", "maybe", "value maybe for configuration ssl.allow.dn.changes"),
         ("ssl.keystore.type", "BKS", "ssl.keystore.type must be PEM or PKCS12"),
     ],
 )  # fmt: skip

@@ -14,7 +14,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from herdless.broker.handlers.apis import APIS
-from herdless.protocol.codec import COMPILED_APIS, REQUESTS, RESPONSES
+from herdless.protocol.api_keys import ApiKey
+from herdless.protocol.codec import (
+    COMPILED_APIS,
+    REQUESTS,
+    RESPONSES,
+    decode_request,
+    encode_response,
+    read_prefix,
+)
+from herdless.protocol.offset_commit import (
+    CommitPartition,
+    CommitResponse,
+    CommitTopic,
+    PartitionError,
+    TopicErrors,
+)
 from herdless.protocol.regions import FileRegion
 from herdless.protocol.schema_codec import request_decoder, response_encoder
 from herdless.protocol.validate import null_violation
@@ -98,7 +113,7 @@ def test_responses_encode_as_kafka_python_encodes_them(
     response = data.draw(messages(cls, version))
     correlation_id = data.draw(st.integers(-(2**31), 2**31 - 1))
     encode, _ = response_encoder(cls, version)
-    regions = list(_regions(response, segment_file, data.draw)) if api_key == 1 else []
+    regions = list(_regions(response, segment_file, data.draw)) if api_key == ApiKey.FETCH else []
     chunks = encode(response, correlation_id)
     for partition, records in regions:
         partition.records = records
@@ -140,9 +155,13 @@ def test_a_forbidden_null_is_found_where_validate_finds_it(
     assert null_field == null_violation(cls.decode(frame, version=version, header=True), version)
 
 
+_COMMIT = APIS[ApiKey.OFFSET_COMMIT]
+_COMMIT_VERSIONS = range(_COMMIT.min_version, _COMMIT.max_version + 1)
+
+
 @settings(max_examples=200, deadline=None)
 @given(
-    version=st.sampled_from(range(APIS[8].min_version, APIS[8].max_version + 1)),
+    version=st.sampled_from(_COMMIT_VERSIONS),
     correlation_id=st.integers(-(2**31), 2**31 - 1),
     topics=st.lists(
         st.tuples(
@@ -155,13 +174,9 @@ def test_a_forbidden_null_is_found_where_validate_finds_it(
 def test_an_offset_commit_answer_of_tuples_encodes_as_kafka_pythons(
     version: int, correlation_id: int, topics: list[tuple[str, list[tuple[int, int]]]]
 ) -> None:
-    """The OffsetCommit handler answers with the coordinator's tuples (stands_in_for):
+    """The OffsetCommit handler answers with plain tuples (protocol/offset_commit.py):
     the bytes must be those of kafka-python's message, at every version served."""
-    from herdless.broker.handlers.groups import _Committed
-    from herdless.coordinator.messages import PartitionError, TopicErrors
-    from herdless.protocol.codec import encode_response
-
-    Response = RESPONSES[8]
+    Response = RESPONSES[ApiKey.OFFSET_COMMIT]
     Topic = Response.OffsetCommitResponseTopic
     Partition = Topic.OffsetCommitResponsePartition
     message = Response(
@@ -173,7 +188,7 @@ def test_an_offset_commit_answer_of_tuples_encodes_as_kafka_pythons(
             for name, parts in topics
         ],
     )
-    answer = _Committed(
+    answer = CommitResponse(
         0,
         tuple(
             TopicErrors(name, tuple(PartitionError(p, e) for p, e in parts))
@@ -189,20 +204,14 @@ def test_an_offset_commit_answer_of_tuples_encodes_as_kafka_pythons(
     )
 
 
-@pytest.mark.parametrize("version", range(APIS[8].min_version, APIS[8].max_version + 1))
+@pytest.mark.parametrize("version", _COMMIT_VERSIONS)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
-def test_an_offset_commit_decodes_into_the_coordinators_tuples(
-    version: int, data: st.DataObject
-) -> None:
+def test_an_offset_commit_decodes_into_plain_tuples(version: int, data: st.DataObject) -> None:
     """The OffsetCommit handler has its topics and partitions decoded as the coordinator's
-    CommitTopic and CommitPartition (decodes_into): the values must be those kafka-python
+    CommitTopic and CommitPartition tuples: the values must be those kafka-python
     reads, a field the version lacks at the tuple's default, unknown tags skipped."""
-    from herdless.broker.handlers.groups import OFFSET_COMMIT
-    from herdless.coordinator.messages import CommitPartition, CommitTopic
-    from herdless.protocol.codec import decode_request, read_prefix
-
-    cls = REQUESTS[OFFSET_COMMIT]
+    cls = REQUESTS[ApiKey.OFFSET_COMMIT]
     request = data.draw(messages(cls, version))
     frame = _kafka_python_frame(request, version, 7, "c")
     if cls.flexible_version_q(version):

@@ -101,7 +101,7 @@ def test_another_section_is_chosen_by_zookeeper_sasl_clientconfig() -> None:
         ({**FILE, "zookeeper.set.acl": "true"}, "Other { a.B required; };", "has none"),
         # Kafka refuses a Client section with SASL turned off.
         ({**FILE, "zookeeper.sasl.client": "false"}, JAAS, "zookeeper.sasl.client=false"),
-        ({**FILE, "zookeeper.set.acl": "yes"}, JAAS, "zookeeper.set.acl must be true or false"),
+        ({**FILE, "zookeeper.set.acl": "yes"}, JAAS, "yes for configuration zookeeper.set.acl"),
         (
             FILE,
             "Client { com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true; };",

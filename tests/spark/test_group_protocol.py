@@ -8,12 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import encode_response, response_class
-from herdless.spark.api_versions import (
-    API_VERSIONS,
-    CONSUMER_GROUP_HEARTBEAT,
-    served_api_keys,
-)
+from herdless.spark.api_versions import served_api_keys
 from herdless.spark.group_protocol import CLASSIC, CONSUMER, group_protocol, settled_by_options
 from herdless.spark.options import ClientOptions
 
@@ -24,7 +21,7 @@ def _connection(bootstrap: str, **client: str) -> ClientOptions:
 
 def test_herdless_serves_the_consumer_protocol_and_a_query_joins_with_it(broker) -> None:
     served = served_api_keys(broker.bootstrap, "test", 5.0)
-    assert served is not None and {API_VERSIONS, CONSUMER_GROUP_HEARTBEAT} <= served
+    assert served is not None and {ApiKey.API_VERSIONS, ApiKey.CONSUMER_GROUP_HEARTBEAT} <= served
     assert group_protocol(_connection(broker.bootstrap), "fresh-group", "test") == CONSUMER
 
 
@@ -46,13 +43,23 @@ def test_options_that_decide_the_protocol(client: dict[str, str], expected: str 
     assert settled_by_options(client) == expected
 
 
+_CLASSIC_ONLY = (
+    ApiKey.PRODUCE,
+    ApiKey.FETCH,
+    ApiKey.METADATA,
+    ApiKey.JOIN_GROUP,
+    ApiKey.SYNC_GROUP,
+    ApiKey.API_VERSIONS,
+)
+
+
 @pytest.fixture
 def classic_only_broker() -> Iterator[str]:
     """A listener that answers ApiVersions as a broker without KIP-848 does (the answer
     encoded by herdless's own protocol code, less ConsumerGroupHeartbeat), then hangs up."""
-    answer_class = response_class(API_VERSIONS)
+    answer_class = response_class(ApiKey.API_VERSIONS)
     entry = answer_class.ApiVersion
-    keys = [entry(api_key=k, min_version=0, max_version=4) for k in (0, 1, 3, 11, 14, 18)]
+    keys = [entry(api_key=k, min_version=0, max_version=4) for k in _CLASSIC_ONLY]
     listener = socket.create_server(("127.0.0.1", 0))
 
     def answer() -> None:

@@ -87,7 +87,7 @@ BAD_READS = [
     ({"startingtimestamp": "yesterday"}, "stream", "one timestamp in milliseconds"),
     ({"startingoffsetsbytimestampstrategy": "x"}, "stream", "must be error or latest"),
     ({"startingoffsetsbytimestamp": '{"a": {"0": -5}}'}, "stream", "timestamp -5 of a-0"),
-    ({"includeheaders": "yes"}, "stream", "includeheaders must be true or false"),
+    ({"includeheaders": "yes"}, "stream", "Invalid value yes for configuration includeheaders"),
     ({"startingoffsets": '{"other": {"0": 1}}'}, "stream", "names other-0, which this reader"),
     (
         {"startingoffsets": '{"a": {"0": 1}}', "endingoffsets": '{"a": {"1": 5}}'},
@@ -125,6 +125,7 @@ def test_spark_stream_options_are_accepted_and_ignored_in_batch_reads() -> None:
         ({"kafka.key.serializer": "x"}, "kafka.key.serializer is not supported"),
         ({"kafka.value.serializer": "x"}, "kafka.value.serializer is not supported"),
         ({"kafka.enable.idempotence": "false"}, "enable.idempotence=false is not supported"),
+        ({"kafka.enable.idempotence": "sure"}, "value sure for configuration kafka.enable.idem"),
         ({"kafka.partitioner.class": "x.Y"}, "names a Java class"),
         ({"topic": "no good"}, "'no good' is not a valid topic name"),
     ],

@@ -10,6 +10,7 @@ from herdless.coordinator import CoordinatorConfig
 from herdless.coordinator.assignors import ASSIGNORS
 from herdless.coordinator.config import ConsumerGroupMigrationPolicy
 from herdless.coordinator.group_configs import GroupConfigLimits
+from herdless.protocol.config_values import InvalidConfigValue, parse_boolean
 from herdless.security.authorizer import AuthorizerSettings, authorizer_settings
 from herdless.security.listeners import (
     DEFAULT_PROTOCOL_MAP,
@@ -554,9 +555,10 @@ def broker_topic_defaults(config: LogConfig) -> dict[str, str]:
 
 def _parse(key: str, value: str, kind: type) -> object:
     if kind is bool:
-        if value.lower() not in ("true", "false"):
-            raise ConfigError(f"{key} must be true or false, not {value!r}")
-        return value.lower() == "true"
+        try:
+            return parse_boolean(key, value)
+        except InvalidConfigValue as exc:
+            raise ConfigError(str(exc)) from None
     try:
         return kind(value)
     except ValueError:

@@ -24,6 +24,7 @@ from herdless.cli.config_changes import (
 from herdless.cli.errors import fail
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, command_group
 from herdless.cli.output import OutputOption, Table, View, say, show
+from herdless.protocol.config_values import format_boolean
 
 topics_app = command_group("Create, list, describe, alter and delete topics.")
 
@@ -139,7 +140,7 @@ def list_topics(
         for t in sorted(described, key=lambda t: t["name"])
         if internal or not t["is_internal"]
     ]
-    rows = [(t["topic"], t["partitions"], str(t["internal"]).lower()) for t in topics]
+    rows = [(t["topic"], t["partitions"], format_boolean(t["internal"])) for t in topics]
     show(View(topics, [Table(("TOPIC", "PARTITIONS", "INTERNAL"), rows)]), output)
 
 

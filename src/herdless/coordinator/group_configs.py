@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from herdless.protocol.config_values import InvalidConfigValue, format_boolean, parse_boolean
+
 CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
 CONSUMER_HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
 CONSUMER_ASSIGNMENT_INTERVAL_MS = "consumer.assignment.interval.ms"
@@ -49,7 +51,7 @@ class GroupConfigLimits:
     def defaults(self) -> dict[str, str]:
         return {
             CONSUMER_ASSIGNMENT_INTERVAL_MS: str(self.assignment_interval_ms),
-            CONSUMER_ASSIGNOR_OFFLOAD_ENABLE: str(self.assignor_offload_enable).lower(),
+            CONSUMER_ASSIGNOR_OFFLOAD_ENABLE: format_boolean(self.assignor_offload_enable),
             CONSUMER_HEARTBEAT_INTERVAL_MS: str(self.heartbeat_interval_ms),
             CONSUMER_SESSION_TIMEOUT_MS: str(self.session_timeout_ms),
         }
@@ -64,11 +66,10 @@ class GroupConfigLimits:
         for name, default in self.defaults().items():
             text = explicit.get(name, default)
             if name in _BOOLEAN_CONFIGS:
-                if parse_boolean(text) is None:
-                    raise InvalidGroupConfig(
-                        f"Invalid value {text} for configuration {name}:"
-                        " Expected value to be either true or false"
-                    )
+                try:
+                    parse_boolean(name, text)
+                except InvalidConfigValue as exc:
+                    raise InvalidGroupConfig(str(exc)) from None
                 continue
             try:
                 values[name] = int(text)
@@ -134,12 +135,14 @@ class GroupConfigs:
     def flag(self, group_id: str, name: str) -> bool | None:
         """The group's own value of the boolean `name`, or None for the broker's."""
         text = self._explicit.get(group_id, {}).get(name)
-        return None if text is None else parse_boolean(text)
-
-
-def parse_boolean(text: str) -> bool | None:
-    """A boolean config value as Kafka reads one (either case), None if it is not one."""
-    return {"true": True, "false": False}.get(text.strip().lower())
+        if text is None:
+            return None
+        try:
+            return parse_boolean(name, text)
+        except InvalidConfigValue:
+            # Read from the store, which another writer may have filled: an unreadable
+            # value leaves the broker's, as override() does for a number.
+            return None
 
 
 def altered(current: Mapping[str, str], changes: Mapping[str, str | None]) -> dict[str, str]:

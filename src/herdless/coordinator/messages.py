@@ -10,14 +10,17 @@ behaviour depends on it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from herdless.protocol.errors import ErrorCode
+from herdless.protocol.offset_commit import NO_LEADER_EPOCH as NO_LEADER_EPOCH
+from herdless.protocol.offset_commit import CommitPartition as CommitPartition
+from herdless.protocol.offset_commit import CommitTopic as CommitTopic
+from herdless.protocol.offset_commit import PartitionError as PartitionError
+from herdless.protocol.offset_commit import TopicErrors as TopicErrors
 
 UNKNOWN_MEMBER_ID = ""
 NO_GENERATION = -1
 NO_OFFSET = -1
-NO_LEADER_EPOCH = -1
 DEFAULT_RETENTION = -1
 
 
@@ -133,21 +136,8 @@ class LeaveGroupResponse:
 
 
 # --- offsets -------------------------------------------------------------------
-# A commit's partitions and the answers for each are named tuples, made once per
-# partition committed: a frozen dataclass costs several times as much to make.
-
-
-class CommitPartition(NamedTuple):
-    partition: int
-    offset: int
-    metadata: str | None = ""
-    leader_epoch: int = NO_LEADER_EPOCH
-    commit_timestamp: int = -1  # v1 only; -1 means "now"
-
-
-class CommitTopic(NamedTuple):
-    name: str
-    partitions: tuple[CommitPartition, ...]
+# A commit's partitions and the answers for each are the wire's own tuples
+# (protocol.offset_commit: CommitTopic, CommitPartition, TopicErrors, PartitionError).
 
 
 # Not frozen: every commit makes one, and a frozen dataclass takes three times as long.
@@ -160,22 +150,6 @@ class OffsetCommitRequest:
     group_instance_id: str | None = None
     retention_time_ms: int = DEFAULT_RETENTION  # v2-v4 only
     api_version: int = 8
-
-
-class PartitionError(NamedTuple):
-    partition: int
-    error_code: ErrorCode
-
-    @property
-    def partition_index(self) -> int:
-        """The partition, by the name the OffsetCommit response's schema gives it: the
-        broker encodes these tuples as they are."""
-        return self.partition
-
-
-class TopicErrors(NamedTuple):
-    name: str
-    partitions: tuple[PartitionError, ...]
 
 
 @dataclass(frozen=True, slots=True)

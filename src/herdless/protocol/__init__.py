@@ -1,1 +1,2 @@
-"""Wire format: framing, headers, API messages and record batches. Imports nothing of herdless."""
+"""Wire format: framing, headers, API keys and messages, record batches, and config values
+read from the text the protocol carries them in. Imports nothing of herdless."""

@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from herdless.protocol.config_values import parse_boolean
 from herdless.security.acls import (
     WILDCARD_HOST,
     WILDCARD_PRINCIPAL,
@@ -95,10 +96,10 @@ def authorizer_settings(settings: SecuritySettings) -> AuthorizerSettings | None
                 super_users.add(parse_principal(text))
             except ValueError as exc:
                 raise ValueError(f"super.users: {exc}") from None
-    allow = (settings.get("allow.everyone.if.no.acl.found") or "false").lower()
-    if allow not in ("true", "false"):
-        raise ValueError(f"allow.everyone.if.no.acl.found must be true or false, not {allow!r}")
-    return AuthorizerSettings(frozenset(super_users), allow == "true")
+    allow = settings.get("allow.everyone.if.no.acl.found") or "false"
+    return AuthorizerSettings(
+        frozenset(super_users), parse_boolean("allow.everyone.if.no.acl.found", allow)
+    )
 
 
 class AclCache:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from herdless.protocol.config_values import InvalidConfigValue, parse_boolean
 from herdless.security.jaas import JaasConfigError, parse_jaas_config
 
 # librdkafka's RD_KAFKA_RESP_ERR__AUTHENTICATION and RD_KAFKA_RESP_ERR__SSL.
@@ -168,7 +169,7 @@ def kafka_python_config(settings: Mapping[str, str], accepted: Collection[str]) 
                 f"{key}: kafka-python cannot take it; {_NOT_FOR_KAFKA_PYTHON[key]}"
             )
         elif key.replace(".", "_") in accepted:
-            config[key.replace(".", "_")] = _number_or_text(value)
+            config[key.replace(".", "_")] = _number_or_text(key, value)
         else:
             raise ClientConfigError(f"{key}: kafka-python has no such setting")
     return config
@@ -198,9 +199,10 @@ def _jaas(value: str) -> dict[str, str]:
     return {"sasl.username": entry.options["username"], "sasl.password": entry.options["password"]}
 
 
-def _number_or_text(value: str) -> bool | int | str:
+def _number_or_text(key: str, value: str) -> bool | int | str:
     """A properties value as kafka-python wants it: its settings are typed."""
-    stripped = value.strip()
-    if stripped.lower() in ("true", "false"):
-        return stripped.lower() == "true"
-    return int(stripped) if stripped.lstrip("-").isdigit() else value
+    try:
+        return parse_boolean(key, value)
+    except InvalidConfigValue:
+        stripped = value.strip()
+        return int(stripped) if stripped.lstrip("-").isdigit() else value

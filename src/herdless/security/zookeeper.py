@@ -20,6 +20,7 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from herdless.protocol.config_values import InvalidConfigValue, parse_boolean
 from herdless.security.jaas import JaasConfigError, parse_jaas_file
 
 LOGIN_CONFIG = "java.security.auth.login.config"
@@ -141,9 +142,10 @@ def _login(module: str, options: Mapping[str, str], where: str) -> ZooKeeperLogi
 
 
 def _boolean(settings: Mapping[str, str], key: str, default: bool) -> bool:
-    raw = (settings.get(key) or "").strip().lower()
-    if not raw:
+    raw = settings.get(key) or ""
+    if not raw.strip():
         return default
-    if raw not in ("true", "false"):
-        raise ZooKeeperSecurityError(f"{key} must be true or false, not {raw!r}")
-    return raw == "true"
+    try:
+        return parse_boolean(key, raw)
+    except InvalidConfigValue as exc:
+        raise ZooKeeperSecurityError(str(exc)) from None

@@ -15,8 +15,7 @@ from __future__ import annotations
 import socket
 import struct
 
-API_VERSIONS = 18
-CONSUMER_GROUP_HEARTBEAT = 68
+from herdless.protocol.api_keys import ApiKey
 
 _CORRELATION_ID = 1
 _REQUEST_HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id size
@@ -34,7 +33,7 @@ def host_port(address: str) -> tuple[str, int]:
 def served_api_keys(bootstrap: str, client_id: str, timeout_s: float) -> frozenset[int] | None:
     """The API keys the first bootstrap server that answers serves; None if none answers."""
     request = (
-        _REQUEST_HEADER.pack(API_VERSIONS, 0, _CORRELATION_ID, len(client_id.encode()))
+        _REQUEST_HEADER.pack(ApiKey.API_VERSIONS, 0, _CORRELATION_ID, len(client_id.encode()))
         + client_id.encode()
     )
     for address in (a for a in bootstrap.split(",") if a.strip()):

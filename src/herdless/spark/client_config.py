@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from herdless.protocol.config_values import InvalidConfigValue, parse_boolean
 from herdless.security.client_config import ClientConfigError, librdkafka_config
 from herdless.spark.errors import HerdlessSparkError
 
@@ -59,7 +60,12 @@ def check_read_settings(client: Mapping[str, str]) -> None:
 
 def check_write_settings(client: Mapping[str, str]) -> None:
     _refuse(client, _WRITE_REFUSED)
-    if client.get("enable.idempotence", "true").strip().lower() != "true":
+    idempotence = client.get("enable.idempotence", "true")
+    try:
+        idempotent = parse_boolean("kafka.enable.idempotence", idempotence)
+    except InvalidConfigValue as exc:
+        raise HerdlessSparkError(str(exc)) from None
+    if not idempotent:
         raise HerdlessSparkError(
             "option kafka.enable.idempotence=false is not supported: the writer always "
             "uses an idempotent producer"

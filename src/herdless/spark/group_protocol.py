@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from herdless.spark.api_versions import CONSUMER_GROUP_HEARTBEAT, served_api_keys
+from herdless.protocol.api_keys import ApiKey
+from herdless.spark.api_versions import served_api_keys
 from herdless.spark.client import describe_group, quiet_admin
 from herdless.spark.options import ClientOptions
 
@@ -57,7 +58,7 @@ def group_protocol(connection: ClientOptions, group_id: str, client_id: str) -> 
     if decided is not None:
         return decided
     served = served_api_keys(connection.bootstrap, client_id, connection.connect_timeout_s)
-    if served is None or CONSUMER_GROUP_HEARTBEAT not in served:
+    if served is None or ApiKey.CONSUMER_GROUP_HEARTBEAT not in served:
         return CLASSIC
     if _has_classic_members(connection, group_id):
         return CLASSIC

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from herdless.protocol.config_values import InvalidConfigValue, parse_boolean
 from herdless.spark.client_config import (
     check_read_settings,
     check_write_settings,
@@ -267,9 +268,10 @@ def _boolean(options: Mapping[str, str], key: str, default: bool) -> bool:
     raw = options.get(key)
     if raw is None:
         return default
-    if raw.strip().lower() in ("true", "false"):
-        return raw.strip().lower() == "true"
-    raise HerdlessSparkError(f"option {key} must be true or false, got {raw!r}")
+    try:
+        return parse_boolean(key, raw)
+    except InvalidConfigValue as exc:
+        raise HerdlessSparkError(str(exc)) from None
 
 
 def _duration_s(options: Mapping[str, str], key: str, default: float) -> float:

@@ -17,15 +17,13 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import FRAME_SIZE, REQUESTS, RESPONSES
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.schema_codec import read_uvarint
 from herdless.spark.api_versions import host_port
 from herdless.spark.decode import AbortedTransaction
 
-API_VERSIONS = 18
-FETCH = 1
-METADATA = 3
 # Fetch v4 brought isolation levels and aborted transactions; v13 names topics by id.
 _FETCH_VERSIONS = (4, 12)
 _METADATA_VERSIONS = (1, 12)
@@ -75,7 +73,7 @@ class BrokerConnection:
             # Java's receive.buffer.bytes: -1 (the system's default) leaves it alone.
             self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer_bytes)
         self._versions: dict[int, tuple[int, int]] = {}
-        answer = self.request(API_VERSIONS, 0, REQUESTS[API_VERSIONS]())
+        answer = self.request(ApiKey.API_VERSIONS, 0, REQUESTS[ApiKey.API_VERSIONS]())
         if answer.error_code != ErrorCode.NONE:
             raise WireError(f"{self.address}: ApiVersions failed with error {answer.error_code}")
         self._versions = {a.api_key: (a.min_version, a.max_version) for a in answer.api_keys}
@@ -129,7 +127,7 @@ class BrokerConnection:
             raise WireError(f"{self.address}: response {answered} does not answer {correlation_id}")
         cls = RESPONSES[api_key]
         # ApiVersions answers with the old header whatever its version (KIP-511).
-        flexible = api_key != API_VERSIONS and cls.flexible_version_q(version)
+        flexible = api_key != ApiKey.API_VERSIONS and cls.flexible_version_q(version)
         try:
             # The body is decoded from a view: a Fetch answer's records are copied once.
             return cls.decode(memoryview(frame)[_header_size(frame, flexible) :], version=version)
@@ -195,7 +193,7 @@ class PartitionFetcher:
     def send_fetch(self, offset: int, max_wait_ms: int, max_bytes: int) -> None:
         """Ask for records from `offset`; receive_fetch() returns the answers in order."""
         leader = self._leader or self._find_leader()
-        fetch = REQUESTS[FETCH]
+        fetch = REQUESTS[ApiKey.FETCH]
         body = fetch(
             replica_id=-1,
             max_wait_ms=max_wait_ms,
@@ -222,7 +220,7 @@ class PartitionFetcher:
             forgotten_topics_data=[],
             rack_id="",
         )
-        leader.send(FETCH, leader.version(FETCH, _FETCH_VERSIONS), body)
+        leader.send(ApiKey.FETCH, leader.version(ApiKey.FETCH, _FETCH_VERSIONS), body)
         self._max_wait_s.append(max_wait_ms / 1000)
 
     def receive_fetch(self) -> FetchedPartition:
@@ -283,7 +281,7 @@ class PartitionFetcher:
         )
 
     def _leader_address(self, connection: BrokerConnection) -> tuple[str, int]:
-        metadata = REQUESTS[METADATA]
+        metadata = REQUESTS[ApiKey.METADATA]
         body = metadata(
             topics=[metadata.MetadataRequestTopic(name=self.topic)],
             allow_auto_topic_creation=False,
@@ -291,7 +289,7 @@ class PartitionFetcher:
             include_topic_authorized_operations=False,
         )
         answer = connection.request(
-            METADATA, connection.version(METADATA, _METADATA_VERSIONS), body
+            ApiKey.METADATA, connection.version(ApiKey.METADATA, _METADATA_VERSIONS), body
         )
         brokers = {b.node_id: (b.host, b.port) for b in answer.brokers}
         for topic in answer.topics:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, NamedTuple
 
+from herdless.protocol.config_values import InvalidConfigValue, format_boolean, parse_boolean
 from herdless.protocol.records import Compression
 from herdless.storage.errors import InvalidConfigError
 
@@ -321,9 +322,10 @@ def _range(low: int, high: int) -> Callable[[str, str], int]:
 
 
 def _boolean(name: str, raw: str) -> bool:
-    if raw.lower() not in ("true", "false"):
-        raise InvalidConfigError(f"topic config {name!r}: {raw!r} is not true or false")
-    return raw.lower() == "true"
+    try:
+        return parse_boolean(name, raw)
+    except InvalidConfigValue as exc:
+        raise InvalidConfigError(str(exc)) from None
 
 
 _THROTTLED_REPLICA = re.compile(r"[0-9]+:[0-9]+")
@@ -402,7 +404,7 @@ def _format_version(name: str, raw: str) -> str:
 
 def _render(value: Any) -> str:
     if isinstance(value, bool):
-        return "true" if value else "false"
+        return format_boolean(value)
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else ("-" if value < 0 else "") + "Infinity"
     return str(INT64_MAX) if value is None else str(value)

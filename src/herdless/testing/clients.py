@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
+from herdless.protocol.config_values import format_boolean
 from herdless.testing.security import ADMIN
 
 if TYPE_CHECKING:
@@ -75,7 +76,7 @@ def kafka_settings(
     (`cleanup_policy="compact"` is `cleanup.policy=compact`) and booleans are true/false."""
     merged = {**(settings or {}), **{k.replace("_", "."): v for k, v in names.items()}}
     return {
-        key: str(value).lower() if isinstance(value, bool) else str(value)
+        key: format_boolean(value) if isinstance(value, bool) else str(value)
         for key, value in merged.items()
     }
 

@@ -13,7 +13,8 @@ import logging
 from collections import Counter
 
 from herdless.broker.limited_warnings import LimitedWarnings
-from herdless.protocol.codec import REQUESTS, Request
+from herdless.protocol.api_keys import ApiKey
+from herdless.protocol.codec import Request
 from herdless.security.acls import AclOperation, ResourceType
 from herdless.security.principal import KafkaPrincipal
 
@@ -94,7 +95,7 @@ def _line(
 
 
 def api_name(api_key: int) -> str:
-    request_class = REQUESTS.get(api_key)
-    if request_class is None:
+    try:
+        return ApiKey(api_key).kafka_name
+    except ValueError:
         return str(api_key)
-    return request_class.name.removesuffix("Request")

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from herdless.broker.config import BrokerConfig, ConfigError
+from herdless.protocol.config_values import InvalidConfigValue, parse_boolean
 from herdless.security.jaas import JaasConfigError, parse_jaas_config
 from herdless.security.kerberos_names import KerberosName, KerberosNameError, split_rules
 from herdless.security.sasl_gssapi import (
@@ -61,7 +62,11 @@ def kerberos_identity(config: BrokerConfig, listener: str) -> KerberosIdentity:
     if not entry.login_module.endswith("Krb5LoginModule"):
         raise ConfigError(f"{key}: GSSAPI logs in with Krb5LoginModule, not {entry.login_module}")
     options = entry.options
-    if options.get("useKeyTab", "").lower() != "true":
+    try:
+        use_key_tab = parse_boolean(f"{key} useKeyTab", options.get("useKeyTab", "false"))
+    except InvalidConfigValue as exc:
+        raise ConfigError(str(exc)) from None
+    if not use_key_tab:
         raise ConfigError(f"{key}: the broker takes its keys from a keytab: set useKeyTab=true")
     principal = options.get("principal")
     if not principal:

@@ -17,11 +17,11 @@ from collections.abc import Callable
 
 from herdless.broker.network.peer import PeerConnection, PeerError, PeerSecurity
 from herdless.cluster.metadata import BrokerEndpoint
+from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-PRODUCE = 0
 PRODUCE_VERSION = 9
 TIMEOUT_MS = 5_000
 MAX_PENDING = 1_000
@@ -94,7 +94,7 @@ class HistoryForwarder:
             )
         try:
             response = await connection.request(
-                PRODUCE,
+                ApiKey.PRODUCE,
                 PRODUCE_VERSION,
                 transactional_id=None,
                 acks=1,

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from herdless.broker.auth.authorization import REFUSALS, authorize_cluster
+from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.security.acls import (
@@ -33,9 +34,6 @@ from herdless.security.acls import (
 if TYPE_CHECKING:
     from herdless.broker.handlers.context import BrokerContext
 
-DESCRIBE_ACLS = 29
-CREATE_ACLS = 30
-DELETE_ACLS = 31
 
 _NOT_CONFIGURED = "No Authorizer is configured on the broker"
 
@@ -52,7 +50,7 @@ def _refusal(
 
 
 async def handle_describe_acls(context: BrokerContext, request: Request) -> Any:
-    Response = response_class(DESCRIBE_ACLS)
+    Response = response_class(ApiKey.DESCRIBE_ACLS)
     refused = _refusal(context, request, AclOperation.DESCRIBE)
     if refused is not None:
         code, message = refused
@@ -79,7 +77,7 @@ async def handle_describe_acls(context: BrokerContext, request: Request) -> Any:
 
 
 async def handle_create_acls(context: BrokerContext, request: Request) -> Any:
-    Response = response_class(CREATE_ACLS)
+    Response = response_class(ApiKey.CREATE_ACLS)
     Result = Response.AclCreationResult
     creations = request.body.creations
     refused = _refusal(context, request, AclOperation.ALTER)
@@ -119,7 +117,7 @@ async def handle_create_acls(context: BrokerContext, request: Request) -> Any:
 
 
 async def handle_delete_acls(context: BrokerContext, request: Request) -> Any:
-    Response = response_class(DELETE_ACLS)
+    Response = response_class(ApiKey.DELETE_ACLS)
     Result = Response.DeleteAclsFilterResult
     Matching = Result.DeleteAclsMatchingAcl
     filters = request.body.filters

@@ -16,6 +16,7 @@ from herdless.broker.auth.authorization import (
 from herdless.broker.coordinators.group_coordinator import INTERNAL_TOPICS
 from herdless.broker.replication.replica_manager import PartitionError
 from herdless.broker.topics.topic_admin import NewTopic, TopicAdminError
+from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.security.acls import AclOperation, ResourceType
@@ -26,16 +27,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CREATE_TOPICS = 19
-DELETE_TOPICS = 20
-CREATE_PARTITIONS = 37
-DELETE_RECORDS = 21
-DESCRIBE_LOG_DIRS = 35
-
 
 async def handle_create_topics(context: BrokerContext, request: Request) -> Any:
     body = request.body
-    Response = response_class(CREATE_TOPICS)
+    Response = response_class(ApiKey.CREATE_TOPICS)
     Result = Response.CreatableTopicResult
     adding = sum(
         len(t.assignments)
@@ -108,7 +103,7 @@ def _topic_configs(config: LogConfig, Entry: Any) -> list[Any]:
 
 async def handle_delete_topics(context: BrokerContext, request: Request) -> Any:
     body = request.body
-    Response = response_class(DELETE_TOPICS)
+    Response = response_class(ApiKey.DELETE_TOPICS)
     Result = Response.DeletableTopicResult
     if request.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in body.topics]
@@ -177,7 +172,7 @@ def _over_request_limit(context: BrokerContext, adding: int) -> TopicAdminError 
 
 async def handle_create_partitions(context: BrokerContext, request: Request) -> Any:
     body = request.body
-    Response = response_class(CREATE_PARTITIONS)
+    Response = response_class(ApiKey.CREATE_PARTITIONS)
     Result = Response.CreatePartitionsTopicResult
     adding = 0
     for wanted in body.topics:
@@ -218,7 +213,7 @@ async def handle_create_partitions(context: BrokerContext, request: Request) -> 
 
 async def handle_delete_records(context: BrokerContext, request: Request) -> Any:
     """Move partitions' log start offsets forward; offset -1 means the high watermark."""
-    Response = response_class(DELETE_RECORDS)
+    Response = response_class(ApiKey.DELETE_RECORDS)
     TopicResult = Response.DeleteRecordsTopicResult
     PartitionResult = TopicResult.DeleteRecordsPartitionResult
     deletable = authorized_names(
@@ -265,7 +260,7 @@ async def handle_delete_records(context: BrokerContext, request: Request) -> Any
 
 async def handle_describe_log_dirs(context: BrokerContext, request: Request) -> Any:
     """The one data directory, with the size of each partition in it (admin UIs show these)."""
-    Response = response_class(DESCRIBE_LOG_DIRS)
+    Response = response_class(ApiKey.DESCRIBE_LOG_DIRS)
     Result = Response.DescribeLogDirsResult
     TopicEntry = Result.DescribeLogDirsTopic
     PartitionEntry = TopicEntry.DescribeLogDirsPartition

@@ -8,7 +8,7 @@ needs exact overlaps, and kafka-python infers the broker's release from them.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from herdless.broker.handlers import (
@@ -27,25 +27,28 @@ from herdless.broker.handlers import (
     users,
 )
 from herdless.broker.handlers.context import BrokerContext
+from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, encode_response, response_class
 from herdless.protocol.errors import ErrorCode
 
 Handler = Callable[[BrokerContext, Request], Awaitable[Any]]
 
-API_VERSIONS_KEY = 18
-
 
 @dataclass(frozen=True, slots=True)
 class Api:
-    key: int
-    name: str
+    key: ApiKey
     min_version: int
     max_version: int
     handler: Handler
+    # Kafka's name (Produce, ...), as requests are counted and refused under it.
+    name: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", self.key.kafka_name)
 
 
 async def _api_versions(context: BrokerContext, request: Request) -> Any:
-    response = response_class(API_VERSIONS_KEY)
+    response = response_class(ApiKey.API_VERSIONS)
     return response(
         error_code=ErrorCode.NONE,
         api_keys=_advertised(),
@@ -54,7 +57,7 @@ async def _api_versions(context: BrokerContext, request: Request) -> Any:
 
 
 def _advertised() -> list[Any]:
-    entry = response_class(API_VERSIONS_KEY).ApiVersion
+    entry = response_class(ApiKey.API_VERSIONS).ApiVersion
     return [
         entry(api_key=api.key, min_version=api.min_version, max_version=api.max_version)
         for api in APIS.values()
@@ -62,49 +65,49 @@ def _advertised() -> list[Any]:
 
 
 def unsupported_api_versions(correlation_id: int) -> bytes:
-    response = response_class(API_VERSIONS_KEY)(
+    response = response_class(ApiKey.API_VERSIONS)(
         error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=_advertised()
     )
     return encode_response(response, 0, correlation_id)
 
 
 _TABLE = [
-    Api(0, "Produce", 0, 11, produce.handle_produce),
-    Api(1, "Fetch", 0, 17, fetch.handle_fetch),
-    Api(2, "ListOffsets", 0, 9, list_offsets.handle_list_offsets),
-    Api(3, "Metadata", 0, 12, cluster.handle_metadata),
-    Api(8, "OffsetCommit", 0, 9, groups.handle_offset_commit),
-    Api(9, "OffsetFetch", 0, 9, groups.handle_offset_fetch),
-    Api(10, "FindCoordinator", 0, 6, coordinator.handle_find_coordinator),
-    Api(11, "JoinGroup", 0, 9, groups.handle_join_group),
-    Api(12, "Heartbeat", 0, 4, groups.handle_heartbeat),
-    Api(13, "LeaveGroup", 0, 5, groups.handle_leave_group),
-    Api(14, "SyncGroup", 0, 5, groups.handle_sync_group),
-    Api(15, "DescribeGroups", 0, 5, groups.handle_describe_groups),
-    Api(16, "ListGroups", 0, 5, groups.handle_list_groups),
-    Api(17, "SaslHandshake", 0, 1, sasl.handle_sasl_handshake),
-    Api(18, "ApiVersions", 0, 4, _api_versions),
-    Api(19, "CreateTopics", 0, 7, admin.handle_create_topics),
-    Api(20, "DeleteTopics", 0, 6, admin.handle_delete_topics),
-    Api(21, "DeleteRecords", 0, 2, admin.handle_delete_records),
-    Api(22, "InitProducerId", 0, 5, produce.handle_init_producer_id),
-    Api(23, "OffsetForLeaderEpoch", 0, 4, leader_epochs.handle_offset_for_leader_epoch),
-    Api(29, "DescribeAcls", 0, 3, acls.handle_describe_acls),
-    Api(30, "CreateAcls", 0, 3, acls.handle_create_acls),
-    Api(31, "DeleteAcls", 0, 3, acls.handle_delete_acls),
-    Api(32, "DescribeConfigs", 0, 4, configs.handle_describe_configs),
-    Api(33, "AlterConfigs", 0, 2, configs.handle_alter_configs),
-    Api(35, "DescribeLogDirs", 0, 4, admin.handle_describe_log_dirs),
-    Api(36, "SaslAuthenticate", 0, 2, sasl.handle_sasl_authenticate),
-    Api(37, "CreatePartitions", 0, 3, admin.handle_create_partitions),
-    Api(42, "DeleteGroups", 0, 2, groups.handle_delete_groups),
-    Api(44, "IncrementalAlterConfigs", 0, 1, configs.handle_incremental_alter_configs),
-    Api(47, "OffsetDelete", 0, 0, groups.handle_offset_delete),
-    Api(50, "DescribeUserScramCredentials", 0, 0, users.handle_describe_user_scram_credentials),
-    Api(51, "AlterUserScramCredentials", 0, 0, users.handle_alter_user_scram_credentials),
-    Api(60, "DescribeCluster", 0, 1, cluster.handle_describe_cluster),
-    Api(68, "ConsumerGroupHeartbeat", 0, 1, consumer_groups.handle_consumer_group_heartbeat),
-    Api(69, "ConsumerGroupDescribe", 0, 1, consumer_groups.handle_consumer_group_describe),
+    Api(ApiKey.PRODUCE, 0, 11, produce.handle_produce),
+    Api(ApiKey.FETCH, 0, 17, fetch.handle_fetch),
+    Api(ApiKey.LIST_OFFSETS, 0, 9, list_offsets.handle_list_offsets),
+    Api(ApiKey.METADATA, 0, 12, cluster.handle_metadata),
+    Api(ApiKey.OFFSET_COMMIT, 0, 9, groups.handle_offset_commit),
+    Api(ApiKey.OFFSET_FETCH, 0, 9, groups.handle_offset_fetch),
+    Api(ApiKey.FIND_COORDINATOR, 0, 6, coordinator.handle_find_coordinator),
+    Api(ApiKey.JOIN_GROUP, 0, 9, groups.handle_join_group),
+    Api(ApiKey.HEARTBEAT, 0, 4, groups.handle_heartbeat),
+    Api(ApiKey.LEAVE_GROUP, 0, 5, groups.handle_leave_group),
+    Api(ApiKey.SYNC_GROUP, 0, 5, groups.handle_sync_group),
+    Api(ApiKey.DESCRIBE_GROUPS, 0, 5, groups.handle_describe_groups),
+    Api(ApiKey.LIST_GROUPS, 0, 5, groups.handle_list_groups),
+    Api(ApiKey.SASL_HANDSHAKE, 0, 1, sasl.handle_sasl_handshake),
+    Api(ApiKey.API_VERSIONS, 0, 4, _api_versions),
+    Api(ApiKey.CREATE_TOPICS, 0, 7, admin.handle_create_topics),
+    Api(ApiKey.DELETE_TOPICS, 0, 6, admin.handle_delete_topics),
+    Api(ApiKey.DELETE_RECORDS, 0, 2, admin.handle_delete_records),
+    Api(ApiKey.INIT_PRODUCER_ID, 0, 5, produce.handle_init_producer_id),
+    Api(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 4, leader_epochs.handle_offset_for_leader_epoch),
+    Api(ApiKey.DESCRIBE_ACLS, 0, 3, acls.handle_describe_acls),
+    Api(ApiKey.CREATE_ACLS, 0, 3, acls.handle_create_acls),
+    Api(ApiKey.DELETE_ACLS, 0, 3, acls.handle_delete_acls),
+    Api(ApiKey.DESCRIBE_CONFIGS, 0, 4, configs.handle_describe_configs),
+    Api(ApiKey.ALTER_CONFIGS, 0, 2, configs.handle_alter_configs),
+    Api(ApiKey.DESCRIBE_LOG_DIRS, 0, 4, admin.handle_describe_log_dirs),
+    Api(ApiKey.SASL_AUTHENTICATE, 0, 2, sasl.handle_sasl_authenticate),
+    Api(ApiKey.CREATE_PARTITIONS, 0, 3, admin.handle_create_partitions),
+    Api(ApiKey.DELETE_GROUPS, 0, 2, groups.handle_delete_groups),
+    Api(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, configs.handle_incremental_alter_configs),
+    Api(ApiKey.OFFSET_DELETE, 0, 0, groups.handle_offset_delete),
+    Api(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, users.handle_describe_user_scram_credentials),
+    Api(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, users.handle_alter_user_scram_credentials),
+    Api(ApiKey.DESCRIBE_CLUSTER, 0, 1, cluster.handle_describe_cluster),
+    Api(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, consumer_groups.handle_consumer_group_heartbeat),
+    Api(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, consumer_groups.handle_consumer_group_describe),
 ]
 
 APIS: dict[int, Api] = {api.key: api for api in _TABLE}

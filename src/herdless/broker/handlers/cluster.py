@@ -15,6 +15,7 @@ from herdless.broker.auth.authorization import (
 from herdless.broker.coordinators.group_coordinator import INTERNAL_TOPICS
 from herdless.broker.topics.topic_admin import NewTopic, TopicAdminError
 from herdless.cluster.metadata import MetadataView, TopicMetadata
+from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.security.acls import CLUSTER_NAME, AclOperation, ResourceType
@@ -24,15 +25,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-METADATA = 3
-DESCRIBE_CLUSTER = 60
 # The id of a topic refused or not created: Kafka gives no id away with a refusal.
 _NO_TOPIC_ID = uuid.UUID(int=0)
 
 
 async def handle_metadata(context: BrokerContext, request: Request) -> Any:
     body = request.body
-    Response = response_class(METADATA)
+    Response = response_class(ApiKey.METADATA)
     TopicResponse = Response.MetadataResponseTopic
     metadata = context.metadata
     brokers = [
@@ -219,7 +218,7 @@ def _describe(topic: TopicMetadata, TopicResponse: Any) -> Any:
 
 
 async def handle_describe_cluster(context: BrokerContext, request: Request) -> Any:
-    Response = response_class(DESCRIBE_CLUSTER)
+    Response = response_class(ApiKey.DESCRIBE_CLUSTER)
     metadata = context.metadata
     return Response(
         throttle_time_ms=0,

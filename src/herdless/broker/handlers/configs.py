@@ -25,7 +25,9 @@ from herdless.broker.handlers.group_configs import (
     describe_group_configs,
 )
 from herdless.broker.topics.topic_admin import TopicAdminError
+from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, response_class
+from herdless.protocol.config_values import format_boolean
 from herdless.protocol.errors import ErrorCode
 from herdless.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from herdless.storage import LIST_TOPIC_CONFIGS, ConfigSource
@@ -36,9 +38,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DESCRIBE_CONFIGS = 32
-ALTER_CONFIGS = 33
-INCREMENTAL_ALTER_CONFIGS = 44
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -100,7 +99,7 @@ async def handle_alter_configs(context: BrokerContext, request: Request) -> Any:
         results.append(
             await _alter(context, resource, changes, replace=True, validate_only=body.validate_only)
         )
-    Response = response_class(ALTER_CONFIGS)
+    Response = response_class(ApiKey.ALTER_CONFIGS)
     return Response(throttle_time_ms=0, responses=[_result(Response, r) for r in results])
 
 
@@ -125,7 +124,7 @@ async def handle_incremental_alter_configs(context: BrokerContext, request: Requ
                 context, resource, changes, replace=False, validate_only=body.validate_only
             )
         )
-    Response = response_class(INCREMENTAL_ALTER_CONFIGS)
+    Response = response_class(ApiKey.INCREMENTAL_ALTER_CONFIGS)
     return Response(throttle_time_ms=0, responses=[_result(Response, r) for r in results])
 
 
@@ -230,7 +229,7 @@ def _result(Response: Any, result: tuple[Any, ErrorCode, str | None]) -> Any:
 
 
 async def handle_describe_configs(context: BrokerContext, request: Request) -> Any:
-    Response = response_class(DESCRIBE_CONFIGS)
+    Response = response_class(ApiKey.DESCRIBE_CONFIGS)
     Result = Response.DescribeConfigsResult
     Entry = Result.DescribeConfigsResourceResult
     results = []
@@ -316,9 +315,9 @@ def _broker_configs(context: BrokerContext) -> dict[str, str]:
         "listeners": ",".join(str(e) for e in listeners),
         "advertised.listeners": ",".join(str(e) for e in config.advertised_endpoints(bound)),
         "log.dirs": str(config.data_dir),
-        "auto.create.topics.enable": str(config.auto_create_topics).lower(),
+        "auto.create.topics.enable": format_boolean(config.auto_create_topics),
         "num.partitions": str(config.num_partitions),
         "socket.request.max.bytes": str(config.max_request_bytes),
-        "delete.topic.enable": str(config.delete_topic_enable).lower(),
+        "delete.topic.enable": format_boolean(config.delete_topic_enable),
         **broker_topic_defaults(context.logs.default_config),
     }

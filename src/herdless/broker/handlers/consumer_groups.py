@@ -27,6 +27,7 @@ from herdless.coordinator.topic_metadata import (
     by_topic,
     from_topics,
 )
+from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.security.acls import AclOperation, ResourceType
@@ -34,8 +35,6 @@ from herdless.security.acls import AclOperation, ResourceType
 if TYPE_CHECKING:
     from herdless.broker.handlers.context import BrokerContext
 
-CONSUMER_GROUP_HEARTBEAT = 68
-CONSUMER_GROUP_DESCRIBE = 69
 # ConsumerGroupDescribe v1 says what protocol each member speaks (KIP-1099): the classic
 # one (a member not yet restarted after an online upgrade), or this one.
 CLASSIC_MEMBER_TYPE = 0
@@ -52,7 +51,7 @@ def _image(context: BrokerContext, names: tuple[str, ...] | None = None) -> Topi
 
 async def handle_consumer_group_heartbeat(context: BrokerContext, request: Request) -> Any:
     body = request.body
-    Response = response_class(CONSUMER_GROUP_HEARTBEAT)
+    Response = response_class(ApiKey.CONSUMER_GROUP_HEARTBEAT)
     names = body.subscribed_topic_names
     owned = body.topic_partitions
     refusal = _refusal(context, request, body.group_id, names)
@@ -148,7 +147,7 @@ def _refusal(
 
 
 async def handle_consumer_group_describe(context: BrokerContext, request: Request) -> Any:
-    Response = response_class(CONSUMER_GROUP_DESCRIBE)
+    Response = response_class(ApiKey.CONSUMER_GROUP_DESCRIBE)
     Group = Response.DescribedGroup
     topics = _image(context)
     with_operations = request.body.include_authorized_operations

@@ -15,6 +15,7 @@ from herdless.broker.coordinators.group_coordinator import INTERNAL_TOPICS, OFFS
 from herdless.broker.topics.topic_admin import TopicAdminError
 from herdless.cluster.metadata import BrokerEndpoint
 from herdless.coordinator import partition_for
+from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.security.acls import AclOperation, ResourceType
@@ -24,7 +25,6 @@ log = logging.getLogger(__name__)
 if TYPE_CHECKING:
     from herdless.broker.handlers.context import BrokerContext
 
-FIND_COORDINATOR = 10
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
 # What the caller must be allowed to DESCRIBE to learn a key's coordinator.
@@ -36,7 +36,7 @@ _KEY_RESOURCE_TYPES = {
 
 async def handle_find_coordinator(context: BrokerContext, request: Request) -> Any:
     body = request.body
-    Response = response_class(FIND_COORDINATOR)
+    Response = response_class(ApiKey.FIND_COORDINATOR)
     keys = [body.key] if request.api_version < 4 else body.coordinator_keys
     refused = _refused_keys(context, request, body.key_type, keys)
     if (

@@ -26,6 +26,7 @@ from herdless.broker.handlers.fetch_sessions import (
     PartitionKey,
 )
 from herdless.broker.replication.replica_manager import PartitionError
+from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.legacy_records import MAGIC_V0, MAGIC_V1, downconvert
@@ -35,7 +36,6 @@ from herdless.storage import PartitionLog, StorageError
 if TYPE_CHECKING:
     from herdless.broker.handlers.context import BrokerContext
 
-FETCH = 1
 # Versions below this cannot be answered from a topic whose compression.type is zstd.
 ZSTD_VERSION = 10
 # Up to this version a partition's max bytes is a hard limit: no batch is given whole
@@ -100,7 +100,7 @@ async def handle_fetch(context: BrokerContext, request: Request) -> Any:
             break
         await context.replicas.wait_for_appends(wanted, remaining)
     answer = fetch.answer(read)
-    return response_class(FETCH)(
+    return response_class(ApiKey.FETCH)(
         throttle_time_ms=0,
         error_code=answer.error_code,
         session_id=answer.session_id,
@@ -165,7 +165,7 @@ def _requested(
 
 def _by_topic(answered: list[tuple[CachedPartition, Any]], uses_topic_ids: bool) -> list[Any]:
     """The answered partitions under their topics, each topic once, in first-answered order."""
-    TopicResponse = response_class(FETCH).FetchableTopicResponse
+    TopicResponse = response_class(ApiKey.FETCH).FetchableTopicResponse
     topics: dict[str | uuid.UUID | None, Any] = {}
     for partition, data in answered:
         key = partition.topic_id if uses_topic_ids else partition.topic
@@ -195,7 +195,7 @@ def _read(
 ) -> tuple[list[tuple[CachedPartition, Any]], int]:
     """Each partition's answer, in order, and the bytes of records they carry; the
     partitions of `refused` topics answered TOPIC_AUTHORIZATION_FAILED."""
-    PartitionData = response_class(FETCH).FetchableTopicResponse.PartitionData
+    PartitionData = response_class(ApiKey.FETCH).FetchableTopicResponse.PartitionData
     budget = max_bytes if max_bytes is not None else 0x7FFFFFFF
     replicas = context.replicas
     total = 0

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import cache
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from herdless.broker.auth.authorization import (
     authorize,
@@ -24,25 +24,16 @@ from herdless.broker.coordinators.consumer_topics import topics_image
 from herdless.broker.coordinators.group_coordinator import CoordinatorError, Operation
 from herdless.coordinator import messages as m
 from herdless.coordinator.consumer_protocol import subscribed_topics
-from herdless.protocol.codec import REQUESTS, Request, decodes_into, response_class, stands_in_for
+from herdless.protocol.api_keys import ApiKey
+from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
+from herdless.protocol.offset_commit import CommitResponse
 from herdless.security.acls import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from herdless.broker.handlers.context import BrokerContext
 
 T = TypeVar("T")
-
-OFFSET_COMMIT = 8
-OFFSET_FETCH = 9
-JOIN_GROUP = 11
-HEARTBEAT = 12
-LEAVE_GROUP = 13
-SYNC_GROUP = 14
-DESCRIBE_GROUPS = 15
-LIST_GROUPS = 16
-DELETE_GROUPS = 42
-OFFSET_DELETE = 47
 
 
 async def run_operation(
@@ -67,7 +58,7 @@ def group_refused(
 
 async def handle_join_group(context: BrokerContext, request: Request) -> Any:
     body = request.body
-    Response = response_class(JOIN_GROUP)
+    Response = response_class(ApiKey.JOIN_GROUP)
     if group_refused(context, request, AclOperation.READ, body.group_id):
         return _joined(Response, m.JoinGroupResponse(ErrorCode.GROUP_AUTHORIZATION_FAILED), request)
     join = m.JoinGroupRequest(
@@ -149,7 +140,7 @@ async def handle_sync_group(context: BrokerContext, request: Request) -> Any:
 
 
 def _synced(result: m.SyncGroupResponse) -> Any:
-    return response_class(SYNC_GROUP)(
+    return response_class(ApiKey.SYNC_GROUP)(
         throttle_time_ms=0,
         error_code=result.error_code,
         protocol_type=result.protocol_type,
@@ -183,12 +174,12 @@ async def handle_heartbeat(context: BrokerContext, request: Request) -> Any:
 def _heartbeat_response(error_code: int) -> Any:
     """Heartbeat answers differ only in their error code, and the compiled encoder never
     changes a message: one of each, not a kafka-python message built per heartbeat."""
-    return response_class(HEARTBEAT)(throttle_time_ms=0, error_code=error_code)
+    return response_class(ApiKey.HEARTBEAT)(throttle_time_ms=0, error_code=error_code)
 
 
 async def handle_leave_group(context: BrokerContext, request: Request) -> Any:
     body = request.body
-    Response = response_class(LEAVE_GROUP)
+    Response = response_class(ApiKey.LEAVE_GROUP)
     if request.api_version < 3:
         members: tuple[m.LeavingMember, ...] = (m.LeavingMember(body.member_id),)
     else:
@@ -226,7 +217,7 @@ async def handle_offset_commit(context: BrokerContext, request: Request) -> Any:
     body = request.body
     commit = m.OffsetCommitRequest(
         group_id=body.group_id,
-        # Decoded as the coordinator's CommitTopic and CommitPartition (decodes_into below).
+        # Decoded as CommitTopic and CommitPartition tuples (protocol/offset_commit.py).
         topics=tuple(body.topics),
         generation_id=body.generation_id_or_member_epoch,
         member_id=body.member_id or "",
@@ -239,7 +230,7 @@ async def handle_offset_commit(context: BrokerContext, request: Request) -> Any:
     unauthorized: tuple[m.CommitTopic, ...] = ()
     if context.acls is not None:
         if group_refused(context, request, AclOperation.READ, commit.group_id):
-            return _Committed(
+            return CommitResponse(
                 0, _every_partition(commit.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED)
             )
         commit, unauthorized = _readable_topics(context, request, commit)
@@ -277,7 +268,7 @@ async def handle_offset_commit(context: BrokerContext, request: Request) -> Any:
         answered += _every_partition(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if unauthorized:
         answered += _every_partition(unauthorized, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    return _Committed(0, answered)
+    return CommitResponse(0, answered)
 
 
 def _readable_topics(
@@ -294,36 +285,6 @@ def _readable_topics(
 
 
 _PARTITION = itemgetter(0)  # of a CommitPartition
-_CommitRequest = REQUESTS[OFFSET_COMMIT]
-decodes_into(
-    OFFSET_COMMIT,
-    _CommitRequest.OffsetCommitRequestTopic,
-    m.CommitTopic,
-    name="name",
-    partitions="partitions",
-)
-decodes_into(
-    OFFSET_COMMIT,
-    _CommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition,
-    m.CommitPartition,
-    partition_index="partition",
-    committed_offset="offset",
-    committed_metadata="metadata",
-    committed_leader_epoch="leader_epoch",
-    # Only v1 carries one; other versions take the default, -1 ("now").
-    commit_timestamp="commit_timestamp",
-)
-
-
-@stands_in_for(OFFSET_COMMIT)
-class _Committed(NamedTuple):
-    """An OffsetCommit response. The compiled encoder (protocol/schema_codec.py) reads each
-    field by name from whatever holds it: the coordinator's own TopicErrors and
-    PartitionError tuples are encoded as they are, where kafka-python's objects took
-    several microseconds each, a tenth of a commit's cost in the broker."""
-
-    throttle_time_ms: int
-    topics: tuple[m.TopicErrors, ...]
 
 
 def _every_partition(topics: Any, error: ErrorCode) -> tuple[m.TopicErrors, ...]:
@@ -356,7 +317,7 @@ def _topic_errors(Response: Any, topics: tuple[m.TopicErrors, ...], prefix: str)
 
 async def handle_offset_fetch(context: BrokerContext, request: Request) -> Any:
     body = request.body
-    Response = response_class(OFFSET_FETCH)
+    Response = response_class(ApiKey.OFFSET_FETCH)
     if request.api_version < 8:
         topics = _fetch_topics(body.topics, "partition_indexes")
         fetched = await _fetch_group(context, request, body.group_id, topics, body.require_stable)
@@ -466,7 +427,7 @@ def _fetched_topics(Topic: Any, Partition: Any, topics: tuple[m.FetchedTopic, ..
 
 async def handle_offset_delete(context: BrokerContext, request: Request) -> Any:
     body = request.body
-    Response = response_class(OFFSET_DELETE)
+    Response = response_class(ApiKey.OFFSET_DELETE)
     # OffsetDelete names partitions as structs; flatten to indexes.
     delete = m.OffsetDeleteRequest(
         body.group_id,
@@ -506,7 +467,7 @@ async def handle_offset_delete(context: BrokerContext, request: Request) -> Any:
 
 async def handle_list_groups(context: BrokerContext, request: Request) -> Any:
     body = request.body
-    Response = response_class(LIST_GROUPS)
+    Response = response_class(ApiKey.LIST_GROUPS)
     states = body.states_filter or ()
     types = body.types_filter or ()
     listed: list[m.ListedGroup] = []
@@ -549,7 +510,7 @@ async def handle_list_groups(context: BrokerContext, request: Request) -> Any:
 
 
 async def handle_describe_groups(context: BrokerContext, request: Request) -> Any:
-    Response = response_class(DESCRIBE_GROUPS)
+    Response = response_class(ApiKey.DESCRIBE_GROUPS)
     Group = Response.DescribedGroup
     version = request.api_version
     with_operations = version >= 3 and request.body.include_authorized_operations
@@ -594,7 +555,7 @@ async def handle_describe_groups(context: BrokerContext, request: Request) -> An
 
 
 async def handle_delete_groups(context: BrokerContext, request: Request) -> Any:
-    Response = response_class(DELETE_GROUPS)
+    Response = response_class(ApiKey.DELETE_GROUPS)
     names = request.body.groups_names
     allowed = authorized_names(context, request, AclOperation.DELETE, ResourceType.GROUP, names)
     results = []

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from herdless.broker.auth.authorization import authorize_cluster, authorized_names
 from herdless.broker.replication.replica_manager import PartitionError
+from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.security.acls import AclOperation, ResourceType
@@ -18,12 +19,11 @@ from herdless.security.acls import AclOperation, ResourceType
 if TYPE_CHECKING:
     from herdless.broker.handlers.context import BrokerContext
 
-OFFSET_FOR_LEADER_EPOCH = 23
 UNDEFINED = -1
 
 
 async def handle_offset_for_leader_epoch(context: BrokerContext, request: Request) -> Any:
-    Response = response_class(OFFSET_FOR_LEADER_EPOCH)
+    Response = response_class(ApiKey.OFFSET_FOR_LEADER_EPOCH)
     TopicResult = Response.OffsetForLeaderTopicResult
     PartitionResult = TopicResult.EpochEndOffset
     names = [topic.topic for topic in request.body.topics]

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from herdless.broker.auth.authorization import authorized_names
 from herdless.broker.clock import wall_ms
 from herdless.broker.replication.replica_manager import PartitionError
+from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.security.acls import AclOperation, ResourceType
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
     from herdless.broker.handlers.context import BrokerContext
     from herdless.storage import PartitionLog
 
-LIST_OFFSETS = 2
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
@@ -33,7 +33,7 @@ _SPECIAL_SINCE = {LATEST: 1, EARLIEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, L
 
 
 async def handle_list_offsets(context: BrokerContext, request: Request) -> Any:
-    Response = response_class(LIST_OFFSETS)
+    Response = response_class(ApiKey.LIST_OFFSETS)
     TopicResponse = Response.ListOffsetsTopicResponse
     PartitionResponse = TopicResponse.ListOffsetsPartitionResponse
     # DESCRIBE on each topic, followers' requests too (Kafka asks no more of them here).

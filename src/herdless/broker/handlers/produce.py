@@ -16,6 +16,7 @@ from herdless.broker.coordinators.group_coordinator import INTERNAL_TOPICS, REBA
 from herdless.broker.coordinators.history_forwarder import FORWARDING_CLIENT_ID_PREFIX
 from herdless.broker.replication.replica_manager import PartitionError
 from herdless.cluster.errors import ClusterError
+from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.produced import produced_batch
@@ -28,13 +29,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PRODUCE = 0
-INIT_PRODUCER_ID = 22
-
 
 async def handle_produce(context: BrokerContext, request: Request) -> Any:
     body = request.body
-    Response = response_class(PRODUCE)
+    Response = response_class(ApiKey.PRODUCE)
     TopicResponse = Response.TopicProduceResponse
     PartitionResponse = TopicResponse.PartitionProduceResponse
     acks = body.acks
@@ -151,7 +149,7 @@ def _append(
 
 
 async def handle_init_producer_id(context: BrokerContext, request: Request) -> Any:
-    Response = response_class(INIT_PRODUCER_ID)
+    Response = response_class(ApiKey.INIT_PRODUCER_ID)
     transactional_id = request.body.transactional_id
     if transactional_id is not None:
         # Kafka asks for WRITE on the transactional id; transactions are not served, and

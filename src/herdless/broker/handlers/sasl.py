@@ -6,22 +6,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from herdless.broker.handlers.context import BrokerContext
 
-SASL_HANDSHAKE = 17
-SASL_AUTHENTICATE = 36
-
 
 async def handle_sasl_handshake(context: BrokerContext, request: Request) -> Any:
-    return response_class(SASL_HANDSHAKE)(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
+    return response_class(ApiKey.SASL_HANDSHAKE)(
+        error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[]
+    )
 
 
 async def handle_sasl_authenticate(context: BrokerContext, request: Request) -> Any:
-    return response_class(SASL_AUTHENTICATE)(
+    return response_class(ApiKey.SASL_AUTHENTICATE)(
         error_code=ErrorCode.ILLEGAL_SASL_STATE,
         error_message="SaslAuthenticate on a connection that is not authenticating with SASL",
         auth_bytes=b"",

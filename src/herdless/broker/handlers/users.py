@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from herdless.broker.auth.authorization import REFUSALS, authorize_cluster
 from herdless.cluster.errors import ClusterUnavailable, StateVersionConflict
+from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.security.acls import AclOperation, ResourceType
@@ -36,15 +37,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DESCRIBE_USER_SCRAM_CREDENTIALS = 50
-ALTER_USER_SCRAM_CREDENTIALS = 51
 
 EMPTY_USER = "Username must not be empty"
 UNKNOWN_MECHANISM = "Unknown SCRAM mechanism"
 
 
 async def handle_describe_user_scram_credentials(context: BrokerContext, request: Request) -> Any:
-    Response = response_class(DESCRIBE_USER_SCRAM_CREDENTIALS)
+    Response = response_class(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
     Result = Response.DescribeUserScramCredentialsResult
     Info = Result.CredentialInfo
     names = None if request.body.users is None else [u.name for u in request.body.users]
@@ -176,7 +175,7 @@ def plan_alterations(upsertions: Sequence[Any], deletions: Sequence[Any]) -> Alt
 
 async def handle_alter_user_scram_credentials(context: BrokerContext, request: Request) -> Any:
     body = request.body
-    Response = response_class(ALTER_USER_SCRAM_CREDENTIALS)
+    Response = response_class(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
     Result = Response.AlterUserScramCredentialsResult
     if not authorize_cluster(context, request, AclOperation.ALTER):
         code, message = REFUSALS[ResourceType.CLUSTER]

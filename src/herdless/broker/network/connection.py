@@ -26,7 +26,7 @@ from dataclasses import replace
 from typing import Any, NamedTuple, cast
 
 from herdless.broker.clock import monotonic_ms
-from herdless.broker.handlers.apis import API_VERSIONS_KEY, APIS, unsupported_api_versions
+from herdless.broker.handlers.apis import APIS, unsupported_api_versions
 from herdless.broker.handlers.context import BrokerContext
 from herdless.broker.limited_warnings import LimitedWarnings
 from herdless.broker.metrics import BrokerMetrics
@@ -34,11 +34,10 @@ from herdless.broker.network.failed_logins import FailedLogins
 from herdless.broker.network.listeners import Listener
 from herdless.broker.network.response_writer import ResponseWriter, TruncatedRegion
 from herdless.broker.network.sasl_authentication import (
-    SASL_AUTHENTICATE_KEY,
-    SASL_HANDSHAKE_KEY,
     SaslAuthentication,
     Step,
 )
+from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import (
     FRAME_SIZE,
     MalformedRequest,
@@ -58,7 +57,7 @@ log = logging.getLogger(__name__)
 _GONE = (asyncio.IncompleteReadError, ConnectionError)
 
 
-_SASL_KEYS = (SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY)
+_SASL_KEYS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
 
 
 class ConnectionClosed(Exception):
@@ -310,7 +309,7 @@ class Connection:
             raise ConnectionClosed(str(exc)) from None
         if sasl is not None and (
             prefix.api_key in _SASL_KEYS
-            or (not sasl.authenticated and prefix.api_key != API_VERSIONS_KEY)
+            or (not sasl.authenticated and prefix.api_key != ApiKey.API_VERSIONS)
             or (sasl.authenticated and sasl.session_expired(monotonic_ms()))
         ):
             await self._authenticate(sasl, frame, prefix)
@@ -319,7 +318,7 @@ class Connection:
         if api is None:
             raise ConnectionClosed(f"unknown API key {prefix.api_key}")
         if not api.min_version <= prefix.api_version <= api.max_version:
-            if prefix.api_key != API_VERSIONS_KEY:
+            if prefix.api_key != ApiKey.API_VERSIONS:
                 raise ConnectionClosed(
                     f"{api.name} v{prefix.api_version} is not supported"
                     f" (v{api.min_version}-v{api.max_version})"
@@ -355,7 +354,7 @@ class Connection:
             request = decode_request(frame, prefix, self.host)
         except MalformedRequest as exc:
             raise ConnectionClosed(str(exc)) from None
-        if prefix.api_key == SASL_HANDSHAKE_KEY:
+        if prefix.api_key == ApiKey.SASL_HANDSHAKE:
             await self._sasl_step(sasl.handshake(request))
         else:
             await self._sasl_step(sasl.authenticate(request, monotonic_ms()))

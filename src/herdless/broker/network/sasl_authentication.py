@@ -23,6 +23,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import (
     Request,
     RequestPrefix,
@@ -33,10 +34,6 @@ from herdless.protocol.errors import ErrorCode
 from herdless.protocol.regions import Chunk
 from herdless.security.principal import KafkaPrincipal
 from herdless.security.sasl import SaslAuthenticationFailed, SaslServer
-
-SASL_HANDSHAKE_KEY = 17
-API_VERSIONS_KEY = 18
-SASL_AUTHENTICATE_KEY = 36
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +198,7 @@ class SaslAuthentication:
         )
 
     def _illegal(self, request: Request, problem: str) -> Step:
-        if request.api_key == SASL_HANDSHAKE_KEY:
+        if request.api_key == ApiKey.SASL_HANDSHAKE:
             answer = self._handshake_answer(request, ErrorCode.ILLEGAL_SASL_STATE)
         else:
             answer = self._authenticate_answer(
@@ -210,7 +207,7 @@ class SaslAuthentication:
         return Step(answer, close=problem)
 
     def _handshake_answer(self, request: Request, error: ErrorCode) -> list[Chunk]:
-        response = response_class(SASL_HANDSHAKE_KEY)(
+        response = response_class(ApiKey.SASL_HANDSHAKE)(
             error_code=error, mechanisms=list(self._listener.mechanisms)
         )
         return encode_response(response, request.api_version, request.correlation_id)
@@ -223,7 +220,7 @@ class SaslAuthentication:
         auth_bytes: bytes,
         session_lifetime_ms: int,
     ) -> list[Chunk]:
-        response = response_class(SASL_AUTHENTICATE_KEY)(
+        response = response_class(ApiKey.SASL_AUTHENTICATE)(
             error_code=error,
             error_message=message,
             auth_bytes=auth_bytes,

@@ -58,7 +58,7 @@ from herdless.broker.network.tls_stores import (
     read_truststore,
     truststore_location,
 )
-from herdless.coordinator.group_configs import parse_boolean
+from herdless.protocol.config_values import InvalidConfigValue, parse_boolean
 from herdless.security.listeners import SecurityProtocol
 from herdless.security.principal import KafkaPrincipal
 from herdless.security.principal_mapping import (
@@ -458,11 +458,10 @@ def _ensure_compatible(
 
 
 def _flag(settings: ListenerSettings, key: str) -> bool:
-    value = settings.get(key) or "false"
-    flag = parse_boolean(value)
-    if flag is None:
-        raise ConfigError(f"{settings.name(key)} must be true or false, not {value!r}")
-    return flag
+    try:
+        return parse_boolean(settings.name(key), settings.get(key) or "false")
+    except InvalidConfigValue as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _alternative_names(certificate: x509.Certificate) -> set[x509.GeneralName]:

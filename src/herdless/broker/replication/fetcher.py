@@ -26,14 +26,13 @@ from herdless.broker.network.peer import PeerConnection, PeerError, PeerSecurity
 from herdless.broker.replication.durability import Durability
 from herdless.broker.replication.fetch_session_handler import FetchSessionHandler, PartitionFetch
 from herdless.cluster.metadata import BrokerEndpoint
+from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.errors import ErrorCode
 from herdless.storage import PartitionLog, StorageError, StorageIOError, UnexpectedAppendOffset
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
-FETCH = 1
-OFFSET_FOR_LEADER_EPOCH = 23
 # Versions sent: the newest that still names topics (not ids) and is served by herdless.
 FETCH_VERSION = 12
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
@@ -160,7 +159,7 @@ class ReplicaFetcher:
         for partition in partitions:
             by_topic.setdefault(partition.log.topic, []).append(partition)
         response = await self._connection.request(
-            OFFSET_FOR_LEADER_EPOCH,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH,
             OFFSET_FOR_LEADER_EPOCH_VERSION,
             replica_id=self.node_id,
             topics=[
@@ -246,7 +245,7 @@ class ReplicaFetcher:
         )
         try:
             response = await self._connection.request(
-                FETCH,
+                ApiKey.FETCH,
                 FETCH_VERSION,
                 timeout_s=FETCH_WAIT_MAX_MS / 1000,
                 replica_id=self.node_id,

@@ -1,0 +1,57 @@
+"""The API keys herdless serves and sends, by Kafka's names (its ApiKeys enum).
+
+The one table of them: every module that names an API names it here, never by its
+number. The numbers are the `apiKey` of Kafka's message schemas, which kafka-python's
+message classes carry as API_KEY; tests hold each member to its class (codec.REQUESTS).
+They are written out rather than read from those classes so that this module imports
+nothing: the Spark planning process asks a broker which APIs it serves without paying
+the fifth of a second that importing kafka-python costs (spark/api_versions.py).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ApiKey(IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
+    CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
+    OFFSET_DELETE = 47
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
+    DESCRIBE_CLUSTER = 60
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
+
+    @property
+    def kafka_name(self) -> str:
+        """The API's name in Kafka's schemas and logs: Produce, OffsetForLeaderEpoch."""
+        return "".join(part.capitalize() for part in self.name.split("_"))
