@@ -1,0 +1,735 @@
+"""The classic group protocol of one shard: JoinGroup, SyncGroup, Heartbeat, LeaveGroup.
+
+Kafka's GroupMetadataManager, classic half (classicGroupJoin, classicGroupSync,
+classicGroupHeartbeat, classicGroupLeave, describeGroups), step by step; comments
+mark where and why we differ. What a request starts, the rebalance and its timers,
+is classic_rebalance.py's. A request of the classic protocol for a consumer group
+(a member not yet upgraded) goes to classic_members.py.
+
+It also answers what the rest of the shard asks of a group: whether an offset commit,
+fetch or delete may go ahead (the offsets manager asks; it never changes groups
+itself), and whether a group may be deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import replace
+
+from herdless.coordinator.classic_log import ClassicGroupLog
+from herdless.coordinator.classic_members import ClassicMembers
+from herdless.coordinator.classic_rebalance import ClassicRebalance, add_reply, rebalance_ended
+from herdless.coordinator.config import CoordinatorConfig
+from herdless.coordinator.consumer_group import ConsumerGroup, ConsumerGroupState
+from herdless.coordinator.consumer_groups import ConsumerGroups
+from herdless.coordinator.group import ClassicGroup, JoinWaiter, Member
+from herdless.coordinator.group_store import GroupStore
+from herdless.coordinator.history import RebalanceCause
+from herdless.coordinator.messages import (
+    UNKNOWN_MEMBER_ID,
+    DescribedGroup,
+    DescribedMember,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    LeftMember,
+    ListedGroup,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from herdless.coordinator.now import Now
+from herdless.coordinator.records import (
+    NO_TIMESTAMP,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    group_metadata_record,
+)
+from herdless.coordinator.result import Reply, Result
+from herdless.coordinator.state import GroupState, Op, state_answer
+from herdless.coordinator.topic_metadata import TopicsImage
+from herdless.protocol.errors import ErrorCode
+
+_E, _P, _C, _S, _D = (
+    GroupState.EMPTY,
+    GroupState.PREPARING_REBALANCE,
+    GroupState.COMPLETING_REBALANCE,
+    GroupState.STABLE,
+    GroupState.DEAD,
+)
+
+# JoinGroup v4+ (KIP-394): a new dynamic member must rejoin with the id we give it.
+_MIN_VERSION_REQUIRING_MEMBER_ID = 4
+# JoinGroup v9+ (KIP-814): a static leader's rejoin may skip recomputing the assignment.
+_MIN_VERSION_SKIPPING_ASSIGNMENT = 9
+# OffsetCommit v9+ answers GROUP_ID_NOT_FOUND for an unknown group, older ones ILLEGAL_GENERATION.
+_MIN_COMMIT_VERSION_GROUP_ID_NOT_FOUND = 9
+# DescribeGroups v6+ (KIP-1043) reports unknown groups with an error instead of as Dead.
+_MIN_DESCRIBE_VERSION_GROUP_ID_NOT_FOUND = 6
+
+
+class ClassicGroupManager:
+    def __init__(
+        self,
+        config: CoordinatorConfig,
+        store: GroupStore,
+        log: ClassicGroupLog,
+        rebalance: ClassicRebalance,
+        consumer: ConsumerGroups,
+        classic_members: ClassicMembers,
+        new_uuid: Callable[[], str],
+    ) -> None:
+        self.config = config
+        self._store = store
+        self._groups = store.classic
+        self._log = log
+        self._rebalance = rebalance
+        self._consumer = consumer
+        self._classic_members = classic_members
+        self._new_uuid = new_uuid
+
+    # ======================================================================
+    # loading
+    # ======================================================================
+
+    def replay(self, key: GroupMetadataKey, value: bytes | None) -> None:
+        self._log.replay(key, value)
+
+    def on_loaded(self, out: Result, now: Now) -> None:
+        """Start members' session timers; a group above group.max.size rebalances."""
+        for group in list(self._groups.values()):
+            for member in group.members.values():
+                self._rebalance.schedule_heartbeat(
+                    out, group, member, member.session_timeout_ms, now
+                )
+            if len(group.members) > self.config.max_group_size:
+                # group.max.size was lowered while the group was away.
+                self._rebalance.prepare_rebalance(
+                    out, group, RebalanceCause.MEMBER_LEFT, "group above max size", now
+                )
+
+    def unload(self, out: Result) -> None:
+        """Answer the requests parked in a rebalance NOT_COORDINATOR, and drop every group."""
+        for group in self._groups.values():
+            group.transition_to(_D, group.current_state_timestamp or 0)
+            for member in group.members.values():
+                if group.previous_state is _P:
+                    resp = JoinGroupResponse(ErrorCode.NOT_COORDINATOR, member_id=member.member_id)
+                    add_reply(out, group.complete_join(member, resp))
+                elif group.previous_state in (_C, _S):
+                    sync = SyncGroupResponse(ErrorCode.NOT_COORDINATOR)
+                    add_reply(out, group.complete_sync(member, sync))
+        self._groups.clear()
+
+    # ======================================================================
+    # JoinGroup
+    # ======================================================================
+
+    def join_group(
+        self,
+        req: JoinGroupRequest,
+        token: Hashable,
+        now: Now,
+        topics: TopicsImage | None = None,
+    ) -> Result:
+        out = Result()
+        cfg = self.config
+        if not req.group_id:
+            out.replies.append(
+                Reply(token, JoinGroupResponse(ErrorCode.INVALID_GROUP_ID, member_id=req.member_id))
+            )
+            return out
+        if not cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
+            resp = JoinGroupResponse(ErrorCode.INVALID_SESSION_TIMEOUT, member_id=req.member_id)
+            out.replies.append(Reply(token, resp))
+            return out
+
+        consumer_group = self._store.consumer.get(req.group_id)
+        if consumer_group is not None and consumer_group.state is not ConsumerGroupState.EMPTY:
+            # The member speaks the classic protocol inside the consumer group.
+            return self._classic_members.join(req, topics, token, now)
+        is_unknown = req.member_id == UNKNOWN_MEMBER_ID
+        group = self._groups.get(req.group_id)
+        is_new_group = group is None
+        if group is None:
+            if not is_unknown:
+                resp = JoinGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID, member_id=req.member_id)
+                out.replies.append(Reply(token, resp))
+                return out
+            if consumer_group is not None:
+                # An empty consumer group gives way to a classic one, as in Kafka.
+                self._consumer.delete(out, req.group_id)
+            group = self._log.new_group(req.group_id, now.wall_ms)
+            self._store.put_classic(group)
+        written = len(out.records)
+
+        waiter = JoinWaiter(token, req.api_version)
+        if not self._accept_joining_member(group, req.member_id):
+            group.remove(req.member_id)
+            resp = JoinGroupResponse(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id=UNKNOWN_MEMBER_ID)
+            out.replies.append(Reply(token, resp))
+        elif is_unknown:
+            self._join_new_member(out, group, req, waiter, now)
+        else:
+            self._join_existing_member(out, group, req, waiter, now)
+
+        if is_new_group and len(out.records) == written:
+            # Kafka persists a new group at once, so it survives a reload.
+            empty = GroupMetadataValue(
+                protocol_type="",
+                generation=0,
+                protocol=None,
+                leader=None,
+                current_state_timestamp=(
+                    NO_TIMESTAMP
+                    if group.current_state_timestamp is None
+                    else group.current_state_timestamp
+                ),
+            )
+            self._log.write(out, group_metadata_record(GroupMetadataKey(group.group_id), empty))
+        return out
+
+    def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
+        max_size = self.config.max_group_size
+        if group.is_in(_E, _D):
+            return True
+        if group.is_in(_P):
+            # Counting members awaiting join (not all members) lets the last
+            # rejoiners be the ones refused when the limit was lowered.
+            member = group.members.get(member_id)
+            awaiting = member is not None and member.awaiting_join is not None
+            return awaiting or group.num_awaiting_join < max_size
+        return group.has_member(member_id) or len(group.members) < max_size
+
+    def _join_new_member(
+        self,
+        out: Result,
+        group: ClassicGroup,
+        req: JoinGroupRequest,
+        waiter: JoinWaiter,
+        now: Now,
+    ) -> None:
+        dead = state_answer(Op.JOIN, group.state)
+        if dead is not ErrorCode.NONE:
+            _reply_join(out, waiter, JoinGroupResponse(dead, member_id=UNKNOWN_MEMBER_ID))
+            return
+        if not group.supports_protocols(req.protocol_type, req.protocols):
+            resp = JoinGroupResponse(
+                ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=UNKNOWN_MEMBER_ID
+            )
+            _reply_join(out, waiter, resp)
+            return
+        prefix = req.group_instance_id if req.group_instance_id is not None else req.client_id
+        new_member_id = f"{prefix}-{self._new_uuid()}"
+
+        if req.group_instance_id is not None:
+            existing = group.static_members.get(req.group_instance_id)
+            if existing is not None:
+                self._replace_static_member(out, group, req, existing, new_member_id, waiter, now)
+            else:
+                self._add_member_and_rebalance(out, group, req, new_member_id, waiter, now)
+        elif req.api_version >= _MIN_VERSION_REQUIRING_MEMBER_ID:
+            # The member must come back with this id; until it does it counts as
+            # pending, and a rebalance waits for it, at most one session timeout.
+            group.add_pending(new_member_id)
+            self._rebalance.expect_heartbeat(
+                out, group.group_id, new_member_id, req.session_timeout_ms, now
+            )
+            resp = JoinGroupResponse(ErrorCode.MEMBER_ID_REQUIRED, member_id=new_member_id)
+            _reply_join(out, waiter, resp)
+        else:
+            self._add_member_and_rebalance(out, group, req, new_member_id, waiter, now)
+
+    def _join_existing_member(
+        self,
+        out: Result,
+        group: ClassicGroup,
+        req: JoinGroupRequest,
+        waiter: JoinWaiter,
+        now: Now,
+    ) -> None:
+        member_id = req.member_id
+        dead = state_answer(Op.JOIN, group.state)
+        if dead is not ErrorCode.NONE:
+            _reply_join(out, waiter, JoinGroupResponse(dead, member_id=member_id))
+            return
+        if not group.supports_protocols(req.protocol_type, req.protocols):
+            resp = JoinGroupResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+            _reply_join(out, waiter, resp)
+            return
+        if group.is_pending(member_id) and req.group_instance_id is None:
+            self._add_member_and_rebalance(out, group, req, member_id, waiter, now)
+            return
+        error = group.validate_member(member_id, req.group_instance_id)
+        if error is not ErrorCode.NONE:
+            _reply_join(out, waiter, JoinGroupResponse(error, member_id=member_id))
+            return
+
+        member = group.members[member_id]
+        if group.is_in(_P):
+            self._update_member_and_rebalance(
+                out, group, member, req, waiter, RebalanceCause.MEMBER_JOINED, now
+            )
+        elif group.is_in(_C):
+            if member.matches(req.protocols):
+                # A retry of a join whose response was lost: same generation, same answer.
+                resp = group.join_response(member_id, as_leader=group.is_leader(member_id))
+                _reply_join(out, waiter, resp)
+            else:
+                self._update_member_and_rebalance(
+                    out, group, member, req, waiter, RebalanceCause.MEMBER_METADATA_CHANGED, now
+                )
+        elif group.is_in(_S):
+            if group.is_leader(member_id):
+                # The leader rejoins to make a new assignment (e.g. topics changed).
+                self._update_member_and_rebalance(
+                    out, group, member, req, waiter, RebalanceCause.LEADER_REJOINED, now
+                )
+            elif not member.matches(req.protocols):
+                self._update_member_and_rebalance(
+                    out, group, member, req, waiter, RebalanceCause.MEMBER_METADATA_CHANGED, now
+                )
+            else:
+                _reply_join(out, waiter, group.join_response(member_id, as_leader=False))
+        else:
+            _reply_join(
+                out, waiter, JoinGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
+            )
+
+    def _add_member_and_rebalance(
+        self,
+        out: Result,
+        group: ClassicGroup,
+        req: JoinGroupRequest,
+        member_id: str,
+        waiter: JoinWaiter,
+        now: Now,
+    ) -> None:
+        member = Member(
+            member_id,
+            req.group_instance_id,
+            req.client_id,
+            req.client_host,
+            req.rebalance_timeout_ms,
+            req.session_timeout_ms,
+            req.protocol_type,
+            req.protocols,
+            is_new=True,
+        )
+        if group.is_in(_P) and group.previous_state is _E:
+            group.new_member_added = True  # extends the initial rebalance delay
+        group.add(member, waiter)
+        # A parked new member cannot heartbeat, and a client that gave up and
+        # retried would leave a defunct member behind: its join times out instead.
+        self._rebalance.schedule_heartbeat(
+            out, group, member, self.config.new_member_join_timeout_ms, now
+        )
+        self._rebalance.maybe_prepare_rebalance_or_complete_join(
+            out, group, RebalanceCause.MEMBER_JOINED, f"{member_id} joined", now
+        )
+
+    def _update_member_and_rebalance(
+        self,
+        out: Result,
+        group: ClassicGroup,
+        member: Member,
+        req: JoinGroupRequest,
+        waiter: JoinWaiter,
+        cause: RebalanceCause,
+        now: Now,
+    ) -> None:
+        group.update_member(
+            member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, waiter
+        )
+        self._rebalance.maybe_prepare_rebalance_or_complete_join(
+            out, group, cause, f"{member.member_id} rejoined", now
+        )
+
+    def _replace_static_member(
+        self,
+        out: Result,
+        group: ClassicGroup,
+        req: JoinGroupRequest,
+        old_member_id: str,
+        new_member_id: str,
+        waiter: JoinWaiter,
+        now: Now,
+    ) -> None:
+        """KIP-345: a static member back with a new id takes its old place."""
+        instance_id = req.group_instance_id
+        assert instance_id is not None
+        before = group.member_ids()
+        current_leader = group.leader_id
+        member, fenced = group.replace_static_member(instance_id, old_member_id, new_member_id)
+        out.replies += fenced
+        self._rebalance.cancel_heartbeat(out, group, old_member_id)
+        self._rebalance.schedule_heartbeat(out, group, member, member.session_timeout_ms, now)
+        group.update_member(
+            member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, waiter
+        )
+        detail = f"instance {instance_id}: {old_member_id} -> {new_member_id}"
+        if group.is_in(_S):
+            if group.protocol_name == group.select_protocol():
+                # Same protocol: keep the assignment, no rebalance, persist the new id.
+                entry = group.history.event(
+                    RebalanceCause.STATIC_MEMBER_REPLACED,
+                    detail,
+                    group.generation,
+                    now.wall_ms,
+                    before,
+                    group.member_ids(),
+                )
+                out.rebalances.append((group.group_id, entry))
+                self._log.write_group(out, group)
+                is_leader = group.is_leader(new_member_id)
+                if waiter.api_version >= _MIN_VERSION_SKIPPING_ASSIGNMENT:
+                    resp = group.join_response(new_member_id, as_leader=is_leader)
+                    resp = replace(resp, skip_assignment=is_leader)
+                else:
+                    # Older clients cannot skip the assignment, so Kafka names the
+                    # previous leader id: the member acts as a follower and just syncs.
+                    resp = group.join_response(new_member_id, as_leader=False)
+                    resp = replace(resp, leader=current_leader or "")
+                add_reply(out, group.complete_join(member, resp))
+            else:
+                self._rebalance.maybe_prepare_rebalance_or_complete_join(
+                    out, group, RebalanceCause.STATIC_MEMBER_REPLACED, detail, now
+                )
+        elif group.is_in(_C):
+            # The leader may already be assigning to the old id; start over.
+            self._rebalance.prepare_rebalance(
+                out, group, RebalanceCause.STATIC_MEMBER_REPLACED, detail, now
+            )
+        else:
+            self._rebalance.maybe_complete_join_phase(out, group, now)
+
+    # ======================================================================
+    # SyncGroup, Heartbeat, LeaveGroup
+    # ======================================================================
+
+    def sync_group(self, req: SyncGroupRequest, token: Hashable, now: Now) -> Result:
+        out = Result()
+
+        def answer(error: ErrorCode) -> Result:
+            out.replies.append(Reply(token, SyncGroupResponse(error)))
+            return out
+
+        if not req.group_id:
+            return answer(ErrorCode.INVALID_GROUP_ID)
+        if self._classic_members.owns(req.group_id):
+            return self._classic_members.sync(req, token, now)
+        group = self._groups.get(req.group_id)
+        if group is None:
+            return answer(ErrorCode.UNKNOWN_MEMBER_ID)
+        error = _validate_generation_member(
+            Op.SYNC, group, req.member_id, req.group_instance_id, req.generation_id
+        )
+        if error is not ErrorCode.NONE:
+            return answer(error)
+        if _inconsistent(req.protocol_type, group.protocol_type) or _inconsistent(
+            req.protocol_name, group.protocol_name
+        ):
+            return answer(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        error = state_answer(Op.SYNC, group.state)
+        if error is not ErrorCode.NONE:
+            return answer(error)
+
+        member = group.members[req.member_id]
+        rebalance = self._rebalance
+        if group.is_in(_C):
+            member.awaiting_sync = token
+            rebalance.remove_pending_sync_member(out, group, req.member_id)
+            if group.is_leader(req.member_id):
+                assignment = dict(req.assignments)
+                for m in group.members.values():
+                    m.assignment = assignment.get(m.member_id, b"")
+                # Kafka moves to Stable when the record is durable; we move now and
+                # the replies wait for durability (result.py), which is equivalent.
+                rebalance.propagate_assignment(out, group, ErrorCode.NONE, now)
+                group.transition_to(_S, now.wall_ms)
+                group.generation_members = group.member_ids()
+                rebalance_ended(out, group, now, group.member_ids())
+                self._log.write_group(out, group)
+        else:  # Stable: the assignment is known, hand it out
+            rebalance.remove_pending_sync_member(out, group, req.member_id)
+            out.replies.append(
+                Reply(
+                    token,
+                    SyncGroupResponse(
+                        ErrorCode.NONE,
+                        assignment=member.assignment,
+                        protocol_type=group.protocol_type,
+                        protocol_name=group.protocol_name,
+                    ),
+                )
+            )
+        return out
+
+    def heartbeat(self, req: HeartbeatRequest, token: Hashable, now: Now) -> Result:
+        if req.group_id and self._classic_members.owns(req.group_id):
+            return self._classic_members.heartbeat(req, token, now)
+        out = Result()
+        group = self._groups.get(req.group_id)
+        if not req.group_id:
+            error = ErrorCode.INVALID_GROUP_ID
+        elif group is None:
+            error = ErrorCode.UNKNOWN_MEMBER_ID
+        else:
+            error = _validate_generation_member(
+                Op.HEARTBEAT, group, req.member_id, req.group_instance_id, req.generation_id
+            )
+            if error is ErrorCode.NONE:
+                error = state_answer(Op.HEARTBEAT, group.state)
+                if group.is_in(_P, _C, _S):
+                    member = group.members[req.member_id]
+                    self._rebalance.schedule_heartbeat(
+                        out, group, member, member.session_timeout_ms, now
+                    )
+        out.replies.append(Reply(token, HeartbeatResponse(error)))
+        return out
+
+    def leave_group(self, req: LeaveGroupRequest, token: Hashable, now: Now) -> Result:
+        if self._classic_members.owns(req.group_id):
+            return self._classic_members.leave(req, token, now)
+        out = Result()
+        group = self._groups.get(req.group_id)
+        if group is None:
+            out.replies.append(Reply(token, LeaveGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID)))
+            return out
+        dead = state_answer(Op.LEAVE, group.state)
+        if dead is not ErrorCode.NONE:
+            out.replies.append(Reply(token, LeaveGroupResponse(dead)))
+            return out
+
+        results: list[LeftMember] = []
+        left: list[str] = []
+        for m in req.members:
+            error = ErrorCode.NONE
+            if m.member_id == UNKNOWN_MEMBER_ID:
+                # Administrative removal by instance id (kafka-consumer-groups, KIP-345).
+                if m.group_instance_id is not None and m.group_instance_id in group.static_members:
+                    self._remove_leaving_member(
+                        out, group, group.static_members[m.group_instance_id], now
+                    )
+                else:
+                    error = ErrorCode.UNKNOWN_MEMBER_ID
+            elif group.is_pending(m.member_id):
+                group.remove(m.member_id)
+                self._rebalance.cancel_heartbeat(out, group, m.member_id)
+            else:
+                error = group.validate_member(m.member_id, m.group_instance_id)
+                if error is ErrorCode.NONE:
+                    self._remove_leaving_member(out, group, m.member_id, now)
+            results.append(LeftMember(m.member_id, m.group_instance_id, error))
+            if error is ErrorCode.NONE:
+                left.append(m.member_id or (m.group_instance_id or ""))
+
+        if left:
+            if group.is_in(_S, _C):
+                self._rebalance.maybe_prepare_rebalance_or_complete_join(
+                    out, group, RebalanceCause.MEMBER_LEFT, ", ".join(left), now
+                )
+            elif group.is_in(_P):
+                self._rebalance.maybe_complete_join_phase(out, group, now)
+        out.replies.append(Reply(token, LeaveGroupResponse(ErrorCode.NONE, tuple(results))))
+        return out
+
+    def _remove_leaving_member(
+        self, out: Result, group: ClassicGroup, member_id: str, now: Now
+    ) -> None:
+        member = group.members[member_id]
+        self._rebalance.cancel_heartbeat(out, group, member_id)
+        resp = JoinGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID, member_id=UNKNOWN_MEMBER_ID)
+        add_reply(out, group.complete_join(member, resp))
+        # Kafka leaves a parked SyncGroup of a leaving member unanswered until the
+        # client times out; we answer it, since every request needs a response.
+        add_reply(out, group.complete_sync(member, SyncGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID)))
+        group.remove(member_id)
+
+    # ======================================================================
+    # describing, listing, deleting
+    # ======================================================================
+
+    def describe_groups(
+        self, group_ids: Iterable[str], token: Hashable, api_version: int = 5
+    ) -> Result:
+        described = []
+        for group_id in group_ids:
+            group = self._groups.get(group_id)
+            if group is None:
+                error = (
+                    ErrorCode.GROUP_ID_NOT_FOUND
+                    if api_version >= _MIN_DESCRIBE_VERSION_GROUP_ID_NOT_FOUND
+                    else ErrorCode.NONE
+                )
+                described.append(DescribedGroup(group_id, error, str(_D)))
+                continue
+            stable = group.is_in(_S)
+            members = tuple(
+                DescribedMember(
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.metadata(group.protocol_name) if stable else b"",
+                    m.assignment if stable else b"",
+                )
+                for m in group.members.values()
+            )
+            described.append(
+                DescribedGroup(
+                    group_id,
+                    ErrorCode.NONE,
+                    str(group.state),
+                    group.protocol_type or "",
+                    (group.protocol_name or "") if stable else "",
+                    members,
+                    group.generation,
+                    group.leader_id,
+                    group.history.entries(),
+                )
+            )
+        return Result(replies=[Reply(token, tuple(described))])
+
+    def list_groups(self, states: set[str]) -> list[ListedGroup]:
+        """`states` in lower case; empty: every state."""
+        listed = []
+        for group in self._groups.values():
+            if states and str(group.state).lower() not in states:
+                continue
+            listed.append(ListedGroup(group.group_id, group.protocol_type or "", str(group.state)))
+        return listed
+
+    def validate_delete_group(self, group_id: str) -> ErrorCode:
+        """Whether DeleteGroups may delete `group_id`, of either type."""
+        group = self._groups.get(group_id)
+        consumer_group = self._store.consumer.get(group_id)
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        if consumer_group is not None:
+            empty = consumer_group.state is ConsumerGroupState.EMPTY
+            return ErrorCode.NONE if empty else ErrorCode.NON_EMPTY_GROUP
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        return state_answer(Op.DELETE_GROUP, group.state)
+
+    def delete(self, out: Result, group_id: str) -> None:
+        """The classic group's timers and the group go (its offsets are the caller's)."""
+        self._rebalance.cancel_group_timers(out, group_id)
+        self._log.write_tombstone(out, group_id)
+
+    def remove_expired(self, out: Result, group_id: str) -> None:
+        """An Empty group whose last offsets expired goes (KIP-211)."""
+        self._log.write_tombstone(out, group_id)
+
+    # ======================================================================
+    # what the offsets manager asks (offset_manager.GroupsView)
+    # ======================================================================
+
+    def ensure_group(self, group_id: str) -> None:
+        """Offsets without membership make a "simple" group, Empty with no protocol type,
+        unless a group has the id."""
+        if group_id not in self._groups and group_id not in self._store.consumer:
+            self._store.put_classic(self._log.new_group(group_id, None))
+
+    def validate_offset_commit(self, req: OffsetCommitRequest) -> ErrorCode:
+        if not req.group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        consumer_group = self._store.consumer.get(req.group_id)
+        if consumer_group is not None:
+            return consumer_group.validate_offset_commit(
+                req.member_id, req.generation_id, req.api_version
+            )
+        group = self._groups.get(req.group_id)
+        if group is None:
+            if req.generation_id < 0:
+                return ErrorCode.NONE
+            if req.api_version >= _MIN_COMMIT_VERSION_GROUP_ID_NOT_FOUND:
+                return ErrorCode.GROUP_ID_NOT_FOUND
+            return ErrorCode.ILLEGAL_GENERATION
+        if group.is_in(_D):
+            return state_answer(Op.OFFSET_COMMIT, _D)
+        if req.generation_id < 0 and group.is_in(_E):
+            return ErrorCode.NONE  # admin tools and manual assignment commit to empty groups
+        if req.generation_id >= 0 or req.member_id or req.group_instance_id is not None:
+            error = group.validate_member(req.member_id, req.group_instance_id)
+            if error is not ErrorCode.NONE:
+                return error
+            if req.generation_id != group.generation:
+                return ErrorCode.ILLEGAL_GENERATION
+        elif not group.is_in(_E):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return state_answer(Op.OFFSET_COMMIT, group.state)
+
+    def offset_committed(self, out: Result, req: OffsetCommitRequest, now: Now) -> None:
+        """A valid commit is being written: a commit with no membership (generation -1)
+        creates a simple group, and one of a classic member proves it alive."""
+        group = self._groups.get(req.group_id)
+        if group is None:
+            if req.group_id not in self._store.consumer:
+                self._store.put_classic(self._log.new_group(req.group_id, None))
+        elif group.is_in(_S, _P) and req.member_id in group.members:
+            member = group.members[req.member_id]
+            self._rebalance.schedule_heartbeat(out, group, member, member.session_timeout_ms, now)
+
+    def validate_offset_fetch(self, req: OffsetFetchRequest) -> tuple[ErrorCode, bool]:
+        """The error to answer, and whether the group's offsets may be shown."""
+        group = self._groups.get(req.group_id)
+        known = group is not None and state_answer(Op.OFFSET_FETCH, group.state) is ErrorCode.NONE
+        consumer_group = self._store.consumer.get(req.group_id)
+        if consumer_group is not None:
+            error = consumer_group.validate_offset_fetch(req.member_id, req.member_epoch)
+            if error is not ErrorCode.NONE:
+                return error, known
+            known = True
+        return ErrorCode.NONE, known
+
+    def validate_offset_delete(
+        self, group_id: str
+    ) -> tuple[ErrorCode, ClassicGroup | ConsumerGroup | None]:
+        """The error to answer, or the group whose subscriptions guard each partition."""
+        group: ClassicGroup | ConsumerGroup | None = self._groups.get(group_id)
+        if not group_id:
+            error = ErrorCode.INVALID_GROUP_ID
+        elif group_id in self._store.consumer:
+            # In any state: the per-partition check keeps what it reads (KIP-496).
+            group = self._store.consumer[group_id]
+            error = ErrorCode.NONE
+        elif group is None:
+            error = ErrorCode.GROUP_ID_NOT_FOUND
+        else:
+            error = state_answer(Op.OFFSET_DELETE, group.state)
+            if error is ErrorCode.NON_EMPTY_GROUP and group.uses_consumer_protocol:
+                # KIP-496: a live consumer group may drop offsets of topics it no
+                # longer reads; the per-partition check guards the rest.
+                error = ErrorCode.NONE
+        return error, group
+
+
+def _validate_generation_member(
+    op: Op,
+    group: ClassicGroup,
+    member_id: str,
+    group_instance_id: str | None,
+    generation_id: int,
+) -> ErrorCode:
+    if group.is_in(_D):
+        return state_answer(op, _D)
+    error = group.validate_member(member_id, group_instance_id)
+    if error is not ErrorCode.NONE:
+        return error
+    if generation_id != group.generation:
+        return ErrorCode.ILLEGAL_GENERATION
+    return ErrorCode.NONE
+
+
+def _inconsistent(requested: str | None, current: str | None) -> bool:
+    return requested is not None and current is not None and requested != current
+
+
+def _reply_join(out: Result, waiter: JoinWaiter, response: JoinGroupResponse) -> None:
+    out.replies.append(Reply(waiter.token, response))
