@@ -15,7 +15,7 @@ at once so that the members agree on it through the classic protocol. The record
 are the consumer group's tombstones, then the classic group's metadata.
 
 `group.consumer.migration.policy` says which ways are allowed. This module only
-decides and builds; the shard and ConsumerGroups write and install.
+decides and builds; ConsumerGroups and classic_rebalance.py write and install.
 """
 
 from __future__ import annotations
