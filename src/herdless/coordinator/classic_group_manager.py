@@ -1,9 +1,9 @@
-"""The classic group protocol of one shard: JoinGroup, SyncGroup, Heartbeat, LeaveGroup.
+"""The classic group protocol of one shard: SyncGroup, Heartbeat, LeaveGroup, DescribeGroups.
 
-Kafka's GroupMetadataManager, classic half (classicGroupJoin, classicGroupSync,
-classicGroupHeartbeat, classicGroupLeave, describeGroups), step by step; comments
-mark where and why we differ. JoinGroup is classic_join.py's; what a request starts,
-the rebalance and its timers, classic_rebalance.py's. A request of the classic protocol
+Kafka's GroupMetadataManager, classic half (classicGroupSync, classicGroupHeartbeat,
+classicGroupLeave, describeGroups), step by step; comments mark where and why we
+differ. JoinGroup is classic_join.py's; what a request starts, the rebalance and its
+timers, classic_rebalance.py's. A request of the classic protocol
 for a consumer group (a member not yet upgraded) goes to classic_members.py.
 
 It also answers what the rest of the shard asks of a group: whether an offset commit,
@@ -13,15 +13,13 @@ itself), and whether a group may be deleted.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Hashable, Iterable
 
-from herdless.coordinator.classic_join import ClassicJoin
 from herdless.coordinator.classic_log import ClassicGroupLog
 from herdless.coordinator.classic_members import ClassicMembers
 from herdless.coordinator.classic_rebalance import ClassicRebalance, add_reply, rebalance_ended
 from herdless.coordinator.config import CoordinatorConfig
 from herdless.coordinator.consumer_group import ConsumerGroup, ConsumerGroupState
-from herdless.coordinator.consumer_groups import ConsumerGroups
 from herdless.coordinator.group import ClassicGroup
 from herdless.coordinator.group_store import GroupStore
 from herdless.coordinator.history import RebalanceCause
@@ -31,7 +29,6 @@ from herdless.coordinator.messages import (
     DescribedMember,
     HeartbeatRequest,
     HeartbeatResponse,
-    JoinGroupRequest,
     JoinGroupResponse,
     LeaveGroupRequest,
     LeaveGroupResponse,
@@ -45,17 +42,8 @@ from herdless.coordinator.messages import (
 from herdless.coordinator.now import Now
 from herdless.coordinator.records import GroupMetadataKey
 from herdless.coordinator.result import Reply, Result
-from herdless.coordinator.state import GroupState, Op, state_answer
-from herdless.coordinator.topic_metadata import TopicsImage
+from herdless.coordinator.state import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, Op, state_answer
 from herdless.protocol.errors import ErrorCode
-
-_E, _P, _C, _S, _D = (
-    GroupState.EMPTY,
-    GroupState.PREPARING_REBALANCE,
-    GroupState.COMPLETING_REBALANCE,
-    GroupState.STABLE,
-    GroupState.DEAD,
-)
 
 # OffsetCommit v9+ answers GROUP_ID_NOT_FOUND for an unknown group, older ones ILLEGAL_GENERATION.
 _MIN_COMMIT_VERSION_GROUP_ID_NOT_FOUND = 9
@@ -70,9 +58,7 @@ class ClassicGroupManager:
         store: GroupStore,
         log: ClassicGroupLog,
         rebalance: ClassicRebalance,
-        consumer: ConsumerGroups,
         classic_members: ClassicMembers,
-        new_uuid: Callable[[], str],
     ) -> None:
         self.config = config
         self._store = store
@@ -80,7 +66,6 @@ class ClassicGroupManager:
         self._log = log
         self._rebalance = rebalance
         self._classic_members = classic_members
-        self._join = ClassicJoin(config, store, log, rebalance, consumer, classic_members, new_uuid)
 
     # ======================================================================
     # loading
@@ -105,28 +90,15 @@ class ClassicGroupManager:
     def unload(self, out: Result) -> None:
         """Answer the requests parked in a rebalance NOT_COORDINATOR, and drop every group."""
         for group in self._groups.values():
-            group.transition_to(_D, group.current_state_timestamp or 0)
+            group.transition_to(DEAD, group.current_state_timestamp or 0)
             for member in group.members.values():
-                if group.previous_state is _P:
+                if group.previous_state is PREPARING:
                     resp = JoinGroupResponse(ErrorCode.NOT_COORDINATOR, member_id=member.member_id)
                     add_reply(out, group.complete_join(member, resp))
-                elif group.previous_state in (_C, _S):
+                elif group.previous_state in (COMPLETING, STABLE):
                     sync = SyncGroupResponse(ErrorCode.NOT_COORDINATOR)
                     add_reply(out, group.complete_sync(member, sync))
         self._groups.clear()
-
-    # ======================================================================
-    # JoinGroup: classic_join.py
-    # ======================================================================
-
-    def join_group(
-        self,
-        req: JoinGroupRequest,
-        token: Hashable,
-        now: Now,
-        topics: TopicsImage | None = None,
-    ) -> Result:
-        return self._join.join_group(req, token, now, topics)
 
     # ======================================================================
     # SyncGroup, Heartbeat, LeaveGroup
@@ -161,7 +133,7 @@ class ClassicGroupManager:
 
         member = group.members[req.member_id]
         rebalance = self._rebalance
-        if group.is_in(_C):
+        if group.is_in(COMPLETING):
             member.awaiting_sync = token
             rebalance.remove_pending_sync_member(out, group, req.member_id)
             if group.is_leader(req.member_id):
@@ -171,7 +143,7 @@ class ClassicGroupManager:
                 # Kafka moves to Stable when the record is durable; we move now and
                 # the replies wait for durability (result.py), which is equivalent.
                 rebalance.propagate_assignment(out, group, ErrorCode.NONE, now)
-                group.transition_to(_S, now.wall_ms)
+                group.transition_to(STABLE, now.wall_ms)
                 group.generation_members = group.member_ids()
                 rebalance_ended(out, group, now, group.member_ids())
                 self._log.write_group(out, group)
@@ -205,7 +177,7 @@ class ClassicGroupManager:
             )
             if error is ErrorCode.NONE:
                 error = state_answer(Op.HEARTBEAT, group.state)
-                if group.is_in(_P, _C, _S):
+                if group.is_in(PREPARING, COMPLETING, STABLE):
                     member = group.members[req.member_id]
                     self._rebalance.schedule_heartbeat(
                         out, group, member, member.session_timeout_ms, now
@@ -250,11 +222,11 @@ class ClassicGroupManager:
                 left.append(m.member_id or (m.group_instance_id or ""))
 
         if left:
-            if group.is_in(_S, _C):
+            if group.is_in(STABLE, COMPLETING):
                 self._rebalance.maybe_prepare_rebalance_or_complete_join(
                     out, group, RebalanceCause.MEMBER_LEFT, ", ".join(left), now
                 )
-            elif group.is_in(_P):
+            elif group.is_in(PREPARING):
                 self._rebalance.maybe_complete_join_phase(out, group, now)
         out.replies.append(Reply(token, LeaveGroupResponse(ErrorCode.NONE, tuple(results))))
         return out
@@ -287,9 +259,9 @@ class ClassicGroupManager:
                     if api_version >= _MIN_DESCRIBE_VERSION_GROUP_ID_NOT_FOUND
                     else ErrorCode.NONE
                 )
-                described.append(DescribedGroup(group_id, error, str(_D)))
+                described.append(DescribedGroup(group_id, error, str(DEAD)))
                 continue
-            stable = group.is_in(_S)
+            stable = group.is_in(STABLE)
             members = tuple(
                 DescribedMember(
                     m.member_id,
@@ -372,9 +344,9 @@ class ClassicGroupManager:
             if req.api_version >= _MIN_COMMIT_VERSION_GROUP_ID_NOT_FOUND:
                 return ErrorCode.GROUP_ID_NOT_FOUND
             return ErrorCode.ILLEGAL_GENERATION
-        if group.is_in(_D):
-            return state_answer(Op.OFFSET_COMMIT, _D)
-        if req.generation_id < 0 and group.is_in(_E):
+        if group.is_in(DEAD):
+            return state_answer(Op.OFFSET_COMMIT, DEAD)
+        if req.generation_id < 0 and group.is_in(EMPTY):
             return ErrorCode.NONE  # admin tools and manual assignment commit to empty groups
         if req.generation_id >= 0 or req.member_id or req.group_instance_id is not None:
             error = group.validate_member(req.member_id, req.group_instance_id)
@@ -382,7 +354,7 @@ class ClassicGroupManager:
                 return error
             if req.generation_id != group.generation:
                 return ErrorCode.ILLEGAL_GENERATION
-        elif not group.is_in(_E):
+        elif not group.is_in(EMPTY):
             return ErrorCode.UNKNOWN_MEMBER_ID
         return state_answer(Op.OFFSET_COMMIT, group.state)
 
@@ -393,7 +365,7 @@ class ClassicGroupManager:
         if group is None:
             if req.group_id not in self._store.consumer:
                 self._store.put_classic(self._log.new_group(req.group_id, None))
-        elif group.is_in(_S, _P) and req.member_id in group.members:
+        elif group.is_in(STABLE, PREPARING) and req.member_id in group.members:
             member = group.members[req.member_id]
             self._rebalance.schedule_heartbeat(out, group, member, member.session_timeout_ms, now)
 
@@ -438,8 +410,8 @@ def _validate_generation_member(
     group_instance_id: str | None,
     generation_id: int,
 ) -> ErrorCode:
-    if group.is_in(_D):
-        return state_answer(op, _D)
+    if group.is_in(DEAD):
+        return state_answer(op, DEAD)
     error = group.validate_member(member_id, group_instance_id)
     if error is not ErrorCode.NONE:
         return error

@@ -30,17 +30,9 @@ from herdless.coordinator.records import (
     group_metadata_record,
 )
 from herdless.coordinator.result import Reply, Result
-from herdless.coordinator.state import GroupState, Op, state_answer
+from herdless.coordinator.state import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, Op, state_answer
 from herdless.coordinator.topic_metadata import TopicsImage
 from herdless.protocol.errors import ErrorCode
-
-_E, _P, _C, _S, _D = (
-    GroupState.EMPTY,
-    GroupState.PREPARING_REBALANCE,
-    GroupState.COMPLETING_REBALANCE,
-    GroupState.STABLE,
-    GroupState.DEAD,
-)
 
 # JoinGroup v4+ (KIP-394): a new dynamic member must rejoin with the id we give it.
 _MIN_VERSION_REQUIRING_MEMBER_ID = 4
@@ -68,15 +60,9 @@ class ClassicJoin:
         self._classic_members = classic_members
         self._new_uuid = new_uuid
 
-    def join_group(
-        self,
-        req: JoinGroupRequest,
-        token: Hashable,
-        now: Now,
-        topics: TopicsImage | None = None,
+    def join(
+        self, req: JoinGroupRequest, token: Hashable, now: Now, topics: TopicsImage | None
     ) -> Result:
-        """`topics`: the cluster's topics, for a member joining a consumer group (without
-        them, the topics the group knows of)."""
         out = Result()
         cfg = self.config
         if not req.group_id:
@@ -113,6 +99,9 @@ class ClassicJoin:
             group.remove(req.member_id)
             resp = JoinGroupResponse(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id=UNKNOWN_MEMBER_ID)
             out.replies.append(Reply(token, resp))
+        elif (refused := _refusal(group, req)) is not ErrorCode.NONE:
+            # req.member_id is UNKNOWN_MEMBER_ID for a new member.
+            _reply_join(out, waiter, JoinGroupResponse(refused, member_id=req.member_id))
         elif is_unknown:
             self._join_new_member(out, group, req, waiter, now)
         else:
@@ -136,9 +125,9 @@ class ClassicJoin:
 
     def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
         max_size = self.config.max_group_size
-        if group.is_in(_E, _D):
+        if group.is_in(EMPTY, DEAD):
             return True
-        if group.is_in(_P):
+        if group.is_in(PREPARING):
             # Counting members awaiting join (not all members) lets the last
             # rejoiners be the ones refused when the limit was lowered.
             member = group.members.get(member_id)
@@ -147,23 +136,8 @@ class ClassicJoin:
         return group.has_member(member_id) or len(group.members) < max_size
 
     def _join_new_member(
-        self,
-        out: Result,
-        group: ClassicGroup,
-        req: JoinGroupRequest,
-        waiter: JoinWaiter,
-        now: Now,
+        self, out: Result, group: ClassicGroup, req: JoinGroupRequest, waiter: JoinWaiter, now: Now
     ) -> None:
-        dead = state_answer(Op.JOIN, group.state)
-        if dead is not ErrorCode.NONE:
-            _reply_join(out, waiter, JoinGroupResponse(dead, member_id=UNKNOWN_MEMBER_ID))
-            return
-        if not group.supports_protocols(req.protocol_type, req.protocols):
-            resp = JoinGroupResponse(
-                ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=UNKNOWN_MEMBER_ID
-            )
-            _reply_join(out, waiter, resp)
-            return
         prefix = req.group_instance_id if req.group_instance_id is not None else req.client_id
         new_member_id = f"{prefix}-{self._new_uuid()}"
 
@@ -186,22 +160,9 @@ class ClassicJoin:
             self._add_member_and_rebalance(out, group, req, new_member_id, waiter, now)
 
     def _join_existing_member(
-        self,
-        out: Result,
-        group: ClassicGroup,
-        req: JoinGroupRequest,
-        waiter: JoinWaiter,
-        now: Now,
+        self, out: Result, group: ClassicGroup, req: JoinGroupRequest, waiter: JoinWaiter, now: Now
     ) -> None:
         member_id = req.member_id
-        dead = state_answer(Op.JOIN, group.state)
-        if dead is not ErrorCode.NONE:
-            _reply_join(out, waiter, JoinGroupResponse(dead, member_id=member_id))
-            return
-        if not group.supports_protocols(req.protocol_type, req.protocols):
-            resp = JoinGroupResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
-            _reply_join(out, waiter, resp)
-            return
         if group.is_pending(member_id) and req.group_instance_id is None:
             self._add_member_and_rebalance(out, group, req, member_id, waiter, now)
             return
@@ -211,11 +172,11 @@ class ClassicJoin:
             return
 
         member = group.members[member_id]
-        if group.is_in(_P):
+        if group.is_in(PREPARING):
             self._update_member_and_rebalance(
                 out, group, member, req, waiter, RebalanceCause.MEMBER_JOINED, now
             )
-        elif group.is_in(_C):
+        elif group.is_in(COMPLETING):
             if member.matches(req.protocols):
                 # A retry of a join whose response was lost: same generation, same answer.
                 resp = group.join_response(member_id, as_leader=group.is_leader(member_id))
@@ -224,7 +185,7 @@ class ClassicJoin:
                 self._update_member_and_rebalance(
                     out, group, member, req, waiter, RebalanceCause.MEMBER_METADATA_CHANGED, now
                 )
-        elif group.is_in(_S):
+        elif group.is_in(STABLE):
             if group.is_leader(member_id):
                 # The leader rejoins to make a new assignment (e.g. topics changed).
                 self._update_member_and_rebalance(
@@ -261,7 +222,7 @@ class ClassicJoin:
             req.protocols,
             is_new=True,
         )
-        if group.is_in(_P) and group.previous_state is _E:
+        if group.is_in(PREPARING) and group.previous_state is EMPTY:
             group.new_member_added = True  # extends the initial rebalance delay
         group.add(member, waiter)
         # A parked new member cannot heartbeat, and a client that gave up and
@@ -313,7 +274,7 @@ class ClassicJoin:
             member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, waiter
         )
         detail = f"instance {instance_id}: {old_member_id} -> {new_member_id}"
-        if group.is_in(_S):
+        if group.is_in(STABLE):
             if group.protocol_name == group.select_protocol():
                 # Same protocol: keep the assignment, no rebalance, persist the new id.
                 entry = group.history.event(
@@ -340,13 +301,24 @@ class ClassicJoin:
                 self._rebalance.maybe_prepare_rebalance_or_complete_join(
                     out, group, RebalanceCause.STATIC_MEMBER_REPLACED, detail, now
                 )
-        elif group.is_in(_C):
+        elif group.is_in(COMPLETING):
             # The leader may already be assigning to the old id; start over.
             self._rebalance.prepare_rebalance(
                 out, group, RebalanceCause.STATIC_MEMBER_REPLACED, detail, now
             )
         else:
             self._rebalance.maybe_complete_join_phase(out, group, now)
+
+
+def _refusal(group: ClassicGroup, req: JoinGroupRequest) -> ErrorCode:
+    """Why the group takes no join at all (it is Dead), or none with these protocols;
+    NONE if it may."""
+    dead = state_answer(Op.JOIN, group.state)
+    if dead is not ErrorCode.NONE:
+        return dead
+    if not group.supports_protocols(req.protocol_type, req.protocols):
+        return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    return ErrorCode.NONE
 
 
 def _reply_join(out: Result, waiter: JoinWaiter, response: JoinGroupResponse) -> None:

@@ -25,17 +25,9 @@ from herdless.coordinator.messages import (
 )
 from herdless.coordinator.now import Now
 from herdless.coordinator.result import Reply, Result, TimerKey, TimerKind
-from herdless.coordinator.state import GroupState, can_rebalance
+from herdless.coordinator.state import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, can_rebalance
 from herdless.coordinator.timers import CoordinatorTimer
 from herdless.protocol.errors import ErrorCode
-
-_E, _P, _C, _S, _D = (
-    GroupState.EMPTY,
-    GroupState.PREPARING_REBALANCE,
-    GroupState.COMPLETING_REBALANCE,
-    GroupState.STABLE,
-    GroupState.DEAD,
-)
 
 
 class ClassicRebalance:
@@ -97,7 +89,7 @@ class ClassicRebalance:
     def prepare_rebalance(
         self, out: Result, group: ClassicGroup, cause: RebalanceCause, detail: str, now: Now
     ) -> None:
-        if group.is_in(_C):
+        if group.is_in(COMPLETING):
             # Followers parked in SyncGroup must rejoin: their generation is over.
             for member in group.members.values():
                 member.assignment = b""
@@ -105,7 +97,7 @@ class ClassicRebalance:
         group.pending_sync_members.clear()
         self._timer.cancel(out, TimerKey(TimerKind.SYNC, group.group_id))
 
-        is_initial = group.is_in(_E)
+        is_initial = group.is_in(EMPTY)
         if is_initial:
             # KIP-134: give a new group time to collect its members before the
             # first generation, extended while members keep arriving.
@@ -116,7 +108,7 @@ class ClassicRebalance:
         group.history.started(
             cause, detail, group.generation, now.wall_ms, group.generation_members
         )
-        group.transition_to(_P, now.wall_ms)
+        group.transition_to(PREPARING, now.wall_ms)
         if not is_initial:
             if group.has_all_members_joined():
                 self.complete_join(out, group, now)
@@ -164,9 +156,9 @@ class ClassicRebalance:
             self.complete_join(out, group, now)
 
     def maybe_complete_join_phase(self, out: Result, group: ClassicGroup, now: Now) -> None:
-        if not group.is_in(_P):
+        if not group.is_in(PREPARING):
             return
-        if group.previous_state is _E:
+        if group.previous_state is EMPTY:
             return  # the initial rebalance ends on its own timer, never early
         if group.has_all_members_joined():
             self.complete_join(out, group, now)
@@ -179,7 +171,7 @@ class ClassicRebalance:
                 group.remove(member.member_id)
                 self.cancel_heartbeat(out, group, member.member_id)
 
-        if group.is_in(_D):
+        if group.is_in(DEAD):
             return
         if not group.maybe_elect_new_joined_leader() and group.members:
             # Nobody rejoined: wait another rebalance timeout for sessions to expire.
@@ -187,7 +179,7 @@ class ClassicRebalance:
             return
 
         group.init_next_generation(now.wall_ms)
-        if group.is_in(_E):
+        if group.is_in(EMPTY):
             rebalance_ended(out, group, now, ())
             group.generation_members = ()
             self._log.write_group(out, group)
@@ -210,7 +202,7 @@ class ClassicRebalance:
 
     def _expire_pending_sync(self, out: Result, group_id: str, generation: int, now: Now) -> None:
         group = self._groups.get(group_id)
-        if group is None or group.generation != generation or not group.is_in(_C, _S):
+        if group is None or group.generation != generation or not group.is_in(COMPLETING, STABLE):
             return
         if group.pending_sync_members:
             missing = sorted(group.pending_sync_members)
@@ -221,11 +213,11 @@ class ClassicRebalance:
 
     def _expire_heartbeat(self, out: Result, group_id: str, member_id: str, now: Now) -> None:
         group = self._groups.get(group_id)
-        if group is None or group.is_in(_D):
+        if group is None or group.is_in(DEAD):
             return
         if group.is_pending(member_id):
             group.remove(member_id)
-            if group.is_in(_P) and group.has_all_members_joined():
+            if group.is_in(PREPARING) and group.has_all_members_joined():
                 self.complete_join(out, group, now)
             return
         member = group.members.get(member_id)
@@ -245,9 +237,9 @@ class ClassicRebalance:
         resp = JoinGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID, member_id=UNKNOWN_MEMBER_ID)
         add_reply(out, group.complete_join(member, resp))
         group.remove(member.member_id)
-        if group.is_in(_S, _C):
+        if group.is_in(STABLE, COMPLETING):
             self.maybe_prepare_rebalance_or_complete_join(out, group, cause, member.member_id, now)
-        elif group.is_in(_P) and group.has_all_members_joined():
+        elif group.is_in(PREPARING) and group.has_all_members_joined():
             self.complete_join(out, group, now)
 
     def propagate_assignment(

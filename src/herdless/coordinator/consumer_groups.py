@@ -29,7 +29,8 @@ group.consumer.migration.policy allows (group_conversion.py; GROUP_ID_NOT_FOUND
 otherwise); members speaking the classic protocol inside a consumer group are
 classic_members.py's, and the last new-protocol member leaving may turn the
 group back into a classic one (`to_classic`). What that asks of the classic groups,
-it asks through ClassicGroupHooks; the groups of both types are in one GroupStore.
+it asks through group_conversion.ClassicGroupHooks; the groups of both types are in
+one GroupStore.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import replace
-from typing import Protocol
 
 from herdless.coordinator.assignors import ASSIGNORS
 from herdless.coordinator.config import CoordinatorConfig
@@ -71,6 +71,7 @@ from herdless.coordinator.consumer_records import (
 from herdless.coordinator.consumer_timers import ConsumerGroupTimers
 from herdless.coordinator.group import ClassicGroup
 from herdless.coordinator.group_conversion import (
+    ClassicGroupHooks,
     classic_group_from_consumer,
     consumer_group_from_classic,
     creation_records,
@@ -101,25 +102,6 @@ from herdless.protocol.errors import ErrorCode
 
 # The group type ListGroups v5 names (and filters by); classic groups are "classic".
 CONSUMER_GROUP_TYPE = "consumer"
-
-
-class ClassicGroupHooks(Protocol):
-    """What the consumer groups ask of the classic groups when a group id changes
-    protocol (Kafka's convertToConsumerGroup and convertToClassicGroup);
-    classic_rebalance.py answers."""
-
-    def retire(self, out: Result, group_id: str) -> None:
-        """A consumer group takes `group_id` over: the classic group's tombstone, its
-        parked requests answered."""
-        ...
-
-    def install(self, out: Result, group: ClassicGroup, now: Now) -> None:
-        """`group` (made from a consumer group now tombstoned) is the group of its id."""
-        ...
-
-    def prepare_rebalance(
-        self, out: Result, group: ClassicGroup, cause: RebalanceCause, detail: str, now: Now
-    ) -> None: ...
 
 
 class ConsumerGroups:

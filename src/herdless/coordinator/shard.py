@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Callable, Hashable, Iterable, Sequence
 
 from herdless.coordinator.classic_group_manager import ClassicGroupManager
+from herdless.coordinator.classic_join import ClassicJoin
 from herdless.coordinator.classic_log import ClassicGroupLog
 from herdless.coordinator.classic_members import ClassicMembers
 from herdless.coordinator.classic_rebalance import ClassicRebalance
@@ -72,6 +73,9 @@ class CoordinatorShard:
         self.consumer = ConsumerGroups(self.config, self.timer, self.store, new_uuid, rebalance)
         self.classic_members = ClassicMembers(self.consumer)
         self.classic = ClassicGroupManager(
+            self.config, self.store, classic_log, rebalance, self.classic_members
+        )
+        self.classic_join = ClassicJoin(
             self.config,
             self.store,
             classic_log,
@@ -169,7 +173,7 @@ class CoordinatorShard:
         )
 
     # ======================================================================
-    # the classic protocol: classic_group_manager.py
+    # the classic protocol: classic_join.py, classic_group_manager.py
     # ======================================================================
 
     def join_group(
@@ -181,7 +185,7 @@ class CoordinatorShard:
     ) -> Result:
         """`topics`: the cluster's topics, for a member joining a consumer group (without
         them, the topics the group knows of)."""
-        return self.classic.join_group(req, token, now, topics)
+        return self.classic_join.join(req, token, now, topics)
 
     def sync_group(self, req: SyncGroupRequest, token: Hashable, now: Now) -> Result:
         return self.classic.sync_group(req, token, now)
