@@ -27,7 +27,7 @@ other member is given it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from dataclasses import replace
 
 from herdless.coordinator.consumer_group import ConsumerGroup, ConsumerGroupMember
@@ -77,15 +77,9 @@ class _Refused(Exception):
 class ClassicMembers:
     """The classic protocol's requests to the consumer groups of `groups`."""
 
-    def __init__(
-        self,
-        groups: ConsumerGroups,
-        to_classic: Callable[[Result, ConsumerGroup, Now], ClassicGroup | None],
-    ) -> None:
+    def __init__(self, groups: ConsumerGroups) -> None:
         self._groups = groups
         self._timers = groups.timers
-        # Turns a consumer group of classic members into a classic group (the shard's).
-        self._to_classic = to_classic
 
     def owns(self, group_id: str) -> bool:
         """True if requests of the classic protocol for `group_id` are this module's."""
@@ -308,7 +302,7 @@ class ClassicMembers:
     def _downgrade(self, out: Result, group: ConsumerGroup, now: Now) -> ClassicGroup | None:
         if not may_downgrade(list(group.members.values()), self._groups.config):
             return None
-        return self._to_classic(out, group, now)
+        return self._groups.to_classic(out, group, None, now)
 
 
 def _validated(

@@ -28,7 +28,9 @@ classic group (its tombstone first) and converts a non-empty one when
 group.consumer.migration.policy allows (group_conversion.py; GROUP_ID_NOT_FOUND
 otherwise); members speaking the classic protocol inside a consumer group are
 classic_members.py's, and the last new-protocol member leaving may turn the
-group back into a classic one (the shard's `downgrade`).
+group back into a classic one (`to_classic`). What that asks of the classic groups,
+it asks through group_conversion.ClassicGroupHooks; the groups of both types are in
+one GroupStore.
 """
 
 from __future__ import annotations
@@ -66,18 +68,17 @@ from herdless.coordinator.consumer_protocol import (
 from herdless.coordinator.consumer_records import (
     ConsumerGroupRegularExpressionValue,
 )
-from herdless.coordinator.consumer_timers import (
-    ConsumerGroupTimers,
-    TimerCanceller,
-    TimerProbe,
-    TimerScheduler,
-)
+from herdless.coordinator.consumer_timers import ConsumerGroupTimers
 from herdless.coordinator.group import ClassicGroup
 from herdless.coordinator.group_conversion import (
+    ClassicGroupHooks,
+    classic_group_from_consumer,
     consumer_group_from_classic,
     creation_records,
+    downgrades_on_leaving,
     may_upgrade,
 )
+from herdless.coordinator.group_store import GroupStore
 from herdless.coordinator.history import RebalanceCause
 from herdless.coordinator.messages import ListedGroup, RebalanceRecord
 from herdless.coordinator.now import Now
@@ -90,6 +91,7 @@ from herdless.coordinator.target_assignment import (
     next_target_due,
     placed_targets,
 )
+from herdless.coordinator.timers import CoordinatorTimer
 from herdless.coordinator.topic_metadata import (
     NO_PARTITIONS,
     Partitions,
@@ -114,35 +116,21 @@ class ConsumerGroups:
     def __init__(
         self,
         config: CoordinatorConfig,
-        schedule_timer: TimerScheduler,
-        cancel_timer: TimerCanceller,
-        timer_running: TimerProbe,
+        timer: CoordinatorTimer,
+        store: GroupStore,
         new_uuid: Callable[[], str],
-        classic_groups: dict[str, ClassicGroup],
-        retire_classic: Callable[[Result, str], None],
-        downgrade: Callable[[Result, ConsumerGroup, str, Now], bool],
+        classic: ClassicGroupHooks,
     ) -> None:
         self.config = config
-        self.groups: dict[str, ConsumerGroup] = {}
+        self._store = store
+        # The consumer groups by id (the store's), to read.
+        self.groups = store.consumer
         self.timers = ConsumerGroupTimers(
-            config,
-            self.groups,
-            schedule_timer,
-            cancel_timer,
-            timer_running,
-            self.fence_member,
-            self.update_target_assignment,
+            config, store, timer, self.fence_member, self.update_target_assignment
         )
-        self.log = ConsumerGroupLog(
-            self.groups, classic_groups, self._forget_group, self._forget_member
-        )
+        self.log = ConsumerGroupLog(store, self._forget_group, self._forget_member)
         self._new_uuid = new_uuid
-        # Shared with the shard: the group ids consumer groups must not take over.
-        self._classic = classic_groups
-        # Tombstones a classic group taken over, answering what it had parked.
-        self._retire_classic = retire_classic
-        # Turns a group into a classic one instead of removing the member, when it may.
-        self._downgrade = downgrade
+        self._classic = classic
         # The image each group's regular expressions were last resolved against.
         self._regexes_resolved_with: dict[str, TopicsImage] = {}
         # Soft state for operators, like the classic groups' rebalance history.
@@ -251,7 +239,7 @@ class ConsumerGroups:
         return out
 
     def _not_found(self, group_id: str) -> str:
-        if group_id in self._classic:
+        if group_id in self._store.classic:
             return f"Group {group_id} is not a consumer group."
         return f"Consumer group {group_id} not found."
 
@@ -270,7 +258,7 @@ class ConsumerGroups:
         group_id = req.group_id
         joining = req.member_epoch == 0
         group = self.groups.get(group_id)
-        classic = self._classic.get(group_id) if group is None else None
+        classic = self._store.classic.get(group_id) if group is None else None
         if group is None and not joining:
             raise HeartbeatRefused(ErrorCode.GROUP_ID_NOT_FOUND, self._not_found(group_id))
         upgraded = None
@@ -281,14 +269,14 @@ class ConsumerGroups:
 
         # Checked: from here on the heartbeat only writes.
         if classic is not None:
-            self._retire_classic(out, group_id)
+            self._classic.retire(out, group_id)
         if upgraded is not None:
             for key, value in creation_records(upgraded):
                 self.log.write(out, key, value)
             group = self.groups[group_id]
             for member_id in group.members:
                 self.timers.schedule_session_timeout(out, group_id, member_id, now)
-        self.groups.setdefault(group_id, group)
+        self._store.put_consumer(group)
         before = member
         if replaced is not None:
             self.replace_static_member(out, group, replaced, member)
@@ -670,6 +658,38 @@ class ConsumerGroups:
         self.refresh_subscription_metadata(out, group, None)
         self.bump_group_epoch(out, group, cause, member_label(member))
         self.update_target_assignment(out, group, now)
+
+    def _downgrade(
+        self, out: Result, group: ConsumerGroup, leaving_member_id: str, now: Now
+    ) -> bool:
+        """The member speaking the new protocol leaves, or is fenced: if classic members
+        alone remain and the policy allows, the consumer group becomes a classic group and
+        a rebalance starts (Kafka's convertToClassicGroup). False if it does not."""
+        if not downgrades_on_leaving(group, leaving_member_id, self.config):
+            return False
+        classic = self.to_classic(out, group, leaving_member_id, now)
+        if classic is None:
+            return False
+        detail = f"{leaving_member_id} left; back to the classic protocol"
+        self._classic.prepare_rebalance(out, classic, RebalanceCause.MEMBER_LEFT, detail, now)
+        return True
+
+    def to_classic(
+        self, out: Result, group: ConsumerGroup, leaving_member_id: str | None, now: Now
+    ) -> ClassicGroup | None:
+        """Replace the consumer group with the classic group of its classic members (but
+        `leaving_member_id`), Stable: its tombstones, then the classic group's metadata.
+        None, and nothing done, if a member's embedded protocol does not parse."""
+        history_size = self.config.rebalance_history_size
+        try:
+            classic = classic_group_from_consumer(
+                group, leaving_member_id, now.wall_ms, history_size
+            )
+        except MalformedConsumerProtocol:
+            return None
+        self.delete(out, classic.group_id)
+        self._classic.install(out, classic, now)
+        return classic
 
     def on_loaded(self, out: Result, now: Now) -> None:
         """Loaded by replay: every member's session starts now, and so does the revocation

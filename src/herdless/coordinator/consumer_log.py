@@ -36,7 +36,7 @@ from herdless.coordinator.consumer_records import (
     decode_consumer_group_key,
     decode_consumer_group_value,
 )
-from herdless.coordinator.group import ClassicGroup
+from herdless.coordinator.group_store import GroupStore
 from herdless.coordinator.reconciliation import CurrentAssignment
 from herdless.coordinator.result import Result
 from herdless.coordinator.topic_metadata import Partitions, TopicMetadata
@@ -45,15 +45,12 @@ from herdless.coordinator.topic_metadata import Partitions, TopicMetadata
 class ConsumerGroupLog:
     def __init__(
         self,
-        groups: dict[str, ConsumerGroup],
-        classic_groups: dict[str, ClassicGroup],
+        store: GroupStore,
         forget_group: Callable[[str], None],
         forget_member: Callable[[str, str], None],
     ) -> None:
-        # The consumer groups' own dict, and the shard's classic groups a first record
-        # takes the group id from.
-        self._groups = groups
-        self._classic = classic_groups
+        self._store = store
+        self._groups = store.consumer
         # Soft state of ConsumerGroups' that a group's, or a member's, tombstone ends.
         self._forget_group = forget_group
         self._forget_member = forget_member
@@ -100,7 +97,7 @@ class ConsumerGroupLog:
         if group is None:
             return
         if isinstance(key, ConsumerGroupMetadataKey):
-            del self._groups[key.group]
+            self._store.remove_consumer(key.group)
             self._forget_group(key.group)
         elif isinstance(key, ConsumerGroupPartitionMetadataKey):
             group.subscription_metadata = {}
@@ -127,8 +124,8 @@ class ConsumerGroupLog:
         if group is None:
             # A group that only held offsets (committed with no membership) gives way, as
             # in Kafka; any other classic group was tombstoned before the first record.
-            self._classic.pop(group_id, None)
-            group = self._groups[group_id] = ConsumerGroup(group_id)
+            self._store.remove_classic(group_id)
+            group = self._store.put_consumer(ConsumerGroup(group_id))
         return group
 
     def write(self, out: Result, key: ConsumerGroupKey, value: ConsumerGroupValue | None) -> None:

@@ -6,8 +6,8 @@ classic protocol, its deadline to rejoin once told to (CLASSIC_JOIN) and to sync
 joined (CLASSIC_SYNC). For each group: when its next target assignment is due
 (ASSIGNMENT). A member whose timer fires is fenced, as any member made to leave.
 
-The shard owns the timer wheel; this module only decides keys, deadlines and what
-firing does, so ConsumerGroups and the classic members share one set of rules.
+The shard's timer table (timers.py) holds them; this module only decides keys, deadlines
+and what firing does, so ConsumerGroups and the classic members share one set of rules.
 """
 
 from __future__ import annotations
@@ -16,17 +16,11 @@ from collections.abc import Callable
 
 from herdless.coordinator.config import CoordinatorConfig
 from herdless.coordinator.consumer_group import ConsumerGroup, ConsumerGroupMember
+from herdless.coordinator.group_store import GroupStore
 from herdless.coordinator.history import RebalanceCause
 from herdless.coordinator.now import Now
 from herdless.coordinator.result import Result, TimerKey, TimerKind
-
-TimerCallback = Callable[[Result, Now], None]
-
-# The shard's timers, lent to its consumer groups: schedule (or move) a key to a deadline
-# on the monotonic clock, cancel one, and whether one is running.
-TimerScheduler = Callable[[Result, TimerKey, int, TimerCallback], None]
-TimerCanceller = Callable[[Result, TimerKey], None]
-TimerProbe = Callable[[TimerKey], bool]
+from herdless.coordinator.timers import CoordinatorTimer
 
 # ConsumerGroups.fence_member and ConsumerGroups.update_target_assignment: what firing does.
 Fence = Callable[[Result, str, str, RebalanceCause, Now], None]
@@ -37,19 +31,15 @@ class ConsumerGroupTimers:
     def __init__(
         self,
         config: CoordinatorConfig,
-        groups: dict[str, ConsumerGroup],
-        schedule: TimerScheduler,
-        cancel: TimerCanceller,
-        is_running: TimerProbe,
+        store: GroupStore,
+        timer: CoordinatorTimer,
         fence: Fence,
         update_target_assignment: TargetUpdate,
     ) -> None:
         self._config = config
-        # The consumer groups' own dict: a timer that fires looks its group up as it is then.
-        self._groups = groups
-        self._schedule = schedule
-        self._cancel = cancel
-        self._is_running = is_running
+        # A timer that fires looks its group up as it is then.
+        self._groups = store.consumer
+        self._timer = timer
         self._fence = fence
         self._update_target_assignment = update_target_assignment
 
@@ -67,7 +57,7 @@ class ConsumerGroupTimers:
             timeout_ms = classic.session_timeout_ms
         else:
             timeout_ms = self._config.consumer_session_timeout_for(group_id)
-        self._schedule(
+        self._timer.schedule(
             out,
             TimerKey(TimerKind.SESSION, group_id, member_id),
             now.monotonic_ms + timeout_ms,
@@ -79,7 +69,7 @@ class ConsumerGroupTimers:
     ) -> None:
         """The member has its rebalance timeout to revoke what its epoch asked it to."""
         member_id, epoch = member.member_id, member.member_epoch
-        self._schedule(
+        self._timer.schedule(
             out,
             TimerKey(TimerKind.REVOCATION, group_id, member_id),
             now.monotonic_ms + member.rebalance_timeout_ms,
@@ -87,11 +77,11 @@ class ConsumerGroupTimers:
         )
 
     def cancel_rebalance_timeout(self, out: Result, group_id: str, member_id: str) -> None:
-        self._cancel(out, TimerKey(TimerKind.REVOCATION, group_id, member_id))
+        self._timer.cancel(out, TimerKey(TimerKind.REVOCATION, group_id, member_id))
 
     def cancel_member_timers(self, out: Result, group_id: str, member_id: str) -> None:
         for kind in _MEMBER_TIMERS:
-            self._cancel(out, TimerKey(kind, group_id, member_id))
+            self._timer.cancel(out, TimerKey(kind, group_id, member_id))
 
     def _revocation_expired(
         self, out: Result, group_id: str, member_id: str, epoch: int, now: Now
@@ -113,9 +103,9 @@ class ConsumerGroupTimers:
         already running is kept (a member heartbeating meanwhile does not push it back)."""
         member_id = member.member_id
         key = TimerKey(TimerKind.CLASSIC_JOIN, group_id, member_id)
-        if self._is_running(key):
+        if self._timer.is_scheduled(key):
             return
-        self._schedule(
+        self._timer.schedule(
             out,
             key,
             now.monotonic_ms + member.rebalance_timeout_ms,
@@ -126,13 +116,13 @@ class ConsumerGroupTimers:
         )
 
     def cancel_join_timeout(self, out: Result, group_id: str, member_id: str) -> None:
-        self._cancel(out, TimerKey(TimerKind.CLASSIC_JOIN, group_id, member_id))
+        self._timer.cancel(out, TimerKey(TimerKind.CLASSIC_JOIN, group_id, member_id))
 
     def schedule_sync_timeout(
         self, out: Result, group_id: str, member_id: str, timeout_ms: int, now: Now
     ) -> None:
         """The member joined: it has `timeout_ms` (its rebalance timeout) to sync."""
-        self._schedule(
+        self._timer.schedule(
             out,
             TimerKey(TimerKind.CLASSIC_SYNC, group_id, member_id),
             now.monotonic_ms + timeout_ms,
@@ -140,7 +130,7 @@ class ConsumerGroupTimers:
         )
 
     def cancel_sync_timeout(self, out: Result, group_id: str, member_id: str) -> None:
-        self._cancel(out, TimerKey(TimerKind.CLASSIC_SYNC, group_id, member_id))
+        self._timer.cancel(out, TimerKey(TimerKind.CLASSIC_SYNC, group_id, member_id))
 
     # ======================================================================
     # the group's target assignment
@@ -154,10 +144,10 @@ class ConsumerGroupTimers:
             if group is not None:
                 self._update_target_assignment(o, group, now)
 
-        self._schedule(out, TimerKey(TimerKind.ASSIGNMENT, group_id), deadline_ms, due)
+        self._timer.schedule(out, TimerKey(TimerKind.ASSIGNMENT, group_id), deadline_ms, due)
 
     def cancel_assignment(self, out: Result, group_id: str) -> None:
-        self._cancel(out, TimerKey(TimerKind.ASSIGNMENT, group_id))
+        self._timer.cancel(out, TimerKey(TimerKind.ASSIGNMENT, group_id))
 
 
 # In the order a member's timers are cancelled when it goes.

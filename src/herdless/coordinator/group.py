@@ -1,8 +1,9 @@
 """A classic group's membership: members, leader, protocols, generation, state.
 
 This is the bookkeeping half of Kafka's ClassicGroup; what requests do with it
-(rebalances, timers, records) is in shard.py. Members are kept in insertion
-order, so the leader chosen when the old one leaves is deterministic.
+(rebalances, timers, records) is in classic_group_manager.py, classic_join.py and
+classic_rebalance.py. Members are kept in insertion order, so the leader chosen when
+the old one leaves is deterministic.
 """
 
 from __future__ import annotations

@@ -15,10 +15,13 @@ at once so that the members agree on it through the classic protocol. The record
 are the consumer group's tombstones, then the classic group's metadata.
 
 `group.consumer.migration.policy` says which ways are allowed. This module only
-decides and builds; the shard and ConsumerGroups write and install.
+decides and builds; ConsumerGroups and classic_rebalance.py write and install, the
+first calling the second through ClassicGroupHooks.
 """
 
 from __future__ import annotations
+
+import typing
 
 from herdless.coordinator.config import CoordinatorConfig
 from herdless.coordinator.consumer_group import ConsumerGroup, ConsumerGroupMember
@@ -44,10 +47,31 @@ from herdless.coordinator.consumer_records import (
     ConsumerGroupValue,
 )
 from herdless.coordinator.group import ClassicGroup, Member
+from herdless.coordinator.history import RebalanceCause
 from herdless.coordinator.messages import Protocol
+from herdless.coordinator.now import Now
 from herdless.coordinator.reconciliation import CurrentAssignment, MemberState
+from herdless.coordinator.result import Result
 from herdless.coordinator.state import GroupState
 from herdless.coordinator.topic_metadata import Partitions, TopicIdPartition, TopicsImage
+
+
+class ClassicGroupHooks(typing.Protocol):
+    """What the consumer groups ask of the classic groups when a group id changes
+    protocol, up or down; classic_rebalance.py answers."""
+
+    def retire(self, out: Result, group_id: str) -> None:
+        """A consumer group takes `group_id` over: the classic group's tombstone, its
+        parked requests answered."""
+        ...
+
+    def install(self, out: Result, group: ClassicGroup, now: Now) -> None:
+        """`group` (made from a consumer group now tombstoned) is the group of its id."""
+        ...
+
+    def prepare_rebalance(
+        self, out: Result, group: ClassicGroup, cause: RebalanceCause, detail: str, now: Now
+    ) -> None: ...
 
 
 def may_upgrade(classic: ClassicGroup, config: CoordinatorConfig) -> bool:

@@ -24,7 +24,9 @@ class GroupState(Enum):
         return self.value
 
 
-_E, _P, _C, _S, _D = (
+# The states by short names, for the tables below and the classic group's handlers,
+# which test them at every step.
+EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
     GroupState.EMPTY,
     GroupState.PREPARING_REBALANCE,
     GroupState.COMPLETING_REBALANCE,
@@ -34,11 +36,11 @@ _E, _P, _C, _S, _D = (
 
 # Kafka's ClassicGroupState: the states a group must be in to move to each state.
 VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
-    _E: frozenset({_P}),
-    _P: frozenset({_S, _C, _E}),
-    _C: frozenset({_P}),
-    _S: frozenset({_C}),
-    _D: frozenset({_S, _P, _C, _E, _D}),
+    EMPTY: frozenset({PREPARING}),
+    PREPARING: frozenset({STABLE, COMPLETING, EMPTY}),
+    COMPLETING: frozenset({PREPARING}),
+    STABLE: frozenset({COMPLETING}),
+    DEAD: frozenset({STABLE, PREPARING, COMPLETING, EMPTY, DEAD}),
 }
 
 
@@ -57,7 +59,7 @@ def transition(group_id: str, current: GroupState, target: GroupState) -> GroupS
 
 
 def can_rebalance(state: GroupState) -> bool:
-    return state in VALID_PREVIOUS[_P]
+    return state in VALID_PREVIOUS[PREPARING]
 
 
 class Op(Enum):
@@ -76,25 +78,25 @@ class Op(Enum):
 # being removed, so the client should look for its coordinator again. Absent
 # pairs mean the state lets the request through.
 STATE_ANSWERS: dict[tuple[Op, GroupState], ErrorCode] = {
-    (Op.JOIN, _D): ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    (Op.SYNC, _D): ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    (Op.SYNC, _E): ErrorCode.UNKNOWN_MEMBER_ID,
-    (Op.SYNC, _P): ErrorCode.REBALANCE_IN_PROGRESS,
-    (Op.HEARTBEAT, _D): ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    (Op.HEARTBEAT, _E): ErrorCode.UNKNOWN_MEMBER_ID,
-    (Op.HEARTBEAT, _P): ErrorCode.REBALANCE_IN_PROGRESS,
-    (Op.LEAVE, _D): ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    (Op.OFFSET_COMMIT, _D): ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    (Op.OFFSET_COMMIT, _C): ErrorCode.REBALANCE_IN_PROGRESS,
-    (Op.OFFSET_FETCH, _D): ErrorCode.GROUP_ID_NOT_FOUND,
-    (Op.OFFSET_DELETE, _D): ErrorCode.GROUP_ID_NOT_FOUND,
-    (Op.OFFSET_DELETE, _P): ErrorCode.NON_EMPTY_GROUP,
-    (Op.OFFSET_DELETE, _C): ErrorCode.NON_EMPTY_GROUP,
-    (Op.OFFSET_DELETE, _S): ErrorCode.NON_EMPTY_GROUP,
-    (Op.DELETE_GROUP, _D): ErrorCode.GROUP_ID_NOT_FOUND,
-    (Op.DELETE_GROUP, _P): ErrorCode.NON_EMPTY_GROUP,
-    (Op.DELETE_GROUP, _C): ErrorCode.NON_EMPTY_GROUP,
-    (Op.DELETE_GROUP, _S): ErrorCode.NON_EMPTY_GROUP,
+    (Op.JOIN, DEAD): ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    (Op.SYNC, DEAD): ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    (Op.SYNC, EMPTY): ErrorCode.UNKNOWN_MEMBER_ID,
+    (Op.SYNC, PREPARING): ErrorCode.REBALANCE_IN_PROGRESS,
+    (Op.HEARTBEAT, DEAD): ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    (Op.HEARTBEAT, EMPTY): ErrorCode.UNKNOWN_MEMBER_ID,
+    (Op.HEARTBEAT, PREPARING): ErrorCode.REBALANCE_IN_PROGRESS,
+    (Op.LEAVE, DEAD): ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    (Op.OFFSET_COMMIT, DEAD): ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    (Op.OFFSET_COMMIT, COMPLETING): ErrorCode.REBALANCE_IN_PROGRESS,
+    (Op.OFFSET_FETCH, DEAD): ErrorCode.GROUP_ID_NOT_FOUND,
+    (Op.OFFSET_DELETE, DEAD): ErrorCode.GROUP_ID_NOT_FOUND,
+    (Op.OFFSET_DELETE, PREPARING): ErrorCode.NON_EMPTY_GROUP,
+    (Op.OFFSET_DELETE, COMPLETING): ErrorCode.NON_EMPTY_GROUP,
+    (Op.OFFSET_DELETE, STABLE): ErrorCode.NON_EMPTY_GROUP,
+    (Op.DELETE_GROUP, DEAD): ErrorCode.GROUP_ID_NOT_FOUND,
+    (Op.DELETE_GROUP, PREPARING): ErrorCode.NON_EMPTY_GROUP,
+    (Op.DELETE_GROUP, COMPLETING): ErrorCode.NON_EMPTY_GROUP,
+    (Op.DELETE_GROUP, STABLE): ErrorCode.NON_EMPTY_GROUP,
 }
 
 
