@@ -20,7 +20,7 @@ from herdless.coordinator.consumer_records import (
     decode_consumer_group_value,
     encode_consumer_group_value,
 )
-from herdless.coordinator.group_configs import (
+from herdless.coordinator.group_config import (
     CONSUMER_ASSIGNMENT_INTERVAL_MS,
     CONSUMER_ASSIGNOR_OFFLOAD_ENABLE,
     GroupConfigLimits,

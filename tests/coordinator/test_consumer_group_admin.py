@@ -13,7 +13,7 @@ from herdless.coordinator.consumer_records import (
     ConsumerGroupMetadataKey,
     decode_consumer_group_key,
 )
-from herdless.coordinator.group_configs import (
+from herdless.coordinator.group_config import (
     CONSUMER_HEARTBEAT_INTERVAL_MS,
     CONSUMER_SESSION_TIMEOUT_MS,
     GroupConfigs,

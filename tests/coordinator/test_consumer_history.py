@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from herdless.coordinator.group_configs import CONSUMER_ASSIGNMENT_INTERVAL_MS, GroupConfigs
+from herdless.coordinator.group_config import CONSUMER_ASSIGNMENT_INTERVAL_MS, GroupConfigs
 from herdless.coordinator.messages import MemberReconciliation, RebalanceRecord
 from herdless.coordinator.topic_metadata import TopicMetadata
 from tests.coordinator.context import TEST_CONFIG, TOPIC_T, TOPIC_U, WALL_START_MS, Context

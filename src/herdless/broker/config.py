@@ -9,7 +9,7 @@ from herdless.cluster.zookeeper_security import read_zookeeper_security
 from herdless.coordinator import CoordinatorConfig
 from herdless.coordinator.assignors import ASSIGNORS
 from herdless.coordinator.config import ConsumerGroupMigrationPolicy
-from herdless.coordinator.group_configs import GroupConfigLimits
+from herdless.coordinator.group_config import GroupConfigLimits
 from herdless.protocol.config_values import InvalidConfigValue, parse_boolean
 from herdless.security.authorizer import AuthorizerSettings, authorizer_settings
 from herdless.security.listeners import (

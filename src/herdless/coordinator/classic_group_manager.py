@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
 
+from herdless.coordinator.classic_group import ClassicGroup
 from herdless.coordinator.classic_log import ClassicGroupLog
 from herdless.coordinator.classic_members import ClassicMembers
 from herdless.coordinator.classic_rebalance import ClassicRebalance, add_reply, rebalance_ended
 from herdless.coordinator.config import CoordinatorConfig
 from herdless.coordinator.consumer_group import ConsumerGroup, ConsumerGroupState
-from herdless.coordinator.group import ClassicGroup
 from herdless.coordinator.group_store import GroupStore
 from herdless.coordinator.history import RebalanceCause
 from herdless.coordinator.messages import (

@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from dataclasses import replace
 
+from herdless.coordinator.classic_group import ClassicGroup, JoinWaiter, Member
 from herdless.coordinator.classic_log import ClassicGroupLog
 from herdless.coordinator.classic_members import ClassicMembers
 from herdless.coordinator.classic_rebalance import ClassicRebalance, add_reply
 from herdless.coordinator.config import CoordinatorConfig
 from herdless.coordinator.consumer_group import ConsumerGroupState
-from herdless.coordinator.consumer_groups import ConsumerGroups
-from herdless.coordinator.group import ClassicGroup, JoinWaiter, Member
+from herdless.coordinator.consumer_group_manager import ConsumerGroupManager
 from herdless.coordinator.group_store import GroupStore
 from herdless.coordinator.history import RebalanceCause
 from herdless.coordinator.messages import UNKNOWN_MEMBER_ID, JoinGroupRequest, JoinGroupResponse
@@ -47,7 +47,7 @@ class ClassicJoin:
         store: GroupStore,
         log: ClassicGroupLog,
         rebalance: ClassicRebalance,
-        consumer: ConsumerGroups,
+        consumer: ConsumerGroupManager,
         classic_members: ClassicMembers,
         new_uuid: Callable[[], str],
     ) -> None:

@@ -8,7 +8,7 @@ A tombstone ends the group, live or replayed, through the same `apply_tombstone`
 
 from __future__ import annotations
 
-from herdless.coordinator.group import ClassicGroup
+from herdless.coordinator.classic_group import ClassicGroup
 from herdless.coordinator.group_store import GroupStore
 from herdless.coordinator.records import (
     GroupMetadataKey,

@@ -30,15 +30,15 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import replace
 
+from herdless.coordinator.classic_group import ClassicGroup
 from herdless.coordinator.consumer_group import ConsumerGroup, ConsumerGroupMember
-from herdless.coordinator.consumer_groups import ConsumerGroups, member_label
+from herdless.coordinator.consumer_group_manager import ConsumerGroupManager, member_label
 from herdless.coordinator.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
     MalformedConsumerProtocol,
     decode_subscription,
     protocol_version,
 )
-from herdless.coordinator.group import ClassicGroup
 from herdless.coordinator.group_conversion import (
     assignment_bytes,
     classic_metadata,
@@ -77,7 +77,7 @@ class _Refused(Exception):
 class ClassicMembers:
     """The classic protocol's requests to the consumer groups of `groups`."""
 
-    def __init__(self, groups: ConsumerGroups) -> None:
+    def __init__(self, groups: ConsumerGroupManager) -> None:
         self._groups = groups
         self._timers = groups.timers
 

@@ -13,9 +13,9 @@ over, install one a consumer group turns back into, and start its rebalance.
 
 from __future__ import annotations
 
+from herdless.coordinator.classic_group import ClassicGroup, Member
 from herdless.coordinator.classic_log import ClassicGroupLog
 from herdless.coordinator.config import CoordinatorConfig
-from herdless.coordinator.group import ClassicGroup, Member
 from herdless.coordinator.group_store import GroupStore
 from herdless.coordinator.history import RebalanceCause
 from herdless.coordinator.messages import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from herdless.coordinator.group_configs import (
+from herdless.coordinator.group_config import (
     CONSUMER_ASSIGNMENT_INTERVAL_MS,
     CONSUMER_ASSIGNOR_OFFLOAD_ENABLE,
     CONSUMER_HEARTBEAT_INTERVAL_MS,

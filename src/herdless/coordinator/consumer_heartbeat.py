@@ -2,7 +2,7 @@
 
 The checks Kafka makes of a heartbeat before it touches the group (the request's
 own validity, the member's epoch) and the member as the heartbeat updates it;
-consumer_groups.py does the rest. A refusal is HeartbeatRefused, raised before
+consumer_group_manager.py does the rest. A refusal is HeartbeatRefused, raised before
 anything is written.
 """
 

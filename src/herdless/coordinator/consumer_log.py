@@ -51,7 +51,7 @@ class ConsumerGroupLog:
     ) -> None:
         self._store = store
         self._groups = store.consumer
-        # Soft state of ConsumerGroups' that a group's, or a member's, tombstone ends.
+        # Soft state of ConsumerGroupManager' that a group's, or a member's, tombstone ends.
         self._forget_group = forget_group
         self._forget_member = forget_member
 

@@ -7,7 +7,7 @@ joined (CLASSIC_SYNC). For each group: when its next target assignment is due
 (ASSIGNMENT). A member whose timer fires is fenced, as any member made to leave.
 
 The shard's timer table (timers.py) holds them; this module only decides keys, deadlines
-and what firing does, so ConsumerGroups and the classic members share one set of rules.
+and what firing does, so ConsumerGroupManager and the classic members share one set of rules.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from herdless.coordinator.now import Now
 from herdless.coordinator.result import Result, TimerKey, TimerKind
 from herdless.coordinator.timers import CoordinatorTimer
 
-# ConsumerGroups.fence_member and ConsumerGroups.update_target_assignment: what firing does.
+# ConsumerGroupManager.fence_member and .update_target_assignment: what firing does.
 Fence = Callable[[Result, str, str, RebalanceCause, Now], None]
 TargetUpdate = Callable[[Result, ConsumerGroup, Now], None]
 

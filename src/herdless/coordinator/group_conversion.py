@@ -15,7 +15,7 @@ at once so that the members agree on it through the classic protocol. The record
 are the consumer group's tombstones, then the classic group's metadata.
 
 `group.consumer.migration.policy` says which ways are allowed. This module only
-decides and builds; ConsumerGroups and classic_rebalance.py write and install, the
+decides and builds; ConsumerGroupManager and classic_rebalance.py write and install, the
 first calling the second through ClassicGroupHooks.
 """
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import typing
 
+from herdless.coordinator.classic_group import ClassicGroup, Member
 from herdless.coordinator.config import CoordinatorConfig
 from herdless.coordinator.consumer_group import ConsumerGroup, ConsumerGroupMember
 from herdless.coordinator.consumer_protocol import (
@@ -46,7 +47,6 @@ from herdless.coordinator.consumer_records import (
     ConsumerGroupTargetAssignmentMetadataValue,
     ConsumerGroupValue,
 )
-from herdless.coordinator.group import ClassicGroup, Member
 from herdless.coordinator.history import RebalanceCause
 from herdless.coordinator.messages import Protocol
 from herdless.coordinator.now import Now

@@ -11,8 +11,8 @@ Lookups read the maps; changes go through the methods, which say what each means
 
 from __future__ import annotations
 
+from herdless.coordinator.classic_group import ClassicGroup
 from herdless.coordinator.consumer_group import ConsumerGroup
-from herdless.coordinator.group import ClassicGroup
 
 
 class GroupStore:

@@ -17,8 +17,8 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any, Protocol
 
+from herdless.coordinator.classic_group import ClassicGroup
 from herdless.coordinator.config import CoordinatorConfig
-from herdless.coordinator.group import ClassicGroup
 from herdless.coordinator.messages import (
     NO_LEADER_EPOCH,
     NO_OFFSET,

@@ -5,7 +5,7 @@ state, and each record replayed goes by its key's type:
 
 - classic_group_manager.py: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups
   (the rebalance they start: classic_rebalance.py; GroupMetadata records: classic_log.py);
-- consumer_groups.py: ConsumerGroupHeartbeat and describe (KIP-848), and their records;
+- consumer_group_manager.py: ConsumerGroupHeartbeat and describe (KIP-848), and their records;
 - offset_manager.py: OffsetCommit, OffsetFetch, OffsetDelete, and offset records.
 
 They share one table of groups (group_store.py) and one table of timers (timers.py).
@@ -29,7 +29,7 @@ from herdless.coordinator.classic_members import ClassicMembers
 from herdless.coordinator.classic_rebalance import ClassicRebalance
 from herdless.coordinator.config import CoordinatorConfig
 from herdless.coordinator.consumer_group import ConsumerGroupState
-from herdless.coordinator.consumer_groups import CONSUMER_GROUP_TYPE, ConsumerGroups
+from herdless.coordinator.consumer_group_manager import CONSUMER_GROUP_TYPE, ConsumerGroupManager
 from herdless.coordinator.consumer_messages import ConsumerGroupHeartbeatRequest
 from herdless.coordinator.group_store import GroupStore
 from herdless.coordinator.messages import (
@@ -70,7 +70,9 @@ class CoordinatorShard:
         self.groups = self.store.classic
         classic_log = ClassicGroupLog(self.store, self.config.rebalance_history_size)
         rebalance = ClassicRebalance(self.config, self.store, self.timer, classic_log)
-        self.consumer = ConsumerGroups(self.config, self.timer, self.store, new_uuid, rebalance)
+        self.consumer = ConsumerGroupManager(
+            self.config, self.timer, self.store, new_uuid, rebalance
+        )
         self.classic_members = ClassicMembers(self.consumer)
         self.classic = ClassicGroupManager(
             self.config, self.store, classic_log, rebalance, self.classic_members
@@ -202,7 +204,7 @@ class CoordinatorShard:
         return self.classic.describe_groups(group_ids, token, api_version)
 
     # ======================================================================
-    # consumer groups (KIP-848): consumer_groups.py
+    # consumer groups (KIP-848): consumer_group_manager.py
     # ======================================================================
 
     def consumer_group_heartbeat(

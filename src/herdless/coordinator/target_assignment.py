@@ -4,7 +4,7 @@ and which member each of its results goes to.
 KIP-1263 lets the assignor run off the coordinator (on a worker thread of the broker's)
 while the group moves on: members join, leave, come back under a new id. So a run reads
 a copy of the group taken when it starts (`AssignorRun`), and its result is placed on the
-group as it is when the run ends (`placed_targets`). consumer_groups.py decides when a run
+group as it is when the run ends (`placed_targets`). consumer_group_manager.py decides when a run
 starts and writes what it gives.
 """
 

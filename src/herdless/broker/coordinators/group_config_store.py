@@ -3,7 +3,7 @@ topic configs. One broker: a JSON file in its data directory beside topics.json.
 A cluster: ZooKeeper, `/config/groups/<group>` beside `/config/topics/<topic>`, in
 the same format, every broker watching it.
 
-Either way the coordinator reads them from memory (coordinator/group_configs.py),
+Either way the coordinator reads them from memory (coordinator/group_config.py),
 which the store keeps up to date: at once on the broker that wrote a change, at
 its watch on the others.
 """
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from herdless.cluster.store import Watch
 from herdless.cluster.zookeeper_calls import zookeeper_call
-from herdless.coordinator.group_configs import GroupConfigs
+from herdless.coordinator.group_config import GroupConfigs
 from herdless.storage import checkpoint
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from herdless.coordinator.group_configs import InvalidGroupConfig, altered
+from herdless.coordinator.group_config import InvalidGroupConfig, altered
 from herdless.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:

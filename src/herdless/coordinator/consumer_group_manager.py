@@ -40,6 +40,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import replace
 
 from herdless.coordinator.assignors import ASSIGNORS
+from herdless.coordinator.classic_group import ClassicGroup
 from herdless.coordinator.config import CoordinatorConfig
 from herdless.coordinator.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -69,7 +70,6 @@ from herdless.coordinator.consumer_records import (
     ConsumerGroupRegularExpressionValue,
 )
 from herdless.coordinator.consumer_timers import ConsumerGroupTimers
-from herdless.coordinator.group import ClassicGroup
 from herdless.coordinator.group_conversion import (
     ClassicGroupHooks,
     classic_group_from_consumer,
@@ -104,7 +104,7 @@ from herdless.protocol.errors import ErrorCode
 CONSUMER_GROUP_TYPE = "consumer"
 
 
-class ConsumerGroups:
+class ConsumerGroupManager:
     """The consumer groups of one shard.
 
     Besides the requests of the new protocol, it offers the classic members of its groups
