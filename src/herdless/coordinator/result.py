@@ -50,15 +50,15 @@ class TimerKey:
 @dataclass(frozen=True, slots=True)
 class ScheduleTimer:
     """Fire `key` at `deadline_ms` on the monotonic clock, replacing any deadline the key
-    had."""
+    had. Groups key their timers by TimerKey; another coordinator by its own keys."""
 
-    key: TimerKey
+    key: Hashable
     deadline_ms: int
 
 
 @dataclass(frozen=True, slots=True)
 class CancelTimer:
-    key: TimerKey
+    key: Hashable
 
 
 TimerChange = ScheduleTimer | CancelTimer

@@ -64,7 +64,7 @@ class CoordinatorShard:
         new_uuid: Callable[[], str] = lambda: str(uuid.uuid4()),
     ) -> None:
         self.config = config or CoordinatorConfig()
-        self.timer = CoordinatorTimer()
+        self.timer: CoordinatorTimer[TimerKey] = CoordinatorTimer()
         self.store = GroupStore()
         # The classic groups by id, and (consumer.groups) the consumer groups: to read.
         self.groups = self.store.classic

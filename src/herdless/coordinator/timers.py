@@ -13,14 +13,18 @@ their keys (TimerKind); none reaches for another's timers but through this table
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from herdless.coordinator.now import Now
-from herdless.coordinator.result import CancelTimer, Result, ScheduleTimer, TimerKey
+from herdless.coordinator.result import CancelTimer, Result, ScheduleTimer
 
 # What firing does: it writes into the Result of the poll that fired it.
 TimerCallback = Callable[[Result, Now], None]
+# A timer's key: the group coordinator's TimerKey, or whatever another coordinator keys
+# its timers by (the table only hashes keys; ties on deadline are broken by seq).
+K = TypeVar("K", bound=Hashable)
 
 
 @dataclass(slots=True)
@@ -34,15 +38,15 @@ class _Timer:
     heap_seq: int
 
 
-class CoordinatorTimer:
+class CoordinatorTimer(Generic[K]):
     def __init__(self) -> None:
-        self._timers: dict[TimerKey, _Timer] = {}
+        self._timers: dict[K, _Timer] = {}
         # (deadline, seq, key) of every timer, and of some since cancelled or
         # rescheduled, which are dropped when they come to the top.
-        self._deadlines: list[tuple[int, int, TimerKey]] = []
+        self._deadlines: list[tuple[int, int, K]] = []
         self._seq = 0
 
-    def schedule(self, out: Result, key: TimerKey, deadline_ms: int, cb: TimerCallback) -> None:
+    def schedule(self, out: Result, key: K, deadline_ms: int, cb: TimerCallback) -> None:
         """Fire `cb` at `deadline_ms`, replacing whatever `key` was set to."""
         self._seq += 1
         seq = self._seq
@@ -61,7 +65,7 @@ class CoordinatorTimer:
                 self._rebuild_deadlines()
         out.timers.append(ScheduleTimer(key, deadline_ms))
 
-    def cancel(self, out: Result, key: TimerKey) -> None:
+    def cancel(self, out: Result, key: K) -> None:
         if self._timers.pop(key, None) is not None:
             out.timers.append(CancelTimer(key))
 
@@ -70,10 +74,10 @@ class CoordinatorTimer:
         for key in list(self._timers):
             self.cancel(out, key)
 
-    def is_scheduled(self, key: TimerKey) -> bool:
+    def is_scheduled(self, key: K) -> bool:
         return key in self._timers
 
-    def scheduled(self) -> dict[TimerKey, int]:
+    def scheduled(self) -> dict[K, int]:
         return {key: t.deadline_ms for key, t in self._timers.items()}
 
     def next_deadline(self) -> int | None:
@@ -81,7 +85,7 @@ class CoordinatorTimer:
         first = self._first_timer()
         return None if first is None else first[0]
 
-    def fire(self, key: TimerKey, now: Now) -> Result:
+    def fire(self, key: K, now: Now) -> Result:
         """Run `key`'s callback if it is due at `now`; nothing if it was cancelled or
         moved later since the caller looked."""
         out = Result()
@@ -110,7 +114,7 @@ class CoordinatorTimer:
         self._rebuild_deadlines()
         return out
 
-    def _first_timer(self) -> tuple[int, TimerKey] | None:
+    def _first_timer(self) -> tuple[int, K] | None:
         """The deadline and key of the timer due first, its heap entry first in the heap.
 
         Entries of timers cancelled or replaced since are dropped on the way; the entry

@@ -6,7 +6,8 @@ of it with a state small enough to compare by eye:
 - get(name) is a read;
 - wait_for(name, target) parks until the counter reaches target (another caller's
   increment answers it), so that unload() has parked requests to answer;
-- a counter left alone for `idle_reset_ms` is reset (a tombstone), a timer;
+- a counter left alone for `idle_reset_ms` is reset (a tombstone), a timer on the same
+  CoordinatorTimer the group coordinator uses, keyed by its own keys;
 - sum_offloaded(name, numbers) adds a sum computed off the loop, offloaded work.
 """
 
@@ -15,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
-from herdless.coordinator import Now, OffloadedWork, Reply, Result, ScheduleTimer
+from herdless.coordinator import Now, OffloadedWork, Reply, Result
 from herdless.coordinator.records import Record
-from herdless.coordinator.result import TimerKey, TimerKind
 from herdless.coordinator.runtime import CoordinatorType, TopicPartition
+from herdless.coordinator.timers import CoordinatorTimer
 from herdless.protocol.errors import ErrorCode
 from tests.coordinator.node import Cluster
 
@@ -37,10 +38,9 @@ def record(name: str, value: int | None) -> Record:
     return Record(name.encode(), None if value is None else str(value).encode())
 
 
-def idle_timer(name: str, deadline_ms: int) -> ScheduleTimer:
-    # result.py's TimerKey names the group coordinator's kinds; the runtime reads only
-    # the deadline of a ScheduleTimer, so any key would do.
-    return ScheduleTimer(TimerKey(TimerKind.RETENTION, name), deadline_ms)
+def idle_key(name: str) -> tuple[str, str]:
+    """The key of a counter's idle timer: this coordinator's own, not the groups'."""
+    return ("idle", name)
 
 
 @dataclass
@@ -48,7 +48,7 @@ class CounterShard:
     idle_reset_ms: int = IDLE_RESET_MS
     values: dict[str, int] = field(default_factory=dict)
     # When each counter is reset if nobody increments it, on the monotonic clock.
-    idle_deadlines: dict[str, int] = field(default_factory=dict)
+    timer: CoordinatorTimer[tuple[str, str]] = field(default_factory=CoordinatorTimer)
     # Parked wait_for calls: name -> [(target, token)].
     waiting: dict[str, list[tuple[int, Hashable]]] = field(default_factory=dict)
     loaded: bool = False
@@ -110,32 +110,25 @@ class CounterShard:
         for waiters in self.waiting.values():
             out.replies += [Reply(token, Unloaded()) for _, token in waiters]
         self.waiting.clear()
-        self.idle_deadlines.clear()
+        self.timer.cancel_all(Result())
         self.loaded = False
         return out
 
     def poll(self, now: Now) -> Result:
-        out = Result()
-        for name, deadline in list(self.idle_deadlines.items()):
-            if deadline <= now.monotonic_ms:
-                del self.idle_deadlines[name]
-                self.values.pop(name, None)
-                out.records.append(record(name, None))
-        return out
+        return self.timer.poll(now)
 
     def next_deadline(self) -> int | None:
-        return min(self.idle_deadlines.values(), default=None)
+        return self.timer.next_deadline()
 
     def postpone_timers(self, stalled_ms: int) -> Result:
-        out = Result()
-        for name in self.idle_deadlines:
-            self.idle_deadlines[name] += stalled_ms
-            out.timers.append(idle_timer(name, self.idle_deadlines[name]))
-        return out
+        return self.timer.postpone(stalled_ms)
 
     def _touch(self, name: str, now: Now, out: Result) -> None:
-        deadline = self.idle_deadlines[name] = now.monotonic_ms + self.idle_reset_ms
-        out.timers.append(idle_timer(name, deadline))
+        def reset(fired: Result, _: Now) -> None:
+            self.values.pop(name, None)
+            fired.records.append(record(name, None))
+
+        self.timer.schedule(out, idle_key(name), now.monotonic_ms + self.idle_reset_ms, reset)
 
 
 def counters(idle_reset_ms: int = IDLE_RESET_MS) -> CoordinatorType[CounterShard]:

@@ -40,6 +40,7 @@ from tests.coordinator.runtime.counters import (
     Unloaded,
     counters,
     get,
+    idle_key,
     increment,
     record,
     replayed,
@@ -439,7 +440,9 @@ def test_offloaded_work_completes_with_the_time_it_completes_at() -> None:
     later = cluster.clock.advance(500)
     node.run_offloads(later)
     assert node.replies[token] == 6
-    assert counter_shard(node).idle_deadlines == {"a": later.monotonic_ms + IDLE_RESET_MS}
+    assert counter_shard(node).timer.scheduled() == {
+        idle_key("a"): later.monotonic_ms + IDLE_RESET_MS
+    }
 
 
 def test_offloaded_work_of_a_state_since_rebuilt_is_dropped() -> None:
