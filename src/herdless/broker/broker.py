@@ -15,7 +15,7 @@ from pathlib import Path
 
 from herdless.broker.auth.acl_store import AclStore, LocalAcls, ZooKeeperAcls
 from herdless.broker.auth.credential_store import LocalCredentials, ZooKeeperCredentials
-from herdless.broker.clock import monotonic_ms, wall_ms
+from herdless.broker.clock import monotonic_ms, monotonic_s, wall_ms
 from herdless.broker.cluster_node import ClusterNode
 from herdless.broker.config import BrokerConfig
 from herdless.broker.coordinators.group_config_store import (
@@ -92,7 +92,13 @@ class Broker:
             # The clock the logs are given: record times and segment ages, the wall's.
             peer_security = inter_broker_security(config)
             self.node = ClusterNode(
-                config, self.logs, self.durability, self.metadata, wall_ms, peer_security
+                config,
+                self.logs,
+                self.durability,
+                self.metadata,
+                wall_ms,
+                monotonic_s,
+                peer_security,
             )
             self.replicas = self.node.replicas
             self.log_dir_failures = LogDirFailureHandler(
