@@ -6,7 +6,7 @@ lease_deadline() is until when this session is certainly alive, and a leader mus
 act past it.
 
 The clocks are the builder's: `monotonic_s` (seconds, at full resolution) times the
-lease and the wait for a login; `wall_ms` is what the znodes families write into
+lease and the wait for a login; `wall_ms` is what the znode families write into
 brokers' and the controller's znodes for people and other brokers to read.
 """
 
