@@ -18,7 +18,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoAuthError
 from kazoo.security import ACL, Id, Permissions
 
-from herdless.broker.clock import monotonic_s, wall_ms
+from herdless.broker.clock import monotonic_ms, wall_ms
 from herdless.cluster import ClusterStore, ZooKeeperAuthenticationFailed
 from herdless.security.jaas import quote
 from herdless.security.zookeeper import ZooKeeperLogin, ZooKeeperSecurity
@@ -234,7 +234,7 @@ def test_the_cluster_store_refuses_a_wrong_password_in_one_error(
         ClusterStore(
             cluster.zookeeper.connect,
             wall_ms=wall_ms,
-            monotonic_s=monotonic_s,
+            monotonic_ms=monotonic_ms,
             connect_timeout=10,
             security=security,
         )

@@ -170,14 +170,14 @@ class Scene:
         self.store = FakeStore()
         self.metadata = ClusterMetadata()
         self.listener = Listener(self.metadata)
-        self.now_s = 100.0
+        self.now_ms = 100_000
         self.membership = Membership(
             MembershipConfig(NODE, "zookeeper:2181", 6000, 6000),
             self.metadata,
             self.listener,
             lambda topic: False,
             lambda: 1_700_000_000_000,
-            lambda: self.now_s,
+            lambda: self.now_ms,
             open_store=lambda *args, **kwargs: self.store,
         )
 
@@ -306,10 +306,10 @@ def test_the_lease_is_valid_only_before_its_deadline_on_the_given_clock() -> Non
     async def scenario(scene: Scene) -> None:
         await scene.joined()
         scene.store.deadline = 110.0
-        scene.now_s = 109.999
+        scene.now_ms = 109_999
         assert scene.membership.lease_valid()
         assert scene.metadata.controller_id == OTHER
-        scene.now_s = 110.0
+        scene.now_ms = 110_000
         assert not scene.membership.lease_valid()
 
     run(scenario)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from herdless.broker.auth.acl_store import AclStore, LocalAcls, ZooKeeperAcls
 from herdless.broker.auth.credential_store import LocalCredentials, ZooKeeperCredentials
-from herdless.broker.clock import monotonic_ms, monotonic_s, wall_ms
+from herdless.broker.clock import monotonic_ms, wall_ms
 from herdless.broker.cluster_node import ClusterNode
 from herdless.broker.config import BrokerConfig
 from herdless.broker.coordinators.group_config_store import (
@@ -97,7 +97,7 @@ class Broker:
                 self.durability,
                 self.metadata,
                 wall_ms,
-                monotonic_s,
+                monotonic_ms,
                 peer_security,
             )
             self.replicas = self.node.replicas

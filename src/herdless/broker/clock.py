@@ -8,11 +8,6 @@
   commit and expiry times, a group's state time, the rebalance history) or compared
   with written ones (retention, cleaning, producer id expiry, offset expiry).
 
-- monotonic_s: the monotonic clock again, in seconds at full resolution, for the
-  ZooKeeper session lease (cluster/lease.py): a deadline is a request's send time plus
-  the session timeout, and a millisecond rounding would credit the lease with time
-  before the request was sent.
-
 Each caller names the one it means; `now` reads both for the coordinator, which
 needs both in one operation (coordinator/now.py).
 """
@@ -28,10 +23,6 @@ def wall_ms() -> int:
 
 def monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
-
-
-def monotonic_s() -> float:
-    return time.monotonic()
 
 
 def now() -> Now:

@@ -58,11 +58,11 @@ class ClusterNode:
         durability: Durability,
         metadata: ClusterMetadata,
         clock: Callable[[], int],
-        monotonic_s: Callable[[], float],
+        monotonic_ms: Callable[[], int],
         peer_security: PeerSecurity | None = None,
     ) -> None:
-        """clock: the wall clock, in milliseconds, for the logs and the znodes;
-        monotonic_s: the session lease's clock and every deadline's."""
+        """clock: the wall clock, for the logs and the znodes; monotonic_ms: the session
+        lease's clock and every deadline's."""
         self.config = config
         # How replica fetchers connect and log in to leaders.
         self._peer_security = peer_security
@@ -82,7 +82,7 @@ class ClusterNode:
             self,
             self._unclean_election,
             clock,
-            monotonic_s,
+            monotonic_ms,
         )
         self.replicas = ClusterReplicaManager(
             logs,

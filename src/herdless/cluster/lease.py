@@ -38,8 +38,7 @@ class SessionLease:
 
     def __init__(self, margin: float, clock: Callable[[], float]) -> None:
         """margin: the share of the session timeout kept back from the lease; clock: the
-        monotonic clock in seconds, at full resolution (send times and deadlines are a
-        timeout apart, compared to the millisecond)."""
+        monotonic clock, in seconds."""
         self._margin = margin
         self._clock = clock
         self._lock = threading.Lock()

@@ -85,12 +85,12 @@ class Membership:
         listener: MembershipListener,
         unclean_election: Callable[[str], bool],
         wall_ms: Callable[[], int],
-        monotonic_s: Callable[[], float],
+        monotonic_ms: Callable[[], float],
         *,
         open_store: Callable[..., ClusterStore] = ClusterStore,
     ) -> None:
         """unclean_election(topic): whether the controller may elect a leader from outside
-        the topic's ISR. wall_ms: the time written into this broker's znodes; monotonic_s:
+        the topic's ISR. wall_ms: the time written into this broker's znodes; monotonic_ms:
         the lease's and every deadline's clock. open_store: how the session is opened,
         ClusterStore's arguments in (unit tests open a store of their own)."""
         self.config = config
@@ -99,7 +99,7 @@ class Membership:
         self._listener = listener
         self._unclean_election = unclean_election
         self._wall_ms = wall_ms
-        self._monotonic_s = monotonic_s
+        self._monotonic_ms = monotonic_ms
         self._open_store = open_store
         self.store: ClusterStore | None = None
         self.controller: Controller | None = None
@@ -130,18 +130,18 @@ class Membership:
                 self._open_store,
                 self.config.zookeeper_connect,
                 wall_ms=self._wall_ms,
-                monotonic_s=self._monotonic_s,
+                monotonic_ms=self._monotonic_ms,
                 session_timeout=timeout_s,
                 connect_timeout=self.config.zookeeper_connection_timeout_ms / 1000,
                 security=security,
             )
         )
-        deadline = self._monotonic_s() + self.config.zookeeper_connection_timeout_ms / 1000
+        deadline = self._monotonic_ms() + self.config.zookeeper_connection_timeout_ms
         while True:
             try:
                 return await zookeeper_call(self.store.cluster_id)
             except ClusterUnavailable:
-                if self._monotonic_s() >= deadline:
+                if self._monotonic_ms() >= deadline:
                     raise
                 await asyncio.sleep(0.25)
 
@@ -198,9 +198,9 @@ class Membership:
     async def wait_caught_up(self, timeout_s: float) -> bool:
         """Return once caught_up() (the watches set in join() deliver within moments), or
         False after `timeout_s`."""
-        deadline = self._monotonic_s() + timeout_s
+        deadline = self._monotonic_ms() + timeout_s * 1000
         while not self.caught_up():
-            if self._monotonic_s() >= deadline:
+            if self._monotonic_ms() >= deadline:
                 return False
             await asyncio.sleep(0.01)
         return True
@@ -312,7 +312,7 @@ class Membership:
             store is not None
             and self._session is not None
             and store.session_id == self._session
-            and self._monotonic_s() < store.lease_deadline()
+            and self._monotonic_ms() / 1000 < store.lease_deadline()
         )
 
     async def _renew_lease_forever(self) -> None:

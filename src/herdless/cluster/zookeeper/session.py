@@ -5,9 +5,9 @@ The session lease (see cluster/lease.py). Every answered request moves it:
 lease_deadline() is until when this session is certainly alive, and a leader must not
 act past it.
 
-The clocks are the builder's: `monotonic_s` (seconds, at full resolution) times the
-lease and the wait for a login; `wall_ms` is what the znode families write into
-brokers' and the controller's znodes for people and other brokers to read.
+The clocks are the builder's: `monotonic_ms` times the lease and the wait for a login;
+`wall_ms` is what the znode families write into brokers' and the controller's znodes
+for people and other brokers to read.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class ZooKeeperSession:
         connect: str,
         *,
         wall_ms: Callable[[], int],
-        monotonic_s: Callable[[], float],
+        monotonic_ms: Callable[[], float],
         session_timeout: float = DEFAULT_SESSION_TIMEOUT_S,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT_S,
@@ -80,6 +80,11 @@ class ZooKeeperSession:
         self.connect_string = connect
         self._wall_ms = wall_ms
         self._request_timeout = request_timeout
+
+        def monotonic_s() -> float:
+            # The lease's deadlines are a send time plus the session timeout in seconds.
+            return monotonic_ms() / 1000
+
         self._lease = SessionLease(lease_margin, monotonic_s)
         # The session that last registered this broker: its leftover znode is ours.
         self._registered_session: int | None = None
@@ -128,9 +133,9 @@ class ZooKeeperSession:
         return self._lease.session_timeout
 
     def lease_deadline(self) -> float:
-        """A value of the monotonic_s clock until which this client's current session is
-        certainly alive; -inf when nothing proves it (no answered request in this
-        session)."""
+        """Seconds on the monotonic_ms clock (its value / 1000) until which this client's
+        current session is certainly alive; -inf when nothing proves it (no answered
+        request in this session)."""
         return self._lease.deadline(self.session_id)
 
     def renew_lease(self, timeout: float | None = None) -> float:
