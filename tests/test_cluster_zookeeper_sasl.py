@@ -18,6 +18,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoAuthError
 from kazoo.security import ACL, Id, Permissions
 
+from herdless.broker.clock import monotonic_ms, wall_ms
 from herdless.cluster import ClusterStore, ZooKeeperAuthenticationFailed
 from herdless.security.jaas import quote
 from herdless.security.zookeeper import ZooKeeperLogin, ZooKeeperSecurity
@@ -230,7 +231,13 @@ def test_the_cluster_store_refuses_a_wrong_password_in_one_error(
 ) -> None:
     security = ZooKeeperSecurity(ZooKeeperLogin(BROKER_USER, "wrong-password"), set_acl=True)
     with pytest.raises(ZooKeeperAuthenticationFailed, match="refused the SASL login of 'kafka'"):
-        ClusterStore(cluster.zookeeper.connect, connect_timeout=10, security=security)
+        ClusterStore(
+            cluster.zookeeper.connect,
+            wall_ms=wall_ms,
+            monotonic_ms=monotonic_ms,
+            connect_timeout=10,
+            security=security,
+        )
 
 
 def test_users_add_offline_logs_in_with_the_jaas_file_kafka_opts_or_properties_name(

@@ -11,6 +11,7 @@ from typing import Any, Generic, TypeVar
 import pytest
 from kazoo.client import KazooClient
 
+from herdless.broker.clock import wall_ms
 from herdless.cluster import ClusterStore
 from tests.support.zookeeper import ZooKeeperProcess
 
@@ -19,6 +20,16 @@ SESSION_TIMEOUT_S = 2.0
 _chroots = itertools.count()
 
 OpenStore = Callable[..., ClusterStore]
+
+
+def _monotonic_ms() -> float:
+    # The broker's monotonic clock without its rounding to whole milliseconds: the lease
+    # tests hold the lease's deadlines against time.monotonic() read around a renewal.
+    return time.monotonic() * 1000
+
+
+# The clocks a broker gives its store.
+CLOCKS: dict[str, Any] = {"wall_ms": wall_ms, "monotonic_ms": _monotonic_ms}
 
 
 @pytest.fixture(scope="session")
@@ -50,7 +61,7 @@ def store_opener(connect: str) -> Generator[OpenStore]:
     def open_store(**options: Any) -> ClusterStore:
         options.setdefault("session_timeout", SESSION_TIMEOUT_S)
         options.setdefault("request_timeout", 5.0)
-        store = ClusterStore(connect, **options)
+        store = ClusterStore(connect, **CLOCKS, **options)
         opened.append(store)
         return store
 

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 
+from herdless.broker.clock import monotonic_ms, wall_ms
 from herdless.cluster import BrokerRegistration, ClusterStore
 
 STALL_S = 1.5
@@ -21,7 +22,13 @@ STALL_S = 1.5
 def main(connect: str) -> None:
     # The test asks for every thread's stack (to stderr) if no report comes.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    store = ClusterStore(connect, session_timeout=2.0, request_timeout=0.5)
+    store = ClusterStore(
+        connect,
+        wall_ms=wall_ms,
+        monotonic_ms=monotonic_ms,
+        session_timeout=2.0,
+        request_timeout=0.5,
+    )
     store.register_broker(BrokerRegistration(1, "127.0.0.1", 9092))
     stop = threading.Event()
 

@@ -17,7 +17,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from herdless.cluster import BrokerRegistration, ClusterStore, ClusterUnavailable, SessionState
-from tests.cluster.conftest import OpenStore, Recorder, expire_session
+from tests.cluster.conftest import CLOCKS, OpenStore, Recorder, expire_session
 from tests.support.zookeeper import ZooKeeperProcess
 
 MARGIN = 0.1
@@ -59,7 +59,11 @@ def test_lease_is_void_once_the_session_is_lost(open_store: OpenStore, connect: 
 
 def test_lease_runs_out_when_zookeeper_stops_answering(own_zookeeper: ZooKeeperProcess) -> None:
     with ClusterStore(
-        own_zookeeper.connect, session_timeout=2.0, request_timeout=0.5, lease_margin=MARGIN
+        own_zookeeper.connect,
+        **CLOCKS,
+        session_timeout=2.0,
+        request_timeout=0.5,
+        lease_margin=MARGIN,
     ) as store:
         states: Recorder[SessionState] = Recorder()
         store.add_session_listener(states)
@@ -86,7 +90,9 @@ def test_a_late_answer_extends_the_lease_from_when_it_was_sent(
     # ZooKeeper holds the answer for 1.5 s; the session (6 s) survives, and the answer
     # moves the lease, but only as far as send time plus the timeout: a process stopped
     # between sending and reading the answer must not be credited with the wait.
-    with ClusterStore(own_zookeeper.connect, session_timeout=6.0, lease_margin=MARGIN) as store:
+    with ClusterStore(
+        own_zookeeper.connect, **CLOCKS, session_timeout=6.0, lease_margin=MARGIN
+    ) as store:
         first = store.renew_lease()
         own_zookeeper.pause()
         try:
@@ -160,7 +166,7 @@ def test_a_stopped_broker_finds_its_lease_gone_when_it_resumes(
 
 
 def test_session_survives_a_quick_zookeeper_restart(own_zookeeper: ZooKeeperProcess) -> None:
-    with ClusterStore(own_zookeeper.connect, session_timeout=8.0) as store:
+    with ClusterStore(own_zookeeper.connect, **CLOCKS, session_timeout=8.0) as store:
         states: Recorder[SessionState] = Recorder()
         store.add_session_listener(states)
         store.register_broker(BrokerRegistration(1, "127.0.0.1", 9092))

@@ -28,7 +28,7 @@ from herdless.cluster.layout import (
     TopicAssignment,
 )
 from herdless.cluster.store import ClusterStore, SessionState
-from tests.cluster.conftest import OpenStore, Recorder, expire_session
+from tests.cluster.conftest import CLOCKS, OpenStore, Recorder, expire_session
 from tests.support.broker import free_port
 from tests.support.zookeeper import ZooKeeperProcess
 
@@ -389,7 +389,7 @@ def test_log_dir_events_in_kafkas_layout(open_store: OpenStore, raw: KazooClient
 
 def test_chroot_is_created_and_holds_the_layout(zookeeper: ZooKeeperProcess) -> None:
     chroot = f"/herdless-{uuid.uuid4().hex[:8]}/prod"
-    with ClusterStore(zookeeper.connect + chroot, session_timeout=2.0) as store:
+    with ClusterStore(zookeeper.connect + chroot, **CLOCKS, session_timeout=2.0) as store:
         store.register_broker(BROKER_1)
         root = KazooClient(hosts=zookeeper.connect)
         root.start(timeout=10)
@@ -405,7 +405,7 @@ def test_unreachable_zookeeper_fails_in_bounded_time() -> None:
     address = f"127.0.0.1:{free_port()}"
     started = time.monotonic()
     with pytest.raises(ClusterUnavailable, match=f"could not connect to ZooKeeper at {address}"):
-        ClusterStore(address, connect_timeout=1.0)
+        ClusterStore(address, **CLOCKS, connect_timeout=1.0)
     assert time.monotonic() - started < 5.0
 
 

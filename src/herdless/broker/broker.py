@@ -94,7 +94,13 @@ class Broker:
             # The clock the logs are given: record times and segment ages, the wall's.
             peer_security = inter_broker_security(config)
             self.node = ClusterNode(
-                config, self.logs, self.durability, self.metadata, wall_ms, peer_security
+                config,
+                self.logs,
+                self.durability,
+                self.metadata,
+                wall_ms,
+                monotonic_ms,
+                peer_security,
             )
             self.replicas = self.node.replicas
             self.log_dir_failures = LogDirFailureHandler(

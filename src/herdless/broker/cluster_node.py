@@ -1,12 +1,10 @@
-"""This broker as a member of a ZooKeeper cluster.
+"""This broker's local replicas in a ZooKeeper cluster.
 
-It holds the ZooKeeper session: registers the broker (an ephemeral node),
-keeps the session lease fresh, and turns ZooKeeper's watches into the
-cluster metadata view and into local replicas: a partition this broker is
-assigned gets a local log, then leads or follows it as the partition's state
-says, with one fetcher per leader it follows. It also runs this broker's
-candidacy for controller. Watches fire on kazoo's thread; everything they
-change is handed to the event loop and applied there, in order.
+Membership (cluster/membership.py) holds the ZooKeeper session, the registration, the
+lease and the candidacy for controller, and keeps the cluster metadata view from
+ZooKeeper's watches; this is the listener it tells of each change, and turns the metadata
+into local replicas: a partition this broker is assigned gets a local log, then leads or
+follows it as the partition's state says, with one fetcher per leader it follows.
 
 When the data directory fails, every local replica goes offline and the
 controller is told with a log directory event; nothing is written to the
@@ -18,12 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
-import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 from herdless.broker.config import BrokerConfig
 from herdless.broker.network.peer import PeerSecurity
@@ -35,32 +30,18 @@ from herdless.broker.replication.cluster_replica_manager import (
 )
 from herdless.broker.replication.durability import Durability
 from herdless.broker.replication.fetcher import ReplicaFetcher
-from herdless.cluster.controller import Controller
-from herdless.cluster.errors import (
-    BrokerIdInUse,
-    ClusterError,
-    ClusterUnavailable,
-    StateVersionConflict,
-)
-from herdless.cluster.layout import (
-    BrokerRegistration,
-    LogDirEvent,
-    PartitionState,
-    TopicAssignment,
-    Versioned,
-)
+from herdless.cluster.errors import ClusterError, ClusterUnavailable, StateVersionConflict
+from herdless.cluster.layout import BrokerRegistration, LogDirEvent, PartitionState, TopicAssignment
+from herdless.cluster.membership import Membership, MembershipConfig
 from herdless.cluster.metadata import BrokerEndpoint
 from herdless.cluster.metadata_cache import ClusterMetadata
-from herdless.cluster.rereads import Reread
-from herdless.cluster.store import ClusterStore, SessionState, Watch
+from herdless.cluster.store import ClusterStore
 from herdless.cluster.zookeeper_calls import zookeeper_call
 from herdless.security.listeners import Endpoint
 from herdless.storage import LogConfig, LogManager, PartitionLog, StorageError, StorageIOError
 
 log = logging.getLogger(__name__)
 
-# How long one step of leaving the cluster (resigning, closing the session) may take.
-STOP_STEP_TIMEOUT_S = 5.0
 # Between two tries to write a log directory event while ZooKeeper does not answer.
 LOG_DIR_EVENT_RETRY_S = 0.5
 # Between two looks at whether the controller has acted on a log directory event.
@@ -68,6 +49,8 @@ LOG_DIR_EVENT_POLL_S = 0.05
 
 
 class ClusterNode:
+    """The broker side of cluster membership: a MembershipListener."""
+
     def __init__(
         self,
         config: BrokerConfig,
@@ -75,8 +58,11 @@ class ClusterNode:
         durability: Durability,
         metadata: ClusterMetadata,
         clock: Callable[[], int],
+        monotonic_ms: Callable[[], int],
         peer_security: PeerSecurity | None = None,
     ) -> None:
+        """clock: the wall clock, for the logs and the znodes; monotonic_ms: the session
+        lease's clock and every deadline's."""
         self.config = config
         # How replica fetchers connect and log in to leaders.
         self._peer_security = peer_security
@@ -85,36 +71,34 @@ class ClusterNode:
         self.metadata = metadata
         self._durability = durability
         self._clock = clock
-        self.store: ClusterStore | None = None
-        self.controller: Controller | None = None
+        self.membership = Membership(
+            MembershipConfig(
+                config.node_id,
+                config.zookeeper_connect,
+                config.zookeeper_session_timeout_ms,
+                config.zookeeper_connection_timeout_ms,
+            ),
+            metadata,
+            self,
+            self._unclean_election,
+            clock,
+            monotonic_ms,
+        )
         self.replicas = ClusterReplicaManager(
             logs,
             durability,
             clock,
             config.node_id,
             metadata,
-            self.lease_valid,
+            self.membership.lease_valid,
             self._write_isr,
             config.replica_lag_time_max_ms,
         )
         self.replicas.on_role_change = self._on_role_change
-        metadata.vouch_for_self(config.node_id, self.lease_valid)
         self.producer_ids = ProducerIds(self._reserve_producer_ids)
         self._fetchers: dict[int, ReplicaFetcher] = {}
-        self._topic_watches: dict[str, list[Watch]] = {}
-        self._partition_watches: dict[tuple[str, int], Watch] = {}
-        # Whether the topic names watch has delivered the names once.
-        self._topic_names_known = False
-        self._watches: list[Watch] = []
         self._tasks: list[asyncio.Task[None]] = []
-        self._jobs: set[asyncio.Task[None]] = set()
-        self._registration: BrokerRegistration | None = None
-        # The ZooKeeper session this broker is registered in; None while it is not.
-        self._session: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._live_brokers = Reread(
-            "the live brokers", self._read_brokers, self._apply_brokers, (ClusterError,)
-        )
         # Told when this broker's role for a partition changes: leader, follower, or
         # none (the group coordinator's shards follow __consumer_offsets leadership).
         self.leadership_listeners: list[Callable[[str, int, Role | None], None]] = []
@@ -141,347 +125,84 @@ class ClusterNode:
     async def connect(self) -> str:
         """Open the ZooKeeper session; returns the cluster id. ClusterError if it can't."""
         self._loop = asyncio.get_running_loop()
-        timeout_s = self.config.zookeeper_session_timeout_ms / 1000
-        self.store = await zookeeper_call(
-            functools.partial(
-                ClusterStore,
-                self.config.zookeeper_connect,
-                session_timeout=timeout_s,
-                connect_timeout=self.config.zookeeper_connection_timeout_ms / 1000,
-                security=self.config.zookeeper_security(),
-            )
-        )
-        deadline = time.monotonic() + self.config.zookeeper_connection_timeout_ms / 1000
-        while True:
-            try:
-                return await zookeeper_call(self.store.cluster_id)
-            except ClusterUnavailable:
-                if time.monotonic() >= deadline:
-                    raise
-                await asyncio.sleep(0.25)
+        return await self.membership.connect(self.config.zookeeper_security())
 
     async def join(self, endpoints: list[Endpoint]) -> None:
         """Register this broker, with its advertised listeners, and start following the
         cluster's state. Its host and port are its inter-broker listener's."""
-        store = self._store()
         inter_broker = self.config.inter_broker_listener()
         own = next(e for e in endpoints if e.listener == inter_broker)
-        host, port = own.host, own.port
-        self._registration = BrokerRegistration(
-            self.node_id, host, port, self.config.rack, tuple(endpoints)
+        await self.membership.join(
+            BrokerRegistration(self.node_id, own.host, own.port, self.config.rack, tuple(endpoints))
         )
-        await self._register(self._registration)
-        self._session = store.session_id
-        log.info("registered as broker %d at %s:%d in ZooKeeper", self.node_id, host, port)
-        await zookeeper_call(store.renew_lease)
-        loop = self._loop
-        assert loop is not None
-        # Setting a watch reads its znode at once (and calls back in this thread), so
-        # watches are set in worker threads, never on the loop.
-        self._watches = [
-            store.add_session_listener(lambda state: self._later(self._on_session, state)),
-            await zookeeper_call(
-                store.watch_brokers, lambda _: self._later(self._live_brokers.changed)
-            ),
-            await zookeeper_call(
-                store.watch_controller, lambda node: self._later(self._on_controller, node)
-            ),
-            await zookeeper_call(
-                store.watch_topic_names,
-                lambda names: self._later(self._on_topic_names, names),
-            ),
-        ]
-        self.controller = Controller(store, self.node_id, self._unclean_election)
-        await zookeeper_call(self.controller.set_watches)
-        self.controller.start()
-        self._tasks = [
-            loop.create_task(self._renew_lease_forever()),
-            loop.create_task(self._shrink_isr_forever()),
-        ]
-
-    def caught_up(self) -> bool:
-        """Whether the metadata view has what ZooKeeper held when this broker joined: the
-        live brokers (this one among them), and every topic with its partitions' states."""
-        if not self._topic_names_known or not self.metadata.is_live(self.node_id):
-            return False
-        for name, watches in self._topic_watches.items():
-            assignment = self.metadata.assignment(name)
-            # Both of a topic's watches set (config, then assignment) have delivered.
-            if len(watches) < 2 or assignment is None:
-                return False
-            if any((name, p) not in self._partition_watches for p in assignment.replicas):
-                return False
-        return True
+        assert self._loop is not None
+        self._tasks = [self._loop.create_task(self._shrink_isr_forever())]
 
     async def wait_caught_up(self, timeout_s: float) -> bool:
-        """Return once caught_up() (the watches set in join() deliver within moments), or
-        False after `timeout_s`."""
-        deadline = time.monotonic() + timeout_s
-        while not self.caught_up():
-            if time.monotonic() >= deadline:
-                return False
-            await asyncio.sleep(0.01)
-        return True
-
-    async def _register(self, registration: BrokerRegistration) -> None:
-        """Register, waiting out the session of a previous life of this broker, and
-        riding out a ZooKeeper that is restarting.
-
-        A broker restarted right after a crash finds its old registration still
-        there until that session expires. If the registration names this broker's own
-        address, it is a previous life (this process listens there now, so no other
-        broker can): wait for its session to expire, however slow ZooKeeper is about
-        it, up to three session timeouts plus the connection timeout. Another address
-        may be a live broker with the same id: wait one and a half session timeouts,
-        then refuse. A ZooKeeper that drops the connection meanwhile is retried until
-        zookeeper.connection.timeout.ms has passed.
-        """
-        store = self._store()
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        session_s = self.config.zookeeper_session_timeout_ms / 1000
-        connection_s = self.config.zookeeper_connection_timeout_ms / 1000
-        waiting = False
-        while True:
-            try:
-                await zookeeper_call(store.register_broker, registration)
-                return
-            except BrokerIdInUse as exc:
-                try:
-                    holders = await zookeeper_call(store.live_brokers)
-                except ClusterError:
-                    holders = {}
-                holder = holders.get(registration.broker_id)
-                ours = holder is not None and (holder.host, holder.port) == (
-                    registration.host,
-                    registration.port,
-                )
-                patience = 3 * session_s + connection_s if ours else 1.5 * session_s
-                if loop.time() >= started + patience:
-                    raise
-                if not waiting:
-                    log.info("%s; waiting for its session to expire", exc)
-                    waiting = True
-            except ClusterUnavailable as exc:
-                if loop.time() >= started + connection_s:
-                    raise
-                log.info("registering in ZooKeeper: %s; retrying", exc)
-            await asyncio.sleep(0.25)
+        """Return once the metadata view has what ZooKeeper held when this broker joined,
+        or False after `timeout_s`."""
+        return await self.membership.wait_caught_up(timeout_s)
 
     async def stop(self) -> None:
-        telling = [t for t in (self._telling, self._live_brokers.task) if t is not None]
-        for task in [*self._tasks, *self._jobs, *telling]:
+        telling = [t for t in (self._telling,) if t is not None]
+        for task in [*self._tasks, *telling]:
             task.cancel()
-        await asyncio.gather(*self._tasks, *self._jobs, *telling, return_exceptions=True)
+        await self.membership.stop_following()
+        await asyncio.gather(*self._tasks, *telling, return_exceptions=True)
         for fetcher in self._fetchers.values():
             await fetcher.stop()
-        if self.controller is not None:
-            # Resigning is a courtesy (the session's end removes /controller too):
-            # a ZooKeeper that does not answer must not hold the shutdown.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(STOP_STEP_TIMEOUT_S):
-                    await self.controller.stop()
-        for watch in [*self._watches, *self._partition_watches.values()]:
-            watch.cancel()
-        for watches in self._topic_watches.values():
-            for watch in watches:
-                watch.cancel()
-        # Lead nothing from here on, then end the session: the ephemeral registration
-        # goes at once and the controller moves leadership without waiting for a timeout.
-        self.replicas.resign_all()
-        if self.store is not None:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(STOP_STEP_TIMEOUT_S):
-                    await zookeeper_call(self.store.close)
+        await self.membership.leave()
 
     def connected_store(self) -> ClusterStore:
-        assert self.store is not None, "connect() first"
-        return self.store
-
-    _store = connected_store
+        return self.membership.connected_store()
 
     async def _reserve_producer_ids(self, size: int) -> tuple[int, int]:
-        return await zookeeper_call(self._store().reserve_producer_id_block, self.node_id, size)
+        store = self.connected_store()
+        return await zookeeper_call(store.reserve_producer_id_block, self.node_id, size)
 
-    def _later(self, function: Callable[..., Any], *args: Any) -> None:
-        """From a kazoo thread: run `function(*args)` on the event loop, in order."""
-        assert self._loop is not None
-        self._loop.call_soon_threadsafe(function, *args)
+    # -- what membership tells (MembershipListener) ----------------------------------------
 
-    # -- the session lease ------------------------------------------------------------
+    def stop_leading(self) -> None:
+        self.replicas.resign_all()
 
-    def lease_valid(self) -> bool:
-        """Whether this broker may act as a leader now: its session is provably alive,
-        and it is the session the broker registered (and learned its leadership) in.
-
-        The second half matters after a session expired: kazoo opens a new one at
-        once and renewals prove it alive, possibly before the loss has been handled
-        here (every partition resigned); until this broker has registered again in
-        the new session, it leads nothing."""
-        store = self.store
-        return (
-            store is not None
-            and self._session is not None
-            and store.session_id == self._session
-            and time.monotonic() < store.lease_deadline()
-        )
-
-    async def _renew_lease_forever(self) -> None:
-        # Renewing several times per session timeout keeps the lease well ahead of now.
-        interval_s = self.config.zookeeper_session_timeout_ms / 1000 / 6
-        store = self._store()
-        while True:
-            await zookeeper_call(store.renew_lease, interval_s)
-            await asyncio.sleep(interval_s)
-
-    def _on_session(self, state: SessionState) -> None:
-        if state is SessionState.LOST:
-            log.warning("ZooKeeper session lost: leading nothing until registered again")
-            self._session = None
-            self.replicas.resign_all()
-            if self.controller is not None:
-                self.controller.session_lost()
-        elif state is SessionState.CONNECTED and self._registration is not None:
-            assert self._loop is not None
-            self._loop.create_task(self._register_again())
-
-    async def _register_again(self) -> None:
-        assert self._registration is not None
-        if self._session is not None and self._session == self._store().session_id:
-            return  # reconnected within the same session: still registered
-        try:
-            await self._register(self._registration)
-        except ClusterError as exc:
-            log.error("could not register again in ZooKeeper: %s", exc)
-            return
-        self._session = self._store().session_id
+    def registered_anew(self) -> None:
         if self._reports_failure():
             # A new broker epoch: the controller forgot what the old one said.
             self._tell_controller(LogDirEvent.FAILURE)
-        # Watches that did not fire kept their old values: read every state again.
-        self._live_brokers.changed()
-        for name in list(self._topic_watches):
-            await self._reread_topic(name)
 
-    async def _reread_topic(self, name: str) -> None:
-        store = self._store()
-        try:
-            found = await zookeeper_call(store.topic, name)
-            self._on_topic(name, found)
-            if found is None:
-                return
-            for partition in found.value.replicas:
-                state = await zookeeper_call(store.get_partition_state, name, partition)
-                self._on_partition_state(name, partition, state)
-        except ClusterError as exc:
-            # The watches deliver whatever changed once ZooKeeper answers again.
-            log.warning("could not read topic %s again: %s", name, exc)
-
-    # -- watches, on the loop ----------------------------------------------------------
-
-    async def _read_brokers(self) -> dict[int, BrokerRegistration]:
-        return await zookeeper_call(self._store().live_brokers)
-
-    def _apply_brokers(self, brokers: dict[int, BrokerRegistration]) -> None:
-        self.metadata.set_brokers(list(brokers.values()))
+    def brokers_changed(self) -> None:
         # A follower waits for its leader's address; it may have just registered.
         for partition in list(self.replicas.partitions.values()):
             if partition.role is Role.FOLLOWER:
                 self._on_role_change(partition, partition.key)
 
-    def _on_controller(self, node_id: int | None) -> None:
-        self.metadata.controller_id = -1 if node_id is None else node_id
+    def controller_changed(self, node_id: int | None) -> None:
         if node_id is not None and self._reports_failure():
             # A new controller knows nothing of the events its predecessor handled.
             self._tell_controller(LogDirEvent.FAILURE)
 
-    def _on_topic_names(self, names: set[str]) -> None:
-        self._topic_names_known = True
-        for name in names - set(self._topic_watches):
-            self._topic_watches[name] = []
-            self._background(self._watch_topic(name))
-        for name in set(self._topic_watches) - names:
-            self._on_topic(name, None)
-
-    async def _watch_topic(self, name: str) -> None:
-        # The config first: a replica's log is opened with it when the assignment comes.
-        store = self._store()
-        watches = self._topic_watches.get(name)
-        if watches is None:
-            return
-        watches.append(
-            await zookeeper_call(
-                store.watch_topic_config,
-                name,
-                lambda configs: self._later(self._on_topic_config, name, configs),
-            )
-        )
-        watches.append(
-            await zookeeper_call(
-                store.watch_topic, name, lambda found: self._later(self._on_topic, name, found)
-            )
-        )
-
-    async def _watch_partitions(self, name: str, partitions: list[int]) -> None:
-        store = self._store()
-        for partition in partitions:
-            key = (name, partition)
-            if key in self._partition_watches or name not in self._topic_watches:
-                continue
-            self._partition_watches[key] = await zookeeper_call(
-                store.watch_partition_state,
-                name,
-                partition,
-                lambda state, key=key: self._later(self._on_partition_state, *key, state),
-            )
-
-    def _background(self, job: Coroutine[Any, Any, None]) -> None:
-        assert self._loop is not None
-        task = self._loop.create_task(job)
-        self._jobs.add(task)
-        task.add_done_callback(self._job_done)
-
-    def _job_done(self, task: asyncio.Task[None]) -> None:
-        self._jobs.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("cluster watch job failed", exc_info=task.exception())
-
-    def _on_topic_config(self, name: str, configs: dict[str, str]) -> None:
-        self.metadata.set_topic_configs(name, configs)
+    def topic_configs_changed(self, topic: str, configs: dict[str, str]) -> None:
         if self.replicas.offline:
-            self._configs_changed_offline.add(name)
-        elif name in self.logs.topics:
+            self._configs_changed_offline.add(topic)
+        elif topic in self.logs.topics:
             try:
-                self.logs.alter_topic_configs(name, configs, replace=True)
+                self.logs.alter_topic_configs(topic, configs, replace=True)
             except StorageIOError as exc:
                 # The data directory fails: applied once it writes again.
-                self._configs_changed_offline.add(name)
-                self.logs.on_io_error("configs", f"topic {name}", exc)
+                self._configs_changed_offline.add(topic)
+                self.logs.on_io_error("configs", f"topic {topic}", exc)
             except StorageError as exc:
-                log.error("topic %s: cannot apply configs %s: %s", name, configs, exc)
+                log.error("topic %s: cannot apply configs %s: %s", topic, configs, exc)
 
-    def _on_topic(self, name: str, found: Versioned[TopicAssignment] | None) -> None:
-        if found is None:
-            self._forget_topic(name)
-            return
-        assignment = found.value
-        self.metadata.set_topic(name, assignment)
-        unwatched = [p for p in assignment.replicas if (name, p) not in self._partition_watches]
-        if unwatched:
-            self._background(self._watch_partitions(name, unwatched))
-        for partition in assignment.replicas:
-            self._sync_partition(name, partition)
+    def partition_changed(self, topic: str, partition: int) -> None:
+        self._sync_partition(topic, partition)
 
-    def _forget_topic(self, name: str) -> None:
-        for watch in self._topic_watches.pop(name, []):
-            watch.cancel()
-        for key in [k for k in self._partition_watches if k[0] == name]:
-            self._partition_watches.pop(key).cancel()
-            self.replicas.stop_replica(*key)
-        self.metadata.set_topic(name, None)
+    def topic_deleted(self, topic: str, partitions: list[int]) -> None:
+        for partition in partitions:
+            self.replicas.stop_replica(topic, partition)
         if not self.replicas.offline:
             # Else once the data directory writes again (resume_replicas).
-            self._delete_local_topic(name)
+            self._delete_local_topic(topic)
 
     def _delete_local_topic(self, name: str) -> None:
         if name in self.logs.topics:
@@ -494,14 +215,6 @@ class ClusterNode:
                 self.logs.on_io_error("deletion", f"topic {name}", exc)
                 return
             log.info("deleted the local replicas of topic %s", name)
-
-    def _on_partition_state(
-        self, topic: str, partition: int, state: Versioned[PartitionState] | None
-    ) -> None:
-        if self.metadata.assignment(topic) is None:
-            return  # the topic went meanwhile
-        self.metadata.set_partition_state(topic, partition, state)
-        self._sync_partition(topic, partition)
 
     def _sync_partition(self, topic: str, partition: int) -> None:
         """Make the local replica what the metadata says: hosted or not, leader or follower."""
@@ -591,7 +304,7 @@ class ClusterNode:
     async def _wait_handled(self, name: str | None) -> None:
         """Return once the controller has acted on log directory event `name`: it deletes
         the events it has acted on."""
-        store = self._store()
+        store = self.connected_store()
         while name is not None:
             with contextlib.suppress(ClusterError):
                 if await zookeeper_call(store.log_dir_event, name) is None:
@@ -606,13 +319,14 @@ class ClusterNode:
         self._elected_while_offline = {}
         self._announcing_online = False
         # What changed in ZooKeeper meanwhile and was left undone on the disk.
-        if self._topic_names_known:
-            for name in [n for n in self.logs.topics if n not in self._topic_watches]:
+        followed = self.membership.followed_topics()
+        if self.membership.topic_names_known:
+            for name in [n for n in self.logs.topics if n not in followed]:
                 self._delete_local_topic(name)
         changed, self._configs_changed_offline = self._configs_changed_offline, set()
         for name in changed:
-            self._on_topic_config(name, self.metadata.topic_configs(name))
-        for name in list(self._topic_watches):
+            self.topic_configs_changed(name, self.metadata.topic_configs(name))
+        for name in followed:
             assignment = self.metadata.assignment(name)
             for partition in [] if assignment is None else assignment.replicas:
                 self._sync_partition(name, partition)
@@ -645,7 +359,7 @@ class ClusterNode:
         return self._telling
 
     async def _write_log_dir_events(self) -> None:
-        store = self._store()
+        store = self.connected_store()
         warned = False
         while self._log_dir_event is not None:
             event, asks = self._log_dir_event, self._log_dir_asks
@@ -715,7 +429,7 @@ class ClusterNode:
         state = replace(state, controller_epoch=controller_epoch)
         try:
             written = await zookeeper_call(
-                self._store().update_partition_state, topic, partition, state, version
+                self.connected_store().update_partition_state, topic, partition, state, version
             )
         except StateVersionConflict:
             return None

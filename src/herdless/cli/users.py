@@ -325,6 +325,7 @@ def _open_zookeeper(zookeeper: _ZooKeeper) -> ClusterStore:
     """A session with the cluster's ZooKeeper, logged in as Kafka's tools log in."""
     import logging
 
+    from herdless.broker.clock import monotonic_ms, wall_ms
     from herdless.broker.config import read_properties
     from herdless.cluster.store import ClusterStore
     from herdless.cluster.zookeeper_security import read_zookeeper_security
@@ -337,7 +338,9 @@ def _open_zookeeper(zookeeper: _ZooKeeper) -> ClusterStore:
     # Kazoo logs every lost connection and refused login; the command says what failed,
     # once, in its own error.
     logging.getLogger("kazoo").setLevel(logging.CRITICAL)
-    return ClusterStore(zookeeper.connect, security=security)
+    return ClusterStore(
+        zookeeper.connect, wall_ms=wall_ms, monotonic_ms=monotonic_ms, security=security
+    )
 
 
 # -- online: through a broker ---------------------------------------------------------------

@@ -1,8 +1,10 @@
 """The cluster's shared state in ZooKeeper, the way Kafka kept it before KRaft.
 
 layout: Kafka's znode paths and JSON formats; assignment: where replicas go; election:
-who leads a partition; store: ZooKeeper access through kazoo, with conditional writes and
-a session lease. Sits between storage/ and broker/.
+who leads a partition; store: ZooKeeper access through kazoo (its parts in zookeeper/),
+with conditional writes and a session lease; membership: a broker's session,
+registration, candidacy for controller and watches; controller: the elected controller.
+Sits between storage/ and broker/.
 """
 
 from herdless.cluster.assignment import (

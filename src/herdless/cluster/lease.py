@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -37,8 +36,9 @@ class Sent:
 class SessionLease:
     """Thread-safe: requests are answered on many threads, sessions lost on kazoo's."""
 
-    def __init__(self, margin: float, clock: Callable[[], float] = time.monotonic) -> None:
-        """margin: the share of the session timeout kept back from the lease."""
+    def __init__(self, margin: float, clock: Callable[[], float]) -> None:
+        """margin: the share of the session timeout kept back from the lease; clock: the
+        monotonic clock, in seconds."""
         self._margin = margin
         self._clock = clock
         self._lock = threading.Lock()

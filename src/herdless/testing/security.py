@@ -231,13 +231,16 @@ class Security:
 
     def add_users_to_zookeeper(self, connect: str) -> None:
         """Write every user's credentials where a cluster's brokers read them."""
+        from herdless.broker.clock import monotonic_ms, wall_ms
         from herdless.cluster.store import ClusterStore
         from herdless.security.scram import altered_config
         from herdless.security.zookeeper import ZooKeeperLogin, ZooKeeperSecurity
 
         login = ZooKeeperLogin(ZOOKEEPER_USER, self.zookeeper_password)
         security = ZooKeeperSecurity(login, set_acl=True) if self.zookeeper_login else None
-        with ClusterStore(connect, security=security) as store:
+        with ClusterStore(
+            connect, wall_ms=wall_ms, monotonic_ms=monotonic_ms, security=security
+        ) as store:
             for user, password in self.users.items():
                 upsertions = credentials(password)
                 store.alter_user_config(
