@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from kazoo.security import ACL, Id, Permissions
 
-from herdless.cluster.znode_acls import default_acls
+from herdless.cluster.zookeeper.znode_acls import default_acls
 
 CREATOR_ALL = ACL(Permissions.ALL, Id("auth", ""))
 EVERYONE_ALL = ACL(Permissions.ALL, Id("world", "anyone"))

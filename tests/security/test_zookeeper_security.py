@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from herdless.cluster.zookeeper_security import read_zookeeper_security
+from herdless.cluster.zookeeper.login import read_zookeeper_security
 from herdless.security.jaas import JaasConfigError, parse_jaas_file, quote
 from herdless.security.zookeeper import (
     ZooKeeperLogin,

@@ -36,7 +36,7 @@ from herdless.cluster.membership import Membership, MembershipConfig
 from herdless.cluster.metadata import BrokerEndpoint
 from herdless.cluster.metadata_cache import ClusterMetadata
 from herdless.cluster.store import ClusterStore
-from herdless.cluster.zookeeper_calls import zookeeper_call
+from herdless.cluster.zookeeper.calls import zookeeper_call
 from herdless.security.listeners import Endpoint
 from herdless.storage import LogConfig, LogManager, PartitionLog, StorageError, StorageIOError
 

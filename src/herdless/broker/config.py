@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from herdless.cluster.zookeeper_security import read_zookeeper_security
+from herdless.cluster.zookeeper.login import read_zookeeper_security
 from herdless.coordinator import CoordinatorConfig
 from herdless.coordinator.assignors import ASSIGNORS
 from herdless.coordinator.config import ConsumerGroupMigrationPolicy
@@ -368,7 +368,7 @@ class BrokerConfig:
     def zookeeper_security(self) -> ZooKeeperSecurity:
         """How this broker logs in to ZooKeeper and whether its znodes get ACLs:
         java.security.auth.login.config, zookeeper.sasl.*, zookeeper.set.acl, and
-        KAFKA_OPTS's -D options (herdless.cluster.zookeeper_security)."""
+        KAFKA_OPTS's -D options (herdless.cluster.zookeeper.login)."""
         try:
             return read_zookeeper_security(self.security.raw)
         except ValueError as exc:

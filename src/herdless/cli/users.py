@@ -328,7 +328,7 @@ def _open_zookeeper(zookeeper: _ZooKeeper) -> ClusterStore:
     from herdless.broker.clock import monotonic_ms, wall_ms
     from herdless.broker.config import read_properties
     from herdless.cluster.store import ClusterStore
-    from herdless.cluster.zookeeper_security import read_zookeeper_security
+    from herdless.cluster.zookeeper.login import read_zookeeper_security
 
     try:
         settings = {} if zookeeper.config is None else read_properties(zookeeper.config)

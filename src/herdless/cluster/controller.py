@@ -40,7 +40,7 @@ from herdless.cluster.errors import (
 )
 from herdless.cluster.layout import LogDirEvent, PartitionState, TopicAssignment
 from herdless.cluster.store import ClusterStore, ControllerElection, Watch
-from herdless.cluster.zookeeper_calls import zookeeper_call
+from herdless.cluster.zookeeper.calls import zookeeper_call
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from herdless.cluster.layout import (
 from herdless.cluster.metadata_cache import ClusterMetadata
 from herdless.cluster.rereads import Reread
 from herdless.cluster.store import ClusterStore, SessionState, Watch
-from herdless.cluster.zookeeper_calls import zookeeper_call
+from herdless.cluster.zookeeper.calls import zookeeper_call
 from herdless.security.zookeeper import ZooKeeperSecurity
 
 log = logging.getLogger(__name__)

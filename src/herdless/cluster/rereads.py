@@ -2,7 +2,7 @@
 older than the last change.
 
 A watch that fires only says "changed"; the broker then reads the current value. Reads
-run in worker threads (cluster/zookeeper_calls.py) and may finish in any order, so two
+run in worker threads (cluster/zookeeper/calls.py) and may finish in any order, so two
 reads started by two changes can apply backwards: the newer view, then the older one
 over it, which then stays until the next change. Here one read runs at a time, and a
 change seen while it runs starts one more read after it.

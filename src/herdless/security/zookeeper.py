@@ -8,7 +8,7 @@ Kafka's settings the way Kafka 3.x in ZooKeeper mode reads them.
 - `zookeeper.sasl.client`: `false` turns SASL off, which Kafka refuses while the
   section is there (JaasUtils.isZkSaslEnabled);
 - `zookeeper.set.acl`: give every znode created Kafka's ACLs (see
-  herdless.cluster.znode_acls); refused without a SASL login, as Kafka refuses it.
+  herdless.cluster.zookeeper.znode_acls); refused without a SASL login, as Kafka refuses it.
 
 The section's entry holds a username and password, as ZooKeeper's DigestLoginModule
 takes them; the login is SASL DIGEST-MD5, the mechanism ZooKeeper offers for them.

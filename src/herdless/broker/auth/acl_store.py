@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from herdless.cluster import acl_layout
 from herdless.cluster.errors import ClusterError, MalformedZNode
 from herdless.cluster.store import SessionState
-from herdless.cluster.zookeeper_calls import zookeeper_call
+from herdless.cluster.zookeeper.calls import zookeeper_call
 from herdless.protocol.errors import ErrorCode
 from herdless.security.acls import (
     AccessControlEntry,

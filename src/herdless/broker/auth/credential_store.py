@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 from herdless.broker.clock import wall_ms
 from herdless.cluster import layout
 from herdless.cluster.errors import ClusterUnavailable, MalformedZNode
-from herdless.cluster.zookeeper_calls import zookeeper_call
+from herdless.cluster.zookeeper.calls import zookeeper_call
 from herdless.security.scram import ScramCredential, altered_config, credentials_of
 from herdless.storage import StorageError, checkpoint
 from herdless.storage.manager import lock_data_dir

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from herdless.cluster.store import Watch
-from herdless.cluster.zookeeper_calls import zookeeper_call
+from herdless.cluster.zookeeper.calls import zookeeper_call
 from herdless.coordinator.group_config import GroupConfigs
 from herdless.storage import checkpoint
 

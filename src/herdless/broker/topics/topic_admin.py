@@ -26,7 +26,7 @@ from herdless.cluster.errors import ClusterError, StateVersionConflict, UnknownT
 from herdless.cluster.layout import TopicAssignment
 from herdless.cluster.metadata_cache import ClusterMetadata
 from herdless.cluster.store import ClusterStore
-from herdless.cluster.zookeeper_calls import zookeeper_call
+from herdless.cluster.zookeeper.calls import zookeeper_call
 from herdless.protocol.errors import ErrorCode
 from herdless.storage import LogConfig, LogManager, StorageError, StorageIOError
 from herdless.storage.config import altered_topic_configs

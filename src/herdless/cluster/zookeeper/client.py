@@ -20,8 +20,8 @@ from kazoo.exceptions import AuthFailedError, SASLException, ZookeeperError
 from kazoo.interfaces import IAsyncResult
 from kazoo.security import ACL
 
-from herdless.cluster import znode_acls
 from herdless.cluster.errors import ClusterUnavailable, ZooKeeperAuthenticationFailed
+from herdless.cluster.zookeeper import znode_acls
 from herdless.security.zookeeper import ZooKeeperSecurity
 
 
