@@ -17,7 +17,7 @@ import concurrent.futures
 import json
 import logging
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Coroutine, Hashable
 from dataclasses import asdict
 from typing import Any
 
@@ -311,14 +311,15 @@ class GroupCoordinator:
             # Operator information only: losing it must not disturb the group.
             log.exception("could not record rebalances in %s", REBALANCES_TOPIC)
 
-    async def run(self, group_id: str, operation: Operation) -> Any:
-        partition = partition_for(group_id, self.num_partitions)
-        return await self.loop.write(self.kind, partition, operation)
+    def run(self, group_id: str, operation: Operation) -> Coroutine[Any, Any, Any]:
+        """run_on() the shard of `group_id`'s partition. Not a coroutine of its own: one
+        frame and one await less on the path of every commit and heartbeat."""
+        return self.loop.write(self.kind, partition_for(group_id, self.num_partitions), operation)
 
-    async def run_on(self, partition: int, operation: Operation) -> Any:
-        """Run `operation` on the shard of `partition`; its response once it may be sent,
-        or CoordinatorError."""
-        return await self.loop.write(self.kind, partition, operation)
+    def run_on(self, partition: int, operation: Operation) -> Coroutine[Any, Any, Any]:
+        """Run `operation` on the shard of `partition`: awaited, its response once it may
+        be sent, or CoordinatorError."""
+        return self.loop.write(self.kind, partition, operation)
 
     def close(self) -> None:
         if self._loaded is not None and not self._loaded.done():
