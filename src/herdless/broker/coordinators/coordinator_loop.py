@@ -102,10 +102,23 @@ class RuntimeLoop:
         """Run `operation` on the shard; its response once it may be sent, or
         CoordinatorError."""
         token = object()
+        out = self.runtime.write(kind, partition, token, operation, clock.now())
+        # Most answers come in the Output of their own write (on one broker, or with acks
+        # met at once, a commit is committed by its append): returned from here, with no
+        # future to wait on and no pass of the event loop to wake this task, which cost
+        # more than all the runtime's own work on an OffsetCommit.
+        for reply in out.replies:
+            if reply.token is token:
+                self.handle(out)
+                return reply.response
+        for errored, error in out.errors:
+            if errored is token:
+                self.handle(out)
+                raise CoordinatorError(error)
         waiter: asyncio.Future[Any] = (self._loop or self.event_loop()).create_future()
         self._waiting[token] = waiter
         try:
-            self.handle(self.runtime.write(kind, partition, token, operation, clock.now()))
+            self.handle(out)
             return await waiter
         finally:
             self._waiting.pop(token, None)
