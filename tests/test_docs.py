@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shlex
@@ -21,7 +22,8 @@ from herdless.broker.handlers.apis import APIS
 from tests.support.broker import BrokerProcess, loopback_host_with_free, module_broker
 from tests.support.cli import assert_documented, sigint_as_in_a_terminal
 
-DOCS = Path(__file__).parents[1] / "docs"
+ROOT = Path(__file__).parents[1]
+DOCS = ROOT / "docs"
 
 
 def documented_versions() -> set[tuple[int, str, int, int]]:
@@ -146,3 +148,97 @@ def test_cli_json_keys_are_the_documented_ones(broker: BrokerProcess) -> None:
         member.wait(30)
     deleted = run_script(broker, ["herdless groups delete-offsets readers --topic clicks -o json"])
     assert_documented("groups delete-offsets G", json.loads(deleted.stdout))
+
+
+ARCHITECTURE = DOCS / "architecture.md"
+SOURCE = ROOT / "src" / "herdless"
+
+
+def drawn_floors() -> dict[str, int]:
+    """The house of docs/architecture.md: each package (`broker/`) or module
+    (`clock.py`) of src/herdless/ and its floor; the rooms in brackets are not read."""
+    text = ARCHITECTURE.read_text()
+    start = text.index("\n## The house\n")
+    picture = re.search(r"^```text\n(.*?)^```$", text[start:], flags=re.MULTILINE | re.DOTALL)
+    assert picture is not None, "docs/architecture.md: no picture under '## The house'"
+    floors: dict[str, int] = {}
+    for line in picture.group(1).splitlines():
+        floor, _, names = line.partition(" ")
+        for name in re.sub(r"\[.*?\]", "", names).split():
+            assert name not in floors, f"{name} is drawn on two floors"
+            floors[name] = int(floor)
+    return floors
+
+
+def part_of_house(module: str) -> str:
+    """The package or top-level module of src/herdless/ that `herdless.x.y` is in,
+    spelt as the picture spells it."""
+    top = module.split(".")[1]
+    return f"{top}/" if (SOURCE / top).is_dir() else f"{top}.py"
+
+
+def herdless_imports(path: Path) -> set[str]:
+    """Every herdless module `path` imports, wherever the import stands (under
+    TYPE_CHECKING too: an arrow for the reader even if not at run time)."""
+    package = ".".join(("herdless", *path.relative_to(SOURCE).parent.parts))
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                found.add(f"{base}.{node.module}" if node.module else base)
+            elif node.module:
+                found.add(node.module)
+    return {name for name in found if name.startswith("herdless.")}
+
+
+def test_house_draws_every_package_once() -> None:
+    built = {
+        f"{entry.name}/" if entry.is_dir() else entry.name
+        for entry in SOURCE.iterdir()
+        if (entry / "__init__.py").is_file() or (entry.suffix == ".py" and entry.stem != "__init__")
+    }
+    drawn = set(drawn_floors())
+    assert drawn == built, (
+        f"docs/architecture.md draws {sorted(drawn - built)} that src/herdless/ does not hold "
+        f"and leaves out {sorted(built - drawn)}"
+    )
+
+
+def test_house_has_no_import_running_up_or_across() -> None:
+    floors = drawn_floors()
+    wrong = []
+    for path in sorted(SOURCE.rglob("*.py")):
+        if path.parent == SOURCE and path.name == "__init__.py":
+            continue  # the package's face: a docstring and the version
+        here = part_of_house("herdless." + ".".join(path.relative_to(SOURCE).with_suffix("").parts))
+        for module in sorted(herdless_imports(path)):
+            there = part_of_house(module)
+            if there != here and floors[there] >= floors[here]:
+                wrong.append(
+                    f"{path.relative_to(SOURCE)} (floor {floors[here]}) imports {module}"
+                    f" (floor {floors[there]})"
+                )
+    assert not wrong, "imports that run up or across the floors of docs/architecture.md:\n" + (
+        "\n".join(wrong)
+    )
+
+
+def test_architecture_names_only_paths_that_exist() -> None:
+    """Paths in backquotes: under src/herdless/, or from the repository's root for
+    src/, tests/ and docs/, as the page says."""
+    paths = [
+        token
+        for token in re.findall(r"`([^`\s]+)`", ARCHITECTURE.read_text())
+        if ("/" in token or token.endswith(".py")) and not token.startswith("/")
+    ]
+    assert len(paths) > 100
+    from_root = ("src/", "tests/", "docs/")
+    missing = [
+        path
+        for path in paths
+        if not (ROOT / path if path.startswith(from_root) else SOURCE / path).exists()
+    ]
+    assert not missing, f"docs/architecture.md names paths that do not exist: {missing}"
