@@ -9,7 +9,7 @@ of the per-round ratios (absolute rates drift on a shared machine).
 
 Then ``--logins`` new connections, ``--concurrency`` at a time, each shaking hands over
 TLS, logging in with SCRAM-SHA-512 and asking ApiVersions (herdless's own client side,
-broker/network/peer.py, as brokers use it between themselves), beside as many PLAINTEXT
+broker/peers/connection.py, as brokers use it between themselves), beside as many PLAINTEXT
 connections asking ApiVersions alone; with the broker's CPU time per connection.
 
     python bench/security.py
@@ -30,8 +30,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from herdless.broker.network.peer import PeerConnection, PeerSecurity
-from herdless.broker.network.tls import client_context
+from herdless.broker.auth.tls import client_context
+from herdless.broker.peers.connection import PeerConnection, PeerSecurity
 from herdless.cli.certs import write_certificates
 from herdless.protocol.api_keys import ApiKey
 from herdless.security.sasl_client import sasl_client

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from herdless.broker.network.peer import PeerConnection, PeerSecurity
+from herdless.broker.peers.connection import PeerConnection, PeerSecurity
 from herdless.cli.acls import AclOptions, bindings_to_add
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.errors import ErrorCode

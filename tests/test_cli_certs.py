@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
+from herdless.broker.auth.tls import server_context
 from herdless.broker.config import read_properties
-from herdless.broker.network.tls import server_context
 from herdless.security.settings import SecuritySettings
 from tests.support.cli import assert_documented, herdless, refused, succeeded
 from tests.support.tls import TlsServer, connect

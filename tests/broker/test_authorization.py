@@ -7,8 +7,8 @@ import logging
 
 import pytest
 
-from herdless.broker.auth.authorization import caller, operations_field
 from herdless.broker.auth.authorizer_audit import AuthorizerAudit
+from herdless.broker.handlers.authorization import caller, operations_field
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request
 from herdless.security.acls import AclOperation, ResourceType

@@ -11,10 +11,6 @@ import uuid
 from dataclasses import dataclass
 
 from herdless.broker.handlers.fetch_sessions import (
-    FINAL_EPOCH,
-    INITIAL_EPOCH,
-    INVALID_SESSION_ID,
-    MAX_EPOCH,
     CachedPartition,
     FetchSessionCache,
     FullContext,
@@ -25,6 +21,12 @@ from herdless.broker.handlers.fetch_sessions import (
     next_epoch,
 )
 from herdless.protocol.errors import ErrorCode
+from herdless.protocol.fetch_metadata import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    INVALID_SESSION_ID,
+    MAX_EPOCH,
+)
 
 EVICTION_MS = 100
 

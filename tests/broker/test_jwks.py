@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from herdless.broker.auth.jwks import JwksError, RefreshingJwks, fetch_jwks
-from herdless.broker.network.tls import client_context
+from herdless.broker.auth.tls import client_context
 from herdless.cli.certs import CertificateFiles, write_certificates
 from herdless.security.oauthbearer_jwt import JsonWebKeySet
 from herdless.security.settings import SecuritySettings

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.serialization import BestAvailableEncryption, pkcs12
 
+from herdless.broker.auth.tls import ReloadingContext, Side, client_context, server_context
 from herdless.broker.config import ConfigError
-from herdless.broker.network.tls import ReloadingContext, Side, client_context, server_context
 from herdless.security.certificates import new_authority
 from herdless.security.listeners import SecurityProtocol
 from herdless.security.settings import SecuritySettings
@@ -332,7 +332,7 @@ def test_a_replaced_keystore_serves_new_connections_and_old_ones_carry_on(
         assert new.server_certificate == renewed.certificate
         assert old.echo("still here") == "still here"
 
-        with caplog.at_level(logging.WARNING, logger="herdless.broker.network.tls"):
+        with caplog.at_level(logging.WARNING, logger="herdless.broker.auth.tls"):
             replace_file(pki.broker_file, b"-----BEGIN PRIVATE KEY-----\ngarbage\n")
             for _ in range(2):
                 assert connect(server.port, with_certificate(pki)).server_certificate == (
@@ -356,7 +356,7 @@ def test_a_new_subject_or_a_dropped_name_is_refused_unless_allowed(
     tls = ReloadingContext(settings, LISTENER, Side.SERVER, check_interval_ms=3_600_000)
     renamed = pki.ca.issue("someone else", now(), hosts=["localhost", "127.0.0.1"], server=True)
     replace_file(pki.broker_file, renamed.keystore_pem())
-    with caplog.at_level(logging.WARNING, logger="herdless.broker.network.tls"):
+    with caplog.at_level(logging.WARNING, logger="herdless.broker.auth.tls"):
         assert not tls.check()
     assert "ssl.allow.dn.changes is false" in caplog.text
     narrower = pki.ca.issue("broker", now(), hosts=["localhost"], server=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 import uvloop  # the broker runs on it: a missing uvloop fails these tests loudly
 from cryptography import x509
 
-from herdless.broker.network.tls import peer_principal
+from herdless.broker.auth.tls import peer_principal
 from herdless.security.certificates import Authority, Issued, new_authority
 from herdless.security.principal_mapping import SslPrincipalMapper
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from herdless.broker.config import BrokerConfig
-from herdless.broker.network.peer import PeerSecurity
+from herdless.broker.peers.connection import PeerSecurity
 from herdless.broker.producer_ids import ProducerIds
 from herdless.broker.replication.cluster_replica_manager import (
     ClusterReplicaManager,

@@ -111,7 +111,7 @@ class BrokerMetrics:
         self._groups, self._logs, self._fetch_sessions = groups, logs, fetch_sessions
 
     def attach_authorizer(self, counts: DecisionCounts) -> None:
-        """The authorizer's decisions, counted as they are made (broker/auth/authorization.py)."""
+        """The authorizer's decisions, counted as they are made (handlers/authorization.py)."""
         self._authorizations = counts
 
     def observe_request(self, api: str, seconds: float) -> None:

@@ -3,7 +3,7 @@
 Decisions are logged to `herdless.authorizer`, as Kafka's kafka.authorizer.logger:
 denials at INFO (limited per principal and host, so that a client retrying a refused
 request cannot flood the log), allowances at DEBUG, in Kafka's own words so that the
-lines read as operators know them. The broker's context holds one; broker/auth/authorization.py
+lines read as operators know them. The broker's context holds one; broker/handlers/authorization.py
 reports every decision a request depends on to it.
 """
 

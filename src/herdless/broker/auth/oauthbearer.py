@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 
 from herdless.broker.auth.jwks import JwksError, RefreshingJwks
+from herdless.broker.auth.tls import client_context
 from herdless.broker.config import ConfigError
-from herdless.broker.network.tls import client_context
 from herdless.security.jaas import JaasConfigError, parse_jaas_config
 from herdless.security.oauthbearer_jwt import SignedJwtValidator
 from herdless.security.oauthbearer_token import TokenValidator

@@ -15,7 +15,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from herdless.broker.network.peer import PeerConnection, PeerError, PeerSecurity
+from herdless.broker.peers.connection import PeerConnection, PeerError, PeerSecurity
 from herdless.cluster.metadata import BrokerEndpoint
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.errors import ErrorCode

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.auth.authorization import REFUSALS, authorize_cluster
+from herdless.broker.handlers.authorization import REFUSALS, authorize_cluster
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode

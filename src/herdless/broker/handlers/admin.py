@@ -8,12 +8,12 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.auth.authorization import (
+from herdless.broker.coordinators.group_coordinator import INTERNAL_TOPICS
+from herdless.broker.handlers.authorization import (
     REFUSALS,
     authorize_cluster,
     authorized_names,
 )
-from herdless.broker.coordinators.group_coordinator import INTERNAL_TOPICS
 from herdless.broker.replication.replica_manager import PartitionError
 from herdless.broker.topics.topic_admin import NewTopic, TopicAdminError
 from herdless.protocol.api_keys import ApiKey

@@ -6,13 +6,13 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.auth.authorization import (
+from herdless.broker.coordinators.group_coordinator import INTERNAL_TOPICS
+from herdless.broker.handlers.authorization import (
     authorize,
     authorize_cluster,
     authorized_names,
     authorized_operations,
 )
-from herdless.broker.coordinators.group_coordinator import INTERNAL_TOPICS
 from herdless.broker.topics.topic_admin import NewTopic, TopicAdminError
 from herdless.cluster.metadata import MetadataView, TopicMetadata
 from herdless.protocol.api_keys import ApiKey

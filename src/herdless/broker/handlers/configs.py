@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.auth.authorization import REFUSALS, authorize
 from herdless.broker.config import broker_topic_defaults
 from herdless.broker.coordinators.group_coordinator import OFFSETS_TOPIC
+from herdless.broker.handlers.authorization import REFUSALS, authorize
 from herdless.broker.handlers.group_configs import (
     INT_CONFIG_TYPE,
     RESOURCE_GROUP,

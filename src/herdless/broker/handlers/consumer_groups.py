@@ -11,14 +11,14 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.auth.authorization import (
+from herdless.broker.coordinators.consumer_topics import topics_image
+from herdless.broker.coordinators.group_coordinator import CoordinatorError
+from herdless.broker.handlers.authorization import (
     REFUSALS,
     authorized_names,
     authorized_operations,
     operations_field,
 )
-from herdless.broker.coordinators.consumer_topics import topics_image
-from herdless.broker.coordinators.group_coordinator import CoordinatorError
 from herdless.broker.handlers.groups import group_refused, run_operation
 from herdless.coordinator import consumer_messages as m
 from herdless.coordinator.topic_metadata import (

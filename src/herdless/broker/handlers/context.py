@@ -44,7 +44,7 @@ class BrokerContext:
     # authorizer.class.name is set: everything is allowed, and the ACL APIs answer
     # SECURITY_DISABLED.
     acls: AclStore | None = None
-    # The authorizer log and decision counts (broker/auth/authorization.py).
+    # The authorizer log and decision counts (broker/handlers/authorization.py).
     authorizer_audit: AuthorizerAudit = field(default_factory=AuthorizerAudit)
     # Consumer groups' own configs (KIP-848), where this broker keeps them.
     group_configs: GroupConfigStore | None = None

@@ -10,8 +10,8 @@ import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.auth.authorization import REFUSALS, authorize
 from herdless.broker.coordinators.group_coordinator import INTERNAL_TOPICS, OFFSETS_TOPIC
+from herdless.broker.handlers.authorization import REFUSALS, authorize
 from herdless.broker.topics.topic_admin import TopicAdminError
 from herdless.cluster.metadata import BrokerEndpoint
 from herdless.coordinator import partition_for

@@ -17,11 +17,9 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.auth.authorization import authorize_cluster, authorized_names
 from herdless.broker.clock import monotonic_ms
+from herdless.broker.handlers.authorization import authorize_cluster, authorized_names
 from herdless.broker.handlers.fetch_sessions import (
-    FINAL_EPOCH,
-    INVALID_SESSION_ID,
     CachedPartition,
     PartitionKey,
 )
@@ -29,6 +27,7 @@ from herdless.broker.replication.replica_manager import PartitionError
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
+from herdless.protocol.fetch_metadata import FINAL_EPOCH, INVALID_SESSION_ID
 from herdless.protocol.legacy_records import MAGIC_V0, MAGIC_V1, downconvert
 from herdless.security.acls import AclOperation, ResourceType
 from herdless.storage import PartitionLog, StorageError

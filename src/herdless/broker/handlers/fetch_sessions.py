@@ -32,12 +32,13 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from herdless.protocol.errors import ErrorCode
+from herdless.protocol.fetch_metadata import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    INVALID_SESSION_ID,
+    next_epoch,
+)
 
-INVALID_SESSION_ID = 0
-# A full fetch at INITIAL_EPOCH asks for a new session; one at FINAL_EPOCH asks for none.
-INITIAL_EPOCH = 0
-FINAL_EPOCH = -1
-MAX_EPOCH = 2**31 - 1
 MAX_SESSION_ID = 2**31 - 1
 # Kafka's MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS: how long a session is safe from
 # being evicted after it is created, and how long unused before it is stale.
@@ -52,15 +53,6 @@ _Filing = tuple[EvictableKey, bool, bool]
 # A partition as a session knows it: (topic id, index) in sessions that use topic ids
 # (Fetch v13+), else (topic name, index).
 PartitionKey = tuple[uuid.UUID | str | None, int]
-
-
-def next_epoch(epoch: int) -> int:
-    """The epoch after `epoch`: FINAL_EPOCH stays final, MAX_EPOCH wraps to 1."""
-    if epoch < 0:
-        return FINAL_EPOCH
-    if epoch == MAX_EPOCH:
-        return 1
-    return epoch + 1
 
 
 class PartitionResponse(Protocol):

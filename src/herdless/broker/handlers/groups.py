@@ -14,14 +14,14 @@ from functools import cache
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from herdless.broker.auth.authorization import (
+from herdless.broker.coordinators.consumer_topics import topics_image
+from herdless.broker.coordinators.group_coordinator import CoordinatorError, Operation
+from herdless.broker.handlers.authorization import (
     authorize,
     authorize_cluster,
     authorized_names,
     authorized_operations,
 )
-from herdless.broker.coordinators.consumer_topics import topics_image
-from herdless.broker.coordinators.group_coordinator import CoordinatorError, Operation
 from herdless.coordinator import messages as m
 from herdless.coordinator.consumer_protocol import subscribed_topics
 from herdless.protocol.api_keys import ApiKey

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.auth.authorization import authorize_cluster, authorized_names
+from herdless.broker.handlers.authorization import authorize_cluster, authorized_names
 from herdless.broker.replication.replica_manager import PartitionError
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, response_class

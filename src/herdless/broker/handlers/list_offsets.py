@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.auth.authorization import authorized_names
 from herdless.broker.clock import wall_ms
+from herdless.broker.handlers.authorization import authorized_names
 from herdless.broker.replication.replica_manager import PartitionError
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, response_class

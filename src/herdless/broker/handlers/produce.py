@@ -5,15 +5,15 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.auth.authorization import (
+from herdless.broker.coordinators.group_coordinator import INTERNAL_TOPICS, REBALANCES_TOPIC
+from herdless.broker.coordinators.history_forwarder import FORWARDING_CLIENT_ID_PREFIX
+from herdless.broker.handlers.authorization import (
     REFUSALS,
     authorize,
     authorize_by_resource_type,
     authorize_cluster,
     authorized_names,
 )
-from herdless.broker.coordinators.group_coordinator import INTERNAL_TOPICS, REBALANCES_TOPIC
-from herdless.broker.coordinators.history_forwarder import FORWARDING_CLIENT_ID_PREFIX
 from herdless.broker.replication.replica_manager import PartitionError
 from herdless.cluster.errors import ClusterError
 from herdless.protocol.api_keys import ApiKey

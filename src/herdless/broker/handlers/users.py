@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.auth.authorization import REFUSALS, authorize_cluster
+from herdless.broker.handlers.authorization import REFUSALS, authorize_cluster
 from herdless.cluster.errors import ClusterUnavailable, StateVersionConflict
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, response_class

@@ -15,11 +15,11 @@ from collections.abc import Callable
 
 from herdless.broker.auth.kerberos import kerberos_identity
 from herdless.broker.auth.kerberos_login import DEFAULT_MIN_TIME_BEFORE_RELOGIN_MS, KerberosLogin
+from herdless.broker.auth.tls import client_context
 from herdless.broker.clock import wall_ms
 from herdless.broker.config import BrokerConfig, ConfigError
 from herdless.broker.network.listeners import DEFAULT_MECHANISMS, config_int
-from herdless.broker.network.peer import PeerSecurity
-from herdless.broker.network.tls import client_context
+from herdless.broker.peers.connection import PeerSecurity
 from herdless.security.jaas import JaasConfigError, parse_jaas_config
 from herdless.security.oauthbearer_login import UnsecuredLogin
 from herdless.security.sasl_client import SaslClient, sasl_client

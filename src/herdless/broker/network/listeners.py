@@ -12,15 +12,15 @@ from typing import Any
 
 from herdless.broker.auth.kerberos import kerberos_acceptor
 from herdless.broker.auth.oauthbearer import oauthbearer_validator
-from herdless.broker.clock import wall_ms
-from herdless.broker.config import BrokerConfig, ConfigError
-from herdless.broker.network.sasl_authentication import SaslListener
-from herdless.broker.network.tls import (
+from herdless.broker.auth.tls import (
     ReloadingContext,
     Side,
     peer_principal,
     principal_mapper,
 )
+from herdless.broker.clock import wall_ms
+from herdless.broker.config import BrokerConfig, ConfigError
+from herdless.broker.network.sasl_authentication import SaslListener
 from herdless.broker.network.tls_handshakes import reporting_handshakes
 from herdless.security.listeners import Endpoint, SecurityProtocol
 from herdless.security.principal import ANONYMOUS, KafkaPrincipal

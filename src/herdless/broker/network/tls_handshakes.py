@@ -37,7 +37,7 @@ def reporting_handshakes(failed: Callable[[ssl.SSLError], None]) -> type[ssl.SSL
 def quiet_server_name_errors(failed: Callable[[str], None]) -> None:
     """Turn Python's traceback for a ClientHello whose server name is not ASCII into a call
     of `failed`. The ssl module decodes the name before the context's SNI callback (which
-    hands each handshake the latest certificates, broker/network/tls.py) and, when it cannot,
+    hands each handshake the latest certificates, broker/auth/tls.py) and, when it cannot,
     prints the error as an unraisable exception: a client could fill the log with them.
     The handshake itself fails as it should (CALLBACK_FAILED, reported as any other)."""
     previous = sys.unraisablehook

@@ -13,13 +13,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from herdless.broker.handlers.fetch_sessions import (
+from herdless.protocol.errors import ErrorCode
+from herdless.protocol.fetch_metadata import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     INVALID_SESSION_ID,
     next_epoch,
 )
-from herdless.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from herdless.broker.network.peer import PeerConnection, PeerError, PeerSecurity
+from herdless.broker.peers.connection import PeerConnection, PeerError, PeerSecurity
 from herdless.broker.replication.durability import Durability
 from herdless.broker.replication.fetch_session_handler import FetchSessionHandler, PartitionFetch
 from herdless.cluster.metadata import BrokerEndpoint

@@ -4,7 +4,7 @@
 connects to another broker's TLS listener with. Settings are read for the listener
 (`listener.name.<l>.ssl.*` before `ssl.*`):
 
-- the keystore and truststore (herdless.broker.network.tls_stores);
+- the keystore and truststore (herdless.broker.auth.tls_stores);
 - `ssl.client.auth`: required, requested or none (Kafka's default). On a SASL_SSL
   listener only the listener's own setting counts, as in Kafka, where SASL authenticates;
 - `ssl.enabled.protocols` (TLSv1.2,TLSv1.3) and, for a client, `ssl.protocol` (TLSv1.3)
@@ -48,9 +48,7 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from herdless.broker.clock import monotonic_ms
-from herdless.broker.config import ConfigError
-from herdless.broker.network.tls_stores import (
+from herdless.broker.auth.tls_stores import (
     KeyStore,
     ListenerSettings,
     keystore_location,
@@ -58,6 +56,8 @@ from herdless.broker.network.tls_stores import (
     read_truststore,
     truststore_location,
 )
+from herdless.broker.clock import monotonic_ms
+from herdless.broker.config import ConfigError
 from herdless.protocol.config_values import InvalidConfigValue, parse_boolean
 from herdless.security.listeners import SecurityProtocol
 from herdless.security.principal import KafkaPrincipal
