@@ -168,7 +168,7 @@ def test_partitions_of_other_topics_are_ignored() -> None:
     out = node.runtime.on_leadership(
         TopicPartition("orders", 0), ReplicaRole.LEADER, cluster.clock.now()
     )
-    assert out.replay == [] and node.runtime.partitions() == {}
+    assert not out.replay and node.runtime.partitions() == {}
 
 
 # -- replies and commits ---------------------------------------------------------

@@ -9,8 +9,9 @@ the partitions in `replay`, run the `offloads` off the event loop, publish the
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from herdless.coordinator.messages import RebalanceRecord
 from herdless.coordinator.result import OffloadedWork, Reply
@@ -51,10 +52,11 @@ class Reload:
 
 
 class Output:
-    """Written out rather than a dataclass: every request builds one, and a dataclass's
-    default factories (a call of `list` per field) made it cost as much as a dozen
-    Python calls, more than the rest of the runtime's share of an OffsetCommit
-    (bench/broker_instructions.py)."""
+    """Everything but `replies` starts as a shared empty tuple and becomes a list at its
+    first item (the add_* methods): nearly every Output carries replies alone, and the
+    seven empty lists it built otherwise, with a dataclass's default factories before
+    that, cost more than the rest of the runtime's share of an OffsetCommit
+    (bench/broker_instructions.py). Read the fields; add through the methods."""
 
     __slots__ = (
         "replies",
@@ -72,16 +74,69 @@ class Output:
         self.replies: list[Reply] = []
         # Callers answered with an error instead (Kafka's codes: NOT_COORDINATOR,
         # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE).
-        self.errors: list[tuple[Hashable, ErrorCode]] = []
+        self.errors: Sequence[tuple[Hashable, ErrorCode]] = ()
         # Partitions whose timer moved: call poll(tp, now) at this monotonic time; None:
         # no timer. A partition not named keeps the timer it had.
-        self.deadlines: dict[TopicPartition, int | None] = {}
+        self.deadlines: Mapping[TopicPartition, int | None] = _NO_DEADLINES
         # Partitions with replay still to do: call replay(tp, now) until one is named no
         # more.
-        self.replay: list[TopicPartition] = []
-        self.offloads: list[Offload] = []
+        self.replay: Sequence[TopicPartition] = ()
+        self.offloads: Sequence[Offload] = ()
         # The shards' side outputs, passed through as they gave them: completed
         # rebalances for the history topic, once their operation's records were appended.
-        self.rebalances: list[tuple[TopicPartition, list[tuple[str, RebalanceRecord]]]] = []
-        self.loaded: list[LoadSummary] = []
-        self.reloads: list[Reload] = []
+        self.rebalances: Sequence[tuple[TopicPartition, list[tuple[str, RebalanceRecord]]]] = ()
+        self.loaded: Sequence[LoadSummary] = ()
+        self.reloads: Sequence[Reload] = ()
+
+    def add_error(self, token: Hashable, error: ErrorCode) -> None:
+        items = self.errors
+        if items:
+            items.append((token, error))  # type: ignore[attr-defined]  # a list once not empty
+        else:
+            self.errors = [(token, error)]
+
+    def add_replay(self, tp: TopicPartition) -> None:
+        items = self.replay
+        if items:
+            items.append(tp)  # type: ignore[attr-defined]  # a list once not empty
+        else:
+            self.replay = [tp]
+
+    def add_offload(self, offload: Offload) -> None:
+        items = self.offloads
+        if items:
+            items.append(offload)  # type: ignore[attr-defined]  # a list once not empty
+        else:
+            self.offloads = [offload]
+
+    def add_rebalances(
+        self, tp: TopicPartition, rebalances: list[tuple[str, RebalanceRecord]]
+    ) -> None:
+        items = self.rebalances
+        if items:
+            items.append((tp, rebalances))  # type: ignore[attr-defined]  # a list once not empty
+        else:
+            self.rebalances = [(tp, rebalances)]
+
+    def add_loaded(self, summary: LoadSummary) -> None:
+        items = self.loaded
+        if items:
+            items.append(summary)  # type: ignore[attr-defined]  # a list once not empty
+        else:
+            self.loaded = [summary]
+
+    def add_reload(self, reload: Reload) -> None:
+        items = self.reloads
+        if items:
+            items.append(reload)  # type: ignore[attr-defined]  # a list once not empty
+        else:
+            self.reloads = [reload]
+
+    def set_deadline(self, tp: TopicPartition, deadline: int | None) -> None:
+        if self.deadlines:
+            self.deadlines[tp] = deadline  # type: ignore[index]  # a dict once not empty
+        else:
+            self.deadlines = {tp: deadline}
+
+
+_NO_DEADLINES: Mapping[TopicPartition, int | None] = MappingProxyType({})

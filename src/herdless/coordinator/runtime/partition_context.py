@@ -104,7 +104,7 @@ class CoordinatorContext(Generic[S]):
         if self.state is ShardState.STANDBY:
             self.state = ShardState.LOADING
             self._loaded_at_leadership = self.loaded_records
-            out.replay.append(self.tp)
+            out.add_replay(self.tp)
 
     def follow(self, out: Output) -> None:
         """Leadership went elsewhere: answer nobody any more, and replay again from the
@@ -114,7 +114,7 @@ class CoordinatorContext(Generic[S]):
         self._stop_serving(out)
         self._reset(ShardState.STANDBY)
         if self.applied_offset < self.committed_offset:
-            out.replay.append(self.tp)
+            out.add_replay(self.tp)
 
     def close(self, out: Output) -> None:
         self._stop_serving(out)
@@ -125,7 +125,8 @@ class CoordinatorContext(Generic[S]):
             # The shard answers the requests it parked (joins and syncs), as on any loss
             # of the partition; whatever else waits gets NOT_COORDINATOR.
             self._deliver(self.shard.unload().replies, out)
-        out.errors.extend((token, ErrorCode.NOT_COORDINATOR) for token in self._waiting)
+        for token in self._waiting:
+            out.add_error(token, ErrorCode.NOT_COORDINATOR)
         self._waiting.clear()
         self._deferred.clear()
         self._held.clear()
@@ -141,8 +142,8 @@ class CoordinatorContext(Generic[S]):
         """State ran ahead of the log: drop it, answer everyone, and rebuild by replay."""
         self._stop_serving(out)
         self._reset(ShardState.LOADING)
-        out.reloads.append(Reload(self.tp, reason))
-        out.replay.append(self.tp)
+        out.add_reload(Reload(self.tp, reason))
+        out.add_replay(self.tp)
 
     # -- replay ------------------------------------------------------------------
 
@@ -157,7 +158,7 @@ class CoordinatorContext(Generic[S]):
             # Truncated below what was replayed (an unclean election), or the log starts
             # past it: the state cannot be trusted; build it again.
             reason = f"the log no longer holds offset {self.applied_offset}"
-            out.reloads.append(Reload(tp, reason))
+            out.add_reload(Reload(tp, reason))
             self._reset(self.state)
         loading = self.state is ShardState.LOADING
         target = log_end if loading else min(self.committed_offset, log_end)
@@ -167,7 +168,7 @@ class CoordinatorContext(Generic[S]):
             )
             self.loaded_records += replayed
         if self.applied_offset < target:
-            out.replay.append(tp)
+            out.add_replay(tp)
         elif loading:
             self._activate(now, out)
 
@@ -181,7 +182,7 @@ class CoordinatorContext(Generic[S]):
         if self.committed_offset < end:
             self._deferred.expect_commit(end, now.monotonic_ms + self.config.commit_timeout_ms)
         records = self.loaded_records
-        out.loaded.append(LoadSummary(self.tp, records, records - self._loaded_at_leadership))
+        out.add_loaded(LoadSummary(self.tp, records, records - self._loaded_at_leadership))
         self._apply(self.shard.on_loaded(now), out, now, leading=False)
         self._arm((), out, force=True)
 
@@ -211,10 +212,8 @@ class CoordinatorContext(Generic[S]):
         once need not check it again. `now` is needed only for records (their commit
         deadline); the shard writes none from unload() or postpone_timers().
 
-        Every OffsetCommit and Heartbeat passes here, so the common case (one broker or
-        acks met at once, nothing deferred, no timer moved earlier) calls nothing it
-        need not: each call spared is about 1% of a commit's instructions on the broker
-        (bench/broker_instructions.py).
+        Every OffsetCommit and Heartbeat passes here: the common case (nothing deferred, no
+        timer moved earlier) calls nothing it need not (bench/broker_instructions.py).
         """
         wrote = bool(result.records)
         commit_deadline = None
@@ -238,7 +237,7 @@ class CoordinatorContext(Generic[S]):
                 commit_deadline = now.monotonic_ms + self.config.commit_timeout_ms
                 deferred.expect_commit(end, commit_deadline)
         if result.rebalances:
-            out.rebalances.append((self.tp, result.rebalances))
+            out.add_rebalances(self.tp, result.rebalances)
         replies = result.replies
         if replies:
             if deferred.pending or self.committed_offset < self._last_written:
@@ -250,7 +249,7 @@ class CoordinatorContext(Generic[S]):
         if result.timers or commit_deadline is not None or self._armed is None:
             self._arm(result.timers, out, commit_deadline)
         for work in result.offloaded:
-            out.offloads.append(Offload(self.tp, self.incarnation, work))
+            out.add_offload(Offload(self.tp, self.incarnation, work))
 
     def _refresh_committed(self) -> bool:
         """Take the high watermark from the log; whether it moved."""
@@ -269,7 +268,7 @@ class CoordinatorContext(Generic[S]):
         elif self.state is ShardState.STANDBY and self.applied_offset != high_watermark:
             # Below it: more to replay; above it: the log may have been truncated under
             # what was replayed, which the step looks at.
-            out.replay.append(self.tp)
+            out.add_replay(self.tp)
 
     def commit_failed(self, end_offset: int, reason: str, out: Output) -> None:
         # Only records this state still waits on: a failure heard late, after the state
@@ -304,7 +303,7 @@ class CoordinatorContext(Generic[S]):
         for reply in replies:
             if reply.token in waiting:
                 del waiting[reply.token]
-                out.errors.append((reply.token, ErrorCode.NOT_COORDINATOR))
+                out.add_error(reply.token, ErrorCode.NOT_COORDINATOR)
 
     # -- offloaded work ----------------------------------------------------------
 
@@ -397,4 +396,4 @@ class CoordinatorContext(Generic[S]):
     def _set_deadline(self, deadline: int | None, out: Output) -> None:
         if deadline != self._armed:
             self._armed = deadline
-            out.deadlines[self.tp] = deadline
+            out.set_deadline(self.tp, deadline)

@@ -85,7 +85,7 @@ class CoordinatorRuntime:
             self._contexts[tp] = context
             # A leader loads; a standby replays what is already committed.
             if state is ShardState.LOADING or context.applied_offset < context.committed_offset:
-                out.replay.append(tp)
+                out.add_replay(tp)
         elif role is ReplicaRole.LEADER:
             context.lead(out)
         else:
@@ -146,7 +146,7 @@ class CoordinatorRuntime:
                 error = ErrorCode.NOT_COORDINATOR
             else:
                 return context
-        out.errors.append((token, error))
+        out.add_error(token, error)
         return None
 
     # -- the log -----------------------------------------------------------------
