@@ -176,6 +176,9 @@ class MovableReplicas(ReplicaManager):
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return super().leader_log(topic, partition, current_leader_epoch)
 
+    def leads(self, topic: str, partition: int) -> bool:
+        return self.leading and super().leads(topic, partition)
+
 
 class Replica:
     """One broker's copy of the offsets topic, its high watermark moved by hand."""

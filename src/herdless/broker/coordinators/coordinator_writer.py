@@ -165,8 +165,4 @@ class ReplicaWriter:
         return self.log(tp).high_watermark if leadership is None else leadership.committed
 
     def is_leader(self, tp: TopicPartition) -> bool:
-        try:
-            self.replicas.leader_log(tp.topic, tp.partition)
-        except PartitionError:
-            return False
-        return True
+        return self.replicas.leads(tp.topic, tp.partition)

@@ -268,6 +268,13 @@ class ClusterReplicaManager(ReplicaManager):
     ) -> PartitionLog:
         return self._led(topic, partition, current_leader_epoch).log
 
+    def leads(self, topic: str, partition: int) -> bool:
+        try:
+            self._led(topic, partition)
+        except PartitionError:
+            return False
+        return True
+
     def leader_epoch(self, partition_log: PartitionLog) -> int:
         partition = self.partitions.get((partition_log.topic, partition_log.partition))
         return NO_EPOCH if partition is None else partition.leader_epoch

@@ -50,6 +50,11 @@ class ReplicaManager:
         check_leader_epoch(SINGLE_NODE_LEADER_EPOCH, current_leader_epoch)
         return partition_log
 
+    def leads(self, topic: str, partition: int) -> bool:
+        """Whether leader_log() would give the log (asked on the path of every
+        coordinator request, where raising and catching would cost more)."""
+        return self.logs.partition(topic, partition) is not None
+
     def follower_log(
         self, topic: str, partition: int, replica_id: int, current_leader_epoch: int
     ) -> PartitionLog:
