@@ -128,7 +128,7 @@ class ConsumerGroupManager:
         self.timers = ConsumerGroupTimers(
             config, store, timer, self.fence_member, self.update_target_assignment
         )
-        self.log = ConsumerGroupLog(store, self._forget_group, self._forget_member)
+        self.log = ConsumerGroupLog(store, self)
         self._new_uuid = new_uuid
         self._classic = classic
         # The image each group's regular expressions were last resolved against.
@@ -148,13 +148,14 @@ class ConsumerGroupManager:
             str, list[tuple[Hashable, ConsumerGroupHeartbeatRequest, ConsumerGroupMember]]
         ] = {}
 
-    def _forget_group(self, group_id: str) -> None:
-        # What the group's tombstone ends beside the group itself.
+    # -- TombstoneListener: what a tombstone ends beside the group or member itself ----
+
+    def group_tombstoned(self, group_id: str) -> None:
         self._regexes_resolved_with.pop(group_id, None)
         self._history.pop(group_id, None)
         self._computing.pop(group_id, None)
 
-    def _forget_member(self, group_id: str, member_id: str) -> None:
+    def member_tombstoned(self, group_id: str, member_id: str) -> None:
         self._unconfirmed.discard((group_id, member_id))
 
     # ======================================================================

@@ -8,8 +8,8 @@ failover need nothing of their own. Where Kafka fixes an order among several rec
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
+from typing import Protocol
 
 from herdless.coordinator.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -42,18 +42,20 @@ from herdless.coordinator.result import Result
 from herdless.coordinator.topic_metadata import Partitions, TopicMetadata
 
 
+class TombstoneListener(Protocol):
+    """Told when a group's or a member's tombstone is applied, to drop the soft state it
+    keeps beside the log's (ConsumerGroupManager: delivery, computations in flight)."""
+
+    def group_tombstoned(self, group_id: str) -> None: ...
+
+    def member_tombstoned(self, group_id: str, member_id: str) -> None: ...
+
+
 class ConsumerGroupLog:
-    def __init__(
-        self,
-        store: GroupStore,
-        forget_group: Callable[[str], None],
-        forget_member: Callable[[str, str], None],
-    ) -> None:
+    def __init__(self, store: GroupStore, listener: TombstoneListener) -> None:
         self._store = store
         self._groups = store.consumer
-        # Soft state of ConsumerGroupManager' that a group's, or a member's, tombstone ends.
-        self._forget_group = forget_group
-        self._forget_member = forget_member
+        self._listener = listener
 
     def replay(self, key: bytes, value: bytes | None) -> bool:
         """Apply a record if it is a consumer group's; False if it is not (another group
@@ -98,7 +100,7 @@ class ConsumerGroupLog:
             return
         if isinstance(key, ConsumerGroupMetadataKey):
             self._store.remove_consumer(key.group)
-            self._forget_group(key.group)
+            self._listener.group_tombstoned(key.group)
         elif isinstance(key, ConsumerGroupPartitionMetadataKey):
             group.subscription_metadata = {}
         elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
@@ -111,7 +113,7 @@ class ConsumerGroupLog:
             group.resolved_regexes.pop(key.regex, None)
         elif isinstance(key, ConsumerGroupMemberMetadataKey):
             group.remove_member(key.member_id)
-            self._forget_member(key.group, key.member_id)
+            self._listener.member_tombstoned(key.group, key.member_id)
         else:
             member = group.members.get(key.member_id)
             if member is not None:
