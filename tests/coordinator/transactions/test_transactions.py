@@ -160,7 +160,8 @@ def test_a_transaction_commits_or_aborts_through_prepare_and_markers(committed: 
     assert ctx.meta().state is S.ONGOING
     answer = ctx.run("end_transaction", "t", 1000, 0, committed)
     markers = TxnMarkers("t", 1000, 0, committed, frozenset({TP0, TP1}))
-    assert answer == EndTxnAnswer(ProducerIdAndEpoch(E.NONE, 1000, 0), markers)
+    # Version 1 of transactions has no epoch to tell the producer.
+    assert answer == EndTxnAnswer(ProducerIdAndEpoch(E.NONE), markers)
     assert ctx.meta().state is (S.PREPARE_COMMIT if committed else S.PREPARE_ABORT)
     assert ctx.shard.pending_markers() == [markers]
     assert ctx.run("complete_markers", markers) is E.NONE
@@ -168,7 +169,9 @@ def test_a_transaction_commits_or_aborts_through_prepare_and_markers(committed: 
     assert ctx.shard.pending_markers() == []
     assert ctx.run("complete_markers", markers) is E.INVALID_TXN_STATE
     # A retried EndTxn gets the same answer; the opposite one is refused.
-    assert ctx.run("end_transaction", "t", 1000, 0, committed).response.error_code is E.NONE
+    assert ctx.run("end_transaction", "t", 1000, 0, committed) == EndTxnAnswer(
+        ProducerIdAndEpoch(E.NONE)
+    )
     assert (
         ctx.run("end_transaction", "t", 1000, 0, not committed).response.error_code
         is E.INVALID_TXN_STATE
@@ -186,11 +189,49 @@ def test_kip_890_bumps_the_epoch_at_every_transaction_end() -> None:
         "end_transaction", "t", 1000, 0, True, client_transaction_version=2
     ).response.error_code is (E.CONCURRENT_TRANSACTIONS)
     ctx.run("complete_markers", answer.markers)
-    assert ctx.run("end_transaction", "t", 1000, 0, True).response == ProducerIdAndEpoch(
-        E.NONE, 1000, 1
-    )
+    retried = ctx.run("end_transaction", "t", 1000, 0, True, client_transaction_version=2)
+    assert retried == EndTxnAnswer(ProducerIdAndEpoch(E.NONE, 1000, 1))
     assert ctx.run("add_partitions", "t", 1000, 0, [TP0]) == {TP0: E.PRODUCER_FENCED}
+    # The epoch before the bump commits nothing new; the current one cannot commit
+    # with nothing open, but may abort (the producer may not know whether one is).
+    v2 = {"client_transaction_version": 2}
+    assert ctx.run("end_transaction", "t", 1000, 0, False, **v2).response.error_code is (
+        E.INVALID_TXN_STATE
+    )
+    assert ctx.run("end_transaction", "t", 1000, 1, True, **v2).response.error_code is (
+        E.INVALID_TXN_STATE
+    )
+    aborted = ctx.run("end_transaction", "t", 1000, 1, False, **v2)
+    assert aborted == EndTxnAnswer(
+        ProducerIdAndEpoch(E.NONE, 1000, 2), TxnMarkers("t", 1000, 2, False, frozenset())
+    )
     assert ctx.replayed() == ctx.live()
+
+
+def test_an_exhausted_epoch_at_end_txn_moves_the_producer_to_its_next_id() -> None:
+    ctx = Context()
+    ctx.open(tv=2)
+    ctx.shard.transactions.transactions["t"] = replace(ctx.meta(), producer_epoch=32766)
+    answer = ctx.run("end_transaction", "t", 1000, 32766, True, client_transaction_version=2)
+    assert answer.response == ProducerIdAndEpoch(E.NONE, 1000, 32767)
+    assert ctx.meta().next_producer_id == 1001
+    ctx.run("complete_markers", answer.markers)
+    assert (ctx.meta().producer_id, ctx.meta().producer_epoch) == (1001, 0)
+    # A retry with the old id and its last epoch is recognised after the rotation.
+    retried = ctx.run("end_transaction", "t", 1000, 32766, True, client_transaction_version=2)
+    assert retried == EndTxnAnswer(ProducerIdAndEpoch(E.NONE, 1001, 0))
+    assert ctx.replayed() == ctx.live()
+
+
+def test_with_transaction_version_2_a_fenced_abort_is_bumped_twice() -> None:
+    ctx = Context()
+    ctx.open()
+    ctx.run("init_producer_id", "t", 60_000, None)
+    assert (ctx.meta().state, ctx.meta().producer_epoch) == (S.PREPARE_ABORT, 2)
+    v1 = Context(TransactionConfig(transaction_version=1))
+    v1.open()
+    v1.run("init_producer_id", "t", 60_000, None)
+    assert (v1.meta().state, v1.meta().producer_epoch) == (S.PREPARE_ABORT, 1)
 
 
 def test_a_new_producer_fences_the_open_transaction_and_the_zombie() -> None:
@@ -199,12 +240,12 @@ def test_a_new_producer_fences_the_open_transaction_and_the_zombie() -> None:
     assert ctx.run("init_producer_id", "t", 60_000, None) == ProducerIdAndEpoch(
         E.CONCURRENT_TRANSACTIONS
     )
-    assert ctx.meta().state is S.PREPARE_ABORT and ctx.meta().producer_epoch == 1
+    assert ctx.meta().state is S.PREPARE_ABORT and ctx.meta().producer_epoch == 2
     assert ctx.run("init_producer_id", "t", 60_000, None) == ProducerIdAndEpoch(
         E.CONCURRENT_TRANSACTIONS
     )
     ctx.run("complete_markers", ctx.shard.pending_markers()[0])
-    assert ctx.run("init_producer_id", "t", 60_000, None) == ProducerIdAndEpoch(E.NONE, 1000, 2)
+    assert ctx.run("init_producer_id", "t", 60_000, None) == ProducerIdAndEpoch(E.NONE, 1000, 3)
     # The zombie at epoch 0 is fenced everywhere.
     assert ctx.run("add_partitions", "t", 1000, 0, [TP0]) == {TP0: E.PRODUCER_FENCED}
     assert ctx.run("add_offsets", "t", 1000, 0, "g") is E.PRODUCER_FENCED
@@ -279,7 +320,7 @@ def test_a_transaction_open_past_its_timeout_is_aborted_at_a_fenced_epoch() -> N
     assert ctx.meta().state is S.ONGOING
     ctx.sleep(1)
     assert ctx.meta().state is S.PREPARE_ABORT
-    assert ctx.shard.pending_markers() == [TxnMarkers("t", 1000, 1, False, frozenset({TP0, TP1}))]
+    assert ctx.shard.pending_markers() == [TxnMarkers("t", 1000, 2, False, frozenset({TP0, TP1}))]
     assert ctx.run("end_transaction", "t", 1000, 0, True).response.error_code is E.PRODUCER_FENCED
     assert ctx.replayed() == ctx.live()
 

@@ -23,8 +23,13 @@ from herdless.coordinator.result import Reply, Result
 from herdless.coordinator.runtime.writer import TopicPartition
 from herdless.coordinator.timers import CoordinatorTimer
 from herdless.coordinator.transactions.config import TransactionConfig
+from herdless.coordinator.transactions.end_txn import AlreadyEnded, Prepare, end_txn_decision
 from herdless.coordinator.transactions.messages import EndTxnAnswer, ProducerIdAndEpoch, TxnMarkers
-from herdless.coordinator.transactions.metadata import NO_TIMESTAMP, TransactionMetadata
+from herdless.coordinator.transactions.metadata import (
+    MAX_PRODUCER_EPOCH,
+    NO_TIMESTAMP,
+    TransactionMetadata,
+)
 from herdless.coordinator.transactions.records import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -227,55 +232,35 @@ class TransactionManager:
         meta = self.transactions.get(transactional_id)
         if meta is None:
             return _answer(token, EndTxnAnswer(ProducerIdAndEpoch(E.INVALID_PRODUCER_ID_MAPPING)))
-        epoch_bumps = meta.client_transaction_version >= 2
-        # With an epoch bump per transaction a retried EndTxn carries the epoch before
-        # the bump (or, after an overflow, the previous producer id's last epoch).
-        retry_on_bump = epoch_bumps and meta.producer_epoch == producer_epoch + 1
-        retry_on_overflow = (
-            epoch_bumps
-            and meta.previous_producer_id == producer_id
-            and producer_epoch == 32766
-            and meta.producer_epoch == 0
-        )
-        if epoch_bumps:
-            if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-                valid_epoch = retry_on_bump
-            elif meta.state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
-                valid_epoch = retry_on_bump or retry_on_overflow
-            else:
-                valid_epoch = producer_epoch == meta.producer_epoch
-        else:
-            valid_epoch = producer_epoch == meta.producer_epoch
-        if meta.producer_id != producer_id and not retry_on_overflow:
-            error = E.INVALID_PRODUCER_ID_MAPPING
-        elif not valid_epoch:
-            error = E.PRODUCER_FENCED
-        elif meta.state is S.ONGOING:
-            out = self._prepare_end(
-                meta,
-                committed,
-                max(client_transaction_version, meta.client_transaction_version),
-                now,
+        epoch_bump = client_transaction_version >= 2
+        decision = end_txn_decision(meta, producer_id, producer_epoch, committed, epoch_bump)
+        if isinstance(decision, ErrorCode):
+            return _answer(token, EndTxnAnswer(ProducerIdAndEpoch(decision)))
+        if isinstance(decision, AlreadyEnded):
+            # Version 2 tells the producer its epoch again; version 1 has no field for it.
+            answer = ProducerIdAndEpoch(E.NONE, meta.producer_id, meta.producer_epoch)
+            return _answer(
+                token, EndTxnAnswer(answer if epoch_bump else ProducerIdAndEpoch(E.NONE))
             )
-            new = self.transactions[transactional_id]
-            answer = ProducerIdAndEpoch(E.NONE, new.producer_id, new.producer_epoch)
-            out.replies.append(Reply(token, EndTxnAnswer(answer, _markers(new))))
-            return out
-        elif meta.state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
-            # A retry of an EndTxn that went through: the same answer again.
-            if committed == (meta.state is S.COMPLETE_COMMIT):
-                answer = ProducerIdAndEpoch(E.NONE, meta.producer_id, meta.producer_epoch)
-                return _answer(token, EndTxnAnswer(answer))
-            error = E.INVALID_TXN_STATE
-        elif meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-            same = committed == (meta.state is S.PREPARE_COMMIT)
-            error = E.CONCURRENT_TRANSACTIONS if same else E.INVALID_TXN_STATE
-        else:
-            error = E.INVALID_TXN_STATE
-        return _answer(token, EndTxnAnswer(ProducerIdAndEpoch(error)))
+        out = self._prepare_end(meta, decision, client_transaction_version, now)
+        new = self.transactions[transactional_id]
+        answer = ProducerIdAndEpoch(E.NONE, new.producer_id, new.producer_epoch)
+        out.replies.append(
+            Reply(
+                token,
+                EndTxnAnswer(answer if epoch_bump else ProducerIdAndEpoch(E.NONE), _markers(new)),
+            )
+        )
+        return out
 
     def _prepare_end(
-        self, meta: TransactionMetadata, committed: bool, client_transaction_version: int, now: Now
+        self,
+        meta: TransactionMetadata,
+        prepare: Prepare,
+        client_transaction_version: int,
+        now: Now,
+        *,
+        fenced: bool = False,
     ) -> Result:
         epoch, last, next_producer_id = (
             meta.producer_epoch,
@@ -284,31 +269,39 @@ class TransactionManager:
         )
         if client_transaction_version >= 2:
             # KIP-890 part 2: every transaction ends at a new epoch, so a late write of
-            # the old one can never join the next transaction.
-            if meta.epoch_exhausted:
+            # the old one can never join the next transaction. Running out of epochs,
+            # the producer moves to a new id once the markers are written.
+            if meta.epoch_exhausted and not fenced:
                 next_producer_id = self.allocate_producer_id()
-            epoch, last = meta.producer_epoch + 1, meta.producer_epoch
+            if meta.producer_epoch < MAX_PRODUCER_EPOCH:
+                epoch = meta.producer_epoch + 1
+            last = meta.producer_epoch
         new = meta.transition(
-            S.PREPARE_COMMIT if committed else S.PREPARE_ABORT,
+            S.PREPARE_COMMIT if prepare.committed else S.PREPARE_ABORT,
             now.wall_ms,
             producer_epoch=epoch,
             last_producer_epoch=last,
             next_producer_id=next_producer_id,
             client_transaction_version=client_transaction_version,
+            start_timestamp_ms=now.wall_ms
+            if prepare.no_partition_added
+            else meta.start_timestamp_ms,
         )
         return self._write(new, now)
 
     def _fence_and_abort(self, meta: TransactionMetadata, now: Now) -> Result:
         """Kafka's PrepareEpochFence then PrepareAbort, written as the one PrepareAbort
-        record Kafka writes: at a bumped epoch the old producer cannot use."""
-        fenced = meta.transition(S.PREPARE_EPOCH_FENCE, meta.last_update_timestamp_ms)
-        new = fenced.transition(
-            S.PREPARE_ABORT,
+        record Kafka writes: at a bumped epoch the old producer cannot use (bumped once
+        more by the abort itself when the cluster's transaction version is 2)."""
+        fence = meta.transition(
+            S.PREPARE_EPOCH_FENCE,
             now.wall_ms,
             producer_epoch=meta.producer_epoch + 1,
             last_producer_epoch=NO_PRODUCER_EPOCH,
         )
-        return self._write(new, now)
+        return self._prepare_end(
+            fence, Prepare(False), self.config.transaction_version, now, fenced=True
+        )
 
     # -- markers -----------------------------------------------------------------------
 
