@@ -4,6 +4,7 @@ error codes, timeouts, expiration, replay, and a run on the real runtime."""
 from __future__ import annotations
 
 import itertools
+import random
 import struct
 from dataclasses import replace
 
@@ -11,7 +12,7 @@ import pytest
 
 from herdless.coordinator.now import Now
 from herdless.coordinator.records import Record
-from herdless.coordinator.runtime import ShardState, TopicPartition
+from herdless.coordinator.runtime import ReadOperation, ShardState, TopicPartition, WriteOperation
 from herdless.coordinator.transactions import (
     EndTxnAnswer,
     ProducerIdAndEpoch,
@@ -349,40 +350,158 @@ def test_timers_after_a_load_keep_the_time_already_spent() -> None:
 # -- on the runtime ---------------------------------------------------------------
 
 
-def test_a_promoted_standby_keeps_every_acknowledged_transaction() -> None:
-    ids = itertools.count(1)
-    kind = transaction_coordinator(CONFIG, lambda: next(ids))
-    tp = TopicPartition(kind.topic, 0)
-    cluster = Cluster([kind], brokers=2)
-    cluster.elect(tp, 0)
-    cluster.settle()
+class OnRuntime:
+    """Two brokers around the real runtime over in-memory logs; broker 0 leads."""
 
-    def write(broker: int, op):  # noqa: ANN001, ANN202
-        node, token = cluster.nodes[broker], cluster.token()
-        node.take(node.runtime.write(kind, 0, token, op, cluster.clock.now()))
+    def __init__(self) -> None:
+        ids = itertools.count(1)
+        self.kind = transaction_coordinator(CONFIG, lambda: next(ids))
+        self.tp = TopicPartition(self.kind.topic, 0)
+        self.cluster = Cluster([self.kind], brokers=2)
+        self.cluster.elect(self.tp, 0)
+        self.cluster.settle()
+
+    def write(self, broker: int, op: WriteOperation[TransactionCoordinatorShard]) -> int:
+        node, token = self.cluster.nodes[broker], self.cluster.token()
+        node.take(node.runtime.write(self.kind, 0, token, op, self.cluster.clock.now()))
         return token
 
-    init = write(0, lambda s, t, now: s.init_producer_id("t", 60_000, None, t, now))
-    add = write(0, lambda s, t, now: s.add_partitions("t", 1, 0, [TP0], t, now))
-    end = write(0, lambda s, t, now: s.end_transaction("t", 1, 0, True, t, now))
-    node0 = cluster.nodes[0]
+    def read(self, broker: int, op: ReadOperation[TransactionCoordinatorShard]) -> int:
+        node, token = self.cluster.nodes[broker], self.cluster.token()
+        node.take(node.runtime.read(self.kind, 0, token, op))
+        return token
+
+    def shard(self, broker: int) -> TransactionCoordinatorShard:
+        shard = self.cluster.nodes[broker].runtime.shard(self.kind, 0)
+        assert shard is not None
+        return shard
+
+
+def test_a_promoted_standby_keeps_every_acknowledged_transaction() -> None:
+    rt = OnRuntime()
+    init = rt.write(0, lambda s, t, now: s.init_producer_id("t", 60_000, None, t, now))
+    add = rt.write(0, lambda s, t, now: s.add_partitions("t", 1, 0, [TP0], t, now))
+    end = rt.write(0, lambda s, t, now: s.end_transaction("t", 1, 0, True, t, now))
+    node0 = rt.cluster.nodes[0]
     assert end not in node0.replies  # EndTxn waits for its PrepareCommit to commit
-    cluster.commit(tp)
+    rt.cluster.commit(rt.tp)
     assert node0.answer(init) == ProducerIdAndEpoch(E.NONE, 1, 0)
     assert node0.answer(add) == {TP0: E.NONE}
     markers = node0.answer(end).markers
     assert markers == TxnMarkers("t", 1, 0, True, frozenset({TP0}))
-    cluster.settle()
+    rt.cluster.settle()
 
-    cluster.elect(tp, 1)
-    cluster.settle()
-    node1 = cluster.nodes[1]
-    assert node1.runtime.state(tp) is ShardState.ACTIVE
-    pending = cluster.token()
-    node1.take(node1.runtime.read(kind, 0, pending, lambda s: s.pending_markers()))
+    rt.cluster.elect(rt.tp, 1)
+    rt.cluster.settle()
+    node1 = rt.cluster.nodes[1]
+    assert node1.runtime.state(rt.tp) is ShardState.ACTIVE
+    pending = rt.read(1, lambda s: s.pending_markers())
     assert node1.answer(pending) == [markers]
-    done = write(1, lambda s, t, now: s.complete_markers(markers, t, now))
-    cluster.commit(tp)
+    done = rt.write(1, lambda s, t, now: s.complete_markers(markers, t, now))
+    rt.cluster.commit(rt.tp)
     assert node1.answer(done) is E.NONE
-    shard = node1.runtime.shard(kind, 0)
-    assert shard is not None and shard.describe("t").state is S.COMPLETE_COMMIT
+    assert rt.shard(1).describe("t").state is S.COMPLETE_COMMIT
+
+
+def test_an_end_txn_lost_in_a_failover_was_never_acknowledged() -> None:
+    rt = OnRuntime()
+    rt.write(0, lambda s, t, now: s.init_producer_id("t", 60_000, None, t, now))
+    rt.write(0, lambda s, t, now: s.add_partitions("t", 1, 0, [TP0], t, now))
+    rt.cluster.commit(rt.tp)
+    rt.cluster.settle()
+    end = rt.write(0, lambda s, t, now: s.end_transaction("t", 1, 0, True, t, now))
+    # Broker 1 never had the PrepareCommit: it is lost, and so is the answer.
+    rt.cluster.elect(rt.tp, 1, truncate=True)
+    rt.cluster.settle()
+    assert rt.cluster.nodes[0].errors[end] is E.NOT_COORDINATOR
+    assert rt.shard(1).describe("t").state is S.ONGOING
+    assert rt.shard(1).pending_markers() == []
+    # The producer retries on the new coordinator, which commits it.
+    again = rt.write(1, lambda s, t, now: s.end_transaction("t", 1, 0, True, t, now))
+    rt.cluster.commit(rt.tp)
+    assert rt.cluster.nodes[1].answer(again).markers == TxnMarkers(
+        "t", 1, 0, True, frozenset({TP0})
+    )
+
+
+def test_a_timeout_started_on_the_old_leader_fires_on_the_new_one() -> None:
+    rt = OnRuntime()
+    rt.write(0, lambda s, t, now: s.init_producer_id("t", 60_000, None, t, now))
+    rt.write(0, lambda s, t, now: s.add_partitions("t", 1, 0, [TP0], t, now))
+    rt.cluster.commit(rt.tp)
+    rt.cluster.clock.advance(50_000)
+    rt.cluster.elect(rt.tp, 1)
+    rt.cluster.settle()
+    node1 = rt.cluster.nodes[1]
+    node1.poll_due(rt.cluster.clock.advance(9_999))
+    assert rt.shard(1).describe("t").state is S.ONGOING
+    node1.poll_due(rt.cluster.clock.advance(1))
+    assert rt.shard(1).describe("t").state is S.PREPARE_ABORT
+
+
+def test_a_partition_leader_verifies_its_partition_is_in_the_transaction() -> None:
+    ctx = Context()
+    ctx.open()
+    other = TopicPartition("other", 0)
+    verify = ctx.shard.verify_partitions
+    assert verify("t", 1000, 0, [TP0, other]) == {TP0: E.NONE, other: E.TRANSACTION_ABORTABLE}
+    assert verify("t", 1000, 1, [TP0]) == {TP0: E.PRODUCER_FENCED}
+    assert verify("t", 7, 0, [TP0]) == {TP0: E.INVALID_PRODUCER_ID_MAPPING}
+    assert verify("", 1000, 0, [TP0]) == {TP0: E.INVALID_REQUEST}
+    ctx.run("end_transaction", "t", 1000, 0, True)
+    assert verify("t", 1000, 0, [TP0]) == {TP0: E.CONCURRENT_TRANSACTIONS}
+
+
+def test_transactions_are_listed_by_state_producer_and_age() -> None:
+    ctx = Context()
+    ctx.open("a")
+    ctx.sleep(5_000)
+    ctx.run("init_producer_id", "b", 60_000, None)
+    ids = ctx.shard.list_transactions
+    assert {m.transactional_id for m in ids()} == {"a", "b"}
+    assert [m.transactional_id for m in ids(states=["Ongoing"])] == ["a"]
+    assert [m.transactional_id for m in ids(producer_ids=[1001])] == ["b"]
+    wall = ctx.now.wall_ms
+    assert [m.transactional_id for m in ids(min_duration_ms=5_000, now_wall_ms=wall)] == ["a"]
+    assert ids(min_duration_ms=5_001, now_wall_ms=wall) == []
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_runs_replay_to_the_live_state(seed: int) -> None:
+    """Any mix of requests, right or stale, timeouts and expirations: replaying what
+    was written gives the state the coordinator serves, and the open transactions'
+    markers name exactly their partitions."""
+    rng = random.Random(seed)
+    ctx = Context(TransactionConfig(transactional_id_expiration_ms=200_000))
+    txn_ids = ["a", "b", "c"]
+    for _ in range(300):
+        txn_id = rng.choice(txn_ids)
+        meta = ctx.shard.transactions.transactions.get(txn_id)
+        pid = meta.producer_id if meta else 1
+        epoch = (meta.producer_epoch if meta else 0) - rng.choice([0, 0, 0, 1])
+        tv = rng.choice([0, 2])
+        step = rng.randrange(7)
+        if step == 0:
+            expected = (pid, epoch) if meta and rng.random() < 0.3 else None
+            ctx.run("init_producer_id", txn_id, rng.choice([10_000, 60_000]), expected)
+        elif step == 1:
+            tps = rng.sample([TP0, TP1, TopicPartition("x", 3)], 2)
+            ctx.run("add_partitions", txn_id, pid, epoch, tps, client_transaction_version=tv)
+        elif step == 2:
+            ctx.run("add_offsets", txn_id, pid, epoch, rng.choice(["g1", "g2"]))
+        elif step == 3:
+            ctx.run(
+                "end_transaction",
+                txn_id,
+                pid,
+                epoch,
+                rng.random() < 0.5,
+                client_transaction_version=tv,
+            )
+        elif step == 4 and ctx.shard.pending_markers():
+            ctx.run("complete_markers", rng.choice(ctx.shard.pending_markers()))
+        else:
+            ctx.sleep(rng.choice([1_000, 20_000, 100_000]))
+        assert ctx.replayed() == ctx.live()
+        for markers in ctx.shard.pending_markers():
+            assert markers.partitions == ctx.meta(markers.transactional_id).partitions

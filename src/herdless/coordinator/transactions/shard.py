@@ -135,6 +135,28 @@ class TransactionCoordinatorShard:
     def describe(self, transactional_id: str) -> TransactionMetadata | ErrorCode:
         return self.transactions.describe(transactional_id)
 
+    def list_transactions(
+        self,
+        states: Iterable[str] = (),
+        producer_ids: Iterable[int] = (),
+        min_duration_ms: int = -1,
+        now_wall_ms: int = 0,
+    ) -> list[TransactionMetadata]:
+        return self.transactions.list_transactions(
+            states, producer_ids, min_duration_ms, now_wall_ms
+        )
+
+    def verify_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> dict[TopicPartition, ErrorCode]:
+        return self.transactions.verify_partitions(
+            transactional_id, producer_id, producer_epoch, partitions
+        )
+
 
 def transaction_coordinator(
     config: TransactionConfig, allocate_producer_id: ProducerIdAllocator
