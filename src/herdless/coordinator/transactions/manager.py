@@ -30,6 +30,7 @@ from herdless.coordinator.transactions.metadata import (
     NO_TIMESTAMP,
     TransactionMetadata,
 )
+from herdless.coordinator.transactions.producer_epochs import bump_epoch, producer_id_matches
 from herdless.coordinator.transactions.records import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -104,7 +105,7 @@ class TransactionManager:
                 NO_TIMESTAMP,
                 now.wall_ms,
             )
-        if expected is not None and not _producer_id_matches(meta, *expected):
+        if expected is not None and not producer_id_matches(meta, *expected):
             return _answer(token, ProducerIdAndEpoch(E.PRODUCER_FENCED))
         if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             return _answer(token, ProducerIdAndEpoch(E.CONCURRENT_TRANSACTIONS))
@@ -119,7 +120,7 @@ class TransactionManager:
             last = meta.producer_epoch if expected is not None else NO_PRODUCER_EPOCH
             producer_id, epoch = self.allocate_producer_id(), 0
         else:
-            bumped = _bump_epoch(meta, None if expected is None else expected[1])
+            bumped = bump_epoch(meta, None if expected is None else expected[1])
             if bumped is None:
                 return _answer(token, ProducerIdAndEpoch(E.PRODUCER_FENCED))
             producer_id, (epoch, last) = meta.producer_id, bumped
@@ -395,65 +396,6 @@ class TransactionManager:
 
         return expire
 
-    # -- reads -------------------------------------------------------------------------
-
-    def describe(self, transactional_id: str) -> TransactionMetadata | ErrorCode:
-        """DescribeTransactions of one id."""
-        if not transactional_id:
-            return E.INVALID_REQUEST
-        meta = self.transactions.get(transactional_id)
-        return E.TRANSACTIONAL_ID_NOT_FOUND if meta is None else meta
-
-    def list_transactions(
-        self,
-        states: Iterable[str] = (),
-        producer_ids: Iterable[int] = (),
-        min_duration_ms: int = -1,
-        now_wall_ms: int = 0,
-    ) -> list[TransactionMetadata]:
-        """ListTransactions: every id, or those in one of `states` (Kafka's names), of
-        one of `producer_ids`, open for at least `min_duration_ms` (KIP-994)."""
-        wanted_states, wanted_ids = frozenset(states), frozenset(producer_ids)
-        return [
-            meta
-            for meta in self.transactions.values()
-            if (not wanted_states or meta.state.state_name in wanted_states)
-            and (not wanted_ids or meta.producer_id in wanted_ids)
-            and (
-                min_duration_ms < 0
-                or (
-                    meta.start_timestamp_ms != NO_TIMESTAMP
-                    and now_wall_ms - meta.start_timestamp_ms >= min_duration_ms
-                )
-            )
-        ]
-
-    def verify_partitions(
-        self,
-        transactional_id: str,
-        producer_id: int,
-        producer_epoch: int,
-        partitions: Iterable[TopicPartition],
-    ) -> dict[TopicPartition, ErrorCode]:
-        """AddPartitionsToTxn's verify-only form (KIP-890 part 1): a partition leader asks,
-        before it appends a transactional batch, whether its partition is in the
-        producer's open transaction; one that is not makes the transaction abortable."""
-        wanted = frozenset(partitions)
-        meta = self.transactions.get(transactional_id)
-        if not transactional_id:
-            error = E.INVALID_REQUEST
-        elif meta is None or meta.producer_id != producer_id:
-            error = E.INVALID_PRODUCER_ID_MAPPING
-        elif meta.producer_epoch != producer_epoch:
-            error = E.PRODUCER_FENCED
-        elif meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-            error = E.CONCURRENT_TRANSACTIONS
-        else:
-            return {
-                tp: E.NONE if tp in meta.partitions else E.TRANSACTION_ABORTABLE for tp in wanted
-            }
-        return dict.fromkeys(wanted, error)
-
     def _write(self, new: TransactionMetadata, now: Now) -> Result:
         self.transactions[new.transactional_id] = new
         record = transaction_record(
@@ -478,27 +420,3 @@ def _markers(meta: TransactionMetadata) -> TxnMarkers | None:
         meta.state is S.PREPARE_COMMIT,
         meta.partitions,
     )
-
-
-def _producer_id_matches(meta: TransactionMetadata, producer_id: int, producer_epoch: int) -> bool:
-    """Whether a recovering producer's id and epoch still belong to this transactional
-    id: it was just created, the ids match (the epoch is checked next), or a retry after
-    a rotation the producer never heard of."""
-    return (
-        meta.producer_epoch == NO_PRODUCER_EPOCH
-        or producer_id == meta.producer_id
-        or (producer_id == meta.previous_producer_id and producer_epoch >= 32766)
-    )
-
-
-def _bump_epoch(meta: TransactionMetadata, expected_epoch: int | None) -> tuple[int, int] | None:
-    """InitProducerId's (epoch, last epoch), None when the producer is fenced."""
-    bumped = meta.producer_epoch + 1
-    if expected_epoch is None:
-        return bumped, NO_PRODUCER_EPOCH
-    if meta.producer_epoch == NO_PRODUCER_EPOCH or expected_epoch == meta.producer_epoch:
-        return bumped, meta.producer_epoch
-    if expected_epoch == meta.last_producer_epoch:
-        # A retry of a call that went through: the epoch it was given.
-        return meta.producer_epoch, meta.last_producer_epoch
-    return None

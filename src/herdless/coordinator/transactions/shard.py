@@ -11,6 +11,7 @@ from herdless.coordinator.result import Result
 from herdless.coordinator.runtime.contract import CoordinatorType
 from herdless.coordinator.runtime.writer import TopicPartition
 from herdless.coordinator.timers import CoordinatorTimer
+from herdless.coordinator.transactions import reads
 from herdless.coordinator.transactions.config import TransactionConfig
 from herdless.coordinator.transactions.manager import (
     ProducerIdAllocator,
@@ -133,7 +134,7 @@ class TransactionCoordinatorShard:
         return self.transactions.pending_markers()
 
     def describe(self, transactional_id: str) -> TransactionMetadata | ErrorCode:
-        return self.transactions.describe(transactional_id)
+        return reads.describe(self.transactions.transactions, transactional_id)
 
     def list_transactions(
         self,
@@ -142,8 +143,8 @@ class TransactionCoordinatorShard:
         min_duration_ms: int = -1,
         now_wall_ms: int = 0,
     ) -> list[TransactionMetadata]:
-        return self.transactions.list_transactions(
-            states, producer_ids, min_duration_ms, now_wall_ms
+        return reads.list_transactions(
+            self.transactions.transactions, states, producer_ids, min_duration_ms, now_wall_ms
         )
 
     def verify_partitions(
@@ -153,8 +154,12 @@ class TransactionCoordinatorShard:
         producer_epoch: int,
         partitions: Iterable[TopicPartition],
     ) -> dict[TopicPartition, ErrorCode]:
-        return self.transactions.verify_partitions(
-            transactional_id, producer_id, producer_epoch, partitions
+        return reads.verify_partitions(
+            self.transactions.transactions,
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            partitions,
         )
 
 
