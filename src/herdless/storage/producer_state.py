@@ -188,6 +188,11 @@ class ProducerStateManager:
                 return AppendPlan(duplicate=duplicate, updates={})
             current = updates.get(header.producer_id, committed)
             _check(current, header)
+            if current is not None and current.in_transaction and not header.is_transactional:
+                raise InvalidTxnState(
+                    f"producer {header.producer_id} wrote outside the transaction it has open"
+                    f" since offset {current.current_txn_first_offset}"
+                )
             batch = BatchMetadata(
                 first_sequence=header.base_sequence,
                 last_sequence=header.last_sequence,
@@ -355,11 +360,6 @@ def _check(current: ProducerEntry | None, header: BatchHeader) -> None:
         raise InvalidProducerEpoch(
             f"producer {header.producer_id} has epoch {header.producer_epoch},"
             f" older than the current epoch {current.epoch}"
-        )
-    if current.in_transaction and not header.is_transactional:
-        raise InvalidTxnState(
-            f"producer {header.producer_id} wrote outside the transaction it has open"
-            f" since offset {current.current_txn_first_offset}"
         )
     if header.producer_epoch > current.epoch:
         if header.base_sequence != 0:

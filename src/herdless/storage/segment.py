@@ -596,6 +596,8 @@ class Segment:
             fd = self.txn_index.sync_handle()
             if fd is not None:
                 handles.append(fd)
+            if self.sealed:
+                self.txn_index.release()
         except BaseException:
             for fd in handles:
                 os.close(fd)

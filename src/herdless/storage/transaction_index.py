@@ -125,6 +125,12 @@ class TransactionIndex:
         self._entries = kept
         self._rewrite()
 
+    def replace_with(self, entries: list[AbortedTxn]) -> None:
+        """Hold `entries` (in marker order), written and synced: the log cleaner's copy of
+        the segments it cleans, whose markers it keeps."""
+        self._entries = list(entries)
+        self._rewrite()
+
     def reset(self) -> None:
         """Forget every entry and remove the file: it is about to be rebuilt, or its
         segment is new."""

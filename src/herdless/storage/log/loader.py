@@ -83,7 +83,7 @@ def load(
     """The log in `directory`, created if absent, recovered if it was cut short (see
     PartitionLog.open). The caller holds `lock`, the new log's."""
     directory.mkdir(parents=True, exist_ok=True)
-    swap.complete_interrupted_swaps(directory)
+    swapped = swap.complete_interrupted_swaps(directory)
     _remove_strays(directory)
     checkpointed_start = checkpoint.read_offset(directory / LOG_START_OFFSET_FILE)
     # Absent, every segment gets checked: slow but safe.
@@ -125,7 +125,7 @@ def load(
         if active_segment.size > 0:
             active_segment.first_append_ms = estimate_first_append(active_segment, now_ms)
         producers = _load_producers(
-            directory, segments, log_start, now_ms, producer_id_expiration_ms
+            directory, segments, log_start, now_ms, producer_id_expiration_ms, swapped
         )
         epochs = _open_leader_epochs(directory, segments, log_start, log_end)
     except BaseException:
@@ -317,13 +317,19 @@ def _epoch_changes(segments: list[Segment]) -> Iterator[tuple[int, int]]:
 
 
 def _load_producers(
-    directory: Path, segments: list[Segment], log_start: int, now_ms: int, expiration_ms: int
+    directory: Path,
+    segments: list[Segment],
+    log_start: int,
+    now_ms: int,
+    expiration_ms: int,
+    swapped: bool,
 ) -> ProducerStateManager:
     """The producer state from its snapshot and the batches after it, else rebuilt whole.
 
     The transaction indexes are rebuilt with it over the batches replayed: past the
     snapshot, the entries a crash may have lost or left past a cut log; everywhere,
-    when a segment's index was found damaged.
+    when a segment's index was found damaged or a cleaning's swap was completed
+    (swap.py).
     """
     snapshot = read_producer_snapshot(directory / PRODUCER_SNAPSHOT_FILE)
     log_end = segments[-1].next_offset
@@ -335,14 +341,14 @@ def _load_producers(
             directory,
             damaged,
         )
-    if snapshot is None or snapshot[0] > log_end or damaged:
+    if snapshot is None or snapshot[0] > log_end or damaged or swapped:
         return rebuild_producers(
             segments,
             log_start,
             now_ms,
             expiration_ms,
             txn_indexes=True,
-            every_segment=bool(damaged),
+            every_segment=bool(damaged) or swapped,
         )
     offset, producers = snapshot
     producers.truncate_head(log_start)
