@@ -27,11 +27,12 @@ def build(
     producer_epoch: int = -1,
     base_sequence: int = -1,
     keys: Sequence[bytes | None] | None = None,
+    transactional: bool = False,
 ) -> bytes:
     builder = DefaultRecordBatchBuilder(
         magic=2,
         compression_type=compression,
-        is_transactional=False,
+        is_transactional=transactional,
         producer_id=producer_id,
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,

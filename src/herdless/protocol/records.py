@@ -39,6 +39,8 @@ _INT64 = struct.Struct(">q")
 _UINT32 = struct.Struct(">I")
 
 LOG_APPEND_TIME_FLAG = 0x08
+TRANSACTIONAL_FLAG = 0x10
+CONTROL_FLAG = 0x20
 CURRENT_MAGIC = 2
 
 NO_PRODUCER_ID = -1
@@ -102,11 +104,11 @@ class BatchHeader(NamedTuple):
 
     @property
     def is_transactional(self) -> bool:
-        return bool(self.attributes & 0x10)
+        return bool(self.attributes & TRANSACTIONAL_FLAG)
 
     @property
     def is_control(self) -> bool:
-        return bool(self.attributes & 0x20)
+        return bool(self.attributes & CONTROL_FLAG)
 
     @property
     def last_sequence(self) -> int:
@@ -509,11 +511,18 @@ def build_batch(entries: Sequence[tuple[bytes | None, bytes | None]], timestamp_
 
 
 def encode_batch(
-    entries: Sequence[tuple[int, bytes | None, bytes | None]], compression: int = Compression.NONE
+    entries: Sequence[tuple[int, bytes | None, bytes | None]],
+    compression: int = Compression.NONE,
+    *,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = NO_SEQUENCE,
+    flags: int = 0,
 ) -> bytes:
     """A magic v2 batch of (timestamp, key, value) records, CreateTime, no headers, base
-    offset 0 and no producer, as Kafka's builder writes one: the first record's timestamp
-    is the base, the largest is the max timestamp."""
+    offset 0, as Kafka's builder writes one: the first record's timestamp is the base, the
+    largest is the max timestamp. No producer unless given; `flags` are attribute bits
+    beside the codec (TRANSACTIONAL_FLAG, CONTROL_FLAG)."""
     body = bytearray()
     base_timestamp = max_timestamp = entries[0][0]
     # _zigzag's table lookup, inlined: calling it for each varint cost the broker 4% more
@@ -539,7 +548,15 @@ def encode_batch(
         size = len(record)
         body += short[size] if size < _SHORT_VARINTS else _zigzag(size)
         body += record
-    return _framed_batch(body, len(entries), base_timestamp, max_timestamp, compression)
+    return _framed_batch(
+        body,
+        len(entries),
+        base_timestamp,
+        max_timestamp,
+        compression,
+        producer=(producer_id, producer_epoch, base_sequence),
+        flags=flags,
+    )
 
 
 def _framed_batch(
@@ -548,18 +565,20 @@ def _framed_batch(
     base_timestamp: int,
     max_timestamp: int,
     compression: int = Compression.NONE,
+    *,
+    producer: tuple[int, int, int] = (NO_PRODUCER_ID, -1, NO_SEQUENCE),
+    flags: int = 0,
 ) -> bytes:
-    """The batch of `count` records whose encoded records are `body`: header and CRC."""
+    """The batch of `count` records whose encoded records are `body`: header and CRC.
+    `producer` is (producer id, epoch, base sequence)."""
     payload = compress(compression, body)
     after_crc = (
         _AFTER_CRC.pack(
-            compression,
+            compression | flags,
             count - 1,
             base_timestamp,
             max_timestamp,
-            NO_PRODUCER_ID,
-            -1,
-            NO_SEQUENCE,
+            *producer,
             count,
         )
         + payload

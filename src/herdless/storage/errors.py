@@ -126,6 +126,18 @@ class OutOfOrderSequence(StorageError):
     error_code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
+class InvalidTxnState(StorageError):
+    """A producer with a transaction open wrote outside it (Kafka's InvalidTxnStateException)."""
+
+    error_code = ErrorCode.INVALID_TXN_STATE
+
+
+class TransactionCoordinatorFenced(StorageError):
+    """A marker from a coordinator older than the last one to write for the producer."""
+
+    error_code = ErrorCode.TRANSACTION_COORDINATOR_FENCED
+
+
 class UnknownTopicOrPartition(StorageError):
     error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 

@@ -5,6 +5,12 @@ answer for; the broker recognises the retry by its sequence range among the
 last five batches of that producer (a producer has at most five in flight) and
 answers with the original offsets instead of writing it twice. Sequences must
 otherwise follow one another, so a lost batch is noticed instead of skipped.
+
+A transactional producer's first batch of a transaction opens it here (its
+first offset is kept, as Kafka's currentTxnFirstOffset), and the coordinator's
+COMMIT or ABORT marker (protocol/control_records.py) closes it, giving a
+CompletedTxn: the log records an aborted one in its transaction index, and the
+earliest first offset among open transactions bounds the last stable offset.
 """
 
 from __future__ import annotations
@@ -16,9 +22,16 @@ from dataclasses import astuple, dataclass, replace
 from pathlib import Path
 from typing import NamedTuple
 
+from herdless.protocol.control_records import EndTransactionMarker
 from herdless.protocol.records import BatchHeader
 from herdless.storage import checkpoint
-from herdless.storage.errors import InvalidProducerEpoch, OutOfOrderSequence
+from herdless.storage.errors import (
+    InvalidProducerEpoch,
+    InvalidTxnState,
+    OutOfOrderSequence,
+    TransactionCoordinatorFenced,
+)
+from herdless.storage.transaction_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +56,10 @@ class ProducerEntry:
     epoch: int
     batches: tuple[BatchMetadata, ...]
     last_timestamp: int
+    # The epoch of the coordinator that wrote this producer's last marker, -1 before one.
+    coordinator_epoch: int = -1
+    # First offset of the transaction this producer has open, -1 when none is.
+    current_txn_first_offset: int = -1
 
     @property
     def last_sequence(self) -> int:
@@ -63,15 +80,47 @@ class ProducerEntry:
                 return batch
         return None
 
-    def with_batch(self, epoch: int, batch: BatchMetadata) -> ProducerEntry:
+    @property
+    def in_transaction(self) -> bool:
+        return self.current_txn_first_offset >= 0
+
+    def with_batch(
+        self, epoch: int, batch: BatchMetadata, transactional: bool = False
+    ) -> ProducerEntry:
         # A new epoch starts a new sequence space: older batches cannot be retried in it.
         kept = self.batches if epoch == self.epoch else ()
+        txn_first_offset = self.current_txn_first_offset
+        if transactional and txn_first_offset < 0:
+            txn_first_offset = batch.first_offset
         return ProducerEntry(
             producer_id=self.producer_id,
             epoch=epoch,
             batches=(*kept, batch)[-BATCHES_TO_RETAIN:],
             last_timestamp=max(self.last_timestamp, batch.timestamp),
+            coordinator_epoch=self.coordinator_epoch,
+            current_txn_first_offset=txn_first_offset,
         )
+
+    def with_marker(self, epoch: int, coordinator_epoch: int, timestamp: int) -> ProducerEntry:
+        """The entry once a marker closed its transaction. A marker may carry a newer
+        epoch (KIP-890 bumps it per transaction): the old epoch's batches go with it."""
+        return ProducerEntry(
+            producer_id=self.producer_id,
+            epoch=epoch,
+            batches=self.batches if epoch == self.epoch else (),
+            last_timestamp=max(self.last_timestamp, timestamp),
+            coordinator_epoch=coordinator_epoch,
+            current_txn_first_offset=-1,
+        )
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction a marker closed: its first offset, the marker's offset, and how."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
 
 
 class PendingBatch(NamedTuple):
@@ -82,6 +131,8 @@ class PendingBatch(NamedTuple):
     first_offset: int
     last_offset: int
     timestamp: int
+    # What a control batch says: a transaction marker (control_records.marker_of).
+    marker: EndTransactionMarker | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +141,8 @@ class AppendPlan:
 
     duplicate: BatchMetadata | None
     updates: dict[int, ProducerEntry]
+    # Transactions the batches' markers close, in offset order.
+    completed: tuple[CompletedTxn, ...] = ()
 
 
 def in_sequence(last_sequence: int, next_sequence: int) -> bool:
@@ -100,6 +153,9 @@ def in_sequence(last_sequence: int, next_sequence: int) -> bool:
 class ProducerStateManager:
     def __init__(self) -> None:
         self._producers: dict[int, ProducerEntry] = {}
+        # Producer id -> first offset of its open transaction; few at a time, read for
+        # the last stable offset on every read_committed fetch.
+        self._ongoing: dict[int, int] = {}
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -113,9 +169,17 @@ class ProducerStateManager:
         Raises InvalidProducerEpoch or OutOfOrderSequence; nothing changes until commit().
         """
         updates: dict[int, ProducerEntry] = {}
+        completed: list[CompletedTxn] = []
         for pending in batches:
             header = pending.header
             if header.producer_id < 0:
+                continue
+            if header.is_control:
+                current = updates.get(header.producer_id, self._producers.get(header.producer_id))
+                entry, txn = _end_transaction(current, pending, checked=True)
+                updates[header.producer_id] = entry
+                if txn is not None:
+                    completed.append(txn)
                 continue
             committed = self._producers.get(header.producer_id)
             # Like Kafka, a retry is recognised against what is already written.
@@ -124,6 +188,11 @@ class ProducerStateManager:
                 return AppendPlan(duplicate=duplicate, updates={})
             current = updates.get(header.producer_id, committed)
             _check(current, header)
+            if current is not None and current.in_transaction and not header.is_transactional:
+                raise InvalidTxnState(
+                    f"producer {header.producer_id} wrote outside the transaction it has open"
+                    f" since offset {current.current_txn_first_offset}"
+                )
             batch = BatchMetadata(
                 first_sequence=header.base_sequence,
                 last_sequence=header.last_sequence,
@@ -133,19 +202,58 @@ class ProducerStateManager:
             )
             if current is None:
                 current = ProducerEntry(header.producer_id, header.producer_epoch, (), -1)
-            updates[header.producer_id] = current.with_batch(header.producer_epoch, batch)
-        return AppendPlan(duplicate=None, updates=updates)
+            updates[header.producer_id] = current.with_batch(
+                header.producer_epoch, batch, header.is_transactional
+            )
+        return AppendPlan(duplicate=None, updates=updates, completed=tuple(completed))
 
     def commit(self, plan: AppendPlan) -> None:
-        self._producers.update(plan.updates)
+        for entry in plan.updates.values():
+            self._put(entry)
 
-    def replay(self, header: BatchHeader, timestamp: int) -> None:
-        """Apply a batch read back from the log, unchecked: it was checked when written."""
-        if header.producer_id < 0 or header.is_control:
-            return
+    def _put(self, entry: ProducerEntry) -> None:
+        self._producers[entry.producer_id] = entry
+        if entry.in_transaction:
+            self._ongoing[entry.producer_id] = entry.current_txn_first_offset
+        else:
+            self._ongoing.pop(entry.producer_id, None)
+
+    def _drop(self, producer_id: int) -> None:
+        del self._producers[producer_id]
+        self._ongoing.pop(producer_id, None)
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest transaction still open, if any is."""
+        return min(self._ongoing.values(), default=None)
+
+    def ongoing_transactions(self) -> dict[int, int]:
+        """Producer id -> first offset of each open transaction."""
+        return dict(self._ongoing)
+
+    def replay(
+        self, header: BatchHeader, timestamp: int, marker: EndTransactionMarker | None = None
+    ) -> CompletedTxn | None:
+        """Apply a batch read back from the log, unchecked: it was checked when written.
+
+        A control batch needs its `marker` (control_records.marker_of); the transaction
+        it closes is returned.
+        """
+        if header.producer_id < 0:
+            return None
+        if header.is_control:
+            if marker is None:
+                return None
+            pending = PendingBatch(
+                header, header.base_offset, header.last_offset, timestamp, marker
+            )
+            entry, txn = _end_transaction(
+                self._producers.get(header.producer_id), pending, checked=False
+            )
+            self._put(entry)
+            return txn
         current = self._producers.get(header.producer_id)
         if current is not None and header.producer_epoch < current.epoch:
-            return
+            return None
         if current is None:
             current = ProducerEntry(header.producer_id, header.producer_epoch, (), -1)
         batch = BatchMetadata(
@@ -155,7 +263,8 @@ class ProducerStateManager:
             last_offset=header.last_offset,
             timestamp=timestamp,
         )
-        self._producers[header.producer_id] = current.with_batch(header.producer_epoch, batch)
+        self._put(current.with_batch(header.producer_epoch, batch, header.is_transactional))
+        return None
 
     def snapshot(self) -> dict[int, ProducerEntry]:
         """A copy of the state (entries are immutable), for write_producer_snapshot."""
@@ -164,7 +273,8 @@ class ProducerStateManager:
     @classmethod
     def from_entries(cls, entries: Sequence[ProducerEntry]) -> ProducerStateManager:
         manager = cls()
-        manager._producers = {entry.producer_id: entry for entry in entries}
+        for entry in entries:
+            manager._put(entry)
         return manager
 
     def remembered_last_offsets(self) -> set[int]:
@@ -183,15 +293,61 @@ class ProducerStateManager:
         """
         for producer_id, entry in list(self._producers.items()):
             if entry.last_offset < log_start_offset:
-                del self._producers[producer_id]
+                self._drop(producer_id)
             elif entry.batches[0].last_offset < log_start_offset:
                 kept = tuple(b for b in entry.batches if b.last_offset >= log_start_offset)
-                self._producers[producer_id] = replace(entry, batches=kept)
+                self._put(replace(entry, batches=kept))
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> None:
+        # As Kafka: a producer with a transaction open is not expired; its coordinator
+        # ends the transaction (transaction.max.timeout.ms) long before.
         for producer_id, entry in list(self._producers.items()):
-            if now_ms - entry.last_timestamp >= expiration_ms:
-                del self._producers[producer_id]
+            if now_ms - entry.last_timestamp >= expiration_ms and not entry.in_transaction:
+                self._drop(producer_id)
+
+
+def aborted_txn(txn: CompletedTxn, producers: ProducerStateManager) -> AbortedTxn:
+    """The transaction index entry of an aborted `txn`, once `producers` has it complete:
+    its last stable offset is the first offset of the earliest transaction still open,
+    else the offset after the marker (Kafka's ProducerStateManager.lastStableOffset)."""
+    others = (
+        first for pid, first in producers.ongoing_transactions().items() if pid != txn.producer_id
+    )
+    last_stable_offset = min(others, default=txn.last_offset + 1)
+    return AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, last_stable_offset)
+
+
+def _end_transaction(
+    current: ProducerEntry | None, pending: PendingBatch, *, checked: bool
+) -> tuple[ProducerEntry, CompletedTxn | None]:
+    """The producer's entry once a control batch is written, and the transaction its
+    marker closes (Kafka's ProducerAppendInfo.appendEndTxnMarker). A marker with no
+    transaction open closes an empty one, starting at the marker, as in Kafka."""
+    header, marker = pending.header, pending.marker
+    if marker is None:
+        raise InvalidTxnState(
+            f"a control batch of producer {header.producer_id} at offset"
+            f" {pending.first_offset} is not a transaction marker"
+        )
+    if checked and current is not None:
+        if header.producer_epoch < current.epoch:
+            raise InvalidProducerEpoch(
+                f"transaction marker for producer {header.producer_id} has epoch"
+                f" {header.producer_epoch}, older than the current epoch {current.epoch}"
+            )
+        if marker.coordinator_epoch < current.coordinator_epoch:
+            raise TransactionCoordinatorFenced(
+                f"transaction marker for producer {header.producer_id} from coordinator epoch"
+                f" {marker.coordinator_epoch}, older than {current.coordinator_epoch}"
+            )
+    if current is None:
+        current = ProducerEntry(header.producer_id, header.producer_epoch, (), -1)
+    first_offset = (
+        current.current_txn_first_offset if current.in_transaction else pending.first_offset
+    )
+    txn = CompletedTxn(header.producer_id, first_offset, pending.last_offset, marker.aborted)
+    entry = current.with_marker(header.producer_epoch, marker.coordinator_epoch, pending.timestamp)
+    return entry, txn
 
 
 def _check(current: ProducerEntry | None, header: BatchHeader) -> None:
@@ -219,7 +375,10 @@ def _check(current: ProducerEntry | None, header: BatchHeader) -> None:
         )
 
 
-_SNAPSHOT_VERSION = 1
+# Version 2 adds each producer's coordinator epoch and open transaction, as Kafka's
+# snapshot keeps them; version 1 snapshots are still read (no transactions then).
+_SNAPSHOT_VERSION = 2
+_READABLE_VERSIONS = (1, 2)
 
 
 def write_producer_snapshot(
@@ -231,7 +390,14 @@ def write_producer_snapshot(
     after one, not the whole log.
     """
     entries = [
-        [e.producer_id, e.epoch, e.last_timestamp, [astuple(b) for b in e.batches]]
+        [
+            e.producer_id,
+            e.epoch,
+            e.last_timestamp,
+            [astuple(b) for b in e.batches],
+            e.coordinator_epoch,
+            e.current_txn_first_offset,
+        ]
         for e in producers.values()
     ]
     document = {"version": _SNAPSHOT_VERSION, "offset": offset, "producers": entries}
@@ -242,11 +408,11 @@ def read_producer_snapshot(path: Path) -> tuple[int, ProducerStateManager] | Non
     """(offset, state) from a snapshot; None if absent or unreadable (the log is replayed)."""
     try:
         document = json.loads(path.read_bytes())
-        if document["version"] != _SNAPSHOT_VERSION:
+        if document["version"] not in _READABLE_VERSIONS:
             raise ValueError(f"version {document['version']}")
         entries = [
-            ProducerEntry(producer_id, epoch, tuple(BatchMetadata(*b) for b in batches), last)
-            for producer_id, epoch, last, batches in document["producers"]
+            ProducerEntry(producer_id, epoch, tuple(BatchMetadata(*b) for b in batches), last, *txn)
+            for producer_id, epoch, last, batches, *txn in document["producers"]
         ]
         return int(document["offset"]), ProducerStateManager.from_entries(entries)
     except FileNotFoundError:

@@ -29,13 +29,14 @@ from herdless.storage.damage import Damage, DamageKind
 from herdless.storage.descriptors import DescriptorBudget
 from herdless.storage.errors import StorageIOError
 from herdless.storage.index import INT32_MAX, IndexCorrupt, OffsetIndex, TimeIndex
+from herdless.storage.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 log = logging.getLogger(__name__)
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 OFFSET_DIGITS = 20
 # Enough to hold many small batches per read, small enough to waste little on big ones.
 _CHUNK = 64 * 1024
@@ -81,6 +82,8 @@ class Segment:
         self._owner: threading.Lock | None = None
         self._max_index_bytes = max_index_bytes
         self.offset_index, self.time_index = self._empty_indexes()
+        # Transactions aborted by markers in this segment; the file exists once one was.
+        self.txn_index = TransactionIndex.load(self.path(TXN_INDEX_SUFFIX))
         # Offset after the last batch, when known: always for the active segment.
         self.next_offset: int | None = base_offset if size == 0 else None
         self.max_timestamp = -1
@@ -114,6 +117,7 @@ class Segment:
         try:
             segment.offset_index.open_for_append(truncate=True)
             segment.time_index.open_for_append(truncate=True)
+            segment.txn_index.reset()  # one a deleted segment of this name left
         except OSError as exc:
             segment.delete()
             raise StorageIOError(f"cannot create the indexes of {path}: {exc.strerror}") from exc
@@ -293,6 +297,8 @@ class Segment:
         self.offset_index.close()
         self.time_index.close()
         self.offset_index, self.time_index = self._empty_indexes()
+        # Transactions aborted by markers in this segment; the file exists once one was.
+        self.txn_index = TransactionIndex.load(self.path(TXN_INDEX_SUFFIX))
         self.max_timestamp = self.offset_of_max_timestamp = -1
         self._bytes_since_index_entry = 0
         window = FileWindow(fd, file_size)
@@ -417,6 +423,7 @@ class Segment:
         self.file_suffix = file_suffix
         self.offset_index.path = self.path(INDEX_SUFFIX)
         self.time_index.path = self.path(TIME_INDEX_SUFFIX)
+        self.txn_index.path = self.path(TXN_INDEX_SUFFIX)
 
     def seal(self) -> None:
         """Stop taking appends: record the largest timestamp as the last time index entry.
@@ -446,6 +453,7 @@ class Segment:
         """Close the descriptors until the next use (the budget, under the owner's lock)."""
         self.offset_index.release()
         self.time_index.release()
+        self.txn_index.release()
         if self._fd is not None:
             fd, self._fd = self._fd, None
             os.close(fd)
@@ -454,6 +462,7 @@ class Segment:
         self._closed = True
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
         if self._fd is not None:
             fd, self._fd = self._fd, None
             os.close(fd)
@@ -516,6 +525,7 @@ class Segment:
         try:
             os.ftruncate(fd, end)
             os.fsync(fd)
+            self.txn_index.truncate_to(next_offset)
             for index in (self.offset_index, self.time_index):
                 index.close()
                 index.write_file()
@@ -583,6 +593,11 @@ class Segment:
                 if self.sealed:
                     # Complete and now covered by the duplicate: no need to keep it open.
                     index.close()
+            fd = self.txn_index.sync_handle()
+            if fd is not None:
+                handles.append(fd)
+            if self.sealed:
+                self.txn_index.release()
         except BaseException:
             for fd in handles:
                 os.close(fd)

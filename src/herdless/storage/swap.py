@@ -1,7 +1,8 @@
 """Putting a cleaned segment in place of the segments it was made from, safe against a crash.
 
 The log cleaner writes a group's cleaned copy beside the originals as
-`<base>.log.cleaned` (+ `.index.cleaned`, `.timeindex.cleaned`), synced, where
+`<base>.log.cleaned` (+ `.index.cleaned`, `.timeindex.cleaned`, and `.txnindex.cleaned`
+holding the aborted transactions of every segment of the group), synced, where
 `<base>` is the base offset of the group's first segment. Then, under the log's
 lock:
 
@@ -17,7 +18,9 @@ At open (Kafka's LogLoader does the same), before segments are read:
   deleted, then the swap files are renamed into place. A replaced segment whose
   base lies past the swap's last batch can survive this; it is then one whose
   records the cleaner dropped entirely, and it comes back whole: dirty again,
-  but no offset twice and nothing lost.
+  but no offset twice and nothing lost. A transaction index cannot tell
+  "already renamed" from "the replaced segment's", so the caller rebuilds the
+  transaction indexes from the log after any swap completed here.
 - a `.log.swap` that is not whole valid batches cannot have been committed
   (it was synced before the rename) and is dropped, as are `.cleaned` files and
   index `.swap` files without their .log: a clean that never committed.
@@ -43,6 +46,7 @@ from herdless.storage.segment import (
     scan_file,
     segment_file,
 )
+from herdless.storage.transaction_index import TXN_INDEX_SUFFIX
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +65,11 @@ def install(directory: Path, cleaned: Segment, replaced: list[Segment]) -> None:
     base = cleaned.base_offset
     assert replaced and replaced[0].base_offset == base, "a cleaned segment keeps its first base"
     renamed: list[str] = []
+    # As in Kafka the transaction index exists only once a transaction aborted.
+    has_txn_index = segment_file(directory, base, TXN_INDEX_SUFFIX + CLEANED_SUFFIX).exists()
+    order = (TXN_INDEX_SUFFIX, *_RENAME_ORDER) if has_txn_index else _RENAME_ORDER
     try:
-        for suffix in _RENAME_ORDER:
+        for suffix in order:
             os.rename(
                 segment_file(directory, base, suffix + CLEANED_SUFFIX),
                 segment_file(directory, base, suffix + SWAP_SUFFIX),
@@ -83,7 +90,9 @@ def install(directory: Path, cleaned: Segment, replaced: list[Segment]) -> None:
         segment.delete()
     # Its files are about to be renamed over; delete() would remove the new ones.
     replaced[0].close()
-    for suffix in _RENAME_ORDER:
+    if not has_txn_index:
+        segment_file(directory, base, TXN_INDEX_SUFFIX).unlink(missing_ok=True)
+    for suffix in order:
         os.replace(
             segment_file(directory, base, suffix + SWAP_SUFFIX),
             segment_file(directory, base, suffix),
@@ -92,8 +101,9 @@ def install(directory: Path, cleaned: Segment, replaced: list[Segment]) -> None:
     fsync_dir(directory)
 
 
-def complete_interrupted_swaps(directory: Path) -> None:
-    """Finish every committed swap in `directory` (see the module docstring)."""
+def complete_interrupted_swaps(directory: Path) -> bool:
+    """Finish every committed swap in `directory` (see the module docstring); returns
+    whether one was, and the transaction indexes need rebuilding."""
     finished = False
     swap_log_suffix = LOG_SUFFIX + SWAP_SUFFIX
     for path in sorted(directory.glob("*" + swap_log_suffix)):
@@ -113,7 +123,7 @@ def complete_interrupted_swaps(directory: Path) -> None:
             if other_base is not None and base < other_base < end:
                 for suffix in SEGMENT_SUFFIXES:
                     segment_file(directory, other_base, suffix).unlink(missing_ok=True)
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             swap_index = segment_file(directory, base, suffix + SWAP_SUFFIX)
             if swap_index.exists():
                 os.replace(swap_index, segment_file(directory, base, suffix))
@@ -124,6 +134,7 @@ def complete_interrupted_swaps(directory: Path) -> None:
         finished = True
     if finished:
         fsync_dir(directory)
+    return finished
 
 
 def _next_offset_if_whole(path: Path, base: int) -> int | None:

@@ -8,9 +8,17 @@ written; what a batch holds was checked whole when the request was read.
 from __future__ import annotations
 
 import contextlib
+from bisect import bisect_right
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from herdless.protocol import records
+from herdless.protocol.control_records import (
+    EndTransactionMarker,
+    InvalidControlRecord,
+    build_marker_batch,
+    marker_of,
+)
 from herdless.protocol.records import HEADER_SIZE, BatchHeader
 from herdless.storage import checkpoint
 from herdless.storage.errors import (
@@ -24,7 +32,7 @@ from herdless.storage.errors import (
     UnexpectedAppendOffset,
 )
 from herdless.storage.log.local_log import OFFSET_GAPS_FILE, LocalLog, disk_errors
-from herdless.storage.producer_state import PendingBatch
+from herdless.storage.producer_state import CompletedTxn, PendingBatch, aborted_txn
 from herdless.storage.segment import BatchPlacement, Segment, header_problem
 
 
@@ -92,10 +100,11 @@ class LogAppends(LocalLog):
             self._check_open()
             first_offset = next_offset = self.log_end_offset
             pending = []
-            for header, _ in batches:
+            for header, view in batches:
                 last = next_offset + header.last_offset_delta
                 timestamp = now_ms if log_append_time else header.max_timestamp
-                pending.append(PendingBatch(header, next_offset, last, timestamp))
+                marker = _marker(view, header) if header.is_control else None
+                pending.append(PendingBatch(header, next_offset, last, timestamp, marker))
                 next_offset = last + 1
             plan = self._producers.plan(pending)
             if plan.duplicate is not None:
@@ -136,6 +145,7 @@ class LogAppends(LocalLog):
                 ]
             self._write(segment, parts, placements, epochs, now_ms)
             self._producers.commit(plan)
+            self._index_aborted(plan.completed)
             self._appended_messages += appended_messages
             return AppendInfo(
                 first_offset=first_offset,
@@ -223,8 +233,11 @@ class LogAppends(LocalLog):
                 ]
                 epochs = [(h.partition_leader_epoch, h.base_offset) for _, h in group]
                 self._write(segment, [view[position : position + size]], placements, epochs, now_ms)
-                for _, h in group:
-                    self._producers.replay(h, h.max_timestamp)
+                for p, h in group:
+                    marker = _marker(view[p : p + h.size], h) if h.is_control else None
+                    txn = self._producers.replay(h, h.max_timestamp, marker)
+                    if txn is not None:
+                        self._index_aborted((txn,))
                 self._appended_messages += sum(h.record_count for _, h in group)
                 first = last
             return AppendInfo(
@@ -233,6 +246,34 @@ class LogAppends(LocalLog):
                 log_append_time_ms=-1,
                 log_start_offset=self._log_start,
             )
+
+    @disk_errors
+    def append_end_txn_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        marker: EndTransactionMarker,
+        now_ms: int,
+        *,
+        leader_epoch: int | None = None,
+    ) -> AppendInfo:
+        """Write a coordinator's COMMIT or ABORT marker for `producer_id` (WriteTxnMarkers):
+        the producer's open transaction here ends, an aborted one goes into the transaction
+        index, and the last stable offset moves past it if it held it back.
+
+        Raises InvalidProducerEpoch for a producer epoch older than the one written here,
+        TransactionCoordinatorFenced for a coordinator epoch older than the last marker's.
+        """
+        view = memoryview(build_marker_batch(marker, producer_id, producer_epoch, now_ms))
+        return self.append([(records.parse_header(view), view)], now_ms, leader_epoch=leader_epoch)
+
+    def _index_aborted(self, completed: Iterable[CompletedTxn]) -> None:
+        """Record the aborted transactions among `completed`, already in the producer state,
+        in the transaction index of the segment holding each one's marker."""
+        for txn in completed:
+            if txn.aborted:
+                segment = self._segments[bisect_right(self._bases, txn.last_offset) - 1]
+                segment.txn_index.append(aborted_txn(txn, self._producers))
 
     def _write(
         self,
@@ -351,6 +392,15 @@ class LogAppends(LocalLog):
         path = self.directory / OFFSET_GAPS_FILE
         if not path.exists():
             checkpoint.atomic_write(path, b"")
+
+
+def _marker(batch: memoryview, header: BatchHeader) -> EndTransactionMarker | None:
+    """The transaction marker of a control batch; None (no transaction ends) for a control
+    record of a type this broker does not know, as Kafka skips those."""
+    try:
+        return marker_of(batch, header)
+    except InvalidControlRecord:
+        return None
 
 
 def _replicated_batches(view: memoryview, log_end: int, name: str) -> list[tuple[int, BatchHeader]]:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
+from herdless.protocol.control_records import EndTransactionMarker, InvalidControlRecord, marker_of
+from herdless.protocol.records import BatchHeader
 from herdless.storage import checkpoint, swap
 from herdless.storage.config import LogConfig
 from herdless.storage.damage import DAMAGED_OFFSETS_FILE, Damage, DamageKind, DamageMap
@@ -30,7 +32,11 @@ from herdless.storage.log.local_log import (
     RECOVERY_POINT_FILE,
     new_segment,
 )
-from herdless.storage.producer_state import ProducerStateManager, read_producer_snapshot
+from herdless.storage.producer_state import (
+    ProducerStateManager,
+    aborted_txn,
+    read_producer_snapshot,
+)
 from herdless.storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -41,6 +47,7 @@ from herdless.storage.segment import (
     parse_base_offset,
     segment_file,
 )
+from herdless.storage.transaction_index import TXN_INDEX_SUFFIX
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +83,7 @@ def load(
     """The log in `directory`, created if absent, recovered if it was cut short (see
     PartitionLog.open). The caller holds `lock`, the new log's."""
     directory.mkdir(parents=True, exist_ok=True)
-    swap.complete_interrupted_swaps(directory)
+    swapped = swap.complete_interrupted_swaps(directory)
     _remove_strays(directory)
     checkpointed_start = checkpoint.read_offset(directory / LOG_START_OFFSET_FILE)
     # Absent, every segment gets checked: slow but safe.
@@ -118,7 +125,7 @@ def load(
         if active_segment.size > 0:
             active_segment.first_append_ms = estimate_first_append(active_segment, now_ms)
         producers = _load_producers(
-            directory, segments, log_start, now_ms, producer_id_expiration_ms
+            directory, segments, log_start, now_ms, producer_id_expiration_ms, swapped
         )
         epochs = _open_leader_epochs(directory, segments, log_start, log_end)
     except BaseException:
@@ -137,7 +144,7 @@ def _remove_strays(directory: Path) -> None:
     logs = {p.name.removesuffix(LOG_SUFFIX) for p in directory.glob("*" + LOG_SUFFIX)}
     for path in directory.iterdir():
         name = path.name
-        orphan_index = name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)) and (
+        orphan_index = name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)) and (
             name.rsplit(".", 1)[0] not in logs
         )
         if path.is_file() and (name.endswith(_STRAY_SUFFIXES) or orphan_index):
@@ -310,40 +317,99 @@ def _epoch_changes(segments: list[Segment]) -> Iterator[tuple[int, int]]:
 
 
 def _load_producers(
-    directory: Path, segments: list[Segment], log_start: int, now_ms: int, expiration_ms: int
+    directory: Path,
+    segments: list[Segment],
+    log_start: int,
+    now_ms: int,
+    expiration_ms: int,
+    swapped: bool,
 ) -> ProducerStateManager:
-    """The producer state from its snapshot and the batches after it, else rebuilt whole."""
+    """The producer state from its snapshot and the batches after it, else rebuilt whole.
+
+    The transaction indexes are rebuilt with it over the batches replayed: past the
+    snapshot, the entries a crash may have lost or left past a cut log; everywhere,
+    when a segment's index was found damaged or a cleaning's swap was completed
+    (swap.py).
+    """
     snapshot = read_producer_snapshot(directory / PRODUCER_SNAPSHOT_FILE)
     log_end = segments[-1].next_offset
     assert log_end is not None
-    if snapshot is None or snapshot[0] > log_end:
-        return rebuild_producers(segments, log_start, now_ms, expiration_ms)
+    damaged = [s.base_offset for s in segments if s.txn_index.damaged]
+    if damaged:
+        log.warning(
+            "%s: transaction index of segments %s damaged; rebuilding from the log",
+            directory,
+            damaged,
+        )
+    if snapshot is None or snapshot[0] > log_end or damaged or swapped:
+        return rebuild_producers(
+            segments,
+            log_start,
+            now_ms,
+            expiration_ms,
+            txn_indexes=True,
+            every_segment=bool(damaged) or swapped,
+        )
     offset, producers = snapshot
     producers.truncate_head(log_start)
     first = max(bisect_right([s.base_offset for s in segments], offset) - 1, 0)
-    for segment in segments[first:]:
-        for _, header in segment.scan(segment.offset_index.lookup(offset)):
-            if header.last_offset >= max(offset, log_start):
-                producers.replay(header, header.max_timestamp)
+    _replay(producers, segments[first:], max(offset, log_start), txn_indexes=True)
     producers.remove_expired(now_ms, expiration_ms)
     return producers
 
 
 def rebuild_producers(
-    segments: list[Segment], log_start: int, now_ms: int, expiration_ms: int
+    segments: list[Segment],
+    log_start: int,
+    now_ms: int,
+    expiration_ms: int,
+    *,
+    txn_indexes: bool = False,
+    every_segment: bool = False,
 ) -> ProducerStateManager:
-    """Replay batch headers into producer state, O(batches), skipping what has expired.
+    """Replay batch headers into producer state, O(batches), skipping what has expired,
+    and with `txn_indexes` the transaction indexes of the segments read.
 
     A sealed segment whose newest batch is older than the expiration holds only
-    producers that would be expired anyway, so it is not read.
+    producers that would be expired anyway, so it is not read (its transaction
+    index kept as it is), unless `every_segment`.
     """
     producers = ProducerStateManager()
     horizon = now_ms - expiration_ms
-    for segment in segments:
-        if segment.sealed and 0 <= segment.max_timestamp < horizon:
-            continue
-        for _, header in segment.scan():
-            if header.last_offset >= log_start:
-                producers.replay(header, header.max_timestamp)
+    read = [
+        segment
+        for segment in segments
+        if every_segment or not (segment.sealed and 0 <= segment.max_timestamp < horizon)
+    ]
+    _replay(producers, read, log_start, txn_indexes=txn_indexes)
     producers.remove_expired(now_ms, expiration_ms)
     return producers
+
+
+def _replay(
+    producers: ProducerStateManager, segments: list[Segment], start: int, *, txn_indexes: bool
+) -> None:
+    """Replay the batches of `segments` that end at or after `start` (the first segment
+    read from the index entry before it); with `txn_indexes`, each segment's transaction
+    index loses its entries from `start` on and gets them again from the markers."""
+    for segment in segments:
+        if txn_indexes:
+            segment.txn_index.truncate_to(start)
+        position = segment.offset_index.lookup(start) if start > segment.base_offset else 0
+        for at, header in segment.scan(position):
+            if header.last_offset < start:
+                continue
+            marker = _marker_at(segment, at, header) if header.is_control else None
+            txn = producers.replay(header, header.max_timestamp, marker)
+            if txn_indexes and txn is not None and txn.aborted:
+                segment.txn_index.append(aborted_txn(txn, producers))
+
+
+def _marker_at(segment: Segment, position: int, header: BatchHeader) -> EndTransactionMarker | None:
+    try:
+        return marker_of(segment.read(position, header.size), header)
+    except InvalidControlRecord as exc:
+        log.warning(
+            "%s: control batch at offset %d: %s", segment.directory, header.base_offset, exc
+        )
+        return None

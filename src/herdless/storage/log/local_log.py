@@ -1,11 +1,12 @@
 """The log of one partition: a directory of segments, as Kafka lays it out.
 
     <topic>-<partition>/
-        00000000000000000000.log  .index  .timeindex
+        00000000000000000000.log  .index  .timeindex  .txnindex (once a transaction aborts)
         00000000000000004821.log  .index  .timeindex    <- active segment, takes appends
         log-start-offset       DeleteRecords and retention can leave it inside a segment
         recovery-point         the log end offset at a flush: every batch below it is synced
-        producer-snapshot      the producer state at the recovery point (producer_state.py)
+        producer-snapshot      the producer state at the recovery point, open transactions
+                               included (producer_state.py)
         leader-epoch-checkpoint  the offset each leader epoch started at (leader_epochs.py)
         high-watermark         when the owner sets the high watermark: its last flushed value
         damaged-offsets        offsets known missing or corrupt, not served (damage.py)

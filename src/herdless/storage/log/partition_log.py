@@ -1,8 +1,8 @@
 """PartitionLog, the face of a partition's log: what every caller uses.
 
 Its state and the parts of it that every job shares are local_log.py's; each job
-is a part of its own (append.py, reader.py, flush.py, retention.py,
-truncation.py, cleaning.py) and opening is loader.py's. This module opens a log
+is a part of its own (append.py, reader.py, transactions.py, flush.py,
+retention.py, truncation.py, cleaning.py) and opening is loader.py's. This module opens a log
 and closes it.
 """
 
@@ -25,6 +25,7 @@ from herdless.storage.log.cleaning import LogCleaning
 from herdless.storage.log.flush import LogFlush
 from herdless.storage.log.reader import LogReads
 from herdless.storage.log.retention import LogRetention
+from herdless.storage.log.transactions import LogTransactions
 from herdless.storage.log.truncation import LogTruncation
 from herdless.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
@@ -54,7 +55,9 @@ def _files_named(opener: Opener[P]) -> Opener[P]:
     return wrapper
 
 
-class PartitionLog(LogAppends, LogReads, LogFlush, LogRetention, LogTruncation, LogCleaning):
+class PartitionLog(
+    LogAppends, LogReads, LogTransactions, LogFlush, LogRetention, LogTruncation, LogCleaning
+):
     """A partition's log, opened by open(): its parts' methods are its face, one job to each
     part, over the state they share (LocalLog)."""
 
