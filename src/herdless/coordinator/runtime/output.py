@@ -88,49 +88,32 @@ class Output:
         self.loaded: Sequence[LoadSummary] = ()
         self.reloads: Sequence[Reload] = ()
 
-    def add_error(self, token: Hashable, error: ErrorCode) -> None:
-        items = self.errors
+    def _append(self, field: str, item: object) -> None:
+        items = getattr(self, field)
         if items:
-            items.append((token, error))  # type: ignore[attr-defined]  # a list once not empty
+            items.append(item)  # a list once not empty
         else:
-            self.errors = [(token, error)]
+            setattr(self, field, [item])
+
+    def add_error(self, token: Hashable, error: ErrorCode) -> None:
+        self._append("errors", (token, error))
 
     def add_replay(self, tp: TopicPartition) -> None:
-        items = self.replay
-        if items:
-            items.append(tp)  # type: ignore[attr-defined]  # a list once not empty
-        else:
-            self.replay = [tp]
+        self._append("replay", tp)
 
     def add_offload(self, offload: Offload) -> None:
-        items = self.offloads
-        if items:
-            items.append(offload)  # type: ignore[attr-defined]  # a list once not empty
-        else:
-            self.offloads = [offload]
+        self._append("offloads", offload)
 
     def add_rebalances(
         self, tp: TopicPartition, rebalances: list[tuple[str, RebalanceRecord]]
     ) -> None:
-        items = self.rebalances
-        if items:
-            items.append((tp, rebalances))  # type: ignore[attr-defined]  # a list once not empty
-        else:
-            self.rebalances = [(tp, rebalances)]
+        self._append("rebalances", (tp, rebalances))
 
     def add_loaded(self, summary: LoadSummary) -> None:
-        items = self.loaded
-        if items:
-            items.append(summary)  # type: ignore[attr-defined]  # a list once not empty
-        else:
-            self.loaded = [summary]
+        self._append("loaded", summary)
 
     def add_reload(self, reload: Reload) -> None:
-        items = self.reloads
-        if items:
-            items.append(reload)  # type: ignore[attr-defined]  # a list once not empty
-        else:
-            self.reloads = [reload]
+        self._append("reloads", reload)
 
     def set_deadline(self, tp: TopicPartition, deadline: int | None) -> None:
         if self.deadlines:
