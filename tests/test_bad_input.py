@@ -58,7 +58,7 @@ def request_frame(request: object, correlation_id: int = 1) -> bytes:
 
 def api_versions_works(broker: BrokerProcess) -> None:
     response = exchange(broker, request_frame(ApiVersionsRequest[3](), correlation_id=42))
-    assert response is not None, f"broker stopped answering:\n{broker.log()}"
+    assert response is not None, f"broker stopped answering:\n{broker.log_tail()}"
     decoded = ApiVersionsResponse.decode(response, version=3, header=True)
     assert decoded.header.correlation_id == 42
     assert decoded.error_code == 0

@@ -54,7 +54,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         prefix=("prlimit", f"--nofile={FILE_LIMIT}:{FILE_LIMIT}", "--"),
     ).start()
     yield process
-    assert process.stop() == 0, process.log()
+    assert process.stop() == 0, process.log_tail()
 
 
 def full_log(broker: BrokerProcess) -> str:

@@ -34,7 +34,7 @@ def test_graceful_restart_keeps_all_data(own_broker: BrokerProcess) -> None:
         producer.produce("kept", key=str(i).encode(), value=f"v{i}".encode(), partition=i % 3)
     assert producer.flush(30) == 0
     before = read_all(own_broker.bootstrap, "kept", 3)
-    assert own_broker.stop() == 0, own_broker.log()
+    assert own_broker.stop() == 0, own_broker.log_tail()
     own_broker.start()
     after = read_all(own_broker.bootstrap, "kept", 3)
     assert after == before
@@ -112,7 +112,7 @@ def test_a_graceful_stop_marks_a_clean_shutdown_and_a_kill_does_not(
         producer.produce("marked", value=f"v{i}".encode())
     assert producer.flush(30) == 0
     assert not marker.exists()
-    assert own_broker.stop() == 0, own_broker.log()
+    assert own_broker.stop() == 0, own_broker.log_tail()
     assert marker.exists()
     own_broker.start()
     assert not marker.exists()

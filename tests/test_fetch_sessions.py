@@ -50,7 +50,7 @@ def metered_broker(data_dir: Path) -> tuple[BrokerProcess, int]:
 def metered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, int]]:
     broker, port = metered_broker(tmp_path_factory.mktemp("sessions") / "data")
     yield broker, port
-    assert broker.stop() == 0, broker.log()
+    assert broker.stop() == 0, broker.log_tail()
 
 
 class Readers:

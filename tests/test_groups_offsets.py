@@ -139,7 +139,7 @@ def test_committed_offsets_survive_graceful_restart_and_kill_9(
     first.close()
 
     code = own_broker.stop()
-    assert code == 0, f"broker exited with {code} on SIGTERM:\n{own_broker.log()}"
+    assert code == 0, f"broker exited with {code} on SIGTERM:\n{own_broker.log_tail()}"
     own_broker.start()
     assert_committed(bootstrap, before_restart, "before graceful restart")
 

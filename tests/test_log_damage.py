@@ -39,7 +39,7 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
             assert produce_raw(wire, TOPIC, batch([b"record-%03d" % n * 8])).error_code == NONE
         wire.close()
     finally:
-        assert broker.stop() == 0, broker.log()
+        assert broker.stop() == 0, broker.log_tail()
     assert len(list((broker.data_dir / f"{TOPIC}-0").glob("*.log"))) >= 5
     return broker.data_dir
 

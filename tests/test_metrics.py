@@ -33,7 +33,7 @@ def metered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerPr
         *("--metrics-port", str(port), "--set", "group.initial.rebalance.delay.ms=0"),
     ).start()
     yield process, port
-    assert process.stop() == 0, process.log()
+    assert process.stop() == 0, process.log_tail()
 
 
 def get(port: int, path: str) -> tuple[int, str, str]:
@@ -206,7 +206,7 @@ def test_lag_per_topic_only_when_partitions_would_be_too_many(tmp_path: Path) ->
         assert "herdless_group_lag" not in names
         assert "herdless_group_committed_offset" not in names
     finally:
-        assert process.stop() == 0, process.log()
+        assert process.stop() == 0, process.log_tail()
 
 
 def test_the_grafana_dashboard_queries_only_exported_metrics(

@@ -47,7 +47,7 @@ def broker(
     ).start()
     yield process
     code = process.stop()
-    assert code == 0, f"broker exited with {code} on SIGTERM:\n{process.log()}"
+    assert code == 0, f"broker exited with {code} on SIGTERM:\n{process.log_tail()}"
 
 
 def create_topic(broker: BrokerProcess, name: str, **configs: str) -> None:

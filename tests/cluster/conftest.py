@@ -135,5 +135,5 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         for name in ("zookeeper", "own_zookeeper"):
             process = funcargs.get(name)
             if isinstance(process, ZooKeeperProcess):
-                report.sections.append((f"{name} log ({process.log_path})", process.log()))
+                report.sections.append((f"{name} log ({process.log_path})", process.log_tail()))
     return report

@@ -325,5 +325,5 @@ def test_serve_hosts_the_console_beside_its_broker(browser: BrowserContext, tmp_
         page.close()
     finally:
         code = broker.stop()
-    assert code == 0, broker.log()
+    assert code == 0, broker.log_tail()
     assert f"console at {url}/" in broker.log()

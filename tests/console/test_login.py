@@ -101,7 +101,7 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredConsole
         _prepare(admin.librdkafka())
         yield SecuredConsole(broker, console_port, files.ca)
     finally:
-        assert broker.stop() == 0, broker.log()
+        assert broker.stop() == 0, broker.log_tail()
 
 
 def _prepare(settings: dict[str, str]) -> None:

@@ -46,4 +46,4 @@ def module_broker(
     yield process
     if process.alive():
         code = process.stop()
-        assert code == 0, f"broker exited with {code} on SIGTERM:\n{process.log()}"
+        assert code == 0, f"broker exited with {code} on SIGTERM:\n{process.log_tail()}"

@@ -74,8 +74,12 @@ class ChildProcess:
         return self.process is not None and self.process.poll() is None
 
     def log(self) -> str:
-        """The end of the process's log."""
+        """The process's whole log: what a check searches."""
         try:
-            return self.log_path.read_text(errors="replace")[-LOG_TAIL_CHARS:]
+            return self.log_path.read_text(errors="replace")
         except OSError:
             return ""
+
+    def log_tail(self) -> str:
+        """The end of the log: what an error message shows."""
+        return self.log()[-LOG_TAIL_CHARS:]

@@ -80,7 +80,7 @@ class HerdlessBroker(BrokerProcess, Brokers):
         return self
 
     def logs(self) -> str:
-        return f"--- broker log ({self.log_path}) ---\n{self.log()}"
+        return f"--- broker log ({self.log_path}) ---\n{self.log_tail()}"
 
     def heal(self) -> None:
         """Resume the broker if a test paused it, and start it again if one stopped it."""

@@ -226,9 +226,9 @@ class HerdlessCluster(Brokers):
             )
 
     def logs(self) -> str:
-        parts = [f"--- zookeeper ({self.zookeeper.log_path}) ---\n{self.zookeeper.log()}"]
+        parts = [f"--- zookeeper ({self.zookeeper.log_path}) ---\n{self.zookeeper.log_tail()}"]
         for broker_id, process in self.brokers.items():
-            parts.append(f"--- broker {broker_id} ({process.log_path}) ---\n{process.log()}")
+            parts.append(f"--- broker {broker_id} ({process.log_path}) ---\n{process.log_tail()}")
         return "\n".join(parts)
 
     def started(self) -> bool:

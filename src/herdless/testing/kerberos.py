@@ -94,14 +94,16 @@ class MitKdc(ChildProcess):
         while time.monotonic() < deadline:
             assert self.process is not None
             if self.process.poll() is not None:
-                raise KerberosError(f"krb5kdc exited with {self.process.returncode}:\n{self.log()}")
+                raise KerberosError(
+                    f"krb5kdc exited with {self.process.returncode}:\n{self.log_tail()}"
+                )
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
                     return self
             except OSError:
                 time.sleep(0.02)
         self.kill()
-        raise KerberosError(f"krb5kdc did not listen within {timeout:g}s:\n{self.log()}")
+        raise KerberosError(f"krb5kdc did not listen within {timeout:g}s:\n{self.log_tail()}")
 
     def with_clock_offset(self, offset_s: int) -> MitKdc:
         """A second KDC on this one's database whose clock is `offset_s` off (see the

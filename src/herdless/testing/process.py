@@ -131,7 +131,7 @@ class BrokerProcess(ChildProcess):
     def _start_failure(self, what: str) -> str:
         return (
             f"broker {what}: {shlex.join(self.command)}\n"
-            f"--- its log ({self.log_path}) ---\n{self.log()}"
+            f"--- its log ({self.log_path}) ---\n{self.log_tail()}"
         )
 
     def terminate(self, timeout: float = STOP_TIMEOUT_S) -> None:

@@ -35,8 +35,11 @@ class ZooKeeperClient(KazooClient):
             hosts=hosts,
             timeout=session_timeout,
             # Retry a lost connection often: the session may still be saved within its
-            # timeout.
-            connection_retry={"max_tries": -1, "delay": 0.05, "backoff": 2, "max_delay": 1.0},
+            # timeout. A connection made while ZooKeeper starts can hang unanswered for a
+            # whole connect timeout (the session timeout over the host count) and end
+            # just before the restarted server expires the session: only a short pause
+            # before the next attempt saves it then.
+            connection_retry={"max_tries": -1, "delay": 0.05, "backoff": 2, "max_delay": 0.25},
             sasl_options=None if login is None else login.sasl_options(),
         )
         self.hosts_given = hosts
