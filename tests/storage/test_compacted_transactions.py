@@ -14,6 +14,7 @@ from herdless.protocol.records import iter_batches
 from herdless.protocol.regions import FileRegion
 from herdless.storage import PartitionLog
 from herdless.storage.cleaner import clean
+from herdless.storage.log.local_log import PRODUCER_SNAPSHOT_FILE
 from herdless.storage.transaction_index import AbortedTxn
 from tests.storage.batches import build, keyed_records_of, split
 from tests.storage.conftest import OpenLog
@@ -126,6 +127,9 @@ def test_the_abort_marker_stays_while_a_header_of_its_transaction_does(
     assert log.collect_aborted_transactions(0, 8) == [AbortedTxn(7, 1, 3, 4)]
     directory = log.directory
     log.close()
+    # Rebuilt from the log itself, not the snapshot: the header opens the transaction
+    # again and the marker ends it.
+    (directory / PRODUCER_SNAPSHOT_FILE).unlink()
     reopened = PartitionLog.open(directory, "t", 0, log.config, 0)
     try:
         assert reopened.first_unstable_offset is None

@@ -23,6 +23,14 @@ One cleaning of a partition log:
 4. Each group's copy replaces the group (swap.py, safe against a crash), and
    the first uncleanable offset becomes the first dirty one.
 
+Transactions (cleaned_transactions.py, as Kafka's cleaner): the dirty section
+ends at the last stable offset, as whether an open transaction's records count
+is not known yet; records of aborted transactions go whole and never enter the
+offset map, so a key's committed record outlives a later aborted one; a marker
+goes once nothing of its transaction is left and delete.retention.ms has passed
+(the tombstones' rule), unless it is a known producer's last word. The copy's
+transaction index keeps the aborts whose markers it keeps.
+
 Batches are copied whole when nothing in them goes. Otherwise they are
 re-encoded as Kafka's cleaner does: same base offset, lastOffsetDelta, base
 timestamp and producer fields, surviving records copied verbatim with their
@@ -309,7 +317,7 @@ def _clean_group(
         for sealed in group:
             expired = sealed.largest_timestamp + config.delete_retention_ms < now_ms
             retention.txns.add_aborted(_aborted_in(partition_log, sealed))
-            kept_markers = set()
+            kept_markers: set[int] = set()
             with _open_sealed(sealed) as fd:
                 for position, header, raw in _batches(partition_log, sealed, fd):
                     kept = retention.filter(raw, header, expired)
