@@ -322,6 +322,8 @@ def test_describe_producers_tells_each_producer_and_its_open_transaction(
 
 
 def test_describe_producers_of_a_partition_not_here(broker: BrokerProcess) -> None:
+    """UNKNOWN_TOPIC_OR_PARTITION (3) for what this broker does not host, and
+    INVALID_TOPIC_EXCEPTION (17) naming the rule for a name no topic can have."""
     wire = Wire(broker)
     try:
         Topic = DescribeProducersRequest.TopicRequest
@@ -329,6 +331,7 @@ def test_describe_producers_of_a_partition_not_here(broker: BrokerProcess) -> No
             topics=[
                 Topic(name=TOPIC, partition_indexes=[5]),
                 Topic(name="nope", partition_indexes=[0]),
+                Topic(name="no/such", partition_indexes=[0, -1]),
             ]
         )
         response = wire.call(request, DescribeProducersResponse)
@@ -337,7 +340,14 @@ def test_describe_producers_of_a_partition_not_here(broker: BrokerProcess) -> No
             for t in response.topics  # type: ignore[attr-defined]
             for p in t.partitions
         ]
-        assert answers == [(TOPIC, 5, 3, []), ("nope", 0, 3, [])]  # UNKNOWN_TOPIC_OR_PARTITION
+        assert answers == [
+            (TOPIC, 5, 3, []),
+            ("nope", 0, 3, []),
+            ("no/such", 0, 17, []),
+            ("no/such", -1, 17, []),
+        ]
+        invalid = response.topics[2].partitions[0]  # type: ignore[attr-defined]
+        assert "may contain only" in invalid.error_message
     finally:
         wire.close()
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.handlers.authorization import authorized_names
+from herdless.broker.handlers.authorization import REFUSALS, authorized_names
 from herdless.broker.replication.replica_manager import PartitionError
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.security.acls import AclOperation, ResourceType
-from herdless.storage import StorageError
+from herdless.storage import InvalidTopicName, StorageError, validate_topic_name
 
 if TYPE_CHECKING:
     from herdless.broker.handlers.context import BrokerContext
@@ -35,19 +35,23 @@ async def handle_describe_producers(context: BrokerContext, request: Request) ->
     )
     topics = []
     for topic in wanted_topics:
+        refusal = _refusal(topic.name, readable)
         partitions = []
         for index in topic.partition_indexes:
             result = PartitionResponse(
                 partition_index=index, error_code=ErrorCode.NONE, active_producers=[]
             )
             partitions.append(result)
-            if topic.name not in readable:
-                result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            if refusal is not None:
+                result.error_code, result.error_message = refusal
                 continue
             try:
                 producers = context.replicas.leader_log(topic.name, index).active_producers()
-            except (PartitionError, StorageError) as exc:
-                result.error_code = exc.error_code
+            except PartitionError as exc:
+                result.error_code, result.error_message = exc.error_code, exc.message
+                continue
+            except StorageError as exc:  # the log closed under us (topic deleted, shutdown)
+                result.error_code, result.error_message = exc.error_code, str(exc)
                 continue
             result.active_producers = [
                 ProducerState(
@@ -62,3 +66,15 @@ async def handle_describe_producers(context: BrokerContext, request: Request) ->
             ]
         topics.append(TopicResponse(name=topic.name, partitions=partitions))
     return Response(throttle_time_ms=0, topics=topics)
+
+
+def _refusal(name: str, readable: set[str]) -> tuple[ErrorCode, str] | None:
+    """Why a topic's partitions are not described, in Kafka's order: an invalid name,
+    then READ refused."""
+    try:
+        validate_topic_name(name)
+    except InvalidTopicName as exc:
+        return ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)
+    if name not in readable:
+        return REFUSALS[ResourceType.TOPIC]
+    return None
