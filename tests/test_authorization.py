@@ -353,6 +353,21 @@ def test_leader_epochs_for_a_broker_with_cluster_action(admin: Client, alice: Cl
         revoke(admin, ResourceType.CLUSTER, CLUSTER_NAME, AclOperation.CLUSTER_ACTION)
 
 
+def describe_producers(client: Client, topic: str) -> int:
+    answer = client(
+        ApiKey.DESCRIBE_PRODUCERS, 0, topics=[{"name": topic, "partition_indexes": [0]}]
+    )
+    return answer.topics[0].partitions[0].error_code
+
+
+def test_describe_producers_needs_read(admin: Client, alice: Client) -> None:
+    create_topic(admin, "dp-orders")
+    grant(admin, ResourceType.TOPIC, "dp-orders", AclOperation.DESCRIBE)
+    assert describe_producers(alice, "dp-orders") == TOPIC_DENIED
+    grant(admin, ResourceType.TOPIC, "dp-orders", AclOperation.READ)
+    assert describe_producers(alice, "dp-orders") == NONE
+
+
 def revoke(admin: Client, resource_type: ResourceType, name: str, operation: AclOperation) -> None:
     answer = admin(
         ApiKey.DELETE_ACLS,

@@ -413,10 +413,10 @@ def test_segments_deleted_meanwhile_abort_the_swap(
     before = rows(log)
     replace = PartitionLog.replace_segments
 
-    def retention_first(self: PartitionLog, old: list, cleaned: object) -> bool:
+    def retention_first(self: PartitionLog, old: list, cleaned: object, aborted: list) -> bool:
         bases = self.segment_base_offsets
         self.delete_records(bases[bases.index(old[-1].base_offset) + 1])
-        return replace(self, old, cleaned)  # type: ignore[arg-type]
+        return replace(self, old, cleaned, aborted)  # type: ignore[arg-type]
 
     monkeypatch.setattr(PartitionLog, "replace_segments", retention_first)
     stats = clean(log, now_ms=2_000)

@@ -23,6 +23,14 @@ One cleaning of a partition log:
 4. Each group's copy replaces the group (swap.py, safe against a crash), and
    the first uncleanable offset becomes the first dirty one.
 
+Transactions (cleaned_transactions.py, as Kafka's cleaner): the dirty section
+ends at the last stable offset, as whether an open transaction's records count
+is not known yet; records of aborted transactions go whole and never enter the
+offset map, so a key's committed record outlives a later aborted one; a marker
+goes once nothing of its transaction is left and delete.retention.ms has passed
+(the tombstones' rule), unless it is a known producer's last word. The copy's
+transaction index keeps the aborts whose markers it keeps.
+
 Batches are copied whole when nothing in them goes. Otherwise they are
 re-encoded as Kafka's cleaner does: same base offset, lastOffsetDelta, base
 timestamp and producer fields, surviving records copied verbatim with their
@@ -49,6 +57,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from herdless.protocol.control_records import (
+    EndTransactionMarker,
+    InvalidControlRecord,
+    marker_of,
+)
 from herdless.protocol.records import (
     BatchHeader,
     crc_matches,
@@ -57,12 +70,14 @@ from herdless.protocol.records import (
     rebuild_batch,
 )
 from herdless.storage import checkpoint
+from herdless.storage.cleaned_transactions import CleanedTransactions
 from herdless.storage.config import INT32_MAX, INT64_MAX, LogConfig
 from herdless.storage.damage import Damage, DamageKind
 from herdless.storage.errors import LogClosed, StorageIOError
 from herdless.storage.log import CLEANER_CHECKPOINT_FILE, CleaningView, PartitionLog, SealedSegment
 from herdless.storage.segment import BatchPlacement, Segment, read_file, scan_file
 from herdless.storage.swap import CLEANED_SUFFIX
+from herdless.storage.transaction_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +104,11 @@ class CleanStats:
     keyless_dropped: int = 0
     empty_batches_kept: int = 0
     tombstones_kept: int = 0
+    # Records of aborted transactions removed, and transaction markers with them.
+    aborted_records_dropped: int = 0
+    markers_dropped: int = 0
+    # Markers whose transaction is gone, waiting for delete.retention.ms.
+    markers_kept: int = 0
     # When the first tombstone kept may go: the time for another cleaning even if nothing is dirty.
     next_tombstone_expiry_ms: int = INT64_MAX
     # Retention, DeleteRecords or a close got to the segments first; try again later.
@@ -172,8 +192,10 @@ def _clean(
         offset_map, end = _build_offset_map(partition_log, dirty, end, max_map_keys)
         stats.end_offset = end
         to_clean = [s for s in view.sealed if s.next_base_offset <= end]
+        # One walk through the transactions of every group, in offset order, as Kafka's.
+        retention = _Retention(view, offset_map, CleanedTransactions(), stats)
         for group in _group_by_size(to_clean, view.config):
-            _clean_group(partition_log, view, group, offset_map, now_ms, stats)
+            _clean_group(partition_log, view, group, retention, now_ms)
     except _Aborted:
         stats.aborted = True
         log.info("%s: cleaning stopped: the log changed under it", partition_log.name)
@@ -235,12 +257,20 @@ def _build_offset_map(
     offset_map: dict[bytes, int] = {}
     if not dirty:
         return offset_map, end
+    # Aborted records never were: a key they hold keeps its committed record.
+    txns = CleanedTransactions()
     for i, sealed in enumerate(dirty):
         if i > 0 and len(offset_map) >= max_map_keys:
             return offset_map, sealed.base_offset
+        txns.add_aborted(_aborted_in(partition_log, sealed))
         with _open_sealed(sealed) as fd:
             for _, header, raw in _batches(partition_log, sealed, fd):
                 if header.is_control:
+                    marker = _marker(raw, header)
+                    if marker is not None:
+                        txns.on_marker(header, marker)
+                    continue
+                if txns.on_batch(header):
                     continue
                 for record, _ in iter_record_slices(memoryview(raw), header):
                     if record.key is not None:
@@ -273,23 +303,26 @@ def _clean_group(
     partition_log: PartitionLog,
     view: CleaningView,
     group: list[SealedSegment],
-    offset_map: dict[bytes, int],
+    retention: _Retention,
     now_ms: int,
-    stats: CleanStats,
 ) -> None:
     config = view.config
+    stats = retention.stats
     copy = _Copy(partition_log.directory, group[0].base_offset, config, now_ms)
-    tombstones_kept = stats.tombstones_kept
+    waiting = stats.tombstones_kept + stats.markers_kept
+    aborted: list[AbortedTxn] = []
     try:
         if len(group) > 1:
             copy.start()  # merging is a change in itself
         for sealed in group:
-            drop_tombstones = sealed.largest_timestamp + config.delete_retention_ms < now_ms
+            expired = sealed.largest_timestamp + config.delete_retention_ms < now_ms
+            retention.txns.add_aborted(_aborted_in(partition_log, sealed))
+            kept_markers: set[int] = set()
             with _open_sealed(sealed) as fd:
                 for position, header, raw in _batches(partition_log, sealed, fd):
-                    kept = _filter_batch(
-                        raw, header, offset_map, drop_tombstones, view.producer_batches, stats
-                    )
+                    kept = retention.filter(raw, header, expired)
+                    if kept is not None and header.is_control:
+                        kept_markers.add(header.last_offset)
                     if not copy.started:
                         if kept is raw:
                             continue
@@ -299,23 +332,32 @@ def _clean_group(
                     if kept is not None:
                         copy.add(kept, header.last_offset)
             copy.write()
+            # An abort stays indexed while its marker stays (as a rebuild would index it).
+            aborted.extend(
+                e for e in sealed.segment.txn_index.entries if e.last_offset in kept_markers
+            )
             stats.segments_read += 1
             stats.bytes_read += sealed.size
         cleaned = copy.finish()
-        if tombstones_kept < stats.tombstones_kept:
+        if waiting < stats.tombstones_kept + stats.markers_kept:
             largest = cleaned.largest_timestamp if cleaned else group[0].largest_timestamp
             stats.next_tombstone_expiry_ms = min(
                 stats.next_tombstone_expiry_ms, largest + config.delete_retention_ms + 1
             )
         if cleaned is None:
             return
-        if not partition_log.replace_segments([s.segment for s in group], cleaned):
+        if not partition_log.replace_segments([s.segment for s in group], cleaned, aborted):
             raise _Aborted
     except BaseException:
         copy.discard()
         raise
     stats.segments_written += 1
     stats.bytes_written += cleaned.size
+
+
+def _aborted_in(partition_log: PartitionLog, sealed: SealedSegment) -> list[AbortedTxn]:
+    """The aborted transactions holding offsets of a sealed segment, wherever their markers are."""
+    return partition_log.collect_aborted_transactions(sealed.base_offset, sealed.next_base_offset)
 
 
 class _Copy:
@@ -425,46 +467,85 @@ def _batches(
         yield position, header, raw
 
 
-def _filter_batch(
-    raw: bytes,
-    header: BatchHeader,
-    offset_map: dict[bytes, int],
-    drop_tombstones: bool,
-    producer_batches: frozenset[int],
-    stats: CleanStats,
-) -> bytes | None:
-    """The batch as the cleaned log keeps it: `raw` itself if whole, a smaller batch, or None."""
-    if header.is_control:
-        # Transaction markers are not written here; never drop what cannot be judged.
-        return raw
-    kept: list[memoryview] = []
-    max_timestamp = -1
-    for record, encoding in iter_record_slices(memoryview(raw), header):
-        stats.records_read += 1
-        if record.key is None:
-            stats.keyless_dropped += 1
-            continue
-        if record.offset < offset_map.get(record.key, -1):
-            continue
-        if record.value is None:
-            if drop_tombstones:
-                stats.tombstones_dropped += 1
+@dataclass(slots=True)
+class _Retention:
+    """What one cleaning keeps of each batch, read in offset order."""
+
+    view: CleaningView
+    offset_map: dict[bytes, int]
+    txns: CleanedTransactions
+    stats: CleanStats
+
+    def filter(self, raw: bytes, header: BatchHeader, expired: bool) -> bytes | None:
+        """The batch as the cleaned log keeps it: `raw` itself if whole, a smaller batch,
+        or None. `expired`: delete.retention.ms has passed for its segment, so that
+        tombstones and markers whose transaction is gone may go."""
+        if header.is_control:
+            return self._filter_marker(raw, header, expired)
+        stats = self.stats
+        if self.txns.on_batch(header):
+            stats.records_read += header.record_count
+            stats.aborted_records_dropped += header.record_count
+            return self._emptied(raw, header)
+        kept: list[memoryview] = []
+        max_timestamp = -1
+        for record, encoding in iter_record_slices(memoryview(raw), header):
+            stats.records_read += 1
+            if record.key is None:
+                stats.keyless_dropped += 1
                 continue
-            stats.tombstones_kept += 1
-        kept.append(encoding)
-        max_timestamp = max(max_timestamp, record.timestamp)
-    stats.records_kept += len(kept)
-    if not kept:
-        if header.producer_id < 0 or header.last_offset not in producer_batches:
+            if record.offset < self.offset_map.get(record.key, -1):
+                continue
+            if record.value is None:
+                if expired:
+                    stats.tombstones_dropped += 1
+                    continue
+                stats.tombstones_kept += 1
+            kept.append(encoding)
+            max_timestamp = max(max_timestamp, record.timestamp)
+        stats.records_kept += len(kept)
+        if not kept:
+            return self._emptied(raw, header)
+        if len(kept) == header.record_count:
+            return raw
+        if header.log_append_time:
+            # Every record carries the batch's timestamp.
+            max_timestamp = header.max_timestamp
+        return rebuild_batch(header, kept, max_timestamp)
+
+    def _emptied(self, raw: bytes, header: BatchHeader) -> bytes | None:
+        """A batch left with no records: gone, unless the producer state remembers it."""
+        if header.producer_id < 0 or header.last_offset not in self.view.producer_batches:
             return None
-        stats.empty_batches_kept += 1
+        self.stats.empty_batches_kept += 1
         return raw if header.record_count == 0 else rebuild_batch(header, [], header.max_timestamp)
-    if len(kept) == header.record_count:
-        return raw
-    if header.log_append_time:
-        # Every record carries the batch's timestamp.
-        max_timestamp = header.max_timestamp
-    return rebuild_batch(header, kept, max_timestamp)
+
+    def _filter_marker(self, raw: bytes, header: BatchHeader, expired: bool) -> bytes | None:
+        marker = _marker(raw, header)
+        if marker is None:
+            return raw  # never drop what cannot be judged
+        if not self.txns.on_marker(header, marker):
+            return raw
+        known = self.view.producer_epochs.get(header.producer_id)
+        if (
+            known is not None
+            and known[0] == header.producer_epoch
+            and known[1] < header.base_offset
+        ):
+            # The producer's last word: rebuilt from the log, its state keeps this epoch.
+            return raw
+        if not expired:
+            self.stats.markers_kept += 1
+            return raw
+        self.stats.markers_dropped += 1
+        return None
+
+
+def _marker(raw: bytes, header: BatchHeader) -> EndTransactionMarker | None:
+    try:
+        return marker_of(raw, header)
+    except InvalidControlRecord:
+        return None
 
 
 def _max_timestamp(batch: bytes) -> int:

@@ -23,6 +23,7 @@ from herdless.broker.handlers import (
     leader_epochs,
     list_offsets,
     produce,
+    producers,
     sasl,
     users,
 )
@@ -106,6 +107,7 @@ _TABLE = [
     Api(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, users.handle_describe_user_scram_credentials),
     Api(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, users.handle_alter_user_scram_credentials),
     Api(ApiKey.DESCRIBE_CLUSTER, 0, 1, cluster.handle_describe_cluster),
+    Api(ApiKey.DESCRIBE_PRODUCERS, 0, 0, producers.handle_describe_producers),
     Api(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, consumer_groups.handle_consumer_group_heartbeat),
     Api(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, consumer_groups.handle_consumer_group_describe),
 ]

@@ -9,6 +9,11 @@ Fetch v0-v3 cannot carry v2 batches: their records are down-converted to message
 sets, magic v1 for v2-v3 and v0 for v0-v1, as Kafka 3 does (legacy_records).
 From v13 topics are named by id (KIP-516); from v15 a follower's id comes in the
 replica state.
+
+From v4 a consumer may read at read_committed (isolation level 1): it is served
+below the last stable offset rather than the high watermark, and told the aborted
+transactions among the records it gets, so that it drops their records (Kafka's
+FetchIsolation.TXN_COMMITTED). Followers and older versions read uncommitted.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.fetch_metadata import FINAL_EPOCH, INVALID_SESSION_ID
 from herdless.protocol.legacy_records import MAGIC_V0, MAGIC_V1, downconvert
+from herdless.protocol.regions import FileRegion
 from herdless.security.acls import AclOperation, ResourceType
 from herdless.storage import PartitionLog, StorageError
 
@@ -44,6 +50,9 @@ HARD_LIMIT_VERSION = 2
 SESSIONS_VERSION = 7
 TOPIC_IDS_VERSION = 13
 REPLICA_STATE_VERSION = 15
+# From v4 a fetch names its isolation level; READ_COMMITTED reads below the last stable offset.
+ISOLATION_VERSION = 4
+READ_COMMITTED = 1
 # A partition's records are sent from the segment file (sendfile) from this size on, and
 # copied below it, where a region's own descriptor and the writes before and after it
 # cost as much as the copy they save: on loopback the two cost the broker alike up to a
@@ -90,8 +99,15 @@ async def handle_fetch(context: BrokerContext, request: Request) -> Any:
         for p in partitions
         if p.topic is not None and (refused is None or p.topic not in refused)
     ]
+    read_committed = (
+        api_version >= ISOLATION_VERSION
+        and replica_id < 0
+        and body.isolation_level == READ_COMMITTED
+    )
     while True:
-        read, size = _read(context, partitions, api_version, replica_id, body.max_bytes, refused)
+        read, size = _read(
+            context, partitions, api_version, replica_id, body.max_bytes, refused, read_committed
+        )
         remaining = deadline - time.monotonic()
         # Nothing to read (a session error, an empty fetch, only partitions refused) is
         # answered at once, as Kafka does.
@@ -191,10 +207,13 @@ def _read(
     replica_id: int,
     max_bytes: int | None,
     refused: set[str | None] | None = None,
+    read_committed: bool = False,
 ) -> tuple[list[tuple[CachedPartition, Any]], int]:
     """Each partition's answer, in order, and the bytes of records they carry; the
-    partitions of `refused` topics answered TOPIC_AUTHORIZATION_FAILED."""
+    partitions of `refused` topics answered TOPIC_AUTHORIZATION_FAILED. A consumer
+    `read_committed` reads below the last stable offset, with the aborted transactions."""
     PartitionData = response_class(ApiKey.FETCH).FetchableTopicResponse.PartitionData
+    AbortedTransaction = PartitionData.AbortedTransaction
     budget = max_bytes if max_bytes is not None else 0x7FFFFFFF
     replicas = context.replicas
     total = 0
@@ -234,7 +253,11 @@ def _read(
         except PartitionError as exc:
             data.error_code = exc.error_code
             continue
-        data.high_watermark = data.last_stable_offset = partition_log.high_watermark
+        data.high_watermark = partition_log.high_watermark
+        # Told at either isolation level, as Kafka does.
+        data.last_stable_offset = partition_log.last_stable_offset
+        if read_committed:
+            max_offset = data.last_stable_offset
         data.log_start_offset = partition_log.log_start_offset
         config = partition_log.config
         if api_version < ZSTD_VERSION and config.compression_type == "zstd":
@@ -274,6 +297,18 @@ def _read(
         except _UnsupportedCodec:
             data.error_code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
             continue
+        if read_committed and records:
+            try:
+                aborted = partition_log.aborted_transactions_read(wanted.fetch_offset, records)
+            except StorageError as exc:  # the log closed under us
+                if isinstance(records, FileRegion):
+                    records.close()
+                data.error_code = exc.error_code
+                continue
+            data.aborted_transactions = [
+                AbortedTransaction(producer_id=txn.producer_id, first_offset=txn.first_offset)
+                for txn in aborted
+            ]
         data.records = records
         total += len(records)
     return partitions, total

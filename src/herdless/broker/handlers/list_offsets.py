@@ -3,6 +3,10 @@
 Version 0 answers differently, as Kafka does: up to max_num_offsets offsets
 (old_style_offsets), segment base offsets chosen by when each segment file was
 last written rather than by record timestamps (see PartitionLog.legacy_offsets_before).
+
+A consumer is told only of offsets it may fetch (Kafka's Partition.fetchOffsetForTimestamp):
+below the high watermark, or from v2 at isolation level read_committed below the last
+stable offset, which is then its LATEST.
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 CONSUMER_REPLICA_ID = -1
+# From v2 a request names its isolation level.
+ISOLATION_VERSION = 2
+READ_COMMITTED = 1
 # The first version that may ask for each special timestamp (Kafka's KafkaApis table).
 _SPECIAL_SINCE = {LATEST: 1, EARLIEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
 
@@ -78,7 +85,9 @@ async def handle_list_offsets(context: BrokerContext, request: Request) -> Any:
                 result.error_code = exc.error_code
             else:
                 result.leader_epoch = context.replicas.leader_epoch(partition_log)
-                result.timestamp, result.offset = _lookup(partition_log, wanted.timestamp)
+                result.timestamp, result.offset = _lookup(
+                    partition_log, wanted.timestamp, _last_fetchable(partition_log, request)
+                )
                 if wanted.timestamp == LATEST_TIERED:
                     result.leader_epoch = -1
                 result.old_style_offsets = [result.offset]
@@ -87,10 +96,35 @@ async def handle_list_offsets(context: BrokerContext, request: Request) -> Any:
     return Response(throttle_time_ms=0, topics=topics)
 
 
-def _lookup(partition_log: PartitionLog, timestamp: int) -> tuple[int, int]:
-    """(timestamp, offset) as Kafka answers: -1 timestamp for the special lookups."""
+def _last_fetchable(partition_log: PartitionLog, request: Request) -> int | None:
+    """The end of what the requester may fetch: None for a replica, which may read it all."""
+    body = request.body
+    if body.replica_id != CONSUMER_REPLICA_ID:
+        return None
+    if request.api_version >= ISOLATION_VERSION and body.isolation_level == READ_COMMITTED:
+        return partition_log.last_stable_offset
+    return partition_log.high_watermark
+
+
+def _lookup(
+    partition_log: PartitionLog, timestamp: int, last_fetchable: int | None
+) -> tuple[int, int]:
+    """(timestamp, offset) as Kafka answers: -1 timestamp for the special lookups; a
+    consumer is told of no offset at or past `last_fetchable` (-1, -1 instead)."""
     if timestamp == LATEST:
-        return -1, partition_log.high_watermark
+        return -1, partition_log.high_watermark if last_fetchable is None else last_fetchable
+    found = _find(partition_log, timestamp)
+    if (
+        last_fetchable is not None
+        and timestamp not in (EARLIEST, EARLIEST_LOCAL)
+        and found[1] >= last_fetchable
+    ):
+        return -1, -1
+    return found
+
+
+def _find(partition_log: PartitionLog, timestamp: int) -> tuple[int, int]:
+    """(timestamp, offset) of any lookup but LATEST, wherever in the log it lies."""
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         # With no remote tier, the local log starts where the log does.
         return -1, partition_log.log_start_offset

@@ -16,6 +16,7 @@ from herdless.storage.config import LogConfig
 from herdless.storage.errors import StorageIOError
 from herdless.storage.log.local_log import LocalLog
 from herdless.storage.segment import LOG_SUFFIX, Segment
+from herdless.storage.transaction_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,9 @@ class CleaningView:
     sealed: list[SealedSegment]
     # Last offsets of the batches the producer state remembers: their headers must stay.
     producer_batches: frozenset[int]
+    # Producer id -> (epoch, offset of its last remembered batch, -1 if none), for each
+    # producer the state knows: a marker that is a producer's last word keeps its epoch.
+    producer_epochs: dict[int, tuple[int, int]]
 
 
 class LogCleaning(LocalLog):
@@ -60,11 +64,15 @@ class LogCleaning(LocalLog):
         cleaner_lock. Only segments wholly below the high watermark are
         offered, as Kafka cleans only committed records: a newer record of a
         key that a truncation could still take away must not have replaced
-        the older one.
+        the older one. Nor past the last stable offset: whether an open
+        transaction's records count is not known until it ends.
         """
         with self._lock:
             self._check_open()
             limit = self.high_watermark
+            first_unstable = self._producers.first_unstable_offset()
+            if first_unstable is not None:
+                limit = min(limit, first_unstable)
             damaged = self._damage.next_start(0)
             if damaged is not None:
                 # Damaged segments are kept as they are: a copy would drop what is unreadable.
@@ -74,6 +82,10 @@ class LogCleaning(LocalLog):
                 self._log_start,
                 self._sealed(limit),
                 frozenset(self._producers.remembered_last_offsets()),
+                {
+                    entry.producer_id: (entry.epoch, entry.last_offset)
+                    for entry in self._producers.snapshot().values()
+                },
             )
 
     def sealed_segments(self) -> list[SealedSegment]:
@@ -97,8 +109,11 @@ class LogCleaning(LocalLog):
             if following.base_offset <= limit
         ]
 
-    def replace_segments(self, old: list[Segment], cleaned: Segment) -> bool:
-        """Swap the cleaned copy of the consecutive segments `old` in for them (swap.py).
+    def replace_segments(
+        self, old: list[Segment], cleaned: Segment, aborted: list[AbortedTxn]
+    ) -> bool:
+        """Swap the cleaned copy of the consecutive segments `old` in for them (swap.py),
+        its transaction index holding `aborted`: those whose markers the copy kept.
 
         Returns False, changing nothing, if `old` are no longer all in the log
         (retention or DeleteRecords got there first) or the log was closed; the
@@ -114,8 +129,7 @@ class LogCleaning(LocalLog):
                 a is not b for a, b in zip(self._segments[first:last], old, strict=True)
             ):
                 return False
-            # The cleaner keeps every marker, so every abort stays true of the copy.
-            cleaned.txn_index.replace_with([e for s in old for e in s.txn_index.entries])
+            cleaned.txn_index.replace_with(aborted)
             try:
                 swap.install(self.directory, cleaned, old)
             except OSError as exc:

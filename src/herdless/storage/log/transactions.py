@@ -11,7 +11,11 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
+from herdless.protocol.records import iter_batches
+from herdless.protocol.regions import FileRegion
 from herdless.storage.log.local_log import LocalLog
+from herdless.storage.producer_state import ProducerEntry
+from herdless.storage.segment import scan_file
 from herdless.storage.transaction_index import AbortedTxn
 
 
@@ -49,3 +53,34 @@ class LogTransactions(LocalLog):
                 if found.complete:
                     break
             return aborted
+
+    def active_producers(self) -> list[ProducerEntry]:
+        """Every producer the log keeps state of, as DescribeProducers tells them (Kafka's
+        UnifiedLog.activeProducers), in producer id order."""
+        with self._lock:
+            self._check_open()
+            entries = self._producers.snapshot()
+        return [entries[producer_id] for producer_id in sorted(entries)]
+
+    def aborted_transactions_read(
+        self, offset: int, records: bytes | FileRegion
+    ) -> list[AbortedTxn]:
+        """The aborted transactions a read_committed Fetch returns beside `records`, read
+        from `offset`: those overlapping the records' offsets. Bounded by the end of the
+        last batch read, as Kafka bounds its search by the end of the fetched data, so a
+        reader of a long backlog is not sent every abort of it at once."""
+        end = _end_offset(records)
+        return [] if end is None else self.collect_aborted_transactions(offset, end)
+
+
+def _end_offset(records: bytes | FileRegion) -> int | None:
+    """The offset after the last whole batch of `records`, None if they hold none."""
+    last = None
+    if isinstance(records, FileRegion):
+        end = records.position + records.length
+        for _, header in scan_file(records.fd, end, records.position):
+            last = header
+    else:
+        for _, header in iter_batches(records):
+            last = header
+    return None if last is None else last.last_offset + 1
