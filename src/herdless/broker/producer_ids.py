@@ -77,7 +77,7 @@ class PrefetchedProducerIds:
             raise ProducerIdsNotReady("the next block of producer ids is being reserved")
         producer_id = self._next
         self._next += 1
-        if self._block_end - self._next < self._block_size // 10:
+        if self._block_end - self._next <= self._block_size // 10:
             self.prefetch()
         return producer_id
 
