@@ -43,8 +43,10 @@ from herdless.storage import PartitionLog
 
 log = logging.getLogger(__name__)
 
-# How often the shards this broker leads are looked through for markers to write.
-MARKER_SWEEP_S = 0.1
+# How often the shards this broker leads are looked through for markers no EndTxn
+# carried: a transaction's timeout is honoured within as much. A load, and a new
+# producer fencing an open transaction, look at once.
+MARKER_SWEEP_S = 1.0
 
 TxnOperation = Callable[[TransactionCoordinatorShard, Hashable, Now], Result]
 
@@ -77,6 +79,7 @@ class TransactionCoordinator:
         # Markers being written, each once, and the task writing them.
         self._writing: dict[TxnMarkers, asyncio.Task[None]] = {}
         self._sweeper: asyncio.Task[None] | None = None
+        self._looking: set[asyncio.Task[None]] = set()
 
     # -- the topic and leadership ------------------------------------------------------
 
@@ -247,24 +250,28 @@ class TransactionCoordinator:
                 log.exception("looking for transaction markers to write failed")
 
     async def _sweep_once(self) -> None:
-        runtime = self.host.runtime
-        for tp, state in list(runtime.partitions().items()):
-            if tp.topic != TRANSACTION_STATE_TOPIC or state is not ShardState.ACTIVE:
-                continue
-            shard = runtime.shard(self.kind, tp.partition)
-            if shard is None:
-                continue
-            waiting = [m for m in shard.pending_markers() if m not in self._writing]
-            if not waiting:
-                continue
-            # Read again through the runtime: only what is committed gets markers.
-            try:
-                found = await self.read(tp.partition, _pending_with_metadata)
-            except CoordinatorError:
-                continue
-            for markers, meta in found:
-                if markers not in self._writing:
-                    self.send_markers(tp.partition, markers, _cause(markers, meta))
+        for tp, state in list(self.host.runtime.partitions().items()):
+            if tp.topic == TRANSACTION_STATE_TOPIC and state is ShardState.ACTIVE:
+                await self._look_for_markers(tp.partition)
+
+    def look_for_markers(self, partition: int) -> None:
+        """Write, in the background, the markers the shard of `partition` waits for."""
+        task = asyncio.get_running_loop().create_task(self._look_for_markers(partition))
+        self._looking.add(task)
+        task.add_done_callback(self._looking.discard)
+
+    async def _look_for_markers(self, partition: int) -> None:
+        shard = self.host.runtime.shard(self.kind, partition)
+        if shard is None or all(m in self._writing for m in shard.pending_markers()):
+            return
+        # Read again through the runtime: only what is committed gets markers.
+        try:
+            found = await self.read(partition, _pending_with_metadata)
+        except CoordinatorError:
+            return
+        for markers, meta in found:
+            if markers not in self._writing:
+                self.send_markers(partition, markers, _cause(markers, meta))
 
     def _on_events(self, out: Output) -> None:
         for reload in out.reloads:
@@ -283,9 +290,11 @@ class TransactionCoordinator:
                 summary.records_since_leader,
                 time.monotonic() - since,
             )
+            # Transactions a coordinator before this one left waiting for markers.
+            self.look_for_markers(tp.partition)
 
     async def close(self) -> None:
-        tasks = [*self._writing.values()]
+        tasks = [*self._writing.values(), *self._looking]
         if self._sweeper is not None:
             tasks.append(self._sweeper)
         for task in tasks:

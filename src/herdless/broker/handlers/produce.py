@@ -74,6 +74,8 @@ async def handle_produce(context: BrokerContext, request: Request) -> Any:
                 result.error_code = refusal
             elif (topic_data.name, partition_data.index) in unverified:
                 result.error_code = unverified[topic_data.name, partition_data.index]
+                if result.error_code == ErrorCode.INVALID_TXN_STATE:
+                    result.error_message = "the partition was not added to the transaction"
             elif not _writable(topic_data.name, request.client_id):
                 result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
                 result.error_message = f"{topic_data.name} is internal: only brokers write to it"

@@ -115,6 +115,11 @@ async def handle_transactional_init(context: BrokerContext, request: Request) ->
     except _NoCoordinator as exc:
         return answer(exc.error_code)
     _log_fencing(transactional_id, before[0] if before else None, result, expected)
+    if result.error_code == ErrorCode.CONCURRENT_TRANSACTIONS:
+        # The transaction this producer waits on (one it fenced, or one ending) gets its
+        # markers now, not at the next sweep.
+        coordinator = _coordinator(context)
+        coordinator.look_for_markers(coordinator.partition(transactional_id))
     return answer(result.error_code, result.producer_id, result.producer_epoch)
 
 

@@ -12,6 +12,7 @@ handles, as Kafka maps them.
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,8 @@ from herdless.protocol.records import InvalidBatch, parse_header
 
 if TYPE_CHECKING:
     from herdless.broker.handlers.context import BrokerContext
+
+log = logging.getLogger(__name__)
 
 # Produce from v11 on knows TRANSACTION_ABORTABLE; older producers get INVALID_TXN_STATE.
 TRANSACTION_ABORTABLE_PRODUCE_VERSION = 11
@@ -36,7 +39,6 @@ _RETRIABLE = frozenset(
         ErrorCode.REQUEST_TIMED_OUT,
     }
 )
-_FENCED = frozenset({ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_ID_MAPPING})
 
 
 async def verify_transactional_batches(
@@ -77,13 +79,22 @@ async def verify_transactional_batches(
         for tp, error in errors.items():
             if error != ErrorCode.NONE:
                 refused[tp.topic, tp.partition] = _produce_error(error, produce_version)
+                log.info(
+                    "refused a batch of transactional id %s (producer id %d epoch %d) for %s:"
+                    " the coordinator answered %s",
+                    transactional_id,
+                    producer_id,
+                    producer_epoch,
+                    tp,
+                    error.name,
+                )
     return refused
 
 
 def _produce_error(error: ErrorCode, produce_version: int) -> ErrorCode:
     if error in _RETRIABLE:
         return ErrorCode.NOT_ENOUGH_REPLICAS
-    if error in _FENCED:
+    if error == ErrorCode.PRODUCER_FENCED:
         return ErrorCode.INVALID_PRODUCER_EPOCH
     old_producer = produce_version < TRANSACTION_ABORTABLE_PRODUCE_VERSION
     if error == ErrorCode.TRANSACTION_ABORTABLE and old_producer:
