@@ -1,6 +1,7 @@
 """Transactions on one broker, with confluent-kafka's transactional producer.
 
-What a producer relies on: init_transactions, commit and abort work; each ended
+What a producer relies on: init_transactions, commit and abort work (confluent-kafka's,
+kafka-python's and aiokafka's); each ended
 transaction leaves one marker in each of its partitions (the high watermark counts
 them); DescribeTransactions and ListTransactions show the transactional id; a second
 producer with the same transactional id fences the first; a transaction left open
@@ -10,15 +11,18 @@ past its timeout is aborted by the coordinator; and bad input gets Kafka's codes
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaProducer
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaProducer
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from herdless.broker.peers.connection import PeerConnection
@@ -232,3 +236,44 @@ def test_a_transactional_batch_outside_the_transaction_is_refused(
     # No AddPartitionsToTxn came first: nothing is written.
     assert answer.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_TXN_STATE
     watermarks_reach(broker, topic, [0])
+
+
+def test_kafka_python_and_aiokafka_commit_and_abort(
+    broker: BrokerProcess, wire: Callable[..., Any]
+) -> None:
+    topic = new_topic(broker, 1)
+    kafka_python = KafkaProducer(
+        bootstrap_servers=broker.bootstrap, transactional_id=f"kafka-python-{topic}"
+    )
+    try:
+        kafka_python.init_transactions()
+        kafka_python.begin_transaction()
+        kafka_python.send(topic, b"kept", partition=0)
+        kafka_python.commit_transaction()
+        kafka_python.begin_transaction()
+        kafka_python.send(topic, b"dropped", partition=0)
+        kafka_python.flush()
+        kafka_python.abort_transaction()
+    finally:
+        kafka_python.close()
+
+    async def aiokafka_transactions() -> None:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=broker.bootstrap, transactional_id=f"aiokafka-{topic}"
+        )
+        await producer.start()
+        try:
+            async with producer.transaction():
+                await producer.send_and_wait(topic, b"kept", partition=0)
+            with contextlib.suppress(RuntimeError):
+                async with producer.transaction():
+                    await producer.send_and_wait(topic, b"dropped", partition=0)
+                    raise RuntimeError("abort it")
+        finally:
+            await producer.stop()
+
+    asyncio.run(aiokafka_transactions())
+    # Four transactions of one record each, and each one's marker.
+    watermarks_reach(broker, topic, [8])
+    for client in ("kafka-python", "aiokafka"):
+        assert described(wire, f"{client}-{topic}").transaction_state == "CompleteAbort"
