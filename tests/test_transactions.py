@@ -277,3 +277,53 @@ def test_kafka_python_and_aiokafka_commit_and_abort(
     watermarks_reach(broker, topic, [8])
     for client in ("kafka-python", "aiokafka"):
         assert described(wire, f"{client}-{topic}").transaction_state == "CompleteAbort"
+
+
+def test_broker_to_broker_forms(broker: BrokerProcess, wire: Callable[..., Any]) -> None:
+    """What brokers send each other: a marker for a partition this broker does not
+    host is refused; the verify-only AddPartitionsToTxn names what is not in the
+    transaction."""
+    answer = wire(
+        ApiKey.WRITE_TXN_MARKERS,
+        1,
+        markers=[
+            {
+                "producer_id": 7,
+                "producer_epoch": 0,
+                "transaction_result": True,
+                "topics": [{"name": "no-such-topic", "partition_indexes": [0]}],
+                "coordinator_epoch": 0,
+            }
+        ],
+    )
+    (partition,) = answer.markers[0].topics[0].partitions
+    assert partition.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    topic = new_topic(broker, 1)
+    txn_id = f"verify-{topic}"
+    p = producer(broker, txn_id)
+    p.init_transactions(TIMEOUT_S)
+    p.begin_transaction()
+    p.produce(topic, value=b"x", partition=0)
+    p.flush(TIMEOUT_S)
+    state = described(wire, txn_id)
+    verified = wire(
+        ApiKey.ADD_PARTITIONS_TO_TXN,
+        4,
+        transactions=[
+            {
+                "transactional_id": txn_id,
+                "producer_id": state.producer_id,
+                "producer_epoch": state.producer_epoch,
+                "verify_only": True,
+                "topics": [{"name": topic, "partitions": [0, 1]}],
+            }
+        ],
+    )
+    (result,) = verified.results_by_transaction
+    errors = {
+        r.partition_index: r.partition_error_code
+        for r in result.topic_results[0].results_by_partition
+    }
+    assert errors == {0: ErrorCode.NONE, 1: ErrorCode.TRANSACTION_ABORTABLE}
+    p.abort_transaction(TIMEOUT_S)
