@@ -95,3 +95,54 @@ def test_markers_reach_leaders_on_other_brokers(cluster: ClusterProcesses) -> No
             ),
             f"the coordinator saying the transaction {ended}",
         )
+
+
+def test_a_new_coordinator_serves_the_transactional_id(cluster: ClusterProcesses) -> None:
+    """The coordinator's broker is killed: a follower of its `__transaction_state`
+    partition (a warm standby) takes over, knows the transactional id, and fences the
+    producer of the old epoch when a new one starts."""
+    topic = f"txn-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 3)])[topic].result(TIMEOUT_S)
+    txn_id = f"failover-{topic}"
+    first = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id})
+    first.init_transactions(TIMEOUT_S)
+    first.begin_transaction()
+    first.produce(topic, value=b"before", partition=0)
+    first.commit_transaction(TIMEOUT_S)
+    state_partition = partition_for(txn_id, TRANSACTION_STATE_PARTITIONS)
+    coordinator = cluster.leader_of(TRANSACTION_STATE_TOPIC, state_partition)
+    # Killed once the transaction completed: a coordinator killed before that sends
+    # the markers again, as Kafka's does, and the partition holds two (harmless).
+    wait_for(
+        lambda: f"transaction {txn_id} committed" in cluster.brokers[coordinator].log(),
+        "the first transaction completing",
+    )
+    cluster.kill(coordinator)
+    try:
+        successor = wait_for(
+            lambda: (
+                (leader := cluster.leader_of(TRANSACTION_STATE_TOPIC, state_partition))
+                != coordinator
+                and leader
+            ),
+            "a new leader of the transactional id's partition",
+        )
+        second = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id})
+        second.init_transactions(TIMEOUT_S)
+        second.begin_transaction()
+        for p in range(PARTITIONS):
+            second.produce(topic, value=b"after", partition=p)
+        second.commit_transaction(TIMEOUT_S)
+        # partition 0: a record and its marker from each producer; the others one of each.
+        wait_for(
+            lambda: high_watermarks(cluster, topic) == [4, 2, 2],
+            "markers from the new coordinator",
+        )
+        log = cluster.brokers[successor].log()
+        assert (
+            f"coordinating the transactions of {TRANSACTION_STATE_TOPIC}-{state_partition}" in log
+        )
+        assert f"transactional id {txn_id}: a new producer fenced" in log
+    finally:
+        cluster.restart(coordinator)
