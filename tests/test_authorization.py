@@ -480,8 +480,8 @@ def test_find_coordinator_needs_describe_on_the_group(admin: Client, alice: Clie
     assert find_coordinator(alice, "fc-group") == NONE
     assert find_coordinator(alice, "fc-txn", key_type=1) == TXN_DENIED
     grant(admin, ResourceType.TRANSACTIONAL_ID, "fc-txn", AclOperation.DESCRIBE)
-    # Allowed, and answered as a broker without transactions answers.
-    assert find_coordinator(alice, "fc-txn", key_type=1) == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    # Allowed: this broker coordinates the transactional id.
+    assert find_coordinator(alice, "fc-txn", key_type=1) == NONE
     batched = alice(
         ApiKey.FIND_COORDINATOR, 4, key_type=0, coordinator_keys=["fc-group", "fc-other"]
     )

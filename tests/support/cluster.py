@@ -29,6 +29,7 @@ SESSION_TIMEOUT_MS = 4000
 BROKER_SETTINGS = {
     "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
     "offsets.topic.num.partitions": "6",
+    "transaction.state.log.num.partitions": "6",
 }
 
 

@@ -18,6 +18,7 @@ from herdless.broker.auth.credential_store import LocalCredentials, ZooKeeperCre
 from herdless.broker.clock import monotonic_ms, wall_ms
 from herdless.broker.cluster_node import ClusterNode
 from herdless.broker.config import BrokerConfig
+from herdless.broker.coordinators.coordinator_host import CoordinatorHost
 from herdless.broker.coordinators.group_config_store import (
     GroupConfigStore,
     LocalGroupConfigs,
@@ -25,6 +26,8 @@ from herdless.broker.coordinators.group_config_store import (
 )
 from herdless.broker.coordinators.group_coordinator import REBALANCES_TOPIC, GroupCoordinator
 from herdless.broker.coordinators.history_forwarder import HistoryForwarder
+from herdless.broker.coordinators.transaction_coordinator import TransactionCoordinator
+from herdless.broker.coordinators.txn_markers import MarkerWriter
 from herdless.broker.file_limit import DescriptorWatch, segment_file_budget
 from herdless.broker.handlers.context import BrokerContext
 from herdless.broker.handlers.fetch_sessions import FetchSessionCache
@@ -42,7 +45,7 @@ from herdless.broker.network.listeners import (
     config_int,
 )
 from herdless.broker.network.tls_handshakes import quiet_server_name_errors
-from herdless.broker.producer_ids import LocalBlocks, ProducerIds
+from herdless.broker.producer_ids import LocalBlocks, PrefetchedProducerIds, ProducerIds
 from herdless.broker.replication.durability import Durability
 from herdless.broker.replication.replica_manager import ReplicaManager
 from herdless.broker.stalls import StallDetector
@@ -147,6 +150,8 @@ class Broker:
             self.credentials = ZooKeeperCredentials(self.node.connected_store)
         else:
             self.credentials = LocalCredentials(Path(config.data_dir))
+        # One coordinator runtime, hosting the shards of every coordinator.
+        self.coordinators = CoordinatorHost(self.logs, self.replicas, self.stalls)
         self.groups = GroupCoordinator(
             self.logs,
             self.replicas,
@@ -157,7 +162,11 @@ class Broker:
             standby=config.group_coordinator_standby_enable,
             forward_history=None if self.history is None else self.history.send,
             stalls=self.stalls,
+            host=self.coordinators,
         )
+        # The transaction coordinator's producer ids, from blocks reserved at start().
+        self.transaction_ids: PrefetchedProducerIds | None = None
+        self.transactions: TransactionCoordinator | None = None
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.acls: AclStore | None = None
         authorizer = config.authorizer()
@@ -234,12 +243,15 @@ class Broker:
             await self.acls.start()  # decisions need every ACL before the first request
         if self.log_dir_failures is not None:
             self.log_dir_failures.start()
+        self.transactions = self._transaction_coordinator(producer_ids)
         if self.node is None:
             self.groups.start()
+            self.transactions.start()
         else:
-            # Shards follow leadership of the offsets topic's partitions.
-            self.node.leadership_listeners.append(self.groups.on_leadership)
-            self.node.replication_listeners.append(self.groups.on_replicated)
+            # Shards follow leadership of the internal topics' partitions.
+            self.node.leadership_listeners.append(self.coordinators.on_leadership)
+            self.node.replication_listeners.append(self.coordinators.on_replicated)
+            self.transactions.start_sweeping()
         context = self.context = BrokerContext(
             self.config,
             self.logs,
@@ -252,6 +264,7 @@ class Broker:
             acls=self.acls,
             group_configs=self.group_configs,
             credentials=self.credentials,
+            transactions=self.transactions,
         )
         self.metrics.attach_authorizer(context.authorizer_audit.counts)
         # A deep accept queue: thousands of clients reconnecting at once (after a
@@ -352,10 +365,45 @@ class Broker:
             await self.node.stop()
         if self.history is not None:
             await self.history.stop()
+        if self.transactions is not None:
+            await self.transactions.close()
+            self.transactions.markers.close()
+        if self.transaction_ids is not None:
+            await self.transaction_ids.close()
         self.groups.close()
+        self.coordinators.close()
         self.logs.close()
         if self.context is not None:  # not after a start that failed
             log.info("herdless stopped; logs flushed and closed")
+
+    def _transaction_coordinator(self, producer_ids: ProducerIds) -> TransactionCoordinator:
+        config = self.config
+        self.transaction_ids = PrefetchedProducerIds(
+            producer_ids.reserve,
+            lambda exc: log.warning("cannot reserve producer ids for transactions: %s", exc),
+        )
+        # Reserved now, so that the first InitProducerId finds ids at hand.
+        self.transaction_ids.prefetch()
+        metadata = self.metadata
+        markers = MarkerWriter(
+            config.node_id,
+            self.replicas,
+            self.groups,
+            metadata.leader if isinstance(metadata, ClusterMetadata) else lambda t, p: None,
+            lambda topic: metadata.topic(topic) is not None,
+            inter_broker_security(config) if self.node is not None else None,
+        )
+        # One broker alone has one replica of each partition of the transaction log.
+        replicas = config.transaction_state_log_replication_factor if self.node else 1
+        return TransactionCoordinator(
+            self.coordinators,
+            config.transaction_config(),
+            self.transaction_ids,
+            config.transaction_state_log_num_partitions,
+            markers,
+            min(config.transaction_state_log_min_isr, replicas),
+            config.transaction_state_log_segment_bytes,
+        )
 
     async def _accept(
         self, listener: Listener, reader: RequestReader, writer: asyncio.StreamWriter

@@ -10,6 +10,7 @@ from herdless.coordinator import CoordinatorConfig
 from herdless.coordinator.assignors import ASSIGNORS
 from herdless.coordinator.config import ConsumerGroupMigrationPolicy
 from herdless.coordinator.group_config import GroupConfigLimits
+from herdless.coordinator.transactions import TransactionConfig
 from herdless.protocol.config_values import InvalidConfigValue, parse_boolean
 from herdless.security.authorizer import AuthorizerSettings, authorizer_settings
 from herdless.security.listeners import (
@@ -98,6 +99,22 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     "offsets.retention.minutes": ("offsets_retention_minutes", int),
     "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", int),
     "offset.metadata.max.bytes": ("offset_metadata_max_bytes", int),
+    # The transaction coordinator and its log, by Kafka's names and defaults.
+    "transaction.state.log.num.partitions": ("transaction_state_log_num_partitions", int),
+    "transaction.state.log.replication.factor": (
+        "transaction_state_log_replication_factor",
+        int,
+    ),
+    "transaction.state.log.min.isr": ("transaction_state_log_min_isr", int),
+    "transaction.state.log.segment.bytes": ("transaction_state_log_segment_bytes", int),
+    "transaction.max.timeout.ms": ("transaction_max_timeout_ms", int),
+    "transactional.id.expiration.ms": ("transactional_id_expiration_ms", int),
+    # KIP-890: a partition leader asks the coordinator whether a transactional batch's
+    # partition is in its producer's transaction before appending it.
+    "transaction.partition.verification.enable": (
+        "transaction_partition_verification_enable",
+        bool,
+    ),
     # herdless's own: where Prometheus scrapes /metrics; unset, no endpoint.
     "metrics.port": ("metrics_port", int),
     # herdless's own: the address /metrics listens on; this machine only unless told,
@@ -143,6 +160,12 @@ _RANGES: dict[str, tuple[int | None, int | None]] = {
     "offsets.retention.minutes": (1, None),
     "offsets.retention.check.interval.ms": (1, None),
     "offset.metadata.max.bytes": (0, None),
+    "transaction.state.log.num.partitions": (1, None),
+    "transaction.state.log.replication.factor": (1, None),
+    "transaction.state.log.min.isr": (1, None),
+    "transaction.state.log.segment.bytes": (1, None),
+    "transaction.max.timeout.ms": (1, None),
+    "transactional.id.expiration.ms": (1, None),
     "metrics.port": _PORTS,
     "zookeeper.session.timeout.ms": (1, None),
     "zookeeper.connection.timeout.ms": (1, None),
@@ -264,6 +287,13 @@ class BrokerConfig:
     offsets_retention_minutes: int = 7 * 24 * 60
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
+    transaction_state_log_num_partitions: int = 50
+    transaction_state_log_replication_factor: int = 3
+    transaction_state_log_min_isr: int = 2
+    transaction_state_log_segment_bytes: int = 104_857_600
+    transaction_max_timeout_ms: int = 900_000
+    transactional_id_expiration_ms: int = 604_800_000
+    transaction_partition_verification_enable: bool = True
     # Cluster mode, with Kafka's defaults; unset zookeeper_connect: one broker alone.
     zookeeper_connect: str | None = None
     zookeeper_session_timeout_ms: int = 18_000
@@ -390,6 +420,13 @@ class BrokerConfig:
             consumer_migration_policy=self.consumer_migration_policy(),
             consumer_assignment_interval_ms=self.group_consumer_assignment_interval_ms,
             consumer_assignor_offload_enable=self.group_consumer_assignor_offload_enable,
+        )
+
+    def transaction_config(self) -> TransactionConfig:
+        return TransactionConfig(
+            max_timeout_ms=self.transaction_max_timeout_ms,
+            transactional_id_expiration_ms=self.transactional_id_expiration_ms,
+            offsets_topic_num_partitions=self.offsets_topic_num_partitions,
         )
 
     def consumer_migration_policy(self) -> ConsumerGroupMigrationPolicy:

@@ -25,6 +25,7 @@ CLUSTER_DEFAULTS = {
     "replica.lag.time.max.ms": "3000",
     # Fewer offsets partitions to create and elect leaders for at startup.
     "offsets.topic.num.partitions": "6",
+    "transaction.state.log.num.partitions": "6",
 }
 REGISTRATION_TIMEOUT_S = 60.0
 
@@ -72,6 +73,7 @@ class HerdlessCluster(Brokers):
             **CLUSTER_DEFAULTS,
             "default.replication.factor": replicas,
             "offsets.topic.replication.factor": replicas,
+            "transaction.state.log.replication.factor": replicas,
             **secured_settings,
             **kafka_settings(settings, names),
         }

@@ -30,6 +30,7 @@ from herdless.coordinator.runtime import (
     CoordinatorType,
     Offload,
     Output,
+    ReadOperation,
     ReplicaRole,
     ShardState,
     TopicPartition,
@@ -116,6 +117,29 @@ class RuntimeLoop:
                 self.handle(out)
                 raise CoordinatorError(error)
         waiter: asyncio.Future[Any] = (self._loop or self.event_loop()).create_future()
+        self._waiting[token] = waiter
+        try:
+            self.handle(out)
+            return await waiter
+        finally:
+            self._waiting.pop(token, None)
+
+    async def read(
+        self, kind: CoordinatorType[Any], partition: int, operation: ReadOperation[Any]
+    ) -> Any:
+        """What `operation` reads from the shard, once every earlier write of the shard is
+        committed; or CoordinatorError."""
+        token = object()
+        out = self.runtime.read(kind, partition, token, operation)
+        for reply in out.replies:
+            if reply.token is token:
+                self.handle(out)
+                return reply.response
+        for errored, error in out.errors:
+            if errored is token:
+                self.handle(out)
+                raise CoordinatorError(error)
+        waiter: asyncio.Future[Any] = self.event_loop().create_future()
         self._waiting[token] = waiter
         try:
             self.handle(out)

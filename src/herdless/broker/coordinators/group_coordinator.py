@@ -13,7 +13,6 @@ groups get COORDINATOR_LOAD_IN_PROGRESS and clients retry.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import json
 import logging
 import time
@@ -22,10 +21,10 @@ from dataclasses import asdict
 from typing import Any
 
 from herdless.broker import clock
-from herdless.broker.coordinators.coordinator_loop import CoordinatorError, RuntimeLoop
-from herdless.broker.coordinators.coordinator_writer import ReplicaWriter
+from herdless.broker.coordinators.coordinator_host import COMMIT_TIMEOUT_MS, CoordinatorHost
+from herdless.broker.coordinators.coordinator_loop import CoordinatorError
 from herdless.broker.replication.cluster_replica_manager import Role
-from herdless.broker.replication.replica_manager import PartitionError, ReplicaManager
+from herdless.broker.replication.replica_manager import ACKS_ALL, PartitionError, ReplicaManager
 from herdless.broker.stalls import StallDetector
 from herdless.broker.topics.topic_admin import NewTopic, TopicAdmin, TopicAdminError
 from herdless.coordinator import (
@@ -37,13 +36,15 @@ from herdless.coordinator import (
 )
 from herdless.coordinator.messages import RebalanceRecord
 from herdless.coordinator.runtime import (
-    CoordinatorRuntime,
     CoordinatorType,
     Output,
-    ReplicaRole,
-    RuntimeConfig,
     ShardState,
-    TopicPartition,
+)
+from herdless.coordinator.transactions import TRANSACTION_STATE_TOPIC
+from herdless.protocol.control_records import (
+    ControlRecordType,
+    EndTransactionMarker,
+    build_marker_batch,
 )
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.records import build_batch, parse_header
@@ -61,12 +62,8 @@ REBALANCES_TOPIC_CONFIGS = {
     "retention.bytes": str(64 * 1024 * 1024),
     "segment.bytes": str(16 * 1024 * 1024),
 }
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, REBALANCES_TOPIC})
-
-# How long a write may wait to be committed (Kafka's offsets.commit.timeout.ms).
-COMMIT_TIMEOUT_MS = 5_000
-# How often timers that fell due while leadership was in doubt look again.
-LEADERSHIP_RECHECK_MS = 100
+# Every topic only brokers write to: the groups' and the transaction coordinator's.
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, REBALANCES_TOPIC, TRANSACTION_STATE_TOPIC})
 
 Operation = Callable[[CoordinatorShard, Hashable, Now], Result]
 # Told of every completed rebalance: (group id, cause).
@@ -81,8 +78,6 @@ __all__ = [
     "Operation",
     "ShardState",
 ]
-
-_ROLES = {Role.LEADER: ReplicaRole.LEADER, Role.FOLLOWER: ReplicaRole.FOLLOWER}
 
 
 class GroupCoordinator:
@@ -101,6 +96,7 @@ class GroupCoordinator:
         standby: bool = True,
         forward_history: Callable[[bytes], None] | None = None,
         stalls: StallDetector | None = None,
+        host: CoordinatorHost | None = None,
     ) -> None:
         self.logs = logs
         self.replicas = replicas
@@ -114,32 +110,14 @@ class GroupCoordinator:
         self.kind: CoordinatorType[CoordinatorShard] = CoordinatorType(
             OFFSETS_TOPIC, lambda tp: CoordinatorShard(config), standby=standby
         )
-        self.writer = ReplicaWriter(logs, replicas)
-        self.runtime = CoordinatorRuntime(
-            self.writer,
-            [self.kind],
-            RuntimeConfig(COMMIT_TIMEOUT_MS, LEADERSHIP_RECHECK_MS),
-        )
-        # One thread for the server assignors of every shard (KIP-1263's offload): it
-        # shares the interpreter lock, but the loop takes it back every few milliseconds
-        # instead of waiting out a whole assignment.
-        self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="herdless-assignor"
-        )
-        self.loop = RuntimeLoop(
-            self.runtime,
-            self.writer,
-            replicas,
-            COMMIT_TIMEOUT_MS,
-            self._on_events,
-            stalls.observe if stalls is not None else lambda: None,
-            self._executor,
-        )
-        if stalls is not None:
-            stalls.listeners.append(self.loop.postpone_timers)
-        # The log each partition's shard replays: a replaced one (the replica was
-        # deleted and created again) is a new shard.
-        self._logs: dict[int, PartitionLog] = {}
+        # The broker's one coordinator runtime, which this coordinator's shards share
+        # with every other coordinator's; a host of its own when none is given.
+        self.host = host if host is not None else CoordinatorHost(logs, replicas, stalls)
+        self._owns_host = host is None
+        self.host.register(self.kind, self._on_events)
+        self.writer = self.host.writer
+        self.runtime = self.host.runtime
+        self.loop = self.host.loop
         # One broker alone: the partitions still loading since start(), and when it began.
         self._starting: set[int] = set()
         self._started = (0.0, 0)
@@ -182,13 +160,15 @@ class GroupCoordinator:
         return [
             tp.partition
             for tp, state in self.runtime.partitions().items()
-            if state in (ShardState.ACTIVE, ShardState.LOADING)
+            if tp.topic == OFFSETS_TOPIC and state in (ShardState.ACTIVE, ShardState.LOADING)
         ]
 
     def shards(self) -> list[tuple[ShardState, CoordinatorShard]]:
         """Every shard this broker holds, whatever its state: for metrics and tests."""
         found = []
         for tp, state in self.runtime.partitions().items():
+            if tp.topic != OFFSETS_TOPIC:
+                continue
             shard = self.runtime.shard(self.kind, tp.partition)
             if shard is not None:
                 found.append((state, shard))
@@ -197,28 +177,13 @@ class GroupCoordinator:
     def on_leadership(self, topic: str, partition: int, role: Role | None) -> None:
         """In a cluster: lead the groups of each offsets partition this broker leads, keep
         a standby of those it follows, and nothing of those it no longer holds."""
-        if topic != OFFSETS_TOPIC:
-            return
-        tp = TopicPartition(topic, partition)
-        partition_log = self.logs.partition(topic, partition)
-        known = self._logs.get(partition)
-        if known is not None and (role is None or known is not partition_log):
-            self.loop.on_leadership(tp, None)
-            del self._logs[partition]
-        if role is None or partition_log is None:
-            return
-        self._logs[partition] = partition_log
-        self.loop.on_leadership(tp, _ROLES[role])
+        if topic == OFFSETS_TOPIC:
+            self.host.on_leadership(topic, partition, role)
 
     def on_replicated(self, partition_log: PartitionLog) -> None:
         """A follower's copy of a partition grew, was truncated, or its high watermark moved."""
-        if partition_log.topic != OFFSETS_TOPIC:
-            return
-        partition = partition_log.partition
-        if self._logs.get(partition) is partition_log:
-            self.loop.high_watermark_moved(
-                TopicPartition(OFFSETS_TOPIC, partition), partition_log.high_watermark
-            )
+        if partition_log.topic == OFFSETS_TOPIC:
+            self.host.on_replicated(partition_log)
 
     async def create_topics(self, topics: TopicAdmin, replication_factor: int) -> None:
         """In a cluster, the first FindCoordinator creates the internal topics, as Kafka
@@ -267,7 +232,7 @@ class GroupCoordinator:
         log.info(
             "group coordinator loaded %d records from %d partitions in %.2fs",
             records,
-            len(self._logs),
+            self.host.hosted(OFFSETS_TOPIC),
             time.monotonic() - started,
         )
         self._loaded.set_result(None)
@@ -311,6 +276,35 @@ class GroupCoordinator:
             # Operator information only: losing it must not disturb the group.
             log.exception("could not record rebalances in %s", REBALANCES_TOPIC)
 
+    async def complete_transaction(
+        self,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        committed: bool,
+    ) -> ErrorCode:
+        """Write a transaction's end marker (WriteTxnMarkers) into `partition` of the
+        offsets topic, once committed as an acks=all produce would be.
+
+        A minimal stand-in: it appends the marker through the replica manager and no
+        more. The group side replaces it with one that goes through the shard, so that
+        the offsets committed in the transaction (TxnOffsetCommit) become visible or
+        are dropped with it."""
+        marker = EndTransactionMarker(
+            ControlRecordType.COMMIT if committed else ControlRecordType.ABORT, coordinator_epoch
+        )
+        batch = memoryview(build_marker_batch(marker, producer_id, producer_epoch, clock.wall_ms()))
+        try:
+            partition_log = self.replicas.leader_log(OFFSETS_TOPIC, partition)
+            info = self.replicas.append(partition_log, [(parse_header(batch), batch)], ACKS_ALL)
+            await self.replicas.committed(
+                partition_log, ACKS_ALL, info.last_offset + 1, COMMIT_TIMEOUT_MS
+            )
+        except (StorageError, PartitionError) as exc:
+            return exc.error_code
+        return ErrorCode.NONE
+
     def run(self, group_id: str, operation: Operation) -> Coroutine[Any, Any, Any]:
         """run_on() the shard of `group_id`'s partition. Not a coroutine of its own: one
         frame and one await less on the path of every commit and heartbeat."""
@@ -324,5 +318,5 @@ class GroupCoordinator:
     def close(self) -> None:
         if self._loaded is not None and not self._loaded.done():
             self._loaded.cancel()
-        self.loop.close()
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._owns_host:
+            self.host.close()

@@ -25,6 +25,7 @@ from herdless.broker.handlers import (
     produce,
     producers,
     sasl,
+    transactions,
     users,
 )
 from herdless.broker.handlers.context import BrokerContext
@@ -93,6 +94,10 @@ _TABLE = [
     Api(ApiKey.DELETE_RECORDS, 0, 2, admin.handle_delete_records),
     Api(ApiKey.INIT_PRODUCER_ID, 0, 5, produce.handle_init_producer_id),
     Api(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 4, leader_epochs.handle_offset_for_leader_epoch),
+    Api(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5, transactions.handle_add_partitions_to_txn),
+    Api(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, transactions.handle_add_offsets_to_txn),
+    Api(ApiKey.END_TXN, 0, 5, transactions.handle_end_txn),
+    Api(ApiKey.WRITE_TXN_MARKERS, 0, 1, transactions.handle_write_txn_markers),
     Api(ApiKey.DESCRIBE_ACLS, 0, 3, acls.handle_describe_acls),
     Api(ApiKey.CREATE_ACLS, 0, 3, acls.handle_create_acls),
     Api(ApiKey.DELETE_ACLS, 0, 3, acls.handle_delete_acls),
@@ -108,6 +113,8 @@ _TABLE = [
     Api(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, users.handle_alter_user_scram_credentials),
     Api(ApiKey.DESCRIBE_CLUSTER, 0, 1, cluster.handle_describe_cluster),
     Api(ApiKey.DESCRIBE_PRODUCERS, 0, 0, producers.handle_describe_producers),
+    Api(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, transactions.handle_describe_transactions),
+    Api(ApiKey.LIST_TRANSACTIONS, 0, 1, transactions.handle_list_transactions),
     Api(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, consumer_groups.handle_consumer_group_heartbeat),
     Api(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, consumer_groups.handle_consumer_group_describe),
 ]

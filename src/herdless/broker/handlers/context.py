@@ -16,6 +16,7 @@ from herdless.broker.auth.credential_store import CredentialStore
 from herdless.broker.config import BrokerConfig
 from herdless.broker.coordinators.group_config_store import GroupConfigStore
 from herdless.broker.coordinators.group_coordinator import GroupCoordinator
+from herdless.broker.coordinators.transaction_coordinator import TransactionCoordinator
 from herdless.broker.handlers.fetch_sessions import FetchSessionCache
 from herdless.broker.producer_ids import ProducerIds
 from herdless.broker.replication.replica_manager import ReplicaManager
@@ -50,6 +51,8 @@ class BrokerContext:
     group_configs: GroupConfigStore | None = None
     # Users' SCRAM credentials: the CredentialCache SASL checks logins against.
     credentials: CredentialStore | None = None
+    # The transaction coordinator's shards on this broker.
+    transactions: TransactionCoordinator | None = None
 
     @property
     def node_id(self) -> int:

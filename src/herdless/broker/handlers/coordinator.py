@@ -1,4 +1,5 @@
-"""FindCoordinator: a group's coordinator leads its partition of `__consumer_offsets`.
+"""FindCoordinator: a group's coordinator leads its partition of `__consumer_offsets`, a
+transactional id's its partition of `__transaction_state`.
 
 librdkafka also reads FindCoordinator v0 in ApiVersions as the sign of a broker
 new enough for LZ4, so it is served even before the group APIs are.
@@ -10,7 +11,11 @@ import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.coordinators.group_coordinator import INTERNAL_TOPICS, OFFSETS_TOPIC
+from herdless.broker.coordinators.group_coordinator import (
+    OFFSETS_TOPIC,
+    REBALANCES_TOPIC,
+)
+from herdless.broker.coordinators.transaction_coordinator import TRANSACTION_STATE_TOPIC
 from herdless.broker.handlers.authorization import REFUSALS, authorize
 from herdless.broker.topics.topic_admin import TopicAdminError
 from herdless.cluster.metadata import BrokerEndpoint
@@ -25,6 +30,8 @@ log = logging.getLogger(__name__)
 if TYPE_CHECKING:
     from herdless.broker.handlers.context import BrokerContext
 
+# The group coordinator's topics, created by the first FindCoordinator for a group.
+GROUP_TOPICS = (OFFSETS_TOPIC, REBALANCES_TOPIC)
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
 # What the caller must be allowed to DESCRIBE to learn a key's coordinator.
@@ -42,7 +49,7 @@ async def handle_find_coordinator(context: BrokerContext, request: Request) -> A
     if (
         body.key_type == KEY_TYPE_GROUP
         and len(refused) < len(set(keys))
-        and any(context.metadata.topic(topic) is None for topic in INTERNAL_TOPICS)
+        and any(context.metadata.topic(topic) is None for topic in GROUP_TOPICS)
     ):
         try:
             await context.groups.create_topics(
@@ -51,6 +58,18 @@ async def handle_find_coordinator(context: BrokerContext, request: Request) -> A
         except TopicAdminError as exc:
             # As Kafka: no coordinator until the offsets topic can have its replicas.
             log.warning("cannot create the internal topics yet: %s", exc.message)
+    if (
+        body.key_type == KEY_TYPE_TRANSACTION
+        and context.transactions is not None
+        and len(refused) < len(set(keys))
+        and context.metadata.topic(TRANSACTION_STATE_TOPIC) is None
+    ):
+        try:
+            await context.transactions.create_topic(
+                context.topics, context.config.transaction_state_log_replication_factor
+            )
+        except TopicAdminError as exc:
+            log.warning("cannot create %s yet: %s", TRANSACTION_STATE_TOPIC, exc.message)
     if request.api_version < 4:
         error, message, coordinator = _find(context, request, body.key_type, body.key, refused)
         return Response(
@@ -98,19 +117,21 @@ def _find(
     if key in refused:
         code, message = REFUSALS[_KEY_RESOURCE_TYPES[key_type]]
         return code, message, None
-    if key_type != KEY_TYPE_GROUP:
-        # Transactions are not served, so no broker coordinates a transactional id.
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported", None
-    offsets = context.metadata.topic(OFFSETS_TOPIC)
-    partition = partition_for(key, context.groups.num_partitions)
+    if key_type == KEY_TYPE_GROUP:
+        topic_name, partition = OFFSETS_TOPIC, partition_for(key, context.groups.num_partitions)
+    elif key_type == KEY_TYPE_TRANSACTION and context.transactions is not None:
+        topic_name, partition = TRANSACTION_STATE_TOPIC, context.transactions.partition(key)
+    else:
+        return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", None
+    offsets = context.metadata.topic(topic_name)
     if offsets is None or partition >= len(offsets.partitions):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} is not ready", None
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic_name} is not ready", None
     leader = offsets.partitions[partition].leader
     coordinator = context.metadata.broker(leader) if leader >= 0 else None
     if coordinator is None:
         return (
             ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            f"{OFFSETS_TOPIC}-{partition} has no leader",
+            f"{topic_name}-{partition} has no leader",
             None,
         )
     address = coordinator.address_for(request)

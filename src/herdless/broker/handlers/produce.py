@@ -14,6 +14,8 @@ from herdless.broker.handlers.authorization import (
     authorize_cluster,
     authorized_names,
 )
+from herdless.broker.handlers.transactions import handle_transactional_init
+from herdless.broker.handlers.txn_verification import verify_transactional_batches
 from herdless.broker.replication.replica_manager import PartitionError
 from herdless.cluster.errors import ClusterError
 from herdless.protocol.api_keys import ApiKey
@@ -39,13 +41,12 @@ async def handle_produce(context: BrokerContext, request: Request) -> Any:
     transactional_id = body.transactional_id
     # Topics the caller may not write to (Kafka answers each of their partitions).
     refused_topics: set[str] = set()
-    if transactional_id is not None:
-        # Kafka asks for WRITE on the transactional id first; transactions are not
-        # served, so the produce is refused with the same code either way.
-        authorize(
-            context, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
-        )
-        refusal: ErrorCode | None = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    refusal: ErrorCode | None = None
+    if transactional_id is not None and not authorize(
+        context, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+    ):
+        # As Kafka: WRITE on the transactional id first, then on each topic.
+        refusal = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     else:
         if context.acls is not None:
             names = [t.name for t in body.topic_data]
@@ -54,6 +55,11 @@ async def handle_produce(context: BrokerContext, request: Request) -> Any:
             )
             refused_topics.update(name for name in names if name not in allowed)
         refusal = ErrorCode.INVALID_REQUIRED_ACKS if acks not in (-1, 0, 1) else None
+    unverified: dict[tuple[str, int], ErrorCode] = {}
+    if transactional_id is not None and refusal is None:
+        unverified = await verify_transactional_batches(
+            context, transactional_id, body.topic_data, refused_topics, request.api_version
+        )
 
     appended: list[tuple[PartitionLog, int, Any]] = []
     topics = []
@@ -66,6 +72,10 @@ async def handle_produce(context: BrokerContext, request: Request) -> Any:
                 result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif refusal is not None:
                 result.error_code = refusal
+            elif (topic_data.name, partition_data.index) in unverified:
+                result.error_code = unverified[topic_data.name, partition_data.index]
+                if result.error_code == ErrorCode.INVALID_TXN_STATE:
+                    result.error_message = "the partition was not added to the transaction"
             elif not _writable(topic_data.name, request.client_id):
                 result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
                 result.error_message = f"{topic_data.name} is internal: only brokers write to it"
@@ -150,19 +160,8 @@ def _append(
 
 async def handle_init_producer_id(context: BrokerContext, request: Request) -> Any:
     Response = response_class(ApiKey.INIT_PRODUCER_ID)
-    transactional_id = request.body.transactional_id
-    if transactional_id is not None:
-        # Kafka asks for WRITE on the transactional id; transactions are not served, and
-        # refusing clearly beats a producer that hangs: the same code either way.
-        authorize(
-            context, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
-        )
-        return Response(
-            throttle_time_ms=0,
-            error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            producer_id=-1,
-            producer_epoch=-1,
-        )
+    if request.body.transactional_id is not None:
+        return await handle_transactional_init(context, request)
     if not _may_write_idempotently(context, request):
         return Response(
             throttle_time_ms=0,

@@ -54,11 +54,16 @@ class CoordinatorRuntime:
         self._config = config or RuntimeConfig()
         self._kinds: dict[str, CoordinatorType[Any]] = {}
         for kind in kinds:
-            if kind.topic in self._kinds:
-                raise ValueError(f"two coordinators on {kind.topic}")
-            self._kinds[kind.topic] = kind
+            self.register(kind)
         self._contexts: dict[TopicPartition, CoordinatorContext[Any]] = {}
         self._closed = False
+
+    def register(self, kind: CoordinatorType[Any]) -> None:
+        """Host `kind` too: a broker builds one runtime, and each coordinator brings its
+        type when it is built. Leadership of its topic told before is not replayed."""
+        if kind.topic in self._kinds:
+            raise ValueError(f"two coordinators on {kind.topic}")
+        self._kinds[kind.topic] = kind
 
     # -- leadership --------------------------------------------------------------
 

@@ -1,0 +1,322 @@
+"""The transaction coordinator: the shards of `__transaction_state` on this broker.
+
+One shard per partition of `__transaction_state` (coordinator/transactions/), hosted
+on the broker's one coordinator runtime beside the groups' (coordinator_host.py),
+following leadership with a warm standby as they do. This module adds what is the
+transactions' own: the internal topic, producer ids the pure shard can take without
+waiting, and the markers every ended transaction needs written on its partitions'
+leaders (txn_markers.py) before it completes.
+
+Markers are found two ways: EndTxn's answer carries them, and a sweep of the shards
+this broker leads finds every other transaction waiting for them (aborted by its
+timeout, fenced by a new producer, or left in Prepare* by a coordinator that failed
+over before they were written), as Kafka's coordinator resends them on load.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Coroutine, Hashable
+from typing import Any
+
+from herdless.broker.coordinators.coordinator_host import CoordinatorHost
+from herdless.broker.coordinators.coordinator_loop import CoordinatorError
+from herdless.broker.coordinators.txn_markers import MarkerWriter
+from herdless.broker.replication.cluster_replica_manager import Role
+from herdless.broker.replication.replica_manager import PartitionError
+from herdless.broker.topics.topic_admin import NewTopic, TopicAdmin, TopicAdminError
+from herdless.coordinator import Now, Result, partition_for
+from herdless.coordinator.runtime import Output, ShardState, TopicPartition
+from herdless.coordinator.transactions import (
+    TRANSACTION_STATE_TOPIC,
+    TransactionConfig,
+    TransactionCoordinatorShard,
+    TransactionMetadata,
+    TransactionState,
+    TxnMarkers,
+    transaction_coordinator,
+)
+from herdless.protocol.errors import ErrorCode
+from herdless.storage import PartitionLog
+
+log = logging.getLogger(__name__)
+
+# How often the shards this broker leads are looked through for markers no EndTxn
+# carried: a transaction's timeout is honoured within as much. A load, and a new
+# producer fencing an open transaction, look at once.
+MARKER_SWEEP_S = 1.0
+
+TxnOperation = Callable[[TransactionCoordinatorShard, Hashable, Now], Result]
+
+__all__ = ["TRANSACTION_STATE_TOPIC", "TransactionCoordinator"]
+
+
+class TransactionCoordinator:
+    def __init__(
+        self,
+        host: CoordinatorHost,
+        config: TransactionConfig,
+        allocate_producer_id: Callable[[], int],
+        num_partitions: int,
+        markers: MarkerWriter,
+        min_insync_replicas: int = 1,
+        segment_bytes: int = 104_857_600,
+    ) -> None:
+        self.host = host
+        self.config = config
+        self.num_partitions = num_partitions
+        self.markers = markers
+        # Kafka's settings for the transaction log: compacted, its own min.insync.replicas.
+        self.topic_configs = {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(segment_bytes),
+            "min.insync.replicas": str(min_insync_replicas),
+        }
+        self.kind = transaction_coordinator(config, allocate_producer_id)
+        host.register(self.kind, self._on_events)
+        # Markers being written, each once, and the task writing them.
+        self._writing: dict[TxnMarkers, asyncio.Task[None]] = {}
+        self._sweeper: asyncio.Task[None] | None = None
+        self._looking: set[asyncio.Task[None]] = set()
+
+    # -- the topic and leadership ------------------------------------------------------
+
+    def start(self) -> None:
+        """One broker alone: it leads every partition of the transaction log."""
+        logs = self.host.logs
+        topic = logs.topics.get(TRANSACTION_STATE_TOPIC)
+        if topic is None:
+            topic = logs.create_topic(
+                TRANSACTION_STATE_TOPIC, self.num_partitions, self.topic_configs
+            )
+        elif topic.partition_count != self.num_partitions:
+            # Placement hashes over the partition count; it cannot change under stored ids.
+            log.warning(
+                "%s has %d partitions; transaction.state.log.num.partitions=%d is ignored",
+                TRANSACTION_STATE_TOPIC,
+                topic.partition_count,
+                self.num_partitions,
+            )
+            self.num_partitions = topic.partition_count
+        for partition in topic.partitions:
+            self.on_leadership(TRANSACTION_STATE_TOPIC, partition, Role.LEADER)
+        self.start_sweeping()
+
+    def start_sweeping(self) -> None:
+        if self._sweeper is None:
+            self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
+
+    def on_leadership(self, topic: str, partition: int, role: Role | None) -> None:
+        if topic == TRANSACTION_STATE_TOPIC:
+            self.host.on_leadership(topic, partition, role)
+
+    def on_replicated(self, partition_log: PartitionLog) -> None:
+        if partition_log.topic == TRANSACTION_STATE_TOPIC:
+            self.host.on_replicated(partition_log)
+
+    async def create_topic(self, topics: TopicAdmin, replication_factor: int) -> None:
+        """In a cluster, the first FindCoordinator for a transactional id creates the
+        transaction log, as Kafka does; TopicAdminError if it cannot be yet."""
+        try:
+            await topics.create_topic(
+                NewTopic(
+                    TRANSACTION_STATE_TOPIC,
+                    self.num_partitions,
+                    replication_factor,
+                    configs=self.topic_configs,
+                )
+            )
+        except TopicAdminError as exc:
+            if exc.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+
+    def partition(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.num_partitions)
+
+    def coordinating(self) -> list[int]:
+        """The partitions this broker leads (serving, or loading to)."""
+        return [
+            tp.partition
+            for tp, state in self.host.runtime.partitions().items()
+            if tp.topic == TRANSACTION_STATE_TOPIC
+            and state in (ShardState.ACTIVE, ShardState.LOADING)
+        ]
+
+    def coordinator_epoch(self, partition: int) -> int:
+        """The epoch markers carry: the leader epoch of the transaction log's partition,
+        so that a partition leader refuses the markers of a coordinator since replaced."""
+        try:
+            partition_log = self.host.replicas.leader_log(TRANSACTION_STATE_TOPIC, partition)
+        except PartitionError:
+            return 0
+        return max(self.host.replicas.leader_epoch(partition_log), 0)
+
+    # -- operations --------------------------------------------------------------------
+
+    def run(self, transactional_id: str, operation: TxnOperation) -> Coroutine[Any, Any, Any]:
+        """Run `operation` on the shard of `transactional_id`: its response once committed,
+        or CoordinatorError."""
+        return self.host.loop.write(self.kind, self.partition(transactional_id), operation)
+
+    def read(
+        self, partition: int, operation: Callable[[TransactionCoordinatorShard], Any]
+    ) -> Coroutine[Any, Any, Any]:
+        return self.host.loop.read(self.kind, partition, operation)
+
+    async def verify_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: list[TopicPartition],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Whether each partition is in the producer's open transaction, asked of the
+        id's coordinator: this broker's shard, or another broker's (KIP-890 part 1)."""
+        partition = self.partition(transactional_id)
+        if partition in self.coordinating():
+            try:
+                return await self.read(
+                    partition,
+                    lambda shard: shard.verify_partitions(
+                        transactional_id, producer_id, producer_epoch, partitions
+                    ),
+                )
+            except CoordinatorError as exc:
+                return dict.fromkeys(partitions, exc.error_code)
+        coordinator = self.markers.leader_of(TRANSACTION_STATE_TOPIC, partition)
+        if coordinator is None or coordinator.node_id == self.markers.node_id:
+            return dict.fromkeys(partitions, ErrorCode.NOT_COORDINATOR)
+        return await self.markers.verify_partitions(
+            coordinator, transactional_id, producer_id, producer_epoch, partitions
+        )
+
+    def send_markers(self, partition: int, markers: TxnMarkers, cause: str = "") -> None:
+        """Write `markers` in the background (once, however often asked), then complete
+        the transaction on the shard of `partition`."""
+        if markers in self._writing:
+            return
+        task = asyncio.get_running_loop().create_task(self._complete(partition, markers, cause))
+        self._writing[markers] = task
+        task.add_done_callback(lambda _: self._writing.pop(markers, None))
+
+    async def _complete(self, partition: int, markers: TxnMarkers, cause: str) -> None:
+        started = time.monotonic()
+        tp = TopicPartition(TRANSACTION_STATE_TOPIC, partition)
+        written = await self.markers.write(
+            markers,
+            self.coordinator_epoch(partition),
+            lambda: self.host.runtime.state(tp) is ShardState.ACTIVE,
+        )
+        if not written:
+            # Fenced, or this broker no longer coordinates: the new coordinator resends.
+            return
+        try:
+            answer = await self.host.loop.write(
+                self.kind, partition, lambda s, t, n: s.complete_markers(markers, t, n)
+            )
+        except CoordinatorError as exc:
+            log.info(
+                "transaction %s: markers written, but not completed here (%s); the"
+                " coordinator that took over completes it",
+                markers.transactional_id,
+                exc.error_code.name,
+            )
+            return
+        if answer != ErrorCode.NONE:
+            return
+        log.info(
+            "transaction %s %s%s: producer id %d epoch %d, %d partitions (%s); markers"
+            " written in %d ms",
+            markers.transactional_id,
+            "committed" if markers.committed else "aborted",
+            cause,
+            markers.producer_id,
+            markers.producer_epoch,
+            len(markers.partitions),
+            ", ".join(sorted(str(tp) for tp in markers.partitions)[:10]),
+            (time.monotonic() - started) * 1000,
+        )
+
+    # -- markers of transactions nobody's EndTxn carries ---------------------------------
+
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(MARKER_SWEEP_S)
+            try:
+                await self._sweep_once()
+            except Exception:
+                log.exception("looking for transaction markers to write failed")
+
+    async def _sweep_once(self) -> None:
+        for tp, state in list(self.host.runtime.partitions().items()):
+            if tp.topic == TRANSACTION_STATE_TOPIC and state is ShardState.ACTIVE:
+                await self._look_for_markers(tp.partition)
+
+    def look_for_markers(self, partition: int) -> None:
+        """Write, in the background, the markers the shard of `partition` waits for."""
+        task = asyncio.get_running_loop().create_task(self._look_for_markers(partition))
+        self._looking.add(task)
+        task.add_done_callback(self._looking.discard)
+
+    async def _look_for_markers(self, partition: int) -> None:
+        shard = self.host.runtime.shard(self.kind, partition)
+        if shard is None or all(m in self._writing for m in shard.pending_markers()):
+            return
+        # Read again through the runtime: only what is committed gets markers.
+        try:
+            found = await self.read(partition, _pending_with_metadata)
+        except CoordinatorError:
+            return
+        for markers, meta in found:
+            if markers not in self._writing:
+                self.send_markers(partition, markers, _cause(markers, meta))
+
+    def _on_events(self, out: Output) -> None:
+        for reload in out.reloads:
+            log.info("%s: %s; replaying it", reload.tp, reload.reason)
+        for summary in out.loaded:
+            tp = summary.tp
+            shard = self.host.runtime.shard(self.kind, tp.partition)
+            since = self.host.loop.load_started.get(tp, time.monotonic())
+            log.log(
+                logging.INFO if summary.records else logging.DEBUG,
+                "coordinating the transactions of %s: %d transactional ids; %d records"
+                " replayed, %d of them since it became leader, %.3fs ago",
+                tp,
+                0 if shard is None else len(shard.transactions.transactions),
+                summary.records,
+                summary.records_since_leader,
+                time.monotonic() - since,
+            )
+            # Transactions a coordinator before this one left waiting for markers.
+            self.look_for_markers(tp.partition)
+
+    async def close(self) -> None:
+        tasks = [*self._writing.values(), *self._looking]
+        if self._sweeper is not None:
+            tasks.append(self._sweeper)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _pending_with_metadata(
+    shard: TransactionCoordinatorShard,
+) -> list[tuple[TxnMarkers, TransactionMetadata | None]]:
+    found = shard.transactions.transactions
+    return [(m, found.get(m.transactional_id)) for m in shard.pending_markers()]
+
+
+def _cause(markers: TxnMarkers, meta: TransactionMetadata | None) -> str:
+    """Why a transaction no EndTxn ended is ending, for its log line."""
+    if markers.committed or meta is None or meta.state is not TransactionState.PREPARE_ABORT:
+        return " (markers resent)"
+    open_ms = meta.last_update_timestamp_ms - meta.start_timestamp_ms
+    if open_ms >= meta.timeout_ms:
+        return (
+            f" by the coordinator: open {open_ms} ms, past its transaction.timeout.ms"
+            f" of {meta.timeout_ms}"
+        )
+    return " by the coordinator (fenced, or markers resent)"

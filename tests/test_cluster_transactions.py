@@ -1,0 +1,148 @@
+"""Transactions on a three-broker cluster: the transaction coordinator writes the
+markers of a confluent-kafka producer's transactions on partition leaders that are
+other brokers (WriteTxnMarkers between brokers), and a partition leader asks the
+coordinator on another broker whether a transaction's first batch belongs to it
+(AddPartitionsToTxn's verify-only form)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as KafkaPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from herdless.coordinator import partition_for
+from tests.support.cluster import ClusterProcesses, running_cluster
+
+TIMEOUT_S = 60
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+TRANSACTION_STATE_PARTITIONS = 6  # transaction.state.log.num.partitions of the cluster
+PARTITIONS = 3
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
+    base: Path = tmp_path_factory.mktemp("cluster-transactions")
+    with running_cluster(base) as processes:
+        yield processes
+
+
+def wait_for(condition: Callable[[], Any], what: str, timeout: float = TIMEOUT_S) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"not within {timeout}s: {what}")
+
+
+def high_watermarks(cluster: ClusterProcesses, topic: str) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "txn-watermarks"})
+    try:
+        return [
+            consumer.get_watermark_offsets(KafkaPartition(topic, p), TIMEOUT_S)[1]
+            for p in range(PARTITIONS)
+        ]
+    finally:
+        consumer.close()
+
+
+def test_markers_reach_leaders_on_other_brokers(cluster: ClusterProcesses) -> None:
+    topic = f"txn-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 3)])[topic].result(TIMEOUT_S)
+    leaders = {p: cluster.leader_of(topic, p) for p in range(PARTITIONS)}
+    txn_id = f"cluster-{topic}"
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id})
+    producer.init_transactions(TIMEOUT_S)
+    coordinator = cluster.leader_of(
+        TRANSACTION_STATE_TOPIC, partition_for(txn_id, TRANSACTION_STATE_PARTITIONS)
+    )
+    # Three partitions led by three brokers: at least two are not the coordinator.
+    assert len(set(leaders.values())) == PARTITIONS, leaders
+    assert sum(1 for leader in leaders.values() if leader != coordinator) >= 2
+
+    producer.begin_transaction()
+    for i in range(3 * PARTITIONS):
+        producer.produce(topic, value=b"%d" % i, partition=i % PARTITIONS)
+    producer.commit_transaction(TIMEOUT_S)
+    # Three records and a COMMIT marker in each partition.
+    wait_for(
+        lambda: high_watermarks(cluster, topic) == [4] * PARTITIONS,
+        "a COMMIT marker in every partition",
+    )
+
+    producer.begin_transaction()
+    producer.produce(topic, value=b"dropped", partition=0)
+    producer.flush(TIMEOUT_S)
+    producer.abort_transaction(TIMEOUT_S)
+    wait_for(
+        lambda: high_watermarks(cluster, topic) == [6, 4, 4],
+        "an ABORT marker in partition 0",
+    )
+    # Said once the transaction completes, just after its markers are written.
+    for ended in ("committed", "aborted"):
+        wait_for(
+            lambda ended=ended: (
+                f"transaction {txn_id} {ended}" in cluster.brokers[coordinator].log()
+            ),
+            f"the coordinator saying the transaction {ended}",
+        )
+
+
+def test_a_new_coordinator_serves_the_transactional_id(cluster: ClusterProcesses) -> None:
+    """The coordinator's broker is killed: a follower of its `__transaction_state`
+    partition (a warm standby) takes over, knows the transactional id, and fences the
+    producer of the old epoch when a new one starts."""
+    topic = f"txn-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 3)])[topic].result(TIMEOUT_S)
+    txn_id = f"failover-{topic}"
+    first = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id})
+    first.init_transactions(TIMEOUT_S)
+    first.begin_transaction()
+    first.produce(topic, value=b"before", partition=0)
+    first.commit_transaction(TIMEOUT_S)
+    state_partition = partition_for(txn_id, TRANSACTION_STATE_PARTITIONS)
+    coordinator = cluster.leader_of(TRANSACTION_STATE_TOPIC, state_partition)
+    # Killed once the transaction completed: a coordinator killed before that sends
+    # the markers again, as Kafka's does, and the partition holds two (harmless).
+    wait_for(
+        lambda: f"transaction {txn_id} committed" in cluster.brokers[coordinator].log(),
+        "the first transaction completing",
+    )
+    cluster.kill(coordinator)
+    try:
+        successor = wait_for(
+            lambda: (
+                (leader := cluster.leader_of(TRANSACTION_STATE_TOPIC, state_partition))
+                != coordinator
+                and leader
+            ),
+            "a new leader of the transactional id's partition",
+        )
+        second = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id})
+        second.init_transactions(TIMEOUT_S)
+        second.begin_transaction()
+        for p in range(PARTITIONS):
+            second.produce(topic, value=b"after", partition=p)
+        second.commit_transaction(TIMEOUT_S)
+        # partition 0: a record and its marker from each producer; the others one of each.
+        wait_for(
+            lambda: high_watermarks(cluster, topic) == [4, 2, 2],
+            "markers from the new coordinator",
+        )
+        log = cluster.brokers[successor].log()
+        assert (
+            f"coordinating the transactions of {TRANSACTION_STATE_TOPIC}-{state_partition}" in log
+        )
+        assert f"transactional id {txn_id}: a new producer fenced" in log
+    finally:
+        cluster.restart(coordinator)

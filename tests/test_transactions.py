@@ -1,0 +1,329 @@
+"""Transactions on one broker, with confluent-kafka's transactional producer.
+
+What a producer relies on: init_transactions, commit and abort work (confluent-kafka's,
+kafka-python's and aiokafka's); each ended
+transaction leaves one marker in each of its partitions (the high watermark counts
+them); DescribeTransactions and ListTransactions show the transactional id; a second
+producer with the same transactional id fences the first; a transaction left open
+past its timeout is aborted by the coordinator; and bad input gets Kafka's codes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import TopicPartition as KafkaPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaProducer
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from herdless.broker.peers.connection import PeerConnection
+from herdless.protocol.api_keys import ApiKey
+from herdless.protocol.errors import ErrorCode
+from tests.support.broker import BrokerProcess, module_broker
+
+TIMEOUT_S = 30
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    data_dir = tmp_path_factory.mktemp("transactions") / "data"
+    with module_broker(data_dir, "--set", "group.initial.rebalance.delay.ms=0") as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def wire(broker: BrokerProcess) -> Iterator[Callable[..., Any]]:
+    """Raw requests to the broker: (api key, version, **fields) -> response."""
+    with asyncio.Runner() as runner:
+        connection = PeerConnection("127.0.0.1", broker.port, "txn-tests", TIMEOUT_S)
+
+        def call(api_key: int, version: int, **fields: Any) -> Any:
+            return runner.run(connection.request(api_key, version, **fields))
+
+        yield call
+        connection.close()
+
+
+def new_topic(broker: BrokerProcess, partitions: int = 2) -> str:
+    name = f"txn-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(TIMEOUT_S)
+    return name
+
+
+def producer(broker: BrokerProcess, transactional_id: str, **settings: Any) -> Producer:
+    return Producer(
+        {"bootstrap.servers": broker.bootstrap, "transactional.id": transactional_id, **settings}
+    )
+
+
+def high_watermarks(broker: BrokerProcess, topic: str, partitions: int) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "txn-watermarks"})
+    try:
+        return [
+            consumer.get_watermark_offsets(KafkaPartition(topic, p), TIMEOUT_S)[1]
+            for p in range(partitions)
+        ]
+    finally:
+        consumer.close()
+
+
+def described(wire: Callable[..., Any], transactional_id: str) -> Any:
+    answer = wire(ApiKey.DESCRIBE_TRANSACTIONS, 0, transactional_ids=[transactional_id])
+    (state,) = answer.transaction_states
+    return state
+
+
+def watermarks_reach(broker: BrokerProcess, topic: str, expected: list[int]) -> None:
+    """The markers are written once EndTxn is answered: wait for them to be counted."""
+    wait_for(
+        lambda: high_watermarks(broker, topic, len(expected)) == expected,
+        f"high watermarks of {topic} at {expected}",
+    )
+
+
+def wait_for(condition: Callable[[], Any], what: str, timeout: float = TIMEOUT_S) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"not within {timeout}s: {what}")
+
+
+def test_commit_and_abort_leave_one_marker_per_partition(
+    broker: BrokerProcess, wire: Callable[..., Any]
+) -> None:
+    topic = new_topic(broker)
+    txn_id = f"commit-{topic}"
+    p = producer(broker, txn_id)
+    p.init_transactions(TIMEOUT_S)
+    p.begin_transaction()
+    for i in range(10):
+        p.produce(topic, value=b"%d" % i, partition=i % 2)
+    p.commit_transaction(TIMEOUT_S)
+    # Five records and a COMMIT marker in each partition.
+    watermarks_reach(broker, topic, [6, 6])
+    state = described(wire, txn_id)
+    assert (state.error_code, state.transaction_state) == (ErrorCode.NONE, "CompleteCommit")
+
+    p.begin_transaction()
+    p.produce(topic, value=b"dropped", partition=0)
+    p.flush(TIMEOUT_S)
+    p.abort_transaction(TIMEOUT_S)
+    watermarks_reach(broker, topic, [8, 6])
+    assert described(wire, txn_id).transaction_state == "CompleteAbort"
+    listed = wire(ApiKey.LIST_TRANSACTIONS, 1, state_filters=[], producer_id_filters=[])
+    assert listed.error_code == ErrorCode.NONE
+    assert txn_id in {s.transactional_id for s in listed.transaction_states}
+    log = broker.log()
+    assert f"transaction {txn_id} committed" in log
+    assert f"transaction {txn_id} aborted" in log
+
+
+def test_a_second_producer_fences_the_first(
+    broker: BrokerProcess, wire: Callable[..., Any]
+) -> None:
+    topic = new_topic(broker, 1)
+    txn_id = f"fence-{topic}"
+    first = producer(broker, txn_id)
+    first.init_transactions(TIMEOUT_S)
+    first.begin_transaction()
+    first.produce(topic, value=b"zombie")
+    first.flush(TIMEOUT_S)
+    second = producer(broker, txn_id)
+    # Its open transaction is aborted before the second producer gets its epoch.
+    second.init_transactions(TIMEOUT_S)
+    with pytest.raises(KafkaException) as refused:
+        first.commit_transaction(TIMEOUT_S)
+    error: KafkaError = refused.value.args[0]
+    assert error.fatal() or error.code() in (
+        KafkaError._FENCED,
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+    ), error
+    second.begin_transaction()
+    second.produce(topic, value=b"kept")
+    second.commit_transaction(TIMEOUT_S)
+    # The zombie's record and its ABORT marker, then the record and its COMMIT marker.
+    watermarks_reach(broker, topic, [4])
+    assert f"transactional id {txn_id}: a new producer fenced" in broker.log()
+
+
+def test_a_transaction_open_past_its_timeout_is_aborted(
+    broker: BrokerProcess, wire: Callable[..., Any]
+) -> None:
+    topic = new_topic(broker, 1)
+    txn_id = f"timeout-{topic}"
+    p = producer(broker, txn_id, **{"transaction.timeout.ms": 1500})
+    p.init_transactions(TIMEOUT_S)
+    p.begin_transaction()
+    p.produce(topic, value=b"forgotten")
+    p.flush(TIMEOUT_S)
+    wait_for(
+        lambda: described(wire, txn_id).transaction_state == "CompleteAbort",
+        "the coordinator aborting the transaction",
+    )
+    watermarks_reach(broker, topic, [2])
+    assert "past its transaction.timeout.ms of 1500" in broker.log()
+    with pytest.raises(KafkaException):
+        p.commit_transaction(TIMEOUT_S)
+
+
+def test_end_txn_for_an_unknown_transactional_id(
+    broker: BrokerProcess, wire: Callable[..., Any]
+) -> None:
+    answer = wire(
+        ApiKey.END_TXN,
+        3,
+        transactional_id="nobody-knows-me",
+        producer_id=12345,
+        producer_epoch=0,
+        committed=True,
+    )
+    assert answer.error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    assert "EndTxn of transactional id nobody-knows-me" in broker.log()
+    (state,) = wire(
+        ApiKey.DESCRIBE_TRANSACTIONS, 0, transactional_ids=["nobody-knows-me"]
+    ).transaction_states
+    assert state.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+
+
+def test_a_transactional_batch_outside_the_transaction_is_refused(
+    broker: BrokerProcess, wire: Callable[..., Any]
+) -> None:
+    topic = new_topic(broker, 1)
+    txn_id = f"unadded-{topic}"
+    init = wire(
+        ApiKey.INIT_PRODUCER_ID,
+        4,
+        transactional_id=txn_id,
+        transaction_timeout_ms=60_000,
+        producer_id=-1,
+        producer_epoch=-1,
+    )
+    assert init.error_code == ErrorCode.NONE
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=True,
+        producer_id=init.producer_id,
+        producer_epoch=init.producer_epoch,
+        base_sequence=0,
+        batch_size=1 << 20,
+    )
+    builder.append(0, timestamp=int(time.time() * 1000), key=None, value=b"x", headers=[])
+    answer = wire(
+        ApiKey.PRODUCE,
+        9,
+        transactional_id=txn_id,
+        acks=-1,
+        timeout_ms=5000,
+        topic_data=[
+            {"name": topic, "partition_data": [{"index": 0, "records": bytes(builder.build())}]}
+        ],
+    )
+    # No AddPartitionsToTxn came first: nothing is written.
+    assert answer.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_TXN_STATE
+    watermarks_reach(broker, topic, [0])
+
+
+def test_kafka_python_and_aiokafka_commit_and_abort(
+    broker: BrokerProcess, wire: Callable[..., Any]
+) -> None:
+    topic = new_topic(broker, 1)
+    kafka_python = KafkaProducer(
+        bootstrap_servers=broker.bootstrap, transactional_id=f"kafka-python-{topic}"
+    )
+    try:
+        kafka_python.init_transactions()
+        kafka_python.begin_transaction()
+        kafka_python.send(topic, b"kept", partition=0)
+        kafka_python.commit_transaction()
+        kafka_python.begin_transaction()
+        kafka_python.send(topic, b"dropped", partition=0)
+        kafka_python.flush()
+        kafka_python.abort_transaction()
+    finally:
+        kafka_python.close()
+
+    async def aiokafka_transactions() -> None:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=broker.bootstrap, transactional_id=f"aiokafka-{topic}"
+        )
+        await producer.start()
+        try:
+            async with producer.transaction():
+                await producer.send_and_wait(topic, b"kept", partition=0)
+            with contextlib.suppress(RuntimeError):
+                async with producer.transaction():
+                    await producer.send_and_wait(topic, b"dropped", partition=0)
+                    raise RuntimeError("abort it")
+        finally:
+            await producer.stop()
+
+    asyncio.run(aiokafka_transactions())
+    # Four transactions of one record each, and each one's marker.
+    watermarks_reach(broker, topic, [8])
+    for client in ("kafka-python", "aiokafka"):
+        assert described(wire, f"{client}-{topic}").transaction_state == "CompleteAbort"
+
+
+def test_broker_to_broker_forms(broker: BrokerProcess, wire: Callable[..., Any]) -> None:
+    """What brokers send each other: a marker for a partition this broker does not
+    host is refused; the verify-only AddPartitionsToTxn names what is not in the
+    transaction."""
+    answer = wire(
+        ApiKey.WRITE_TXN_MARKERS,
+        1,
+        markers=[
+            {
+                "producer_id": 7,
+                "producer_epoch": 0,
+                "transaction_result": True,
+                "topics": [{"name": "no-such-topic", "partition_indexes": [0]}],
+                "coordinator_epoch": 0,
+            }
+        ],
+    )
+    (partition,) = answer.markers[0].topics[0].partitions
+    assert partition.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    topic = new_topic(broker, 1)
+    txn_id = f"verify-{topic}"
+    p = producer(broker, txn_id)
+    p.init_transactions(TIMEOUT_S)
+    p.begin_transaction()
+    p.produce(topic, value=b"x", partition=0)
+    p.flush(TIMEOUT_S)
+    state = described(wire, txn_id)
+    verified = wire(
+        ApiKey.ADD_PARTITIONS_TO_TXN,
+        4,
+        transactions=[
+            {
+                "transactional_id": txn_id,
+                "producer_id": state.producer_id,
+                "producer_epoch": state.producer_epoch,
+                "verify_only": True,
+                "topics": [{"name": topic, "partitions": [0, 1]}],
+            }
+        ],
+    )
+    (result,) = verified.results_by_transaction
+    errors = {
+        r.partition_index: r.partition_error_code
+        for r in result.topic_results[0].results_by_partition
+    }
+    assert errors == {0: ErrorCode.NONE, 1: ErrorCode.TRANSACTION_ABORTABLE}
+    p.abort_transaction(TIMEOUT_S)
