@@ -27,9 +27,14 @@ from herdless.coordinator.runtime.contract import (
     WriteOperation,
 )
 from herdless.coordinator.runtime.deferred import Deferred, DeferredReplies
-from herdless.coordinator.runtime.loader import replay_step, run_replayer
+from herdless.coordinator.runtime.loader import replay_step, replay_transactional, run_replayer
 from herdless.coordinator.runtime.output import LoadSummary, Offload, Output, Reload
-from herdless.coordinator.runtime.writer import PartitionWriter, TopicPartition, WriteError
+from herdless.coordinator.runtime.writer import (
+    EndTransaction,
+    PartitionWriter,
+    TopicPartition,
+    WriteError,
+)
 from herdless.protocol.errors import ErrorCode
 
 
@@ -204,27 +209,72 @@ class CoordinatorContext(Generic[S]):
         self._waiting[token] = None
         self._apply(Result(replies=[Reply(token, response)]), out, None, leading=True)
 
-    def _apply(self, result: Result, out: Output, now: Now | None, leading: bool) -> None:
+    def complete_transaction(
+        self,
+        token: Hashable,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        committed: bool,
+        now: Now,
+        out: Output,
+    ) -> None:
+        """Write the marker that ends `producer_id`'s transaction and apply it to the
+        shard as replay does (Kafka's CoordinatorContext.completeTransaction); the
+        caller is answered NONE once the marker is committed (the runtime checked that
+        the shard serves).
+
+        The marker is written first: a marker the log refuses (an old producer or
+        coordinator epoch) leaves log and state as they were, and the caller gets the
+        log's error, where a write the shard had already applied would need a reload.
+        """
+        self._waiting[token] = None
+        try:
+            end = self.writer.append_end_transaction_marker(
+                self.tp, producer_id, producer_epoch, coordinator_epoch, committed
+            )
+        except WriteError as exc:
+            del self._waiting[token]
+            out.add_error(token, exc.error_code)
+            return
+        replay_transactional(self.shard, EndTransaction(producer_id, producer_epoch, committed))
+        self._apply(
+            Result(replies=[Reply(token, ErrorCode.NONE)]), out, now, leading=True, appended=end
+        )
+
+    def _apply(
+        self,
+        result: Result,
+        out: Output,
+        now: Now | None,
+        leading: bool,
+        appended: int | None = None,
+    ) -> None:
         """Append the records now; release the replies once they and every earlier
         operation's records are committed, in order.
 
         `leading`: leadership was checked in this same input, so replies released at
         once need not check it again. `now` is needed only for records (their commit
         deadline); the shard writes none from unload() or postpone_timers().
+        `appended`: the log end after what the caller itself appended for this result
+        (a transaction's marker), which its replies wait for as for records.
 
         Every OffsetCommit and Heartbeat passes here: the common case (nothing deferred, no
         timer moved earlier) calls nothing it need not (bench/broker_instructions.py).
         """
-        wrote = bool(result.records)
+        wrote = bool(result.records) or appended is not None
         commit_deadline = None
         deferred = self._deferred
         if wrote:
             assert now is not None, "records written without the time to wait for them"
-            try:
-                end = self.writer.append(self.tp, result.records)
-            except WriteError as exc:
-                self._fail_and_reload(f"append refused: {exc}", out)
-                return
+            if appended is None:
+                try:
+                    end = self.writer.append(self.tp, result.records, result.producer)
+                except WriteError as exc:
+                    self._fail_and_reload(f"append refused: {exc}", out)
+                    return
+            else:
+                end = appended
             self._last_written = end
             # On one broker, or with acks met at once, the append itself committed it
             # (_refresh_committed, inline).

@@ -121,6 +121,28 @@ class CoordinatorRuntime:
             context.read(token, operation, out)
         return out
 
+    def complete_transaction(
+        self,
+        kind: CoordinatorType[Any],
+        partition: int,
+        token: Hashable,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        committed: bool,
+        now: Now,
+    ) -> Output:
+        """End `producer_id`'s transaction in `kind`'s `partition` (WriteTxnMarkers): the
+        marker is appended and replayed into the shard, and `token` is answered NONE
+        once it is committed, or with an error (Kafka's scheduleTransactionCompletion)."""
+        out = Output()
+        context = self._serving(kind, partition, token, out)
+        if context is not None:
+            context.complete_transaction(
+                token, producer_id, producer_epoch, coordinator_epoch, committed, now, out
+            )
+        return out
+
     def _serving(
         self, kind: CoordinatorType[Any], partition: int, token: Hashable, out: Output
     ) -> CoordinatorContext[Any] | None:
