@@ -83,11 +83,8 @@ class PendingOffsets:
         if committed:
             for key, (stamp, value) in pending.items():
                 group_id, topic, partition = key
-                written_at = self._written_at.get(group_id)
-                if written_at is None or written_at.get((topic, partition), 0) < stamp:
-                    winners.append((key, value))
-                    if written_at is not None:
-                        written_at[(topic, partition)] = stamp
+                if self._written_at.get(group_id, {}).get((topic, partition), 0) < stamp:
+                    winners.append((key, value, stamp))
         for group_id in self._groups_by_producer.pop(producer_id, ()):
             producers = self._open_by_group[group_id]
             producers.discard(producer_id)
@@ -96,7 +93,12 @@ class PendingOffsets:
                 # committed ones: their stamps are no longer needed.
                 del self._open_by_group[group_id]
                 self._written_at.pop(group_id, None)
-        return winners
+        for (group_id, topic, partition), _, stamp in winners:
+            if group_id in self._open_by_group:
+                # Another transaction of the group is open: it must lose to this offset
+                # if it wrote before it.
+                self._written_at.setdefault(group_id, {})[(topic, partition)] = stamp
+        return [(key, value) for key, value, _ in winners]
 
     def clear(self) -> None:
         self._by_producer.clear()

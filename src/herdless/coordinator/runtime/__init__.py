@@ -15,8 +15,8 @@ from herdless.coordinator.runtime.contract import (
     WriteOperation,
 )
 from herdless.coordinator.runtime.output import LoadSummary, Offload, Output, Reload
-from herdless.coordinator.runtime.partition_context import NOT_SERVING, RuntimeConfig, ShardState
 from herdless.coordinator.runtime.runtime import CoordinatorRuntime, ReplicaRole
+from herdless.coordinator.runtime.shard_state import NOT_SERVING, RuntimeConfig, ShardState
 from herdless.coordinator.runtime.writer import (
     EndTransaction,
     PartitionWriter,

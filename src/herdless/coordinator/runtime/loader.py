@@ -66,11 +66,11 @@ _TRANSACTIONAL = (TransactionalRun, EndTransaction)
 def replay_transactional(shard: CoordinatorShard, item: TransactionalRun | EndTransaction) -> int:
     """Replay a transaction's records or its end into `shard`; how many records it was."""
     takes_part = isinstance(shard, ReplaysTransactions)
+    producer_id, producer_epoch = item.producer
     if isinstance(item, EndTransaction):
         if takes_part:
-            shard.replay_end_transaction(item.producer_id, item.producer_epoch, item.committed)
+            shard.replay_end_transaction(producer_id, producer_epoch, item.committed)
         return 1
-    producer_id, producer_epoch = item.producer
     for key, value in zip(item.keys, item.values, strict=True):
         if takes_part:
             shard.replay_transactional(producer_id, producer_epoch, key, value)

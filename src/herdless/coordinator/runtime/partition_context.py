@@ -13,9 +13,7 @@ and offloaded work of an older one is dropped when it completes.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Hashable
-from dataclasses import dataclass
 from typing import Any, Generic
 
 from herdless.coordinator.now import Now
@@ -27,41 +25,11 @@ from herdless.coordinator.runtime.contract import (
     WriteOperation,
 )
 from herdless.coordinator.runtime.deferred import Deferred, DeferredReplies
-from herdless.coordinator.runtime.loader import replay_step, replay_transactional, run_replayer
+from herdless.coordinator.runtime.loader import replay_step, run_replayer
 from herdless.coordinator.runtime.output import LoadSummary, Offload, Output, Reload
-from herdless.coordinator.runtime.writer import (
-    EndTransaction,
-    PartitionWriter,
-    TopicPartition,
-    WriteError,
-)
+from herdless.coordinator.runtime.shard_state import RuntimeConfig, ShardState
+from herdless.coordinator.runtime.writer import PartitionWriter, TopicPartition, WriteError
 from herdless.protocol.errors import ErrorCode
-
-
-class ShardState(enum.Enum):
-    # A follower of the partition: replays what is committed, serves no one.
-    STANDBY = "standby"
-    # The leader, replaying up to its log end before it serves.
-    LOADING = "loading"
-    ACTIVE = "active"
-    CLOSED = "closed"
-
-
-# What a request gets from a shard that does not serve.
-NOT_SERVING = {
-    ShardState.STANDBY: ErrorCode.NOT_COORDINATOR,
-    ShardState.LOADING: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-    ShardState.CLOSED: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-}
-
-
-@dataclass(frozen=True, slots=True)
-class RuntimeConfig:
-    # How long a write may wait to be committed (Kafka's offsets.commit.timeout.ms).
-    commit_timeout_ms: int = 5_000
-    # How often timers and offloaded work that fell due while leadership was in doubt
-    # look again whether it is settled.
-    leadership_recheck_ms: int = 100
 
 
 class CoordinatorContext(Generic[S]):
@@ -209,38 +177,11 @@ class CoordinatorContext(Generic[S]):
         self._waiting[token] = None
         self._apply(Result(replies=[Reply(token, response)]), out, None, leading=True)
 
-    def complete_transaction(
-        self,
-        token: Hashable,
-        producer_id: int,
-        producer_epoch: int,
-        coordinator_epoch: int,
-        committed: bool,
-        now: Now,
-        out: Output,
-    ) -> None:
-        """Write the marker that ends `producer_id`'s transaction and apply it to the
-        shard as replay does (Kafka's CoordinatorContext.completeTransaction); the
-        caller is answered NONE once the marker is committed (the runtime checked that
-        the shard serves).
-
-        The marker is written first: a marker the log refuses (an old producer or
-        coordinator epoch) leaves log and state as they were, and the caller gets the
-        log's error, where a write the shard had already applied would need a reload.
-        """
+    def written(self, token: Hashable, response: Any, end: int, now: Now, out: Output) -> None:
+        """The runtime appended up to `end` for `token` (a transaction's marker, applied to
+        the shard): `response` goes out once that is committed."""
         self._waiting[token] = None
-        try:
-            end = self.writer.append_end_transaction_marker(
-                self.tp, producer_id, producer_epoch, coordinator_epoch, committed
-            )
-        except WriteError as exc:
-            del self._waiting[token]
-            out.add_error(token, exc.error_code)
-            return
-        replay_transactional(self.shard, EndTransaction(producer_id, producer_epoch, committed))
-        self._apply(
-            Result(replies=[Reply(token, ErrorCode.NONE)]), out, now, leading=True, appended=end
-        )
+        self._apply(Result(replies=[Reply(token, response)]), out, now, True, end)
 
     def _apply(
         self,
@@ -256,8 +197,7 @@ class CoordinatorContext(Generic[S]):
         `leading`: leadership was checked in this same input, so replies released at
         once need not check it again. `now` is needed only for records (their commit
         deadline); the shard writes none from unload() or postpone_timers().
-        `appended`: the log end after what the caller itself appended for this result
-        (a transaction's marker), which its replies wait for as for records.
+        `appended`: the log end after what the runtime appended itself (written()).
 
         Every OffsetCommit and Heartbeat passes here: the common case (nothing deferred, no
         timer moved earlier) calls nothing it need not (bench/broker_instructions.py).
@@ -267,14 +207,13 @@ class CoordinatorContext(Generic[S]):
         deferred = self._deferred
         if wrote:
             assert now is not None, "records written without the time to wait for them"
-            if appended is None:
+            end = appended
+            if end is None:
                 try:
                     end = self.writer.append(self.tp, result.records, result.producer)
                 except WriteError as exc:
                     self._fail_and_reload(f"append refused: {exc}", out)
                     return
-            else:
-                end = appended
             self._last_written = end
             # On one broker, or with acks met at once, the append itself committed it
             # (_refresh_committed, inline).

@@ -26,15 +26,18 @@ from collections.abc import Hashable, Iterable
 from typing import Any
 
 from herdless.coordinator.now import Now
+from herdless.coordinator.result import TransactionalProducer
 from herdless.coordinator.runtime.contract import CoordinatorType, ReadOperation, S, WriteOperation
+from herdless.coordinator.runtime.loader import replay_transactional
 from herdless.coordinator.runtime.output import Offload, Output
-from herdless.coordinator.runtime.partition_context import (
-    NOT_SERVING,
-    CoordinatorContext,
-    RuntimeConfig,
-    ShardState,
+from herdless.coordinator.runtime.partition_context import CoordinatorContext
+from herdless.coordinator.runtime.shard_state import NOT_SERVING, RuntimeConfig, ShardState
+from herdless.coordinator.runtime.writer import (
+    EndTransaction,
+    PartitionWriter,
+    TopicPartition,
+    WriteError,
 )
-from herdless.coordinator.runtime.writer import PartitionWriter, TopicPartition
 from herdless.protocol.errors import ErrorCode
 
 
@@ -137,10 +140,22 @@ class CoordinatorRuntime:
         once it is committed, or with an error (Kafka's scheduleTransactionCompletion)."""
         out = Output()
         context = self._serving(kind, partition, token, out)
-        if context is not None:
-            context.complete_transaction(
-                token, producer_id, producer_epoch, coordinator_epoch, committed, now, out
+        if context is None:
+            return out
+        # The marker is written first, then applied as replay applies it: one the log
+        # refuses (an old producer or coordinator epoch) has changed nothing, and the
+        # caller gets the log's error for it, where a state applied first would need a
+        # rebuild (Kafka reverts its snapshot instead).
+        try:
+            end = self._writer.append_end_transaction_marker(
+                context.tp, producer_id, producer_epoch, coordinator_epoch, committed
             )
+        except WriteError as exc:
+            out.add_error(token, exc.error_code)
+            return out
+        producer = TransactionalProducer(producer_id, producer_epoch)
+        replay_transactional(context.shard, EndTransaction(producer, committed))
+        context.written(token, ErrorCode.NONE, end, now, out)
         return out
 
     def _serving(

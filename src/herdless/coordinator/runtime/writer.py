@@ -70,8 +70,7 @@ class TransactionalRun:
 class EndTransaction:
     """A control batch: the marker that ends `producer_id`'s transaction here."""
 
-    producer_id: int
-    producer_epoch: int
+    producer: TransactionalProducer
     committed: bool
 
 
