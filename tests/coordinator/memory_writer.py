@@ -99,6 +99,8 @@ class MemoryWriter:
         producer: TransactionalProducer | None = None,
     ) -> int:
         log = self._writable(tp)
+        if producer is not None:
+            _check_epoch(log, *producer)
         log.records.extend(records)
         return self._appended(log, producer)
 
@@ -111,10 +113,7 @@ class MemoryWriter:
         committed: bool,
     ) -> int:
         log = self._writable(tp)
-        # The log's own check of a marker: no epoch older than the producer's last batch.
-        epochs = [p.producer_epoch for p in log.producers.values() if p.producer_id == producer_id]
-        if epochs and producer_epoch < max(epochs):
-            raise WriteError("old producer epoch", ErrorCode.INVALID_PRODUCER_EPOCH)
+        _check_epoch(log, producer_id, producer_epoch)
         producer = TransactionalProducer(producer_id, producer_epoch)
         log.markers[log.log_end] = EndTransaction(producer, committed)
         log.records.append(MARKER_RECORD)
@@ -176,3 +175,15 @@ class MemoryWriter:
     def is_leader(self, tp: TopicPartition) -> bool:
         log = self.log(tp)
         return log.leader == self.broker_id and not log.in_doubt
+
+
+def _check_epoch(log: MemoryLog, producer_id: int, producer_epoch: int) -> None:
+    """The log's own check of a producer's batch or marker: no epoch older than the last
+    one it wrote."""
+    written = [*log.producers.values(), *(m.producer for m in log.markers.values())]
+    epochs = [p.producer_epoch for p in written if p.producer_id == producer_id]
+    if epochs and producer_epoch < max(epochs):
+        raise WriteError(
+            f"producer {producer_id}: epoch {producer_epoch} is old",
+            ErrorCode.INVALID_PRODUCER_EPOCH,
+        )

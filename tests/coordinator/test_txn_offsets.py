@@ -66,9 +66,13 @@ class TxnContext(Context):
             keys = [r.key for r in result.records]
             values = [r.value for r in result.records]
             producer = result.producer
-            self.items.append(
-                (keys, values) if producer is None else TransactionalRun(producer, keys, values)
-            )
+            if producer is None:
+                self.items.append((keys, values))
+            else:
+                # Applied once written, as the runtime applies a transaction's records.
+                run = TransactionalRun(producer, keys, values)
+                self.items.append(run)
+                replay_transactional(self.shard, run)
         return super().apply(result)
 
     def txn_commit(self, group_id: str, offsets: dict[tuple[str, int], int], **kw: Any) -> Any:

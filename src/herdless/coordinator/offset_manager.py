@@ -203,7 +203,8 @@ class OffsetManager:
 
     def txn_offset_commit(self, req: TxnOffsetCommitRequest, token: Hashable, now: Now) -> Result:
         """Offsets committed inside a transaction (Kafka's commitTransactionalOffset): written
-        as a transactional batch of the producer, pending until the transaction ends."""
+        as a transactional batch of the producer, pending until the transaction ends. The
+        runtime replays them once written (TransactionalProducer), not this."""
         out = Result(producer=TransactionalProducer(req.producer_id, req.producer_epoch))
         error = self._groups.validate_txn_offset_commit(req)
         if error is not ErrorCode.NONE:
@@ -227,8 +228,6 @@ class OffsetManager:
                 # Retention runs from the commit, as for any commit from OffsetCommit v5 on.
                 value = encode_offset(offset, leader_epoch, metadata, now.wall_ms, NO_TIMESTAMP)
                 out.records.append(Record(head + _PARTITION.pack(partition), value))
-                key = OffsetCommitKey(req.group_id, topic.name, partition)
-                self.replay_transactional(req.producer_id, key, value)
                 results.append(_committed(partition))
             topics.append(TopicErrors(topic.name, tuple(results)))
         out.replies.append(Reply(token, OffsetCommitResponse(tuple(topics))))

@@ -90,7 +90,11 @@ class OffloadedWork:
 class TransactionalProducer(NamedTuple):
     """The producer a transactional write belongs to (TxnOffsetCommit): its records go
     into the log as one transactional batch of this producer id and epoch, and count
-    only once the transaction's COMMIT marker follows them."""
+    only once the transaction's COMMIT marker follows them.
+
+    The runtime applies such records itself, through the shard's replay_transactional,
+    once the log took them: the log may refuse them (a fenced producer's epoch), and
+    then the operation changed nothing and its caller gets the log's error."""
 
     producer_id: int
     producer_epoch: int

@@ -39,12 +39,12 @@ def serving(leader: int = 0) -> Cluster:
     return cluster
 
 
-def txn_commit(cluster: Cluster, node: int, offset: int) -> int:
+def txn_commit(cluster: Cluster, node: int, offset: int, epoch: int | None = None) -> int:
     req = TxnOffsetCommitRequest(
         "g",
         "txn",
         PRODUCER.producer_id,
-        PRODUCER.producer_epoch,
+        PRODUCER.producer_epoch if epoch is None else epoch,
         (CommitTopic("t", (CommitPartition(0, offset, ""),)),),
     )
     token = cluster.token()
@@ -209,3 +209,17 @@ def test_plain_commits_replay_unchanged_beside_transactions() -> None:
     cluster.commit(TP)
     cluster.settle()
     assert offsets(cluster.nodes[1]) == offsets(leader) == {("t", 0): 42, ("t", 1): 5}
+
+
+def test_a_fenced_producers_commit_is_refused_by_the_log_and_changes_nothing() -> None:
+    cluster = serving()
+    leader = cluster.nodes[0]
+    txn_commit(cluster, 0, 42)
+    cluster.commit(TP)
+    before = pending(leader)
+    token = txn_commit(cluster, 0, 43, epoch=PRODUCER.producer_epoch - 1)
+    assert leader.errors[token] is ErrorCode.INVALID_PRODUCER_EPOCH
+    # Applied only once written: nothing to rebuild.
+    assert pending(leader) == before
+    assert leader.reloads == []
+    assert leader.runtime.state(TP) is ShardState.ACTIVE

@@ -321,6 +321,29 @@ class GroupCoordinator:
         be sent, or CoordinatorError."""
         return self.loop.write(self.kind, partition, operation)
 
+    async def complete_transaction(
+        self,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        committed: bool,
+    ) -> ErrorCode:
+        """WriteTxnMarkers for `__consumer_offsets`-`partition`: the marker that ends
+        `producer_id`'s transaction is written and applied, so the offsets it committed
+        count (or are dropped); NONE once the marker is committed. NOT_COORDINATOR (or
+        COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE) where this broker does not
+        serve the partition, which Kafka's handler answers NOT_LEADER_OR_FOLLOWER; the
+        log's error for a marker it refuses (INVALID_PRODUCER_EPOCH,
+        TRANSACTION_COORDINATOR_FENCED)."""
+        try:
+            await self.loop.complete_transaction(
+                self.kind, partition, producer_id, producer_epoch, coordinator_epoch, committed
+            )
+        except CoordinatorError as exc:
+            return exc.error_code
+        return ErrorCode.NONE
+
     def close(self) -> None:
         if self._loaded is not None and not self._loaded.done():
             self._loaded.cancel()

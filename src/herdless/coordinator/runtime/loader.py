@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from herdless.coordinator.records import Record
+from herdless.coordinator.result import TransactionalProducer
 from herdless.coordinator.runtime.contract import (
     CoordinatorShard,
     ReplaysRuns,
@@ -77,3 +79,13 @@ def replay_transactional(shard: CoordinatorShard, item: TransactionalRun | EndTr
         else:
             shard.replay(key, value)
     return len(item.keys)
+
+
+def replay_written(
+    shard: CoordinatorShard, producer: TransactionalProducer, records: Sequence[Record]
+) -> None:
+    """A transaction's records the log just took from a write, applied as loading applies
+    them (TransactionalProducer)."""
+    keys = [record.key for record in records]
+    values = [record.value for record in records]
+    replay_transactional(shard, TransactionalRun(producer, keys, values))

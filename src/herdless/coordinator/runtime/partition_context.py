@@ -25,7 +25,7 @@ from herdless.coordinator.runtime.contract import (
     WriteOperation,
 )
 from herdless.coordinator.runtime.deferred import Deferred, DeferredReplies
-from herdless.coordinator.runtime.loader import replay_step, run_replayer
+from herdless.coordinator.runtime.loader import replay_step, replay_written, run_replayer
 from herdless.coordinator.runtime.output import LoadSummary, Offload, Output, Reload
 from herdless.coordinator.runtime.shard_state import RuntimeConfig, ShardState
 from herdless.coordinator.runtime.writer import PartitionWriter, TopicPartition, WriteError
@@ -208,12 +208,19 @@ class CoordinatorContext(Generic[S]):
         if wrote:
             assert now is not None, "records written without the time to wait for them"
             end = appended
+            producer = result.producer
             if end is None:
                 try:
-                    end = self.writer.append(self.tp, result.records, result.producer)
+                    end = self.writer.append(self.tp, result.records, producer)
                 except WriteError as exc:
-                    self._fail_and_reload(f"append refused: {exc}", out)
+                    if producer is None:
+                        self._fail_and_reload(f"append refused: {exc}", out)
+                    else:
+                        # Not applied yet (below), so nothing ran ahead of the log.
+                        self._refuse(result.replies, out, exc.error_code)
                     return
+                if producer is not None:
+                    replay_written(self.shard, producer, result.records)
             self._last_written = end
             # On one broker, or with acks met at once, the append itself committed it
             # (_refresh_committed, inline).
@@ -287,12 +294,14 @@ class CoordinatorContext(Generic[S]):
                 del waiting[reply.token]
                 out.replies.append(reply)
 
-    def _refuse(self, replies: list[Reply], out: Output) -> None:
+    def _refuse(
+        self, replies: list[Reply], out: Output, error: ErrorCode = ErrorCode.NOT_COORDINATOR
+    ) -> None:
         waiting = self._waiting
         for reply in replies:
             if reply.token in waiting:
                 del waiting[reply.token]
-                out.add_error(reply.token, ErrorCode.NOT_COORDINATOR)
+                out.add_error(reply.token, error)
 
     # -- offloaded work ----------------------------------------------------------
 
