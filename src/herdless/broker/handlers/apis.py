@@ -92,6 +92,7 @@ _TABLE = [
     Api(ApiKey.DELETE_RECORDS, 0, 2, admin.handle_delete_records),
     Api(ApiKey.INIT_PRODUCER_ID, 0, 5, produce.handle_init_producer_id),
     Api(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 4, leader_epochs.handle_offset_for_leader_epoch),
+    Api(ApiKey.TXN_OFFSET_COMMIT, 0, 4, groups.handle_txn_offset_commit),
     Api(ApiKey.DESCRIBE_ACLS, 0, 3, acls.handle_describe_acls),
     Api(ApiKey.CREATE_ACLS, 0, 3, acls.handle_create_acls),
     Api(ApiKey.DELETE_ACLS, 0, 3, acls.handle_delete_acls),
