@@ -4,7 +4,10 @@ and a shard replayed from the log, markers and all, ends in the same state."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
+
+import pytest
 
 from herdless.coordinator import CoordinatorShard, Result
 from herdless.coordinator.messages import (
@@ -292,3 +295,53 @@ def test_unload_drops_pending_offsets() -> None:
     ctx.txn_commit("g", {("t", 0): 10})
     ctx.shard.unload()
     assert ctx.shard.offset_manager.pending.snapshot() == {}
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_runs_agree_with_kafkas_rule_by_record_offsets(seed: int) -> None:
+    """Random transactional and plain commits, markers, OffsetDelete and DeleteGroups on one
+    group, against a model that decides as Kafka does, by each record's offset in the log;
+    after every step the shard answers as the model, and its replay is the same shard."""
+    rng = random.Random(seed)
+    ctx = TxnContext()
+    keys = [("t", p) for p in range(3)]
+    producers = [PRODUCER, OTHER_PRODUCER, OTHER_PRODUCER + 1]
+    # key -> (offset committed, offset of its record in the log)
+    main: dict[tuple[str, int], tuple[int, int]] = {}
+    pending: dict[int, dict[tuple[str, int], tuple[int, int]]] = {}
+    for step in range(120):
+        position = len(ctx.items)
+        op = rng.choice(["txn", "txn", "plain", "end", "end", "delete", "delete_group"])
+        key = rng.choice(keys)
+        if op == "txn":
+            producer = rng.choice(producers)
+            ctx.txn_commit("g", {key: step}, producer_id=producer)
+            pending.setdefault(producer, {})[key] = (step, position)
+        elif op == "plain":
+            ctx.commit("g", {key: step})
+            main[key] = (step, position)
+        elif op == "end":
+            producer = rng.choice(producers)
+            committed = rng.random() < 0.6
+            ctx.end_txn(producer, committed)
+            for k, (offset, at) in pending.pop(producer, {}).items():
+                if committed and (k not in main or at > main[k][1]):
+                    main[k] = (offset, at)
+        elif op == "delete":
+            ctx.offset_delete("g", {key[0]: [key[1]]})
+            main.pop(key, None)
+            for offsets in pending.values():
+                offsets.pop(key, None)
+        else:
+            ctx.delete_groups("g")
+            main.clear()
+            for offsets in pending.values():
+                offsets.clear()
+        expected = {
+            k: (-1, UNSTABLE)
+            if any(k in offsets for offsets in pending.values())
+            else (main[k][0] if k in main else -1, ErrorCode.NONE)
+            for k in keys
+        }
+        assert ctx.fetch_stable("g", {"t": [0, 1, 2]}) == expected, (seed, step, op)
+        ctx.assert_replays_alike()
