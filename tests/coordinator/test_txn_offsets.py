@@ -232,6 +232,14 @@ def test_a_members_commit_is_checked_against_its_generation() -> None:
     assert ctx.txn_commit("g", {("t", 1): 1}) == {("t", 1): ErrorCode.NONE}
 
 
+def test_a_commit_without_a_producer_is_refused() -> None:
+    ctx = TxnContext()
+    assert ctx.txn_commit("g", {("t", 0): 1}, producer_id=-1) == {
+        ("t", 0): ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    }
+    assert ctx.items == []
+
+
 def test_metadata_over_the_limit_is_refused_per_partition() -> None:
     ctx = TxnContext()
     too_long = "x" * (ctx.config.offset_metadata_max_bytes + 1)

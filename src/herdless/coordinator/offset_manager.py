@@ -207,6 +207,10 @@ class OffsetManager:
         runtime replays them once written (TransactionalProducer), not this."""
         out = Result(producer=TransactionalProducer(req.producer_id, req.producer_epoch))
         error = self._groups.validate_txn_offset_commit(req)
+        if error is ErrorCode.NONE and (req.producer_id < 0 or req.producer_epoch < 0):
+            # No producer a transaction coordinator gave out: its offsets could never be
+            # ended by a marker.
+            error = ErrorCode.INVALID_PRODUCER_ID_MAPPING
         if error is not ErrorCode.NONE:
             topics = tuple(
                 TopicErrors(t.name, tuple(PartitionError(p.partition, error) for p in t.partitions))
