@@ -614,6 +614,46 @@ def test_offset_commit_needs_read_on_group_and_topic(admin: Client, alice: Clien
     }
 
 
+def txn_commit(client: Client, group: str, topics: list[str]) -> dict[str, int]:
+    answer = client(
+        ApiKey.TXN_OFFSET_COMMIT,
+        3,
+        transactional_id="tc-txn",
+        group_id=group,
+        producer_id=1000,
+        producer_epoch=0,
+        generation_id=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=[
+            {
+                "name": topic,
+                "partitions": [
+                    {"partition_index": 0, "committed_offset": 1, "committed_metadata": ""}
+                ],
+            }
+            for topic in topics
+        ],
+    )
+    return {t.name: t.partitions[0].error_code for t in answer.topics}
+
+
+def test_txn_offset_commit_needs_write_on_its_transactional_id_then_read_on_group_and_topic(
+    admin: Client, alice: Client
+) -> None:
+    for name in ("tc-mine", "tc-theirs"):
+        create_topic(admin, name)
+    assert txn_commit(alice, "tc-group", ["tc-mine"]) == {"tc-mine": TXN_DENIED}
+    grant(admin, ResourceType.TRANSACTIONAL_ID, "tc-txn", AclOperation.WRITE)
+    assert txn_commit(alice, "tc-group", ["tc-mine"]) == {"tc-mine": GROUP_DENIED}
+    grant(admin, ResourceType.GROUP, "tc-group", AclOperation.READ)
+    grant(admin, ResourceType.TOPIC, "tc-mine", AclOperation.READ)
+    assert txn_commit(alice, "tc-group", ["tc-mine", "tc-theirs"]) == {
+        "tc-mine": NONE,
+        "tc-theirs": TOPIC_DENIED,
+    }
+
+
 def test_offset_fetch_needs_describe_on_group_and_topic(admin: Client, alice: Client) -> None:
     for name in ("of-mine", "of-theirs"):
         create_topic(admin, name)

@@ -138,3 +138,28 @@ def test_log_append_time_retry_reports_the_original_time(open_log: OpenLog) -> N
     first = produce(log, 0, now=1_000)
     retry = produce(log, 0, now=2_000)
     assert retry.duplicate and retry.log_append_time_ms == first.log_append_time_ms == 1_000
+
+
+def test_a_coordinators_transactional_batches_are_checked_for_their_epoch_alone(
+    open_log: OpenLog,
+) -> None:
+    """What a group coordinator writes for TxnOffsetCommit (Kafka's AppendOrigin.COORDINATOR):
+    each batch of a producer at sequence 0, every one written, none taken for a retry."""
+    log = open_log()
+
+    def coordinator_batch(epoch: int) -> AppendInfo:
+        raw = batch(
+            2, key=b"k", producer_id=9, producer_epoch=epoch, base_sequence=0, transactional=True
+        )
+        return log.append(split(raw), 0, keyed=True)
+
+    first, second = coordinator_batch(1), coordinator_batch(1)
+    assert not second.duplicate
+    assert (first.first_offset, second.first_offset) == (0, 2)
+    assert coordinator_batch(2).first_offset == 4
+    with pytest.raises(InvalidProducerEpoch):
+        coordinator_batch(1)
+    assert log.log_end_offset == 6
+    # A client's batch of the same shape is still a retry.
+    raw = batch(2, key=b"k", producer_id=9, producer_epoch=2, base_sequence=0, transactional=True)
+    assert log.append(split(raw), 0).duplicate

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 from herdless.admin.client import error_text, from_any_broker
 from herdless.admin.group_state import list_group_ids
+from herdless.coordinator.internal_topics import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from kafka import KafkaAdminClient
 
 # A group's coordinator is the leader of the partition of this topic its id hashes to.
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 def cluster_state(

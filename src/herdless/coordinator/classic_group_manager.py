@@ -38,6 +38,7 @@ from herdless.coordinator.messages import (
     OffsetFetchRequest,
     SyncGroupRequest,
     SyncGroupResponse,
+    TxnOffsetCommitRequest,
 )
 from herdless.coordinator.now import Now
 from herdless.coordinator.records import GroupMetadataKey
@@ -344,19 +345,29 @@ class ClassicGroupManager:
             if req.api_version >= _MIN_COMMIT_VERSION_GROUP_ID_NOT_FOUND:
                 return ErrorCode.GROUP_ID_NOT_FOUND
             return ErrorCode.ILLEGAL_GENERATION
-        if group.is_in(DEAD):
-            return state_answer(Op.OFFSET_COMMIT, DEAD)
-        if req.generation_id < 0 and group.is_in(EMPTY):
-            return ErrorCode.NONE  # admin tools and manual assignment commit to empty groups
-        if req.generation_id >= 0 or req.member_id or req.group_instance_id is not None:
-            error = group.validate_member(req.member_id, req.group_instance_id)
-            if error is not ErrorCode.NONE:
-                return error
-            if req.generation_id != group.generation:
-                return ErrorCode.ILLEGAL_GENERATION
-        elif not group.is_in(EMPTY):
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        return state_answer(Op.OFFSET_COMMIT, group.state)
+        return _validate_commit(
+            Op.OFFSET_COMMIT, group, req.member_id, req.group_instance_id, req.generation_id
+        )
+
+    def validate_txn_offset_commit(self, req: TxnOffsetCommitRequest) -> ErrorCode:
+        """As an OffsetCommit's, but for what a transaction's commit is not held to: the
+        group's state, and the member id of clients older than TxnOffsetCommit v3, which
+        sent none (Kafka's validateTransactionalOffsetCommit)."""
+        if not req.group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        consumer_group = self._store.consumer.get(req.group_id)
+        if consumer_group is not None:
+            error = consumer_group.validate_offset_commit(
+                req.member_id, req.generation_id, api_version=None
+            )
+            # A stale member epoch is what the classic protocol calls an old generation.
+            return ErrorCode.ILLEGAL_GENERATION if error is ErrorCode.STALE_MEMBER_EPOCH else error
+        group = self._groups.get(req.group_id)
+        if group is None:
+            return ErrorCode.NONE if req.generation_id < 0 else ErrorCode.ILLEGAL_GENERATION
+        return _validate_commit(
+            Op.TXN_OFFSET_COMMIT, group, req.member_id, req.group_instance_id, req.generation_id
+        )
 
     def offset_committed(self, out: Result, req: OffsetCommitRequest, now: Now) -> None:
         """A valid commit is being written: a commit with no membership (generation -1)
@@ -401,6 +412,33 @@ class ClassicGroupManager:
                 # longer reads; the per-partition check guards the rest.
                 error = ErrorCode.NONE
         return error, group
+
+
+def _validate_commit(
+    op: Op,
+    group: ClassicGroup,
+    member_id: str,
+    group_instance_id: str | None,
+    generation_id: int,
+) -> ErrorCode:
+    """Who may commit offsets to a classic group (Kafka's ClassicGroup.validateOffsetCommit):
+    anyone while it is empty and without a generation (admin tools, manual assignment),
+    else a member at the group's generation."""
+    if group.is_in(DEAD):
+        return state_answer(op, DEAD)
+    if generation_id < 0 and group.is_in(EMPTY):
+        return ErrorCode.NONE
+    if generation_id >= 0 or member_id or group_instance_id is not None:
+        error = group.validate_member(member_id, group_instance_id)
+        if error is not ErrorCode.NONE:
+            return error
+        if generation_id != group.generation:
+            return ErrorCode.ILLEGAL_GENERATION
+    elif op is Op.OFFSET_COMMIT and not group.is_in(EMPTY):
+        # A commit without member or generation (OffsetCommit v0) only to an empty group;
+        # TxnOffsetCommit before v3 has neither field, so it is not held to this.
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    return state_answer(op, group.state)
 
 
 def _validate_generation_member(

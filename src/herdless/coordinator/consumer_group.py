@@ -222,16 +222,18 @@ class ConsumerGroup:
         return min(self._assignor_votes, key=lambda name: (-self._assignor_votes[name], name))
 
     def validate_offset_commit(
-        self, member_id: str, member_epoch: int, api_version: int
+        self, member_id: str, member_epoch: int, api_version: int | None
     ) -> ErrorCode:
         """Who may commit to the group: anyone while it is empty (admin tools, consumers
-        assigning themselves partitions), else a member at its current epoch."""
+        assigning themselves partitions), else a member at its current epoch.
+        `api_version`: OffsetCommit's; None for a transaction's commit (TxnOffsetCommit),
+        which any version of a member's may send."""
         if member_epoch < 0 and not self.members:
             return ErrorCode.NONE
         member = self.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if api_version < 9 and not member.uses_classic_protocol:
+        if api_version is not None and api_version < 9 and not member.uses_classic_protocol:
             # A member of a consumer group commits with its member epoch, from OffsetCommit v9.
             return ErrorCode.UNSUPPORTED_VERSION
         return _check_member_epoch(member, member_epoch)

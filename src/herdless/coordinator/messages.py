@@ -158,6 +158,22 @@ class OffsetCommitResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class TxnOffsetCommitRequest:
+    """Offsets committed inside `producer_id`'s transaction: they count once its COMMIT
+    marker is written to the group's partition. The member fields come from v3 on.
+    Answered as OffsetCommit is (OffsetCommitResponse): an error per partition."""
+
+    group_id: str
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    topics: tuple[CommitTopic, ...]
+    generation_id: int = NO_GENERATION
+    member_id: str = UNKNOWN_MEMBER_ID
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class FetchTopic:
     name: str
     partitions: tuple[int, ...]

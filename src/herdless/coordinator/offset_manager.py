@@ -1,4 +1,5 @@
-"""The committed offsets of one shard: OffsetCommit, OffsetFetch, OffsetDelete and expiry.
+"""The committed offsets of one shard: OffsetCommit, TxnOffsetCommit, OffsetFetch,
+OffsetDelete and expiry.
 
 Kafka's OffsetMetadataManager, step by step. It depends on the groups one way: it asks
 them (GroupsView) whether a commit, fetch or delete may go ahead, and to make the
@@ -7,7 +8,8 @@ anything. What involves both, deleting a group with its offsets and expiring the
 the shard puts together, as Kafka's GroupCoordinatorShard does.
 
 Offset records reach the table only through `replay`, the same path that loads the
-shard, so live commits and loading cannot disagree.
+shard, so live commits and loading cannot disagree. A transaction's offsets wait in
+pending_offsets.py until the marker that ends it is replayed.
 """
 
 from __future__ import annotations
@@ -32,9 +34,11 @@ from herdless.coordinator.messages import (
     OffsetFetchResponse,
     PartitionError,
     TopicErrors,
+    TxnOffsetCommitRequest,
 )
 from herdless.coordinator.now import Now
 from herdless.coordinator.offsets import BaseTimestamp, OffsetAndMetadata, OffsetTable, is_expired
+from herdless.coordinator.pending_offsets import PendingOffsets
 from herdless.coordinator.records import (
     NO_TIMESTAMP,
     OffsetCommitKey,
@@ -44,7 +48,7 @@ from herdless.coordinator.records import (
     offset_commit_record,
     offset_key_head,
 )
-from herdless.coordinator.result import Reply, Result
+from herdless.coordinator.result import Reply, Result, TransactionalProducer
 from herdless.coordinator.state import GroupState
 from herdless.protocol.errors import ErrorCode
 
@@ -67,6 +71,8 @@ class GroupsView(Protocol):
 
     def validate_offset_commit(self, req: OffsetCommitRequest) -> ErrorCode: ...
 
+    def validate_txn_offset_commit(self, req: TxnOffsetCommitRequest) -> ErrorCode: ...
+
     def offset_committed(self, out: Result, req: OffsetCommitRequest, now: Now) -> None:
         """A valid commit is being written (the group exists after it; a member that
         commits is alive)."""
@@ -85,6 +91,7 @@ class OffsetManager:
     def __init__(self, config: CoordinatorConfig, groups: GroupsView) -> None:
         self.config = config
         self.table = OffsetTable()
+        self.pending = PendingOffsets()
         self._groups = groups
 
     # ======================================================================
@@ -96,9 +103,12 @@ class OffsetManager:
         shared by live writes and loading."""
         if value is None:
             self.table.remove(key.group, key.topic, key.partition)
+            self.pending.removed(key.group, key.topic, (key.partition,))
             return
         self._groups.ensure_group(key.group)
         self.table.put(key.group, key.topic, key.partition, value)
+        if self.pending.has_open_transactions(key.group):
+            self.pending.committed(key.group, key.topic, (key.partition,))
 
     def replay_run(
         self, group_id: str, topic: str, partitions: Sequence[int], values: Sequence[bytes | None]
@@ -107,6 +117,7 @@ class OffsetManager:
         a commit or every one a tombstone."""
         if values[0] is None:
             self.table.remove_all(group_id, topic, partitions)
+            self.pending.removed(group_id, topic, partitions)
             return
         self._replay_commits(group_id, topic, zip(partitions, values, strict=True))  # type: ignore[arg-type]
 
@@ -115,10 +126,32 @@ class OffsetManager:
     ) -> None:
         """replay() of each (partition, encoded value) of one group and topic, in order."""
         self._groups.ensure_group(group_id)
+        if self.pending.has_open_transactions(group_id):
+            values = list(values)
+            self.pending.committed(group_id, topic, (partition for partition, _ in values))
         self.table.put_all(group_id, topic, values)
+
+    def replay_transactional(
+        self, producer_id: int, key: OffsetCommitKey, value: bytes | None
+    ) -> None:
+        """An offset record of `producer_id`'s open transaction: pending until its marker."""
+        if value is None:
+            # TxnOffsetCommit writes none; Kafka applies one as any tombstone.
+            self.replay(key, None)
+            return
+        self._groups.ensure_group(key.group)
+        self.pending.add(producer_id, key.group, key.topic, key.partition, value)
+
+    def replay_end_transaction(self, producer_id: int, committed: bool) -> None:
+        """`producer_id`'s transaction ended: on COMMIT its offsets become the committed
+        ones where no plain commit came after them (Kafka's replayEndTransactionMarker)."""
+        for (group_id, topic, partition), value in self.pending.end(producer_id, committed):
+            self._groups.ensure_group(group_id)
+            self.table.put(group_id, topic, partition, value)
 
     def clear(self) -> None:
         self.table.clear()
+        self.pending.clear()
 
     # ======================================================================
     # OffsetCommit, OffsetFetch, OffsetDelete
@@ -168,25 +201,76 @@ class OffsetManager:
         out.replies.append(Reply(token, OffsetCommitResponse(tuple(topics))))
         return out
 
+    def txn_offset_commit(self, req: TxnOffsetCommitRequest, token: Hashable, now: Now) -> Result:
+        """Offsets committed inside a transaction (Kafka's commitTransactionalOffset): written
+        as a transactional batch of the producer, pending until the transaction ends. The
+        runtime replays them once written (TransactionalProducer), not this."""
+        out = Result(producer=TransactionalProducer(req.producer_id, req.producer_epoch))
+        error = self._groups.validate_txn_offset_commit(req)
+        if error is ErrorCode.NONE and (req.producer_id < 0 or req.producer_epoch < 0):
+            # No producer a transaction coordinator gave out: its offsets could never be
+            # ended by a marker.
+            error = ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if error is not ErrorCode.NONE:
+            topics = tuple(
+                TopicErrors(t.name, tuple(PartitionError(p.partition, error) for p in t.partitions))
+                for t in req.topics
+            )
+            out.replies.append(Reply(token, OffsetCommitResponse(topics)))
+            return out
+        max_metadata = self.config.offset_metadata_max_bytes
+        topics = []
+        for topic in req.topics:
+            head = offset_key_head(req.group_id, topic.name)
+            results = []
+            for partition, offset, metadata, leader_epoch, _ in topic.partitions:
+                if metadata is None:
+                    metadata = ""
+                elif _java_length(metadata) > max_metadata:
+                    results.append(PartitionError(partition, ErrorCode.OFFSET_METADATA_TOO_LARGE))
+                    continue
+                # Retention runs from the commit, as for any commit from OffsetCommit v5 on.
+                value = encode_offset(offset, leader_epoch, metadata, now.wall_ms, NO_TIMESTAMP)
+                out.records.append(Record(head + _PARTITION.pack(partition), value))
+                results.append(_committed(partition))
+            topics.append(TopicErrors(topic.name, tuple(results)))
+        out.replies.append(Reply(token, OffsetCommitResponse(tuple(topics))))
+        return out
+
     def offset_fetch(self, req: OffsetFetchRequest, token: Hashable, now: Now) -> Result:
-        # Without transactions nothing is ever pending, so require_stable needs no wait.
         out = Result()
         error, known = self._groups.validate_offset_fetch(req)
         if error is not ErrorCode.NONE:
             out.replies.append(Reply(token, OffsetFetchResponse(req.group_id, (), error)))
             return out
+        # require_stable (v7+): a partition a transaction has an offset pending for is
+        # answered UNSTABLE_OFFSET_COMMIT, and the client asks again after it ends.
+        group_id = req.group_id
+        pending = self.pending
+        unstable = req.require_stable and pending.has_open_transactions(group_id)
         topics: list[FetchedTopic] = []
         if req.topics is None:
             if known:
-                for name, partitions in self.table.topics(req.group_id).items():
+                for name, partitions in self.table.topics(group_id).items():
                     topics.append(
-                        FetchedTopic(name, tuple(_fetched(p, o) for p, o in partitions.items()))
+                        FetchedTopic(
+                            name,
+                            tuple(
+                                _unstable(p)
+                                if unstable and pending.has_pending(group_id, name, p)
+                                else _fetched(p, o)
+                                for p, o in partitions.items()
+                            ),
+                        )
                     )
         else:
             for t in req.topics:
                 parts = []
                 for p in t.partitions:
-                    o = self.table.get(req.group_id, t.name, p) if known else None
+                    if unstable and pending.has_pending(group_id, t.name, p):
+                        parts.append(_unstable(p))
+                        continue
+                    o = self.table.get(group_id, t.name, p) if known else None
                     parts.append(
                         _fetched(p, o)
                         if o is not None
@@ -209,7 +293,10 @@ class OffsetManager:
                 if group.is_subscribed_to_topic(t.name):
                     results.append(PartitionError(p, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC))
                     continue
-                if self.table.get(req.group_id, t.name, p) is not None:
+                # As Kafka: a tombstone also for an offset a transaction has pending only.
+                if self.table.get(req.group_id, t.name, p) is not None or (
+                    self.pending.has_pending(req.group_id, t.name, p)
+                ):
                     self._write_offset(out, OffsetCommitKey(req.group_id, t.name, p), None)
                 results.append(PartitionError(p, ErrorCode.NONE))
             topics.append(TopicErrors(t.name, tuple(results)))
@@ -221,24 +308,35 @@ class OffsetManager:
     # ======================================================================
 
     def delete_all(self, out: Result, group_id: str) -> None:
-        """Tombstones for every offset of the group."""
+        """Tombstones for every offset of the group, those transactions have pending too."""
         for topic, partition, _ in self.table.entries(group_id):
+            self._write_offset(out, OffsetCommitKey(group_id, topic, partition), None)
+        for topic, partition in self.pending.partitions(group_id):
             self._write_offset(out, OffsetCommitKey(group_id, topic, partition), None)
 
     def expire(
         self, out: Result, group: SubscribedGroup, base: BaseTimestamp | None, now: Now
     ) -> bool:
         """Tombstones for the group's expired offsets (`base`: from when each one's
-        retention runs; None, none expires); True when the group has no offsets left."""
+        retention runs; None, none expires); True when the group has no offsets left, and
+        no transaction open that may yet commit some (Kafka's cleanupExpiredOffsets)."""
+        group_id = group.group_id
+        if not self.table.has_group(group_id):
+            return True
         if base is None:
-            return not self.table.has_group(group.group_id)
+            return False
         retention = self.config.offsets_retention_ms
-        for topic, partition, offset in self.table.entries(group.group_id):
+        pending = self.pending
+        for topic, partition, offset in self.table.entries(group_id):
             if group.is_subscribed_to_topic(topic):
                 continue
-            if is_expired(offset, now.wall_ms, retention, base):
-                self._write_offset(out, OffsetCommitKey(group.group_id, topic, partition), None)
-        return not self.table.has_group(group.group_id)
+            # Not while a transaction has an offset pending for the partition: it is
+            # about to be committed again.
+            if is_expired(offset, now.wall_ms, retention, base) and not pending.has_pending(
+                group_id, topic, partition
+            ):
+                self._write_offset(out, OffsetCommitKey(group_id, topic, partition), None)
+        return not self.table.has_group(group_id) and not pending.has_open_transactions(group_id)
 
     def _write_offset(
         self, out: Result, key: OffsetCommitKey, offset: OffsetAndMetadata | None
@@ -308,6 +406,12 @@ _PARTITION = struct.Struct(">i")
 def _committed(partition: int) -> PartitionError:
     """A partition's answer to a commit that stored it: immutable, so shared."""
     return PartitionError(partition, ErrorCode.NONE)
+
+
+def _unstable(partition: int) -> FetchedPartition:
+    return FetchedPartition(
+        partition, NO_OFFSET, NO_LEADER_EPOCH, "", ErrorCode.UNSTABLE_OFFSET_COMMIT
+    )
 
 
 def _fetched(partition: int, o: OffsetAndMetadata) -> FetchedPartition:

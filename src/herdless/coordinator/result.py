@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 from herdless.coordinator.messages import RebalanceRecord
 from herdless.coordinator.now import Now
@@ -87,6 +87,19 @@ class OffloadedWork:
     complete: Callable[[Any, Now], Result]
 
 
+class TransactionalProducer(NamedTuple):
+    """The producer a transactional write belongs to (TxnOffsetCommit): its records go
+    into the log as one transactional batch of this producer id and epoch, and count
+    only once the transaction's COMMIT marker follows them.
+
+    The runtime applies such records itself, through the shard's replay_transactional,
+    once the log took them: the log may refuse them (a fenced producer's epoch), and
+    then the operation changed nothing and its caller gets the log's error."""
+
+    producer_id: int
+    producer_epoch: int
+
+
 @dataclass(slots=True, init=False)
 class Result:
     records: list[Record]
@@ -96,6 +109,8 @@ class Result:
     # The broker publishes them for operators; they are not coordinator state.
     rebalances: list[tuple[str, RebalanceRecord]]
     offloaded: list[OffloadedWork]
+    # Set when `records` belong to a transaction; None for the ordinary writes of groups.
+    producer: TransactionalProducer | None
 
     # Written out: every operation builds a Result, and a dataclass's default factories
     # (a call of `list` per field) cost more than the lists (bench/broker_instructions.py).
@@ -107,14 +122,21 @@ class Result:
         timers: list[TimerChange] | None = None,
         rebalances: list[tuple[str, RebalanceRecord]] | None = None,
         offloaded: list[OffloadedWork] | None = None,
+        producer: TransactionalProducer | None = None,
     ) -> None:
         self.records = [] if records is None else records
         self.replies = [] if replies is None else replies
         self.timers = [] if timers is None else timers
         self.rebalances = [] if rebalances is None else rebalances
         self.offloaded = [] if offloaded is None else offloaded
+        self.producer = producer
 
     def extend(self, other: Result) -> None:
+        if other.records:
+            if self.records and other.producer != self.producer:
+                # One Result is one batch: a transaction's records and others cannot share it.
+                raise ValueError("records of different producers in one result")
+            self.producer = other.producer
         self.records += other.records
         self.replies += other.replies
         self.timers += other.timers

@@ -6,7 +6,8 @@ state, and each record replayed goes by its key's type:
 - classic_group_manager.py: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups
   (the rebalance they start: classic_rebalance.py; GroupMetadata records: classic_log.py);
 - consumer_group_manager.py: ConsumerGroupHeartbeat and describe (KIP-848), and their records;
-- offset_manager.py: OffsetCommit, OffsetFetch, OffsetDelete, and offset records.
+- offset_manager.py: OffsetCommit, TxnOffsetCommit, OffsetFetch, OffsetDelete, and offset
+  records, those of transactions pending until the marker that ends each one.
 
 They share one table of groups (group_store.py) and one table of timers (timers.py).
 What involves groups and offsets both, deleting a group and expiring offsets, is put
@@ -41,6 +42,7 @@ from herdless.coordinator.messages import (
     OffsetDeleteRequest,
     OffsetFetchRequest,
     SyncGroupRequest,
+    TxnOffsetCommitRequest,
 )
 from herdless.coordinator.now import Now
 from herdless.coordinator.offset_manager import (
@@ -124,6 +126,23 @@ class CoordinatorShard:
             return
         group_id, topic, partitions = run
         self.offset_manager.replay_run(group_id, topic, partitions, values)
+
+    def replay_transactional(
+        self, producer_id: int, producer_epoch: int, key: bytes, value: bytes | None
+    ) -> None:
+        """Apply one record of a transactional batch in log order (only TxnOffsetCommit
+        writes them): an offset waits for the transaction's marker."""
+        decoded = decode_key(key)
+        if isinstance(decoded, OffsetCommitKey):
+            self.offset_manager.replay_transactional(producer_id, decoded, value)
+        else:
+            self.replay(key, value)
+
+    def replay_end_transaction(
+        self, producer_id: int, producer_epoch: int, committed: bool
+    ) -> None:
+        """A transaction's marker, in log order: loading and WriteTxnMarkers alike."""
+        self.offset_manager.replay_end_transaction(producer_id, committed)
 
     def on_loaded(self, now: Now) -> Result:
         """After replaying the partition: start members' session timers and offset expiry."""
@@ -227,6 +246,9 @@ class CoordinatorShard:
 
     def offset_commit(self, req: OffsetCommitRequest, token: Hashable, now: Now) -> Result:
         return self.offset_manager.offset_commit(req, token, now)
+
+    def txn_offset_commit(self, req: TxnOffsetCommitRequest, token: Hashable, now: Now) -> Result:
+        return self.offset_manager.txn_offset_commit(req, token, now)
 
     def offset_fetch(self, req: OffsetFetchRequest, token: Hashable, now: Now) -> Result:
         return self.offset_manager.offset_fetch(req, token, now)

@@ -68,6 +68,7 @@ class Op(Enum):
     HEARTBEAT = "heartbeat"
     LEAVE = "leave"
     OFFSET_COMMIT = "offset_commit"
+    TXN_OFFSET_COMMIT = "txn_offset_commit"
     OFFSET_FETCH = "offset_fetch"
     OFFSET_DELETE = "offset_delete"
     DELETE_GROUP = "delete_group"
@@ -88,6 +89,8 @@ STATE_ANSWERS: dict[tuple[Op, GroupState], ErrorCode] = {
     (Op.LEAVE, DEAD): ErrorCode.COORDINATOR_NOT_AVAILABLE,
     (Op.OFFSET_COMMIT, DEAD): ErrorCode.COORDINATOR_NOT_AVAILABLE,
     (Op.OFFSET_COMMIT, COMPLETING): ErrorCode.REBALANCE_IN_PROGRESS,
+    # A transaction's commit is not held to the group's state, but to its generation.
+    (Op.TXN_OFFSET_COMMIT, DEAD): ErrorCode.COORDINATOR_NOT_AVAILABLE,
     (Op.OFFSET_FETCH, DEAD): ErrorCode.GROUP_ID_NOT_FOUND,
     (Op.OFFSET_DELETE, DEAD): ErrorCode.GROUP_ID_NOT_FOUND,
     (Op.OFFSET_DELETE, PREPARING): ErrorCode.NON_EMPTY_GROUP,

@@ -83,6 +83,8 @@ class ErrorCode(IntEnum):
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69
     GROUP_SUBSCRIBED_TO_TOPIC = 86
+    # An offset committed inside a transaction still open (OffsetFetch require_stable).
+    UNSTABLE_OFFSET_COMMIT = 88
     # KIP-848 consumer groups
     FENCED_MEMBER_EPOCH = 110
     UNRELEASED_INSTANCE_ID = 111

@@ -163,8 +163,13 @@ class ProducerStateManager:
     def entry(self, producer_id: int) -> ProducerEntry | None:
         return self._producers.get(producer_id)
 
-    def plan(self, batches: Sequence[PendingBatch]) -> AppendPlan:
+    def plan(self, batches: Sequence[PendingBatch], from_coordinator: bool = False) -> AppendPlan:
         """Check every batch of an append before any is written.
+
+        `from_coordinator`: the broker's own coordinator wrote the batches (Kafka's
+        AppendOrigin.COORDINATOR: a TxnOffsetCommit's transactional batch). Its batches
+        carry the producer's id and epoch but no sequence of the producer's, so, as in
+        Kafka, only their epoch is checked, and none is taken for a retry.
 
         Raises InvalidProducerEpoch or OutOfOrderSequence; nothing changes until commit().
         """
@@ -183,11 +188,21 @@ class ProducerStateManager:
                 continue
             committed = self._producers.get(header.producer_id)
             # Like Kafka, a retry is recognised against what is already written.
-            duplicate = committed.find_duplicate(header) if committed is not None else None
+            duplicate = (
+                committed.find_duplicate(header)
+                if committed is not None and not from_coordinator
+                else None
+            )
             if duplicate is not None:
                 return AppendPlan(duplicate=duplicate, updates={})
             current = updates.get(header.producer_id, committed)
-            _check(current, header)
+            if not from_coordinator:
+                _check(current, header)
+            elif current is not None and header.producer_epoch < current.epoch:
+                raise InvalidProducerEpoch(
+                    f"producer {header.producer_id} has epoch {header.producer_epoch},"
+                    f" older than the current epoch {current.epoch}"
+                )
             if current is not None and current.in_transaction and not header.is_transactional:
                 raise InvalidTxnState(
                     f"producer {header.producer_id} wrote outside the transaction it has open"

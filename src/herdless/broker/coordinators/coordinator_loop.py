@@ -147,6 +147,37 @@ class RuntimeLoop:
         finally:
             self._waiting.pop(token, None)
 
+    async def complete_transaction(
+        self,
+        kind: CoordinatorType[Any],
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        committed: bool,
+    ) -> None:
+        """Write a transaction's marker to `kind`'s partition and apply it; return once it
+        is committed, or raise CoordinatorError."""
+        token = object()
+        waiter: asyncio.Future[Any] = self.event_loop().create_future()
+        self._waiting[token] = waiter
+        try:
+            self.handle(
+                self.runtime.complete_transaction(
+                    kind,
+                    partition,
+                    token,
+                    producer_id,
+                    producer_epoch,
+                    coordinator_epoch,
+                    committed,
+                    clock.now(),
+                )
+            )
+            await waiter
+        finally:
+            self._waiting.pop(token, None)
+
     def on_leadership(self, tp: TopicPartition, role: ReplicaRole | None) -> None:
         if self._roles.get(tp) is not role:
             # What this broker knew committed as leader says nothing in another role.

@@ -18,9 +18,33 @@ from dataclasses import dataclass
 from herdless.broker import clock
 from herdless.broker.replication.replica_manager import ACKS_ALL, PartitionError, ReplicaManager
 from herdless.coordinator.records import Record
-from herdless.coordinator.runtime import RecordRun, ReplayChunk, TopicPartition, WriteError
+from herdless.coordinator.result import TransactionalProducer
+from herdless.coordinator.runtime import (
+    EndTransaction,
+    ReplayChunk,
+    ReplayItem,
+    TopicPartition,
+    TransactionalRun,
+    WriteError,
+)
+from herdless.protocol.control_records import (
+    ControlRecordType,
+    EndTransactionMarker,
+    InvalidControlRecord,
+    build_marker_batch,
+    marker_of,
+)
+from herdless.protocol.errors import ErrorCode
 from herdless.protocol.record_columns import iter_key_value_runs
-from herdless.protocol.records import build_batch, iter_batches, iter_records, parse_header
+from herdless.protocol.records import (
+    TRANSACTIONAL_FLAG,
+    BatchHeader,
+    build_batch,
+    encode_batch,
+    iter_batches,
+    iter_records,
+    parse_header,
+)
 from herdless.storage import LogManager, PartitionLog, StorageError
 
 # How much of the partition one replay step reads before yielding to the loop: small
@@ -66,9 +90,44 @@ class ReplicaWriter:
             raise WriteError(f"{tp} is not hosted here")
         return partition_log
 
-    def append(self, tp: TopicPartition, records: Sequence[Record]) -> int:
+    def append(
+        self,
+        tp: TopicPartition,
+        records: Sequence[Record],
+        producer: TransactionalProducer | None = None,
+    ) -> int:
         # The records' timestamp is written: the wall clock's.
-        batch = build_batch(records, clock.wall_ms())
+        if producer is None:
+            return self._append(tp, build_batch(records, clock.wall_ms()))
+        # A TxnOffsetCommit's: the producer's transactional batch, at sequence 0 as Kafka's
+        # coordinator writes it (the log checks no sequence of a coordinator's batch).
+        now = clock.wall_ms()
+        batch = encode_batch(
+            [(now, record.key, record.value) for record in records],
+            producer_id=producer.producer_id,
+            producer_epoch=producer.producer_epoch,
+            base_sequence=0,
+            flags=TRANSACTIONAL_FLAG,
+        )
+        return self._append(tp, batch)
+
+    def append_end_transaction_marker(
+        self,
+        tp: TopicPartition,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        committed: bool,
+    ) -> int:
+        kind = ControlRecordType.COMMIT if committed else ControlRecordType.ABORT
+        marker = EndTransactionMarker(kind, coordinator_epoch)
+        # Checked by the log against the producer's state as any marker is (storage's
+        # append_end_txn_marker), through the replica manager, which keeps acks=all.
+        return self._append(
+            tp, build_marker_batch(marker, producer_id, producer_epoch, clock.wall_ms())
+        )
+
+    def _append(self, tp: TopicPartition, batch: bytes) -> int:
         try:
             # Looked up here, not through _leadership(): two calls less on every commit.
             leadership = self._leading.get(tp) or self._leadership(tp, self.log(tp))
@@ -82,10 +141,12 @@ class ReplicaWriter:
             )
         except (StorageError, PartitionError) as exc:
             # A full disk is counted and logged where it happened (rate-limited).
-            raise WriteError(str(exc)) from exc
+            raise WriteError(str(exc), exc.error_code) from exc
         except Exception as exc:
             # Whatever failed, the state ran ahead of the log: the runtime rebuilds it.
-            raise WriteError(f"{type(exc).__name__}: {exc}") from exc
+            raise WriteError(
+                f"{type(exc).__name__}: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR
+            ) from exc
         end = info.last_offset + 1
         if self.replicas.committed_now(partition_log, ACKS_ALL, end):
             if end > leadership.committed:
@@ -128,7 +189,7 @@ class ReplicaWriter:
         if not data:
             # Compaction left nothing between here and the bound.
             return ReplayChunk((), max_offset)
-        runs: list[RecordRun] = []
+        runs: list[ReplayItem] = []
         next_offset = start_offset
         view = memoryview(data)
         for position, header in iter_batches(view):
@@ -138,6 +199,13 @@ class ReplicaWriter:
                 next_offset = max(next_offset, min(header.last_offset + 1, max_offset))
                 continue
             batch = view[position : position + header.size]
+            if header.is_transactional:
+                # A TxnOffsetCommit's batch, or the marker that ends its transaction.
+                item = _transactional_item(batch, header, start_offset, max_offset)
+                if item is not None:
+                    runs.append(item)
+                next_offset = max(next_offset, min(header.last_offset + 1, max_offset))
+                continue
             if start_offset <= header.base_offset and header.last_offset < max_offset:
                 # All of the batch is replayed, so its records' offsets are not needed:
                 # its keys and values come a run at a time, cut out in C.
@@ -171,3 +239,29 @@ class ReplicaWriter:
 
     def is_leader(self, tp: TopicPartition) -> bool:
         return self.replicas.leads(tp.topic, tp.partition)
+
+
+def _transactional_item(
+    batch: memoryview, header: BatchHeader, start_offset: int, max_offset: int
+) -> ReplayItem | None:
+    """What replay makes of a transactional batch's records from `start_offset` below
+    `max_offset`: a transaction's keyed records, or the end of the transaction its control
+    batch marks (None: nothing in range, or a control record that is not a transaction
+    marker, which Kafka passes over too)."""
+    producer = TransactionalProducer(header.producer_id, header.producer_epoch)
+    if header.is_control:
+        if not start_offset <= header.base_offset < max_offset:
+            return None
+        try:
+            marker = marker_of(batch, header)
+        except InvalidControlRecord:
+            return None
+        return EndTransaction(producer, not marker.aborted)
+    records = [
+        r
+        for r in iter_records(batch, header)
+        if start_offset <= r.offset < max_offset and r.key is not None
+    ]
+    if not records:
+        return None
+    return TransactionalRun(producer, [r.key for r in records], [r.value for r in records])

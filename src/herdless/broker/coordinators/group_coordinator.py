@@ -21,10 +21,10 @@ from dataclasses import asdict
 from typing import Any
 
 from herdless.broker import clock
-from herdless.broker.coordinators.coordinator_host import COMMIT_TIMEOUT_MS, CoordinatorHost
+from herdless.broker.coordinators.coordinator_host import CoordinatorHost
 from herdless.broker.coordinators.coordinator_loop import CoordinatorError
 from herdless.broker.replication.cluster_replica_manager import Role
-from herdless.broker.replication.replica_manager import ACKS_ALL, PartitionError, ReplicaManager
+from herdless.broker.replication.replica_manager import PartitionError, ReplicaManager
 from herdless.broker.stalls import StallDetector
 from herdless.broker.topics.topic_admin import NewTopic, TopicAdmin, TopicAdminError
 from herdless.coordinator import (
@@ -34,6 +34,7 @@ from herdless.coordinator import (
     Result,
     partition_for,
 )
+from herdless.coordinator.internal_topics import OFFSETS_TOPIC
 from herdless.coordinator.messages import RebalanceRecord
 from herdless.coordinator.runtime import (
     CoordinatorType,
@@ -41,18 +42,12 @@ from herdless.coordinator.runtime import (
     ShardState,
 )
 from herdless.coordinator.transactions import TRANSACTION_STATE_TOPIC
-from herdless.protocol.control_records import (
-    ControlRecordType,
-    EndTransactionMarker,
-    build_marker_batch,
-)
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.records import build_batch, parse_header
 from herdless.storage import LogManager, PartitionLog, StorageError
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
 # Completed rebalances, one JSON record each keyed by group id, for `herdless groups
 # history` and for anyone who wants to alert on them; any Kafka client can read it.
 REBALANCES_TOPIC = "__rebalance_history"
@@ -276,35 +271,6 @@ class GroupCoordinator:
             # Operator information only: losing it must not disturb the group.
             log.exception("could not record rebalances in %s", REBALANCES_TOPIC)
 
-    async def complete_transaction(
-        self,
-        partition: int,
-        producer_id: int,
-        producer_epoch: int,
-        coordinator_epoch: int,
-        committed: bool,
-    ) -> ErrorCode:
-        """Write a transaction's end marker (WriteTxnMarkers) into `partition` of the
-        offsets topic, once committed as an acks=all produce would be.
-
-        A minimal stand-in: it appends the marker through the replica manager and no
-        more. The group side replaces it with one that goes through the shard, so that
-        the offsets committed in the transaction (TxnOffsetCommit) become visible or
-        are dropped with it."""
-        marker = EndTransactionMarker(
-            ControlRecordType.COMMIT if committed else ControlRecordType.ABORT, coordinator_epoch
-        )
-        batch = memoryview(build_marker_batch(marker, producer_id, producer_epoch, clock.wall_ms()))
-        try:
-            partition_log = self.replicas.leader_log(OFFSETS_TOPIC, partition)
-            info = self.replicas.append(partition_log, [(parse_header(batch), batch)], ACKS_ALL)
-            await self.replicas.committed(
-                partition_log, ACKS_ALL, info.last_offset + 1, COMMIT_TIMEOUT_MS
-            )
-        except (StorageError, PartitionError) as exc:
-            return exc.error_code
-        return ErrorCode.NONE
-
     def run(self, group_id: str, operation: Operation) -> Coroutine[Any, Any, Any]:
         """run_on() the shard of `group_id`'s partition. Not a coroutine of its own: one
         frame and one await less on the path of every commit and heartbeat."""
@@ -314,6 +280,29 @@ class GroupCoordinator:
         """Run `operation` on the shard of `partition`: awaited, its response once it may
         be sent, or CoordinatorError."""
         return self.loop.write(self.kind, partition, operation)
+
+    async def complete_transaction(
+        self,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        committed: bool,
+    ) -> ErrorCode:
+        """WriteTxnMarkers for `__consumer_offsets`-`partition`: the marker that ends
+        `producer_id`'s transaction is written and applied, so the offsets it committed
+        count (or are dropped); NONE once the marker is committed. NOT_COORDINATOR (or
+        COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE) where this broker does not
+        serve the partition, which Kafka's handler answers NOT_LEADER_OR_FOLLOWER; the
+        log's error for a marker it refuses (INVALID_PRODUCER_EPOCH,
+        TRANSACTION_COORDINATOR_FENCED)."""
+        try:
+            await self.loop.complete_transaction(
+                self.kind, partition, producer_id, producer_epoch, coordinator_epoch, committed
+            )
+        except CoordinatorError as exc:
+            return exc.error_code
+        return ErrorCode.NONE
 
     def close(self) -> None:
         if self._loaded is not None and not self._loaded.done():

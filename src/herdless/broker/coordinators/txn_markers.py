@@ -26,6 +26,7 @@ from herdless.broker import clock
 from herdless.broker.peers.connection import PeerConnection, PeerError, PeerSecurity
 from herdless.broker.replication.replica_manager import ACKS_ALL, PartitionError, ReplicaManager
 from herdless.cluster.metadata import BrokerEndpoint
+from herdless.coordinator.internal_topics import OFFSETS_TOPIC
 from herdless.coordinator.runtime import TopicPartition
 from herdless.coordinator.transactions import TxnMarkers
 from herdless.protocol.api_keys import ApiKey
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
 WRITE_TXN_MARKERS_VERSION = 1
 ADD_PARTITIONS_VERSION = 4
 # How long a marker's append may wait to be committed, and a request to another broker.
@@ -52,6 +52,13 @@ FIRST_BACKOFF_S = 0.05
 MAX_BACKOFF_S = 1.0
 # Errors after which the coordinator stops: a newer coordinator owns the transaction.
 FENCED = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
+_NOT_SERVING = frozenset(
+    {
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    }
+)
 # The client id markers are sent with, then the broker's id.
 MARKER_CLIENT_ID_PREFIX = "herdless-txn-markers-"
 
@@ -68,9 +75,12 @@ async def append_marker(
     """Append one marker to a partition this broker leads and wait until it is
     committed as an acks=all produce would: the error code WriteTxnMarkers answers."""
     if tp.topic == OFFSETS_TOPIC:
-        return await groups.complete_transaction(
+        error = await groups.complete_transaction(
             tp.partition, producer_id, producer_epoch, coordinator_epoch, committed
         )
+        # A coordinator that does not serve the partition is a replica that does not lead
+        # it, to the sender, as Kafka answers: it looks for the leader again and retries.
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER if error in _NOT_SERVING else error
     marker = EndTransactionMarker(
         ControlRecordType.COMMIT if committed else ControlRecordType.ABORT, coordinator_epoch
     )

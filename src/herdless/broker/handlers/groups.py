@@ -271,9 +271,12 @@ async def handle_offset_commit(context: BrokerContext, request: Request) -> Any:
     return CommitResponse(0, answered)
 
 
+_Commit = TypeVar("_Commit", m.OffsetCommitRequest, m.TxnOffsetCommitRequest)
+
+
 def _readable_topics(
-    context: BrokerContext, request: Request, commit: m.OffsetCommitRequest
-) -> tuple[m.OffsetCommitRequest, tuple[m.CommitTopic, ...]]:
+    context: BrokerContext, request: Request, commit: _Commit
+) -> tuple[_Commit, tuple[m.CommitTopic, ...]]:
     """The commit of the topics the caller may READ, and the topics it may not."""
     allowed = authorized_names(
         context, request, AclOperation.READ, ResourceType.TOPIC, [t.name for t in commit.topics]
@@ -282,6 +285,85 @@ def _readable_topics(
         return commit, ()
     refused = tuple(t for t in commit.topics if t.name not in allowed)
     return replace(commit, topics=tuple(t for t in commit.topics if t.name in allowed)), refused
+
+
+async def handle_txn_offset_commit(context: BrokerContext, request: Request) -> Any:
+    """Offsets committed inside a transaction (send_offsets_to_transaction), pending in
+    the group's coordinator until the transaction's marker reaches it."""
+    body = request.body
+    version = request.api_version
+    Response = response_class(ApiKey.TXN_OFFSET_COMMIT)
+    commit = m.TxnOffsetCommitRequest(
+        group_id=body.group_id,
+        transactional_id=body.transactional_id,
+        producer_id=body.producer_id,
+        producer_epoch=body.producer_epoch,
+        topics=tuple(
+            m.CommitTopic(
+                t.name,
+                tuple(
+                    m.CommitPartition(
+                        p.partition_index,
+                        p.committed_offset,
+                        p.committed_metadata,
+                        p.committed_leader_epoch if version >= 2 else -1,
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in body.topics
+        ),
+        # v3+ (KIP-447): the member that commits, checked as an OffsetCommit's is.
+        generation_id=body.generation_id if version >= 3 else m.NO_GENERATION,
+        member_id=(body.member_id or "") if version >= 3 else m.UNKNOWN_MEMBER_ID,
+        group_instance_id=body.group_instance_id if version >= 3 else None,
+    )
+
+    def answer(topics: tuple[m.TopicErrors, ...]) -> Any:
+        return Response(
+            throttle_time_ms=0, topics=_topic_errors(Response, topics, "TxnOffsetCommit")
+        )
+
+    # As Kafka: WRITE on the transactional id first, then READ on the group, each
+    # refusing every partition; then READ on each topic, refusing its partitions.
+    unauthorized: tuple[m.CommitTopic, ...] = ()
+    if context.acls is not None:
+        if not authorize(
+            context,
+            request,
+            AclOperation.WRITE,
+            ResourceType.TRANSACTIONAL_ID,
+            commit.transactional_id,
+        ):
+            error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            return answer(_every_partition(commit.topics, error))
+        if group_refused(context, request, AclOperation.READ, commit.group_id):
+            return answer(_every_partition(commit.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+        commit, unauthorized = _readable_topics(context, request, commit)
+    known: list[m.CommitTopic] = []
+    unknown: list[m.CommitTopic] = []
+    for t in commit.topics:
+        count = context.metadata.partition_count(t.name) or 0
+        here = tuple(p for p in t.partitions if 0 <= p.partition < count)
+        if here:
+            known.append(m.CommitTopic(t.name, here))
+        if len(here) < len(t.partitions):
+            unknown.append(m.CommitTopic(t.name, tuple(p for p in t.partitions if p not in here)))
+    answered: tuple[m.TopicErrors, ...] = ()
+    if known:
+        stored = replace(commit, topics=tuple(known))
+        result = await run_operation(
+            context,
+            commit.group_id,
+            lambda shard, token, now: shard.txn_offset_commit(stored, token, now),
+            lambda error: m.OffsetCommitResponse(_every_partition(stored.topics, error)),
+        )
+        answered = result.topics
+    if unknown:
+        answered += _every_partition(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if unauthorized:
+        answered += _every_partition(unauthorized, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    return answer(answered)
 
 
 _PARTITION = itemgetter(0)  # of a CommitPartition

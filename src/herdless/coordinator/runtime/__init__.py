@@ -11,16 +11,20 @@ from herdless.coordinator.runtime.contract import (
     CoordinatorType,
     ReadOperation,
     ReplaysRuns,
+    ReplaysTransactions,
     WriteOperation,
 )
 from herdless.coordinator.runtime.output import LoadSummary, Offload, Output, Reload
-from herdless.coordinator.runtime.partition_context import NOT_SERVING, RuntimeConfig, ShardState
 from herdless.coordinator.runtime.runtime import CoordinatorRuntime, ReplicaRole
+from herdless.coordinator.runtime.shard_state import NOT_SERVING, RuntimeConfig, ShardState
 from herdless.coordinator.runtime.writer import (
+    EndTransaction,
     PartitionWriter,
     RecordRun,
     ReplayChunk,
+    ReplayItem,
     TopicPartition,
+    TransactionalRun,
     WriteError,
 )
 
@@ -29,6 +33,7 @@ __all__ = [
     "CoordinatorRuntime",
     "CoordinatorShard",
     "CoordinatorType",
+    "EndTransaction",
     "LoadSummary",
     "Offload",
     "Output",
@@ -37,11 +42,14 @@ __all__ = [
     "RecordRun",
     "Reload",
     "ReplayChunk",
+    "ReplayItem",
     "ReplaysRuns",
+    "ReplaysTransactions",
     "ReplicaRole",
     "RuntimeConfig",
     "ShardState",
     "TopicPartition",
+    "TransactionalRun",
     "WriteError",
     "WriteOperation",
 ]

@@ -66,6 +66,27 @@ class ReplaysRuns(Protocol):
         ...
 
 
+@runtime_checkable
+class ReplaysTransactions(Protocol):
+    """A shard whose partition holds transactional writes (the groups' TxnOffsetCommit),
+    as Kafka's CoordinatorShard replays them: with their producer, then the marker that
+    ends the transaction. A shard without these methods has transactional records
+    replayed as any others, and markers passed over, as Kafka's default does."""
+
+    def replay_transactional(
+        self, producer_id: int, producer_epoch: int, key: bytes, value: bytes | None
+    ) -> None:
+        """Apply one record of `producer_id`'s open transaction, in log order."""
+        ...
+
+    def replay_end_transaction(
+        self, producer_id: int, producer_epoch: int, committed: bool
+    ) -> None:
+        """`producer_id`'s transaction ended here: what it wrote counts from now on if
+        `committed`, else never. Loading and a live marker alike."""
+        ...
+
+
 S = TypeVar("S", bound=CoordinatorShard)
 
 # A write: runs on the serving shard with the caller's token and the time, and returns

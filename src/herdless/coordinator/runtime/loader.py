@@ -6,8 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from herdless.coordinator.runtime.contract import CoordinatorShard, ReplaysRuns
-from herdless.coordinator.runtime.writer import PartitionWriter, TopicPartition
+from herdless.coordinator.records import Record
+from herdless.coordinator.result import TransactionalProducer
+from herdless.coordinator.runtime.contract import (
+    CoordinatorShard,
+    ReplaysRuns,
+    ReplaysTransactions,
+)
+from herdless.coordinator.runtime.writer import (
+    EndTransaction,
+    PartitionWriter,
+    TopicPartition,
+    TransactionalRun,
+)
 
 ReplayRun = Callable[[Sequence[bytes], Sequence[bytes | None]], None]
 
@@ -35,7 +46,11 @@ def replay_step(
             f"{tp}: a read from {start_offset} below {bound} ended at {chunk.next_offset}"
         )
     replayed = 0
-    for keys, values in chunk.runs:
+    for run in chunk.runs:
+        if isinstance(run, _TRANSACTIONAL):
+            replayed += replay_transactional(shard, run)
+            continue
+        keys, values = run
         if len(keys) == 1:
             shard.replay(keys[0], values[0])
         elif replay_run is not None:
@@ -45,3 +60,32 @@ def replay_step(
                 shard.replay(key, value)
         replayed += len(keys)
     return chunk.next_offset, replayed
+
+
+_TRANSACTIONAL = (TransactionalRun, EndTransaction)
+
+
+def replay_transactional(shard: CoordinatorShard, item: TransactionalRun | EndTransaction) -> int:
+    """Replay a transaction's records or its end into `shard`; how many records it was."""
+    takes_part = isinstance(shard, ReplaysTransactions)
+    producer_id, producer_epoch = item.producer
+    if isinstance(item, EndTransaction):
+        if takes_part:
+            shard.replay_end_transaction(producer_id, producer_epoch, item.committed)
+        return 1
+    for key, value in zip(item.keys, item.values, strict=True):
+        if takes_part:
+            shard.replay_transactional(producer_id, producer_epoch, key, value)
+        else:
+            shard.replay(key, value)
+    return len(item.keys)
+
+
+def replay_written(
+    shard: CoordinatorShard, producer: TransactionalProducer, records: Sequence[Record]
+) -> None:
+    """A transaction's records the log just took from a write, applied as loading applies
+    them (TransactionalProducer)."""
+    keys = [record.key for record in records]
+    values = [record.value for record in records]
+    replay_transactional(shard, TransactionalRun(producer, keys, values))

@@ -13,9 +13,7 @@ and offloaded work of an older one is dropped when it completes.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Hashable
-from dataclasses import dataclass
 from typing import Any, Generic
 
 from herdless.coordinator.now import Now
@@ -27,36 +25,11 @@ from herdless.coordinator.runtime.contract import (
     WriteOperation,
 )
 from herdless.coordinator.runtime.deferred import Deferred, DeferredReplies
-from herdless.coordinator.runtime.loader import replay_step, run_replayer
+from herdless.coordinator.runtime.loader import replay_step, replay_written, run_replayer
 from herdless.coordinator.runtime.output import LoadSummary, Offload, Output, Reload
+from herdless.coordinator.runtime.shard_state import RuntimeConfig, ShardState
 from herdless.coordinator.runtime.writer import PartitionWriter, TopicPartition, WriteError
 from herdless.protocol.errors import ErrorCode
-
-
-class ShardState(enum.Enum):
-    # A follower of the partition: replays what is committed, serves no one.
-    STANDBY = "standby"
-    # The leader, replaying up to its log end before it serves.
-    LOADING = "loading"
-    ACTIVE = "active"
-    CLOSED = "closed"
-
-
-# What a request gets from a shard that does not serve.
-NOT_SERVING = {
-    ShardState.STANDBY: ErrorCode.NOT_COORDINATOR,
-    ShardState.LOADING: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-    ShardState.CLOSED: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-}
-
-
-@dataclass(frozen=True, slots=True)
-class RuntimeConfig:
-    # How long a write may wait to be committed (Kafka's offsets.commit.timeout.ms).
-    commit_timeout_ms: int = 5_000
-    # How often timers and offloaded work that fell due while leadership was in doubt
-    # look again whether it is settled.
-    leadership_recheck_ms: int = 100
 
 
 class CoordinatorContext(Generic[S]):
@@ -204,27 +177,50 @@ class CoordinatorContext(Generic[S]):
         self._waiting[token] = None
         self._apply(Result(replies=[Reply(token, response)]), out, None, leading=True)
 
-    def _apply(self, result: Result, out: Output, now: Now | None, leading: bool) -> None:
+    def written(self, token: Hashable, response: Any, end: int, now: Now, out: Output) -> None:
+        """The runtime appended up to `end` for `token` (a transaction's marker, applied to
+        the shard): `response` goes out once that is committed."""
+        self._waiting[token] = None
+        self._apply(Result(replies=[Reply(token, response)]), out, now, True, end)
+
+    def _apply(
+        self,
+        result: Result,
+        out: Output,
+        now: Now | None,
+        leading: bool,
+        appended: int | None = None,
+    ) -> None:
         """Append the records now; release the replies once they and every earlier
         operation's records are committed, in order.
 
         `leading`: leadership was checked in this same input, so replies released at
         once need not check it again. `now` is needed only for records (their commit
         deadline); the shard writes none from unload() or postpone_timers().
+        `appended`: the log end after what the runtime appended itself (written()).
 
         Every OffsetCommit and Heartbeat passes here: the common case (nothing deferred, no
         timer moved earlier) calls nothing it need not (bench/broker_instructions.py).
         """
-        wrote = bool(result.records)
+        wrote = bool(result.records) or appended is not None
         commit_deadline = None
         deferred = self._deferred
         if wrote:
             assert now is not None, "records written without the time to wait for them"
-            try:
-                end = self.writer.append(self.tp, result.records)
-            except WriteError as exc:
-                self._fail_and_reload(f"append refused: {exc}", out)
-                return
+            end = appended
+            producer = result.producer
+            if end is None:
+                try:
+                    end = self.writer.append(self.tp, result.records, producer)
+                except WriteError as exc:
+                    if producer is None:
+                        self._fail_and_reload(f"append refused: {exc}", out)
+                    else:
+                        # Not applied yet (below), so nothing ran ahead of the log.
+                        self._refuse(result.replies, out, exc.error_code)
+                    return
+                if producer is not None:
+                    replay_written(self.shard, producer, result.records)
             self._last_written = end
             # On one broker, or with acks met at once, the append itself committed it
             # (_refresh_committed, inline).
@@ -298,12 +294,14 @@ class CoordinatorContext(Generic[S]):
                 del waiting[reply.token]
                 out.replies.append(reply)
 
-    def _refuse(self, replies: list[Reply], out: Output) -> None:
+    def _refuse(
+        self, replies: list[Reply], out: Output, error: ErrorCode = ErrorCode.NOT_COORDINATOR
+    ) -> None:
         waiting = self._waiting
         for reply in replies:
             if reply.token in waiting:
                 del waiting[reply.token]
-                out.add_error(reply.token, ErrorCode.NOT_COORDINATOR)
+                out.add_error(reply.token, error)
 
     # -- offloaded work ----------------------------------------------------------
 

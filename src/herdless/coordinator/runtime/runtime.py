@@ -26,15 +26,18 @@ from collections.abc import Hashable, Iterable
 from typing import Any
 
 from herdless.coordinator.now import Now
+from herdless.coordinator.result import TransactionalProducer
 from herdless.coordinator.runtime.contract import CoordinatorType, ReadOperation, S, WriteOperation
+from herdless.coordinator.runtime.loader import replay_transactional
 from herdless.coordinator.runtime.output import Offload, Output
-from herdless.coordinator.runtime.partition_context import (
-    NOT_SERVING,
-    CoordinatorContext,
-    RuntimeConfig,
-    ShardState,
+from herdless.coordinator.runtime.partition_context import CoordinatorContext
+from herdless.coordinator.runtime.shard_state import NOT_SERVING, RuntimeConfig, ShardState
+from herdless.coordinator.runtime.writer import (
+    EndTransaction,
+    PartitionWriter,
+    TopicPartition,
+    WriteError,
 )
-from herdless.coordinator.runtime.writer import PartitionWriter, TopicPartition
 from herdless.protocol.errors import ErrorCode
 
 
@@ -124,6 +127,40 @@ class CoordinatorRuntime:
         context = self._serving(kind, partition, token, out)
         if context is not None:
             context.read(token, operation, out)
+        return out
+
+    def complete_transaction(
+        self,
+        kind: CoordinatorType[Any],
+        partition: int,
+        token: Hashable,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        committed: bool,
+        now: Now,
+    ) -> Output:
+        """End `producer_id`'s transaction in `kind`'s `partition` (WriteTxnMarkers): the
+        marker is appended and replayed into the shard, and `token` is answered NONE
+        once it is committed, or with an error (Kafka's scheduleTransactionCompletion)."""
+        out = Output()
+        context = self._serving(kind, partition, token, out)
+        if context is None:
+            return out
+        # The marker is written first, then applied as replay applies it: one the log
+        # refuses (an old producer or coordinator epoch) has changed nothing, and the
+        # caller gets the log's error for it, where a state applied first would need a
+        # rebuild (Kafka reverts its snapshot instead).
+        try:
+            end = self._writer.append_end_transaction_marker(
+                context.tp, producer_id, producer_epoch, coordinator_epoch, committed
+            )
+        except WriteError as exc:
+            out.add_error(token, exc.error_code)
+            return out
+        producer = TransactionalProducer(producer_id, producer_epoch)
+        replay_transactional(context.shard, EndTransaction(producer, committed))
+        context.written(token, ErrorCode.NONE, end, now, out)
         return out
 
     def _serving(

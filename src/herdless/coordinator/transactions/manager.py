@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 
+from herdless.coordinator.internal_topics import OFFSETS_TOPIC
 from herdless.coordinator.now import Now
 from herdless.coordinator.placement import partition_for
 from herdless.coordinator.result import Reply, Result
@@ -41,7 +42,6 @@ from herdless.coordinator.transactions.records import (
 from herdless.coordinator.transactions.state import TransactionState
 from herdless.protocol.errors import ErrorCode
 
-OFFSETS_TOPIC = "__consumer_offsets"
 ProducerIdAllocator = Callable[[], int]
 S = TransactionState
 E = ErrorCode

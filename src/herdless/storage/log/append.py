@@ -72,7 +72,9 @@ class LogAppends(LocalLog):
 
         `keyed`: the caller built the batches in this process (records.build_batch)
         and every record has a key, so a compacted topic need not walk them to
-        find one without; every other check is made as for any batch. One such
+        find one without; every other check is made as for any batch but the
+        sequence of a transactional one (a coordinator's, as Kafka's
+        AppendOrigin.COORDINATOR: ProducerStateManager.plan). One such
         batch without a producer, to a topic that stores batches as given, is
         written by _append_built.
         """
@@ -106,7 +108,7 @@ class LogAppends(LocalLog):
                 marker = _marker(view, header) if header.is_control else None
                 pending.append(PendingBatch(header, next_offset, last, timestamp, marker))
                 next_offset = last + 1
-            plan = self._producers.plan(pending)
+            plan = self._producers.plan(pending, from_coordinator=keyed)
             if plan.duplicate is not None:
                 original = plan.duplicate
                 return AppendInfo(
