@@ -258,6 +258,7 @@ def _fetch(session_id: int = 0, epoch: int = 0) -> Request:
         max_bytes=1 << 20,
         session_id=session_id,
         session_epoch=epoch,
+        isolation_level=0,
         topics=[SimpleNamespace(topic="t", topic_id=None, partitions=[wanted])],
         forgotten_topics_data=[],
     )

@@ -193,11 +193,6 @@ class ReplicaWriter:
         next_offset = start_offset
         view = memoryview(data)
         for position, header in iter_batches(view):
-            if header.is_control:
-                # A transaction marker (WriteTxnMarkers into __consumer_offsets) is no
-                # record of a shard's: its key is the control record's, not a shard's.
-                next_offset = max(next_offset, min(header.last_offset + 1, max_offset))
-                continue
             batch = view[position : position + header.size]
             if header.is_transactional:
                 # A TxnOffsetCommit's batch, or the marker that ends its transaction.
