@@ -27,6 +27,7 @@ from herdless.cli.options import add_client_options
 from herdless.cli.produce import produce
 from herdless.cli.serve import serve
 from herdless.cli.topics import topics_app
+from herdless.cli.transactions import transactions_app
 from herdless.cli.users import users_app
 
 app = typer.Typer(
@@ -41,6 +42,7 @@ app.add_typer(cluster_app, name="cluster")
 app.add_typer(topics_app, name="topics")
 app.add_typer(groups_app, name="groups")
 app.add_typer(users_app, name="users")
+app.add_typer(transactions_app, name="transactions")
 app.command()(produce)
 app.command()(consume)
 app.add_typer(marshal_app, name="marshal")

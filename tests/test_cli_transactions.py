@@ -1,0 +1,172 @@
+"""`herdless transactions`: an open transaction listed, described and seen on its
+partition; a transaction left hanging on a partition found and aborted there."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.protocol.producer import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from tests.support.broker import BrokerProcess, module_broker
+from tests.support.cli import assert_documented, herdless, refused, succeeded, table_rows
+from tests.support.exactly_once import read_committed
+from tests.support.wire import Wire
+
+
+@pytest.fixture(scope="module")
+def unverified(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A broker that takes transactional writes its coordinator never heard of, as
+    brokers before KIP-890 did: how transactions came to hang on partitions."""
+    with module_broker(
+        tmp_path_factory.mktemp("txn-cli") / "data",
+        "--set",
+        "transaction.partition.verification.enable=false",
+    ) as process:
+        yield process
+
+
+def _topic(broker: BrokerProcess, name: str) -> str:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
+    return name
+
+
+def test_an_open_transaction_is_listed_described_and_seen_on_its_partition(
+    unverified: BrokerProcess,
+) -> None:
+    topic = _topic(unverified, "cli-open")
+    producer = Producer(
+        {"bootstrap.servers": unverified.bootstrap, "transactional.id": "cli-open-id"}
+    )
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"pending")
+    producer.flush(30)
+    bootstrap = ("--bootstrap-server", unverified.bootstrap)
+
+    listed = table_rows(succeeded(herdless("transactions", "list", *bootstrap)))
+    assert [row[0] for row in listed if row[3] == "Ongoing"] == ["cli-open-id"]
+    for command, args in {
+        "transactions list": ("list",),
+        "transactions describe ID": ("describe", "cli-open-id"),
+        "transactions describe-producers T": ("describe-producers", topic),
+    }.items():
+        shown = succeeded(herdless("transactions", *args, "-o", "json", *bootstrap))
+        assert_documented(command, json.loads(shown))
+    described = table_rows(
+        succeeded(herdless("transactions", "describe", "cli-open-id", *bootstrap))
+    )
+    assert described[0][4] == "Ongoing" and described[0][7] == f"{topic}-0"
+    producers = table_rows(
+        succeeded(herdless("transactions", "describe-producers", topic, *bootstrap))
+    )
+    assert [(row[0], row[1], row[5]) for row in producers] == [(topic, "0", "0")]
+
+    producer.commit_transaction(30)
+    listed = table_rows(succeeded(herdless("transactions", "list", *bootstrap)))
+    assert [row[3] for row in listed if row[0] == "cli-open-id"] == ["CompleteCommit"]
+    assert (
+        table_rows(succeeded(herdless("transactions", "describe-producers", topic, *bootstrap)))
+        == []
+    )
+
+
+def test_a_hanging_transaction_is_found_and_aborted_on_its_partition(
+    unverified: BrokerProcess,
+) -> None:
+    topic = _topic(unverified, "cli-hanging")
+    wire = Wire(unverified)
+    init = wire.call(
+        InitProducerIdRequest[0](transactional_id=None, transaction_timeout_ms=60_000),
+        InitProducerIdResponse,
+    )
+    assert init.error_code == 0
+    # Written 20 minutes ago, by a producer no coordinator knows: past any timeout.
+    _write_transactional(wire, topic, init.producer_id, time.time() - 20 * 60)
+    wire.close()
+    after = Producer({"bootstrap.servers": unverified.bootstrap})
+    after.produce(topic, b"after")
+    assert after.flush(30) == 0
+    bootstrap = ("--bootstrap-server", unverified.bootstrap)
+    # The open transaction holds the last stable offset back: nothing is committed-readable.
+    assert read_committed(unverified.bootstrap, topic, 1, timeout=5)[0] == []
+
+    hanging = table_rows(
+        succeeded(herdless("transactions", "find-hanging", "--topic", topic, *bootstrap))
+    )
+    assert [(row[2], row[5]) for row in hanging] == [(str(init.producer_id), "0")]
+    said = succeeded(
+        herdless(
+            "transactions",
+            "abort",
+            "--topic",
+            topic,
+            "--partition",
+            "0",
+            "--start-offset",
+            "0",
+            *bootstrap,
+        )
+    )
+    assert f"producer {init.producer_id}" in said
+    assert (
+        table_rows(
+            succeeded(herdless("transactions", "find-hanging", "--topic", topic, *bootstrap))
+        )
+        == []
+    )
+    assert read_committed(unverified.bootstrap, topic, 1, timeout=30)[0] == [b"after"]
+
+
+def test_bad_arguments_are_named(unverified: BrokerProcess) -> None:
+    bootstrap = ("--bootstrap-server", unverified.bootstrap)
+    refused(herdless("transactions", "find-hanging", *bootstrap), "--topic or --broker-id")
+    refused(
+        herdless("transactions", "describe-producers", "no-such-topic", *bootstrap),
+        "no topic 'no-such-topic'",
+    )
+    refused(
+        herdless("transactions", "abort", "--topic", "t", "--partition", "0", *bootstrap),
+        "--start-offset",
+    )
+    refused(herdless("transactions", "list", "--state", "Sleeping", *bootstrap), "Sleeping")
+
+
+def _write_transactional(wire: Wire, topic: str, producer_id: int, when_s: float) -> None:
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=True,
+        producer_id=producer_id,
+        producer_epoch=0,
+        base_sequence=0,
+        batch_size=1 << 20,
+    )
+    builder.append(0, timestamp=int(when_s * 1000), key=None, value=b"hanging", headers=[])
+    Topic = ProduceRequest.TopicProduceData
+    request = ProduceRequest[8](
+        transactional_id="cli-hanging-id",
+        acks=-1,
+        timeout_ms=5000,
+        topic_data=[
+            Topic(
+                name=topic,
+                partition_data=[
+                    Topic.PartitionProduceData(index=0, records=bytes(builder.build()))
+                ],
+            )
+        ],
+    )
+    answer = wire.call(request, ProduceResponse)
+    assert answer.responses[0].partition_responses[0].error_code == 0, answer
