@@ -15,7 +15,6 @@ from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
 from tests.support.broker import BrokerProcess
-from tests.support.checker import high_watermarks, read_partitions
 from tests.support.exactly_once import read_committed
 
 
@@ -31,8 +30,7 @@ def _committed_values(broker: BrokerProcess, topic: str) -> list[bytes]:
 
 def _all_values(broker: BrokerProcess, topic: str) -> list[bytes]:
     """What read_uncommitted returns: aborted records too."""
-    ends = high_watermarks(broker.bootstrap, topic, 1)
-    return [value for _, value in read_partitions(broker.bootstrap, topic, 1, ends, 30)[0]]
+    return read_committed(broker.bootstrap, topic, 1, 30, "read_uncommitted")[0]
 
 
 def _kafka_python(broker: BrokerProcess, transactional_id: str) -> KafkaProducer:

@@ -238,15 +238,20 @@ def wait_caught_up(
 
 
 def read_committed(
-    bootstrap: str, topic: str, partitions: int, timeout: float = 120.0
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    timeout: float = 120.0,
+    isolation_level: str = "read_committed",
 ) -> dict[int, list[bytes]]:
-    """Every record of `topic` a read_committed consumer returns, up to the end."""
+    """Every record of `topic` a read_committed consumer (or one at `isolation_level`)
+    returns, up to the end."""
     ends = high_watermarks(bootstrap, topic, partitions)
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": f"exactly-once-checker-{time.monotonic_ns()}",
-            "isolation.level": "read_committed",
+            "isolation.level": isolation_level,
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
         }
