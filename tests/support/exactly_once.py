@@ -14,6 +14,7 @@ in it.
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
 import subprocess
 import sys
@@ -30,8 +31,9 @@ from herdless.testing import BrokerProcess, HerdlessCluster
 from tests.support.checker import high_watermarks, read_partitions
 
 TRANSFORMER = Path(__file__).with_name("transformer.py")
-# Kafka's default, which herdless serves: where a transactional id's coordinator lives.
-TRANSACTION_STATE_PARTITIONS = 50
+# Kafka's default transaction.state.log.num.partitions: where a transactional id's
+# coordinator lives, unless the cluster is set otherwise.
+STATE_PARTITIONS = 50
 
 
 @dataclass
@@ -139,6 +141,9 @@ class Cluster(System):
         self.cluster = cluster
         self.bootstrap = cluster.bootstrap
         self.sink, self.partitions = sink, partitions
+        self.state_partitions = int(
+            cluster.settings.get("transaction.state.log.num.partitions", STATE_PARTITIONS)
+        )
 
     def inject(self, fault: str, transformers: Transformers, rng: random.Random) -> str:
         if fault == "transformer":
@@ -149,7 +154,7 @@ class Cluster(System):
             what = f"SIGKILL of broker {victim}, leader of {self.sink}-{partition}"
         else:
             member = rng.choice(transformers.members)
-            state = partition_for(member.transactional_id, TRANSACTION_STATE_PARTITIONS)
+            state = partition_for(member.transactional_id, self.state_partitions)
             victim = self.cluster.leader_of("__transaction_state", state)
             what = (
                 f"SIGKILL of broker {victim}, transaction coordinator of {member.transactional_id}"
@@ -346,7 +351,10 @@ def run(
     )
     for future in created.values():
         future.result(30)
-    writer = Writer(system.bootstrap, source, prefix="in", pause_every=2).start()
+    # librdkafka's complaints about the brokers killed on purpose are not worth printing.
+    quiet = logging.getLogger("exactly-once-writer")
+    quiet.setLevel(logging.CRITICAL)
+    writer = Writer(system.bootstrap, source, prefix="in", pause_every=2, logger=quiet).start()
     running = Transformers(system.bootstrap, source, sink, group, transformers, workdir)
     running.start_all()
     try:
