@@ -345,15 +345,15 @@ def run(
 
     source, sink, group = "eos-input", "eos-output", "eos-transformers"
     configs = {"min.insync.replicas": "2"} if replication_factor > 1 else {}
-    admin = AdminClient({"bootstrap.servers": system.bootstrap})
+    # librdkafka's complaints about the brokers killed on purpose are not worth printing.
+    quiet = logging.getLogger("exactly-once-clients")
+    quiet.setLevel(logging.CRITICAL)
+    admin = AdminClient({"bootstrap.servers": system.bootstrap, "logger": quiet})
     created = admin.create_topics(
         [NewTopic(t, partitions, replication_factor, config=configs) for t in (source, sink)]
     )
     for future in created.values():
         future.result(30)
-    # librdkafka's complaints about the brokers killed on purpose are not worth printing.
-    quiet = logging.getLogger("exactly-once-writer")
-    quiet.setLevel(logging.CRITICAL)
     writer = Writer(system.bootstrap, source, prefix="in", pause_every=2, logger=quiet).start()
     running = Transformers(system.bootstrap, source, sink, group, transformers, workdir)
     running.start_all()
