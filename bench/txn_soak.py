@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable
@@ -50,35 +51,41 @@ def main() -> None:
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     console = Console(width=140)
     console.print(f"seed {seed}, {args.cycles} cycles, {args.brokers} broker(s)")
-    with tempfile.TemporaryDirectory(prefix="herdless-txn-soak-") as base:
-        workdir = Path(base)
-        with Progress(console=console) as progress:
-            task = progress.add_task("SIGKILL cycles", total=args.cycles)
+    # Kept after a run that found something: the brokers' and transformers' logs.
+    base = tempfile.mkdtemp(prefix="herdless-txn-soak-")
+    workdir = Path(base)
+    with Progress(console=console) as progress:
+        task = progress.add_task("SIGKILL cycles", total=args.cycles)
 
-            def advance(fault: str) -> None:
-                progress.advance(task)
-                progress.update(task, description=fault[:60])
+        def advance(fault: str) -> None:
+            progress.advance(task)
+            progress.update(task, description=fault[:60])
 
-            if args.brokers == 1:
-                broker = BrokerProcess(
-                    workdir / "data", "--set", "group.initial.rebalance.delay.ms=0"
-                ).start()
-                try:
-                    report, _ = _run(OneBroker(broker), workdir, args, seed, advance)
-                finally:
-                    broker.kill()
-                logs = [broker.log()]
-            else:
-                with running_cluster(workdir / "cluster") as cluster:
-                    system = Cluster(cluster, "eos-output", 3)
-                    report, _ = _run(system, workdir, args, seed, advance)
-                    logs = [process.log() for process in cluster.brokers.values()]
+        if args.brokers == 1:
+            broker = BrokerProcess(
+                workdir / "data", "--set", "group.initial.rebalance.delay.ms=0"
+            ).start()
+            try:
+                report, _ = _run(OneBroker(broker), workdir, args, seed, advance)
+            finally:
+                broker.kill()
+            logs = [broker.log()]
+        else:
+            with running_cluster(workdir / "cluster") as cluster:
+                system = Cluster(cluster, "eos-output", 3)
+                report, _ = _run(system, workdir, args, seed, advance)
+                logs = [process.log() for process in cluster.brokers.values()]
     tracebacks = sum(log.count("Traceback") for log in logs)
     counts = {**report.counts(), "tracebacks in broker logs": tracebacks}
     print_counts(console, f"{args.cycles} SIGKILL cycles (seed {seed})", counts)
     for line in report.details[:20]:
         console.print(line)
-    sys.exit(0 if report.clean and not tracebacks else 1)
+    clean = report.clean and not tracebacks
+    if clean:
+        shutil.rmtree(base, ignore_errors=True)
+    else:
+        console.print(f"logs kept in {base}")
+    sys.exit(0 if clean else 1)
 
 
 def _run(

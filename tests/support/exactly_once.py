@@ -307,9 +307,15 @@ def check_exactly_once(
             if outcomes.get(transaction) == "abort":
                 report.aborted_visible += 1
                 report.details.append(f"{key} visible from aborted transaction {transaction}")
-    for key in sorted(expected - seen.keys()):
-        report.missing += 1
-        report.details.append(f"input {key[0]}:{key[1]} is not in the output")
+    missing = sorted(expected - seen.keys())
+    report.missing = len(missing)
+    for p in range(partitions):
+        offsets = [offset for q, offset in missing if q == p]
+        if offsets:
+            report.details.append(
+                f"{len(offsets)} records of {source}-{p} are not in the output,"
+                f" offsets {offsets[0]} to {offsets[-1]}"
+            )
     for key, count in sorted(seen.items()):
         if count > 1:
             report.duplicated += count - 1
@@ -364,12 +370,17 @@ def run(
             advance(system.inject(rng.choice(system.faults), running, rng))
         writer.stop()
         ends = high_watermarks(system.bootstrap, source, partitions)
-        wait_caught_up(system.bootstrap, group, source, ends, 180, running.supervise)
+        committed = wait_caught_up(system.bootstrap, group, source, ends, 180, running.supervise)
     finally:
         running.stop_all()
     report = check_exactly_once(
         system.bootstrap, source, sink, partitions, group, running.outcome_of()
     )
+    behind = sum(ends.values()) - sum(committed.get(p, 0) for p in ends)
+    if behind:
+        report.details.insert(
+            0, f"the transformers were {behind} records behind when they were stopped: {committed}"
+        )
     report.details.extend(
         f"transformers exited with {code} {count} times" for code, count in running.exits.items()
     )
