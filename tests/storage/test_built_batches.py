@@ -12,6 +12,7 @@ import pytest
 
 from herdless.protocol.records import build_batch
 from herdless.storage import InvalidTimestamp, PartitionLog, RecordTooLarge
+from herdless.storage.errors import InvalidProducerEpoch
 from herdless.storage.log import AppendInfo
 from tests.storage.batches import build, split
 from tests.storage.conftest import OpenLog
@@ -128,13 +129,20 @@ def test_a_built_batch_over_max_message_bytes_is_refused_as_any_is(
     assert files(tmp_path / "keyed") == files(tmp_path / "general")
 
 
-def test_a_keyed_batch_with_a_producer_keeps_its_producer_state(
+def test_a_keyed_batch_with_a_producer_is_the_coordinators_own(
     open_log: OpenLog, short_path: list[int]
 ) -> None:
+    """Keyed batches are the broker's coordinator's (a TxnOffsetCommit's), written at
+    sequence 0 each time, as Kafka's coordinator writes them: only their epoch is
+    checked, so the same shape twice is two writes, and an older epoch is refused."""
     log = open_log()
-    raw = build([b"a", b"b"], keys=[b"k", b"l"], producer_id=7, producer_epoch=0, base_sequence=0)
+    raw = build([b"a", b"b"], keys=[b"k", b"l"], producer_id=7, producer_epoch=1, base_sequence=0)
     first = log.append(split(raw), 0, keyed=True)
-    retried = log.append(split(raw), 0, keyed=True)
-    assert retried.duplicate and (retried.first_offset, retried.last_offset) == (0, 1)
-    assert not first.duplicate and log.log_end_offset == 2
+    again = log.append(split(raw), 0, keyed=True)
+    assert not first.duplicate and not again.duplicate
+    assert (again.first_offset, again.last_offset) == (2, 3) and log.log_end_offset == 4
+    older = build([b"c"], keys=[b"m"], producer_id=7, producer_epoch=0, base_sequence=0)
+    with pytest.raises(InvalidProducerEpoch):
+        log.append(split(older), 0, keyed=True)
+    assert log.log_end_offset == 4
     assert not short_path
