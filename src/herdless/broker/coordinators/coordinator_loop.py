@@ -103,11 +103,25 @@ class RuntimeLoop:
         """Run `operation` on the shard; its response once it may be sent, or
         CoordinatorError."""
         token = object()
-        out = self.runtime.write(kind, partition, token, operation, clock.now())
-        # Most answers come in the Output of their own write (on one broker, or with acks
-        # met at once, a commit is committed by its append): returned from here, with no
-        # future to wait on and no pass of the event loop to wake this task, which cost
-        # more than all the runtime's own work on an OffsetCommit.
+        return await self._answer(
+            token, self.runtime.write(kind, partition, token, operation, clock.now())
+        )
+
+    async def read(
+        self, kind: CoordinatorType[Any], partition: int, operation: ReadOperation[Any]
+    ) -> Any:
+        """What `operation` reads from the shard, once every earlier write of the shard is
+        committed; or CoordinatorError."""
+        token = object()
+        return await self._answer(token, self.runtime.read(kind, partition, token, operation))
+
+    async def _answer(self, token: object, out: Output) -> Any:
+        """The answer to `token`'s operation, whose Output is `out`.
+
+        Most answers come in the Output of their own operation (on one broker, or with
+        acks met at once, a commit is committed by its append): returned at once, with
+        no future to wait on and no pass of the event loop to wake this task, which cost
+        more than all the runtime's own work on an OffsetCommit."""
         for reply in out.replies:
             if reply.token is token:
                 self.handle(out)
@@ -117,29 +131,6 @@ class RuntimeLoop:
                 self.handle(out)
                 raise CoordinatorError(error)
         waiter: asyncio.Future[Any] = (self._loop or self.event_loop()).create_future()
-        self._waiting[token] = waiter
-        try:
-            self.handle(out)
-            return await waiter
-        finally:
-            self._waiting.pop(token, None)
-
-    async def read(
-        self, kind: CoordinatorType[Any], partition: int, operation: ReadOperation[Any]
-    ) -> Any:
-        """What `operation` reads from the shard, once every earlier write of the shard is
-        committed; or CoordinatorError."""
-        token = object()
-        out = self.runtime.read(kind, partition, token, operation)
-        for reply in out.replies:
-            if reply.token is token:
-                self.handle(out)
-                return reply.response
-        for errored, error in out.errors:
-            if errored is token:
-                self.handle(out)
-                raise CoordinatorError(error)
-        waiter: asyncio.Future[Any] = self.event_loop().create_future()
         self._waiting[token] = waiter
         try:
             self.handle(out)
@@ -159,24 +150,17 @@ class RuntimeLoop:
         """Write a transaction's marker to `kind`'s partition and apply it; return once it
         is committed, or raise CoordinatorError."""
         token = object()
-        waiter: asyncio.Future[Any] = self.event_loop().create_future()
-        self._waiting[token] = waiter
-        try:
-            self.handle(
-                self.runtime.complete_transaction(
-                    kind,
-                    partition,
-                    token,
-                    producer_id,
-                    producer_epoch,
-                    coordinator_epoch,
-                    committed,
-                    clock.now(),
-                )
-            )
-            await waiter
-        finally:
-            self._waiting.pop(token, None)
+        out = self.runtime.complete_transaction(
+            kind,
+            partition,
+            token,
+            producer_id,
+            producer_epoch,
+            coordinator_epoch,
+            committed,
+            clock.now(),
+        )
+        await self._answer(token, out)
 
     def on_leadership(self, tp: TopicPartition, role: ReplicaRole | None) -> None:
         if self._roles.get(tp) is not role:
