@@ -17,9 +17,11 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
+from herdless.marshal import Batch, Marshaler
 from herdless.marshal.consumer import METADATA_REFRESH_S
 from herdless.marshal.messages import Kind, Message
 from tests.marshal.cluster import (
+    COORDINATION_PARTITIONS,
     Runner,
     create_topic,
     history,
@@ -153,4 +155,57 @@ def test_heartbeats_keep_their_interval_and_a_released_partition_is_taken_at_onc
         assert taken_at is not None, f"partition {partition} released at {released_at}, never taken"
         assert taken_at - released_at <= BOUND_MS, (
             f"partition {partition} released at {released_at}, taken at {taken_at}"
+        )
+
+
+def test_a_consumer_that_cannot_heartbeat_pauses_within_an_interval_and_resumes(
+    own_broker: BrokerProcess,
+) -> None:
+    """Go Marshal's rule: a consumer whose own heartbeats have not got through for
+    an interval stops consuming, an interval before anyone may take over."""
+    bootstrap = own_broker.bootstrap
+    interval = 1.0
+    # Far more than one fetch brings: the consumer has records in hand when cut off.
+    create_topic(bootstrap, "cut", 2, 20_000)
+    with Marshaler(bootstrap, coordination_partitions=COORDINATION_PARTITIONS) as marshaler:
+        consumer = marshaler.consumer(
+            "cut-g", ["cut"], "cut-1", heartbeat_interval=interval, max_batch=10
+        )
+        wait_for("both partitions held", lambda: len(consumer.held()) == 2, 30, every=0.1)
+        handed: dict[int, int] = {}
+
+        def work(batch: Batch) -> None:
+            assert batch.records[0].offset == handed.get(batch.partition, -1) + 1, (
+                f"partition {batch.partition} resumed at {batch.records[0].offset}, "
+                f"after {handed.get(batch.partition)}"
+            )
+            handed[batch.partition] = batch.last_offset
+            time.sleep(0.05)  # processing: what is in hand lasts well past the cut
+
+        def take(timeout: float) -> bool:
+            batch = consumer.poll(timeout)
+            if batch is not None:
+                work(batch)
+            return batch is not None
+
+        wait_for("a batch", lambda: take(0.5), 30)
+        own_broker.kill()  # no heartbeat gets through from now on
+        cut_at = time.monotonic()
+        last_batch_at = None
+        while time.monotonic() < cut_at + 4 * interval:
+            if take(0.1):
+                last_batch_at = time.monotonic()
+        assert last_batch_at is not None, "nothing consumed from what was fetched before"
+        print(f"last batch {last_batch_at - cut_at:.2f} s after the cut")
+        assert last_batch_at - cut_at <= interval + MARGIN_S
+
+        # Nobody claimed meanwhile: the next heartbeat renews the claims, and consuming
+        # goes on where it paused (work() checks), not from the claims' start.
+        own_broker.restart()
+        before = dict(handed)
+        wait_for(
+            "consuming again",
+            lambda: take(0.5) and any(handed.get(p, -1) > before.get(p, -1) for p in (0, 1)),
+            60,
+            every=0,
         )

@@ -131,6 +131,9 @@ class MarshalConsumer:
         self._start = OFFSET_BEGINNING if start == "earliest" else OFFSET_END
         self._lock = threading.Lock()
         self._held: dict[ClaimKey, Holding] = {}
+        # When the last acknowledged message renewing each holding (its claim or a
+        # heartbeat) was sent, by the monotonic clock: the log stamped it later.
+        self._renewed: dict[ClaimKey, float] = {}
         # ALO: last processed offset; AMO: last offset claimed and committed.
         self._done: dict[ClaimKey, int] = {}
         self._released_at: dict[ClaimKey, float] = {}
@@ -153,6 +156,8 @@ class MarshalConsumer:
         self._metadata = AdminClient({"bootstrap.servers": bootstrap, **settings})
         self._assigned: dict[ClaimKey, Holding] = {}
         self._next: dict[ClaimKey, int] = {}
+        self._next_under: dict[ClaimKey, Holding] = {}  # the holding each _next belongs to
+        self._paused: set[ClaimKey] = set()
         self._buffer: dict[ClaimKey, list[Record]] = {}
         self._outstanding: Batch | None = None
 
@@ -270,7 +275,13 @@ class MarshalConsumer:
             Message(Kind.PRESENT, self.client_id, self.group_id, interval_ms=self._interval_ms)
         ]
         messages += [self._message(Kind.HEARTBEAT, key, done[key]) for key in held]
-        state = self._coordination.wait_past(self._coordination.send(messages))
+        sent_at = time.monotonic()
+        positions = self._coordination.send(messages)
+        with self._lock:
+            for key, holding in held.items():
+                if self._held.get(key) == holding:
+                    self._renewed[key] = sent_at
+        state = self._coordination.wait_past(positions)
         for key, holding in held.items():
             claim = state.claims.get(key)
             if (
@@ -327,12 +338,14 @@ class MarshalConsumer:
             self._claim(random.choice(candidates))
 
     def _claim(self, key: ClaimKey) -> None:
+        sent_at = time.monotonic()
         state, position = try_claim(self._coordination, key, self.client_id, self._interval_ms)
         if position is None:
             return
         resume_after = state.claims[key].resume_after(self.mode is Mode.AT_MOST_ONCE)
         with self._lock:
             self._held[key] = Holding(resume_after, position)
+            self._renewed[key] = sent_at
             self._done[key] = resume_after
         # The document's step 11: an immediate heartbeat once the claim is won.
         self._coordination.send([self._message(Kind.HEARTBEAT, key, resume_after)])
@@ -353,15 +366,35 @@ class MarshalConsumer:
     # -- caller's thread: fetching ----------------------------------------
 
     def _follow_holdings(self) -> None:
-        """Point the fetcher at exactly the partitions held, from the right offsets."""
+        """Point the fetcher at exactly the partitions held and renewed in time, from
+        the right offsets.
+
+        Go Marshal's rule: a consumer whose own last heartbeat of a partition is
+        over one interval old stops consuming it, a whole interval before anyone
+        may take it over (two intervals by the log). Paused, not dropped: the next
+        heartbeat that gets through either renews the claim (nobody claimed it
+        meanwhile) and consuming goes on where it stopped, or finds it lost.
+        """
+        now = time.monotonic()
         with self._lock:
-            held = dict(self._held)
+            held = {
+                key: holding
+                for key, holding in self._held.items()
+                if now - self._renewed[key] <= self._interval_s
+            }
+            paused = self._held.keys() - held.keys()
+        for key in paused - self._paused:
+            log.warning(
+                "%s cannot heartbeat: pauses %s/%d", self.client_id, key.topic, key.partition
+            )
+        self._paused = paused
         if held == self._assigned:
             return
         for key, holding in held.items():
-            if self._assigned.get(key) != holding:  # newly claimed: start after the claim
+            if self._next_under.get(key) != holding:  # newly claimed: start after the claim
                 after = holding.resume_after
                 self._next[key] = after + 1 if after != NO_OFFSET else self._start
+                self._next_under[key] = holding
         self._assigned = held
         self._buffer.clear()
         self._fetcher.assign([TopicPartition(k.topic, k.partition, self._next[k]) for k in held])
