@@ -1,9 +1,11 @@
-"""Heartbeats on time, and released partitions taken up at once, while callers fetch.
+"""Heartbeats on time, released partitions taken up at once, and a consumer cut off
+from the log stopping in time.
 
-Consumers in their own processes (runner.py) against a real broker, with records
-arriving all the time, so that each caller's thread is inside the fetcher whenever
-the coordination needs the broker. The log's timestamps (the broker's clock) are
-what every other consumer judges a claim by, so the gaps are measured there.
+Consumers against a real broker. In the first test they run in their own processes
+(runner.py) with records arriving all the time, so that each caller's thread is
+inside the fetcher whenever the coordination needs the broker; the log's timestamps
+(the broker's clock) are what every other consumer judges a claim by, so the gaps
+are measured there.
 """
 
 from __future__ import annotations
