@@ -12,10 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from confluent_kafka import Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from herdless.marshal import MarshalError, WorldState, read_state
+from herdless.marshal import MarshalError, Message, WorldState, decode, read_state
+from herdless.marshal.messages import DecodeError
+from herdless.marshal.placement import DEFAULT_TOPIC
 
 INTERVAL = 1.0
 COORDINATION_PARTITIONS = 4
@@ -114,3 +116,33 @@ def state(bootstrap: str) -> WorldState:
         return read_state(bootstrap)
     except MarshalError:
         return WorldState(COORDINATION_PARTITIONS)
+
+
+def history(bootstrap: str, topic: str = DEFAULT_TOPIC) -> list[tuple[int, Message]]:
+    """Every message on the coordination topic with its LogAppendTime (the broker's ms),
+    in time order: what the log says each consumer did, and when."""
+    reader = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "tests-history", "enable.auto.commit": False}
+    )
+    try:
+        ends = {
+            p: reader.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in reader.list_topics(topic, timeout=10).topics[topic].partitions
+        }
+        reader.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
+        read: dict[int, int] = {p: 0 for p in ends}
+        found: list[tuple[int, Message]] = []
+        deadline = time.monotonic() + 30
+        while any(read[p] < end for p, end in ends.items()):
+            assert time.monotonic() < deadline, f"{topic} not read to its end: {read} of {ends}"
+            for record in reader.consume(500, timeout=0.2):
+                if record.error() is not None:
+                    continue
+                read[record.partition()] = record.offset() + 1
+                try:
+                    found.append((record.timestamp()[1], decode(record.value())))
+                except DecodeError:
+                    continue
+    finally:
+        reader.close()
+    return sorted(found, key=lambda entry: entry[0])

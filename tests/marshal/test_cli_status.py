@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 from herdless.marshal import Marshaler
-from tests.marshal.cluster import COORDINATION_PARTITIONS, create_topic, wait_for
+from tests.marshal.cluster import (
+    COORDINATION_PARTITIONS,
+    INTERVAL,
+    Runner,
+    create_topic,
+    owners,
+    state,
+    wait_for,
+)
 from tests.support.broker import BrokerProcess
 from tests.support.cli import assert_documented, herdless, refused, table_rows
 
@@ -39,6 +48,31 @@ def test_status_shows_owner_offset_age_and_freshness(broker: BrokerProcess) -> N
     result = herdless("marshal", "status", "--group", "viewers", "-b", broker.bootstrap)
     assert result.stdout.count("released") == 3, result.stdout
     assert "live members: -" in result.stderr
+
+
+def test_status_judges_freshness_when_it_reads(broker: BrokerProcess, tmp_path: Path) -> None:
+    """A consumer killed outright writes no more, and nobody else writes to its
+    coordination partitions: the log's clock stands still there, yet its claims age."""
+    create_topic(broker.bootstrap, "abandoned", 2, 10)
+    runner = Runner(broker.bootstrap, tmp_path, "abandoners", "abandoned", "gone-1")
+    try:
+        wait_for(
+            "gone-1 holding both partitions",
+            lambda: owners(state(broker.bootstrap), "abandoners") == {0: "gone-1", 1: "gone-1"},
+            30,
+        )
+    finally:
+        runner.kill()
+    time.sleep(2 * INTERVAL + 0.5)
+
+    result = herdless("marshal", "status", "-g", "abandoners", "-o", "json", "-b", broker.bootstrap)
+    assert result.returncode == 0, result.stderr + result.stdout
+    shown = json.loads(result.stdout)
+    claims = shown["claims"]
+    assert [c["owner"] for c in claims] == ["gone-1", "gone-1"], claims
+    assert all(c["heartbeat_age_s"] > 2 * INTERVAL for c in claims), claims
+    assert [c["freshness"] for c in claims] == ["stale", "stale"], claims
+    assert shown["live_members"] == []
 
 
 def test_status_of_an_unknown_group_fails_in_one_line(broker: BrokerProcess) -> None:

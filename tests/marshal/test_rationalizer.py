@@ -45,6 +45,24 @@ def test_freshness_is_judged_by_the_log_clock() -> None:
     assert state_of(log).freshness(KEY) is Freshness.STALE
 
 
+def test_a_reader_judges_freshness_at_the_moment_it_reads() -> None:
+    """Nobody writes after a's claim, so the log's clock stays at it; a reader that
+    gives its clock sees the claim age, but never younger than the log says."""
+    log = LogBuilder()
+    log.claim("a", 0, 1000)
+    log.present("a", 1000)
+    state = state_of(log)
+    assert state.freshness(KEY) is Freshness.FRESH
+    assert state.freshness(KEY, reading_at_ms=1999) is Freshness.FRESH
+    assert state.freshness(KEY, reading_at_ms=2500) is Freshness.UNKNOWN
+    assert state.freshness(KEY, reading_at_ms=3001) is Freshness.STALE
+    assert state.live_members(GROUP) == ["a"]
+    assert state.live_members(GROUP, reading_at_ms=3001) == []
+    # A reader's clock behind the log's changes nothing.
+    log.heartbeat("a", 0, 5, 4000)
+    assert state_of(log).freshness(KEY, reading_at_ms=0) is Freshness.FRESH
+
+
 def _same_partition(p: int) -> bool:
     from herdless.marshal.placement import coordinating_partition
 

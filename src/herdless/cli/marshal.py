@@ -1,9 +1,10 @@
 """`herdless marshal status`: the world state of a Marshal group, read from the log.
 
 It reads the coordination topic to its end with the same rationalizer the
-consumers run, so it shows exactly what they agree on. Freshness is the
-log's verdict (by the broker's timestamps); the heartbeat age beside it is
-by this machine's clock, for a human reading it now.
+consumers run, so it shows exactly what they agree on: who holds what, from
+which offset. Heartbeat age, freshness and live members are judged at the
+moment of reading, by this machine's clock (never behind the log's, which
+stands still where nobody writes): what a human reading it now needs to know.
 """
 
 from __future__ import annotations
@@ -49,14 +50,16 @@ def status(
     except Exception as exc:  # the client library's own failures: one line, not a traceback
         raise fail(f"cannot read {topic} at {bootstrap}: {exc}") from None
     claims = state.group_claims(group)
-    members = state.live_members(group)
+    # Judged now, as the age beside it: the log's clock stands still on a partition
+    # whose only writer has died, and by it alone a dead owner would look fresh.
+    now_ms = int(time.time() * 1000)
+    members = state.live_members(group, now_ms)
     if not claims and not members:
         raise fail(f"no Marshal group {group!r} in {topic}")
-    now_ms = time.time() * 1000
     rows = []
     for key in sorted(claims, key=lambda k: (k.topic, k.partition)):
         claim = claims[key]
-        fresh = state.freshness(key)
+        fresh = state.freshness(key, now_ms)
         rows.append(
             {
                 "topic": key.topic,

@@ -1,11 +1,19 @@
 """A consumer that coordinates through the log: claims, heartbeats, batches.
 
-Two threads share the work. A coordination thread heartbeats, watches the
-world state, and claims or releases partitions; the caller's thread fetches
-records from the partitions held and hands them out in per-partition batches
-from poll(). At-most-once takes the claim on each batch in the log before
-poll() returns it; at-least-once counts a batch processed when the next poll()
-or close() comes, and heartbeats that offset.
+Three threads share the work. A heartbeat thread keeps the claims alive on a
+fixed schedule and nothing else, so that no wait of claiming's can delay it (Go
+Marshal likewise ran a heartbeat loop per claim beside its claim loop). A
+balance thread watches the world state and claims or releases partitions. The
+caller's thread fetches records from the partitions held and hands them out in
+per-partition batches from poll(). At-most-once takes the claim on each batch in
+the log before poll() returns it; at-least-once counts a batch processed when the
+next poll() or close() comes, and heartbeats that offset.
+
+The coordination threads never touch the caller's fetcher: asked for metadata
+from one thread while another calls its consume() in a loop, a confluent-kafka
+consumer does not answer, whatever the timeout given, until the loop stops
+(measured with 2.16: list_topics(timeout=2) still waiting after 8 s, with or
+without traffic). Partition lists come from a metadata client of their own.
 """
 
 from __future__ import annotations
@@ -18,18 +26,22 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from herdless.marshal.fairness import ClaimStrategy, plan
 from herdless.marshal.log import CoordinationLog, MarshalError, client_config
 from herdless.marshal.messages import NO_OFFSET, Kind, Message
-from herdless.marshal.rationalizer import ClaimKey, WorldState
+from herdless.marshal.rationalizer import ClaimKey, Freshness, WorldState
 
 log = logging.getLogger(__name__)
 
 # How often the partition list of the consumed topics is re-read, so that
 # added partitions get claimed without a restart (Go Marshal's issue #51).
 METADATA_REFRESH_S = 10.0
+# How long one read of a topic's partition list may take before the balance
+# thread gives up on it for this cycle.
+METADATA_TIMEOUT_S = 5.0
 
 
 class Mode(enum.Enum):
@@ -119,6 +131,9 @@ class MarshalConsumer:
         self._start = OFFSET_BEGINNING if start == "earliest" else OFFSET_END
         self._lock = threading.Lock()
         self._held: dict[ClaimKey, Holding] = {}
+        # When the last acknowledged message renewing each holding (its claim or a
+        # heartbeat) was sent, by the monotonic clock: the log stamped it later.
+        self._renewed: dict[ClaimKey, float] = {}
         # ALO: last processed offset; AMO: last offset claimed and committed.
         self._done: dict[ClaimKey, int] = {}
         self._released_at: dict[ClaimKey, float] = {}
@@ -127,6 +142,7 @@ class MarshalConsumer:
         self._closing = threading.Event()
         self._closed = False
 
+        settings = client_config(config)
         self._fetcher = Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -134,19 +150,24 @@ class MarshalConsumer:
                 "enable.auto.commit": False,
                 "enable.partition.eof": False,
                 "fetch.wait.max.ms": 100,
-                **client_config(config),
+                **settings,
             }
         )
+        self._metadata = AdminClient({"bootstrap.servers": bootstrap, **settings})
         self._assigned: dict[ClaimKey, Holding] = {}
         self._next: dict[ClaimKey, int] = {}
+        self._next_under: dict[ClaimKey, Holding] = {}  # the holding each _next belongs to
+        self._paused: set[ClaimKey] = set()
         self._buffer: dict[ClaimKey, list[Record]] = {}
         self._outstanding: Batch | None = None
 
         self._resume()
-        self._thread = threading.Thread(
-            target=self._coordinate, name=f"marshal-{client_id}", daemon=True
-        )
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=run, name=f"marshal-{client_id}-{job}", daemon=True)
+            for job, run in (("heartbeat", self._beat), ("balance", self._coordinate))
+        ]
+        for thread in self._threads:
+            thread.start()
 
     # -- what the caller sees -----------------------------------------------
 
@@ -181,7 +202,8 @@ class MarshalConsumer:
         self._closed = True
         self._finish_outstanding()
         self._closing.set()
-        self._thread.join()
+        for thread in self._threads:
+            thread.join()
         with self._lock:
             held, self._held = self._held, {}
         messages = [self._message(Kind.RELEASING_PARTITION, key, self._done[key]) for key in held]
@@ -218,17 +240,30 @@ class MarshalConsumer:
             if claim.owner == self.client_id and key.topic in self.topics:
                 self._claim(key)
 
-    def _coordinate(self) -> None:
-        next_heartbeat = time.monotonic() + self._interval_s / 2
-        while not self._closing.is_set():
+    def _beat(self) -> None:
+        """Heartbeat every interval/2, on a schedule of its own.
+
+        The schedule is fixed (each beat due one period after the last was due), so
+        that the time a beat takes to be written and read back does not add up;
+        after a beat late by more than a period the next goes at once.
+        """
+        period = self._interval_s / 2
+        due = time.monotonic() + period
+        while not self._closing.wait(max(0.0, due - time.monotonic())):
             try:
-                if time.monotonic() >= next_heartbeat:
-                    next_heartbeat = time.monotonic() + self._interval_s / 2
-                    self._heartbeat()
-                self._balance()
+                self._heartbeat()
             except MarshalError as exc:
                 # The log is unreachable: without heartbeats our claims go stale
                 # and others take over, which is the protocol working.
+                log.warning("%s: %s", self.client_id, exc)
+            due = max(due + period, time.monotonic())
+
+    def _coordinate(self) -> None:
+        """Claim or release one partition per cycle, every interval/4 or so."""
+        while not self._closing.is_set():
+            try:
+                self._balance()
+            except MarshalError as exc:
                 log.warning("%s: %s", self.client_id, exc)
             self._closing.wait(self._interval_s / 4 * random.uniform(0.75, 1.25))
 
@@ -240,7 +275,13 @@ class MarshalConsumer:
             Message(Kind.PRESENT, self.client_id, self.group_id, interval_ms=self._interval_ms)
         ]
         messages += [self._message(Kind.HEARTBEAT, key, done[key]) for key in held]
-        state = self._coordination.wait_past(self._coordination.send(messages))
+        sent_at = time.monotonic()
+        positions = self._coordination.send(messages)
+        with self._lock:
+            for key, holding in held.items():
+                if self._held.get(key) == holding:
+                    self._renewed[key] = sent_at
+        state = self._coordination.wait_past(positions)
         for key, holding in held.items():
             claim = state.claims.get(key)
             if (
@@ -262,7 +303,11 @@ class MarshalConsumer:
         if time.monotonic() - self._keys_read_at > METADATA_REFRESH_S or not self._keys:
             keys = []
             for topic in self.topics:
-                metadata = self._fetcher.list_topics(topic, timeout=10).topics.get(topic)
+                try:
+                    found = self._metadata.list_topics(topic, timeout=METADATA_TIMEOUT_S)
+                except KafkaException as exc:
+                    raise MarshalError(f"cannot list the partitions of {topic}: {exc}") from None
+                metadata = found.topics.get(topic)
                 if metadata is not None and metadata.error is None:
                     keys += [ClaimKey(self.group_id, topic, p) for p in metadata.partitions]
             self._keys = sorted(keys, key=lambda k: (k.topic, k.partition))
@@ -274,13 +319,12 @@ class MarshalConsumer:
         if not keys:
             return
         state = self._coordination.state()
-        now_ms = time.time() * 1000
+        now_ms = int(time.time() * 1000)
         hints = frozenset(
             key
             for key in keys
-            if (claim := state.claims.get(key)) is not None
-            and claim.owner not in (None, self.client_id)
-            and now_ms - claim.heartbeat_at_ms > 2 * claim.interval_ms
+            if state.owner(key) not in (None, self.client_id)
+            and state.freshness(key, now_ms) is Freshness.STALE
         )
         decision = plan(state, self.group_id, self.client_id, keys, self.strategy, hints)
         if decision.release is not None:
@@ -294,12 +338,14 @@ class MarshalConsumer:
             self._claim(random.choice(candidates))
 
     def _claim(self, key: ClaimKey) -> None:
+        sent_at = time.monotonic()
         state, position = try_claim(self._coordination, key, self.client_id, self._interval_ms)
         if position is None:
             return
         resume_after = state.claims[key].resume_after(self.mode is Mode.AT_MOST_ONCE)
         with self._lock:
             self._held[key] = Holding(resume_after, position)
+            self._renewed[key] = sent_at
             self._done[key] = resume_after
         # The document's step 11: an immediate heartbeat once the claim is won.
         self._coordination.send([self._message(Kind.HEARTBEAT, key, resume_after)])
@@ -320,15 +366,35 @@ class MarshalConsumer:
     # -- caller's thread: fetching ----------------------------------------
 
     def _follow_holdings(self) -> None:
-        """Point the fetcher at exactly the partitions held, from the right offsets."""
+        """Point the fetcher at exactly the partitions held and renewed in time, from
+        the right offsets.
+
+        Go Marshal's rule: a consumer whose own last heartbeat of a partition is
+        over one interval old stops consuming it, a whole interval before anyone
+        may take it over (two intervals by the log). Paused, not dropped: the next
+        heartbeat that gets through either renews the claim (nobody claimed it
+        meanwhile) and consuming goes on where it stopped, or finds it lost.
+        """
+        now = time.monotonic()
         with self._lock:
-            held = dict(self._held)
+            held = {
+                key: holding
+                for key, holding in self._held.items()
+                if now - self._renewed[key] <= self._interval_s
+            }
+            paused = self._held.keys() - held.keys()
+        for key in paused - self._paused:
+            log.warning(
+                "%s cannot heartbeat: pauses %s/%d", self.client_id, key.topic, key.partition
+            )
+        self._paused = paused
         if held == self._assigned:
             return
         for key, holding in held.items():
-            if self._assigned.get(key) != holding:  # newly claimed: start after the claim
+            if self._next_under.get(key) != holding:  # newly claimed: start after the claim
                 after = holding.resume_after
                 self._next[key] = after + 1 if after != NO_OFFSET else self._start
+                self._next_under[key] = holding
         self._assigned = held
         self._buffer.clear()
         self._fetcher.assign([TopicPartition(k.topic, k.partition, self._next[k]) for k in held])

@@ -89,15 +89,26 @@ class WorldState:
     claims: dict[ClaimKey, Claim] = field(default_factory=dict)
     members: dict[tuple[str, str], Member] = field(default_factory=dict)
 
-    def now(self, coordination_partition: int) -> int:
-        return self.clocks.get(coordination_partition, 0)
+    def now(self, coordination_partition: int, reading_at_ms: int | None = None) -> int:
+        """The log's clock of a coordination partition, or, given the moment someone
+        reads the state (their wall clock), that moment if it is later.
 
-    def freshness(self, key: ClaimKey) -> Freshness | None:
-        """How recently the owner of key spoke, by the log's clock; None if unowned."""
+        The log's clock moves only when somebody writes to the partition: once the
+        only writer there dies or stalls it stands still, and a claim judged by it
+        alone never ages. The log decides claims; a reader asking how old a claim is
+        now (a person running `marshal status`, a consumer choosing when to try a
+        claim) gives its own clock."""
+        log_now = self.clocks.get(coordination_partition, 0)
+        return log_now if reading_at_ms is None else max(log_now, reading_at_ms)
+
+    def freshness(self, key: ClaimKey, reading_at_ms: int | None = None) -> Freshness | None:
+        """How recently the owner of key spoke (by the clock now() gives); None if
+        unowned."""
         claim = self.claims.get(key)
         if claim is None or claim.owner is None:
             return None
-        now = self.now(coordinating_partition(key.topic, key.partition, self.partitions))
+        partition = coordinating_partition(key.topic, key.partition, self.partitions)
+        now = self.now(partition, reading_at_ms)
         return freshness(now, claim.heartbeat_at_ms, claim.interval_ms)
 
     def owner(self, key: ClaimKey) -> str | None:
@@ -107,9 +118,10 @@ class WorldState:
     def group_claims(self, group_id: str) -> dict[ClaimKey, Claim]:
         return {k: c for k, c in self.claims.items() if k.group_id == group_id}
 
-    def live_members(self, group_id: str) -> list[str]:
-        """Clients whose Present is not stale, by the clock of the group's member partition."""
-        now = self.now(member_partition(group_id, self.partitions))
+    def live_members(self, group_id: str, reading_at_ms: int | None = None) -> list[str]:
+        """Clients whose Present is not stale, by the clock of the group's member
+        partition (see now())."""
+        now = self.now(member_partition(group_id, self.partitions), reading_at_ms)
         return sorted(
             client
             for (group, client), member in self.members.items()
