@@ -288,3 +288,34 @@ def test_serve_names_a_data_directory_it_cannot_use(tmp_path: Path) -> None:
     below = a_file / "data"
     result = herdless("serve", "--port", "0", "--data-dir", str(below), timeout=30)
     refused(result, f"cannot use data directory {below}: Not a directory")
+
+
+def test_serve_names_its_port_in_use_and_its_holder_before_writing_anything(
+    broker: BrokerProcess, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    result = herdless(
+        "serve", "--host", broker.host, "--port", str(broker.port), "--data-dir", str(data),
+        timeout=30,
+    )  # fmt: skip
+    line = refused(result, f"cannot listen on {broker.host}:{broker.port}: address already in use")
+    assert broker.process is not None and f"pid {broker.process.pid}" in line and line.endswith("give another --port"), line
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert not data.exists(), "the data directory was initialised before the port was checked"
+
+
+def test_serve_names_its_metrics_port_in_use_before_saying_it_listens(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = herdless(
+            "serve", "--port", "0", "--data-dir", str(tmp_path / "data"),
+            "--metrics-port", str(port), timeout=30,
+        )  # fmt: skip
+    line = refused(result, f"cannot listen on 127.0.0.1:{port}: address already in use")
+    assert "--metrics-port" in line, line
+    assert "listening" not in result.stderr, result.stderr
+    assert not (tmp_path / "data").exists()

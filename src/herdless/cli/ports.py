@@ -1,0 +1,87 @@
+"""Is an address free to listen on, and if not, who holds it.
+
+`serve` and `cluster up` ask before they start anything, so that a port in use is
+one line naming the address and its holder, before a data directory is written or
+a "listening" line is printed. The real bind still decides: this only moves the
+common mistake (a second broker on the same port) to the front.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+# /proc/net/tcp's state column: 0A is LISTEN.
+_LISTEN = "0A"
+
+
+def bind_error(host: str, port: int) -> str | None:
+    """Why (host, port) cannot be listened on, or None if it can. Port 0 always can."""
+    if port == 0:
+        return None
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        # As asyncio's servers bind: a port in TIME_WAIT is free to them.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host or "0.0.0.0", port))
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            return reason[:1].lower() + reason[1:]
+    return None
+
+
+def in_use(host: str, port: int) -> str | None:
+    """`address host:port in use (by PROCESS)`-style words when it cannot be listened
+    on, None when it can."""
+    reason = bind_error(host, port)
+    if reason is None:
+        return None
+    shown = f"[{host}]:{port}" if ":" in host else f"{host or '0.0.0.0'}:{port}"
+    holder = listener_of(port)
+    return f"{shown}: {reason}" + (f" (held by {holder})" if holder else "")
+
+
+def listener_of(port: int) -> str | None:
+    """`pid N: command line` of the process listening on the TCP port, when this
+    machine's /proc says (Linux, and a process this user may look at)."""
+    inodes = _listening_inodes(port)
+    if not inodes:
+        return None
+    proc = Path("/proc")
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            for fd in (entry / "fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("socket:[") and target[8:-1] in inodes:
+                    return f"pid {entry.name}: {_command_line(entry)}"
+        except OSError:  # gone, or not ours to look at
+            continue
+    return None
+
+
+def _listening_inodes(port: int) -> set[str]:
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state == _LISTEN and int(local.rsplit(":", 1)[1], 16) == port:
+                inodes.add(inode)
+    return inodes
+
+
+def _command_line(process: Path) -> str:
+    try:
+        words = (process / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "?"
+    text = " ".join(" ".join(word.decode(errors="replace").split()) for word in words if word)
+    return text if len(text) <= 120 else text[:117] + "..."
