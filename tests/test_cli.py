@@ -299,7 +299,11 @@ def test_serve_names_its_port_in_use_and_its_holder_before_writing_anything(
         timeout=30,
     )  # fmt: skip
     line = refused(result, f"cannot listen on {broker.host}:{broker.port}: address already in use")
-    assert broker.process is not None and f"pid {broker.process.pid}" in line and line.endswith("give another --port"), line
+    assert (
+        broker.process is not None
+        and f"pid {broker.process.pid}" in line
+        and line.endswith("give another --port")
+    ), line
     assert len(result.stderr.splitlines()) == 1, result.stderr
     assert not data.exists(), "the data directory was initialised before the port was checked"
 

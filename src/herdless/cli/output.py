@@ -84,6 +84,11 @@ def show(view: View, output: Output | None) -> None:
         console().print(renderable(view))
 
 
+def counted(count: int, noun: str) -> str:
+    """`1 broker`, `3 brokers`: a count with its noun, singular for one."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def say(message: str) -> None:
     """A line for the user on stdout: what a command that shows no data did."""
     print(message, flush=True)

@@ -79,9 +79,25 @@ def _listening_inodes(port: int) -> set[str]:
 
 
 def _command_line(process: Path) -> str:
+    """The command line, short: the program's name, without a JVM's tuning flags and class
+    path, so that what it runs (a main class, `-m herdless serve`) shows."""
     try:
-        words = (process / "cmdline").read_bytes().split(b"\0")
+        words = [
+            w.decode(errors="replace") for w in (process / "cmdline").read_bytes().split(b"\0")
+        ]
     except OSError:
         return "?"
-    text = " ".join(" ".join(word.decode(errors="replace").split()) for word in words if word)
-    return text if len(text) <= 120 else text[:117] + "..."
+    words = [" ".join(w.split()) for w in words if w]
+    if not words:
+        return "?"
+    shown = [Path(words[0]).name]
+    skip_next = False
+    for word in words[1:]:
+        if skip_next:
+            skip_next = False
+        elif word in ("-cp", "-classpath", "--class-path"):
+            skip_next = True
+        elif not word.startswith(("-X", "-D")):
+            shown.append(word)
+    text = " ".join(shown)
+    return text if len(text) <= 160 else text[:157] + "..."

@@ -10,7 +10,7 @@ import typer
 
 from herdless.cli.errors import fail
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap
-from herdless.cli.output import note
+from herdless.cli.output import counted, note
 from herdless.cli.rdkafka import client_config, partition_count
 
 if TYPE_CHECKING:
@@ -106,4 +106,4 @@ def produce(
             f"{len(failures) + undelivered} of {sent} records were not delivered to"
             f" {topic}: {reason}"
         )
-    note(f"produced {sent} record{'' if sent == 1 else 's'} to {topic}")
+    note(f"produced {counted(sent, 'record')} to {topic}")

@@ -23,7 +23,7 @@ from herdless.cli.config_changes import (
 )
 from herdless.cli.errors import fail
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, command_group
-from herdless.cli.output import OutputOption, Table, View, say, show
+from herdless.cli.output import OutputOption, Table, View, counted, say, show
 from herdless.protocol.config_values import format_boolean
 
 topics_app = command_group("Create, list, describe, alter and delete topics.")
@@ -76,7 +76,7 @@ def create(
         created = topic.get("num_partitions", BROKER_DEFAULT)
         if created == BROKER_DEFAULT:  # CreateTopics before v5 does not say
             created = len(_describe(admin, name)["partitions"])
-    say(f"created topic {name} with {created} partition{'' if created == 1 else 's'}")
+    say(f"created topic {name} with {counted(created, 'partition')}")
 
 
 def _describe(admin: object, name: str) -> dict[str, object]:
@@ -119,7 +119,7 @@ def alter(
                     f"cannot give topic {name!r} {partitions} partitions: "
                     + error_text(outcome.error_code, outcome.error_message)
                 )
-            say(f"topic {name} now has {partitions} partitions")
+            say(f"topic {name} now has {counted(partitions, 'partition')}")
         if changes:
             alter_configs(admin, ConfigResourceType.TOPIC, name, changes)
 
