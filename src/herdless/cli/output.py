@@ -38,6 +38,14 @@ class Output(enum.StrEnum):
     PLAIN = "plain"
 
 
+OUTPUT_METAVAR = "<table|json|plain>"
+
+
+def parse_output(text: str) -> Output:
+    """An --output value, whatever its case; ValueError if it is not one."""
+    return Output(text.strip().lower())
+
+
 OutputOption = Annotated[
     Output | None,
     typer.Option(
