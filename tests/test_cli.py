@@ -141,12 +141,12 @@ def test_output_off_a_terminal_is_never_cut_or_wrapped(broker: BrokerProcess) ->
     assert error == f"error: topic '{name}-missing' does not exist"
 
 
-def test_a_terminal_gets_a_table(broker: BrokerProcess) -> None:
-    """Without --output a terminal gets rich's table (a pipe gets plain, as above)."""
+def on_a_terminal(*args: str, columns: int = 100) -> str:
+    """What the command shows on a terminal `columns` wide, without its colours."""
     leader, follower = pty.openpty()
-    env = {**os.environ, "COLUMNS": "100", "TERM": "xterm"}
+    env = {**os.environ, "COLUMNS": str(columns), "TERM": "xterm"}
     process = subprocess.Popen(
-        [*COMMAND, "topics", "list", "-b", broker.bootstrap],
+        [*COMMAND, *args],
         stdout=follower,
         stderr=subprocess.PIPE,
         env=env,
@@ -163,9 +163,39 @@ def test_a_terminal_gets_a_table(broker: BrokerProcess) -> None:
         chunks.append(chunk)
     os.close(leader)
     assert process.wait(60) == 0, process.stderr.read() if process.stderr else ""
-    shown = re.sub(r"\x1b\[[0-9;]*m", "", b"".join(chunks).decode())  # bold headers
+    return re.sub(r"\x1b\[[0-9;]*m", "", b"".join(chunks).decode())  # bold headers
+
+
+def test_a_terminal_gets_a_table(broker: BrokerProcess) -> None:
+    """Without --output a terminal gets rich's table (a pipe gets plain, as above)."""
+    shown = on_a_terminal("topics", "list", "-b", broker.bootstrap)
     assert "┃ TOPIC" in shown and "┃ PARTITIONS ┃" in shown and "\t" not in shown, shown
     assert "…" not in shown  # a cell too wide folds onto more lines; nothing is cut
+
+
+@pytest.mark.parametrize("columns", [80, 100])
+@pytest.mark.parametrize(
+    "command",
+    [("topics", "describe", "term-words"), ("cluster", "describe"), ("groups", "list")],
+    ids=["topics-describe", "cluster-describe", "groups-list"],
+)
+def test_a_narrow_terminal_never_splits_a_header_or_an_address(
+    broker: BrokerProcess, command: tuple[str, ...], columns: int
+) -> None:
+    b = ("-b", broker.bootstrap)
+    if not table_rows(succeeded(herdless("topics", "list", *b))).count(
+        ["term-words", "2", "false"]
+    ):
+        succeeded(herdless("topics", "create", "term-words", "-p", "2", *b))
+    plain = succeeded(herdless(*command, "-o", "plain", *b))
+    shown = on_a_terminal(*command, *b, columns=columns)
+    assert max(len(line) for line in shown.splitlines()) <= columns, shown
+    words = {word for table in tables(plain) for word in table[0]}
+    words |= {value for row in table_rows(plain) for value in row if len(value) <= 24}
+    assert broker.host in words or command[0] != "cluster", plain
+    on_screen = set(re.split(r"[\s│┃║|]+", shown))
+    split = sorted(word for word in words if word not in on_screen)
+    assert not split, f"split or missing on a {columns}-column terminal: {split}\n{shown}"
 
 
 def test_errors_are_one_line_on_stderr() -> None:
