@@ -256,6 +256,39 @@ def test_help_shows_the_defaults() -> None:
     assert f"({DEFAULT_TOPIC})" in shown
 
 
+def command_paths() -> list[list[str]]:
+    """Every `herdless` command, as the words that name it."""
+    import typer
+
+    from herdless.cli.main import app
+
+    paths = []
+
+    def walk(command: object, path: list[str]) -> None:
+        subs = getattr(command, "commands", None)
+        if subs is None:
+            paths.append(path)
+            return
+        for name, sub in subs.items():
+            walk(sub, [*path, name])
+
+    walk(typer.main.get_command(app), [])
+    return paths
+
+
+def test_help_names_values_and_defaults_plainly(capsys: pytest.CaptureFixture[str]) -> None:
+    """No Python types (`<list[str]>`) and no doubled brackets (`((0))`) in any help."""
+    from herdless.cli.main import run
+
+    paths = command_paths()
+    assert ["topics", "delete-records"] in paths and ["cluster", "up"] in paths
+    for path in paths:
+        assert run([*path, "--help"]) == 0, path
+        shown = capsys.readouterr().out
+        for wrong in ("list[", "((", "))", "<Output>"):
+            assert wrong not in shown, f"herdless {' '.join(path)} --help shows {wrong}:\n{shown}"
+
+
 @pytest.mark.parametrize(
     ("args", "named"),
     [
@@ -353,3 +386,26 @@ def test_serve_names_its_metrics_port_in_use_before_saying_it_listens(tmp_path: 
     assert "--metrics-port" in line, line
     assert "listening" not in result.stderr, result.stderr
     assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["produce", "t", "-H", "novalue"],
+        ["produce", "t", "--key-separator", ""],
+        ["consume", "t", "--from", "soon"],
+        ["consume", "t", "-o", "beginning"],
+        ["consume", "t", "-f", "%q"],
+        ["topics", "alter", "t"],
+        ["topics", "create", "t", "--config", "novalue"],
+        ["groups", "describe"],
+        ["groups", "reset-offsets", "g", "--to-earliest"],
+        ["users", "add", "kim", "--iterations", "100", "--password", "x"],
+        ["topics", "delete-records", "t", "--partition", "0"],
+    ],
+    ids=lambda args: "-".join(args[:2]),
+)
+def test_a_bad_value_exits_2_before_asking_a_broker(args: list[str]) -> None:
+    """As docs/cli.md says: a command line that cannot be run is exit code 2, whatever
+    the command (nothing listens at port 1: asking a broker would fail with 1)."""
+    refused(herdless(*args, "-b", "127.0.0.1:1"), "", code=2)

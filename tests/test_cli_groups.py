@@ -381,6 +381,7 @@ def test_reset_offsets_export_then_from_file(
     refused(
         groups(broker, "reset-offsets", group, "--from-file", str(plan), "--all-topics"),
         "--from-file names its partitions",
+        code=2,
     )
 
 
@@ -388,9 +389,9 @@ def test_reset_offsets_refuses_what_it_cannot_do(broker: BrokerProcess, topic: s
     group = "cli-reset-bad"
     commit_standalone(broker.bootstrap, group, {0: 5})
     reset = ("reset-offsets", group)
-    refused(groups(broker, *reset, "--topic", topic), "give exactly one of")
-    refused(groups(broker, *reset, "--topic", topic, "--to-earliest", "--to-latest"), "exactly one")
-    refused(groups(broker, *reset, "--to-earliest"), "--all-topics")
+    refused(groups(broker, *reset, "--topic", topic), "give exactly one of", 2)
+    refused(groups(broker, *reset, "--topic", topic, "--to-earliest", "--to-latest"), "exactly", 2)
+    refused(groups(broker, *reset, "--to-earliest"), "--all-topics", 2)
     refused(groups(broker, *reset, "--topic", "no-such-topic", "--to-earliest"), "does not exist")
     refused(groups(broker, *reset, "--topic", f"{topic}:7", "--to-earliest"), "no partition 7")
     refused(groups(broker, *reset, "--topic", topic, "--to-datetime", "noon"), "ISO 8601")

@@ -158,12 +158,12 @@ def test_produce_and_consume_refuse_what_they_cannot_do(
 ) -> None:
     b = ("-b", broker.bootstrap)
     refused(herdless("produce", stamped, "-p", "5", *b, input="x\n"), "has no partition 5")
-    refused(herdless("produce", stamped, "-H", "novalue", *b, input="x\n"), "--header")
+    refused(herdless("produce", stamped, "-H", "novalue", *b, input="x\n"), "--header", 2)
     refused(herdless("consume", "rec-absent", "-e", *b), "topic 'rec-absent' does not exist")
     refused(herdless("consume", stamped, "-p", "2", *b), "has no partition 2")
-    refused(herdless("consume", stamped, "-f", "%q", *b), "unknown format token %q")
-    refused(herdless("consume", stamped, "--from", "soon", *b), "@TIMESTAMP_MS")
-    refused(herdless("consume", stamped, "--from", "3", "-g", "g", *b), "reset-offsets")
+    refused(herdless("consume", stamped, "-f", "%q", *b), "unknown format token %q", 2)
+    refused(herdless("consume", stamped, "--from", "soon", *b), "@TIMESTAMP_MS", 2)
+    refused(herdless("consume", stamped, "--from", "3", "-g", "g", *b), "reset-offsets", 2)
 
 
 @pytest.mark.parametrize(("kcat", "ours"), [("beginning", "beginning"), ("-3", "-3"), ("5", "5")])

@@ -104,7 +104,11 @@ def up(
     ] = Path("herdless-cluster"),
     set_: Annotated[
         list[str] | None,
-        typer.Option("--set", help="A broker property for every broker, key=value; repeatable."),
+        typer.Option(
+            "--set",
+            metavar="KEY=VALUE",
+            help="A broker property for every broker, key=value; repeatable.",
+        ),
     ] = None,
 ) -> None:
     """Start ZooKeeper and N brokers on 127.0.0.1 for trying a cluster; a broker that

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from herdless.cli.errors import fail, warn
+from herdless.cli.errors import USAGE, fail, warn
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap
 from herdless.cli.output import OUTPUT_METAVAR, Output, note, parse_output
 from herdless.cli.rdkafka import (
@@ -48,7 +48,8 @@ def parse_start(text: str) -> tuple[str, int]:
     except ValueError:
         raise fail(
             "--from expects beginning, end, an OFFSET, -N (the last N records of each"
-            f" partition) or @TIMESTAMP_MS, got {text!r}"
+            f" partition) or @TIMESTAMP_MS, got {text!r}",
+            USAGE,
         ) from None
     # kcat's `-o -N`: N records before the end of each partition.
     return ("last", -offset) if value.startswith("-") else ("offset", offset)
@@ -98,7 +99,12 @@ def consume(
     partition: Annotated[
         list[int] | None,
         typer.Option(
-            "--partition", "-p", min=0, show_default="all", help="Only this partition; repeatable."
+            "--partition",
+            "-p",
+            min=0,
+            metavar="N",
+            show_default="all",
+            help="Only this partition; repeatable.",
         ),
     ] = None,
     count: Annotated[
@@ -135,14 +141,17 @@ def consume(
     if group is not None and where in ("offset", "last", "time"):
         raise fail(
             "with --group, --from is beginning or end (where the group has no offset);"
-            " move a group's offsets with `herdless groups reset-offsets`"
+            " move a group's offsets with `herdless groups reset-offsets`",
+            USAGE,
         )
     if group is not None and partition:
-        raise fail("--partition reads without a group; a group's members share its partitions")
+        raise fail(
+            "--partition reads without a group; a group's members share its partitions", USAGE
+        )
     try:
         render = json_line if output is Output.JSON else compile_format(record_format)
     except ValueError as exc:
-        raise fail(f"--format: {exc}") from None
+        raise fail(f"--format: {exc}", USAGE) from None
     from confluent_kafka import Consumer
 
     settings = client_config(

@@ -134,6 +134,19 @@ def _client_options(
     """The options every command that connects takes, as typer declares them."""
 
 
+def name_repeated_arguments(command: Any) -> None:
+    """Help names an argument that takes several values by its metavar alone: typer
+    would add its Python type (`GROUP <list[str]>`), which says nothing to a user
+    (the usage line shows the repetition: `[GROUP]...`)."""
+    if hasattr(command, "commands"):
+        for sub in command.commands.values():
+            name_repeated_arguments(sub)
+        return
+    for param in command.params:
+        if param.param_type_name == "argument" and param.nargs != 1 and param.metavar:
+            param.display_type_rich = lambda ctx: None
+
+
 def add_client_options(command: Any) -> None:
     """Give --command-config and -X to every command under `command` (a click command
     or group, as typer builds it) that takes --bootstrap-server."""

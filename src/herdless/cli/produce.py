@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, BinaryIO
 
 import typer
 
-from herdless.cli.errors import fail
+from herdless.cli.errors import USAGE, fail
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, client_settings
 from herdless.cli.output import counted, note
 from herdless.cli.rdkafka import METADATA_TIMEOUT_S, client_config, partition_count
@@ -29,7 +29,7 @@ def parse_headers(items: list[str] | None) -> list[tuple[str, bytes]]:
     for item in items or []:
         name, sep, value = item.partition("=")
         if not sep or not name:
-            raise fail(f"--header expects key=value, got {item!r}")
+            raise fail(f"--header expects key=value, got {item!r}", USAGE)
         headers.append((name, value.encode()))
     return headers
 
@@ -58,7 +58,12 @@ def produce(
     ] = None,
     header: Annotated[
         list[str] | None,
-        typer.Option("--header", "-H", help="key=value header on every record; repeatable."),
+        typer.Option(
+            "--header",
+            "-H",
+            metavar="KEY=VALUE",
+            help="key=value header on every record; repeatable.",
+        ),
     ] = None,
     partition: Annotated[
         int | None,
@@ -71,7 +76,7 @@ def produce(
     """Send each line of standard input to TOPIC as one record."""
     headers = parse_headers(header)
     if key_separator == "":
-        raise fail("--key-separator must not be empty")
+        raise fail("--key-separator must not be empty", USAGE)
     separator = None if key_separator is None else key_separator.replace("\\t", "\t").encode()
     lines = records(sys.stdin.buffer, separator)
     first = next(lines, None)

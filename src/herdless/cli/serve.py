@@ -109,7 +109,9 @@ def serve(
     ] = None,
     broker_id: Annotated[
         int | None,
-        typer.Option(help="This broker's id in the cluster (broker.id).", show_default="(0)"),
+        typer.Option(
+            help="This broker's id in the cluster (broker.id).", show_default="broker.id, else 0"
+        ),
     ] = None,
     rack: Annotated[
         str | None,
@@ -121,7 +123,9 @@ def serve(
     ] = None,
     set_: Annotated[
         list[str] | None,
-        typer.Option("--set", help="A broker property, key=value; repeatable."),
+        typer.Option(
+            "--set", metavar="KEY=VALUE", help="A broker property, key=value; repeatable."
+        ),
     ] = None,
     log_level: Annotated[LogLevel, typer.Option(case_sensitive=False)] = LogLevel.INFO,
 ) -> None:

@@ -21,7 +21,7 @@ from herdless.cli.config_changes import (
     config_changes,
     key_values,
 )
-from herdless.cli.errors import fail
+from herdless.cli.errors import USAGE, fail
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, command_group
 from herdless.cli.output import OutputOption, Table, View, counted, say, show
 from herdless.protocol.config_values import format_boolean
@@ -50,7 +50,8 @@ def create(
         typer.Option(min=1, show_default="the broker's default", help="Copies of each partition."),
     ] = None,
     config: Annotated[
-        list[str] | None, typer.Option("--config", "-c", help="key=value; repeatable.")
+        list[str] | None,
+        typer.Option("--config", "-c", metavar="KEY=VALUE", help="key=value; repeatable."),
     ] = None,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> None:
@@ -108,7 +109,8 @@ def alter(
     changes = config_changes(config, delete_config)
     if not changes and partitions is None:
         raise fail(
-            "nothing to change: give --partitions N, --config key=value or --delete-config key"
+            "nothing to change: give --partitions N, --config key=value or --delete-config key",
+            USAGE,
         )
     with connect(bootstrap) as admin:
         if partitions is not None:
