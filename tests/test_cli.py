@@ -22,7 +22,15 @@ from tests.support.broker import (
     loopback_host_with_free,
     module_broker,
 )
-from tests.support.cli import COMMAND, herdless, refused, succeeded, table_rows, tables
+from tests.support.cli import (
+    COMMAND,
+    assert_documented,
+    herdless,
+    refused,
+    succeeded,
+    table_rows,
+    tables,
+)
 
 KAFKA_PORT = 9092
 BROKER_PARTITIONS = 4  # the broker's num.partitions
@@ -409,3 +417,42 @@ def test_a_bad_value_exits_2_before_asking_a_broker(args: list[str]) -> None:
     """As docs/cli.md says: a command line that cannot be run is exit code 2, whatever
     the command (nothing listens at port 1: asking a broker would fail with 1)."""
     refused(herdless(*args, "-b", "127.0.0.1:1"), "", code=2)
+
+
+def test_topics_delete_records_by_options_and_by_kafkas_json_file(
+    broker: BrokerProcess, tmp_path: Path
+) -> None:
+    b = ("-b", broker.bootstrap)
+    succeeded(herdless("topics", "create", "purged", "-p", "2", *b))
+    for p in (0, 1):
+        succeeded(herdless("produce", "purged", "-p", str(p), *b, input="a\nb\nc\nd\ne\n"))
+
+    out = succeeded(herdless("topics", "delete-records", "purged", "-p", "0", "--before", "3", *b))
+    assert table_rows(out) == [["purged", "0", "3"]]
+    read = ("consume", "purged", "-e", "-f", "%p:%o %s\\n", *b)
+    assert sorted(succeeded(herdless(*read)).splitlines()) == [
+        "0:3 d", "0:4 e", "1:0 a", "1:1 b", "1:2 c", "1:3 d", "1:4 e"
+    ]  # fmt: skip
+
+    plan = tmp_path / "offsets.json"
+    plan.write_text(
+        json.dumps(
+            {"partitions": [{"topic": "purged", "partition": 1, "offset": -1}], "version": 1}
+        )
+    )
+    result = herdless("topics", "delete-records", "--offset-json-file", str(plan), "-o", "json", *b)
+    document = json.loads(succeeded(result))
+    assert document == [{"topic": "purged", "partition": 1, "low_watermark": 5}]
+    assert_documented("topics delete-records", document)
+    assert sorted(succeeded(herdless(*read)).splitlines()) == ["0:3 d", "0:4 e"]
+
+    delete = ("topics", "delete-records", "purged")
+    refused(herdless(*delete, "-p", "0", "--before", "9", *b), "OFFSET_OUT_OF_RANGE")
+    refused(herdless(*delete, "-p", "5", "--before", "1", *b), "no such partition: purged:5")
+    refused(herdless(*delete, "-p", "0", "--before", "soon", *b), "--before expects", code=2)
+    plan.write_text('{"partitions": [{"topic": "purged", "partition": 0}]}')
+    refused(
+        herdless("topics", "delete-records", "--offset-json-file", str(plan), *b),
+        "partition entry 1 needs a topic, a partition >= 0 and an offset >= -1",
+        code=2,
+    )

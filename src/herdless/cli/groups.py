@@ -468,7 +468,10 @@ def delete_offsets(
     topic: Annotated[
         list[str],
         typer.Option(
-            "--topic", "-t", help="T (all its committed partitions) or T:p1,p2; repeatable."
+            "--topic",
+            "-t",
+            metavar="TOPIC[:P,...]",
+            help="T (all its committed partitions) or T:p1,p2; repeatable.",
         ),
     ],
     output: OutputOption = None,

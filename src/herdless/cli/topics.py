@@ -21,12 +21,16 @@ from herdless.cli.config_changes import (
     config_changes,
     key_values,
 )
+from herdless.cli.delete_records import delete_records
 from herdless.cli.errors import USAGE, fail
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, command_group
 from herdless.cli.output import OutputOption, Table, View, counted, say, show
 from herdless.protocol.config_values import format_boolean
 
-topics_app = command_group("Create, list, describe, alter and delete topics.")
+topics_app = command_group(
+    "Create, list, describe, alter and delete topics, and delete records before an offset."
+)
+topics_app.command("delete-records")(delete_records)
 
 # CreateTopics' "the broker's default" for partitions and replication factor.
 BROKER_DEFAULT = -1
