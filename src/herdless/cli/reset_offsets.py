@@ -73,7 +73,7 @@ def read_plan(path: Path, group_id: str) -> dict[TopicPartition, int]:
     try:
         text = path.read_text()
     except OSError as exc:
-        raise fail(f"cannot read {path}: {exc.strerror}") from None
+        raise fail(f"cannot read {path}: {exc.strerror}", USAGE) from None
     plan: dict[TopicPartition, int] = {}
     for number, line in enumerate(text.splitlines(), start=1):
         fields = [f.strip() for f in line.split(",")]
@@ -87,7 +87,9 @@ def read_plan(path: Path, group_id: str) -> dict[TopicPartition, int]:
             topic, partition, offset = fields
             plan[TopicPartition(topic, int(partition))] = int(offset)
         except ValueError:
-            raise fail(f"{path}:{number}: expected topic,partition,offset, got {line!r}") from None
+            raise fail(
+                f"{path}:{number}: expected topic,partition,offset, got {line!r}", USAGE
+            ) from None
     if not plan:
         raise fail(f"{path} has no offsets for group {group_id!r}")
     return plan
