@@ -8,6 +8,7 @@ common mistake (a second broker on the same port) to the front.
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 from pathlib import Path
@@ -17,24 +18,33 @@ _LISTEN = "0A"
 
 
 def bind_error(host: str, port: int) -> str | None:
-    """Why (host, port) cannot be listened on, or None if it can. Port 0 always can."""
+    """`address already in use` when another socket listens on (host, port), else None.
+
+    Only that: any other reason a bind could fail (an address not on this machine, a
+    name that does not resolve) is left for the real bind to report in its own words.
+    """
     if port == 0:
         return None
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except OSError:
+        return None
+    with socket.socket(family, kind, proto) as probe:
         # As asyncio's servers bind: a port in TIME_WAIT is free to them.
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            probe.bind((host or "0.0.0.0", port))
+            probe.bind(address)
         except OSError as exc:
-            reason = exc.strerror or str(exc)
-            return reason[:1].lower() + reason[1:]
+            if exc.errno == errno.EADDRINUSE:
+                return "address already in use"
     return None
 
 
 def in_use(host: str, port: int) -> str | None:
-    """`address host:port in use (by PROCESS)`-style words when it cannot be listened
-    on, None when it can."""
+    """`host:port: address already in use (held by pid N: COMMAND)` when another
+    socket listens there, None otherwise."""
     reason = bind_error(host, port)
     if reason is None:
         return None
