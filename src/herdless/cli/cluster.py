@@ -3,7 +3,8 @@
 `describe` is a Kafka client like the other commands: brokers, racks, the
 controller, how many groups each broker coordinates, and which partitions are
 under-replicated or offline. `up` starts Debian's ZooKeeper and N brokers on
-this machine, for trying the cluster on a laptop; Ctrl-C stops them all.
+this machine, for trying the cluster on a laptop (local_cluster.py): a broker
+that dies leaves the others running; Ctrl-C stops them all.
 """
 
 from __future__ import annotations
