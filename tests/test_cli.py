@@ -456,3 +456,9 @@ def test_topics_delete_records_by_options_and_by_kafkas_json_file(
         "partition entry 1 needs a topic, a partition >= 0 and an offset >= -1",
         code=2,
     )
+
+
+def test_one_broker_is_counted_in_the_singular(broker: BrokerProcess) -> None:
+    result = herdless("cluster", "describe", "-b", broker.bootstrap)
+    succeeded(result)
+    assert ": 1 broker, controller 0," in result.stderr, result.stderr
