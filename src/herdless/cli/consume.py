@@ -55,10 +55,8 @@ def parse_start(text: str) -> tuple[str, int]:
     return ("last", -offset) if value.startswith("-") else ("offset", offset)
 
 
-def _output_format(value: str | None) -> Output | None:
+def _output_format(value: str) -> Output:
     """-o is the output format in every command; kcat's `-o OFFSET` is named as such."""
-    if value is None:
-        return None
     try:
         return parse_output(value)
     except ValueError:
@@ -124,11 +122,11 @@ def consume(
         ),
     ] = "%s\\n",
     output: Annotated[
-        str | None,
+        Output | None,
         typer.Option(
             "--output",
             "-o",
-            callback=_output_format,
+            parser=_output_format,
             metavar=OUTPUT_METAVAR,
             show_default=False,
             help="json: one JSON object per record, instead of --format.",

@@ -13,6 +13,7 @@ import select
 import shlex
 import signal
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,6 +26,7 @@ from herdless.cli.zookeeper import ZooKeeperServer
 
 HOST = "127.0.0.1"
 STARTUP_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 30.0
 WATCH_S = 0.5
 
 
@@ -111,19 +113,23 @@ def run(zookeeper: ZooKeeperServer, brokers: list[LocalBroker], data_dir: Path) 
     except KeyboardInterrupt:
         note("stopping the brokers, then ZooKeeper")
     finally:
-        for broker in brokers:
-            if broker.alive():
-                assert broker.process is not None
-                broker.process.terminate()
-        for broker in brokers:
-            if broker.process is None:
-                continue
-            try:
-                broker.stop()
-            except Exception:  # a stop that hangs: kill, never leave it running
-                broker.kill()
-        if zookeeper.alive():
-            zookeeper.stop()
+        _stop(zookeeper, brokers)
+
+
+def _stop(zookeeper: ZooKeeperServer, brokers: list[LocalBroker]) -> None:
+    """SIGTERM to every broker at once (each moves its work on), then ZooKeeper."""
+    started = [b.process for b in brokers if b.process is not None]
+    for process in started:
+        if process.poll() is None:
+            process.terminate()
+    for process in started:
+        try:
+            process.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:  # never leave one running
+            process.kill()
+            process.wait()
+    if zookeeper.alive():
+        zookeeper.stop()
 
 
 def _watch(zookeeper: ZooKeeperServer, brokers: list[LocalBroker]) -> None:
