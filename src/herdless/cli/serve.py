@@ -212,8 +212,12 @@ def _check_ports_free(config: BrokerConfig) -> None:
     another process holds is named, with the option that chose it."""
     from herdless.cli.ports import in_use
 
-    wanted = [(f"listener {e.listener}", e.host, e.port) for e in config.listener_endpoints()]
-    if not config.security.get("listeners"):
+    if config.security.get("listeners"):
+        wanted = [
+            (f"port in listeners ({e.listener})", e.host, e.port)
+            for e in config.listener_endpoints()
+        ]
+    else:
         wanted = [("--port", config.host, config.port)]
     if config.metrics_port is not None:
         wanted.append(("--metrics-port", config.metrics_host, config.metrics_port))
