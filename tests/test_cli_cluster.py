@@ -97,7 +97,7 @@ def described(bootstrap: str) -> dict[str, object]:
 
 def test_a_killed_broker_leaves_the_others_running_and_comes_back_on_enter(up: Up) -> None:
     victim_port = up.first_port + 1
-    holder = listener_of(victim_port)
+    holder = listener_of("127.0.0.1", victim_port)
     assert holder is not None
     os.kill(int(holder.split()[1].rstrip(":")), signal.SIGKILL)
 
@@ -106,7 +106,9 @@ def test_a_killed_broker_leaves_the_others_running_and_comes_back_on_enter(up: U
     how = up.wait_for("keep running")
     assert "Press Enter to restart it" in how and "--broker-id 2" in how, how
     assert up.process.poll() is None, "cluster up stopped with one broker"
-    assert listener_of(up.zookeeper_port) is not None, "ZooKeeper stopped with one broker"
+    assert listener_of("127.0.0.1", up.zookeeper_port) is not None, (
+        "ZooKeeper stopped with one broker"
+    )
     described(f"127.0.0.1:{up.first_port}")  # broker 1 answers
 
     assert up.process.stdin is not None

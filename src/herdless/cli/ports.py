@@ -9,8 +9,10 @@ common mistake (a second broker on the same port) to the front.
 from __future__ import annotations
 
 import errno
+import ipaddress
 import os
 import socket
+import sys
 from pathlib import Path
 
 # /proc/net/tcp's state column: 0A is LISTEN.
@@ -49,18 +51,18 @@ def in_use(host: str, port: int) -> str | None:
     if reason is None:
         return None
     shown = f"[{host}]:{port}" if ":" in host else f"{host or '0.0.0.0'}:{port}"
-    holder = listener_of(port)
+    holder = listener_of(host, port)
     return f"{shown}: {reason}" + (f" (held by {holder})" if holder else "")
 
 
-def listener_of(port: int) -> str | None:
-    """`pid N: command line` of the process listening on the TCP port, when this
-    machine's /proc says (Linux, and a process this user may look at)."""
-    inodes = _listening_inodes(port)
+def listener_of(host: str, port: int) -> str | None:
+    """`pid N: command line` of the process listening on (host, port) (or on every
+    address at that port), when this machine's /proc says: Linux, and a process this
+    user may look at."""
+    inodes = _listening_inodes(_addresses(host), port)
     if not inodes:
         return None
-    proc = Path("/proc")
-    for entry in proc.iterdir():
+    for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
@@ -73,7 +75,22 @@ def listener_of(port: int) -> str | None:
     return None
 
 
-def _listening_inodes(port: int) -> set[str]:
+def _addresses(host: str) -> set[ipaddress.IPv4Address | ipaddress.IPv6Address] | None:
+    """The addresses host names; None: any (no host, or one that does not resolve)."""
+    if not host:
+        return None
+    try:
+        found = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError:
+        return None
+    return {ipaddress.ip_address(info[4][0]) for info in found}
+
+
+def _listening_inodes(
+    addresses: set[ipaddress.IPv4Address | ipaddress.IPv6Address] | None, port: int
+) -> set[str]:
+    """The socket inodes listening on the port at one of the addresses, or at every
+    address (0.0.0.0, ::), which holds them all."""
     inodes: set[str] = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -83,9 +100,24 @@ def _listening_inodes(port: int) -> set[str]:
         for line in lines:
             fields = line.split()
             local, state, inode = fields[1], fields[3], fields[9]
-            if state == _LISTEN and int(local.rsplit(":", 1)[1], 16) == port:
+            hex_address, hex_port = local.rsplit(":", 1)
+            if state != _LISTEN or int(hex_port, 16) != port:
+                continue
+            address = _proc_address(hex_address)
+            if addresses is None or address.is_unspecified or address in addresses:
                 inodes.add(inode)
     return inodes
+
+
+def _proc_address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """/proc/net/tcp's address: 32-bit words of the address in this machine's order."""
+    raw = bytes.fromhex(text)
+    words = [raw[i : i + 4] for i in range(0, len(raw), 4)]
+    packed = b"".join(word[::-1] if sys.byteorder == "little" else word for word in words)
+    address = ipaddress.ip_address(packed)
+    # A Java server listens on IPv6 sockets: 127.0.0.1 is ::ffff:127.0.0.1 there.
+    mapped = getattr(address, "ipv4_mapped", None)
+    return mapped if mapped is not None else address
 
 
 def _command_line(process: Path) -> str:
