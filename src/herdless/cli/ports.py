@@ -103,13 +103,13 @@ def _listening_inodes(
             hex_address, hex_port = local.rsplit(":", 1)
             if state != _LISTEN or int(hex_port, 16) != port:
                 continue
-            address = _proc_address(hex_address)
+            address = proc_net_address(hex_address)
             if addresses is None or address.is_unspecified or address in addresses:
                 inodes.add(inode)
     return inodes
 
 
-def _proc_address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+def proc_net_address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     """/proc/net/tcp's address: 32-bit words of the address in this machine's order."""
     raw = bytes.fromhex(text)
     words = [raw[i : i + 4] for i in range(0, len(raw), 4)]
