@@ -22,7 +22,15 @@ from tests.support.broker import (
     loopback_host_with_free,
     module_broker,
 )
-from tests.support.cli import COMMAND, herdless, refused, succeeded, table_rows, tables
+from tests.support.cli import (
+    COMMAND,
+    assert_documented,
+    herdless,
+    refused,
+    succeeded,
+    table_rows,
+    tables,
+)
 
 KAFKA_PORT = 9092
 BROKER_PARTITIONS = 4  # the broker's num.partitions
@@ -141,12 +149,12 @@ def test_output_off_a_terminal_is_never_cut_or_wrapped(broker: BrokerProcess) ->
     assert error == f"error: topic '{name}-missing' does not exist"
 
 
-def test_a_terminal_gets_a_table(broker: BrokerProcess) -> None:
-    """Without --output a terminal gets rich's table (a pipe gets plain, as above)."""
+def on_a_terminal(*args: str, columns: int = 100) -> str:
+    """What the command shows on a terminal `columns` wide, without its colours."""
     leader, follower = pty.openpty()
-    env = {**os.environ, "COLUMNS": "100", "TERM": "xterm"}
+    env = {**os.environ, "COLUMNS": str(columns), "TERM": "xterm"}
     process = subprocess.Popen(
-        [*COMMAND, "topics", "list", "-b", broker.bootstrap],
+        [*COMMAND, *args],
         stdout=follower,
         stderr=subprocess.PIPE,
         env=env,
@@ -163,9 +171,39 @@ def test_a_terminal_gets_a_table(broker: BrokerProcess) -> None:
         chunks.append(chunk)
     os.close(leader)
     assert process.wait(60) == 0, process.stderr.read() if process.stderr else ""
-    shown = re.sub(r"\x1b\[[0-9;]*m", "", b"".join(chunks).decode())  # bold headers
+    return re.sub(r"\x1b\[[0-9;]*m", "", b"".join(chunks).decode())  # bold headers
+
+
+def test_a_terminal_gets_a_table(broker: BrokerProcess) -> None:
+    """Without --output a terminal gets rich's table (a pipe gets plain, as above)."""
+    shown = on_a_terminal("topics", "list", "-b", broker.bootstrap)
     assert "┃ TOPIC" in shown and "┃ PARTITIONS ┃" in shown and "\t" not in shown, shown
     assert "…" not in shown  # a cell too wide folds onto more lines; nothing is cut
+
+
+@pytest.mark.parametrize("columns", [80, 100])
+@pytest.mark.parametrize(
+    "command",
+    [("topics", "describe", "term-words"), ("cluster", "describe"), ("groups", "list")],
+    ids=["topics-describe", "cluster-describe", "groups-list"],
+)
+def test_a_narrow_terminal_never_splits_a_header_or_an_address(
+    broker: BrokerProcess, command: tuple[str, ...], columns: int
+) -> None:
+    b = ("-b", broker.bootstrap)
+    if not table_rows(succeeded(herdless("topics", "list", *b))).count(
+        ["term-words", "2", "false"]
+    ):
+        succeeded(herdless("topics", "create", "term-words", "-p", "2", *b))
+    plain = succeeded(herdless(*command, "-o", "plain", *b))
+    shown = on_a_terminal(*command, *b, columns=columns)
+    assert max(len(line) for line in shown.splitlines()) <= columns, shown
+    words = {word for table in tables(plain) for word in table[0]}
+    words |= {value for row in table_rows(plain) for value in row if len(value) <= 24}
+    assert broker.host in words or command[0] != "cluster", plain
+    on_screen = set(re.split(r"[\s│┃║|]+", shown))
+    split = sorted(word for word in words if word not in on_screen)
+    assert not split, f"split or missing on a {columns}-column terminal: {split}\n{shown}"
 
 
 def test_errors_are_one_line_on_stderr() -> None:
@@ -224,6 +262,39 @@ def test_help_shows_the_defaults() -> None:
         assert f"[default: {default}]" in shown or f"[default: ({default})]" in shown, default
     shown = " ".join(succeeded(herdless("marshal", "status", "--help")).split())
     assert f"({DEFAULT_TOPIC})" in shown
+
+
+def command_paths() -> list[list[str]]:
+    """Every `herdless` command, as the words that name it."""
+    import typer
+
+    from herdless.cli.main import app
+
+    paths = []
+
+    def walk(command: object, path: list[str]) -> None:
+        subs = getattr(command, "commands", None)
+        if subs is None:
+            paths.append(path)
+            return
+        for name, sub in subs.items():
+            walk(sub, [*path, name])
+
+    walk(typer.main.get_command(app), [])
+    return paths
+
+
+def test_help_names_values_and_defaults_plainly(capsys: pytest.CaptureFixture[str]) -> None:
+    """No Python types (`<list[str]>`) and no doubled brackets (`((0))`) in any help."""
+    from herdless.cli.main import run
+
+    paths = command_paths()
+    assert ["topics", "delete-records"] in paths and ["cluster", "up"] in paths
+    for path in paths:
+        assert run([*path, "--help"]) == 0, path
+        shown = capsys.readouterr().out
+        for wrong in ("list[", "((", "))", "<Output>"):
+            assert wrong not in shown, f"herdless {' '.join(path)} --help shows {wrong}:\n{shown}"
 
 
 @pytest.mark.parametrize(
@@ -288,3 +359,106 @@ def test_serve_names_a_data_directory_it_cannot_use(tmp_path: Path) -> None:
     below = a_file / "data"
     result = herdless("serve", "--port", "0", "--data-dir", str(below), timeout=30)
     refused(result, f"cannot use data directory {below}: Not a directory")
+
+
+def test_serve_names_its_port_in_use_and_its_holder_before_writing_anything(
+    broker: BrokerProcess, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    result = herdless(
+        "serve", "--host", broker.host, "--port", str(broker.port), "--data-dir", str(data),
+        timeout=30,
+    )  # fmt: skip
+    line = refused(result, f"cannot listen on {broker.host}:{broker.port}: address already in use")
+    assert (
+        broker.process is not None
+        and f"pid {broker.process.pid}" in line
+        and line.endswith("give another --port")
+    ), line
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert not data.exists(), "the data directory was initialised before the port was checked"
+
+
+def test_serve_names_its_metrics_port_in_use_before_saying_it_listens(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = herdless(
+            "serve", "--port", "0", "--data-dir", str(tmp_path / "data"),
+            "--metrics-port", str(port), timeout=30,
+        )  # fmt: skip
+    line = refused(result, f"cannot listen on 127.0.0.1:{port}: address already in use")
+    assert "--metrics-port" in line, line
+    assert "listening" not in result.stderr, result.stderr
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["produce", "t", "-H", "novalue"],
+        ["produce", "t", "--key-separator", ""],
+        ["consume", "t", "--from", "soon"],
+        ["consume", "t", "-o", "beginning"],
+        ["consume", "t", "-f", "%q"],
+        ["topics", "alter", "t"],
+        ["topics", "create", "t", "--config", "novalue"],
+        ["groups", "describe"],
+        ["groups", "reset-offsets", "g", "--to-earliest"],
+        ["users", "add", "kim", "--iterations", "100", "--password", "x"],
+        ["topics", "delete-records", "t", "--partition", "0"],
+    ],
+    ids=lambda args: "-".join(args[:2]),
+)
+def test_a_bad_value_exits_2_before_asking_a_broker(args: list[str]) -> None:
+    """As docs/cli.md says: a command line that cannot be run is exit code 2, whatever
+    the command (nothing listens at port 1: asking a broker would fail with 1)."""
+    refused(herdless(*args, "-b", "127.0.0.1:1"), "", code=2)
+
+
+def test_topics_delete_records_by_options_and_by_kafkas_json_file(
+    broker: BrokerProcess, tmp_path: Path
+) -> None:
+    b = ("-b", broker.bootstrap)
+    succeeded(herdless("topics", "create", "purged", "-p", "2", *b))
+    for p in (0, 1):
+        succeeded(herdless("produce", "purged", "-p", str(p), *b, input="a\nb\nc\nd\ne\n"))
+
+    out = succeeded(herdless("topics", "delete-records", "purged", "-p", "0", "--before", "3", *b))
+    assert table_rows(out) == [["purged", "0", "3"]]
+    read = ("consume", "purged", "-e", "-f", "%p:%o %s\\n", *b)
+    assert sorted(succeeded(herdless(*read)).splitlines()) == [
+        "0:3 d", "0:4 e", "1:0 a", "1:1 b", "1:2 c", "1:3 d", "1:4 e"
+    ]  # fmt: skip
+
+    plan = tmp_path / "offsets.json"
+    plan.write_text(
+        json.dumps(
+            {"partitions": [{"topic": "purged", "partition": 1, "offset": -1}], "version": 1}
+        )
+    )
+    result = herdless("topics", "delete-records", "--offset-json-file", str(plan), "-o", "json", *b)
+    document = json.loads(succeeded(result))
+    assert document == [{"topic": "purged", "partition": 1, "low_watermark": 5}]
+    assert_documented("topics delete-records", document)
+    assert sorted(succeeded(herdless(*read)).splitlines()) == ["0:3 d", "0:4 e"]
+
+    delete = ("topics", "delete-records", "purged")
+    refused(herdless(*delete, "-p", "0", "--before", "9", *b), "OFFSET_OUT_OF_RANGE")
+    refused(herdless(*delete, "-p", "5", "--before", "1", *b), "no such partition: purged:5")
+    refused(herdless(*delete, "-p", "0", "--before", "soon", *b), "--before expects", code=2)
+    plan.write_text('{"partitions": [{"topic": "purged", "partition": 0}]}')
+    refused(
+        herdless("topics", "delete-records", "--offset-json-file", str(plan), *b),
+        "partition entry 1 needs a topic, a partition >= 0 and an offset >= -1",
+        code=2,
+    )
+
+
+def test_one_broker_is_counted_in_the_singular(broker: BrokerProcess) -> None:
+    result = herdless("cluster", "describe", "-b", broker.bootstrap)
+    succeeded(result)
+    assert ": 1 broker, controller 0," in result.stderr, result.stderr

@@ -104,7 +104,7 @@ def test_a_second_run_refuses_to_overwrite_unless_forced(tmp_path: Path) -> None
     ],
 )
 def test_bad_options_are_named(tmp_path: Path, args: list[str], words: str) -> None:
-    refused(herdless("certs", str(tmp_path / "tls"), *args), words)
+    refused(herdless("certs", str(tmp_path / "tls"), *args), words, code=2)
     assert not (tmp_path / "tls").exists()
 
 

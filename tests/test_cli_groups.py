@@ -245,8 +245,8 @@ def test_describe_all_groups_and_json(broker: BrokerProcess, topic: str) -> None
     }
     assert described["coordinator"] == f"{broker.bootstrap} (0)"
     assert [(o["partition"], o["current_offset"]) for o in described["offsets"]] == [(0, 1)]
-    refused(groups(broker, "describe"), "--all-groups")
-    refused(groups(broker, "describe", "cli-all-a", "--members", "--state"), "at most one")
+    refused(groups(broker, "describe"), "--all-groups", 2)
+    refused(groups(broker, "describe", "cli-all-a", "--members", "--state"), "at most one", 2)
     refused(groups(broker, "describe", "cli-all-a", "cli-nobody"), "'cli-nobody' does not exist")
 
 
@@ -377,10 +377,11 @@ def test_reset_offsets_export_then_from_file(
     assert committed(broker.bootstrap, group) == {0: 7, 1: 4, 2: 10}
 
     plan.write_text(f"{topic},0,7\n{topic},one,2\n")
-    refused(groups(broker, "reset-offsets", group, "--from-file", str(plan)), f"{plan}:2")
+    refused(groups(broker, "reset-offsets", group, "--from-file", str(plan)), f"{plan}:2", 2)
     refused(
         groups(broker, "reset-offsets", group, "--from-file", str(plan), "--all-topics"),
         "--from-file names its partitions",
+        code=2,
     )
 
 
@@ -388,13 +389,13 @@ def test_reset_offsets_refuses_what_it_cannot_do(broker: BrokerProcess, topic: s
     group = "cli-reset-bad"
     commit_standalone(broker.bootstrap, group, {0: 5})
     reset = ("reset-offsets", group)
-    refused(groups(broker, *reset, "--topic", topic), "give exactly one of")
-    refused(groups(broker, *reset, "--topic", topic, "--to-earliest", "--to-latest"), "exactly one")
-    refused(groups(broker, *reset, "--to-earliest"), "--all-topics")
+    refused(groups(broker, *reset, "--topic", topic), "give exactly one of", 2)
+    refused(groups(broker, *reset, "--topic", topic, "--to-earliest", "--to-latest"), "exactly", 2)
+    refused(groups(broker, *reset, "--to-earliest"), "--all-topics", 2)
     refused(groups(broker, *reset, "--topic", "no-such-topic", "--to-earliest"), "does not exist")
     refused(groups(broker, *reset, "--topic", f"{topic}:7", "--to-earliest"), "no partition 7")
-    refused(groups(broker, *reset, "--topic", topic, "--to-datetime", "noon"), "ISO 8601")
-    refused(groups(broker, *reset, "--topic", topic, "--by-duration", "1h"), "ISO 8601 duration")
+    refused(groups(broker, *reset, "--topic", topic, "--to-datetime", "noon"), "ISO 8601", 2)
+    refused(groups(broker, *reset, "--topic", topic, "--by-duration", "1h"), "ISO 8601 duration", 2)
     refused(groups(broker, *reset, "--topic", topic, "--shift-by", "1"), f"{topic}:1, {topic}:2")
     refused(
         groups(broker, "reset-offsets", "cli-never", "--all-topics", "--to-latest"), "no commit"

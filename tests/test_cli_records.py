@@ -104,10 +104,12 @@ def stamped(broker: BrokerProcess) -> str:
         ("beginning", [f"{p}-{j}" for p in range(2) for j in range(10)]),
         ("end", []),
         ("7", [f"{p}-{j}" for p in range(2) for j in range(7, 10)]),
+        ("-3", [f"{p}-{j}" for p in range(2) for j in range(7, 10)]),
+        ("-25", [f"{p}-{j}" for p in range(2) for j in range(10)]),
         (f"@{BASE_MS + 7500}", [f"{p}-{j}" for p in range(2) for j in range(8, 10)]),
         (f"@{BASE_MS + 3_600_000}", []),
     ],
-    ids=["beginning", "end", "offset", "timestamp", "timestamp-after-last"],
+    ids=["beginning", "end", "offset", "last-3", "last-25", "timestamp", "timestamp-after-last"],
 )
 def test_consume_from(broker: BrokerProcess, stamped: str, start: str, expected: list[str]) -> None:
     out = succeeded(herdless("consume", stamped, "--from", start, "-e", "-b", broker.bootstrap))
@@ -156,9 +158,64 @@ def test_produce_and_consume_refuse_what_they_cannot_do(
 ) -> None:
     b = ("-b", broker.bootstrap)
     refused(herdless("produce", stamped, "-p", "5", *b, input="x\n"), "has no partition 5")
-    refused(herdless("produce", stamped, "-H", "novalue", *b, input="x\n"), "--header")
+    refused(herdless("produce", stamped, "-H", "novalue", *b, input="x\n"), "--header", 2)
     refused(herdless("consume", "rec-absent", "-e", *b), "topic 'rec-absent' does not exist")
     refused(herdless("consume", stamped, "-p", "2", *b), "has no partition 2")
-    refused(herdless("consume", stamped, "-f", "%q", *b), "unknown format token %q")
-    refused(herdless("consume", stamped, "--from", "soon", *b), "@TIMESTAMP_MS")
-    refused(herdless("consume", stamped, "--from", "3", "-g", "g", *b), "reset-offsets")
+    refused(herdless("consume", stamped, "-f", "%q", *b), "unknown format token %q", 2)
+    refused(herdless("consume", stamped, "--from", "soon", *b), "@TIMESTAMP_MS", 2)
+    refused(herdless("consume", stamped, "--from", "3", "-g", "g", *b), "reset-offsets", 2)
+
+
+@pytest.mark.parametrize(("kcat", "ours"), [("beginning", "beginning"), ("-3", "-3"), ("5", "5")])
+def test_consume_o_is_the_output_format_and_names_kcats_offset(
+    broker: BrokerProcess, stamped: str, kcat: str, ours: str
+) -> None:
+    result = herdless("consume", stamped, "-o", kcat, "-e", "-b", broker.bootstrap)
+    line = refused(result, f"kcat's `-o {kcat}` is `--from {ours}`", code=2)
+    assert "-o is the output format" in line and "table, json, plain" in line, line
+
+
+def test_a_group_whose_offsets_are_at_the_end_says_so_and_how_to_read_again(
+    broker: BrokerProcess, stamped: str
+) -> None:
+    """As after the README's Python example: a consumer of the group that assigned the
+    partitions itself and committed on close, at the end of each."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer
+    from confluent_kafka import TopicPartition as Assigned
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "rec-python"})
+    consumer.assign([Assigned(stamped, p, OFFSET_BEGINNING) for p in range(2)])
+    assert len(consumer.consume(20, timeout=10)) == 20
+    consumer.close()
+
+    b = ("-b", broker.bootstrap)
+    result = herdless("consume", stamped, "--group", "rec-python", "--exit-at-end", *b)
+    assert succeeded(result) == ""
+    assert "nothing new for group rec-python" in result.stderr, result.stderr
+    [hint] = [line for line in result.stderr.splitlines() if "reset-offsets" in line]
+    again = hint.split("To read them again: ")[1].split(" (")[0].split()
+    assert again[0] == "herdless"
+    succeeded(herdless(*again[1:], *b))
+    out = succeeded(herdless("consume", stamped, "--group", "rec-python", "-e", *b))
+    assert len(out.splitlines()) == 20
+
+
+def test_produce_of_a_record_over_the_limit_names_it_and_how_to_raise_it(
+    broker: BrokerProcess,
+) -> None:
+    create(broker, "rec-big", 1)
+    result = herdless("produce", "rec-big", "-b", broker.bootstrap, input="x" * 10_000_000)
+    line = refused(result, "a record of 10000000 bytes is over topic rec-big's max.message.bytes")
+    assert "(1048588 bytes)" in line and "--config max.message.bytes=N" in line, line
+    # Up to the topic's limit, not librdkafka's smaller default of 1000000 bytes.
+    succeeded(herdless("produce", "rec-big", "-b", broker.bootstrap, input="x" * 1_040_000))
+
+
+def test_produce_of_nothing_creates_no_topic(broker: BrokerProcess) -> None:
+    result = herdless("produce", "rec-never", "-b", broker.bootstrap, input="")
+    refused(result, "topic 'rec-never' does not exist")
+    listed = succeeded(herdless("topics", "list", "-b", broker.bootstrap))
+    assert "rec-never" not in listed
+    # A line to send creates it, as the broker's auto.create.topics.enable says.
+    succeeded(herdless("produce", "rec-made", "-b", broker.bootstrap, input="x\n"))
+    assert "rec-made" in succeeded(herdless("topics", "list", "-b", broker.bootstrap))

@@ -223,7 +223,7 @@ def test_cli_alters_and_names_what_is_wrong(broker: BrokerProcess) -> None:
     assert "segment.ms" in refused(
         herdless("topics", "alter", "cli-alter", "-c", "segment.ms=soon", *b), ""
     )
-    refused(herdless("topics", "alter", "cli-alter", *b), "nothing to change")
+    refused(herdless("topics", "alter", "cli-alter", *b), "nothing to change", code=2)
 
 
 @pytest.mark.parametrize("codec", ["zstd", "gzip", "uncompressed"])

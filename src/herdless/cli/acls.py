@@ -242,16 +242,20 @@ def _entry_key(entry: AccessControlEntry) -> tuple[Any, ...]:
 
 Topics = Annotated[
     list[str] | None,
-    typer.Option("--topic", help="A topic ('*': every topic); repeatable."),
+    typer.Option("--topic", metavar="TOPIC", help="A topic ('*': every topic); repeatable."),
 ]
 Groups = Annotated[
     list[str] | None,
-    typer.Option("--group", help="A consumer group ('*': every group); repeatable."),
+    typer.Option(
+        "--group", metavar="GROUP", help="A consumer group ('*': every group); repeatable."
+    ),
 ]
 Cluster = Annotated[bool, typer.Option("--cluster", help="The cluster resource (kafka-cluster).")]
 TransactionalIds = Annotated[
     list[str] | None,
-    typer.Option("--transactional-id", help="A transactional id ('*': every one); repeatable."),
+    typer.Option(
+        "--transactional-id", metavar="ID", help="A transactional id ('*': every one); repeatable."
+    ),
 ]
 PatternTypeOption = Annotated[
     str,
@@ -264,25 +268,40 @@ PatternTypeOption = Annotated[
 AllowPrincipals = Annotated[
     list[str] | None,
     typer.Option(
-        "--allow-principal", help="Type:name (User:alice; User:* is everyone); repeatable."
+        "--allow-principal",
+        metavar="PRINCIPAL",
+        help="Type:name (User:alice; User:* is everyone); repeatable.",
     ),
 ]
 DenyPrincipals = Annotated[
     list[str] | None,
-    typer.Option("--deny-principal", help="Type:name; denying wins over allowing; repeatable."),
+    typer.Option(
+        "--deny-principal",
+        metavar="PRINCIPAL",
+        help="Type:name; denying wins over allowing; repeatable.",
+    ),
 ]
 AllowHosts = Annotated[
     list[str] | None,
-    typer.Option("--allow-host", help="Address the allowed principals may come from (default *)."),
+    typer.Option(
+        "--allow-host",
+        metavar="HOST",
+        help="Address the allowed principals may come from (default *).",
+    ),
 ]
 DenyHosts = Annotated[
     list[str] | None,
-    typer.Option("--deny-host", help="Address the denied principals are refused from (default *)."),
+    typer.Option(
+        "--deny-host",
+        metavar="HOST",
+        help="Address the denied principals are refused from (default *).",
+    ),
 ]
 Operations = Annotated[
     list[str] | None,
     typer.Option(
         "--operation",
+        metavar="OPERATION",
         help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs,"
         " AlterConfigs, IdempotentWrite or All (the default); repeatable.",
     ),
@@ -370,7 +389,9 @@ def list_(
     resource_pattern_type: PatternTypeOption = "literal",
     principal: Annotated[
         list[str] | None,
-        typer.Option("--principal", help="Only the ACLs of this principal; repeatable."),
+        typer.Option(
+            "--principal", metavar="PRINCIPAL", help="Only the ACLs of this principal; repeatable."
+        ),
     ] = None,
     output: OutputOption = None,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,

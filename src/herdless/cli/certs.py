@@ -21,7 +21,7 @@ from typing import Annotated
 
 import typer
 
-from herdless.cli.errors import fail
+from herdless.cli.errors import USAGE, fail
 from herdless.cli.output import OutputOption, Table, View, show
 
 SSL_PORT = 9093
@@ -109,6 +109,7 @@ def certs(
         list[str] | None,
         typer.Option(
             "--host",
+            metavar="HOST",
             help="Another name or address clients reach the broker by, for its certificate"
             " (localhost, 127.0.0.1 and ::1 are always in it); repeatable.",
         ),
@@ -123,10 +124,10 @@ def certs(
     """Write a throw-away CA, a broker certificate and a client certificate to DIRECTORY,
     and print the broker and client settings that use them."""
     if not client.strip() or len(client) > MAX_COMMON_NAME:
-        raise fail(f"--client must be 1 to {MAX_COMMON_NAME} characters, not {client!r}")
+        raise fail(f"--client must be 1 to {MAX_COMMON_NAME} characters, not {client!r}", USAGE)
     for name in host or []:
         if not _is_host(name):
-            raise fail(f"--host {name!r} is neither a host name nor an IP address")
+            raise fail(f"--host {name!r} is neither a host name nor an IP address", USAGE)
     try:
         files = write_certificates(directory, host, client, force=force, days=days)
     except FileExistsError as exc:

@@ -3,14 +3,12 @@
 `describe` is a Kafka client like the other commands: brokers, racks, the
 controller, how many groups each broker coordinates, and which partitions are
 under-replicated or offline. `up` starts Debian's ZooKeeper and N brokers on
-this machine, for trying the cluster on a laptop; Ctrl-C stops them all.
+this machine, for trying the cluster on a laptop (local_cluster.py): a broker
+that dies leaves the others running; Ctrl-C stops them all.
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -18,7 +16,7 @@ import typer
 
 from herdless.cli.errors import fail
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, command_group
-from herdless.cli.output import OutputOption, Table, View, note, show
+from herdless.cli.output import OutputOption, Table, View, counted, show
 
 cluster_app = command_group("See a cluster's brokers and partitions, or run one on this machine.")
 
@@ -35,8 +33,9 @@ def describe(output: OutputOption = None, bootstrap: Bootstrap = DEFAULT_BOOTSTR
     broker_rows, problems = data["brokers"], data["unhealthy_partitions"]
     controller, under, offline = data["controller"], data["under_replicated"], data["offline"]
     heading = (
-        f"cluster {data['cluster_id']}: {len(broker_rows)} brokers, controller {controller},"
-        f" {data['partitions']} partitions, {under} under-replicated, {offline} offline"
+        f"cluster {data['cluster_id']}: {counted(len(broker_rows), 'broker')},"
+        f" controller {controller}, {counted(data['partitions'], 'partition')},"
+        f" {under} under-replicated, {offline} offline"
     )
     tables = [
         Table(
@@ -106,91 +105,27 @@ def up(
     ] = Path("herdless-cluster"),
     set_: Annotated[
         list[str] | None,
-        typer.Option("--set", help="A broker property for every broker, key=value; repeatable."),
+        typer.Option(
+            "--set",
+            metavar="KEY=VALUE",
+            help="A broker property for every broker, key=value; repeatable.",
+        ),
     ] = None,
 ) -> None:
-    """Start ZooKeeper and N brokers on 127.0.0.1 for trying a cluster; Ctrl-C stops them."""
+    """Start ZooKeeper and N brokers on 127.0.0.1 for trying a cluster; a broker that
+    stops leaves the others running (Enter restarts it); Ctrl-C stops them all."""
+    from herdless.cli import local_cluster
     from herdless.cli.zookeeper import ZooKeeperMissing, ZooKeeperServer
 
+    ports = [port + i for i in range(brokers)]
+    local_cluster.check_addresses_free(zookeeper_port, ports)
     try:
         zookeeper = ZooKeeperServer(data_dir / "zookeeper", zookeeper_port)
     except ZooKeeperMissing as exc:
         raise fail(str(exc)) from None
-    started: list[subprocess.Popen[bytes]] = []
-    try:
-        try:
-            zookeeper.start()
-        except RuntimeError as exc:
-            raise fail(f"ZooKeeper did not start on port {zookeeper_port}: {exc}") from None
-        note(f"ZooKeeper on {zookeeper.connect}, its data in {zookeeper.data_dir}")
-        settings = [arg for item in set_ or [] for arg in ("--set", item)]
-        for broker_id in range(1, brokers + 1):
-            broker_port = port + broker_id - 1
-            broker_dir = data_dir / f"broker-{broker_id}"
-            broker_dir.mkdir(parents=True, exist_ok=True)
-            log = open(data_dir / f"broker-{broker_id}.log", "ab")  # noqa: SIM115 - the child owns it
-            started.append(
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "herdless",
-                        "serve",
-                        "--port",
-                        str(broker_port),
-                        "--data-dir",
-                        str(broker_dir),
-                        "--zookeeper",
-                        zookeeper.connect,
-                        "--broker-id",
-                        str(broker_id),
-                        *settings,
-                    ],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            )
-            log.close()
-        _wait_until_listening(started, port, data_dir)
-        bootstrap = ",".join(f"127.0.0.1:{port + i}" for i in range(brokers))
-        note(f"{brokers} brokers up: bootstrap servers {bootstrap}; logs in {data_dir}/")
-        note(f"try: herdless cluster describe -b 127.0.0.1:{port} ; Ctrl-C stops them all")
-        while all(process.poll() is None for process in started):
-            time.sleep(0.5)
-        raise fail(f"a broker stopped; see its log in {data_dir}/")
-    except KeyboardInterrupt:
-        note("stopping the brokers, then ZooKeeper")
-    finally:
-        for process in started:
-            if process.poll() is None:
-                process.terminate()
-        for process in started:
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-        if zookeeper.alive():
-            zookeeper.stop()
-
-
-def _wait_until_listening(
-    processes: list[subprocess.Popen[bytes]], first_port: int, data_dir: Path
-) -> None:
-    import socket
-
-    deadline = time.monotonic() + 60
-    for index, process in enumerate(processes):
-        while True:
-            if process.poll() is not None:
-                log = data_dir / f"broker-{index + 1}.log"
-                text = log.read_text(errors="replace").strip() if log.exists() else ""
-                last = text.splitlines()[-1] if text else f"see {log}"
-                raise fail(f"broker {index + 1} exited: {last}")
-            try:
-                with socket.create_connection(("127.0.0.1", first_port + index), timeout=0.5):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise fail(f"broker {index + 1} did not listen within 60 s") from None
-                time.sleep(0.1)
+    settings = [arg for item in set_ or [] for arg in ("--set", item)]
+    members = [
+        local_cluster.LocalBroker(i + 1, p, data_dir, zookeeper.connect, settings)
+        for i, p in enumerate(ports)
+    ]
+    local_cluster.run(zookeeper, members, data_dir)

@@ -7,18 +7,21 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from herdless.cli.errors import fail
+from herdless.cli.errors import USAGE, fail
 from herdless.cli.output import say
 
 if TYPE_CHECKING:
     from kafka import KafkaAdminClient
 
 ConfigOption = Annotated[
-    list[str] | None, typer.Option("--config", "-c", help="key=value to set; repeatable.")
+    list[str] | None,
+    typer.Option("--config", "-c", metavar="KEY=VALUE", help="key=value to set; repeatable."),
 ]
 DeleteConfigOption = Annotated[
     list[str] | None,
-    typer.Option("--delete-config", "-d", help="key to set back to its default; repeatable."),
+    typer.Option(
+        "--delete-config", "-d", metavar="KEY", help="key to set back to its default; repeatable."
+    ),
 ]
 
 
@@ -27,7 +30,7 @@ def key_values(items: list[str] | None) -> dict[str, str]:
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise fail(f"--config expects key=value, got {item!r}")
+            raise fail(f"--config expects key=value, got {item!r}", USAGE)
         configs[key.strip()] = value
     return configs
 
@@ -39,7 +42,7 @@ def config_changes(config: list[str] | None, delete_config: list[str] | None) ->
     changes: dict[str, object] = dict(key_values(config))
     for key in delete_config or []:
         if key in changes:
-            raise fail(f"{key!r} is both set and deleted")
+            raise fail(f"{key!r} is both set and deleted", USAGE)
         changes[key] = (AlterConfigOp.DELETE, None)
     return changes
 

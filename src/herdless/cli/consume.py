@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from herdless.cli.errors import fail, warn
+from herdless.cli.errors import USAGE, fail, warn
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap
-from herdless.cli.output import Output, OutputOption
+from herdless.cli.output import OUTPUT_METAVAR, Output, note, parse_output
 from herdless.cli.rdkafka import (
     METADATA_TIMEOUT_S,
     client_config,
@@ -37,7 +37,7 @@ POLL_S = 0.2
 
 
 def parse_start(text: str) -> tuple[str, int]:
-    """--from: ('beginning'|'end', 0), ('offset', N) or ('time', MS)."""
+    """--from: ('beginning'|'end', 0), ('offset', N), ('last', N) for -N, or ('time', MS)."""
     value = text.strip().lower()
     if value in ("beginning", "end"):
         return value, 0
@@ -46,10 +46,33 @@ def parse_start(text: str) -> tuple[str, int]:
             return "time", int(value[1:])
         offset = int(value)
     except ValueError:
-        offset = -1
-    if offset < 0:
-        raise fail(f"--from expects beginning, end, an offset or @TIMESTAMP_MS, got {text!r}")
-    return "offset", offset
+        raise fail(
+            "--from expects beginning, end, an OFFSET, -N (the last N records of each"
+            f" partition) or @TIMESTAMP_MS, got {text!r}",
+            USAGE,
+        ) from None
+    # kcat's `-o -N`: N records before the end of each partition.
+    return ("last", -offset) if value.startswith("-") else ("offset", offset)
+
+
+def _output_format(value: str) -> Output:
+    """-o is the output format in every command; kcat's `-o OFFSET` is named as such."""
+    try:
+        return parse_output(value)
+    except ValueError:
+        pass
+    word = value.strip().lower()
+    start = {"beginning": "beginning", "end": "end"}.get(word)
+    if start is None and word.lstrip("-").isdigit():
+        start = word
+    if start is None and word.startswith("s@"):
+        start = word[1:]
+    if start is None:
+        raise typer.BadParameter(f"{value!r} is not one of table, json, plain")
+    raise typer.BadParameter(
+        f"-o is the output format here (table, json, plain); kcat's `-o {value}` is"
+        f" `--from {start}`"
+    )
 
 
 def consume(
@@ -58,7 +81,8 @@ def consume(
         str,
         typer.Option(
             "--from",
-            help="beginning, end, an OFFSET, or @TIMESTAMP_MS (the first record at or after it).",
+            help="beginning, end, an OFFSET, -N (the last N records of each partition, as"
+            " kcat's -o -N), or @TIMESTAMP_MS (the first record at or after it).",
         ),
     ] = "beginning",
     group: Annotated[
@@ -73,7 +97,12 @@ def consume(
     partition: Annotated[
         list[int] | None,
         typer.Option(
-            "--partition", "-p", min=0, show_default="all", help="Only this partition; repeatable."
+            "--partition",
+            "-p",
+            min=0,
+            metavar="N",
+            show_default="all",
+            help="Only this partition; repeatable.",
         ),
     ] = None,
     count: Annotated[
@@ -92,22 +121,35 @@ def consume(
             " %T timestamp ms, %h headers, %K/%S key/value length, \\n \\t.",
         ),
     ] = "%s\\n",
-    output: OutputOption = None,
+    output: Annotated[
+        Output | None,
+        typer.Option(
+            "--output",
+            "-o",
+            parser=_output_format,
+            metavar=OUTPUT_METAVAR,
+            show_default=False,
+            help="json: one JSON object per record, instead of --format.",
+        ),
+    ] = None,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> None:
     """Print TOPIC's records, one per line (or as --format says), until Ctrl-C."""
     where, position = parse_start(start)
-    if group is not None and where in ("offset", "time"):
+    if group is not None and where in ("offset", "last", "time"):
         raise fail(
             "with --group, --from is beginning or end (where the group has no offset);"
-            " move a group's offsets with `herdless groups reset-offsets`"
+            " move a group's offsets with `herdless groups reset-offsets`",
+            USAGE,
         )
     if group is not None and partition:
-        raise fail("--partition reads without a group; a group's members share its partitions")
+        raise fail(
+            "--partition reads without a group; a group's members share its partitions", USAGE
+        )
     try:
         render = json_line if output is Output.JSON else compile_format(record_format)
     except ValueError as exc:
-        raise fail(f"--format: {exc}") from None
+        raise fail(f"--format: {exc}", USAGE) from None
     from confluent_kafka import Consumer
 
     settings = client_config(
@@ -139,7 +181,9 @@ def consume(
                 assigned.difference_update((tp.topic, tp.partition) for tp in tps)
 
             consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
-        _print_records(consumer, render, count, assigned if exit_at_end else None)
+        printed = _print_records(consumer, render, count, assigned if exit_at_end else None)
+        if group is not None and exit_at_end and not printed:
+            _say_why_nothing(consumer, group, topic, assigned)
     except KeyboardInterrupt:
         pass
     finally:
@@ -151,7 +195,9 @@ def _print_records(
     render: Callable[..., bytes],
     count: int | None,
     until_end_of: set[tuple[str, int]] | None,
-) -> None:
+) -> int:
+    """Print records until `count` of them or the end of every partition of
+    `until_end_of`; how many were printed."""
     from confluent_kafka import KafkaError
 
     printed = 0
@@ -167,7 +213,7 @@ def _print_records(
         if error is not None and error.code() == KafkaError._PARTITION_EOF:
             at_end.add(where)
             if until_end_of is not None and until_end_of and until_end_of <= at_end:
-                return
+                return printed
             continue
         if error is not None:
             if error.fatal() or not error.retriable():
@@ -180,8 +226,30 @@ def _print_records(
             out.flush()
         except BrokenPipeError:  # the reader went away (`| head`): stop quietly
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return
+            return printed
         printed += 1
+    return printed
+
+
+def _say_why_nothing(
+    consumer: Consumer, group: str, topic: str, assigned: set[tuple[str, int]]
+) -> None:
+    """A group that printed nothing has usually read (or committed) everything before:
+    say so, and how to read again, rather than end in silence."""
+    from confluent_kafka import TopicPartition
+
+    partitions = sorted(p for t, p in assigned if t == topic)
+    committed = consumer.committed(
+        [TopicPartition(topic, p) for p in partitions], timeout=METADATA_TIMEOUT_S
+    )
+    if not any(tp.offset >= 0 for tp in committed):
+        return  # nothing committed: the partitions are empty
+    note(
+        f"nothing new for group {group}: its committed offsets are at the end of"
+        f" partitions {','.join(map(str, partitions))} of {topic}. To read them again:"
+        f" herdless groups reset-offsets {group} --topic {topic} --to-earliest --execute"
+        " (or consume without --group)"
+    )
 
 
 def _start_positions(
@@ -207,6 +275,9 @@ def _start_positions(
         low, high = consumer.get_watermark_offsets(
             TopicPartition(topic, p), timeout=METADATA_TIMEOUT_S
         )
+        if where == "last":  # fewer than N records: all of them
+            starts.append(TopicPartition(topic, p, max(low, high - position)))
+            continue
         offset = min(max(position, low), high)
         if offset != position:
             warn(f"partition {p} of {topic} holds offsets {low} to {high}; reading from {offset}")

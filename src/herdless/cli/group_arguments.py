@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from herdless.admin.group_state import STATES, GroupInfo, partition_counts
-from herdless.cli.errors import fail
+from herdless.cli.errors import USAGE, fail
 
 if TYPE_CHECKING:
     from kafka import KafkaAdminClient, TopicPartition
@@ -25,7 +25,7 @@ def canonical_states(states: Iterable[str]) -> list[str]:
     canonical = []
     for state in states:
         if state.lower() not in by_lower:
-            raise fail(f"unknown group state {state!r}; states are {', '.join(STATES)}")
+            raise fail(f"unknown group state {state!r}; states are {', '.join(STATES)}", USAGE)
         canonical.append(by_lower[state.lower()])
     return canonical
 
@@ -34,15 +34,17 @@ def parse_topic(spec: str, option: str = "--topic") -> tuple[str, list[int] | No
     """'T' is every partition of T; 'T:0,2' is partitions 0 and 2."""
     name, sep, parts = spec.partition(":")
     if not name:
-        raise fail(f"{option} expects T or T:p1,p2, got {spec!r}")
+        raise fail(f"{option} expects T or T:p1,p2, got {spec!r}", USAGE)
     if not sep:
         return name, None
     try:
         partitions = [int(p) for p in parts.split(",") if p.strip()]
     except ValueError:
-        raise fail(f"{option} expects T or T:p1,p2 with partition numbers, got {spec!r}") from None
+        raise fail(
+            f"{option} expects T or T:p1,p2 with partition numbers, got {spec!r}", USAGE
+        ) from None
     if not partitions:
-        raise fail(f"{option} {spec!r} names no partitions")
+        raise fail(f"{option} {spec!r} names no partitions", USAGE)
     return name, partitions
 
 

@@ -31,7 +31,7 @@ from herdless.admin.group_state import (
     uncommitted_note,
 )
 from herdless.cli.client import connect
-from herdless.cli.errors import error, fail
+from herdless.cli.errors import USAGE, error, fail
 from herdless.cli.group_arguments import canonical_states, parse_topic, require_existing, tp_text
 from herdless.cli.group_configs import configs
 from herdless.cli.history import history
@@ -96,7 +96,10 @@ def list_groups(
     state: Annotated[
         list[str] | None,
         typer.Option(
-            "--state", "-s", help=f"Only groups in this state; repeatable: {', '.join(STATES)}."
+            "--state",
+            "-s",
+            metavar="STATE",
+            help=f"Only groups in this state; repeatable: {', '.join(STATES)}.",
         ),
     ] = None,
     output: OutputOption = None,
@@ -268,7 +271,12 @@ def _state_table(groups: list[GroupInfo], coordinators: dict[str, str]) -> Table
 
 @groups_app.command("describe")
 def describe(
-    group_ids: Annotated[list[str] | None, typer.Argument(metavar="[GROUP]...")] = None,
+    group_ids: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="GROUP", help="A group to describe; several may be given.", show_default=False
+        ),
+    ] = None,
     all_groups: Annotated[
         bool, typer.Option("--all-groups", help="Every consumer group the brokers know.")
     ] = False,
@@ -292,9 +300,9 @@ def describe(
     JSON output always holds all three.
     """
     if bool(group_ids) == all_groups:
-        raise fail("name groups or give --all-groups, not both or neither")
+        raise fail("name groups or give --all-groups, not both or neither", USAGE)
     if offsets + members + state > 1:
-        raise fail("give at most one of --offsets, --members, --state")
+        raise fail("give at most one of --offsets, --members, --state", USAGE)
     mode = chosen(output)
     with connect(bootstrap) as admin:
         ids = list_group_ids(admin) if all_groups else list(group_ids or [])
@@ -460,7 +468,10 @@ def delete_offsets(
     topic: Annotated[
         list[str],
         typer.Option(
-            "--topic", "-t", help="T (all its committed partitions) or T:p1,p2; repeatable."
+            "--topic",
+            "-t",
+            metavar="TOPIC[:P,...]",
+            help="T (all its committed partitions) or T:p1,p2; repeatable.",
         ),
     ],
     output: OutputOption = None,

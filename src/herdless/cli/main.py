@@ -23,7 +23,7 @@ from herdless.cli.consume import consume
 from herdless.cli.errors import FAILED, error
 from herdless.cli.groups import groups_app
 from herdless.cli.marshal import marshal_app
-from herdless.cli.options import add_client_options
+from herdless.cli.options import add_client_options, name_repeated_values
 from herdless.cli.produce import produce
 from herdless.cli.serve import serve
 from herdless.cli.topics import topics_app
@@ -87,6 +87,7 @@ def run(args: Sequence[str]) -> int:
     try:
         command = typer.main.get_command(app)
         add_client_options(command)
+        name_repeated_values(command)
         code = command.main(args=list(args), prog_name="herdless", standalone_mode=False)
     except click_errors.ClickException as exc:
         if type(exc).__name__ == "NoArgsIsHelpError":

@@ -134,6 +134,24 @@ def _client_options(
     """The options every command that connects takes, as typer declares them."""
 
 
+def name_repeated_values(command: Any) -> None:
+    """Help names what a repeatable option or argument takes, never its Python type
+    (typer would show `--header <list[str]>`, `GROUP <list[str]>`, which say nothing to
+    a user): an argument by its metavar alone (the usage line shows the repetition,
+    `[GROUP]...`), an option by its metavar, or else by its own name (`--state STATE`).
+    Commands declare a better metavar where there is one (`KEY=VALUE`)."""
+    if hasattr(command, "commands"):
+        for sub in command.commands.values():
+            name_repeated_values(sub)
+        return
+    for param in command.params:
+        if param.param_type_name == "argument" and param.nargs != 1 and param.metavar:
+            param.display_type_rich = lambda ctx: None
+        elif param.param_type_name == "option" and param.multiple and param.metavar is None:
+            longest = max(param.opts, key=len)
+            param.metavar = longest.lstrip("-").upper()
+
+
 def add_client_options(command: Any) -> None:
     """Give --command-config and -X to every command under `command` (a click command
     or group, as typer builds it) that takes --bootstrap-server."""

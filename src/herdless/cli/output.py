@@ -4,7 +4,8 @@ A command builds a `View` (its JSON document, its tables, a heading and notes) a
 hands it to `show`; `--output` picks the rendering:
 
 - `table`: rich tables for a person. On a terminal they fit its width, wrapping
-  cells rather than cutting them; elsewhere they keep their natural width.
+  long cells rather than cutting them, and never splitting a header or a short
+  value (fitted_table.py); elsewhere they keep their natural width.
 - `plain`: each table as tab-separated lines under a header line, tables apart by
   an empty line, never wrapped or cut: for `cut`, `awk` and `sort`. The heading
   and the notes go to stderr, so stdout holds only rows.
@@ -36,6 +37,14 @@ class Output(enum.StrEnum):
     TABLE = "table"
     JSON = "json"
     PLAIN = "plain"
+
+
+OUTPUT_METAVAR = "<table|json|plain>"
+
+
+def parse_output(text: str) -> Output:
+    """An --output value, whatever its case; ValueError if it is not one."""
+    return Output(text.strip().lower())
 
 
 OutputOption = Annotated[
@@ -84,6 +93,11 @@ def show(view: View, output: Output | None) -> None:
         console().print(renderable(view))
 
 
+def counted(count: int, noun: str) -> str:
+    """`1 broker`, `3 brokers`: a count with its noun, singular for one."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def say(message: str) -> None:
     """A line for the user on stdout: what a command that shows no data did."""
     print(message, flush=True)
@@ -106,20 +120,15 @@ def console() -> Console:
 def renderable(view: View) -> RenderableType:
     """The view as rich renders it: for `show` and for a live view that redraws it."""
     from rich.console import Group
-    from rich.table import Table as RichTable
     from rich.text import Text
+
+    from herdless.cli.fitted_table import FittedTable
 
     parts: list[RenderableType] = []
     if view.heading:
         parts.append(Text(view.heading))
     for table in view.tables:
-        rich_table = RichTable()
-        for column in table.columns:
-            # fold, not the ellipsis: a cell too wide for the terminal wraps whole.
-            rich_table.add_column(Text(column), overflow="fold")
-        for row in table.rows:
-            rich_table.add_row(*(Text(cell(value)) for value in row))
-        parts.append(rich_table)
+        parts.append(FittedTable(table.columns, [[cell(v) for v in row] for row in table.rows]))
     parts.extend(Text(note) for note in view.notes)
     return Group(*parts)
 

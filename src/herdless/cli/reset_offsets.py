@@ -19,7 +19,7 @@ import typer
 
 from herdless.admin.group_state import committed_offsets, describe_group, log_offsets
 from herdless.cli.client import connect
-from herdless.cli.errors import fail, warn
+from herdless.cli.errors import USAGE, fail, warn
 from herdless.cli.group_arguments import named_partitions, tp_text
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap
 from herdless.cli.output import OutputOption, Table, View, show
@@ -42,7 +42,9 @@ def parse_duration_ms(text: str) -> int:
     """ISO 8601 duration as java.time.Duration.parse reads it, in milliseconds."""
     match = _DURATION.fullmatch(text.strip())
     if not match or not any(match.groupdict().values()) or text.strip().upper().endswith("T"):
-        raise fail(f"--by-duration expects an ISO 8601 duration such as P1DT2H30M, got {text!r}")
+        raise fail(
+            f"--by-duration expects an ISO 8601 duration such as P1DT2H30M, got {text!r}", USAGE
+        )
     days, hours, minutes, seconds = (
         int(match[k] or 0) for k in ("days", "hours", "minutes", "seconds")
     )
@@ -56,7 +58,8 @@ def parse_datetime_ms(value: str) -> int:
         moment = datetime.fromisoformat(value)
     except ValueError:
         raise fail(
-            f"--to-datetime expects ISO 8601 such as 2024-05-01T12:00:00.000+00:00, got {value!r}"
+            f"--to-datetime expects ISO 8601 such as 2024-05-01T12:00:00.000+00:00, got {value!r}",
+            USAGE,
         ) from None
     return int(moment.timestamp() * 1000)
 
@@ -70,7 +73,7 @@ def read_plan(path: Path, group_id: str) -> dict[TopicPartition, int]:
     try:
         text = path.read_text()
     except OSError as exc:
-        raise fail(f"cannot read {path}: {exc.strerror}") from None
+        raise fail(f"cannot read {path}: {exc.strerror}", USAGE) from None
     plan: dict[TopicPartition, int] = {}
     for number, line in enumerate(text.splitlines(), start=1):
         fields = [f.strip() for f in line.split(",")]
@@ -84,7 +87,9 @@ def read_plan(path: Path, group_id: str) -> dict[TopicPartition, int]:
             topic, partition, offset = fields
             plan[TopicPartition(topic, int(partition))] = int(offset)
         except ValueError:
-            raise fail(f"{path}:{number}: expected topic,partition,offset, got {line!r}") from None
+            raise fail(
+                f"{path}:{number}: expected topic,partition,offset, got {line!r}", USAGE
+            ) from None
     if not plan:
         raise fail(f"{path} has no offsets for group {group_id!r}")
     return plan
@@ -94,7 +99,12 @@ def reset_offsets(
     group_id: Annotated[str, typer.Argument(metavar="GROUP")],
     topic: Annotated[
         list[str] | None,
-        typer.Option("--topic", "-t", help="T (all its partitions) or T:p1,p2; repeatable."),
+        typer.Option(
+            "--topic",
+            "-t",
+            metavar="TOPIC[:P,...]",
+            help="T (all its partitions) or T:p1,p2; repeatable.",
+        ),
     ] = None,
     all_topics: Annotated[
         bool, typer.Option("--all-topics", help="Every topic the group has committed offsets for.")
@@ -160,13 +170,18 @@ def reset_offsets(
     if len(chosen) != 1:
         raise fail(
             f"give exactly one of {', '.join(modes)}"
-            + (f" (got {' '.join(chosen)})" if chosen else "")
+            + (f" (got {' '.join(chosen)})" if chosen else ""),
+            USAGE,
         )
     if from_file is not None:
         if topic or all_topics:
-            raise fail("--from-file names its partitions; leave out --topic and --all-topics")
+            raise fail(
+                "--from-file names its partitions; leave out --topic and --all-topics", USAGE
+            )
     elif bool(topic) == all_topics:
-        raise fail("give --topic T[:p1,p2] (repeatable) or --all-topics, not both or neither")
+        raise fail(
+            "give --topic T[:p1,p2] (repeatable) or --all-topics, not both or neither", USAGE
+        )
     timestamp_ms = None
     if to_datetime is not None:
         timestamp_ms = parse_datetime_ms(to_datetime)

@@ -109,7 +109,9 @@ def serve(
     ] = None,
     broker_id: Annotated[
         int | None,
-        typer.Option(help="This broker's id in the cluster (broker.id).", show_default="(0)"),
+        typer.Option(
+            help="This broker's id in the cluster (broker.id).", show_default="broker.id, else 0"
+        ),
     ] = None,
     rack: Annotated[
         str | None,
@@ -121,7 +123,9 @@ def serve(
     ] = None,
     set_: Annotated[
         list[str] | None,
-        typer.Option("--set", help="A broker property, key=value; repeatable."),
+        typer.Option(
+            "--set", metavar="KEY=VALUE", help="A broker property, key=value; repeatable."
+        ),
     ] = None,
     log_level: Annotated[LogLevel, typer.Option(case_sensitive=False)] = LogLevel.INFO,
 ) -> None:
@@ -171,6 +175,7 @@ def serve(
                 raise ConfigError(f"--console-command-config: {exc}") from None
     except ConfigError as exc:
         raise fail(str(exc), USAGE) from None
+    _check_ports_free(broker_config)
     logging.basicConfig(
         level=log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -200,6 +205,26 @@ def _check_console_port(config: BrokerConfig, console_port: int) -> None:
     for name, taken in (("--port", config.port), ("--metrics-port", config.metrics_port)):
         if console_port == taken:
             raise ConfigError(f"--console-port {console_port} is the {name} too; give another")
+
+
+def _check_ports_free(config: BrokerConfig) -> None:
+    """Before the data directory is touched or anything says "listening": a port
+    another process holds is named, with the option that chose it."""
+    from herdless.cli.ports import in_use
+
+    if config.security.get("listeners"):
+        wanted = [
+            (f"port in listeners ({e.listener})", e.host, e.port)
+            for e in config.listener_endpoints()
+        ]
+    else:
+        wanted = [("--port", config.host, config.port)]
+    if config.metrics_port is not None:
+        wanted.append(("--metrics-port", config.metrics_host, config.metrics_port))
+    for option, host, port in wanted:
+        taken = in_use(host, port)
+        if taken is not None:
+            raise fail(f"cannot listen on {taken}; give another {option}")
 
 
 def _run(config: BrokerConfig, web: Console | None = None) -> None:

@@ -21,12 +21,16 @@ from herdless.cli.config_changes import (
     config_changes,
     key_values,
 )
-from herdless.cli.errors import fail
+from herdless.cli.delete_records import delete_records
+from herdless.cli.errors import USAGE, fail
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, command_group
-from herdless.cli.output import OutputOption, Table, View, say, show
+from herdless.cli.output import OutputOption, Table, View, counted, say, show
 from herdless.protocol.config_values import format_boolean
 
-topics_app = command_group("Create, list, describe, alter and delete topics.")
+topics_app = command_group(
+    "Create, list, describe, alter and delete topics, and delete records before an offset."
+)
+topics_app.command("delete-records")(delete_records)
 
 # CreateTopics' "the broker's default" for partitions and replication factor.
 BROKER_DEFAULT = -1
@@ -50,7 +54,8 @@ def create(
         typer.Option(min=1, show_default="the broker's default", help="Copies of each partition."),
     ] = None,
     config: Annotated[
-        list[str] | None, typer.Option("--config", "-c", help="key=value; repeatable.")
+        list[str] | None,
+        typer.Option("--config", "-c", metavar="KEY=VALUE", help="key=value; repeatable."),
     ] = None,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> None:
@@ -76,7 +81,7 @@ def create(
         created = topic.get("num_partitions", BROKER_DEFAULT)
         if created == BROKER_DEFAULT:  # CreateTopics before v5 does not say
             created = len(_describe(admin, name)["partitions"])
-    say(f"created topic {name} with {created} partition{'' if created == 1 else 's'}")
+    say(f"created topic {name} with {counted(created, 'partition')}")
 
 
 def _describe(admin: object, name: str) -> dict[str, object]:
@@ -108,7 +113,8 @@ def alter(
     changes = config_changes(config, delete_config)
     if not changes and partitions is None:
         raise fail(
-            "nothing to change: give --partitions N, --config key=value or --delete-config key"
+            "nothing to change: give --partitions N, --config key=value or --delete-config key",
+            USAGE,
         )
     with connect(bootstrap) as admin:
         if partitions is not None:
@@ -119,7 +125,7 @@ def alter(
                     f"cannot give topic {name!r} {partitions} partitions: "
                     + error_text(outcome.error_code, outcome.error_message)
                 )
-            say(f"topic {name} now has {partitions} partitions")
+            say(f"topic {name} now has {counted(partitions, 'partition')}")
         if changes:
             alter_configs(admin, ConfigResourceType.TOPIC, name, changes)
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from herdless.cli.client import connect
-from herdless.cli.errors import fail
+from herdless.cli.errors import USAGE, fail
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, command_group
 from herdless.cli.output import OutputOption, Table, View, say, show
 from herdless.security.scram import (
@@ -60,6 +60,7 @@ MechanismOption = Annotated[
     typer.Option(
         "--mechanism",
         "-m",
+        metavar="MECHANISM",
         help="SCRAM-SHA-256 or SCRAM-SHA-512; repeatable.",
         show_default="both",
     ),
@@ -126,7 +127,8 @@ def add(
     _check_user(user)
     if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
         raise fail(
-            f"--iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}, not {iterations}"
+            f"--iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}, not {iterations}",
+            USAGE,
         )
     where = _where(ctx, data_dir, zookeeper, zookeeper_config)
     secret = _password(password, password_stdin)
@@ -145,7 +147,7 @@ def list_(
     ctx: typer.Context,
     users: Annotated[
         list[str] | None,
-        typer.Argument(metavar="[USER]...", help="Only these users.", show_default=False),
+        typer.Argument(metavar="USER", help="Only these users.", show_default=False),
     ] = None,
     output: OutputOption = None,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
@@ -181,6 +183,7 @@ def remove(
         typer.Option(
             "--mechanism",
             "-m",
+            metavar="MECHANISM",
             help="SCRAM-SHA-256 or SCRAM-SHA-512; repeatable.",
             show_default="every one the user has",
         ),
@@ -212,7 +215,7 @@ def _where(
 ) -> Path | _ZooKeeper | None:
     """None: through the brokers; else the data directory or the ZooKeeper to write."""
     if zookeeper_config is not None and zookeeper is None:
-        raise fail("--zookeeper-config goes with --zookeeper")
+        raise fail("--zookeeper-config goes with --zookeeper", USAGE)
     named = [
         option
         for option, given in (
@@ -223,7 +226,7 @@ def _where(
         if given
     ]
     if len(named) > 1:
-        raise fail(f"give one of --bootstrap-server, --data-dir, --zookeeper, not {named}")
+        raise fail(f"give one of --bootstrap-server, --data-dir, --zookeeper, not {named}", USAGE)
     if zookeeper is not None:
         return _ZooKeeper(zookeeper, zookeeper_config)
     return data_dir
@@ -415,7 +418,7 @@ def _mechanisms(given: list[str] | None) -> list[str]:
     for name in given:
         mechanism = name.strip().upper()
         if mechanism not in SCRAM_MECHANISMS:
-            raise fail(f"--mechanism {name!r} is not one of {', '.join(SCRAM_MECHANISMS)}")
+            raise fail(f"--mechanism {name!r} is not one of {', '.join(SCRAM_MECHANISMS)}", USAGE)
         if mechanism not in chosen:
             chosen.append(mechanism)
     return chosen
@@ -423,12 +426,12 @@ def _mechanisms(given: list[str] | None) -> list[str]:
 
 def _check_user(user: str) -> None:
     if not user:
-        raise fail("the user name must not be empty")
+        raise fail("the user name must not be empty", USAGE)
 
 
 def _password(given: str | None, from_stdin: bool) -> str:
     if given is not None and from_stdin:
-        raise fail("give --password or --password-stdin, not both")
+        raise fail("give --password or --password-stdin, not both", USAGE)
     if from_stdin:
         password = sys.stdin.readline().removesuffix("\n").removesuffix("\r")
     elif given is not None:
@@ -441,5 +444,5 @@ def _password(given: str | None, from_stdin: bool) -> str:
     else:
         raise fail("no password: type it at the prompt on a terminal, or give --password-stdin")
     if not password:
-        raise fail("the password must not be empty")
+        raise fail("the password must not be empty", USAGE)
     return password
