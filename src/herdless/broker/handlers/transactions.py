@@ -405,6 +405,17 @@ async def handle_write_txn_markers(context: BrokerContext, request: Request) -> 
             )
         else:
             errors = [ErrorCode.CLUSTER_AUTHORIZATION_FAILED] * len(tps)
+        refused = {
+            str(tp): e.name for tp, e in zip(tps, errors, strict=True) if e != ErrorCode.NONE
+        }
+        if refused:
+            # The coordinator looks for the leaders again and retries (txn_markers.py).
+            log.info(
+                "WriteTxnMarkers from %s: markers of producer id %d refused: %s",
+                request.client_id,
+                marker.producer_id,
+                ", ".join(f"{tp} {name}" for tp, name in sorted(refused.items())),
+            )
         by_topic: dict[str, list[Any]] = defaultdict(list)
         for tp, error in zip(tps, errors, strict=True):
             by_topic[tp.topic].append(
