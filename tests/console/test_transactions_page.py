@@ -12,13 +12,19 @@ the console's sampler, drawn once: everything asserted comes from one state.
 from __future__ import annotations
 
 import asyncio
+import signal
+import subprocess
+import sys
 import time
+import urllib.request
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 from kafka.record.default_records import DefaultRecordBatchBuilder
+from playwright.sync_api import expect
 
 from herdless.broker.peers.connection import PeerConnection
 from herdless.console.login import Login, Viewer
@@ -28,12 +34,15 @@ from herdless.console.snapshot import Snapshot, Transactions
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.errors import ErrorCode
 from herdless.testing.broker import HerdlessBroker
-from tests.support.cli import herdless, succeeded
+from tests.support.broker import free_port
+from tests.support.browser import chromium, screenshot
+from tests.support.cli import herdless, sigint_as_in_a_terminal, succeeded
 
 TOPIC = "console-txn"
 OPEN_ID = "console-open"
 HANGING_ID = "console-hanging"
 TIMEOUT_S = 30
+INTERVAL_S = 0.5  # the console's sampling interval in the browser test
 # Older than transaction.max.timeout.ms (15 minutes): a candidate for hanging.
 HANGING_AGE_MS = 20 * 60 * 1000
 
@@ -204,3 +213,54 @@ def test_a_late_transaction_is_flagged_and_a_viewer_sees_only_what_they_may_desc
     assert 'data-transactional-id="mine"' in trimmed
     assert "theirs" not in trimmed and "payroll" not in trimmed
     assert "No hanging transactions." in trimmed
+
+
+def test_the_page_in_a_browser(
+    broker: HerdlessBroker, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """`herdless console` as a user starts it; the row of an open transaction, read once
+    as a person sees it."""
+    transactional_id = "console-browser"
+    producer = Producer(
+        {"bootstrap.servers": broker.bootstrap, "transactional.id": transactional_id}
+    )
+    producer.init_transactions(TIMEOUT_S)
+    producer.begin_transaction()
+    producer.produce(TOPIC, b"watched", partition=1)
+    assert producer.flush(TIMEOUT_S) == 0
+    port = free_port()
+    log: Path = tmp_path_factory.mktemp("console-log") / "console.log"
+    with open(log, "wb") as out:
+        console = subprocess.Popen(
+            [sys.executable, "-m", "herdless", "console", "-b", broker.bootstrap]
+            + ["--port", str(port), "--interval", str(INTERVAL_S)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=sigint_as_in_a_terminal,
+        )
+    url = f"http://127.0.0.1:{port}/transactions"
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            assert console.poll() is None, log.read_text()
+            try:
+                with urllib.request.urlopen(url, timeout=2):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.1)
+        with chromium(tmp_path_factory.mktemp("chromium-profile")) as browser:
+            page = browser.new_page()
+            page.goto(url)
+            row = page.locator(f'tr[data-transactional-id="{transactional_id}"]')
+            expect(row).to_be_visible(timeout=15_000)
+            # One read of the row: every cell from the same refresh.
+            cells = row.locator("td").all_inner_texts()
+            assert cells[0] == transactional_id and cells[1] == "Ongoing", cells
+            assert cells[-1] == f"{TOPIC}-1", cells
+            screenshot(page, "console/transactions")
+    finally:
+        console.send_signal(signal.SIGINT)
+        assert console.wait(30) == 130, log.read_text()
+        producer.abort_transaction(TIMEOUT_S)
+    assert "Traceback" not in log.read_text(), log.read_text()

@@ -31,6 +31,7 @@ from herdless.admin.transaction_state import (
     hanging_transactions,
     list_transactions,
 )
+from herdless.coordinator.internal_topics import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from kafka import KafkaAdminClient, TopicPartition
@@ -187,8 +188,9 @@ def _groups(admin: KafkaAdminClient, topics: Iterable[Topic]) -> dict[str, Group
 
 def _transactions(admin: KafkaAdminClient, topics: Iterable[Topic]) -> Transactions:
     """The open transactions as their coordinators describe them, and those hanging on
-    partitions, found as `herdless transactions find-hanging` finds them (on every
-    partition with a leader)."""
+    partitions, found as `herdless transactions find-hanging` finds them: on every
+    partition with a leader that transactions write (of the internal topics, only the
+    offsets that transactions commit)."""
     from kafka import TopicPartition
 
     now_ms = int(time.time() * 1000)
@@ -200,6 +202,7 @@ def _transactions(admin: KafkaAdminClient, topics: Iterable[Topic]) -> Transacti
     partitions = [
         TopicPartition(topic.name, p["partition"])
         for topic in topics
+        if not topic.internal or topic.name == OFFSETS_TOPIC
         for p in topic.partitions
         if p["leader"] is not None and p["leader"] >= 0
     ]
