@@ -180,7 +180,7 @@ def test_a_second_producer_fences_the_first(
     second.commit_transaction(TIMEOUT_S)
     # The zombie's record and its ABORT marker, then the record and its COMMIT marker.
     watermarks_reach(broker, topic, [4])
-    assert f"transactional id {txn_id}: a new producer fenced" in broker.log()
+    one_line(broker, f"transactional id {txn_id}: a new producer fenced")
 
 
 def test_a_transaction_open_past_its_timeout_is_aborted(
