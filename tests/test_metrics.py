@@ -291,7 +291,12 @@ def test_transactions_as_prometheus_reads_them(metered: tuple[BrokerProcess, int
         {"bootstrap.servers": broker.bootstrap, "transactional.id": "metered-1"}
     ).init_transactions(30)
     assert count("herdless_transaction_producers_fenced_total") == 1
-    assert count("herdless_transactions_ended_total", result="aborted") == aborted + 1
+    wait_until(
+        lambda: count("herdless_transactions_ended_total", result="aborted") == aborted + 1,
+        30,
+        "the fenced transaction's abort counted",
+        broker.log,
+    )
 
     forgotten = Producer(
         {
