@@ -2,10 +2,13 @@
 markers of a confluent-kafka producer's transactions on partition leaders that are
 other brokers (WriteTxnMarkers between brokers), and a partition leader asks the
 coordinator on another broker whether a transaction's first batch belongs to it
-(AddPartitionsToTxn's verify-only form)."""
+(AddPartitionsToTxn's verify-only form). A broker refuses markers for a partition it
+does not lead, and a coordinator whose partition leader died writes the marker at the
+new leader."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -17,7 +20,10 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from herdless.broker.peers.connection import PeerConnection
 from herdless.coordinator import partition_for
+from herdless.protocol.api_keys import ApiKey
+from herdless.protocol.errors import ErrorCode
 from tests.support.cluster import ClusterProcesses, running_cluster
 
 TIMEOUT_S = 60
@@ -146,3 +152,106 @@ def test_a_new_coordinator_serves_the_transactional_id(cluster: ClusterProcesses
         assert f"transactional id {txn_id}: a new producer fenced" in log
     finally:
         cluster.restart(coordinator)
+
+
+def new_topic(cluster: ClusterProcesses) -> str:
+    topic = f"txn-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 3)])[topic].result(TIMEOUT_S)
+    return topic
+
+
+def log_lines(cluster: ClusterProcesses, broker_id: int, *words: str) -> list[str]:
+    log = cluster.brokers[broker_id].log()
+    return [line for line in log.splitlines() if all(w in line for w in words)]
+
+
+def test_markers_for_a_partition_the_broker_does_not_lead(cluster: ClusterProcesses) -> None:
+    """WriteTxnMarkers to a follower: NOT_LEADER_OR_FOLLOWER, said once on that broker."""
+    topic = new_topic(cluster)
+    leader = cluster.leader_of(topic, 0)
+    follower = next(i for i in cluster.brokers if i != leader)
+    process = cluster.brokers[follower]
+
+    async def send() -> object:
+        connection = PeerConnection(process.host, process.port, "moved-markers", TIMEOUT_S)
+        try:
+            return await connection.request(
+                ApiKey.WRITE_TXN_MARKERS,
+                1,
+                markers=[
+                    {
+                        "producer_id": 4242,
+                        "producer_epoch": 0,
+                        "transaction_result": True,
+                        "topics": [{"name": topic, "partition_indexes": [0]}],
+                        "coordinator_epoch": 0,
+                    }
+                ],
+            )
+        finally:
+            connection.close()
+
+    answer = asyncio.run(send())
+    (partition,) = answer.markers[0].topics[0].partitions  # type: ignore[attr-defined]
+    assert partition.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    (line,) = log_lines(cluster, follower, "WriteTxnMarkers from moved-markers")
+    assert f"{topic}-0 NOT_LEADER_OR_FOLLOWER" in line
+    assert high_watermarks(cluster, topic) == [0] * PARTITIONS
+
+
+def test_a_marker_reaches_the_new_leader_of_a_partition_whose_leader_died(
+    cluster: ClusterProcesses,
+) -> None:
+    """The leader of a partition in a transaction is killed after AddPartitionsToTxn and
+    before EndTxn: the commit is answered at once (the transaction log is on other
+    brokers), and the coordinator retries the marker until the partition's new leader
+    has it, saying once that it had to. Last in this module: it adds a fourth broker,
+    which holds none of the transaction log, and leaves it dead."""
+    newcomer = max(cluster.brokers) + 1
+    cluster.add_broker(newcomer).start()
+    cluster.wait_registered(newcomer)
+    txn_id = f"moved-{uuid.uuid4().hex[:8]}"
+    coordinator = cluster.leader_of(
+        TRANSACTION_STATE_TOPIC, partition_for(txn_id, TRANSACTION_STATE_PARTITIONS)
+    )
+    follower = next(i for i in cluster.brokers if i not in (coordinator, newcomer))
+    topic = f"txn-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    # Led by the newcomer, with a replica on a broker that stays.
+    placed = NewTopic(topic, num_partitions=1, replica_assignment=[[newcomer, follower]])
+    admin.create_topics([placed])[topic].result(TIMEOUT_S)
+    assert cluster.leader_of(topic, 0) == newcomer
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id})
+    producer.init_transactions(TIMEOUT_S)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"kept", partition=0)
+    assert producer.flush(TIMEOUT_S) == 0
+    cluster.kill(newcomer)
+    started = time.monotonic()
+    producer.commit_transaction(TIMEOUT_S)
+    wait_for(
+        lambda: log_lines(cluster, coordinator, f"transaction {txn_id} committed"),
+        "the coordinator completing the transaction at the new leader",
+    )
+    # Bounded: the new leader is elected once the dead one's ZooKeeper session expires.
+    assert time.monotonic() - started < TIMEOUT_S
+    assert cluster.leader_of(topic, 0) == follower
+    (line,) = log_lines(
+        cluster, coordinator, f"transaction {txn_id}: markers for {topic}-0 not written"
+    )
+    assert "retrying at their current leaders" in line
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": f"reader-{topic}",
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        consumer.assign([KafkaPartition(topic, 0, 0)])
+        message = wait_for(lambda: consumer.poll(0.5), "the committed record")
+        assert message.error() is None and message.value() == b"kept"
+    finally:
+        consumer.close()

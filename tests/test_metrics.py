@@ -232,3 +232,87 @@ def test_the_grafana_dashboard_queries_only_exported_metrics(
     used = {name for query in queries for name in re.findall(r"herdless_[a-z_]+", query)}
     assert len(used) >= 6
     assert used <= exported, f"the dashboard queries metrics nobody exports: {used - exported}"
+
+
+def test_transactions_as_prometheus_reads_them(metered: tuple[BrokerProcess, int]) -> None:
+    """An open transaction shows in the state gauge, the oldest age and the last stable
+    offset's lag; ending it counts it, and times its markers; a second producer with
+    the same transactional id counts a fence, and a forgotten transaction a timeout."""
+    broker, port = metered
+    wait_until(lambda: _answers(port), 30, "the metrics endpoint answers", broker.log)
+    fill(broker, "metered-txn", 2, 0)
+
+    def count(name: str, **labels: str) -> float:
+        return value(scrape(port), name, **labels) or 0.0
+
+    def states(state: str) -> float:
+        samples = scrape(port)
+        return sum(
+            v
+            for (name, labels), v in samples.items()
+            if name == "herdless_transactions" and ("state", state) in labels
+        )
+
+    committed = count("herdless_transactions_ended_total", result="committed")
+    aborted = count("herdless_transactions_ended_total", result="aborted")
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "metered-1"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce("metered-txn", b"%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    open_partition = {"topic": "metered-txn", "partition": "0"}
+    samples = scrape(port)
+    assert value(samples, "herdless_partition_last_stable_offset_lag", **open_partition) == 3
+    assert value(samples, "herdless_partition_last_stable_offset_lag", topic="metered-txn",
+                 partition="1") is None  # fmt: skip
+    assert states("Ongoing") == 1
+    time.sleep(0.2)
+    assert count("herdless_transaction_oldest_open_seconds") >= 0.2
+
+    producer.commit_transaction(30)
+    wait_until(
+        lambda: count("herdless_transactions_ended_total", result="committed") == committed + 1,
+        30,
+        "the commit counted",
+        broker.log,
+    )
+    samples = scrape(port)
+    assert value(samples, "herdless_partition_last_stable_offset_lag", **open_partition) is None
+    assert value(samples, "herdless_transaction_oldest_open_seconds") == 0
+    assert states("Ongoing") == 0 and states("CompleteCommit") == 1
+    assert value(samples, "herdless_transaction_marker_write_seconds_count") == 1
+
+    # A new producer with the id fences the old one and aborts its open transaction.
+    producer.begin_transaction()
+    producer.produce("metered-txn", b"zombie", partition=1)
+    assert producer.flush(30) == 0
+    Producer(
+        {"bootstrap.servers": broker.bootstrap, "transactional.id": "metered-1"}
+    ).init_transactions(30)
+    assert count("herdless_transaction_producers_fenced_total") == 1
+    wait_until(
+        lambda: count("herdless_transactions_ended_total", result="aborted") == aborted + 1,
+        30,
+        "the fenced transaction's abort counted",
+        broker.log,
+    )
+
+    forgotten = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "transactional.id": "metered-2",
+            "transaction.timeout.ms": 1000,
+        }
+    )
+    forgotten.init_transactions(30)
+    forgotten.begin_transaction()
+    forgotten.produce("metered-txn", b"forgotten", partition=1)
+    assert forgotten.flush(30) == 0
+    wait_until(
+        lambda: count("herdless_transactions_timed_out_total") == 1,
+        30,
+        "the timeout counted",
+        broker.log,
+    )
+    assert count("herdless_transactions_ended_total", result="aborted") == aborted + 2

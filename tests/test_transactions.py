@@ -91,6 +91,29 @@ def watermarks_reach(broker: BrokerProcess, topic: str, expected: list[int]) -> 
     )
 
 
+def one_line(broker: BrokerProcess, *words: str) -> str:
+    """The one line of the broker's log holding all of `words`: bad input is said once."""
+    lines = [line for line in broker.log().splitlines() if all(w in line for w in words)]
+    assert len(lines) == 1, f"{len(lines)} lines with {words}: {lines}"
+    return lines[0]
+
+
+def transactional_batch(init: Any, timestamp_ms: int | None = None) -> bytes:
+    """One record in a transactional batch of the producer InitProducerId answered."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=True,
+        producer_id=init.producer_id,
+        producer_epoch=init.producer_epoch,
+        base_sequence=0,
+        batch_size=1 << 20,
+    )
+    stamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+    builder.append(0, timestamp=stamp, key=None, value=b"x", headers=[])
+    return bytes(builder.build())
+
+
 def wait_for(condition: Callable[[], Any], what: str, timeout: float = TIMEOUT_S) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -157,7 +180,7 @@ def test_a_second_producer_fences_the_first(
     second.commit_transaction(TIMEOUT_S)
     # The zombie's record and its ABORT marker, then the record and its COMMIT marker.
     watermarks_reach(broker, topic, [4])
-    assert f"transactional id {txn_id}: a new producer fenced" in broker.log()
+    one_line(broker, f"transactional id {txn_id}: a new producer fenced")
 
 
 def test_a_transaction_open_past_its_timeout_is_aborted(
@@ -175,9 +198,53 @@ def test_a_transaction_open_past_its_timeout_is_aborted(
         "the coordinator aborting the transaction",
     )
     watermarks_reach(broker, topic, [2])
-    assert "past its transaction.timeout.ms of 1500" in broker.log()
+    one_line(broker, f"transaction {txn_id} aborted", "past its transaction.timeout.ms of 1500")
     with pytest.raises(KafkaException):
         p.commit_transaction(TIMEOUT_S)
+
+
+def test_end_txn_after_the_coordinator_aborted_on_timeout(
+    broker: BrokerProcess, wire: Callable[..., Any]
+) -> None:
+    """The producer of a transaction its coordinator aborted (open past its timeout) is
+    fenced: its EndTxn gets PRODUCER_FENCED, said once, and the abort is said once."""
+    topic = new_topic(broker, 1)
+    txn_id = f"late-{topic}"
+    init = wire(
+        ApiKey.INIT_PRODUCER_ID,
+        4,
+        transactional_id=txn_id,
+        transaction_timeout_ms=1000,
+        producer_id=-1,
+        producer_epoch=-1,
+    )
+    added = wire(
+        ApiKey.ADD_PARTITIONS_TO_TXN,
+        3,
+        v3_and_below_transactional_id=txn_id,
+        v3_and_below_producer_id=init.producer_id,
+        v3_and_below_producer_epoch=init.producer_epoch,
+        v3_and_below_topics=[{"name": topic, "partitions": [0]}],
+    )
+    (result,) = added.results_by_topic_v3_and_below[0].results_by_partition
+    assert result.partition_error_code == ErrorCode.NONE
+    wait_for(
+        lambda: described(wire, txn_id).transaction_state == "CompleteAbort",
+        "the coordinator aborting the transaction",
+    )
+    answer = wire(
+        ApiKey.END_TXN,
+        3,
+        transactional_id=txn_id,
+        producer_id=init.producer_id,
+        producer_epoch=init.producer_epoch,
+        committed=True,
+    )
+    assert answer.error_code == ErrorCode.PRODUCER_FENCED
+    one_line(broker, f"transaction {txn_id} aborted", "past its transaction.timeout.ms of 1000")
+    assert one_line(broker, f"EndTxn of transactional id {txn_id} ").endswith(
+        "refused: PRODUCER_FENCED"
+    )
 
 
 def test_end_txn_for_an_unknown_transactional_id(
@@ -192,7 +259,9 @@ def test_end_txn_for_an_unknown_transactional_id(
         committed=True,
     )
     assert answer.error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
-    assert "EndTxn of transactional id nobody-knows-me" in broker.log()
+    assert one_line(broker, "EndTxn of transactional id nobody-knows-me").endswith(
+        "refused: INVALID_PRODUCER_ID_MAPPING"
+    )
     (state,) = wire(
         ApiKey.DESCRIBE_TRANSACTIONS, 0, transactional_ids=["nobody-knows-me"]
     ).transaction_states
@@ -202,7 +271,7 @@ def test_end_txn_for_an_unknown_transactional_id(
 def test_a_transactional_batch_outside_the_transaction_is_refused(
     broker: BrokerProcess, wire: Callable[..., Any]
 ) -> None:
-    topic = new_topic(broker, 1)
+    topic = new_topic(broker, 2)
     txn_id = f"unadded-{topic}"
     init = wire(
         ApiKey.INIT_PRODUCER_ID,
@@ -213,29 +282,31 @@ def test_a_transactional_batch_outside_the_transaction_is_refused(
         producer_epoch=-1,
     )
     assert init.error_code == ErrorCode.NONE
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=True,
-        producer_id=init.producer_id,
-        producer_epoch=init.producer_epoch,
-        base_sequence=0,
-        batch_size=1 << 20,
-    )
-    builder.append(0, timestamp=int(time.time() * 1000), key=None, value=b"x", headers=[])
-    answer = wire(
-        ApiKey.PRODUCE,
-        9,
-        transactional_id=txn_id,
-        acks=-1,
-        timeout_ms=5000,
-        topic_data=[
-            {"name": topic, "partition_data": [{"index": 0, "records": bytes(builder.build())}]}
-        ],
-    )
-    # No AddPartitionsToTxn came first: nothing is written.
-    assert answer.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_TXN_STATE
-    watermarks_reach(broker, topic, [0])
+    for version, partition, expected in (
+        # Produce from v11 on knows TRANSACTION_ABORTABLE; older ones get INVALID_TXN_STATE.
+        (9, 0, ErrorCode.INVALID_TXN_STATE),
+        (11, 1, ErrorCode.TRANSACTION_ABORTABLE),
+    ):
+        answer = wire(
+            ApiKey.PRODUCE,
+            version,
+            transactional_id=txn_id,
+            acks=-1,
+            timeout_ms=5000,
+            topic_data=[
+                {
+                    "name": topic,
+                    "partition_data": [{"index": partition, "records": transactional_batch(init)}],
+                }
+            ],
+        )
+        # No AddPartitionsToTxn came first: nothing is written.
+        assert answer.responses[0].partition_responses[0].error_code == expected
+        line = one_line(
+            broker, f"refused a batch of transactional id {txn_id} ", f"for {topic}-{partition} "
+        )
+        assert f"with {expected.name}" in line and "no AddPartitionsToTxn" in line, line
+    watermarks_reach(broker, topic, [0, 0])
 
 
 def test_kafka_python_and_aiokafka_commit_and_abort(

@@ -244,6 +244,7 @@ class Broker:
         if self.log_dir_failures is not None:
             self.log_dir_failures.start()
         self.transactions = self._transaction_coordinator(producer_ids)
+        self.metrics.attach_transactions(self.transactions)
         if self.node is None:
             self.groups.start()
             self.transactions.start()
@@ -403,6 +404,7 @@ class Broker:
             markers,
             min(config.transaction_state_log_min_isr, replicas),
             config.transaction_state_log_segment_bytes,
+            events=self.metrics.transactions,
         )
 
     async def _accept(

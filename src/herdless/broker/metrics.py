@@ -1,4 +1,5 @@
-"""Prometheus metrics: consumer-group lag and membership, partitions, requests, fetch sessions.
+"""Prometheus metrics: consumer-group lag and membership, partitions, requests, fetch
+sessions, transactions (transaction_metrics.py).
 
 Group and partition figures are read from the broker's state when Prometheus
 scrapes, so they cost nothing between scrapes and are never stale. The read
@@ -35,9 +36,17 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from herdless.broker import clock
 from herdless.broker.auth.authorizer_audit import DecisionCounts
 from herdless.broker.coordinators.group_coordinator import GroupCoordinator, ShardState
+from herdless.broker.coordinators.transaction_coordinator import TransactionCoordinator
 from herdless.broker.handlers.fetch_sessions import FetchSessionCache
+from herdless.broker.transaction_metrics import (
+    TransactionMetrics,
+    TransactionSnapshot,
+    snapshot_transactions,
+    transaction_gauges,
+)
 from herdless.coordinator.consumer_group import ConsumerGroupState
 from herdless.coordinator.state import GroupState
 from herdless.storage import LogManager
@@ -65,7 +74,10 @@ class BrokerMetrics:
         self._logs: LogManager | None = None
         self._fetch_sessions: FetchSessionCache | None = None
         self._authorizations: DecisionCounts | None = None
+        self._transaction_coordinator: TransactionCoordinator | None = None
         self.registry = CollectorRegistry(auto_describe=False)
+        # The transaction coordinator's events (TransactionEvents) are counted here.
+        self.transactions = TransactionMetrics(self.registry)
         # process_open_fds beside process_max_fds: connections are what the file limit
         # bounds (file_limit.py); CPU and memory besides.
         ProcessCollector(registry=self.registry)
@@ -114,6 +126,10 @@ class BrokerMetrics:
         """The authorizer's decisions, counted as they are made (handlers/authorization.py)."""
         self._authorizations = counts
 
+    def attach_transactions(self, coordinator: TransactionCoordinator) -> None:
+        """The transaction coordinator whose shards each scrape counts."""
+        self._transaction_coordinator = coordinator
+
     def observe_request(self, api: str, seconds: float) -> None:
         """Count one answered request: a bucket found in C and two additions.
 
@@ -152,6 +168,9 @@ class BrokerMetrics:
         assert self._groups is not None and self._logs is not None
         assert self._fetch_sessions is not None
         state = snapshot(self._groups, self._logs, self._fetch_sessions)
+        state.transactions = snapshot_transactions(
+            self._transaction_coordinator, self._logs, clock.wall_ms()
+        )
         state.requests = [(api, list(t.counts), t.sum) for api, t in self._request_times.items()]
         if self._authorizations is not None:
             state.authorizations = [
@@ -191,6 +210,7 @@ class Snapshot:
     requests: list[tuple[str, list[int], float]] = field(default_factory=list)
     # (operation, resource type, allowed, decisions since the start)
     authorizations: list[tuple[str, str, bool, int]] = field(default_factory=list)
+    transactions: TransactionSnapshot = field(default_factory=TransactionSnapshot)
 
 
 def snapshot(
@@ -250,6 +270,7 @@ class _SnapshotCollector(Collector):
         yield from self._groups()
         yield from self._partitions()
         yield from self._fetch_sessions()
+        yield from transaction_gauges(self._state.transactions)
 
     def _request_times(self) -> Metric:
         histogram = HistogramMetricFamily(

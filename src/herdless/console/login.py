@@ -1,9 +1,9 @@
 """Who may look: the console's login, and what a signed-in user is shown.
 
 A console with a login asks for a user name and password, checks them as the
-brokers check a SASL login, and shows the user only the topics and groups their
-ACLs let them describe (Kafka's DESCRIBE, which READ, WRITE, DELETE and ALTER
-imply). Signed-in browsers hold a random session token in a cookie; the token is
+brokers check a SASL login, and shows the user only the topics, groups and
+transactional ids their ACLs let them describe (Kafka's DESCRIBE, which READ, WRITE,
+DELETE and ALTER imply). Signed-in browsers hold a random session token in a cookie; the token is
 forgotten after a while without a request, and at logout.
 
 No sockets and no clock of its own here: server.py asks, with the time.
@@ -41,6 +41,9 @@ class Viewer:
     def groups(self, names: Iterable[str]) -> list[str]:
         return self.login.describable(self.user, self.host, "group", names)
 
+    def transactional_ids(self, names: Iterable[str]) -> list[str]:
+        return self.login.describable(self.user, self.host, "transactional_id", names)
+
 
 class LoginUnavailable(RuntimeError):
     """The brokers cannot check a login now; the message says why."""
@@ -56,7 +59,8 @@ class Login:
         raise NotImplementedError
 
     def describable(self, user: str, host: str, kind: str, names: Iterable[str]) -> list[str]:
-        """The names (of topics, or of groups: `kind`) the user may describe, in order."""
+        """The names (of topics, groups or transactional ids: `kind`) the user may
+        describe, in order."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -84,7 +88,11 @@ class BrokerLogin(Login):
         from herdless.security.acls import AclOperation, ResourceType
         from herdless.security.principal import KafkaPrincipal
 
-        resource = ResourceType.TOPIC if kind == "topic" else ResourceType.GROUP
+        resource = {
+            "topic": ResourceType.TOPIC,
+            "group": ResourceType.GROUP,
+            "transactional_id": ResourceType.TRANSACTIONAL_ID,
+        }[kind]
         principal = KafkaPrincipal("User", user)
         return self._authorizer.authorized_names(
             principal, host, AclOperation.DESCRIBE, resource, names

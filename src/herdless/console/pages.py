@@ -23,7 +23,7 @@ from herdless.admin.group_state import Member, uncommitted_note
 from herdless.console.login import Viewer
 from herdless.console.plot import lag_plot, rebalance_strip
 from herdless.console.sampler import Sampler
-from herdless.console.snapshot import Group, Topic
+from herdless.console.snapshot import Group, Topic, Transactions
 
 if TYPE_CHECKING:
     from kafka import TopicPartition
@@ -33,6 +33,7 @@ NAVIGATION = (
     ("/topics", "Topics"),
     ("/brokers", "Brokers"),
     ("/rebalances", "Rebalances"),
+    ("/transactions", "Transactions"),
 )
 STATIC = {
     "console.css": "text/css; charset=utf-8",
@@ -85,6 +86,7 @@ class Pages:
             "topics": self._topics,
             "brokers": self._brokers,
             "rebalances": self._rebalances,
+            "transactions": self._transactions,
         }.get(section)
         if page is None:
             return self._page(404, "not-found.html", "/" + section, "Not found", {}, fragment)
@@ -125,6 +127,27 @@ class Pages:
             return list(topics)
         allowed = set(self.viewer.topics(t.name for t in topics))
         return [t for t in topics if t.name in allowed]
+
+    def _visible_transactions(self) -> Transactions | None:
+        snapshot = self.sampler.snapshot
+        found = snapshot.transactions if snapshot else None
+        if self.viewer is None or found is None:
+            return found
+        # A transaction is shown to who may describe its id and every topic it writes;
+        # a hanging one, which no coordinator names, to who may describe its topic.
+        ids = set(self.viewer.transactional_ids(row["transactional_id"] for row in found.open))
+        named = {p.rsplit("-", 1)[0] for row in found.open for p in row["partitions"]}
+        named |= {row["topic"] for row in found.hanging}
+        topics = set(self.viewer.topics(named))
+        return Transactions(
+            [
+                row
+                for row in found.open
+                if row["transactional_id"] in ids
+                and all(p.rsplit("-", 1)[0] in topics for p in row["partitions"])
+            ],
+            [row for row in found.hanging if row["topic"] in topics],
+        )
 
     def _visible_rebalances(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if self.viewer is None:
@@ -192,6 +215,13 @@ class Pages:
         context = self._timeline(self._visible_rebalances(self.sampler.rebalances.latest()))
         status = 404 if rest else 200
         return self._page(status, "rebalances.html", "/rebalances", "Rebalances", context, fragment)
+
+    def _transactions(self, rest: str, fragment: bool) -> Response:
+        context = {"transactions": self._visible_transactions()}
+        status = 404 if rest else 200
+        return self._page(
+            status, "transactions.html", "/transactions", "Transactions", context, fragment
+        )
 
     def _timeline(self, entries: list[dict[str, Any]]) -> dict[str, Any]:
         """What _timeline.html draws."""

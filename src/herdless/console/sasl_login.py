@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from herdless.admin.errors import AdminError
 from herdless.admin.group_state import list_group_ids
+from herdless.admin.transaction_state import list_transactions
 from herdless.console.login import Login, LoginUnavailable
 
 if TYPE_CHECKING:
@@ -81,6 +82,9 @@ class SaslLogin(Login):
             try:
                 if kind == "topic":
                     found = set(client.list_topics())
+                elif kind == "transactional_id":
+                    # ListTransactions leaves out ids the user may not describe.
+                    found = {row["transactional_id"] for row in list_transactions(client)}
                 else:
                     found = set(list_group_ids(client))
             except Exception:

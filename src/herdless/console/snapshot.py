@@ -1,4 +1,5 @@
-"""One look at the brokers: cluster, topics with their sizes, groups with their lag.
+"""One look at the brokers: cluster, topics with their sizes, groups with their lag,
+open and hanging transactions.
 
 Each part is asked for on its own, so a part the brokers cannot answer (a
 coordinator loading its groups, a broker without DescribeLogDirs) leaves the
@@ -24,6 +25,13 @@ from herdless.admin.group_state import (
     offset_rows,
 )
 from herdless.admin.topic_state import partition_rows
+from herdless.admin.transaction_state import (
+    ACTIVE_STATES,
+    describe_transactions,
+    hanging_transactions,
+    list_transactions,
+)
+from herdless.coordinator.internal_topics import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from kafka import KafkaAdminClient, TopicPartition
@@ -64,12 +72,24 @@ class Group:
 
 
 @dataclass(frozen=True, slots=True)
+class Transactions:
+    # `herdless transactions describe`'s rows of the transactions open now (Ongoing or
+    # Prepare*), oldest first.
+    open: list[dict[str, Any]]
+    # `herdless transactions find-hanging`'s rows: open on a partition, and no
+    # coordinator will end them.
+    hanging: list[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     taken_at: float  # seconds since the epoch
     cluster: dict[str, Any] | None = None  # `herdless cluster describe`'s JSON document
     topics: list[Topic] = field(default_factory=list)
     groups: dict[str, Group] = field(default_factory=dict)
-    # Why a part is missing or incomplete: "cluster", "topics", "sizes", "groups".
+    transactions: Transactions | None = None
+    # Why a part is missing or incomplete: "cluster", "topics", "sizes", "groups",
+    # "transactions".
     problems: dict[str, str] = field(default_factory=dict)
 
 
@@ -109,7 +129,8 @@ def take_snapshot(admin: KafkaAdminClient, bootstrap: str) -> Snapshot:
         if t["name"] in rows
     ]
     groups = part("groups", lambda: _groups(admin, topics)) or {}
-    return Snapshot(time.time(), cluster, topics, groups, problems)
+    transactions = part("transactions", lambda: _transactions(admin, topics))
+    return Snapshot(time.time(), cluster, topics, groups, transactions, problems)
 
 
 def log_sizes(
@@ -163,3 +184,27 @@ def _groups(admin: KafkaAdminClient, topics: Iterable[Topic]) -> dict[str, Group
         )
         for g in sorted(infos, key=lambda g: g.group_id)
     }
+
+
+def _transactions(admin: KafkaAdminClient, topics: Iterable[Topic]) -> Transactions:
+    """The open transactions as their coordinators describe them, and those hanging on
+    partitions, found as `herdless transactions find-hanging` finds them: on every
+    partition with a leader that transactions write (of the internal topics, only the
+    offsets that transactions commit)."""
+    from kafka import TopicPartition
+
+    now_ms = int(time.time() * 1000)
+    listed = [row["transactional_id"] for row in list_transactions(admin, ACTIVE_STATES)]
+    described = describe_transactions(admin, listed, now_ms) if listed else []
+    # One may have ended between the two questions.
+    still_open = [row for row in described if row["state"] in ACTIVE_STATES]
+    still_open.sort(key=lambda row: -(row["duration_ms"] or 0))
+    partitions = [
+        TopicPartition(topic.name, p["partition"])
+        for topic in topics
+        if not topic.internal or topic.name == OFFSETS_TOPIC
+        for p in topic.partitions
+        if p["leader"] is not None and p["leader"] >= 0
+    ]
+    hanging = hanging_transactions(admin, partitions, now_ms) if partitions else []
+    return Transactions(still_open, hanging)

@@ -19,7 +19,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine, Hashable
-from typing import Any
+from typing import Any, Protocol
 
 from herdless.broker.coordinators.coordinator_host import CoordinatorHost
 from herdless.broker.coordinators.coordinator_loop import CoordinatorError
@@ -50,7 +50,18 @@ MARKER_SWEEP_S = 1.0
 
 TxnOperation = Callable[[TransactionCoordinatorShard, Hashable, Now], Result]
 
-__all__ = ["TRANSACTION_STATE_TOPIC", "TransactionCoordinator"]
+__all__ = ["TRANSACTION_STATE_TOPIC", "TransactionCoordinator", "TransactionEvents"]
+
+
+class TransactionEvents(Protocol):
+    """What the coordinator reports as it happens (the broker's metrics)."""
+
+    def transaction_ended(self, committed: bool, timed_out: bool, marker_seconds: float) -> None:
+        """A transaction completed here: its markers written in `marker_seconds`;
+        `timed_out` when the coordinator aborted it past its transaction.timeout.ms."""
+
+    def producer_fenced(self) -> None:
+        """A new producer with a transactional id fenced the one before it."""
 
 
 class TransactionCoordinator:
@@ -63,8 +74,10 @@ class TransactionCoordinator:
         markers: MarkerWriter,
         min_insync_replicas: int = 1,
         segment_bytes: int = 104_857_600,
+        events: TransactionEvents | None = None,
     ) -> None:
         self.host = host
+        self.events = events
         self.config = config
         self.num_partitions = num_partitions
         self.markers = markers
@@ -80,6 +93,9 @@ class TransactionCoordinator:
         self._writing: dict[TxnMarkers, asyncio.Task[None]] = {}
         self._sweeper: asyncio.Task[None] | None = None
         self._looking: set[asyncio.Task[None]] = set()
+        # Transactional ids whose new producer's retry is still to come after a fence
+        # aborted their open transaction (producer_fenced).
+        self._fenced_aborting: set[str] = set()
 
     # -- the topic and leadership ------------------------------------------------------
 
@@ -144,6 +160,18 @@ class TransactionCoordinator:
             and state in (ShardState.ACTIVE, ShardState.LOADING)
         ]
 
+    def held(self) -> dict[int, list[TransactionMetadata]]:
+        """The transactional ids of each partition this broker serves, as its shards hold
+        them now (for metrics: what clients see goes through read())."""
+        held = {}
+        for tp, state in self.host.runtime.partitions().items():
+            if tp.topic != TRANSACTION_STATE_TOPIC or state is not ShardState.ACTIVE:
+                continue
+            shard = self.host.runtime.shard(self.kind, tp.partition)
+            if shard is not None:
+                held[tp.partition] = list(shard.transactions.transactions.values())
+        return held
+
     def coordinator_epoch(self, partition: int) -> int:
         """The epoch markers carry: the leader epoch of the transaction log's partition,
         so that a partition leader refuses the markers of a coordinator since replaced."""
@@ -192,16 +220,35 @@ class TransactionCoordinator:
             coordinator, transactional_id, producer_id, producer_epoch, partitions
         )
 
-    def send_markers(self, partition: int, markers: TxnMarkers, cause: str = "") -> None:
+    def send_markers(
+        self, partition: int, markers: TxnMarkers, cause: str = "", timed_out: bool = False
+    ) -> None:
         """Write `markers` in the background (once, however often asked), then complete
         the transaction on the shard of `partition`."""
         if markers in self._writing:
             return
-        task = asyncio.get_running_loop().create_task(self._complete(partition, markers, cause))
+        task = asyncio.get_running_loop().create_task(
+            self._complete(partition, markers, cause, timed_out)
+        )
         self._writing[markers] = task
         task.add_done_callback(lambda _: self._writing.pop(markers, None))
 
-    async def _complete(self, partition: int, markers: TxnMarkers, cause: str) -> None:
+    def producer_fenced(self, transactional_id: str, aborting: bool) -> bool:
+        """A new producer with `transactional_id` fenced the one before it, aborting its
+        open transaction or not; False (nothing counted) when this is the retry of a
+        producer whose fence aborted a transaction, which was counted then."""
+        if not aborting and transactional_id in self._fenced_aborting:
+            self._fenced_aborting.discard(transactional_id)
+            return False
+        if aborting:
+            self._fenced_aborting.add(transactional_id)
+        if self.events is not None:
+            self.events.producer_fenced()
+        return True
+
+    async def _complete(
+        self, partition: int, markers: TxnMarkers, cause: str, timed_out: bool
+    ) -> None:
         started = time.monotonic()
         tp = TopicPartition(TRANSACTION_STATE_TOPIC, partition)
         written = await self.markers.write(
@@ -226,6 +273,9 @@ class TransactionCoordinator:
             return
         if answer != ErrorCode.NONE:
             return
+        marker_seconds = time.monotonic() - started
+        if self.events is not None:
+            self.events.transaction_ended(markers.committed, timed_out, marker_seconds)
         log.info(
             "transaction %s %s%s: producer id %d epoch %d, %d partitions (%s); markers"
             " written in %d ms",
@@ -236,7 +286,7 @@ class TransactionCoordinator:
             markers.producer_epoch,
             len(markers.partitions),
             ", ".join(sorted(str(tp) for tp in markers.partitions)[:10]),
-            (time.monotonic() - started) * 1000,
+            marker_seconds * 1000,
         )
 
     # -- markers of transactions nobody's EndTxn carries ---------------------------------
@@ -271,7 +321,8 @@ class TransactionCoordinator:
             return
         for markers, meta in found:
             if markers not in self._writing:
-                self.send_markers(partition, markers, _cause(markers, meta))
+                timed_out = _timed_out(markers, meta)
+                self.send_markers(partition, markers, _cause(markers, meta), timed_out)
 
     def _on_events(self, out: Output) -> None:
         for reload in out.reloads:
@@ -309,12 +360,19 @@ def _pending_with_metadata(
     return [(m, found.get(m.transactional_id)) for m in shard.pending_markers()]
 
 
+def _timed_out(markers: TxnMarkers, meta: TransactionMetadata | None) -> bool:
+    """Whether the coordinator is aborting the transaction for being open past its timeout."""
+    if markers.committed or meta is None or meta.state is not TransactionState.PREPARE_ABORT:
+        return False
+    return meta.last_update_timestamp_ms - meta.start_timestamp_ms >= meta.timeout_ms
+
+
 def _cause(markers: TxnMarkers, meta: TransactionMetadata | None) -> str:
     """Why a transaction no EndTxn ended is ending, for its log line."""
     if markers.committed or meta is None or meta.state is not TransactionState.PREPARE_ABORT:
         return " (markers resent)"
-    open_ms = meta.last_update_timestamp_ms - meta.start_timestamp_ms
-    if open_ms >= meta.timeout_ms:
+    if _timed_out(markers, meta):
+        open_ms = meta.last_update_timestamp_ms - meta.start_timestamp_ms
         return (
             f" by the coordinator: open {open_ms} ms, past its transaction.timeout.ms"
             f" of {meta.timeout_ms}"

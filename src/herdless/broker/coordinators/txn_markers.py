@@ -120,6 +120,8 @@ class MarkerWriter:
         this broker no longer coordinates the transaction)."""
         pending = set(markers.partitions)
         backoff = FIRST_BACKOFF_S
+        # Partitions whose marker failed once: said once, then retried quietly.
+        said: set[TopicPartition] = set()
         while pending:
             if not coordinating():
                 return False
@@ -136,6 +138,16 @@ class MarkerWriter:
                         error.name,
                     )
                     return False
+            failed = {tp: e for tp, e in errors.items() if e != ErrorCode.NONE and tp not in said}
+            if failed:
+                said.update(failed)
+                log.info(
+                    "transaction %s: markers for %s not written yet (%s); retrying at their"
+                    " current leaders",
+                    markers.transactional_id,
+                    ", ".join(sorted(map(str, failed))),
+                    ", ".join(sorted({e.name for e in failed.values()})),
+                )
             if pending:
                 log.debug(
                     "transaction %s: markers for %s not written yet (%s); trying again",

@@ -114,7 +114,9 @@ async def handle_transactional_init(context: BrokerContext, request: Request) ->
         result: ProducerIdAndEpoch = await _run(context, transactional_id, operation)
     except _NoCoordinator as exc:
         return answer(exc.error_code)
-    _log_fencing(transactional_id, before[0] if before else None, result, expected)
+    _log_fencing(
+        _coordinator(context), transactional_id, before[0] if before else None, result, expected
+    )
     if result.error_code == ErrorCode.CONCURRENT_TRANSACTIONS:
         # The transaction this producer waits on (one it fenced, or one ending) gets its
         # markers now, not at the next sweep.
@@ -124,17 +126,20 @@ async def handle_transactional_init(context: BrokerContext, request: Request) ->
 
 
 def _log_fencing(
+    coordinator: TransactionCoordinator,
     transactional_id: str,
     before: TransactionMetadata | None,
     result: ProducerIdAndEpoch,
     expected: tuple[int, int] | None,
 ) -> None:
-    """Say once when a new producer with the id fences the one before it."""
+    """Say once when a new producer with the id fences the one before it (its retry
+    after the fenced transaction's abort is the same fence)."""
     if before is None or before.producer_epoch < 0 or expected is not None:
         return
     if result.error_code == ErrorCode.CONCURRENT_TRANSACTIONS and before.state in (
         TransactionState.ONGOING,
     ):
+        coordinator.producer_fenced(transactional_id, aborting=True)
         log.info(
             "transactional id %s: a new producer fenced producer id %d epoch %d; aborting"
             " its open transaction",
@@ -142,7 +147,11 @@ def _log_fencing(
             before.producer_id,
             before.producer_epoch,
         )
-    elif result.error_code == ErrorCode.NONE and before.state is not TransactionState.PREPARE_ABORT:
+    elif (
+        result.error_code == ErrorCode.NONE
+        and before.state is not TransactionState.PREPARE_ABORT
+        and coordinator.producer_fenced(transactional_id, aborting=False)
+    ):
         log.info(
             "transactional id %s: a new producer fenced producer id %d epoch %d (now producer"
             " id %d epoch %d)",
@@ -396,6 +405,17 @@ async def handle_write_txn_markers(context: BrokerContext, request: Request) -> 
             )
         else:
             errors = [ErrorCode.CLUSTER_AUTHORIZATION_FAILED] * len(tps)
+        refused = {
+            str(tp): e.name for tp, e in zip(tps, errors, strict=True) if e != ErrorCode.NONE
+        }
+        if refused:
+            # The coordinator looks for the leaders again and retries (txn_markers.py).
+            log.info(
+                "WriteTxnMarkers from %s: markers of producer id %d refused: %s",
+                request.client_id,
+                marker.producer_id,
+                ", ".join(f"{tp} {name}" for tp, name in sorted(refused.items())),
+            )
         by_topic: dict[str, list[Any]] = defaultdict(list)
         for tp, error in zip(tps, errors, strict=True):
             by_topic[tp.topic].append(

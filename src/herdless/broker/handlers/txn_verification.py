@@ -78,15 +78,19 @@ async def verify_transactional_batches(
         )
         for tp, error in errors.items():
             if error != ErrorCode.NONE:
-                refused[tp.topic, tp.partition] = _produce_error(error, produce_version)
+                answered = refused[tp.topic, tp.partition] = _produce_error(error, produce_version)
                 log.info(
-                    "refused a batch of transactional id %s (producer id %d epoch %d) for %s:"
-                    " the coordinator answered %s",
+                    "refused a batch of transactional id %s (producer id %d epoch %d) for %s"
+                    " with %s: the coordinator answered %s%s",
                     transactional_id,
                     producer_id,
                     producer_epoch,
                     tp,
+                    answered.name,
                     error.name,
+                    " (the partition is not in its transaction: no AddPartitionsToTxn)"
+                    if error == ErrorCode.TRANSACTION_ABORTABLE
+                    else "",
                 )
     return refused
 
