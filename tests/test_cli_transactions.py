@@ -131,7 +131,7 @@ def test_a_hanging_transaction_is_found_and_aborted_on_its_partition(
 
 def test_bad_arguments_are_named(unverified: BrokerProcess) -> None:
     bootstrap = ("--bootstrap-server", unverified.bootstrap)
-    refused(herdless("transactions", "find-hanging", *bootstrap), "--topic or --broker-id")
+    refused(herdless("transactions", "find-hanging", *bootstrap), "--topic or --broker-id", 2)
     refused(
         herdless("transactions", "describe-producers", "no-such-topic", *bootstrap),
         "no topic 'no-such-topic'",
@@ -139,8 +139,9 @@ def test_bad_arguments_are_named(unverified: BrokerProcess) -> None:
     refused(
         herdless("transactions", "abort", "--topic", "t", "--partition", "0", *bootstrap),
         "--start-offset",
+        2,
     )
-    refused(herdless("transactions", "list", "--state", "Sleeping", *bootstrap), "Sleeping")
+    refused(herdless("transactions", "list", "--state", "Sleeping", *bootstrap), "Sleeping", 2)
 
 
 def _write_transactional(wire: Wire, topic: str, producer_id: int, when_s: float) -> None:

@@ -272,7 +272,8 @@ def read_committed(
                     seen[message.partition()].append(message.value())
             # The position passes markers and aborted records: done once it reaches the end.
             positions = consumer.position(assignment)
-            if all(tp.offset >= ends[tp.partition] for tp in positions):
+            # An empty partition has no position to reach its end with.
+            if all(tp.offset >= ends[tp.partition] or ends[tp.partition] == 0 for tp in positions):
                 break
     finally:
         consumer.close()

@@ -18,7 +18,7 @@ from herdless.admin.transaction_state import (
     open_transactions,
 )
 from herdless.cli.client import connect
-from herdless.cli.errors import fail
+from herdless.cli.errors import USAGE, fail
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, command_group
 from herdless.cli.output import OutputOption, Table, View, say, show
 
@@ -144,9 +144,9 @@ def find_hanging(
     """Find transactions left open on partitions that no coordinator will end: open
     longer than the longest transaction timeout, and unknown to their coordinator."""
     if (topic is None) == (broker_id is None):
-        raise fail("give --topic or --broker-id, not both or neither")
+        raise fail("give --topic or --broker-id, not both or neither", USAGE)
     if max_transaction_timeout < 1:
-        raise fail("--max-transaction-timeout is in minutes and at least 1")
+        raise fail("--max-transaction-timeout is in minutes and at least 1", USAGE)
     with connect(bootstrap) as admin:
         partitions = (
             _partitions(admin, topic, partition)
@@ -175,9 +175,9 @@ def abort(
     """Abort a transaction on one partition by writing its abort marker there: for a
     hanging transaction, which its coordinator no longer knows."""
     if (start_offset is None) == (producer_id is None):
-        raise fail("give --start-offset, or --producer-id with --producer-epoch")
+        raise fail("give --start-offset, or --producer-id with --producer-epoch", USAGE)
     if producer_id is not None and producer_epoch is None:
-        raise fail("--producer-id needs --producer-epoch")
+        raise fail("--producer-id needs --producer-epoch", USAGE)
     from kafka import TopicPartition
 
     tp = TopicPartition(topic, partition)
@@ -260,7 +260,7 @@ def _state(given: str) -> str:
     for state in STATES:
         if state.lower() == given.lower():
             return state
-    raise fail(f"no transaction state {given!r}: one of {', '.join(STATES)}")
+    raise fail(f"no transaction state {given!r}: one of {', '.join(STATES)}", USAGE)
 
 
 def _now_ms() -> int:
