@@ -13,6 +13,7 @@ from pyspark.sql.types import StructType
 
 from herdless.spark.batch import HerdlessBatchReader
 from herdless.spark.client import quiet_consumer, quiet_producer, require_topic, topic_partitions
+from herdless.spark.errors import HerdlessSparkError
 from herdless.spark.options import WriteOptions, read_options, write_options
 from herdless.spark.schema import KAFKA_SCHEMA
 from herdless.spark.stream import HerdlessStreamReader
@@ -47,7 +48,13 @@ class HerdlessDataSource(DataSource):
         return HerdlessStreamReader(read_options(self.options, "stream"))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        return HerdlessWriter(self._write_options(schema))
+        options = self._write_options(schema)
+        if options.exactly_once:
+            raise HerdlessSparkError(
+                "option transactionalIdPrefix applies to writeStream only: a batch write "
+                "has no batch id to write once"
+            )
+        return HerdlessWriter(options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         return HerdlessStreamWriter(self._write_options(schema))
