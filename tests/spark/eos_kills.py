@@ -22,7 +22,9 @@ from pathlib import Path
 
 from tests.support.exactly_once import read_committed
 
-QUERY_SCRIPT = Path(__file__).with_name("eos_query.py")
+# Run as a module: as a script, its directory would come first on sys.path, and
+# tests/spark/kafka.py would hide kafka-python.
+QUERY_MODULE = "tests.spark.eos_query"
 REPOSITORY = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 120.0
 
@@ -71,7 +73,8 @@ class CopyQuery:
             process = subprocess.Popen(
                 [
                     sys.executable,
-                    str(QUERY_SCRIPT),
+                    "-m",
+                    QUERY_MODULE,
                     self.bootstrap,
                     self.source,
                     self.sink,

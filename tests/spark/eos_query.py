@@ -1,12 +1,12 @@
 """A streaming query that copies one topic's values into another through the exactly-once
 sink, run as its own process so that a test can SIGKILL its driver (eos_kills.py).
 
-    python tests/spark/eos_query.py BOOTSTRAP INPUT OUTPUT CHECKPOINT [--available-now]
+    python -m tests.spark.eos_query BOOTSTRAP INPUT OUTPUT CHECKPOINT [--available-now]
         [--max-offsets N] [--kill-worker-in-batch B --attempts-log FILE]
 
 It prints "started" once the query runs. --kill-worker-in-batch SIGKILLs the
-Python worker of the first attempt of task 0 of batch B halfway through its
-rows, so that Spark retries the task (the master allows 4 attempts a task);
+Python worker of the first attempt of task 0 of batch B in the middle of its
+rows (a Python UDF's worker), so that Spark retries the task (the master allows 4 attempts a task);
 every attempt is logged as "batch partition attempt".
 """
 
@@ -17,35 +17,34 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections import Counter
 from functools import partial
 from pathlib import Path
 
-import pyarrow as pa
-
 CONF_DIR = Path(__file__).parent / "conf"
+# Of the 1,000 rows of a task in the test: most of them have reached the sink by then.
+KILL_AT_ROW = 900
 
 
-def kill_first_attempt(
-    batch_id: int, attempts_log: str, batches: Iterator[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
+_rows_seen: Counter[tuple[int, int, int]] = Counter()
+
+
+def kill_first_attempt(batch_id: int, attempts_log: str, value: bytes) -> bytes:
+    """The value unchanged; the Python worker of task 0's first attempt in batch `batch_id`
+    SIGKILLs itself at row KILL_AT_ROW."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
     batch = int(context.getLocalProperty("streaming.sql.batchId"))
-    partition, attempt = context.partitionId(), context.attemptNumber()
-    with open(attempts_log, "a") as log:
-        log.write(f"{batch} {partition} {attempt}\n")
-    doomed = batch == batch_id and partition == 0 and attempt == 0
-    rows = [row for batch_rows in batches for row in batch_rows.to_pylist()]
-    half = len(rows) // 2 if doomed else len(rows)
-    if half:
-        yield pa.RecordBatch.from_pylist(rows[:half], schema=pa.schema([("value", pa.binary())]))
-    if doomed:
-        time.sleep(1.0)  # let the sink produce the first half inside its transaction
+    attempt = (batch, context.partitionId(), context.attemptNumber())
+    if not _rows_seen[attempt]:
+        with open(attempts_log, "a") as log:
+            log.write(" ".join(map(str, attempt)) + "\n")
+    _rows_seen[attempt] += 1
+    if attempt == (batch_id, 0, 0) and _rows_seen[attempt] == KILL_AT_ROW:
+        time.sleep(3.0)  # let the sink produce the rows so far inside its transaction
         os.kill(os.getpid(), signal.SIGKILL)
-    if rows[half:]:
-        yield pa.RecordBatch.from_pylist(rows[half:], schema=pa.schema([("value", pa.binary())]))
+    return value
 
 
 def main() -> None:
@@ -64,6 +63,8 @@ def main() -> None:
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["SPARK_CONF_DIR"] = str(CONF_DIR)
     from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BinaryType
 
     import herdless.spark
 
@@ -72,6 +73,9 @@ def main() -> None:
         .appName("herdless-eos-query")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
+        # Small Arrow batches reach the sink as they are made: a kill finds records
+        # produced inside an open transaction more often.
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "50")
         .config("spark.local.dir", str(Path(args.checkpoint).parent / "spark-local"))
         .getOrCreate()
     )
@@ -87,10 +91,8 @@ def main() -> None:
         .select("value")
     )
     if args.kill_worker_in_batch is not None:
-        frame = frame.mapInArrow(
-            partial(kill_first_attempt, args.kill_worker_in_batch, args.attempts_log),
-            "value binary",
-        )
+        doomed = partial(kill_first_attempt, args.kill_worker_in_batch, args.attempts_log)
+        frame = frame.select(F.udf(doomed, BinaryType())("value").alias("value"))
     writer = (
         frame.writeStream.format("herdless")
         .option("kafka.bootstrap.servers", args.bootstrap)

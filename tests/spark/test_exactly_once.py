@@ -24,9 +24,9 @@ ROWS = 3000
 KILLS = 5
 
 
-def _inputs(bootstrap: str, topic: str, rows: int) -> list[bytes]:
+def _inputs(bootstrap: str, topic: str, rows: int, size: int = 0) -> list[bytes]:
     create_topic(bootstrap, topic, PARTITIONS)
-    values = [f"row-{i}".encode() for i in range(rows)]
+    values = [f"row-{i}".ljust(size).encode() for i in range(rows)]
     produce(bootstrap, topic, ((None, v, i % PARTITIONS) for i, v in enumerate(values)))
     return values
 
@@ -46,12 +46,14 @@ def test_a_query_killed_at_random_writes_each_row_once(broker, tmp_path: Path) -
 
 
 def test_a_retried_task_writes_its_rows_once(broker, tmp_path: Path) -> None:
-    inputs = _inputs(broker.bootstrap, "eos-retry-in", 900)
+    # Values of 1 KB: the Python UDF's worker sends its first hundred results on (past
+    # its 64 KB output buffer) before it dies, so the sink has produced some of them.
+    inputs = _inputs(broker.bootstrap, "eos-retry-in", 6000, size=1000)
     create_topic(broker.bootstrap, "eos-retry-out", PARTITIONS)
     attempts = tmp_path / "attempts.log"
     query = CopyQuery(broker.bootstrap, "eos-retry-in", "eos-retry-out", tmp_path)
     query.run_to_end(
-        "--max-offsets", "300", "--kill-worker-in-batch", "1", "--attempts-log", str(attempts)
+        "--max-offsets", "3000", "--kill-worker-in-batch", "1", "--attempts-log", str(attempts)
     )
     tries = Counter(tuple(line.split()[:2]) for line in attempts.read_text().splitlines())
     assert tries[("1", "0")] == 2, f"task 0 of batch 1 should have run twice: {tries}"

@@ -14,6 +14,7 @@ from pyspark.sql.types import StructType
 from herdless.spark.batch import HerdlessBatchReader
 from herdless.spark.client import quiet_consumer, quiet_producer, require_topic, topic_partitions
 from herdless.spark.errors import HerdlessSparkError
+from herdless.spark.fetch import speaks_plaintext
 from herdless.spark.options import WriteOptions, read_options, write_options
 from herdless.spark.schema import KAFKA_SCHEMA
 from herdless.spark.stream import HerdlessStreamReader
@@ -57,7 +58,14 @@ class HerdlessDataSource(DataSource):
         return HerdlessWriter(options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        return HerdlessStreamWriter(self._write_options(schema))
+        options = self._write_options(schema)
+        if options.exactly_once and not speaks_plaintext(options.connection):
+            # The driver ends the tasks' transactions with wire.py, which is plaintext only.
+            raise HerdlessSparkError(
+                "option transactionalIdPrefix needs a plaintext connection for now "
+                "(kafka.security.protocol PLAINTEXT)"
+            )
+        return HerdlessStreamWriter(options)
 
     def _write_options(self, schema: StructType) -> WriteOptions:
         options = write_options(self.options)

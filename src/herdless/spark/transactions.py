@@ -1,4 +1,5 @@
-"""Exactly-once streaming writes: each task's part of a micro-batch in one Kafka transaction.
+"""Exactly-once streaming writes: each task's part of a micro-batch in one Kafka transaction,
+committed by the driver once Spark has decided the batch succeeded.
 
 A task's transactional id is `{prefix}-{query id}-{task partition}`. The query
 id survives restarts from the checkpoint, and a replayed batch is planned into
@@ -16,10 +17,13 @@ consumers ask for, so a transaction still committing is waited for): at
 batchId + 1 or beyond, this part is already written and the attempt writes
 nothing.
 
-Why per task and not per batch: Spark commits a batch in the driver after
-every task has succeeded, but a Kafka transaction belongs to the producer that
-began it, and librdkafka cannot hand an open transaction from an executor to
-the driver. So the records of one batch become visible task by task.
+The task does not commit: write() returning does not mean its input was whole
+(Spark ends the input of a task whose upstream failed as if it were complete,
+and fails the task only afterwards). It returns the open transaction's
+producer id and epoch, and the driver commits every task's transaction in
+commit(messages, batchId) (transaction_control.py). If the driver dies between
+two of those commits, the replayed batch skips the committed parts and the
+retried tasks' init_transactions() abort the rest, which are written again.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from herdless.spark.client import (
 from herdless.spark.errors import HerdlessSparkError
 from herdless.spark.options import WriteOptions
 from herdless.spark.produce import DeliveryFailures, produce_rows
+from herdless.spark.transaction_control import OpenTransaction, TransactionControl
 
 # Local properties Spark's micro-batch execution sets on every task it runs.
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
@@ -74,14 +79,23 @@ def current_task() -> BatchTask:
     return BatchTask(query_id, int(batch_id), context.partitionId())
 
 
-def write_once(options: WriteOptions, task: BatchTask, batches: Iterator[pa.RecordBatch]) -> int:
-    """Write this task's rows in one transaction with its progress; the rows written, or 0
-    when an earlier attempt already committed them."""
+# A task's producer must outlive write(): its transaction stays open for the driver to
+# commit, and a destroyed producer could end it. The next attempt with the same
+# transactional id in this worker replaces it (its init_transactions fences it anyway).
+_open_producers: dict[str, Producer] = {}
+
+
+def write_once(
+    options: WriteOptions, task: BatchTask, batches: Iterator[pa.RecordBatch]
+) -> tuple[int, OpenTransaction | None]:
+    """Write this task's rows and its progress in one transaction, left open for the driver:
+    (rows written, the transaction), or (0, None) when this part was committed before."""
     assert options.transactional_id_prefix is not None and options.topic is not None
     connection = options.connection
     transactional_id = task.transactional_id(options.transactional_id_prefix)
     progress_partition = (options.topic, 0)
     timeout = connection.connect_timeout_s * 6
+    _open_producers.pop(transactional_id, None)
     producer = quiet_producer(connection, transactional_id)
     progress = quiet_consumer(connection, transactional_id, **{"isolation.level": "read_committed"})
     began = False
@@ -89,7 +103,7 @@ def write_once(options: WriteOptions, task: BatchTask, batches: Iterator[pa.Reco
         producer.init_transactions(timeout)
         done = committed_offsets(progress, connection, [progress_partition])
         if done.get(progress_partition, 0) > task.batch_id:
-            return 0
+            return 0, None
         producer.begin_transaction()
         began = True
         delivered = DeliveryFailures()
@@ -100,12 +114,15 @@ def write_once(options: WriteOptions, task: BatchTask, batches: Iterator[pa.Reco
                 progress.consumer_group_metadata(),
                 timeout,
             )
-            producer.commit_transaction(timeout)
-        if delivered:
+        remaining = producer.flush(timeout)
+        if delivered or remaining:
             raise HerdlessSparkError(
-                f"writing to the broker at {connection.bootstrap} failed: {delivered.describe()}"
+                f"writing to the broker at {connection.bootstrap} failed: "
+                f"{delivered.describe() or f'{remaining} records not acknowledged in time'}"
             )
-        return count
+        transaction = TransactionControl(connection.bootstrap, timeout).describe(transactional_id)
+        _open_producers[transactional_id] = producer
+        return count, transaction
     except KafkaException as exc:
         if began:
             _abort(producer, timeout)
@@ -119,6 +136,25 @@ def write_once(options: WriteOptions, task: BatchTask, batches: Iterator[pa.Reco
         raise
     finally:
         progress.close()
+
+
+def commit_batch(options: WriteOptions, transactions: list[OpenTransaction]) -> None:
+    """The driver's half: commit every task's transaction of a batch that succeeded."""
+    control = TransactionControl(
+        options.connection.bootstrap, options.connection.connect_timeout_s * 6
+    )
+    for transaction in transactions:
+        control.end(transaction, commit=True)
+
+
+def abort_batch(options: WriteOptions, transactions: list[OpenTransaction]) -> None:
+    """Abort what the tasks of a failed batch left open; whatever cannot be aborted now is
+    aborted by the replay's init_transactions() or at the transaction's timeout."""
+    connection = options.connection
+    control = TransactionControl(connection.bootstrap, connection.connect_timeout_s)
+    for transaction in transactions:
+        with contextlib.suppress(HerdlessSparkError):
+            control.end(transaction, commit=False)
 
 
 def _abort(producer: Producer, timeout: float) -> None:

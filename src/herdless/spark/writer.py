@@ -27,12 +27,14 @@ from herdless.spark.errors import HerdlessSparkError
 from herdless.spark.options import WriteOptions
 from herdless.spark.produce import DeliveryFailures, produce_rows
 from herdless.spark.schema import HEADER_SPARK, WRITE_COLUMNS
-from herdless.spark.transactions import current_task, write_once
+from herdless.spark.transaction_control import OpenTransaction
+from herdless.spark.transactions import abort_batch, commit_batch, current_task, write_once
 
 
 @dataclass
 class Written(WriterCommitMessage):
     records: int
+    transaction: OpenTransaction | None = None  # exactly-once: left open for commit()
 
 
 def check_write_schema(schema: StructType, options: WriteOptions) -> None:
@@ -99,13 +101,18 @@ class HerdlessStreamWriter(DataSourceStreamArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         if self.options.exactly_once:
-            return Written(write_once(self.options, current_task(), iterator))
+            return Written(*write_once(self.options, current_task(), iterator))
         return produce_batches(self.options, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        pass  # each task committed its own transaction (or was acknowledged) already
+        if self.options.exactly_once:
+            commit_batch(self.options, _open_transactions(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        # Idempotent writes stay: at-least-once, as Spark's Kafka sink. Transactions
-        # committed by tasks stay too; the batch's replay skips them.
-        pass
+        # Idempotent writes stay: at-least-once, as Spark's Kafka sink.
+        if self.options.exactly_once:
+            abort_batch(self.options, _open_transactions(messages))
+
+
+def _open_transactions(messages: list[WriterCommitMessage | None]) -> list[OpenTransaction]:
+    return [m.transaction for m in messages if isinstance(m, Written) and m.transaction is not None]
