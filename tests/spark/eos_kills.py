@@ -99,7 +99,14 @@ class CopyQuery:
                 if time.monotonic() > deadline:
                     raise AssertionError(f"the query did not start:\n{log.read_text()[-3000:]}")
                 time.sleep(0.1)
-            time.sleep(rng.uniform(0.2, 4.0))
+            # Spark cannot restart a query killed while it wrote its very first offsets
+            # (a temporary file is left in offsets/, and a query at batch 0 wants none):
+            # the first kill waits for the first batch.
+            while not (self.checkpoint / "commits" / "0").exists():
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"no first batch:\n{log.read_text()[-3000:]}")
+                time.sleep(0.1)
+            time.sleep(rng.uniform(0.0, 4.0))
         finally:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
