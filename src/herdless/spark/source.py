@@ -49,27 +49,25 @@ class HerdlessDataSource(DataSource):
         return HerdlessStreamReader(read_options(self.options, "stream"))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        options = self._write_options(schema)
-        if options.exactly_once:
+        return HerdlessWriter(self._write_options(schema, stream=False))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return HerdlessStreamWriter(self._write_options(schema, stream=True))
+
+    def _write_options(self, schema: StructType, stream: bool) -> WriteOptions:
+        options = write_options(self.options)
+        check_write_schema(schema, options)
+        if options.exactly_once and not stream:
             raise HerdlessSparkError(
                 "option transactionalIdPrefix applies to writeStream only: a batch write "
                 "has no batch id to write once"
             )
-        return HerdlessWriter(options)
-
-    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        options = self._write_options(schema)
         if options.exactly_once and not speaks_plaintext(options.connection):
             # The driver ends the tasks' transactions with wire.py, which is plaintext only.
             raise HerdlessSparkError(
                 "option transactionalIdPrefix needs a plaintext connection for now "
                 "(kafka.security.protocol PLAINTEXT)"
             )
-        return HerdlessStreamWriter(options)
-
-    def _write_options(self, schema: StructType) -> WriteOptions:
-        options = write_options(self.options)
-        check_write_schema(schema, options)
         quiet_producer(options.connection).flush(0)
         if options.topic is not None:
             require_topic(options.connection, options.topic)
