@@ -51,7 +51,7 @@ def main() -> None:
                 "soak-in",
                 ((None, v, i % PARTITIONS) for i, v in enumerate(inputs)),
             )
-            query = CopyQuery(broker.bootstrap, "soak-in", "soak-out", workdir)
+            query = CopyQuery(broker.bootstrap, "soak-in", "soak-out", PARTITIONS, workdir)
             for cycle in range(args.cycles):
                 query.run_and_kill(rng)
                 console.print(f"kill {cycle + 1} at {time.monotonic() - started:.0f}s")

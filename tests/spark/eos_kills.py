@@ -20,6 +20,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from confluent_kafka import Consumer, TopicPartition
+
 from tests.support.exactly_once import read_committed
 
 # Run as a module: as a script, its directory would come first on sys.path, and
@@ -57,12 +59,15 @@ class CopyReport:
 class CopyQuery:
     """Runs of eos_query.py copying `source` into `sink`, all from one checkpoint."""
 
-    def __init__(self, bootstrap: str, source: str, sink: str, workdir: Path) -> None:
+    def __init__(
+        self, bootstrap: str, source: str, sink: str, partitions: int, workdir: Path
+    ) -> None:
         self.bootstrap = bootstrap
         self.source = source
         self.sink = sink
         self.workdir = workdir
         self.checkpoint = workdir / "checkpoint"
+        self.partitions = partitions
         self.runs = 0
 
     def start(self, *extra: str) -> tuple[subprocess.Popen, Path]:
@@ -106,10 +111,43 @@ class CopyQuery:
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise AssertionError(f"no first batch:\n{log.read_text()[-3000:]}")
                 time.sleep(0.1)
-            time.sleep(rng.uniform(0.0, 4.0))
+            if rng.random() < 0.5:
+                time.sleep(rng.uniform(0.0, 4.0))
+            else:
+                # Half the kills wait for a task's transaction to hold records: between
+                # batches and inside one, the window is too short to be hit by chance often.
+                self._wait_for_open_transaction(deadline=time.monotonic() + 10)
         finally:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+    def _wait_for_open_transaction(self, deadline: float) -> None:
+        """Until some partition of the sink has records past its last stable offset."""
+        # librdkafka asks for the end of a partition at its isolation level.
+        ends = {
+            level: Consumer(
+                {
+                    "bootstrap.servers": self.bootstrap,
+                    "group.id": "eos-kills",
+                    "isolation.level": level,
+                }
+            )
+            for level in ("read_committed", "read_uncommitted")
+        }
+        try:
+            while time.monotonic() < deadline:
+                for partition in range(self.partitions):
+                    tp = TopicPartition(self.sink, partition)
+                    stable, high = (
+                        consumer.get_watermark_offsets(tp, timeout=5, cached=False)[1]
+                        for consumer in ends.values()
+                    )
+                    if stable < high:
+                        return
+                time.sleep(0.01)
+        finally:
+            for consumer in ends.values():
+                consumer.close()
 
     def run_to_end(self, *extra: str, timeout: float = 300.0) -> None:
         """One run with Trigger.AvailableNow: everything in the input is copied."""

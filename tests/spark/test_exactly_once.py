@@ -34,7 +34,7 @@ def _inputs(bootstrap: str, topic: str, rows: int, size: int = 0) -> list[bytes]
 def test_a_query_killed_at_random_writes_each_row_once(broker, tmp_path: Path) -> None:
     inputs = _inputs(broker.bootstrap, "eos-kill-in", ROWS)
     create_topic(broker.bootstrap, "eos-kill-out", PARTITIONS)
-    query = CopyQuery(broker.bootstrap, "eos-kill-in", "eos-kill-out", tmp_path)
+    query = CopyQuery(broker.bootstrap, "eos-kill-in", "eos-kill-out", PARTITIONS, tmp_path)
     rng = random.Random(26)
     for _ in range(KILLS):
         query.run_and_kill(rng)
@@ -51,7 +51,7 @@ def test_a_retried_task_writes_its_rows_once(broker, tmp_path: Path) -> None:
     inputs = _inputs(broker.bootstrap, "eos-retry-in", 6000, size=1000)
     create_topic(broker.bootstrap, "eos-retry-out", PARTITIONS)
     attempts = tmp_path / "attempts.log"
-    query = CopyQuery(broker.bootstrap, "eos-retry-in", "eos-retry-out", tmp_path)
+    query = CopyQuery(broker.bootstrap, "eos-retry-in", "eos-retry-out", PARTITIONS, tmp_path)
     query.run_to_end(
         "--max-offsets", "3000", "--kill-worker-in-batch", "1", "--attempts-log", str(attempts)
     )
