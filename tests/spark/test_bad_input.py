@@ -88,6 +88,11 @@ def test_stream_with_ending_offsets_fails_at_start(spark, broker, topic, tmp_pat
         ("cast(id as string) as value", {"topic": "absent"}, "topic absent does not exist"),
         ("cast(id as string) as value", {"topic": "bad-input", "subscribe": "x"}, "unknown option"),
         ("id as value", {"topic": "bad-input"}, "column value must be binary or string"),
+        (
+            "cast(id as string) as value",
+            {"topic": "bad-input", "transactionalIdPrefix": "p"},
+            "transactionalIdPrefix applies to writeStream only",
+        ),
     ],
 )
 def test_bad_writes_fail_at_save(spark, broker, topic, columns, options, message) -> None:
@@ -96,3 +101,21 @@ def test_bad_writes_fail_at_save(spark, broker, topic, columns, options, message
         frame.write.format("herdless").option("kafka.bootstrap.servers", broker.bootstrap).options(
             **options
         ).mode("append").save()
+
+
+def test_exactly_once_over_tls_or_sasl_fails_at_start(spark, broker, topic, tmp_path) -> None:
+    frame = spark.readStream.format("rate").load().selectExpr("cast(value as string) as value")
+    writer = (
+        frame.writeStream.format("herdless")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("kafka.security.protocol", "SASL_PLAINTEXT")
+        .option("kafka.sasl.mechanism", "PLAIN")
+        .option("kafka.sasl.username", "u")
+        .option("kafka.sasl.password", "p")
+        .option("topic", topic)
+        .option("transactionalIdPrefix", "p")
+        .option("checkpointLocation", str(tmp_path))
+    )
+    with pytest.raises(Exception, match="transactionalIdPrefix needs a plaintext connection"):
+        query = writer.start()
+        query.awaitTermination(60)

@@ -102,6 +102,7 @@ BAD_READS = [
     ({"group.id": "a", "kafka.group.id": "b"}, "stream", "group.id .* kafka.group.id .* conflict"),
     ({"bogus": "1"}, "stream", "unknown option 'bogus'"),
     ({"topic": "a"}, "stream", "topic names the topic to write to"),
+    ({"transactionalIdPrefix": "p"}, "stream", "transactionalIdPrefix makes streaming writes"),
 ]
 
 
@@ -128,6 +129,9 @@ def test_spark_stream_options_are_accepted_and_ignored_in_batch_reads() -> None:
         ({"kafka.enable.idempotence": "sure"}, "value sure for configuration kafka.enable.idem"),
         ({"kafka.partitioner.class": "x.Y"}, "names a Java class"),
         ({"topic": "no good"}, "'no good' is not a valid topic name"),
+        ({"kafka.transactional.id": "t"}, "set the option transactionalIdPrefix"),
+        ({"transactionalIdPrefix": "p"}, "transactionalIdPrefix .* needs the option topic"),
+        ({"transactionalIdPrefix": " ", "topic": "t"}, "transactionalIdPrefix must not be empty"),
     ],
 )
 def test_bad_write_options_are_refused(options, message) -> None:
@@ -142,6 +146,14 @@ def test_write_options_take_sparks_producer_settings() -> None:
     config = options.connection.producer_config()
     # Keys land in the partition Java's producer (Spark's sink) would choose.
     assert config["partitioner"] == "murmur2_random" and config["enable.idempotence"] is True
+    assert not options.exactly_once
+
+
+def test_transactional_id_prefix_makes_a_write_exactly_once() -> None:
+    options = write_options(
+        {"kafka.bootstrap.servers": "h:1", "topic": "t", "transactionalIdPrefix": " enrich "}
+    )
+    assert options.exactly_once and options.transactional_id_prefix == "enrich"
 
 
 def test_java_client_settings_become_librdkafka_settings() -> None:

@@ -64,12 +64,15 @@ def quiet_consumer(
         raise bad_setting(exc) from None
 
 
-def quiet_producer(connection: ClientOptions) -> Producer:
-    """The writer's producer (also made once at save() so that bad kafka.* options fail there)."""
+def quiet_producer(connection: ClientOptions, transactional_id: str | None = None) -> Producer:
+    """The writer's producer (also made once at save() so that bad kafka.* options fail there);
+    transactional when given a transactional id."""
+    transactional = {} if transactional_id is None else {"transactional.id": transactional_id}
     try:
         return Producer(
             {
                 **connection.producer_config(),
+                **transactional,
                 "logger": _quiet,
                 "error_cb": _listen_for_refusals(connection),
             }
@@ -107,7 +110,7 @@ def describe_group(admin: AdminClient, connection: ClientOptions, group_id: str)
 def bad_setting(exc: KafkaException) -> HerdlessSparkError:
     """librdkafka refused its configuration: the culprit is one of the kafka.* options."""
     return HerdlessSparkError(
-        f"a kafka.* option is not a setting herdless's Kafka clients take: {_reason(exc)} "
+        f"a kafka.* option is not a setting herdless's Kafka clients take: {kafka_reason(exc)} "
         "(kafka.* options are Java client settings that herdless translates, or librdkafka "
         "settings; see docs/spark.md)"
     )
@@ -159,7 +162,8 @@ def readable_partitions(
     return [(t, p) for t, n in sorted(counts.items()) for p in range(n)]
 
 
-def _reason(exc: BaseException) -> str:
+def kafka_reason(exc: BaseException) -> str:
+    """What librdkafka says went wrong, without the KafkaError wrapping."""
     error = exc.args[0] if exc.args else exc
     return error.str() if hasattr(error, "str") else str(error)
 
@@ -197,7 +201,7 @@ def unreachable(
             " kafka.sasl.jaas.config (or kafka.sasl.username and kafka.sasl.password) and"
             " the kafka.ssl.* options"
         )
-    detail = f" ({_reason(exc)})" if exc is not None else ""
+    detail = f" ({kafka_reason(exc)})" if exc is not None else ""
     return HerdlessSparkError(
         f"no Kafka broker answered at {connection.bootstrap} within "
         f"{connection.connect_timeout_s:g}s{detail}; check kafka.bootstrap.servers "
@@ -220,7 +224,7 @@ def watermarks(
         except KafkaException as exc:
             raise HerdlessSparkError(
                 f"could not read the offsets of {topic}-{partition} from the broker at "
-                f"{connection.bootstrap}: {_reason(exc)}"
+                f"{connection.bootstrap}: {kafka_reason(exc)}"
             ) from None
         result[(topic, partition)] = (low, high)
     return result
@@ -268,7 +272,7 @@ def _ask(
         answered = call(asked, timeout=connection.connect_timeout_s)
     except KafkaException as exc:
         raise HerdlessSparkError(
-            f"could not {doing} the broker at {connection.bootstrap}: {_reason(exc)}"
+            f"could not {doing} the broker at {connection.bootstrap}: {kafka_reason(exc)}"
         ) from None
     return {(tp.topic, tp.partition): tp.offset for tp in answered}
 

@@ -40,6 +40,10 @@ _WRITE_REFUSED = {
     "key.serializer": "keys are written as the bytes (or UTF-8 text) of the key column",
     "value.serializer": "values are written as the bytes (or UTF-8 text) of the value column",
     "interceptor.classes": "interceptors could change records behind the sink",
+    "transactional.id": (
+        "the sink names its transactions itself: set the option transactionalIdPrefix "
+        "for exactly-once streaming writes"
+    ),
 }
 
 

@@ -64,7 +64,7 @@ _ALLOWED: dict[Mode, set[str]] = {
     "stream": _READ | {"groupjointimeoutms"},
     "batch": _READ | _ENDING,
     # Spark passes a streaming query's checkpointLocation on to its sink.
-    "write": _COMMON | {"topic", "checkpointlocation"},
+    "write": _COMMON | {"topic", "checkpointlocation", "transactionalidprefix"},
 }
 _ALLOWED["any"] = _ALLOWED["stream"] | _ALLOWED["batch"]
 # Options that exist, but not for this kind of use: name the right one.
@@ -72,6 +72,7 @@ _WRONG_MODE = {
     **dict.fromkeys(_ENDING, "ending offsets are not valid in streaming queries (spark.read only)"),
     "groupjointimeoutms": "groupJoinTimeoutMs applies to streaming reads only",
     "topic": "topic names the topic to write to; readers use subscribe, subscribePattern or assign",
+    "transactionalidprefix": "transactionalIdPrefix makes streaming writes exactly-once",
 }
 
 # Kafka's rule for topic names.
@@ -213,6 +214,13 @@ class ReadOptions:
 class WriteOptions:
     connection: ClientOptions
     topic: str | None
+    # Set: a streaming write commits each task's part of a batch in one transaction,
+    # exactly once (transactions.py); unset: idempotent, at-least-once.
+    transactional_id_prefix: str | None = None
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.transactional_id_prefix is not None
 
 
 def _check_keys(options: Mapping[str, str], mode: Mode) -> None:
@@ -524,4 +532,16 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
     if topic is not None:
         topic = topic.strip()
         _check_topic_name(topic, "option topic")
-    return WriteOptions(_connection(options), topic)
+    prefix = options.get("transactionalidprefix")
+    if prefix is not None:
+        prefix = prefix.strip()
+        if not prefix:
+            raise HerdlessSparkError("option transactionalIdPrefix must not be empty")
+        if topic is None:
+            # Each task's progress is a group offset on the output topic's partition 0;
+            # with a topic column there is no one topic sure to exist.
+            raise HerdlessSparkError(
+                "option transactionalIdPrefix (exactly-once writes) needs the option topic; "
+                "a topic column is not supported with it"
+            )
+    return WriteOptions(_connection(options), topic, prefix)

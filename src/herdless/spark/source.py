@@ -13,6 +13,8 @@ from pyspark.sql.types import StructType
 
 from herdless.spark.batch import HerdlessBatchReader
 from herdless.spark.client import quiet_consumer, quiet_producer, require_topic, topic_partitions
+from herdless.spark.errors import HerdlessSparkError
+from herdless.spark.fetch import speaks_plaintext
 from herdless.spark.options import WriteOptions, read_options, write_options
 from herdless.spark.schema import KAFKA_SCHEMA
 from herdless.spark.stream import HerdlessStreamReader
@@ -47,14 +49,25 @@ class HerdlessDataSource(DataSource):
         return HerdlessStreamReader(read_options(self.options, "stream"))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        return HerdlessWriter(self._write_options(schema))
+        return HerdlessWriter(self._write_options(schema, stream=False))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        return HerdlessStreamWriter(self._write_options(schema))
+        return HerdlessStreamWriter(self._write_options(schema, stream=True))
 
-    def _write_options(self, schema: StructType) -> WriteOptions:
+    def _write_options(self, schema: StructType, stream: bool) -> WriteOptions:
         options = write_options(self.options)
         check_write_schema(schema, options)
+        if options.exactly_once and not stream:
+            raise HerdlessSparkError(
+                "option transactionalIdPrefix applies to writeStream only: a batch write "
+                "has no batch id to write once"
+            )
+        if options.exactly_once and not speaks_plaintext(options.connection):
+            # The driver ends the tasks' transactions with wire.py, which is plaintext only.
+            raise HerdlessSparkError(
+                "option transactionalIdPrefix needs a plaintext connection for now "
+                "(kafka.security.protocol PLAINTEXT)"
+            )
         quiet_producer(options.connection).flush(0)
         if options.topic is not None:
             require_topic(options.connection, options.topic)

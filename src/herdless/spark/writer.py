@@ -5,7 +5,8 @@ Columns are Spark's Kafka sink columns: value (required), key, headers,
 partition and topic (or the option topic). The idempotent producer keeps
 broker-side retries from duplicating or reordering records; like Spark's Kafka
 sink the write is at-least-once when Spark itself retries a task or replays a
-batch.
+batch. With the option transactionalIdPrefix a streaming write is exactly-once
+instead (transactions.py).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
-from confluent_kafka import KafkaException
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -25,15 +25,16 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 from herdless.spark.client import quiet_producer
 from herdless.spark.errors import HerdlessSparkError
 from herdless.spark.options import WriteOptions
+from herdless.spark.produce import DeliveryFailures, produce_rows
 from herdless.spark.schema import HEADER_SPARK, WRITE_COLUMNS
-
-# Keep librdkafka's queue from filling up: wait for deliveries every so often.
-POLL_EVERY = 10_000
+from herdless.spark.transaction_control import OpenTransaction
+from herdless.spark.transactions import abort_batch, commit_batch, current_task, write_once
 
 
 @dataclass
 class Written(WriterCommitMessage):
     records: int
+    transaction: OpenTransaction | None = None  # exactly-once: left open for commit()
 
 
 def check_write_schema(schema: StructType, options: WriteOptions) -> None:
@@ -67,47 +68,13 @@ def check_write_schema(schema: StructType, options: WriteOptions) -> None:
 
 def produce_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> Written:
     producer = quiet_producer(options.connection)
-    failures: list[str] = []
-
-    def delivered(error, message) -> None:
-        if error is not None and len(failures) < 5:
-            failures.append(f"{message.topic()}-{message.partition()}: {error.str()}")
-
-    count = 0
-    for batch in batches:
-        columns = {name: batch.column(name).to_pylist() for name in batch.schema.names}
-        n = batch.num_rows
-        keys = columns.get("key", [None] * n)
-        values = columns["value"]
-        headers = columns.get("headers", [None] * n)
-        partitions = columns.get("partition", [None] * n)
-        topics = columns.get("topic", [options.topic] * n)
-        for i in range(n):
-            extra = {}
-            if partitions[i] is not None:
-                extra["partition"] = partitions[i]
-            if headers[i]:
-                extra["headers"] = [(h["key"], h["value"]) for h in headers[i]]
-            topic = topics[i]
-            if topic is None:
-                raise HerdlessSparkError("a row has a null topic")
-            while True:
-                try:
-                    producer.produce(topic, values[i], keys[i], on_delivery=delivered, **extra)
-                    break
-                except BufferError:
-                    producer.poll(0.1)  # local queue full: let deliveries drain
-                except KafkaException as exc:
-                    raise HerdlessSparkError(f"producing to {topic}: {exc}") from None
-            count += 1
-            if count % POLL_EVERY == 0:
-                producer.poll(0)
-            if failures:
-                break
+    delivered = DeliveryFailures()
+    count = produce_rows(producer, options, batches, delivered)
     remaining = producer.flush(options.connection.connect_timeout_s * 6)
-    if failures:
+    if delivered:
         raise HerdlessSparkError(
-            f"writing to the broker at {options.connection.bootstrap} failed: {'; '.join(failures)}"
+            f"writing to the broker at {options.connection.bootstrap} failed: "
+            f"{delivered.describe()}"
         )
     if remaining:
         raise HerdlessSparkError(
@@ -133,10 +100,19 @@ class HerdlessStreamWriter(DataSourceStreamArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        if self.options.exactly_once:
+            return Written(*write_once(self.options, current_task(), iterator))
         return produce_batches(self.options, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        pass
+        if self.options.exactly_once:
+            commit_batch(self.options, _open_transactions(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        pass  # records already acknowledged stay: at-least-once, as Spark's Kafka sink
+        # Idempotent writes stay: at-least-once, as Spark's Kafka sink.
+        if self.options.exactly_once:
+            abort_batch(self.options, _open_transactions(messages))
+
+
+def _open_transactions(messages: list[WriterCommitMessage | None]) -> list[OpenTransaction]:
+    return [m.transaction for m in messages if isinstance(m, Written) and m.transaction is not None]
