@@ -247,7 +247,7 @@ class Broker:
         self.metrics.attach_transactions(self.transactions)
         if self.node is None:
             self.groups.start()
-            self.transactions.start()
+            self.transactions.resume()
         else:
             # Shards follow leadership of the internal topics' partitions.
             self.node.leadership_listeners.append(self.coordinators.on_leadership)
@@ -405,6 +405,7 @@ class Broker:
             min(config.transaction_state_log_min_isr, replicas),
             config.transaction_state_log_segment_bytes,
             events=self.metrics.transactions,
+            standalone=self.node is None,
         )
 
     async def _accept(

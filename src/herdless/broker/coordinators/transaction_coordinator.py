@@ -75,8 +75,11 @@ class TransactionCoordinator:
         min_insync_replicas: int = 1,
         segment_bytes: int = 104_857_600,
         events: TransactionEvents | None = None,
+        standalone: bool = False,
     ) -> None:
         self.host = host
+        # One broker alone: it creates the transaction log itself and leads all of it.
+        self.standalone = standalone
         self.events = events
         self.config = config
         self.num_partitions = num_partitions
@@ -99,8 +102,18 @@ class TransactionCoordinator:
 
     # -- the topic and leadership ------------------------------------------------------
 
+    def resume(self) -> None:
+        """One broker alone, at start: lead the transaction log if there is one. It is
+        created by the first FindCoordinator for a transactional id, as Kafka creates it,
+        so that a broker nobody uses transactions on holds none of its partitions."""
+        if TRANSACTION_STATE_TOPIC in self.host.logs.topics:
+            self.start()
+        else:
+            self.start_sweeping()
+
     def start(self) -> None:
-        """One broker alone: it leads every partition of the transaction log."""
+        """One broker alone: it leads every partition of the transaction log, created
+        here if it is not there yet."""
         logs = self.host.logs
         topic = logs.topics.get(TRANSACTION_STATE_TOPIC)
         if topic is None:
@@ -133,8 +146,11 @@ class TransactionCoordinator:
             self.host.on_replicated(partition_log)
 
     async def create_topic(self, topics: TopicAdmin, replication_factor: int) -> None:
-        """In a cluster, the first FindCoordinator for a transactional id creates the
-        transaction log, as Kafka does; TopicAdminError if it cannot be yet."""
+        """The first FindCoordinator for a transactional id creates the transaction log,
+        as Kafka does; in a cluster, TopicAdminError if it cannot be yet."""
+        if self.standalone:
+            self.start()
+            return
         try:
             await topics.create_topic(
                 NewTopic(
