@@ -247,9 +247,59 @@ def test_end_txn_after_the_coordinator_aborted_on_timeout(
     )
 
 
+def test_add_partitions_with_an_unknown_topic_adds_nothing(
+    broker: BrokerProcess, wire: Callable[..., Any]
+) -> None:
+    topic = new_topic(broker, 1)
+    txn_id = f"unknown-topic-{topic}"
+    init = wire(
+        ApiKey.INIT_PRODUCER_ID,
+        4,
+        transactional_id=txn_id,
+        transaction_timeout_ms=60_000,
+        producer_id=-1,
+        producer_epoch=-1,
+    )
+    added = wire(
+        ApiKey.ADD_PARTITIONS_TO_TXN,
+        3,
+        v3_and_below_transactional_id=txn_id,
+        v3_and_below_producer_id=init.producer_id,
+        v3_and_below_producer_epoch=init.producer_epoch,
+        v3_and_below_topics=[
+            {"name": topic, "partitions": [0]},
+            {"name": "no-such-topic", "partitions": [0]},
+        ],
+    )
+    codes = {
+        (t.name, p.partition_index): p.partition_error_code
+        for t in added.results_by_topic_v3_and_below
+        for p in t.results_by_partition
+    }
+    # As Kafka: the partition at fault is named, and the others are not added.
+    assert codes == {
+        (topic, 0): ErrorCode.OPERATION_NOT_ATTEMPTED,
+        ("no-such-topic", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }
+    assert described(wire, txn_id).topics == []
+    assert "Traceback" not in broker.log()
+
+
 def test_end_txn_for_an_unknown_transactional_id(
     broker: BrokerProcess, wire: Callable[..., Any]
 ) -> None:
+    # As a client does first (the first one also creates the transaction log).
+    found = wire(ApiKey.FIND_COORDINATOR, 3, key="nobody-knows-me", key_type=1)
+    assert found.error_code == ErrorCode.NONE
+    wait_for(
+        lambda: (
+            wire(ApiKey.DESCRIBE_TRANSACTIONS, 0, transactional_ids=["nobody-knows-me"])
+            .transaction_states[0]
+            .error_code
+            == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+        ),
+        "the transaction log loaded",
+    )
     answer = wire(
         ApiKey.END_TXN,
         3,
