@@ -162,7 +162,8 @@ class CopyQuery:
 
 
 def _pythonpath() -> str:
-    # herdless (the worktree's src/, which PYTHONPATH names) and this repository's tests.
+    # The herdless the tests run (a PYTHONPATH given to them comes first) and this
+    # repository's tests.
     parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     return os.pathsep.join([*parts, str(REPOSITORY)])
 
