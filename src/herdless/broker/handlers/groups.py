@@ -8,7 +8,7 @@ batches groups.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import replace
 from functools import cache
 from operator import itemgetter
@@ -234,40 +234,12 @@ async def handle_offset_commit(context: BrokerContext, request: Request) -> Any:
                 0, _every_partition(commit.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED)
             )
         commit, unauthorized = _readable_topics(context, request, commit)
-    # As Kafka does, a partition that does not exist is refused here and never stored.
-    known: list[m.CommitTopic] = []
-    unknown: list[m.CommitTopic] = []
-    for t in commit.topics:
-        # The topic's partitions in the cluster: a group's coordinator need not host a
-        # replica of the partitions the group commits.
-        count = context.metadata.partition_count(t.name) or 0
-        partitions = t.partitions
-        # The lowest and highest partition found in C: a loop per partition cost more.
-        if not partitions or (
-            min(partitions, key=_PARTITION).partition >= 0
-            and max(partitions, key=_PARTITION).partition < count
-        ):
-            known.append(t)
-            continue
-        here = tuple(p for p in partitions if 0 <= p.partition < count)
-        if here:
-            known.append(m.CommitTopic(t.name, here))
-        unknown.append(m.CommitTopic(t.name, tuple(p for p in t.partitions if p not in here)))
-    answered: tuple[m.TopicErrors, ...] = ()
-    if known:
-        # The common case, every partition known, is stored as it came.
-        stored = replace(commit, topics=tuple(known)) if unknown else commit
-        result = await run_operation(
-            context,
-            commit.group_id,
-            lambda shard, token, now: shard.offset_commit(stored, token, now),
-            lambda error: m.OffsetCommitResponse(_every_partition(stored.topics, error)),
-        )
-        answered = result.topics
-    if unknown:
-        answered += _every_partition(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if unauthorized:
-        answered += _every_partition(unauthorized, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    answered = await _store_commit(
+        context,
+        commit,
+        unauthorized,
+        lambda shard, stored, token, now: shard.offset_commit(stored, token, now),
+    )
     return CommitResponse(0, answered)
 
 
@@ -340,22 +312,54 @@ async def handle_txn_offset_commit(context: BrokerContext, request: Request) -> 
         if group_refused(context, request, AclOperation.READ, commit.group_id):
             return answer(_every_partition(commit.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED))
         commit, unauthorized = _readable_topics(context, request, commit)
+    answered = await _store_commit(
+        context,
+        commit,
+        unauthorized,
+        lambda shard, stored, token, now: shard.txn_offset_commit(stored, token, now),
+    )
+    return answer(answered)
+
+
+_PARTITION = itemgetter(0)  # of a CommitPartition
+
+
+async def _store_commit(
+    context: BrokerContext,
+    commit: Any,
+    unauthorized: tuple[m.CommitTopic, ...],
+    store: Callable[[Any, Any, Hashable, Any], Any],
+) -> tuple[m.TopicErrors, ...]:
+    """An OffsetCommit's or TxnOffsetCommit's partitions that exist, stored by `store`
+    on the group's shard; every partition answered, those that do not exist with
+    UNKNOWN_TOPIC_OR_PARTITION and the `unauthorized` with TOPIC_AUTHORIZATION_FAILED."""
+    # As Kafka does, a partition that does not exist is refused here and never stored.
     known: list[m.CommitTopic] = []
     unknown: list[m.CommitTopic] = []
     for t in commit.topics:
+        # The topic's partitions in the cluster: a group's coordinator need not host a
+        # replica of the partitions the group commits.
         count = context.metadata.partition_count(t.name) or 0
-        here = tuple(p for p in t.partitions if 0 <= p.partition < count)
+        partitions = t.partitions
+        # The lowest and highest partition found in C: a loop per partition cost more.
+        if not partitions or (
+            min(partitions, key=_PARTITION).partition >= 0
+            and max(partitions, key=_PARTITION).partition < count
+        ):
+            known.append(t)
+            continue
+        here = tuple(p for p in partitions if 0 <= p.partition < count)
         if here:
             known.append(m.CommitTopic(t.name, here))
-        if len(here) < len(t.partitions):
-            unknown.append(m.CommitTopic(t.name, tuple(p for p in t.partitions if p not in here)))
+        unknown.append(m.CommitTopic(t.name, tuple(p for p in t.partitions if p not in here)))
     answered: tuple[m.TopicErrors, ...] = ()
     if known:
-        stored = replace(commit, topics=tuple(known))
+        # The common case, every partition known, is stored as it came.
+        stored = replace(commit, topics=tuple(known)) if unknown else commit
         result = await run_operation(
             context,
             commit.group_id,
-            lambda shard, token, now: shard.txn_offset_commit(stored, token, now),
+            lambda shard, token, now: store(shard, stored, token, now),
             lambda error: m.OffsetCommitResponse(_every_partition(stored.topics, error)),
         )
         answered = result.topics
@@ -363,10 +367,7 @@ async def handle_txn_offset_commit(context: BrokerContext, request: Request) -> 
         answered += _every_partition(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if unauthorized:
         answered += _every_partition(unauthorized, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    return answer(answered)
-
-
-_PARTITION = itemgetter(0)  # of a CommitPartition
+    return answered
 
 
 def _every_partition(topics: Any, error: ErrorCode) -> tuple[m.TopicErrors, ...]:
