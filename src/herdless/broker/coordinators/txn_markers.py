@@ -211,9 +211,7 @@ class MarkerWriter:
         coordinator_epoch: int,
         partitions: list[TopicPartition],
     ) -> dict[TopicPartition, ErrorCode]:
-        by_topic: dict[str, list[int]] = defaultdict(list)
-        for tp in partitions:
-            by_topic[tp.topic].append(tp.partition)
+        by_topic = _by_topic(partitions)
         connection, lock = self._connection(leader)
         try:
             async with lock:
@@ -255,9 +253,7 @@ class MarkerWriter:
     ) -> dict[TopicPartition, ErrorCode]:
         """Ask the coordinator on another broker whether `partitions` are in the
         producer's transaction (AddPartitionsToTxn's verify-only form, KIP-890)."""
-        by_topic: dict[str, list[int]] = defaultdict(list)
-        for tp in partitions:
-            by_topic[tp.topic].append(tp.partition)
+        by_topic = _by_topic(partitions)
         connection, lock = self._connection(coordinator)
         try:
             async with lock:
@@ -319,3 +315,11 @@ def _error(code: int) -> ErrorCode:
         return ErrorCode(code)
     except ValueError:
         return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def _by_topic(partitions: list[TopicPartition]) -> dict[str, list[int]]:
+    """Partitions as a request names them: each topic once, with its partitions."""
+    by_topic: dict[str, list[int]] = defaultdict(list)
+    for tp in partitions:
+        by_topic[tp.topic].append(tp.partition)
+    return by_topic
