@@ -1,0 +1,341 @@
+"""One share partition at its leader: the records between the share-partition start
+offset and end offset, each Available, Acquired by a member until its lock runs out,
+Acknowledged or Archived, with how often it was delivered (Kafka's SharePartition).
+
+Sans-IO: every operation takes the time (monotonic milliseconds) and returns what
+changed; the broker reads the log, drives the lock timer and writes each change
+through the Persister before it answers.
+
+- acquire: the broker reads the log from next_fetch_offset() and hands over the
+  batches it found; Available records among them and new ones past the end offset
+  go to the member, a delivery more for each, locked until now + the lock duration.
+  Offsets the log skips (compacted away, or batches the read began before) are
+  acquired with the records around them: the client acknowledges them as GAP.
+- acknowledge: ACCEPT archives a record as Acknowledged, REJECT and GAP as Archived,
+  RELEASE makes it Available again; every offset must be Acquired by the member or
+  nothing changes (INVALID_RECORD_STATE).
+- a lock that runs out, or a member's share session closing, releases its records.
+  A record released at the delivery count limit is Archived instead.
+- the start offset moves past every Acknowledged or Archived record at the front;
+  no record is acquired past start offset + max record locks.
+
+Records are kept one slot per offset from the start offset: the window is bounded by
+max record locks (2,000 by default), and per offset is how acknowledgements come.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from herdless.coordinator.share_partitions.acknowledgements import (
+    AcknowledgementBatch,
+    AcknowledgeType,
+)
+from herdless.coordinator.share_partitions.config import SharePartitionConfig
+from herdless.coordinator.share_state.state import PartitionState, RecordState, StateBatch
+
+_AFTER_ACKNOWLEDGEMENT = {
+    AcknowledgeType.ACCEPT: RecordState.ACKNOWLEDGED,
+    AcknowledgeType.REJECT: RecordState.ARCHIVED,
+    AcknowledgeType.GAP: RecordState.ARCHIVED,
+}
+_DONE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+
+
+class InvalidRecordState(Exception):
+    """Kafka's INVALID_RECORD_STATE: an offset acknowledged that the member does not hold
+    (never acquired, acquired by another, its lock run out, already acknowledged)."""
+
+
+@dataclass(slots=True)
+class InFlightRecord:
+    state: RecordState = RecordState.AVAILABLE
+    delivery_count: int = 0
+    member_id: str | None = None
+    # When the acquisition lock runs out (monotonic ms); meaningful while Acquired.
+    lock_deadline_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AcquiredRecords:
+    """A run of offsets acquired in one fetch with one delivery count (ShareFetch's
+    AcquiredRecords)."""
+
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class StateChange:
+    """What to write through the Persister after an operation: the start offset and the
+    batches whose state changed (both ends inclusive)."""
+
+    start_offset: int
+    batches: tuple[StateBatch, ...]
+
+
+class SharePartition:
+    def __init__(
+        self,
+        config: SharePartitionConfig,
+        start_offset: int,
+        state_epoch: int = 0,
+        batches: Iterable[StateBatch] = (),
+    ) -> None:
+        self.config = config
+        self.state_epoch = state_epoch
+        self._start = start_offset
+        self._records: list[InFlightRecord] = []
+        # (deadline, offset) of acquisitions; an entry whose record no longer carries that
+        # deadline (acknowledged, released, acquired again) is skipped when met.
+        self._locks: list[tuple[int, int]] = []
+        for batch in sorted(batches, key=lambda b: b.first_offset):
+            self._load(batch)
+        self._advance_start()
+
+    @classmethod
+    def loaded(cls, config: SharePartitionConfig, state: PartitionState) -> SharePartition:
+        """The partition as persisted: records that were Acquired are Available again, as
+        their locks died with the leader that granted them."""
+        return cls(config, state.start_offset, state.state_epoch, state.batches)
+
+    def _load(self, batch: StateBatch) -> None:
+        state = batch.delivery_state
+        if state == RecordState.ACQUIRED:
+            state = RecordState.AVAILABLE
+        if state == RecordState.AVAILABLE and batch.delivery_count >= self.limit:
+            state = RecordState.ARCHIVED
+        for offset in range(max(batch.first_offset, self._start), batch.last_offset + 1):
+            self._extend_to(offset)
+            self._records[offset - self._start] = InFlightRecord(state, batch.delivery_count)
+
+    def _extend_to(self, offset: int) -> None:
+        """Make slots up to `offset`, the ones never read Available with no delivery."""
+        while self.end_offset <= offset:
+            self._records.append(InFlightRecord())
+
+    # -- what the broker asks ------------------------------------------------------
+
+    @property
+    def start_offset(self) -> int:
+        return self._start
+
+    @property
+    def end_offset(self) -> int:
+        """The offset after the last one in flight (the start offset when none is)."""
+        return self._start + len(self._records)
+
+    @property
+    def limit(self) -> int:
+        return self.config.delivery_count_limit
+
+    def record(self, offset: int) -> InFlightRecord | None:
+        if self._start <= offset < self.end_offset:
+            return self._records[offset - self._start]
+        return None
+
+    def next_fetch_offset(self) -> int:
+        """Where the next read of the log starts: the first Available record in flight,
+        else the end offset."""
+        for index, record in enumerate(self._records):
+            if record.state == RecordState.AVAILABLE:
+                return self._start + index
+        return self.end_offset
+
+    def can_acquire(self) -> bool:
+        """Whether an acquisition could give anything: a record in flight is Available,
+        or there is room past the end offset."""
+        if len(self._records) < self.config.max_record_locks:
+            return True
+        return any(record.state == RecordState.AVAILABLE for record in self._records)
+
+    def next_lock_deadline(self) -> int | None:
+        """When the earliest acquisition lock runs out, if any record is Acquired."""
+        locks = self._locks
+        while locks:
+            deadline, offset = locks[0]
+            record = self.record(offset)
+            if (
+                record is not None
+                and record.state == RecordState.ACQUIRED
+                and record.lock_deadline_ms == deadline
+            ):
+                return deadline
+            heapq.heappop(locks)
+        return None
+
+    def counts(self) -> dict[RecordState, int]:
+        """How many records in flight are in each state."""
+        found = dict.fromkeys(RecordState, 0)
+        for record in self._records:
+            found[record.state] += 1
+        return found
+
+    # -- operations -----------------------------------------------------------------
+
+    def acquire(
+        self,
+        member_id: str,
+        read_from: int,
+        batches: Sequence[tuple[int, int]],
+        max_records: int,
+        now_ms: int,
+    ) -> tuple[AcquiredRecords, ...]:
+        """Acquire for `member_id` what the log read from `read_from` gave: `batches` as
+        (base offset, last offset), in order. Stops at the first batch boundary once
+        `max_records` are acquired (a batch is not split for it, as in Kafka), and at
+        start offset + max record locks."""
+        deadline = now_ms + self.config.record_lock_duration_ms
+        room_until = self._start + self.config.max_record_locks
+        acquired: list[int] = []
+        position = max(read_from, self._start)
+        for _base, last in batches:
+            if len(acquired) >= max_records:
+                break
+            # Offsets between the previous batch and this one are missing from the log:
+            # they go with this batch, to be acknowledged as gaps.
+            first, position = position, max(position, last + 1)
+            for offset in range(first, last + 1):
+                if offset >= self.end_offset:
+                    if offset >= room_until:
+                        break
+                    self._extend_to(offset)
+                record = self._records[offset - self._start]
+                if record.state != RecordState.AVAILABLE:
+                    continue
+                record.state = RecordState.ACQUIRED
+                record.delivery_count += 1
+                record.member_id = member_id
+                record.lock_deadline_ms = deadline
+                heapq.heappush(self._locks, (deadline, offset))
+                acquired.append(offset)
+        return self._runs(acquired)
+
+    def _runs(self, offsets: list[int]) -> tuple[AcquiredRecords, ...]:
+        runs: list[AcquiredRecords] = []
+        for offset in offsets:
+            count = self._records[offset - self._start].delivery_count
+            if runs and runs[-1].last_offset == offset - 1 and runs[-1].delivery_count == count:
+                runs[-1] = AcquiredRecords(runs[-1].first_offset, offset, count)
+            else:
+                runs.append(AcquiredRecords(offset, offset, count))
+        return tuple(runs)
+
+    def acknowledge(self, member_id: str, batches: Sequence[AcknowledgementBatch]) -> StateChange:
+        """Apply a member's acknowledgements, all or none: InvalidRecordState, with nothing
+        changed, unless every offset from the start offset on is Acquired by the member.
+        Offsets below the start offset are already settled and are passed over."""
+        for batch in batches:
+            if batch.last_offset >= self.end_offset:
+                raise InvalidRecordState(
+                    f"offsets {batch.first_offset}-{batch.last_offset} reach past the"
+                    f" end offset {self.end_offset}: never acquired"
+                )
+            for offset in range(max(batch.first_offset, self._start), batch.last_offset + 1):
+                record = self._records[offset - self._start]
+                if record.state != RecordState.ACQUIRED or record.member_id != member_id:
+                    raise InvalidRecordState(
+                        f"offset {offset} is {record.state.name}"
+                        + (
+                            " by another member"
+                            if record.state == RecordState.ACQUIRED
+                            else ", not acquired by this member"
+                        )
+                    )
+        changed: list[int] = []
+        for batch in batches:
+            for offset in range(max(batch.first_offset, self._start), batch.last_offset + 1):
+                kind = batch.type_at(offset)
+                record = self._records[offset - self._start]
+                if kind == AcknowledgeType.RELEASE:
+                    self._release(record)
+                else:
+                    self._settle(record, _AFTER_ACKNOWLEDGEMENT[kind])
+                changed.append(offset)
+        return self._changed(changed)
+
+    def release_member(self, member_id: str) -> StateChange | None:
+        """Release every record `member_id` holds (its share session closed); None if it
+        held none."""
+        changed = []
+        for index, record in enumerate(self._records):
+            if record.state == RecordState.ACQUIRED and record.member_id == member_id:
+                self._release(record)
+                changed.append(self._start + index)
+        return self._changed(changed) if changed else None
+
+    def expire_locks(self, now_ms: int) -> StateChange | None:
+        """Release the records whose locks ran out by `now_ms`; None if there were none."""
+        changed = []
+        locks = self._locks
+        while locks and locks[0][0] <= now_ms:
+            deadline, offset = heapq.heappop(locks)
+            record = self.record(offset)
+            if (
+                record is not None
+                and record.state == RecordState.ACQUIRED
+                and record.lock_deadline_ms == deadline
+            ):
+                self._release(record)
+                changed.append(offset)
+        return self._changed(changed) if changed else None
+
+    def move_start(self, log_start_offset: int) -> StateChange | None:
+        """The log's start moved past the start offset (retention, DeleteRecords): what
+        lies before it can no longer be delivered. None if the start offset is past it."""
+        if log_start_offset <= self._start:
+            return None
+        gone = min(log_start_offset - self._start, len(self._records))
+        del self._records[:gone]
+        self._start = log_start_offset
+        self._advance_start()
+        return StateChange(self._start, ())
+
+    # -- changes ----------------------------------------------------------------------
+
+    def _release(self, record: InFlightRecord) -> None:
+        state = (
+            RecordState.ARCHIVED if record.delivery_count >= self.limit else RecordState.AVAILABLE
+        )
+        self._settle(record, state)
+
+    @staticmethod
+    def _settle(record: InFlightRecord, state: RecordState) -> None:
+        record.state = state
+        record.member_id = None
+        record.lock_deadline_ms = 0
+
+    def _advance_start(self) -> None:
+        done = 0
+        for record in self._records:
+            if record.state not in _DONE:
+                break
+            done += 1
+        if done:
+            del self._records[:done]
+            self._start += done
+
+    def _changed(self, offsets: list[int]) -> StateChange:
+        """Advance the start offset, and describe the changed records beyond it as runs of
+        one state and delivery count."""
+        self._advance_start()
+        batches: list[StateBatch] = []
+        for offset in sorted(set(offsets)):
+            record = self.record(offset)
+            if record is None:
+                continue  # settled and now behind the start offset
+            state, count = record.state, record.delivery_count
+            last = batches[-1] if batches else None
+            if (
+                last is not None
+                and last.last_offset == offset - 1
+                and last.delivery_state == state
+                and last.delivery_count == count
+            ):
+                batches[-1] = StateBatch(last.first_offset, offset, state, count)
+            else:
+                batches.append(StateBatch(offset, offset, state, count))
+        return StateChange(self._start, tuple(batches))
