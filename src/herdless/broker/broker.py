@@ -48,6 +48,8 @@ from herdless.broker.network.tls_handshakes import quiet_server_name_errors
 from herdless.broker.producer_ids import LocalBlocks, PrefetchedProducerIds, ProducerIds
 from herdless.broker.replication.durability import Durability
 from herdless.broker.replication.replica_manager import ReplicaManager
+from herdless.broker.share.leader import ShareLeader
+from herdless.broker.share.memory_persister import InMemoryPersister
 from herdless.broker.stalls import StallDetector
 from herdless.broker.topics.partition_limits import PartitionLimits
 from herdless.broker.topics.topic_admin import LocalTopics, TopicAdmin, ZooKeeperTopics
@@ -168,6 +170,15 @@ class Broker:
         self.transaction_ids: PrefetchedProducerIds | None = None
         self.transactions: TransactionCoordinator | None = None
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
+        # Share partitions keep their state in this broker's memory until the share
+        # coordinator keeps it in __share_group_state: swap the Persister here.
+        self.shares = ShareLeader.build(
+            InMemoryPersister(),
+            self.replicas.appends.notify,
+            config.share_group_limits(),
+            config.group_share_max_share_sessions,
+            self.group_configs.configs,
+        )
         self.acls: AclStore | None = None
         authorizer = config.authorizer()
         if authorizer is not None and self.node is not None:
@@ -266,6 +277,7 @@ class Broker:
             group_configs=self.group_configs,
             credentials=self.credentials,
             transactions=self.transactions,
+            shares=self.shares,
         )
         self.metrics.attach_authorizer(context.authorizer_audit.counts)
         # A deep accept queue: thousands of clients reconnecting at once (after a
@@ -343,6 +355,7 @@ class Broker:
             task.cancel()
         self.stalls.stop()
         self.replicas.appends.notify_all()
+        self.shares.partitions.close()
         for task, connection in list(self._connections.items()):
             if connection.idle:
                 task.cancel()

@@ -5,11 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from herdless.broker.share.share_group_settings import ShareGroupLimits
+from herdless.broker.share.share_sessions import DEFAULT_MAX_SHARE_SESSIONS
 from herdless.cluster.zookeeper.login import read_zookeeper_security
 from herdless.coordinator import CoordinatorConfig
 from herdless.coordinator.assignors import ASSIGNORS
 from herdless.coordinator.config import ConsumerGroupMigrationPolicy
 from herdless.coordinator.group_config import GroupConfigLimits
+from herdless.coordinator.share_partitions.config import (
+    DEFAULT_DELIVERY_COUNT_LIMIT,
+    DEFAULT_MAX_RECORD_LOCKS,
+    DEFAULT_RECORD_LOCK_DURATION_MS,
+)
 from herdless.coordinator.transactions import TransactionConfig
 from herdless.protocol.config_values import InvalidConfigValue, parse_boolean
 from herdless.security.authorizer import AuthorizerSettings, authorizer_settings
@@ -115,6 +122,13 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
         "transaction_partition_verification_enable",
         bool,
     ),
+    # Share groups (KIP-932): record locks, deliveries and share sessions, Kafka's names.
+    "group.share.record.lock.duration.ms": ("group_share_record_lock_duration_ms", int),
+    "group.share.min.record.lock.duration.ms": ("group_share_min_record_lock_duration_ms", int),
+    "group.share.max.record.lock.duration.ms": ("group_share_max_record_lock_duration_ms", int),
+    "group.share.delivery.count.limit": ("group_share_delivery_count_limit", int),
+    "group.share.partition.max.record.locks": ("group_share_partition_max_record_locks", int),
+    "group.share.max.share.sessions": ("group_share_max_share_sessions", int),
     # herdless's own: where Prometheus scrapes /metrics; unset, no endpoint.
     "metrics.port": ("metrics_port", int),
     # herdless's own: the address /metrics listens on; this machine only unless told,
@@ -167,6 +181,13 @@ _RANGES: dict[str, tuple[int | None, int | None]] = {
     "transaction.max.timeout.ms": (1, None),
     "transactional.id.expiration.ms": (1, None),
     "metrics.port": _PORTS,
+    # Kafka's bounds.
+    "group.share.record.lock.duration.ms": (1_000, 3_600_000),
+    "group.share.min.record.lock.duration.ms": (1_000, 30_000),
+    "group.share.max.record.lock.duration.ms": (30_000, 3_600_000),
+    "group.share.delivery.count.limit": (2, 10),
+    "group.share.partition.max.record.locks": (100, 10_000),
+    "group.share.max.share.sessions": (1, None),
     "zookeeper.session.timeout.ms": (1, None),
     "zookeeper.connection.timeout.ms": (1, None),
     "default.replication.factor": (1, None),
@@ -304,6 +325,12 @@ class BrokerConfig:
     group_coordinator_standby_enable: bool = True
     replica_lag_time_max_ms: int = 30_000
     max_incremental_fetch_session_cache_slots: int = 1_000
+    group_share_record_lock_duration_ms: int = DEFAULT_RECORD_LOCK_DURATION_MS
+    group_share_min_record_lock_duration_ms: int = 15_000
+    group_share_max_record_lock_duration_ms: int = 60_000
+    group_share_delivery_count_limit: int = DEFAULT_DELIVERY_COUNT_LIMIT
+    group_share_partition_max_record_locks: int = DEFAULT_MAX_RECORD_LOCKS
+    group_share_max_share_sessions: int = DEFAULT_MAX_SHARE_SESSIONS
     # listeners, ssl.*, sasl.*, the authorizer's: as given, read by herdless.security.
     security: SecuritySettings = field(default_factory=SecuritySettings)
 
@@ -454,6 +481,15 @@ class BrokerConfig:
             assignor_offload_enable=self.group_consumer_assignor_offload_enable,
         )
 
+    def share_group_limits(self) -> ShareGroupLimits:
+        return ShareGroupLimits(
+            record_lock_duration_ms=self.group_share_record_lock_duration_ms,
+            min_record_lock_duration_ms=self.group_share_min_record_lock_duration_ms,
+            max_record_lock_duration_ms=self.group_share_max_record_lock_duration_ms,
+            delivery_count_limit=self.group_share_delivery_count_limit,
+            partition_max_record_locks=self.group_share_partition_max_record_locks,
+        )
+
     def consumer_assignors(self) -> tuple[str, ...]:
         """group.consumer.assignors as assignor names; ConfigError for one herdless lacks."""
         names = []
@@ -528,6 +564,7 @@ class BrokerConfig:
                 f" exceed group.max.session.timeout.ms ({self.group_max_session_timeout_ms})"
             )
         self._check_consumer_group_timeouts()
+        self._check_share_lock_durations()
         try:
             self.protocol_map()
         except ListenerError as exc:
@@ -563,6 +600,18 @@ class BrokerConfig:
                 f"{prefix}heartbeat.interval.ms ({self.group_consumer_heartbeat_interval_ms})"
                 f" must be less than {prefix}session.timeout.ms"
                 f" ({self.group_consumer_session_timeout_ms})"
+            )
+
+    def _check_share_lock_durations(self) -> None:
+        """Kafka's rule: the lock duration between its minimum and maximum."""
+        low = self.group_share_min_record_lock_duration_ms
+        value = self.group_share_record_lock_duration_ms
+        high = self.group_share_max_record_lock_duration_ms
+        if not low <= value <= high:
+            raise ConfigError(
+                f"group.share.record.lock.duration.ms ({value}) must be between"
+                f" group.share.min.record.lock.duration.ms ({low}) and"
+                f" group.share.max.record.lock.duration.ms ({high})"
             )
 
     def _check_topic_defaults(self) -> None:

@@ -58,6 +58,8 @@ class ApiKey(IntEnum):
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
     CONSUMER_GROUP_DESCRIBE = 69
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
 
     @property
     def kafka_name(self) -> str:

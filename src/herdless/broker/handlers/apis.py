@@ -25,6 +25,8 @@ from herdless.broker.handlers import (
     produce,
     producers,
     sasl,
+    share_acknowledge,
+    share_fetch,
     transactions,
     users,
 )
@@ -118,6 +120,9 @@ _TABLE = [
     Api(ApiKey.LIST_TRANSACTIONS, 0, 1, transactions.handle_list_transactions),
     Api(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, consumer_groups.handle_consumer_group_heartbeat),
     Api(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, consumer_groups.handle_consumer_group_describe),
+    # KIP-932 at v1, the first stable version (Kafka 4.1), which librdkafka sends.
+    Api(ApiKey.SHARE_FETCH, 1, 1, share_fetch.handle_share_fetch),
+    Api(ApiKey.SHARE_ACKNOWLEDGE, 1, 1, share_acknowledge.handle_share_acknowledge),
 ]
 
 APIS: dict[int, Api] = {api.key: api for api in _TABLE}

@@ -20,6 +20,7 @@ from herdless.broker.coordinators.transaction_coordinator import TransactionCoor
 from herdless.broker.handlers.fetch_sessions import FetchSessionCache
 from herdless.broker.producer_ids import ProducerIds
 from herdless.broker.replication.replica_manager import ReplicaManager
+from herdless.broker.share.leader import ShareLeader
 from herdless.broker.topics.topic_admin import TopicAdmin
 from herdless.cluster.metadata import MetadataView
 from herdless.storage import LogManager
@@ -53,6 +54,8 @@ class BrokerContext:
     credentials: CredentialStore | None = None
     # The transaction coordinator's shards on this broker.
     transactions: TransactionCoordinator | None = None
+    # The share partitions this broker leads and their consumers' share sessions.
+    shares: ShareLeader | None = None
 
     @property
     def node_id(self) -> int:

@@ -1,0 +1,216 @@
+"""ShareFetch (KIP-932) v1: a share consumer's acknowledgements, then records acquired for
+it, in its share session.
+
+In order, as Kafka serves it: the session is opened, continued or ended
+(share_sessions.py); the acknowledgements the request carries are applied and
+written, each partition's outcome told in its AcknowledgeErrorCode; at the final
+epoch the session closes and the member's records are released, with nothing
+fetched. Otherwise records are acquired from the session's partitions, up to
+MaxRecords in all, and answered with their AcquiredRecords ranges and delivery
+counts. With nothing to acquire the fetch long-polls for MaxWaitMs, woken by an
+append or by records released; once anything is acquired it is answered, whatever
+MinBytes says, so no acquired record waits out its lock in a parked fetch.
+
+A full fetch (epoch 0) answers every partition it names; later ones only those with
+records, an error or acknowledgements.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from herdless.broker.clock import monotonic_ms
+from herdless.broker.handlers.share_requests import (
+    RequestRefused,
+    Resolved,
+    acknowledge,
+    check_request,
+    known_error_code,
+    node_endpoints,
+    requested_acknowledgements,
+    resolve,
+    shares_of,
+)
+from herdless.broker.share.share_partition_manager import Acquisition
+from herdless.broker.share.share_sessions import ShareSessionError, ShareSessionPartition
+from herdless.coordinator.share_state.state import SharePartitionKey, ShareStateError
+from herdless.protocol.api_keys import ApiKey
+from herdless.protocol.codec import Request, response_class
+from herdless.protocol.errors import ErrorCode
+from herdless.protocol.fetch_metadata import FINAL_EPOCH, INITIAL_EPOCH
+
+if TYPE_CHECKING:
+    from herdless.broker.handlers.context import BrokerContext
+    from herdless.broker.share.leader import ShareLeader
+
+
+async def handle_share_fetch(context: BrokerContext, request: Request) -> Any:
+    body = request.body
+    try:
+        shares = shares_of(context)
+        check_request(context, request, body.group_id, body.member_id)
+        named, acknowledgements = requested_acknowledgements(body.topics or ())
+        epoch = body.share_session_epoch
+        if epoch == INITIAL_EPOCH and acknowledgements:
+            raise RequestRefused(
+                ErrorCode.INVALID_REQUEST, "a share session's first fetch acknowledges nothing"
+            )
+        forgotten = [
+            (topic.topic_id, index)
+            for topic in body.forgotten_topics_data or ()
+            for index in topic.partitions
+        ]
+        key = (body.group_id, body.member_id)
+        try:
+            session = shares.sessions.for_fetch(key, epoch, named, forgotten, monotonic_ms())
+        except ShareSessionError as exc:
+            raise RequestRefused(exc.error_code, str(exc)) from None
+    except RequestRefused as refused:
+        return _response(refused.error_code, str(refused))
+    group_id, member_id = body.group_id, body.member_id
+    settings = shares.settings(group_id)
+    fetched = [] if epoch == FINAL_EPOCH else list(session.partitions)
+    resolved = resolve(context, request, {*fetched, *acknowledgements})
+    acknowledged = await acknowledge(shares, group_id, member_id, resolved, acknowledgements)
+    if epoch == FINAL_EPOCH:
+        shares.sessions.close(key)
+        held = {*session.partitions, *acknowledgements}
+        await shares.partitions.release_member(
+            [SharePartitionKey(group_id, topic_id, index) for topic_id, index in held], member_id
+        )
+    acquired: dict[ShareSessionPartition, Acquisition] = {}
+    if fetched and body.max_records > 0:
+        acquired = await _acquire(context, shares, request, resolved, fetched)
+        for partition in acquired:
+            # Read last next time, so that the byte budget goes round every partition.
+            session.partitions.pop(partition, None)
+            session.partitions[partition] = None
+    answered = named if epoch == INITIAL_EPOCH else [*fetched, *acknowledgements]
+    return _response(
+        ErrorCode.NONE,
+        None,
+        settings.partition.record_lock_duration_ms,
+        _topics(resolved, answered, acknowledged, acquired, full=epoch == INITIAL_EPOCH),
+        node_endpoints(context, request, resolved.values(), _endpoint_class()),
+    )
+
+
+async def _acquire(
+    context: BrokerContext,
+    shares: ShareLeader,
+    request: Request,
+    resolved: dict[ShareSessionPartition, Resolved],
+    fetched: list[ShareSessionPartition],
+) -> dict[ShareSessionPartition, Acquisition]:
+    body = request.body
+    group_id = body.group_id
+    settings = shares.settings(group_id)
+    deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
+    served = [resolved[p] for p in fetched if resolved[p].log is not None]
+    wanted = [(item.topic, item.partition) for item in served]
+    acquired: dict[ShareSessionPartition, Acquisition] = {}
+    while served:
+        if any(shares.partitions.ready(item.key(group_id), item.log) for item in served):  # type: ignore[arg-type]
+            records_left = body.max_records
+            bytes_left = body.max_bytes if body.max_bytes > 0 else 0x7FFFFFFF
+            for index, item in enumerate(served):
+                if records_left <= 0 or bytes_left <= 0:
+                    break
+                assert item.log is not None and item.topic is not None
+                # The partitions still to read share what is left of the byte budget.
+                share = max(bytes_left // (len(served) - index), 1)
+                try:
+                    got = await shares.partitions.acquire(
+                        item.key(group_id),
+                        item.topic,
+                        item.log,
+                        item.leader_epoch,
+                        settings,
+                        body.member_id,
+                        records_left,
+                        share,
+                    )
+                except ShareStateError as exc:
+                    item.error_code = known_error_code(exc.error_code)
+                    item.error_message = str(exc)
+                    continue
+                if got.acquired:
+                    acquired[(item.topic_id, item.partition)] = got
+                    records_left -= sum(r.last_offset - r.first_offset + 1 for r in got.acquired)
+                    bytes_left -= len(got.records)
+            if acquired:
+                break
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or context.stopping:
+            break
+        await context.replicas.wait_for_appends(wanted, remaining)  # type: ignore[arg-type]
+    return acquired
+
+
+def _topics(
+    resolved: dict[ShareSessionPartition, Resolved],
+    answered: list[ShareSessionPartition],
+    acknowledged: dict[ShareSessionPartition, tuple[ErrorCode, str | None]],
+    acquired: dict[ShareSessionPartition, Acquisition],
+    *,
+    full: bool,
+) -> list[Any]:
+    Topic = response_class(ApiKey.SHARE_FETCH).ShareFetchableTopicResponse
+    Partition = Topic.PartitionData
+    topics: dict[Any, Any] = {}
+    seen: set[ShareSessionPartition] = set()
+    for key in answered:
+        if key in seen or key not in resolved:
+            continue
+        seen.add(key)
+        item = resolved[key]
+        got = acquired.get(key)
+        ack_code, ack_message = acknowledged.get(key, (ErrorCode.NONE, None))
+        if not full and got is None and key not in acknowledged and not item.error_code:
+            continue  # nothing new to say of it
+        data = Partition(
+            partition_index=item.partition,
+            error_code=item.error_code,
+            error_message=item.error_message,
+            acknowledge_error_code=ack_code,
+            acknowledge_error_message=ack_message,
+            current_leader=Partition.LeaderIdAndEpoch(
+                leader_id=item.current_leader[0], leader_epoch=item.current_leader[1]
+            ),
+            records=got.records if got is not None else None,
+            acquired_records=[
+                Partition.AcquiredRecords(
+                    first_offset=r.first_offset,
+                    last_offset=r.last_offset,
+                    delivery_count=r.delivery_count,
+                )
+                for r in (got.acquired if got is not None else ())
+            ],
+        )
+        topic = topics.get(item.topic_id)
+        if topic is None:
+            topic = topics[item.topic_id] = Topic(topic_id=item.topic_id, partitions=[])
+        topic.partitions.append(data)
+    return list(topics.values())
+
+
+def _endpoint_class() -> Any:
+    return response_class(ApiKey.SHARE_FETCH).NodeEndpoint
+
+
+def _response(
+    error_code: ErrorCode,
+    message: str | None,
+    lock_timeout_ms: int = 0,
+    topics: list[Any] | None = None,
+    endpoints: list[Any] | None = None,
+) -> Any:
+    return response_class(ApiKey.SHARE_FETCH)(
+        throttle_time_ms=0,
+        error_code=error_code,
+        error_message=message,
+        acquisition_lock_timeout_ms=lock_timeout_ms,
+        responses=topics or [],
+        node_endpoints=endpoints or [],
+    )

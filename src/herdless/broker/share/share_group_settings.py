@@ -1,0 +1,100 @@
+"""What a share group's partitions run with: the broker's group.share.* settings, under
+the share group's own configs where it has them (Kafka's GroupConfig share.* names),
+read afresh at every fetch so that a change reaches the next one.
+
+A group value that cannot be read, or lies outside the broker's bounds, leaves the
+broker's: the configs are validated where they are set, and a store another writer
+filled must not stop consumption.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from herdless.coordinator.group_config import GroupConfigs
+from herdless.coordinator.share_partitions.config import (
+    DEFAULT_DELIVERY_COUNT_LIMIT,
+    DEFAULT_MAX_RECORD_LOCKS,
+    DEFAULT_RECORD_LOCK_DURATION_MS,
+    SharePartitionConfig,
+)
+
+SHARE_AUTO_OFFSET_RESET = "share.auto.offset.reset"
+SHARE_ISOLATION_LEVEL = "share.isolation.level"
+SHARE_RECORD_LOCK_DURATION_MS = "share.record.lock.duration.ms"
+SHARE_DELIVERY_COUNT_LIMIT = "share.delivery.count.limit"
+SHARE_PARTITION_MAX_RECORD_LOCKS = "share.partition.max.record.locks"
+
+
+class AutoOffsetReset(enum.Enum):
+    """Where a share partition no one has consumed starts: the log end (latest, Kafka's
+    default, so a new group sees only what comes after it) or the log start."""
+
+    LATEST = "latest"
+    EARLIEST = "earliest"
+
+
+class IsolationLevel(enum.Enum):
+    READ_UNCOMMITTED = "read_uncommitted"
+    READ_COMMITTED = "read_committed"
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupLimits:
+    """The broker's group.share.* settings that bound and default the groups' own."""
+
+    record_lock_duration_ms: int = DEFAULT_RECORD_LOCK_DURATION_MS
+    min_record_lock_duration_ms: int = 15_000
+    max_record_lock_duration_ms: int = 60_000
+    delivery_count_limit: int = DEFAULT_DELIVERY_COUNT_LIMIT
+    partition_max_record_locks: int = DEFAULT_MAX_RECORD_LOCKS
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupSettings:
+    partition: SharePartitionConfig
+    auto_offset_reset: AutoOffsetReset
+    isolation_level: IsolationLevel
+
+
+def share_group_settings(
+    limits: ShareGroupLimits, configs: GroupConfigs | None, group_id: str
+) -> ShareGroupSettings:
+    explicit = configs.explicit(group_id) if configs is not None else {}
+
+    def number(name: str, default: int, low: int, high: int) -> int:
+        text = explicit.get(name, "")
+        value = int(text) if text.strip().isdigit() else default
+        return value if low <= value <= high else default
+
+    def choice(name: str, kind: type[enum.Enum], default: enum.Enum) -> enum.Enum:
+        try:
+            return kind(explicit.get(name, default.value).strip().lower())
+        except ValueError:
+            return default
+
+    partition = SharePartitionConfig(
+        delivery_count_limit=number(
+            SHARE_DELIVERY_COUNT_LIMIT,
+            limits.delivery_count_limit,
+            2,
+            limits.delivery_count_limit,
+        ),
+        max_record_locks=number(
+            SHARE_PARTITION_MAX_RECORD_LOCKS,
+            limits.partition_max_record_locks,
+            100,
+            limits.partition_max_record_locks,
+        ),
+        record_lock_duration_ms=number(
+            SHARE_RECORD_LOCK_DURATION_MS,
+            limits.record_lock_duration_ms,
+            limits.min_record_lock_duration_ms,
+            limits.max_record_lock_duration_ms,
+        ),
+    )
+    reset = choice(SHARE_AUTO_OFFSET_RESET, AutoOffsetReset, AutoOffsetReset.LATEST)
+    isolation = choice(SHARE_ISOLATION_LEVEL, IsolationLevel, IsolationLevel.READ_UNCOMMITTED)
+    assert isinstance(reset, AutoOffsetReset) and isinstance(isolation, IsolationLevel)
+    return ShareGroupSettings(partition, reset, isolation)

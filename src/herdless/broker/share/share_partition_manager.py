@@ -1,0 +1,289 @@
+"""The share partitions this broker leads, one per (share group, topic, partition), made
+on the first ShareFetch for them (Kafka's SharePartitionManager).
+
+Each is loaded from the Persister before its first use; one never consumed starts where
+share.auto.offset.reset says, and is initialized there. Operations on one share
+partition run one at a time (an asyncio lock), since each may wait on the Persister.
+Every acknowledgement, release and lock expiry is written through the Persister before
+it is answered; a write that fails unloads the share partition, so that the next use
+reads back what was durable rather than serve what was not.
+
+Acquisition locks run on the event loop: one timer per share partition, at its
+earliest lock deadline. Records that become Available again (released, lock run out)
+wake long-polling share fetches as an append does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from herdless.broker.share.persister import Persister
+from herdless.broker.share.share_group_settings import (
+    AutoOffsetReset,
+    IsolationLevel,
+    ShareGroupSettings,
+)
+from herdless.clock import monotonic_ms
+from herdless.coordinator.share_partitions.acknowledgements import AcknowledgementBatch
+from herdless.coordinator.share_partitions.partition import (
+    AcquiredRecords,
+    InvalidRecordState,
+    SharePartition,
+    StateChange,
+)
+from herdless.coordinator.share_state.state import SharePartitionKey
+from herdless.protocol.records import iter_batches
+from herdless.storage import PartitionLog
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Acquisition:
+    """What a ShareFetch gives a member from one share partition."""
+
+    acquired: tuple[AcquiredRecords, ...]
+    records: bytes
+
+
+NOTHING = Acquisition((), b"")
+
+
+@dataclass(eq=False)
+class _Led:
+    """A share partition led here: its state once loaded, and its lock timer."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    state: SharePartition | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    timer: asyncio.TimerHandle | None = None
+
+
+class SharePartitionManager:
+    def __init__(
+        self,
+        persister: Persister,
+        wake: Callable[[str, int], None],
+        clock: Callable[[], int] = monotonic_ms,
+    ) -> None:
+        self.persister = persister
+        # Wakes the fetches long-polling a partition (the replica manager's appends).
+        self._wake = wake
+        self._clock = clock
+        self._led: dict[SharePartitionKey, _Led] = {}
+
+    def __len__(self) -> int:
+        return len(self._led)
+
+    def share_partition(self, key: SharePartitionKey) -> SharePartition | None:
+        led = self._led.get(key)
+        return None if led is None else led.state
+
+    def ready(self, key: SharePartitionKey, partition_log: PartitionLog) -> bool:
+        """Whether a fetch could acquire anything now: records Available in flight, or
+        records in the log past the end offset with room for them. A share partition
+        not loaded yet is ready: loading tells."""
+        led = self._led.get(key)
+        if led is None or led.state is None:
+            return True
+        state = led.state
+        if not state.can_acquire():
+            return False
+        return state.next_fetch_offset() < state.end_offset or (
+            partition_log.high_watermark > state.end_offset
+        )
+
+    async def acquire(
+        self,
+        key: SharePartitionKey,
+        topic: str,
+        partition_log: PartitionLog,
+        leader_epoch: int,
+        settings: ShareGroupSettings,
+        member_id: str,
+        max_records: int,
+        max_bytes: int,
+    ) -> Acquisition:
+        """Acquire for `member_id` what the log holds for it, up to `max_records` (whole
+        batches) and about `max_bytes`; raises ShareStateError if the share partition
+        cannot be loaded."""
+        led = self._leading(key, topic, partition_log.partition, leader_epoch)
+        async with led.lock:
+            state = await self._loaded(led, key, partition_log, settings)
+            state.config = settings.partition
+            change = state.move_start(partition_log.log_start_offset)
+            if change is not None:
+                await self._write(led, key, change)
+            offset = state.next_fetch_offset()
+            limit = partition_log.high_watermark
+            if settings.isolation_level == IsolationLevel.READ_COMMITTED:
+                limit = partition_log.last_stable_offset
+            if offset >= limit or not state.can_acquire():
+                return NOTHING
+            data = partition_log.read(offset, max(max_bytes, 1), max_offset=limit)
+            batches = [(pos, header) for pos, header in iter_batches(data)]
+            acquired = state.acquire(
+                member_id,
+                offset,
+                [(h.base_offset, h.last_offset) for _, h in batches],
+                max_records,
+                self._clock(),
+            )
+            self._schedule(led, key)
+            if not acquired:
+                return NOTHING
+            first, last = acquired[0].first_offset, acquired[-1].last_offset
+            kept = [
+                (pos, h) for pos, h in batches if h.last_offset >= first and h.base_offset <= last
+            ]
+            start = kept[0][0]
+            end = kept[-1][0] + kept[-1][1].size
+            return Acquisition(acquired, data[start:end])
+
+    async def acknowledge(
+        self,
+        key: SharePartitionKey,
+        member_id: str,
+        batches: Sequence[AcknowledgementBatch],
+    ) -> None:
+        """Apply a member's acknowledgements and write them; InvalidRecordState (nothing
+        changed) if the member does not hold them all, ShareStateError if the write
+        failed (then nothing is kept either)."""
+        led = self._led.get(key)
+        if led is None or led.state is None:
+            # Nothing was acquired here since this broker led it: nothing is held.
+            raise InvalidRecordState("no records of this share partition are acquired here")
+        async with led.lock:
+            state = led.state
+            if state is None:
+                raise InvalidRecordState("no records of this share partition are acquired here")
+            change = state.acknowledge(member_id, batches)
+            await self._write(led, key, change)
+            self._schedule(led, key)
+            self._wake(led.topic, led.partition)
+
+    async def release_member(self, keys: Sequence[SharePartitionKey], member_id: str) -> None:
+        """Release what `member_id` holds of `keys` (its share session ended)."""
+        for key in keys:
+            led = self._led.get(key)
+            if led is None or led.state is None:
+                continue
+            async with led.lock:
+                if led.state is None:
+                    continue
+                change = led.state.release_member(member_id)
+                if change is None:
+                    continue
+                try:
+                    await self._write(led, key, change)
+                except Exception:
+                    log.exception("cannot write the records %s released of %s", member_id, key)
+                    continue
+                self._schedule(led, key)
+                self._wake(led.topic, led.partition)
+
+    def close(self) -> None:
+        """Stop every lock timer (the broker is stopping)."""
+        for led in self._led.values():
+            if led.timer is not None:
+                led.timer.cancel()
+                led.timer = None
+
+    # -- loading ----------------------------------------------------------------------
+
+    def _leading(self, key: SharePartitionKey, topic: str, partition: int, epoch: int) -> _Led:
+        led = self._led.get(key)
+        if led is None or led.leader_epoch != epoch or led.topic != topic:
+            # Led afresh (a new leader epoch, or the topic id now names another topic):
+            # what was held under the old leadership is read back from the Persister.
+            if led is not None and led.timer is not None:
+                led.timer.cancel()
+            led = self._led[key] = _Led(topic, partition, epoch)
+        return led
+
+    async def _loaded(
+        self,
+        led: _Led,
+        key: SharePartitionKey,
+        partition_log: PartitionLog,
+        settings: ShareGroupSettings,
+    ) -> SharePartition:
+        if led.state is not None:
+            return led.state
+        persisted = await self.persister.read(key, led.leader_epoch)
+        if persisted.initialized:
+            led.state = SharePartition.loaded(settings.partition, persisted)
+            return led.state
+        if settings.auto_offset_reset == AutoOffsetReset.EARLIEST:
+            start = partition_log.log_start_offset
+        else:
+            start = partition_log.high_watermark
+        await self.persister.initialize(key, persisted.state_epoch, start)
+        log.info(
+            "share group %s starts %s-%d at offset %d (share.auto.offset.reset=%s)",
+            key.group_id,
+            led.topic,
+            led.partition,
+            start,
+            settings.auto_offset_reset.value,
+        )
+        led.state = SharePartition(settings.partition, start, persisted.state_epoch)
+        return led.state
+
+    # -- writes and timers ------------------------------------------------------------
+
+    async def _write(self, led: _Led, key: SharePartitionKey, change: StateChange) -> None:
+        state = led.state
+        assert state is not None
+        try:
+            await self.persister.write(
+                key, state.state_epoch, led.leader_epoch, change.start_offset, change.batches
+            )
+        except Exception:
+            # Memory is now ahead of what is durable: forget it, and read back what is.
+            led.state = None
+            if led.timer is not None:
+                led.timer.cancel()
+                led.timer = None
+            raise
+
+    def _schedule(self, led: _Led, key: SharePartitionKey) -> None:
+        if led.timer is not None:
+            led.timer.cancel()
+            led.timer = None
+        state = led.state
+        deadline = None if state is None else state.next_lock_deadline()
+        if deadline is None:
+            return
+        delay = max(deadline - self._clock(), 0) / 1000
+        led.timer = asyncio.get_running_loop().call_later(delay, self._locks_due, led, key)
+
+    def _locks_due(self, led: _Led, key: SharePartitionKey) -> None:
+        led.timer = None
+        task = asyncio.get_running_loop().create_task(self._expire(led, key))
+        task.add_done_callback(_log_failure)
+
+    async def _expire(self, led: _Led, key: SharePartitionKey) -> None:
+        async with led.lock:
+            state = led.state
+            if state is None or self._led.get(key) is not led:
+                return
+            change = state.expire_locks(self._clock())
+            if change is not None:
+                try:
+                    await self._write(led, key, change)
+                except Exception:
+                    log.exception("cannot write the expired locks of %s", key)
+                    return
+                self._wake(led.topic, led.partition)
+            self._schedule(led, key)
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("share partition lock expiry failed", exc_info=task.exception())
