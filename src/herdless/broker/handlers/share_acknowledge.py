@@ -18,7 +18,6 @@ from herdless.broker.handlers.share_requests import (
     shares_of,
 )
 from herdless.broker.share.share_sessions import ShareSessionError
-from herdless.coordinator.share_state.state import SharePartitionKey
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
@@ -37,7 +36,7 @@ async def handle_share_acknowledge(context: BrokerContext, request: Request) -> 
         named, acknowledgements = requested_acknowledgements(body.topics or ())
         key = (body.group_id, body.member_id)
         try:
-            session = shares.sessions.for_acknowledge(key, body.share_session_epoch, monotonic_ms())
+            shares.sessions.for_acknowledge(key, body.share_session_epoch, monotonic_ms())
         except ShareSessionError as exc:
             raise RequestRefused(exc.error_code, str(exc)) from None
     except RequestRefused as refused:
@@ -52,11 +51,7 @@ async def handle_share_acknowledge(context: BrokerContext, request: Request) -> 
     resolved = resolve(context, request, named)
     outcomes = await acknowledge(shares, group_id, member_id, resolved, acknowledgements)
     if body.share_session_epoch == FINAL_EPOCH:
-        shares.sessions.close(key)
-        held = {*session.partitions, *named}
-        await shares.partitions.release_member(
-            [SharePartitionKey(group_id, topic_id, index) for topic_id, index in held], member_id
-        )
+        await shares.end_session(group_id, member_id)
     Topic = Response.ShareAcknowledgeTopicResponse
     Partition = Topic.PartitionData
     topics: dict[Any, Any] = {}

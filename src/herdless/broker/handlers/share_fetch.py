@@ -34,7 +34,7 @@ from herdless.broker.handlers.share_requests import (
 )
 from herdless.broker.share.share_partition_manager import Acquisition
 from herdless.broker.share.share_sessions import ShareSessionError, ShareSessionPartition
-from herdless.coordinator.share_state.state import SharePartitionKey, ShareStateError
+from herdless.coordinator.share_state.state import ShareStateError
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
@@ -74,11 +74,7 @@ async def handle_share_fetch(context: BrokerContext, request: Request) -> Any:
     resolved = resolve(context, request, {*fetched, *acknowledgements})
     acknowledged = await acknowledge(shares, group_id, member_id, resolved, acknowledgements)
     if epoch == FINAL_EPOCH:
-        shares.sessions.close(key)
-        held = {*session.partitions, *acknowledgements}
-        await shares.partitions.release_member(
-            [SharePartitionKey(group_id, topic_id, index) for topic_id, index in held], member_id
-        )
+        await shares.end_session(group_id, member_id)
     acquired: dict[ShareSessionPartition, Acquisition] = {}
     if fetched and body.max_records > 0:
         acquired = await _acquire(context, shares, request, resolved, fetched)
@@ -107,24 +103,27 @@ async def _acquire(
     group_id = body.group_id
     settings = shares.settings(group_id)
     deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
-    served = [resolved[p] for p in fetched if resolved[p].log is not None]
-    wanted = [(item.topic, item.partition) for item in served]
+    served = [
+        (item, item.log, item.topic)
+        for item in (resolved[p] for p in fetched)
+        if item.log is not None and item.topic is not None
+    ]
+    wanted = [(topic, item.partition) for item, _, topic in served]
     acquired: dict[ShareSessionPartition, Acquisition] = {}
     while served:
-        if any(shares.partitions.ready(item.key(group_id), item.log) for item in served):  # type: ignore[arg-type]
+        if any(shares.partitions.ready(item.key(group_id), log) for item, log, _ in served):
             records_left = body.max_records
             bytes_left = body.max_bytes if body.max_bytes > 0 else 0x7FFFFFFF
-            for index, item in enumerate(served):
+            for index, (item, log, topic) in enumerate(served):
                 if records_left <= 0 or bytes_left <= 0:
                     break
-                assert item.log is not None and item.topic is not None
                 # The partitions still to read share what is left of the byte budget.
                 share = max(bytes_left // (len(served) - index), 1)
                 try:
                     got = await shares.partitions.acquire(
                         item.key(group_id),
-                        item.topic,
-                        item.log,
+                        topic,
+                        log,
                         item.leader_epoch,
                         settings,
                         body.member_id,
@@ -144,7 +143,7 @@ async def _acquire(
         remaining = deadline - time.monotonic()
         if remaining <= 0 or context.stopping:
             break
-        await context.replicas.wait_for_appends(wanted, remaining)  # type: ignore[arg-type]
+        await context.replicas.wait_for_appends(wanted, remaining)
     return acquired
 
 

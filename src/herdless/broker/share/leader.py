@@ -17,6 +17,7 @@ from herdless.broker.share.share_group_settings import (
 from herdless.broker.share.share_partition_manager import SharePartitionManager
 from herdless.broker.share.share_sessions import ShareSessionCache
 from herdless.coordinator.group_config import GroupConfigs
+from herdless.coordinator.share_state.state import SharePartitionKey
 
 
 @dataclass(eq=False)
@@ -41,3 +42,18 @@ class ShareLeader:
 
     def settings(self, group_id: str) -> ShareGroupSettings:
         return share_group_settings(self.limits, self.group_configs, group_id)
+
+    async def end_session(self, group_id: str, member_id: str) -> None:
+        """Close the member's share session, if it has one, and release the records it
+        holds of the session's partitions: at its last request, or when it leaves the
+        share group (what the group coordinator calls once a member is gone)."""
+        session = self.sessions.close((group_id, member_id))
+        if session is None:
+            return
+        await self.partitions.release_member(
+            [
+                SharePartitionKey(group_id, topic_id, index)
+                for topic_id, index in session.partitions
+            ],
+            member_id,
+        )
