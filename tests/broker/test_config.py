@@ -130,3 +130,27 @@ def test_fetch_session_slots_may_be_0_but_not_negative() -> None:
     config.apply_properties({"max.incremental.fetch.session.cache.slots": "-1"})
     with pytest.raises(ConfigError, match="max.incremental.fetch.session.cache.slots must be"):
         config.validate()
+
+
+def test_share_group_settings_follow_kafkas_rules() -> None:
+    config = BrokerConfig()
+    config.apply_properties(
+        {
+            "group.share.record.lock.duration.ms": "2000",
+            "group.share.min.record.lock.duration.ms": "1000",
+            "group.share.delivery.count.limit": "3",
+        }
+    )
+    config.validate()
+    limits = config.share_group_limits()
+    assert (limits.record_lock_duration_ms, limits.delivery_count_limit) == (2_000, 3)
+    for settings, named in (
+        ({"group.share.delivery.count.limit": "11"}, "group.share.delivery.count.limit"),
+        ({"group.share.partition.max.record.locks": "99"}, "max.record.locks"),
+        # The default minimum is 15 s: a shorter lock needs a lower minimum too.
+        ({"group.share.record.lock.duration.ms": "5000"}, "group.share.min.record.lock"),
+    ):
+        config = BrokerConfig()
+        config.apply_properties(settings)
+        with pytest.raises(ConfigError, match=named):
+            config.validate()
