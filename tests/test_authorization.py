@@ -313,6 +313,41 @@ def test_fetch_needs_read_and_a_follower_cluster_action(admin: Client, alice: Cl
     assert fetch(admin, "fe-orders", replica_id=7) != TOPIC_DENIED
 
 
+def share_fetch(client: Client, group: str, topic_id: uuid.UUID) -> Any:
+    return client(
+        ApiKey.SHARE_FETCH,
+        1,
+        group_id=group,
+        member_id=str(uuid.uuid4()),
+        share_session_epoch=0,
+        max_wait_ms=0,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        max_records=10,
+        batch_size=10,
+        topics=[
+            {
+                "topic_id": topic_id,
+                "partitions": [{"partition_index": 0, "acknowledgement_batches": []}],
+            }
+        ],
+        forgotten_topics_data=[],
+    )
+
+
+def test_share_fetch_needs_read_on_the_group_and_the_topic(admin: Client, alice: Client) -> None:
+    create_topic(admin, "sf-orders")
+    topic_id = metadata(admin, ["sf-orders"]).topics[0].topic_id
+    assert share_fetch(alice, "sf-group", topic_id).error_code == GROUP_DENIED
+    grant(admin, ResourceType.GROUP, "sf-group", AclOperation.READ)
+    answer = share_fetch(alice, "sf-group", topic_id)
+    assert answer.error_code == NONE
+    assert answer.responses[0].partitions[0].error_code == TOPIC_DENIED
+    grant(admin, ResourceType.TOPIC, "sf-orders", AclOperation.READ)
+    answer = share_fetch(alice, "sf-group", topic_id)
+    assert answer.responses[0].partitions[0].error_code == NONE
+
+
 def list_offsets(client: Client, topic: str) -> int:
     answer = client(
         ApiKey.LIST_OFFSETS,
