@@ -204,3 +204,13 @@ def test_malformed_acknowledgements_are_refused_whatever_the_state() -> None:
     ):
         with pytest.raises(InvalidAcknowledgement):
             acknowledgement_batches(raw)
+
+
+def test_aborted_batches_are_archived_not_acquired() -> None:
+    sp = partition()
+    got = sp.acquire(A, 0, [(0, 1), (2, 3), (4, 4)], 100, 0, aborted={(0, 1), (4, 4)})
+    assert got == (AcquiredRecords(2, 3, 1),)
+    assert sp.start_offset == 2
+    assert sp.record(4).state == RecordState.ARCHIVED
+    sp.acknowledge(A, [ack(2, 3, AcknowledgeType.ACCEPT)])
+    assert (sp.start_offset, sp.end_offset) == (5, 5)

@@ -35,7 +35,7 @@ from herdless.coordinator.share_partitions.partition import (
     StateChange,
 )
 from herdless.coordinator.share_state.state import SharePartitionKey
-from herdless.protocol.records import iter_batches
+from herdless.protocol.records import BatchHeader, iter_batches
 from herdless.storage import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -120,9 +120,10 @@ class SharePartitionManager:
             if change is not None:
                 await self._write(led, key, change)
             offset = state.next_fetch_offset()
-            limit = partition_log.high_watermark
-            if settings.isolation_level == IsolationLevel.READ_COMMITTED:
-                limit = partition_log.last_stable_offset
+            read_committed = settings.isolation_level == IsolationLevel.READ_COMMITTED
+            limit = (
+                partition_log.last_stable_offset if read_committed else partition_log.high_watermark
+            )
             if offset >= limit or not state.can_acquire():
                 return NOTHING
             data = partition_log.read(offset, max(max_bytes, 1), max_offset=limit)
@@ -133,6 +134,7 @@ class SharePartitionManager:
                 [(h.base_offset, h.last_offset) for _, h in batches],
                 max_records,
                 self._clock(),
+                aborted=_aborted(partition_log, offset, data, batches) if read_committed else (),
             )
             self._schedule(led, key)
             if not acquired:
@@ -282,6 +284,27 @@ class SharePartitionManager:
                     return
                 self._wake(led.topic, led.partition)
             self._schedule(led, key)
+
+
+def _aborted(
+    partition_log: PartitionLog, offset: int, data: bytes, batches: list[tuple[int, BatchHeader]]
+) -> set[tuple[int, int]]:
+    """The batches read whose transaction was aborted, as a read_committed consumer drops
+    them: a transactional batch of a producer between the first offset of one of its
+    aborted transactions and that transaction's abort marker."""
+    transactions = partition_log.aborted_transactions_read(offset, data)
+    if not transactions:
+        return set()
+    return {
+        (h.base_offset, h.last_offset)
+        for _, h in batches
+        if h.is_transactional
+        and not h.is_control
+        and any(
+            t.producer_id == h.producer_id and t.first_offset <= h.base_offset <= t.last_offset
+            for t in transactions
+        )
+    }
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:

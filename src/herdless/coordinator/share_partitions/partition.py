@@ -26,7 +26,7 @@ max record locks (2,000 by default), and per offset is how acknowledgements come
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from herdless.coordinator.share_partitions.acknowledgements import (
@@ -183,21 +183,24 @@ class SharePartition:
         batches: Sequence[tuple[int, int]],
         max_records: int,
         now_ms: int,
+        aborted: Collection[tuple[int, int]] = (),
     ) -> tuple[AcquiredRecords, ...]:
         """Acquire for `member_id` what the log read from `read_from` gave: `batches` as
         (base offset, last offset), in order. Stops at the first batch boundary once
         `max_records` are acquired (a batch is not split for it, as in Kafka), and at
-        start offset + max record locks."""
+        start offset + max record locks. The batches among `aborted` (records of aborted
+        transactions, at read_committed) are archived instead: no one is to get them."""
         deadline = now_ms + self.config.record_lock_duration_ms
         room_until = self._start + self.config.max_record_locks
         acquired: list[int] = []
         position = max(read_from, self._start)
-        for _base, last in batches:
+        for base, last in batches:
             if len(acquired) >= max_records:
                 break
             # Offsets between the previous batch and this one are missing from the log:
             # they go with this batch, to be acknowledged as gaps.
             first, position = position, max(position, last + 1)
+            archive = (base, last) in aborted
             for offset in range(first, last + 1):
                 if offset >= self.end_offset:
                     if offset >= room_until:
@@ -206,13 +209,18 @@ class SharePartition:
                 record = self._records[offset - self._start]
                 if record.state != RecordState.AVAILABLE:
                     continue
+                if archive and offset >= base:
+                    record.state = RecordState.ARCHIVED
+                    continue
                 record.state = RecordState.ACQUIRED
                 record.delivery_count += 1
                 record.member_id = member_id
                 record.lock_deadline_ms = deadline
                 heapq.heappush(self._locks, (deadline, offset))
                 acquired.append(offset)
-        return self._runs(acquired)
+        runs = self._runs(acquired)
+        self._advance_start()
+        return runs
 
     def _runs(self, offsets: list[int]) -> tuple[AcquiredRecords, ...]:
         runs: list[AcquiredRecords] = []
