@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -116,18 +117,11 @@ class Manager:
         self.manager = SharePartitionManager(self.persister, lambda t, p: self.woken.append((t, p)))
 
     async def acquire(
-        self, log: Log, member: str = "a", **kw: object
+        self, log: Log, member: str = "a", with_settings: ShareGroupSettings | None = None
     ) -> tuple[AcquiredRecords, ...]:
-        got = await self.manager.acquire(
-            KEY,
-            "t",
-            log,
-            0,
-            kw.pop("settings", settings()),
-            member,
-            100,
-            1 << 20,  # type: ignore[arg-type]
-        )
+        partition_log: Any = log  # a stand-in for a PartitionLog
+        chosen = with_settings or settings()
+        got = await self.manager.acquire(KEY, "t", partition_log, 0, chosen, member, 100, 1 << 20)
         return got.acquired
 
 
@@ -141,7 +135,9 @@ def test_a_new_share_partition_starts_where_auto_offset_reset_says() -> None:
         log.append(3)
         latest = Manager()
         assert (
-            await latest.acquire(log, settings=settings(auto_offset_reset=AutoOffsetReset.LATEST))
+            await latest.acquire(
+                log, with_settings=settings(auto_offset_reset=AutoOffsetReset.LATEST)
+            )
             == ()
         )
         assert (await latest.persister.read(KEY, 0)).start_offset == 3
@@ -237,7 +233,7 @@ def test_read_committed_archives_aborted_transactions_and_stops_at_the_lso() -> 
         log.lso = 5
         manager = Manager()
         got = await manager.acquire(
-            log, settings=settings(isolation_level=IsolationLevel.READ_COMMITTED)
+            log, with_settings=settings(isolation_level=IsolationLevel.READ_COMMITTED)
         )
         assert got == (AcquiredRecords(2, 4, 1),)
         share_partition = manager.manager.share_partition(KEY)
