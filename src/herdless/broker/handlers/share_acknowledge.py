@@ -39,7 +39,8 @@ async def handle_share_acknowledge(context: BrokerContext, request: Request) -> 
             shares.sessions.for_acknowledge(key, body.share_session_epoch, monotonic_ms())
         except ShareSessionError as exc:
             raise RequestRefused(exc.error_code, str(exc)) from None
-    except RequestRefused as refused:
+    except RequestRefused as error:
+        refused = error.logged(request)
         return Response(
             throttle_time_ms=0,
             error_code=refused.error_code,

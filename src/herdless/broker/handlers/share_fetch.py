@@ -66,7 +66,8 @@ async def handle_share_fetch(context: BrokerContext, request: Request) -> Any:
             session = shares.sessions.for_fetch(key, epoch, named, forgotten, monotonic_ms())
         except ShareSessionError as exc:
             raise RequestRefused(exc.error_code, str(exc)) from None
-    except RequestRefused as refused:
+    except RequestRefused as error:
+        refused = error.logged(request)
         return _response(refused.error_code, str(refused))
     group_id, member_id = body.group_id, body.member_id
     settings = shares.settings(group_id)

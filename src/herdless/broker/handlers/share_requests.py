@@ -45,6 +45,19 @@ class RequestRefused(Exception):
         super().__init__(message)
         self.error_code = error_code
 
+    def logged(self, request: Request) -> RequestRefused:
+        """Itself, once said in the log: one line for each request refused."""
+        body = request.body
+        log.info(
+            "%s of share group %s member %s refused with %s: %s",
+            type(body).__name__.removesuffix("Request"),
+            body.group_id,
+            body.member_id,
+            self.error_code.name,
+            self,
+        )
+        return self
+
 
 @dataclass(slots=True)
 class Resolved:
