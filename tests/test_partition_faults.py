@@ -127,6 +127,7 @@ class Probe:
     partitions: int
     answers: list[list[Answer]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
+    _in_flight: bool = False
 
     def __post_init__(self) -> None:
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -219,14 +220,17 @@ def test_a_leader_cut_from_its_followers_acknowledges_nothing_it_alone_holds(
 
 @dataclass
 class GroupMember:
-    """A librdkafka consumer in a thread that commits where it is every 200 ms, without
-    waiting (as auto-commit does), and notes when each commit was answered, with or without
-    an error, and every change of its assignment.
+    """A librdkafka consumer in a thread that commits where it is without waiting (as
+    auto-commit does), one commit at a time, 200 ms after the last was answered, and notes
+    when each commit was answered, with or without an error, and every change of its
+    assignment.
 
-    Asynchronous on purpose: a synchronous commit that librdkafka (2.16) retries while its
-    coordinator moves fails on the switch of connection, and that failure marks the new
-    coordinator dead; with a new retry queued each time the loop can go on until the
-    member's session runs out, whatever the brokers answer."""
+    One at a time, because librdkafka (2.16) fails a commit that waits for a coordinator
+    when it switches its connection to the one it found, and that failure marks the new
+    coordinator dead and sends it looking again. With a commit queued every 200 ms
+    whatever happened to the last, one waited at nearly every switch and a member went
+    round that loop for 3-5 s whatever the brokers answered (seen with debug=cgrp, 1 run
+    in 26), until its session ran out. Synchronous commits loop the same way."""
 
     bootstrap: str
     group: str
@@ -237,6 +241,7 @@ class GroupMember:
     # The highest offset of each partition whose commit was acknowledged.
     acknowledged: dict[int, int] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
+    _in_flight: bool = False
 
     def __post_init__(self) -> None:
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -251,6 +256,7 @@ class GroupMember:
 
     def _committed(self, error: object, partitions: list[TopicPartition]) -> None:
         self.commits.append((time.monotonic(), error is None))
+        self._in_flight = False
         if error is None:
             for tp in partitions:
                 if tp.error is None and tp.offset >= 0:
@@ -281,11 +287,10 @@ class GroupMember:
             on_revoke=noted("revoked"),
             on_lost=noted("lost"),
         )
-        last_commit = 0.0
         while not self._stop.is_set():
             consumer.poll(0.1)
-            if time.monotonic() - last_commit >= 0.2 and consumer.assignment():
-                last_commit = time.monotonic()
+            answered = self.commits[-1][0] if self.commits else 0.0
+            if not self._in_flight and time.monotonic() - answered >= 0.2 and consumer.assignment():
                 # Where it is, or 0 before it has consumed anything (the topic is empty:
                 # what matters is that commits reach the coordinator).
                 offsets = [
@@ -294,6 +299,7 @@ class GroupMember:
                 ]
                 with contextlib.suppress(KafkaException):  # no coordinator known just now
                     consumer.commit(offsets=offsets, asynchronous=True)
+                    self._in_flight = True
         consumer.close()
 
     def commits_since(self, since: float) -> list[tuple[float, bool]]:
