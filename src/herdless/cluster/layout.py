@@ -23,6 +23,7 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import quote, unquote, unquote_plus
 
 from herdless.cluster.errors import MalformedZNode
+from herdless.protocol.kafka_uuid import kafka_uuid_str
 from herdless.security.listeners import Endpoint, SecurityProtocol
 
 T = TypeVar("T")
@@ -497,11 +498,6 @@ def _decode_config(path: str, data: bytes | None) -> dict[str, str]:
     if not_strings:
         raise MalformedZNode(path, f"config values are not strings: {not_strings}")
     return dict(config)
-
-
-def kafka_uuid_str(value: uuid.UUID) -> str:
-    """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, without padding."""
-    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
 
 
 def parse_kafka_uuid(path: str, text: str) -> uuid.UUID:
