@@ -145,7 +145,7 @@ class ShareStateManager:
             write_timestamp=now.wall_ms,
             state_batches=(),
         )
-        return Result([snapshot_record(key, value)], [Reply(token, ErrorCode.NONE)])
+        return self._applied([snapshot_record(key, value)], Reply(token, ErrorCode.NONE))
 
     def read(self, key: SharePartitionKey, leader_epoch: int, token: Hashable, now: Now) -> Result:
         """The state, and a record of `leader_epoch` when it is newer than any seen: a
@@ -162,7 +162,7 @@ class ShareStateManager:
             )
         else:
             record = self._state_record(key, known, leader_epoch, NO_EPOCH, (), now)
-        return Result([record], [Reply(token, replace(state, leader_epoch=leader_epoch))])
+        return self._applied([record], Reply(token, replace(state, leader_epoch=leader_epoch)))
 
     def write(
         self,
@@ -190,12 +190,12 @@ class ShareStateManager:
             )
         else:
             record = self._state_record(key, known, known.leader_epoch, start_offset, batches, now)
-        return Result([record], [Reply(token, ErrorCode.NONE)])
+        return self._applied([record], Reply(token, ErrorCode.NONE))
 
     def delete(self, key: SharePartitionKey, token: Hashable) -> Result:
         if key not in self.states:
             return _answer(token, ErrorCode.NONE)
-        return Result(tombstones(key), [Reply(token, ErrorCode.NONE)])
+        return self._applied(tombstones(key), Reply(token, ErrorCode.NONE))
 
     def read_summary(self, key: SharePartitionKey, leader_epoch: int) -> PartitionState | ErrorCode:
         known = self.states.get(key)
@@ -204,6 +204,14 @@ class ShareStateManager:
         return UNINITIALIZED if known is None else known.partition_state(with_batches=False)
 
     # -- records -------------------------------------------------------------------------
+
+    def _applied(self, records: list[Record], reply: Reply) -> Result:
+        """The Result of an operation that wrote `records`, applied to the state here
+        through replay: the runtime hands a leader's own records to nobody, and loading
+        them later must give the same state, which one path guarantees."""
+        for record in records:
+            self.replay(record.key, record.value)
+        return Result(records, [reply])
 
     def _state_record(
         self,
