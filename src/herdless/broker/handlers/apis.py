@@ -25,6 +25,7 @@ from herdless.broker.handlers import (
     produce,
     producers,
     sasl,
+    share_state,
     transactions,
     users,
 )
@@ -118,6 +119,21 @@ _TABLE = [
     Api(ApiKey.LIST_TRANSACTIONS, 0, 1, transactions.handle_list_transactions),
     Api(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, consumer_groups.handle_consumer_group_heartbeat),
     Api(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, consumer_groups.handle_consumer_group_describe),
+    Api(
+        ApiKey.INITIALIZE_SHARE_GROUP_STATE,
+        0,
+        0,
+        share_state.handle_initialize_share_group_state,
+    ),
+    Api(ApiKey.READ_SHARE_GROUP_STATE, 0, 0, share_state.handle_read_share_group_state),
+    Api(ApiKey.WRITE_SHARE_GROUP_STATE, 0, 0, share_state.handle_write_share_group_state),
+    Api(ApiKey.DELETE_SHARE_GROUP_STATE, 0, 0, share_state.handle_delete_share_group_state),
+    Api(
+        ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
+        0,
+        0,
+        share_state.handle_read_share_group_state_summary,
+    ),
 ]
 
 APIS: dict[int, Api] = {api.key: api for api in _TABLE}

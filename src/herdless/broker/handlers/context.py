@@ -16,6 +16,7 @@ from herdless.broker.auth.credential_store import CredentialStore
 from herdless.broker.config import BrokerConfig
 from herdless.broker.coordinators.group_config_store import GroupConfigStore
 from herdless.broker.coordinators.group_coordinator import GroupCoordinator
+from herdless.broker.coordinators.share_coordinator import ShareCoordinator
 from herdless.broker.coordinators.transaction_coordinator import TransactionCoordinator
 from herdless.broker.handlers.fetch_sessions import FetchSessionCache
 from herdless.broker.producer_ids import ProducerIds
@@ -53,6 +54,8 @@ class BrokerContext:
     credentials: CredentialStore | None = None
     # The transaction coordinator's shards on this broker.
     transactions: TransactionCoordinator | None = None
+    # The share coordinator's shards on this broker (KIP-932).
+    shares: ShareCoordinator | None = None
 
     @property
     def node_id(self) -> int:

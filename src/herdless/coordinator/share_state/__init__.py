@@ -6,6 +6,7 @@ from herdless.coordinator.share_state.shard import (
     SHARE_GROUP_STATE_TOPIC,
     ShareCoordinatorShard,
     coordinator_key,
+    parse_coordinator_key,
     share_coordinator,
     share_state_partition,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "ShareStateError",
     "StateBatch",
     "coordinator_key",
+    "parse_coordinator_key",
     "share_coordinator",
     "share_state_partition",
 ]

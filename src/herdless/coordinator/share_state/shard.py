@@ -21,7 +21,7 @@ from herdless.coordinator.share_state.config import ShareCoordinatorConfig
 from herdless.coordinator.share_state.manager import ShareStateManager
 from herdless.coordinator.share_state.state import PartitionState, SharePartitionKey, StateBatch
 from herdless.protocol.errors import ErrorCode
-from herdless.protocol.kafka_uuid import kafka_uuid_str
+from herdless.protocol.kafka_uuid import kafka_uuid_str, parse_kafka_uuid
 
 SHARE_GROUP_STATE_TOPIC = "__share_group_state"
 
@@ -29,6 +29,17 @@ SHARE_GROUP_STATE_TOPIC = "__share_group_state"
 def coordinator_key(key: SharePartitionKey) -> str:
     """The key FindCoordinator's SHARE key type names (Kafka's asCoordinatorKey)."""
     return f"{key.group_id}:{kafka_uuid_str(key.topic_id)}:{key.partition}"
+
+
+def parse_coordinator_key(text: str) -> SharePartitionKey:
+    """The share partition a FindCoordinator SHARE key names; ValueError if it names none.
+    The group id may itself hold colons: the topic id and partition are the last two."""
+    group_id, topic_id, partition = text.rsplit(":", 2) if text.count(":") >= 2 else ("", "", "")
+    if not group_id:
+        raise ValueError(f"{text!r} is not groupId:topicId:partition")
+    if not partition.isdigit():
+        raise ValueError(f"{text!r} names no partition")
+    return SharePartitionKey(group_id, parse_kafka_uuid(topic_id), int(partition))
 
 
 def share_state_partition(key: SharePartitionKey, num_partitions: int) -> int:
