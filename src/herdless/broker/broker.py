@@ -26,6 +26,7 @@ from herdless.broker.coordinators.group_config_store import (
 )
 from herdless.broker.coordinators.group_coordinator import REBALANCES_TOPIC, GroupCoordinator
 from herdless.broker.coordinators.history_forwarder import HistoryForwarder
+from herdless.broker.coordinators.share_coordinator import ShareCoordinator
 from herdless.broker.coordinators.transaction_coordinator import TransactionCoordinator
 from herdless.broker.coordinators.txn_markers import MarkerWriter
 from herdless.broker.file_limit import DescriptorWatch, segment_file_budget
@@ -167,6 +168,7 @@ class Broker:
         # The transaction coordinator's producer ids, from blocks reserved at start().
         self.transaction_ids: PrefetchedProducerIds | None = None
         self.transactions: TransactionCoordinator | None = None
+        self.shares: ShareCoordinator | None = None
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.acls: AclStore | None = None
         authorizer = config.authorizer()
@@ -245,9 +247,11 @@ class Broker:
             self.log_dir_failures.start()
         self.transactions = self._transaction_coordinator(producer_ids)
         self.metrics.attach_transactions(self.transactions)
+        self.shares = self._share_coordinator()
         if self.node is None:
             self.groups.start()
             self.transactions.resume()
+            self.shares.resume()
         else:
             # Shards follow leadership of the internal topics' partitions.
             self.node.leadership_listeners.append(self.coordinators.on_leadership)
@@ -266,6 +270,7 @@ class Broker:
             group_configs=self.group_configs,
             credentials=self.credentials,
             transactions=self.transactions,
+            shares=self.shares,
         )
         self.metrics.attach_authorizer(context.authorizer_audit.counts)
         # A deep accept queue: thousands of clients reconnecting at once (after a
@@ -405,6 +410,18 @@ class Broker:
             min(config.transaction_state_log_min_isr, replicas),
             config.transaction_state_log_segment_bytes,
             events=self.metrics.transactions,
+            standalone=self.node is None,
+        )
+
+    def _share_coordinator(self) -> ShareCoordinator:
+        config = self.config
+        # One broker alone has one replica of each partition of the share state topic.
+        replicas = config.share_coordinator_state_topic_replication_factor if self.node else 1
+        return ShareCoordinator(
+            self.coordinators,
+            config.share_coordinator_config(),
+            min(config.share_coordinator_state_topic_min_isr, replicas),
+            config.share_coordinator_state_topic_segment_bytes,
             standalone=self.node is None,
         )
 
