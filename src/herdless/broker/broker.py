@@ -49,6 +49,7 @@ from herdless.broker.network.tls_handshakes import quiet_server_name_errors
 from herdless.broker.producer_ids import LocalBlocks, PrefetchedProducerIds, ProducerIds
 from herdless.broker.replication.durability import Durability
 from herdless.broker.replication.replica_manager import ReplicaManager
+from herdless.broker.share.coordinator_persister import CoordinatorPersister
 from herdless.broker.stalls import StallDetector
 from herdless.broker.topics.partition_limits import PartitionLimits
 from herdless.broker.topics.topic_admin import LocalTopics, TopicAdmin, ZooKeeperTopics
@@ -169,6 +170,8 @@ class Broker:
         self.transaction_ids: PrefetchedProducerIds | None = None
         self.transactions: TransactionCoordinator | None = None
         self.shares: ShareCoordinator | None = None
+        # How share partitions led here keep their state: through the share coordinator.
+        self.share_persister: CoordinatorPersister | None = None
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.acls: AclStore | None = None
         authorizer = config.authorizer()
@@ -248,6 +251,7 @@ class Broker:
         self.transactions = self._transaction_coordinator(producer_ids)
         self.metrics.attach_transactions(self.transactions)
         self.shares = self._share_coordinator()
+        self.share_persister = self._share_persister(self.shares)
         if self.node is None:
             self.groups.start()
             self.transactions.resume()
@@ -271,6 +275,7 @@ class Broker:
             credentials=self.credentials,
             transactions=self.transactions,
             shares=self.shares,
+            share_persister=self.share_persister,
         )
         self.metrics.attach_authorizer(context.authorizer_audit.counts)
         # A deep accept queue: thousands of clients reconnecting at once (after a
@@ -376,6 +381,8 @@ class Broker:
             self.transactions.markers.close()
         if self.transaction_ids is not None:
             await self.transaction_ids.close()
+        if self.share_persister is not None:
+            self.share_persister.close()
         self.groups.close()
         self.coordinators.close()
         self.logs.close()
@@ -423,6 +430,18 @@ class Broker:
             min(config.share_coordinator_state_topic_min_isr, replicas),
             config.share_coordinator_state_topic_segment_bytes,
             standalone=self.node is None,
+        )
+
+    def _share_persister(self, shares: ShareCoordinator) -> CoordinatorPersister:
+        config, metadata = self.config, self.metadata
+        return CoordinatorPersister(
+            shares,
+            config.node_id,
+            metadata.leader if isinstance(metadata, ClusterMetadata) else lambda t, p: None,
+            lambda topic: metadata.topic(topic) is not None,
+            self.topics,
+            config.share_coordinator_state_topic_replication_factor,
+            inter_broker_security(config) if self.node is not None else None,
         )
 
     async def _accept(

@@ -21,6 +21,7 @@ from herdless.broker.coordinators.transaction_coordinator import TransactionCoor
 from herdless.broker.handlers.fetch_sessions import FetchSessionCache
 from herdless.broker.producer_ids import ProducerIds
 from herdless.broker.replication.replica_manager import ReplicaManager
+from herdless.broker.share.persister import Persister
 from herdless.broker.topics.topic_admin import TopicAdmin
 from herdless.cluster.metadata import MetadataView
 from herdless.storage import LogManager
@@ -56,6 +57,8 @@ class BrokerContext:
     transactions: TransactionCoordinator | None = None
     # The share coordinator's shards on this broker (KIP-932).
     shares: ShareCoordinator | None = None
+    # Where share partitions led here keep their state (the Persister port).
+    share_persister: Persister | None = None
 
     @property
     def node_id(self) -> int:
