@@ -130,3 +130,19 @@ def test_fetch_session_slots_may_be_0_but_not_negative() -> None:
     config.apply_properties({"max.incremental.fetch.session.cache.slots": "-1"})
     with pytest.raises(ConfigError, match="max.incremental.fetch.session.cache.slots must be"):
         config.validate()
+
+
+def test_the_share_coordinator_takes_kafkas_settings_and_bounds() -> None:
+    assert BrokerConfig().share_coordinator_config().num_partitions == 50
+    config = configured(
+        {
+            "share.coordinator.state.topic.num.partitions": "6",
+            "share.coordinator.snapshot.update.records.per.snapshot": "20",
+        }
+    )
+    share = config.share_coordinator_config()
+    assert (share.num_partitions, share.snapshot_update_records_per_snapshot) == (6, 20)
+    # Kafka bounds the updates between two snapshots to 0..500.
+    too_many = configured({"share.coordinator.snapshot.update.records.per.snapshot": "501"})
+    with pytest.raises(ConfigError, match="share.coordinator.snapshot.update.records"):
+        too_many.validate()
