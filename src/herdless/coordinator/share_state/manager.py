@@ -15,7 +15,10 @@ partition replays at most that many updates per share partition.
 
 Replies: ErrorCode for initialize, write and delete; PartitionState or ErrorCode for
 read and read_summary. A never initialized share partition reads as start offset
-UNINITIALIZED_START_OFFSET at state epoch 0, for its leader to decide where it starts.
+UNINITIALIZED_START_OFFSET at state epoch 0, for its leader to decide where it starts
+(the Persister port's contract), and a write to it starts it at the write's start
+offset; Kafka from 4.1 answers both with an error instead, leaving initialization to
+the group coordinator alone.
 """
 
 from __future__ import annotations
@@ -94,7 +97,7 @@ class ShareStateManager:
             self.states[share_key] = ShareGroupOffset(
                 decoded.snapshot_epoch,
                 decoded.state_epoch,
-                _later(known.leader_epoch if known else NO_EPOCH, decoded.leader_epoch),
+                max(known.leader_epoch if known else NO_EPOCH, decoded.leader_epoch),
                 decoded.start_offset,
                 decoded.state_batches,
                 decoded.create_timestamp,
@@ -117,7 +120,7 @@ class ShareStateManager:
         start = known.start_offset if decoded.start_offset == NO_EPOCH else decoded.start_offset
         self.states[share_key] = replace(
             known,
-            leader_epoch=_later(known.leader_epoch, decoded.leader_epoch),
+            leader_epoch=max(known.leader_epoch, decoded.leader_epoch),
             start_offset=start,
             batches=merge_batches(known.batches, decoded.state_batches, start),
             updates=known.updates + 1,
@@ -267,10 +270,6 @@ def _first_snapshot(
 
 def _fenced_leader(known: ShareGroupOffset | None, leader_epoch: int) -> bool:
     return known is not None and leader_epoch != NO_EPOCH and known.leader_epoch > leader_epoch
-
-
-def _later(epoch: int, other: int) -> int:
-    return max(epoch, other)
 
 
 def _answer(token: Hashable, response: object) -> Result:
