@@ -207,7 +207,7 @@ def test_a_share_partitions_state_reads_back_as_written_and_survives_a_restart(
     assert batches(state) == expected
 
 
-def test_older_leader_and_state_epochs_are_fenced(wire: Call) -> None:
+def test_older_leader_and_state_epochs_are_fenced(wire: Call, broker: BrokerProcess) -> None:
     group, topic = "g-fence", uuid.uuid4()
     ready(wire, group, topic)
     initialize(wire, group, topic, 2, 0)
@@ -222,9 +222,13 @@ def test_older_leader_and_state_epochs_are_fenced(wire: Call) -> None:
         ErrorCode.FENCED_STATE_EPOCH
     )
     assert initialize(wire, group, topic, 1, 0).error_code == ErrorCode.FENCED_STATE_EPOCH
-    # Nothing the fenced calls asked for took effect.
+    # Nothing the fenced calls asked for took effect, and each said so once in the log.
     state = read(wire, group, topic, 5)
     assert (state.state_epoch, state.start_offset, batches(state)) == (2, 0, [])
+    said = f"share partition {group}:{kafka_uuid_str(topic)}:0: "
+    logged = [line for line in broker.log_tail().splitlines() if said in line]
+    assert len(logged) == 4, logged
+    assert "read at leader epoch 4 refused, FENCED_LEADER_EPOCH" in logged[0]
 
 
 def test_the_summary_and_delete(wire: Call) -> None:

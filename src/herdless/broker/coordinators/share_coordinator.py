@@ -31,6 +31,7 @@ from herdless.coordinator.share_state import (
     ShareCoordinatorShard,
     SharePartitionKey,
     StateBatch,
+    coordinator_key,
     share_coordinator,
     share_state_partition,
 )
@@ -38,6 +39,8 @@ from herdless.protocol.errors import ErrorCode
 from herdless.storage import PartitionLog
 
 log = logging.getLogger(__name__)
+
+_FENCED = frozenset({ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH})
 
 __all__ = ["SHARE_GROUP_STATE_TOPIC", "ShareCoordinator"]
 
@@ -155,14 +158,18 @@ class ShareCoordinator:
         self, key: SharePartitionKey, state_epoch: int, start_offset: int
     ) -> ErrorCode:
         return await self._answer(
-            self.run(key, lambda s, t, now: s.initialize(key, state_epoch, start_offset, t, now))
+            key,
+            f"initialize at state epoch {state_epoch}",
+            self.run(key, lambda s, t, now: s.initialize(key, state_epoch, start_offset, t, now)),
         )
 
     async def read_state(
         self, key: SharePartitionKey, leader_epoch: int
     ) -> PartitionState | ErrorCode:
         return await self._answer(
-            self.run(key, lambda s, t, now: s.read(key, leader_epoch, t, now))
+            key,
+            f"read at leader epoch {leader_epoch}",
+            self.run(key, lambda s, t, now: s.read(key, leader_epoch, t, now)),
         )
 
     async def write(
@@ -174,28 +181,41 @@ class ShareCoordinator:
         batches: tuple[StateBatch, ...],
     ) -> ErrorCode:
         return await self._answer(
+            key,
+            f"write at state epoch {state_epoch}, leader epoch {leader_epoch}",
             self.run(
                 key,
                 lambda s, t, now: s.write(
                     key, state_epoch, leader_epoch, start_offset, batches, t, now
                 ),
-            )
+            ),
         )
 
     async def delete(self, key: SharePartitionKey) -> ErrorCode:
-        return await self._answer(self.run(key, lambda s, t, now: s.delete(key, t, now)))
+        return await self._answer(
+            key, "delete", self.run(key, lambda s, t, now: s.delete(key, t, now))
+        )
 
     async def read_summary(
         self, key: SharePartitionKey, leader_epoch: int
     ) -> PartitionState | ErrorCode:
-        return await self._answer(self.read(key, lambda s: s.read_summary(key, leader_epoch)))
+        return await self._answer(
+            key,
+            f"summary at leader epoch {leader_epoch}",
+            self.read(key, lambda s: s.read_summary(key, leader_epoch)),
+        )
 
     @staticmethod
-    async def _answer(call: Coroutine[Any, Any, Any]) -> Any:
+    async def _answer(key: SharePartitionKey, what: str, call: Coroutine[Any, Any, Any]) -> Any:
         try:
-            return await call
+            answer = await call
         except CoordinatorError as exc:
             return exc.error_code
+        if answer in _FENCED:
+            # A deposed leader or a re-initialized group: expected after a move, but the
+            # one sign an operator gets of a leader still writing after it lost its place.
+            log.info("share partition %s: %s refused, %s", coordinator_key(key), what, answer.name)
+        return answer
 
     def _on_events(self, out: Output) -> None:
         for reload in out.reloads:
