@@ -30,6 +30,7 @@ from herdless.broker.peers.connection import PeerConnection, PeerSecurity
 from herdless.cli.acls import AclOptions, bindings_to_add
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.errors import ErrorCode
+from herdless.protocol.kafka_uuid import kafka_uuid_str
 from herdless.security.acls import (
     CLUSTER_NAME,
     SUPPORTED_OPERATIONS,
@@ -384,6 +385,51 @@ def test_leader_epochs_for_a_broker_with_cluster_action(admin: Client, alice: Cl
     grant(admin, ResourceType.CLUSTER, CLUSTER_NAME, AclOperation.CLUSTER_ACTION)
     try:
         assert leader_epoch(alice, "le-orders") == NONE
+    finally:
+        revoke(admin, ResourceType.CLUSTER, CLUSTER_NAME, AclOperation.CLUSTER_ACTION)
+
+
+def share_state_answers(client: Client) -> list[int]:
+    """What a caller gets from FindCoordinator's SHARE key type and a write of share
+    state: the broker-to-broker side of share groups."""
+    topic_id = uuid.uuid4()
+    found = client(
+        ApiKey.FIND_COORDINATOR,
+        6,
+        key_type=2,
+        coordinator_keys=[f"sg:{kafka_uuid_str(topic_id)}:0"],
+    ).coordinators[0]
+    written = client(
+        ApiKey.WRITE_SHARE_GROUP_STATE,
+        0,
+        group_id="sg",
+        topics=[
+            {
+                "topic_id": topic_id,
+                "partitions": [
+                    {
+                        "partition": 0,
+                        "state_epoch": 0,
+                        "leader_epoch": 0,
+                        "start_offset": 0,
+                        "state_batches": [],
+                    }
+                ],
+            }
+        ],
+    )
+    return [found.error_code, written.results[0].partitions[0].error_code]
+
+
+def test_share_state_apis_are_for_brokers_with_cluster_action(admin: Client, alice: Client) -> None:
+    assert share_state_answers(alice) == [CLUSTER_DENIED, CLUSTER_DENIED]
+    grant(admin, ResourceType.CLUSTER, CLUSTER_NAME, AclOperation.CLUSTER_ACTION)
+    try:
+        deadline = time.monotonic() + 30
+        # The state topic is made by the first FindCoordinator: it may still be loading.
+        while (answers := share_state_answers(alice)) != [NONE, NONE]:
+            assert time.monotonic() < deadline, answers
+            time.sleep(0.1)
     finally:
         revoke(admin, ResourceType.CLUSTER, CLUSTER_NAME, AclOperation.CLUSTER_ACTION)
 

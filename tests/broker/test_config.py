@@ -154,3 +154,19 @@ def test_share_group_settings_follow_kafkas_rules() -> None:
         config.apply_properties(settings)
         with pytest.raises(ConfigError, match=named):
             config.validate()
+
+
+def test_the_share_coordinator_takes_kafkas_settings_and_bounds() -> None:
+    assert BrokerConfig().share_coordinator_config().num_partitions == 50
+    config = configured(
+        {
+            "share.coordinator.state.topic.num.partitions": "6",
+            "share.coordinator.snapshot.update.records.per.snapshot": "20",
+        }
+    )
+    share = config.share_coordinator_config()
+    assert (share.num_partitions, share.snapshot_update_records_per_snapshot) == (6, 20)
+    # Kafka bounds the updates between two snapshots to 0..500.
+    too_many = configured({"share.coordinator.snapshot.update.records.per.snapshot": "501"})
+    with pytest.raises(ConfigError, match="share.coordinator.snapshot.update.records"):
+        too_many.validate()

@@ -30,6 +30,7 @@ BROKER_SETTINGS = {
     "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
     "offsets.topic.num.partitions": "6",
     "transaction.state.log.num.partitions": "6",
+    "share.coordinator.state.topic.num.partitions": "6",
 }
 
 

@@ -26,6 +26,7 @@ from herdless.broker.coordinators.group_config_store import (
 )
 from herdless.broker.coordinators.group_coordinator import REBALANCES_TOPIC, GroupCoordinator
 from herdless.broker.coordinators.history_forwarder import HistoryForwarder
+from herdless.broker.coordinators.share_coordinator import ShareCoordinator
 from herdless.broker.coordinators.transaction_coordinator import TransactionCoordinator
 from herdless.broker.coordinators.txn_markers import MarkerWriter
 from herdless.broker.file_limit import DescriptorWatch, segment_file_budget
@@ -48,8 +49,8 @@ from herdless.broker.network.tls_handshakes import quiet_server_name_errors
 from herdless.broker.producer_ids import LocalBlocks, PrefetchedProducerIds, ProducerIds
 from herdless.broker.replication.durability import Durability
 from herdless.broker.replication.replica_manager import ReplicaManager
+from herdless.broker.share.coordinator_persister import CoordinatorPersister
 from herdless.broker.share.leader import ShareLeader
-from herdless.broker.share.memory_persister import InMemoryPersister
 from herdless.broker.stalls import StallDetector
 from herdless.broker.topics.partition_limits import PartitionLimits
 from herdless.broker.topics.topic_admin import LocalTopics, TopicAdmin, ZooKeeperTopics
@@ -169,16 +170,12 @@ class Broker:
         # The transaction coordinator's producer ids, from blocks reserved at start().
         self.transaction_ids: PrefetchedProducerIds | None = None
         self.transactions: TransactionCoordinator | None = None
+        self.share_coordinator: ShareCoordinator | None = None
+        # How share partitions led here keep their state: through the share coordinator.
+        self.share_persister: CoordinatorPersister | None = None
+        # The share partitions this broker leads and their members' share sessions.
+        self.share_partitions: ShareLeader | None = None
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
-        # Share partitions keep their state in this broker's memory until the share
-        # coordinator keeps it in __share_group_state: swap the Persister here.
-        self.shares = ShareLeader.build(
-            InMemoryPersister(),
-            self.replicas.appends.notify,
-            config.share_group_limits(),
-            config.group_share_max_share_sessions,
-            self.group_configs.configs,
-        )
         self.acls: AclStore | None = None
         authorizer = config.authorizer()
         if authorizer is not None and self.node is not None:
@@ -256,9 +253,19 @@ class Broker:
             self.log_dir_failures.start()
         self.transactions = self._transaction_coordinator(producer_ids)
         self.metrics.attach_transactions(self.transactions)
+        self.share_coordinator = self._share_coordinator()
+        self.share_persister = self._share_persister(self.share_coordinator)
+        self.share_partitions = ShareLeader.build(
+            self.share_persister,
+            self.replicas.appends.notify,
+            self.config.share_group_limits(),
+            self.config.group_share_max_share_sessions,
+            self.group_configs.configs,
+        )
         if self.node is None:
             self.groups.start()
             self.transactions.resume()
+            self.share_coordinator.resume()
         else:
             # Shards follow leadership of the internal topics' partitions.
             self.node.leadership_listeners.append(self.coordinators.on_leadership)
@@ -277,7 +284,9 @@ class Broker:
             group_configs=self.group_configs,
             credentials=self.credentials,
             transactions=self.transactions,
-            shares=self.shares,
+            share_coordinator=self.share_coordinator,
+            share_persister=self.share_persister,
+            share_partitions=self.share_partitions,
         )
         self.metrics.attach_authorizer(context.authorizer_audit.counts)
         # A deep accept queue: thousands of clients reconnecting at once (after a
@@ -355,7 +364,8 @@ class Broker:
             task.cancel()
         self.stalls.stop()
         self.replicas.appends.notify_all()
-        self.shares.partitions.close()
+        if self.share_partitions is not None:
+            self.share_partitions.partitions.close()
         for task, connection in list(self._connections.items()):
             if connection.idle:
                 task.cancel()
@@ -384,6 +394,8 @@ class Broker:
             self.transactions.markers.close()
         if self.transaction_ids is not None:
             await self.transaction_ids.close()
+        if self.share_persister is not None:
+            self.share_persister.close()
         self.groups.close()
         self.coordinators.close()
         self.logs.close()
@@ -419,6 +431,30 @@ class Broker:
             config.transaction_state_log_segment_bytes,
             events=self.metrics.transactions,
             standalone=self.node is None,
+        )
+
+    def _share_coordinator(self) -> ShareCoordinator:
+        config = self.config
+        # One broker alone has one replica of each partition of the share state topic.
+        replicas = config.share_coordinator_state_topic_replication_factor if self.node else 1
+        return ShareCoordinator(
+            self.coordinators,
+            config.share_coordinator_config(),
+            min(config.share_coordinator_state_topic_min_isr, replicas),
+            config.share_coordinator_state_topic_segment_bytes,
+            standalone=self.node is None,
+        )
+
+    def _share_persister(self, shares: ShareCoordinator) -> CoordinatorPersister:
+        config, metadata = self.config, self.metadata
+        return CoordinatorPersister(
+            shares,
+            config.node_id,
+            metadata.leader if isinstance(metadata, ClusterMetadata) else lambda t, p: None,
+            lambda topic: metadata.topic(topic) is not None,
+            self.topics,
+            config.share_coordinator_state_topic_replication_factor,
+            inter_broker_security(config) if self.node is not None else None,
         )
 
     async def _accept(

@@ -17,6 +17,7 @@ from herdless.coordinator.share_partitions.config import (
     DEFAULT_MAX_RECORD_LOCKS,
     DEFAULT_RECORD_LOCK_DURATION_MS,
 )
+from herdless.coordinator.share_state import ShareCoordinatorConfig
 from herdless.coordinator.transactions import TransactionConfig
 from herdless.protocol.config_values import InvalidConfigValue, parse_boolean
 from herdless.security.authorizer import AuthorizerSettings, authorizer_settings
@@ -116,6 +117,24 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     "transaction.state.log.segment.bytes": ("transaction_state_log_segment_bytes", int),
     "transaction.max.timeout.ms": ("transaction_max_timeout_ms", int),
     "transactional.id.expiration.ms": ("transactional_id_expiration_ms", int),
+    # The share coordinator and its log (KIP-932), by Kafka's names and defaults.
+    "share.coordinator.state.topic.num.partitions": (
+        "share_coordinator_state_topic_num_partitions",
+        int,
+    ),
+    "share.coordinator.state.topic.replication.factor": (
+        "share_coordinator_state_topic_replication_factor",
+        int,
+    ),
+    "share.coordinator.state.topic.min.isr": ("share_coordinator_state_topic_min_isr", int),
+    "share.coordinator.state.topic.segment.bytes": (
+        "share_coordinator_state_topic_segment_bytes",
+        int,
+    ),
+    "share.coordinator.snapshot.update.records.per.snapshot": (
+        "share_coordinator_snapshot_update_records_per_snapshot",
+        int,
+    ),
     # KIP-890: a partition leader asks the coordinator whether a transactional batch's
     # partition is in its producer's transaction before appending it.
     "transaction.partition.verification.enable": (
@@ -180,6 +199,11 @@ _RANGES: dict[str, tuple[int | None, int | None]] = {
     "transaction.state.log.segment.bytes": (1, None),
     "transaction.max.timeout.ms": (1, None),
     "transactional.id.expiration.ms": (1, None),
+    "share.coordinator.state.topic.num.partitions": (1, None),
+    "share.coordinator.state.topic.replication.factor": (1, None),
+    "share.coordinator.state.topic.min.isr": (1, None),
+    "share.coordinator.state.topic.segment.bytes": (1, None),
+    "share.coordinator.snapshot.update.records.per.snapshot": (0, 500),
     "metrics.port": _PORTS,
     # Kafka's bounds.
     "group.share.record.lock.duration.ms": (1_000, 3_600_000),
@@ -315,6 +339,11 @@ class BrokerConfig:
     transaction_max_timeout_ms: int = 900_000
     transactional_id_expiration_ms: int = 604_800_000
     transaction_partition_verification_enable: bool = True
+    share_coordinator_state_topic_num_partitions: int = 50
+    share_coordinator_state_topic_replication_factor: int = 3
+    share_coordinator_state_topic_min_isr: int = 2
+    share_coordinator_state_topic_segment_bytes: int = 104_857_600
+    share_coordinator_snapshot_update_records_per_snapshot: int = 500
     # Cluster mode, with Kafka's defaults; unset zookeeper_connect: one broker alone.
     zookeeper_connect: str | None = None
     zookeeper_session_timeout_ms: int = 18_000
@@ -454,6 +483,14 @@ class BrokerConfig:
             max_timeout_ms=self.transaction_max_timeout_ms,
             transactional_id_expiration_ms=self.transactional_id_expiration_ms,
             offsets_topic_num_partitions=self.offsets_topic_num_partitions,
+        )
+
+    def share_coordinator_config(self) -> ShareCoordinatorConfig:
+        return ShareCoordinatorConfig(
+            num_partitions=self.share_coordinator_state_topic_num_partitions,
+            snapshot_update_records_per_snapshot=(
+                self.share_coordinator_snapshot_update_records_per_snapshot
+            ),
         )
 
     def consumer_migration_policy(self) -> ConsumerGroupMigrationPolicy:

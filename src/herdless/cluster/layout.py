@@ -12,8 +12,6 @@ the field survives) and raises MalformedZNode, naming the path, for anything els
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -23,6 +21,8 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import quote, unquote, unquote_plus
 
 from herdless.cluster.errors import MalformedZNode
+from herdless.protocol import kafka_uuid
+from herdless.protocol.kafka_uuid import kafka_uuid_str
 from herdless.security.listeners import Endpoint, SecurityProtocol
 
 T = TypeVar("T")
@@ -499,19 +499,11 @@ def _decode_config(path: str, data: bytes | None) -> dict[str, str]:
     return dict(config)
 
 
-def kafka_uuid_str(value: uuid.UUID) -> str:
-    """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, without padding."""
-    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
-
-
 def parse_kafka_uuid(path: str, text: str) -> uuid.UUID:
     try:
-        raw = base64.urlsafe_b64decode(text + "==")
-    except (binascii.Error, ValueError):
-        raw = b""
-    if len(text) != 22 or len(raw) != 16:
-        raise MalformedZNode(path, f"not a Kafka uuid: {text!r}")
-    return uuid.UUID(bytes=raw)
+        return kafka_uuid.parse_kafka_uuid(text)
+    except ValueError as exc:
+        raise MalformedZNode(path, str(exc)) from None
 
 
 # -- JSON helpers -----------------------------------------------------------------------

@@ -26,6 +26,7 @@ CLUSTER_DEFAULTS = {
     # Fewer offsets partitions to create and elect leaders for at startup.
     "offsets.topic.num.partitions": "6",
     "transaction.state.log.num.partitions": "6",
+    "share.coordinator.state.topic.num.partitions": "6",
 }
 REGISTRATION_TIMEOUT_S = 60.0
 
@@ -74,6 +75,7 @@ class HerdlessCluster(Brokers):
             "default.replication.factor": replicas,
             "offsets.topic.replication.factor": replicas,
             "transaction.state.log.replication.factor": replicas,
+            "share.coordinator.state.topic.replication.factor": replicas,
             **secured_settings,
             **kafka_settings(settings, names),
         }

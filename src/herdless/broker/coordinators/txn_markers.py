@@ -23,7 +23,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from herdless.broker import clock
-from herdless.broker.peers.connection import PeerConnection, PeerError, PeerSecurity
+from herdless.broker.peers.connection import PeerError, PeerSecurity
+from herdless.broker.peers.pool import PeerPool
 from herdless.broker.replication.replica_manager import ACKS_ALL, PartitionError, ReplicaManager
 from herdless.cluster.metadata import BrokerEndpoint
 from herdless.coordinator.internal_topics import OFFSETS_TOPIC
@@ -110,8 +111,9 @@ class MarkerWriter:
         self.leader_of = leader_of
         self._topic_exists = topic_exists
         self._security = security
-        self._client_id = f"{MARKER_CLIENT_ID_PREFIX}{node_id}"
-        self._connections: dict[int, tuple[PeerConnection, asyncio.Lock]] = {}
+        self._peers = PeerPool(
+            f"{MARKER_CLIENT_ID_PREFIX}{node_id}", MARKER_TIMEOUT_MS / 1000, security
+        )
 
     async def write(
         self, markers: TxnMarkers, coordinator_epoch: int, coordinating: Callable[[], bool]
@@ -212,25 +214,24 @@ class MarkerWriter:
         partitions: list[TopicPartition],
     ) -> dict[TopicPartition, ErrorCode]:
         by_topic = _by_topic(partitions)
-        connection, lock = self._connection(leader)
         try:
-            async with lock:
-                response = await connection.request(
-                    ApiKey.WRITE_TXN_MARKERS,
-                    WRITE_TXN_MARKERS_VERSION,
-                    markers=[
-                        {
-                            "producer_id": markers.producer_id,
-                            "producer_epoch": markers.producer_epoch,
-                            "transaction_result": markers.committed,
-                            "topics": [
-                                {"name": topic, "partition_indexes": indexes}
-                                for topic, indexes in by_topic.items()
-                            ],
-                            "coordinator_epoch": coordinator_epoch,
-                        }
-                    ],
-                )
+            response = await self._peers.request(
+                leader,
+                ApiKey.WRITE_TXN_MARKERS,
+                WRITE_TXN_MARKERS_VERSION,
+                markers=[
+                    {
+                        "producer_id": markers.producer_id,
+                        "producer_epoch": markers.producer_epoch,
+                        "transaction_result": markers.committed,
+                        "topics": [
+                            {"name": topic, "partition_indexes": indexes}
+                            for topic, indexes in by_topic.items()
+                        ],
+                        "coordinator_epoch": coordinator_epoch,
+                    }
+                ],
+            )
         except PeerError as exc:
             log.debug("WriteTxnMarkers to broker %d failed: %s", leader.node_id, exc)
             return dict.fromkeys(partitions, ErrorCode.REQUEST_TIMED_OUT)
@@ -254,25 +255,24 @@ class MarkerWriter:
         """Ask the coordinator on another broker whether `partitions` are in the
         producer's transaction (AddPartitionsToTxn's verify-only form, KIP-890)."""
         by_topic = _by_topic(partitions)
-        connection, lock = self._connection(coordinator)
         try:
-            async with lock:
-                response = await connection.request(
-                    ApiKey.ADD_PARTITIONS_TO_TXN,
-                    ADD_PARTITIONS_VERSION,
-                    transactions=[
-                        {
-                            "transactional_id": transactional_id,
-                            "producer_id": producer_id,
-                            "producer_epoch": producer_epoch,
-                            "verify_only": True,
-                            "topics": [
-                                {"name": topic, "partitions": indexes}
-                                for topic, indexes in by_topic.items()
-                            ],
-                        }
-                    ],
-                )
+            response = await self._peers.request(
+                coordinator,
+                ApiKey.ADD_PARTITIONS_TO_TXN,
+                ADD_PARTITIONS_VERSION,
+                transactions=[
+                    {
+                        "transactional_id": transactional_id,
+                        "producer_id": producer_id,
+                        "producer_epoch": producer_epoch,
+                        "verify_only": True,
+                        "topics": [
+                            {"name": topic, "partitions": indexes}
+                            for topic, indexes in by_topic.items()
+                        ],
+                    }
+                ],
+            )
         except PeerError as exc:
             log.debug("verifying with broker %d failed: %s", coordinator.node_id, exc)
             return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -285,29 +285,8 @@ class MarkerWriter:
                         errors[tp] = _error(partition.partition_error_code)
         return errors
 
-    def _connection(self, leader: BrokerEndpoint) -> tuple[PeerConnection, asyncio.Lock]:
-        known = self._connections.get(leader.node_id)
-        if known is not None and (known[0].host, known[0].port) == (leader.host, leader.port):
-            return known
-        if known is not None:
-            known[0].close()
-        made = (
-            PeerConnection(
-                leader.host,
-                leader.port,
-                self._client_id,
-                MARKER_TIMEOUT_MS / 1000,
-                self._security,
-            ),
-            asyncio.Lock(),
-        )
-        self._connections[leader.node_id] = made
-        return made
-
     def close(self) -> None:
-        for connection, _ in self._connections.values():
-            connection.close()
-        self._connections.clear()
+        self._peers.close()
 
 
 def _error(code: int) -> ErrorCode:

@@ -27,6 +27,7 @@ from herdless.broker.handlers import (
     sasl,
     share_acknowledge,
     share_fetch,
+    share_state,
     transactions,
     users,
 )
@@ -123,6 +124,21 @@ _TABLE = [
     # KIP-932 at v1, the first stable version (Kafka 4.1), which librdkafka sends.
     Api(ApiKey.SHARE_FETCH, 1, 1, share_fetch.handle_share_fetch),
     Api(ApiKey.SHARE_ACKNOWLEDGE, 1, 1, share_acknowledge.handle_share_acknowledge),
+    Api(
+        ApiKey.INITIALIZE_SHARE_GROUP_STATE,
+        0,
+        0,
+        share_state.handle_initialize_share_group_state,
+    ),
+    Api(ApiKey.READ_SHARE_GROUP_STATE, 0, 0, share_state.handle_read_share_group_state),
+    Api(ApiKey.WRITE_SHARE_GROUP_STATE, 0, 0, share_state.handle_write_share_group_state),
+    Api(ApiKey.DELETE_SHARE_GROUP_STATE, 0, 0, share_state.handle_delete_share_group_state),
+    Api(
+        ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
+        0,
+        0,
+        share_state.handle_read_share_group_state_summary,
+    ),
 ]
 
 APIS: dict[int, Api] = {api.key: api for api in _TABLE}

@@ -16,11 +16,13 @@ from herdless.broker.auth.credential_store import CredentialStore
 from herdless.broker.config import BrokerConfig
 from herdless.broker.coordinators.group_config_store import GroupConfigStore
 from herdless.broker.coordinators.group_coordinator import GroupCoordinator
+from herdless.broker.coordinators.share_coordinator import ShareCoordinator
 from herdless.broker.coordinators.transaction_coordinator import TransactionCoordinator
 from herdless.broker.handlers.fetch_sessions import FetchSessionCache
 from herdless.broker.producer_ids import ProducerIds
 from herdless.broker.replication.replica_manager import ReplicaManager
 from herdless.broker.share.leader import ShareLeader
+from herdless.broker.share.persister import Persister
 from herdless.broker.topics.topic_admin import TopicAdmin
 from herdless.cluster.metadata import MetadataView
 from herdless.storage import LogManager
@@ -54,8 +56,12 @@ class BrokerContext:
     credentials: CredentialStore | None = None
     # The transaction coordinator's shards on this broker.
     transactions: TransactionCoordinator | None = None
+    # The share coordinator's shards on this broker (KIP-932).
+    share_coordinator: ShareCoordinator | None = None
+    # Where share partitions led here keep their state (the Persister port).
+    share_persister: Persister | None = None
     # The share partitions this broker leads and their consumers' share sessions.
-    shares: ShareLeader | None = None
+    share_partitions: ShareLeader | None = None
 
     @property
     def node_id(self) -> int:

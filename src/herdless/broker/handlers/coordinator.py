@@ -1,5 +1,7 @@
 """FindCoordinator: a group's coordinator leads its partition of `__consumer_offsets`, a
-transactional id's its partition of `__transaction_state`.
+transactional id's its partition of `__transaction_state`, a share partition's
+("groupId:topicId:partition", asked only by brokers) its partition of
+`__share_group_state`.
 
 librdkafka also reads FindCoordinator v0 in ApiVersions as the sign of a broker
 new enough for LZ4, so it is served even before the group APIs are.
@@ -15,11 +17,13 @@ from herdless.broker.coordinators.group_coordinator import (
     OFFSETS_TOPIC,
     REBALANCES_TOPIC,
 )
+from herdless.broker.coordinators.share_coordinator import SHARE_GROUP_STATE_TOPIC
 from herdless.broker.coordinators.transaction_coordinator import TRANSACTION_STATE_TOPIC
-from herdless.broker.handlers.authorization import REFUSALS, authorize
+from herdless.broker.handlers.authorization import REFUSALS, authorize, authorize_cluster
 from herdless.broker.topics.topic_admin import TopicAdminError
 from herdless.cluster.metadata import BrokerEndpoint
 from herdless.coordinator import partition_for
+from herdless.coordinator.share_state import parse_coordinator_key
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
@@ -34,6 +38,9 @@ if TYPE_CHECKING:
 GROUP_TOPICS = (OFFSETS_TOPIC, REBALANCES_TOPIC)
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
+KEY_TYPE_SHARE = 2
+# The first version with the SHARE key type (KIP-932).
+SHARE_KEY_VERSION = 6
 # What the caller must be allowed to DESCRIBE to learn a key's coordinator.
 _KEY_RESOURCE_TYPES = {
     KEY_TYPE_GROUP: ResourceType.GROUP,
@@ -70,6 +77,18 @@ async def handle_find_coordinator(context: BrokerContext, request: Request) -> A
             )
         except TopicAdminError as exc:
             log.warning("cannot create %s yet: %s", TRANSACTION_STATE_TOPIC, exc.message)
+    if (
+        body.key_type == KEY_TYPE_SHARE
+        and context.share_coordinator is not None
+        and len(refused) < len(set(keys))
+        and context.metadata.topic(SHARE_GROUP_STATE_TOPIC) is None
+    ):
+        try:
+            await context.share_coordinator.create_topic(
+                context.topics, context.config.share_coordinator_state_topic_replication_factor
+            )
+        except TopicAdminError as exc:
+            log.warning("cannot create %s yet: %s", SHARE_GROUP_STATE_TOPIC, exc.message)
     if request.api_version < 4:
         error, message, coordinator = _find(context, request, body.key_type, body.key, refused)
         return Response(
@@ -99,7 +118,12 @@ async def handle_find_coordinator(context: BrokerContext, request: Request) -> A
 def _refused_keys(
     context: BrokerContext, request: Request, key_type: int, keys: list[str]
 ) -> set[str]:
-    """The keys whose coordinator the caller may not learn: those it may not DESCRIBE."""
+    """The keys whose coordinator the caller may not learn: those it may not DESCRIBE,
+    and every share partition's for a caller that is not a broker (CLUSTER_ACTION)."""
+    if key_type == KEY_TYPE_SHARE:
+        if authorize_cluster(context, request, AclOperation.CLUSTER_ACTION):
+            return set()
+        return set(keys)
     resource_type = _KEY_RESOURCE_TYPES.get(key_type)
     if context.acls is None or resource_type is None:
         return set()
@@ -115,12 +139,27 @@ def _find(
 ) -> tuple[ErrorCode, str | None, BrokerEndpoint | None]:
     """The coordinator of `key`, at its address on the listener the request came in on."""
     if key in refused:
-        code, message = REFUSALS[_KEY_RESOURCE_TYPES[key_type]]
+        code, message = REFUSALS[_KEY_RESOURCE_TYPES.get(key_type, ResourceType.CLUSTER)]
         return code, message, None
     if key_type == KEY_TYPE_GROUP:
         topic_name, partition = OFFSETS_TOPIC, partition_for(key, context.groups.num_partitions)
     elif key_type == KEY_TYPE_TRANSACTION and context.transactions is not None:
         topic_name, partition = TRANSACTION_STATE_TOPIC, context.transactions.partition(key)
+    elif key_type == KEY_TYPE_SHARE and context.share_coordinator is not None:
+        if request.api_version < SHARE_KEY_VERSION:
+            return (
+                ErrorCode.INVALID_REQUEST,
+                f"the share key type needs FindCoordinator v{SHARE_KEY_VERSION}",
+                None,
+            )
+        try:
+            share_key = parse_coordinator_key(key)
+        except ValueError as exc:
+            return ErrorCode.INVALID_REQUEST, str(exc), None
+        topic_name, partition = (
+            SHARE_GROUP_STATE_TOPIC,
+            context.share_coordinator.partition(share_key),
+        )
     else:
         return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", None
     offsets = context.metadata.topic(topic_name)

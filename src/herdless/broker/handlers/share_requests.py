@@ -78,7 +78,7 @@ class Resolved:
 
 
 def shares_of(context: BrokerContext) -> ShareLeader:
-    shares = context.shares
+    shares = context.share_partitions
     if shares is None:
         raise RequestRefused(ErrorCode.UNSUPPORTED_VERSION, "share groups are not served here")
     return shares
