@@ -20,6 +20,8 @@ CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
 CONSUMER_HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
 CONSUMER_ASSIGNMENT_INTERVAL_MS = "consumer.assignment.interval.ms"
 CONSUMER_ASSIGNOR_OFFLOAD_ENABLE = "consumer.assignor.offload.enable"
+SHARE_SESSION_TIMEOUT_MS = "share.session.timeout.ms"
+SHARE_HEARTBEAT_INTERVAL_MS = "share.heartbeat.interval.ms"
 GROUP_CONFIG_NAMES = (
     CONSUMER_ASSIGNMENT_INTERVAL_MS,
     CONSUMER_ASSIGNOR_OFFLOAD_ENABLE,
