@@ -56,8 +56,7 @@ def test_random_groups_follow_kafkas_rules(seed: int) -> None:
                 movable = [
                     tp
                     for tp in target
-                    if tp.topic_id in members[other].subscribed_topic_ids
-                    and tp not in other_target
+                    if tp.topic_id in members[other].subscribed_topic_ids and tp not in other_target
                 ]
                 assert not movable, (member_id, other)
     settled = {m: MemberSpec(None, s.subscribed_topic_ids, targets[m]) for m, s in members.items()}
