@@ -40,6 +40,8 @@ from herdless.protocol.share_group_messages import (
     ShareGroupHeartbeatResponse,
 )
 from tests.support.broker import BrokerProcess, module_broker
+from tests.support.cluster import running_cluster
+from tests.support.group_wire import ask, find_coordinator_request
 from tests.support.wire import Wire
 from tests.test_group_configs import DEFAULT_CONFIG, GROUP_CONFIG, alter, described
 
@@ -261,3 +263,53 @@ def test_share_group_apis_are_advertised_unless_disabled() -> None:
     share_apis = {ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE}
     assert share_apis <= keys(BrokerConfig())
     assert not share_apis & keys(BrokerConfig(group_share_enable=False))
+
+
+def test_a_share_group_follows_its_coordinator_in_a_cluster(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Its records are replicated with `__consumer_offsets`: when the coordinator's broker
+    is killed, the broker that takes the partition over serves the group as it was."""
+    with running_cluster(tmp_path_factory.mktemp("share-cluster"), 3) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, 2, 3)])[TOPIC].result(30)
+
+        def coordinator(exclude: int | None = None) -> BrokerProcess:
+            via = next(i for i in cluster.brokers if i != exclude)
+
+            def found() -> int | None:
+                answer = ask(cluster.brokers[via], find_coordinator_request("roaming"))
+                ok = answer.error_code == ErrorCode.NONE and answer.node_id != exclude
+                return answer.node_id if ok else None
+
+            node_id = wait_until(found)
+            return cluster.brokers[node_id]
+
+        first = coordinator()
+        joined = wait_until(lambda: _joined(first))
+        node_id = next(i for i, b in cluster.brokers.items() if b is first)
+        cluster.kill(node_id)
+        second = coordinator(exclude=node_id)
+
+        def described_there() -> Any:
+            (g,) = describe(second, "roaming")
+            return g if g.error_code == ErrorCode.NONE else None
+
+        g = wait_until(described_there)
+        assert [m.member_id for m in g.members] == ["roamer"]
+        assert g.group_epoch == joined.member_epoch
+        again = heartbeat(second, "roaming", "roamer", joined.member_epoch)
+        assert (again.error_code, again.member_epoch) == (ErrorCode.NONE, joined.member_epoch)
+
+
+def _joined(broker: BrokerProcess) -> Any:
+    answer = heartbeat(broker, "roaming", "roamer", 0)
+    return answer if answer.error_code == ErrorCode.NONE else None
+
+
+def wait_until(condition: Callable[[], Any], timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
+    return value
