@@ -657,6 +657,47 @@ def test_consumer_group_heartbeat_needs_read_and_describe_of_its_topics(
     }
 
 
+def share_heartbeat(client: Client, group: str, member_id: str, topics: list[str]) -> Any:
+    return client(
+        ApiKey.SHARE_GROUP_HEARTBEAT,
+        1,
+        group_id=group,
+        member_id=member_id,
+        member_epoch=0,
+        rack_id=None,
+        subscribed_topic_names=topics,
+    )
+
+
+def test_share_group_heartbeat_needs_read_and_describe_of_its_topics(
+    admin: Client, alice: Client
+) -> None:
+    create_topic(admin, "sg-jobs")
+    create_topic(admin, "sg-secret")
+    assert share_heartbeat(alice, "sg-group", "a", ["sg-jobs"]).error_code == GROUP_DENIED
+    grant(admin, ResourceType.GROUP, "sg-group", AclOperation.READ)
+    assert share_heartbeat(alice, "sg-group", "a", ["sg-jobs"]).error_code == TOPIC_DENIED
+    grant(admin, ResourceType.TOPIC, "sg-jobs", AclOperation.DESCRIBE)
+    joined = share_heartbeat(alice, "sg-group", "a", ["sg-jobs"])
+    assert joined.error_code == NONE and joined.member_epoch > 0
+
+    def described(client: Client) -> dict[str, int]:
+        answer = client(
+            ApiKey.SHARE_GROUP_DESCRIBE,
+            1,
+            group_ids=["sg-group", "sg-other"],
+            include_authorized_operations=False,
+        )
+        return {g.group_id: g.error_code for g in answer.groups}
+
+    # READ on the group implies DESCRIBE, as in Kafka.
+    assert described(alice) == {"sg-group": NONE, "sg-other": GROUP_DENIED}
+    # A member the admin adds on a topic alice may not describe hides the group from her.
+    assert share_heartbeat(admin, "sg-group", "b", ["sg-secret"]).error_code == NONE
+    assert described(alice)["sg-group"] == TOPIC_DENIED
+    assert described(admin)["sg-group"] == NONE
+
+
 def commit(client: Client, group: str, topics: list[str]) -> dict[str, int]:
     answer = client(
         ApiKey.OFFSET_COMMIT,

@@ -121,6 +121,47 @@ def test_consumer_group_settings_follow_kafkas_rules() -> None:
             configured(properties).validate()
 
 
+def test_share_group_settings_follow_kafkas_rules() -> None:
+    coordinator = configured({}).coordinator_config()
+    assert (
+        coordinator.share_session_timeout_ms,
+        coordinator.share_heartbeat_interval_ms,
+        coordinator.share_max_group_size,
+        coordinator.share_assignors,
+    ) == (45_000, 5_000, 200, ("simple",))
+    assert configured({}).group_share_enable is True  # Kafka 4.2 serves share groups
+    low = configured(
+        {
+            "group.share.session.timeout.ms": "3000",
+            "group.share.min.session.timeout.ms": "1000",
+            "group.share.heartbeat.interval.ms": "500",
+            "group.share.min.heartbeat.interval.ms": "100",
+            "group.share.assignors": "org.apache.kafka.coordinator.group.assignor.SimpleAssignor",
+            "group.share.enable": "false",
+        }
+    )
+    low.validate()
+    assert low.coordinator_config().share_session_timeout_ms == 3_000
+    assert low.group_config_limits().defaults()["share.heartbeat.interval.ms"] == "500"
+    assert low.group_share_enable is False
+    for properties, message in (
+        ({"group.share.session.timeout.ms": "3000"}, "group.share.session.timeout.ms .* between"),
+        ({"group.share.heartbeat.interval.ms": "20000"}, "must be between"),
+        (
+            {
+                "group.share.heartbeat.interval.ms": "45000",
+                "group.share.max.heartbeat.interval.ms": "50000",
+            },
+            "must be less than group.share.session.timeout.ms",
+        ),
+        ({"group.share.max.size": "1001"}, "group.share.max.size"),
+        ({"group.share.assignors": "uniform"}, "no assignor 'uniform'"),
+        ({"group.share.enable": "maybe"}, "group.share.enable"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            configured(properties).validate()
+
+
 def test_fetch_session_slots_may_be_0_but_not_negative() -> None:
     config = BrokerConfig()
     assert config.max_incremental_fetch_session_cache_slots == 1000  # Kafka's default
@@ -132,7 +173,7 @@ def test_fetch_session_slots_may_be_0_but_not_negative() -> None:
         config.validate()
 
 
-def test_share_group_settings_follow_kafkas_rules() -> None:
+def test_share_partition_settings_follow_kafkas_rules() -> None:
     config = BrokerConfig()
     config.apply_properties(
         {
@@ -144,6 +185,10 @@ def test_share_group_settings_follow_kafkas_rules() -> None:
     config.validate()
     limits = config.share_group_limits()
     assert (limits.record_lock_duration_ms, limits.delivery_count_limit) == (2_000, 3)
+    # The same settings default and bound the groups' own share.* configs.
+    defaults = config.group_config_limits().defaults()
+    assert defaults["share.record.lock.duration.ms"] == "2000"
+    assert defaults["share.delivery.count.limit"] == "3"
     for settings, named in (
         ({"group.share.delivery.count.limit": "11"}, "group.share.delivery.count.limit"),
         ({"group.share.partition.max.record.locks": "99"}, "max.record.locks"),

@@ -42,7 +42,10 @@ async def _exchange() -> list[int]:
     """Two ApiVersions requests, one after the other, to a Connection; the correlation
     ids answered, until the connection closes."""
     config = SimpleNamespace(
-        max_request_bytes=1 << 20, connections_max_idle_ms=60_000, request_read_timeout_ms=30_000
+        max_request_bytes=1 << 20,
+        connections_max_idle_ms=60_000,
+        request_read_timeout_ms=30_000,
+        group_share_enable=True,
     )
     context = SimpleNamespace(config=config, stopping=False)
 

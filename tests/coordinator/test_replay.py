@@ -89,7 +89,7 @@ def test_replay_handles_tombstones_old_versions_and_foreign_records() -> None:
     shard.replay(gone.key, gone.value)
     assert "old" not in shard.groups
     shard.replay(gone.key, gone.value)  # tombstone of an unknown group: nothing to do
-    shard.replay(b"\x00\x0a\x00\x01g\x00\x01m", b"\x00\x00")  # a share group record: skipped
+    shard.replay(b"\x00\x11\x00\x01g", b"\x00\x00")  # a streams group record: skipped
 
 
 def test_group_created_at_time_zero_reloads_with_its_timestamp() -> None:

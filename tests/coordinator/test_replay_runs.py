@@ -50,7 +50,7 @@ def runs(draw: st.DrawFn) -> tuple[list[bytes], list[bytes | None]]:
                         key,
                         offset_key(draw(st.sampled_from(GROUPS)), topic, 0, version, b""),
                         offset_key(group, topic, 0, version, b"\x00\x00\x00\x07"),
-                        b"\x00\x0a\x00\x01g\x00\x01m\x00\x00\x00\x01",
+                        b"\x00\x11\x00\x01g\x00\x01m\x00\x00\x00\x01",
                     ]
                 )
             )

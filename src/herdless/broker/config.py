@@ -12,6 +12,7 @@ from herdless.coordinator import CoordinatorConfig
 from herdless.coordinator.assignors import ASSIGNORS
 from herdless.coordinator.config import ConsumerGroupMigrationPolicy
 from herdless.coordinator.group_config import GroupConfigLimits
+from herdless.coordinator.share_assignor import SHARE_ASSIGNORS, SIMPLE_ASSIGNOR
 from herdless.coordinator.share_partitions.config import (
     DEFAULT_DELIVERY_COUNT_LIMIT,
     DEFAULT_MAX_RECORD_LOCKS,
@@ -101,6 +102,18 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     # Online conversion of a group between the classic and the consumer protocol:
     # bidirectional, upgrade, downgrade or disabled.
     "group.consumer.migration.policy": ("group_consumer_migration_policy", str),
+    # Share groups (KIP-932): whether they are served (Kafka 4.2 gates them on its
+    # share.version feature, on by default), and their sessions, heartbeats and size.
+    "group.share.enable": ("group_share_enable", bool),
+    "group.share.session.timeout.ms": ("group_share_session_timeout_ms", int),
+    "group.share.min.session.timeout.ms": ("group_share_min_session_timeout_ms", int),
+    "group.share.max.session.timeout.ms": ("group_share_max_session_timeout_ms", int),
+    "group.share.heartbeat.interval.ms": ("group_share_heartbeat_interval_ms", int),
+    "group.share.min.heartbeat.interval.ms": ("group_share_min_heartbeat_interval_ms", int),
+    "group.share.max.heartbeat.interval.ms": ("group_share_max_heartbeat_interval_ms", int),
+    "group.share.max.size": ("group_share_max_size", int),
+    # Share assignors by name (simple), or by Kafka's class name; the first is used.
+    "group.share.assignors": ("group_share_assignors", str),
     # herdless's own: in a cluster, followers of a __consumer_offsets partition keep its
     # groups replayed (a warm standby), so a new leader serves without loading.
     "group.coordinator.standby.enable": ("group_coordinator_standby_enable", bool),
@@ -190,6 +203,13 @@ _RANGES: dict[str, tuple[int | None, int | None]] = {
     "group.consumer.assignment.interval.ms": (0, None),
     "group.consumer.min.assignment.interval.ms": (0, None),
     "group.consumer.max.assignment.interval.ms": (0, None),
+    "group.share.session.timeout.ms": (1, None),
+    "group.share.min.session.timeout.ms": (1, None),
+    "group.share.max.session.timeout.ms": (1, None),
+    "group.share.heartbeat.interval.ms": (1, None),
+    "group.share.min.heartbeat.interval.ms": (1, None),
+    "group.share.max.heartbeat.interval.ms": (1, None),
+    "group.share.max.size": (1, 1000),
     "offsets.retention.minutes": (1, None),
     "offsets.retention.check.interval.ms": (1, None),
     "offset.metadata.max.bytes": (0, None),
@@ -271,6 +291,9 @@ _ASSIGNOR_CLASSES = {
     "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
     "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
 }
+_SHARE_ASSIGNOR_CLASSES = {
+    "org.apache.kafka.coordinator.group.assignor.SimpleAssignor": SIMPLE_ASSIGNOR,
+}
 
 
 _WILDCARD_HOSTS = ("0.0.0.0", "::", "")
@@ -329,6 +352,15 @@ class BrokerConfig:
     group_consumer_assignor_offload_enable: bool = True
     group_consumer_assignors: str = "uniform,range"
     group_consumer_migration_policy: str = "bidirectional"
+    group_share_enable: bool = True
+    group_share_session_timeout_ms: int = 45_000
+    group_share_min_session_timeout_ms: int = 45_000
+    group_share_max_session_timeout_ms: int = 60_000
+    group_share_heartbeat_interval_ms: int = 5_000
+    group_share_min_heartbeat_interval_ms: int = 5_000
+    group_share_max_heartbeat_interval_ms: int = 15_000
+    group_share_max_size: int = 200
+    group_share_assignors: str = SIMPLE_ASSIGNOR
     offsets_retention_minutes: int = 7 * 24 * 60
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
@@ -476,6 +508,10 @@ class BrokerConfig:
             consumer_migration_policy=self.consumer_migration_policy(),
             consumer_assignment_interval_ms=self.group_consumer_assignment_interval_ms,
             consumer_assignor_offload_enable=self.group_consumer_assignor_offload_enable,
+            share_session_timeout_ms=self.group_share_session_timeout_ms,
+            share_heartbeat_interval_ms=self.group_share_heartbeat_interval_ms,
+            share_max_group_size=self.group_share_max_size,
+            share_assignors=self.share_assignors(),
         )
 
     def transaction_config(self) -> TransactionConfig:
@@ -516,6 +552,17 @@ class BrokerConfig:
             min_assignment_interval_ms=self.group_consumer_min_assignment_interval_ms,
             max_assignment_interval_ms=self.group_consumer_max_assignment_interval_ms,
             assignor_offload_enable=self.group_consumer_assignor_offload_enable,
+            share_session_timeout_ms=self.group_share_session_timeout_ms,
+            min_share_session_timeout_ms=self.group_share_min_session_timeout_ms,
+            max_share_session_timeout_ms=self.group_share_max_session_timeout_ms,
+            share_heartbeat_interval_ms=self.group_share_heartbeat_interval_ms,
+            min_share_heartbeat_interval_ms=self.group_share_min_heartbeat_interval_ms,
+            max_share_heartbeat_interval_ms=self.group_share_max_heartbeat_interval_ms,
+            share_record_lock_duration_ms=self.group_share_record_lock_duration_ms,
+            min_share_record_lock_duration_ms=self.group_share_min_record_lock_duration_ms,
+            max_share_record_lock_duration_ms=self.group_share_max_record_lock_duration_ms,
+            share_delivery_count_limit=self.group_share_delivery_count_limit,
+            share_partition_max_record_locks=self.group_share_partition_max_record_locks,
         )
 
     def share_group_limits(self) -> ShareGroupLimits:
@@ -540,6 +587,19 @@ class BrokerConfig:
             names.append(name)
         if not names:
             raise ConfigError("group.consumer.assignors must name at least one assignor")
+        return tuple(names)
+
+    def share_assignors(self) -> tuple[str, ...]:
+        """group.share.assignors as assignor names; ConfigError for one herdless lacks."""
+        names = []
+        for entry in self.group_share_assignors.split(","):
+            name = _SHARE_ASSIGNOR_CLASSES.get(entry.strip(), entry.strip())
+            if name not in SHARE_ASSIGNORS:
+                raise ConfigError(
+                    f"group.share.assignors: no assignor {entry.strip()!r};"
+                    f" known: {', '.join(SHARE_ASSIGNORS)}"
+                )
+            names.append(name)
         return tuple(names)
 
     def log_config(self) -> LogConfig:
@@ -600,7 +660,8 @@ class BrokerConfig:
                 f"group.min.session.timeout.ms ({self.group_min_session_timeout_ms}) must not"
                 f" exceed group.max.session.timeout.ms ({self.group_max_session_timeout_ms})"
             )
-        self._check_consumer_group_timeouts()
+        self._check_group_timeouts("consumer", ("session", "heartbeat", "assignment"))
+        self._check_group_timeouts("share", ("session", "heartbeat"))
         self._check_share_lock_durations()
         try:
             self.protocol_map()
@@ -613,16 +674,19 @@ class BrokerConfig:
             self.zookeeper_security()
         self.consumer_assignors()
         self.consumer_migration_policy()
+        self.share_assignors()
         self._check_topic_defaults()
 
-    def _check_consumer_group_timeouts(self) -> None:
-        """Kafka's rules: each within its bounds, a heartbeat more often than a session ends."""
-        prefix = "group.consumer."
-        for what in ("session.timeout.ms", "heartbeat.interval.ms", "assignment.interval.ms"):
+    def _check_group_timeouts(self, kind: str, names: tuple[str, ...]) -> None:
+        """Kafka's rules for group.consumer.* and group.share.*: each within its bounds, a
+        heartbeat more often than a session ends."""
+        prefix = f"group.{kind}."
+        for name in names:
+            what = f"{name}.{'timeout' if name == 'session' else 'interval'}.ms"
             field = what.replace(".", "_")
-            value = getattr(self, f"group_consumer_{field}")
-            low = getattr(self, f"group_consumer_min_{field}")
-            high = getattr(self, f"group_consumer_max_{field}")
+            value = getattr(self, f"group_{kind}_{field}")
+            low = getattr(self, f"group_{kind}_min_{field}")
+            high = getattr(self, f"group_{kind}_max_{field}")
             if low > high:
                 raise ConfigError(
                     f"{prefix}max.{what} ({high}) must be at least {prefix}min.{what} ({low})"
@@ -632,11 +696,12 @@ class BrokerConfig:
                     f"{prefix}{what} ({value}) must be between {prefix}min.{what} ({low})"
                     f" and {prefix}max.{what} ({high})"
                 )
-        if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
+        heartbeat = getattr(self, f"group_{kind}_heartbeat_interval_ms")
+        session = getattr(self, f"group_{kind}_session_timeout_ms")
+        if heartbeat >= session:
             raise ConfigError(
-                f"{prefix}heartbeat.interval.ms ({self.group_consumer_heartbeat_interval_ms})"
-                f" must be less than {prefix}session.timeout.ms"
-                f" ({self.group_consumer_session_timeout_ms})"
+                f"{prefix}heartbeat.interval.ms ({heartbeat})"
+                f" must be less than {prefix}session.timeout.ms ({session})"
             )
 
     def _check_share_lock_durations(self) -> None:

@@ -327,12 +327,14 @@ class ClassicGroupManager:
     def ensure_group(self, group_id: str) -> None:
         """Offsets without membership make a "simple" group, Empty with no protocol type,
         unless a group has the id."""
-        if group_id not in self._groups and group_id not in self._store.consumer:
+        if group_id not in self._store:
             self._store.put_classic(self._log.new_group(group_id, None))
 
     def validate_offset_commit(self, req: OffsetCommitRequest) -> ErrorCode:
         if not req.group_id:
             return ErrorCode.INVALID_GROUP_ID
+        if req.group_id in self._store.share:
+            return ErrorCode.GROUP_ID_NOT_FOUND
         consumer_group = self._store.consumer.get(req.group_id)
         if consumer_group is not None:
             return consumer_group.validate_offset_commit(
@@ -355,6 +357,8 @@ class ClassicGroupManager:
         sent none (Kafka's validateTransactionalOffsetCommit)."""
         if not req.group_id:
             return ErrorCode.INVALID_GROUP_ID
+        if req.group_id in self._store.share:
+            return ErrorCode.GROUP_ID_NOT_FOUND
         consumer_group = self._store.consumer.get(req.group_id)
         if consumer_group is not None:
             error = consumer_group.validate_offset_commit(
@@ -374,7 +378,7 @@ class ClassicGroupManager:
         creates a simple group, and one of a classic member proves it alive."""
         group = self._groups.get(req.group_id)
         if group is None:
-            if req.group_id not in self._store.consumer:
+            if req.group_id not in self._store:
                 self._store.put_classic(self._log.new_group(req.group_id, None))
         elif group.is_in(STABLE, PREPARING) and req.member_id in group.members:
             member = group.members[req.member_id]
@@ -382,6 +386,9 @@ class ClassicGroupManager:
 
     def validate_offset_fetch(self, req: OffsetFetchRequest) -> tuple[ErrorCode, bool]:
         """The error to answer, and whether the group's offsets may be shown."""
+        if req.group_id in self._store.share:
+            # A share group's offsets are its share partitions' state, kept elsewhere.
+            return ErrorCode.GROUP_ID_NOT_FOUND, False
         group = self._groups.get(req.group_id)
         known = group is not None and state_answer(Op.OFFSET_FETCH, group.state) is ErrorCode.NONE
         consumer_group = self._store.consumer.get(req.group_id)
@@ -399,6 +406,8 @@ class ClassicGroupManager:
         group: ClassicGroup | ConsumerGroup | None = self._groups.get(group_id)
         if not group_id:
             error = ErrorCode.INVALID_GROUP_ID
+        elif group_id in self._store.share:
+            error = ErrorCode.GROUP_ID_NOT_FOUND
         elif group_id in self._store.consumer:
             # In any state: the per-partition check keeps what it reads (KIP-496).
             group = self._store.consumer[group_id]

@@ -75,6 +75,13 @@ class ClassicJoin:
             out.replies.append(Reply(token, resp))
             return out
 
+        if req.group_id in self._store.share:
+            # Share groups never convert (KIP-932): Kafka's answer to a classic member.
+            resp = JoinGroupResponse(
+                ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=UNKNOWN_MEMBER_ID
+            )
+            out.replies.append(Reply(token, resp))
+            return out
         consumer_group = self._store.consumer.get(req.group_id)
         if consumer_group is not None and consumer_group.state is not ConsumerGroupState.EMPTY:
             # The member speaks the classic protocol inside the consumer group.

@@ -10,6 +10,8 @@ from herdless.coordinator.group_config import (
     CONSUMER_ASSIGNOR_OFFLOAD_ENABLE,
     CONSUMER_HEARTBEAT_INTERVAL_MS,
     CONSUMER_SESSION_TIMEOUT_MS,
+    SHARE_HEARTBEAT_INTERVAL_MS,
+    SHARE_SESSION_TIMEOUT_MS,
     GroupConfigs,
 )
 
@@ -67,6 +69,12 @@ class CoordinatorConfig:
     consumer_assignment_interval_ms: int = 1_000
     # ... and by the assignor off the broker's event loop (group.consumer.assignor.offload.enable).
     consumer_assignor_offload_enable: bool = True
+    # Share groups (KIP-932): as consumer groups, the broker sets sessions and heartbeats.
+    share_session_timeout_ms: int = 45_000  # group.share.session.timeout.ms
+    share_heartbeat_interval_ms: int = 5_000  # group.share.heartbeat.interval.ms
+    share_max_group_size: int = 200  # group.share.max.size
+    # group.share.assignors: the server assignors of share groups; the first is used.
+    share_assignors: tuple[str, ...] = ("simple",)
     # Groups' own settings (KIP-848 group configs), which the broker keeps up to date.
     group_configs: GroupConfigs = field(default_factory=GroupConfigs, compare=False, repr=False)
 
@@ -85,3 +93,11 @@ class CoordinatorConfig:
     def consumer_assignor_offload_for(self, group_id: str) -> bool:
         override = self.group_configs.flag(group_id, CONSUMER_ASSIGNOR_OFFLOAD_ENABLE)
         return self.consumer_assignor_offload_enable if override is None else override
+
+    def share_session_timeout_for(self, group_id: str) -> int:
+        override = self.group_configs.override(group_id, SHARE_SESSION_TIMEOUT_MS)
+        return self.share_session_timeout_ms if override is None else override
+
+    def share_heartbeat_interval_for(self, group_id: str) -> int:
+        override = self.group_configs.override(group_id, SHARE_HEARTBEAT_INTERVAL_MS)
+        return self.share_heartbeat_interval_ms if override is None else override

@@ -240,7 +240,7 @@ class ConsumerGroupManager:
         return out
 
     def _not_found(self, group_id: str) -> str:
-        if group_id in self._store.classic:
+        if group_id in self._store.classic or group_id in self._store.share:
             return f"Group {group_id} is not a consumer group."
         return f"Consumer group {group_id} not found."
 
@@ -260,7 +260,7 @@ class ConsumerGroupManager:
         joining = req.member_epoch == 0
         group = self.groups.get(group_id)
         classic = self._store.classic.get(group_id) if group is None else None
-        if group is None and not joining:
+        if group_id in self._store.share or (group is None and not joining):
             raise HeartbeatRefused(ErrorCode.GROUP_ID_NOT_FOUND, self._not_found(group_id))
         upgraded = None
         if classic is not None and not _is_empty_classic(classic):

@@ -219,7 +219,7 @@ ConsumerGroupValue = (
 )
 
 
-def _write_partitions(w: FieldWriter, partitions: Partitions) -> None:
+def write_partitions(w: FieldWriter, partitions: Partitions) -> None:
     topics = by_topic(partitions)
     w.array_len(len(topics))
     for topic_id, ps in topics.items():
@@ -230,7 +230,7 @@ def _write_partitions(w: FieldWriter, partitions: Partitions) -> None:
         w.no_tagged_fields()
 
 
-def _read_partitions(r: FieldReader) -> Partitions:
+def read_partitions(r: FieldReader) -> Partitions:
     topics: list[tuple[uuid.UUID, list[int]]] = []
     for _ in range(r.array_len()):
         topic_id = r.uuid_()
@@ -240,13 +240,13 @@ def _read_partitions(r: FieldReader) -> Partitions:
     return from_topics(topics)
 
 
-def _write_strings(w: FieldWriter, strings: tuple[str, ...]) -> None:
+def write_strings(w: FieldWriter, strings: tuple[str, ...]) -> None:
     w.array_len(len(strings))
     for s in strings:
         w.string(s)
 
 
-def _read_strings(r: FieldReader) -> tuple[str, ...]:
+def read_strings(r: FieldReader) -> tuple[str, ...]:
     return tuple(r.string() for _ in range(r.array_len()))
 
 
@@ -263,7 +263,7 @@ def _write_value(value: ConsumerGroupValue, w: FieldWriter) -> None:
             w.array_len(len(topic.partition_racks))
             for partition, racks in enumerate(topic.partition_racks):
                 w.int32(partition)
-                _write_strings(w, tuple(sorted(racks)))
+                write_strings(w, tuple(sorted(racks)))
                 w.no_tagged_fields()
             w.no_tagged_fields()
     elif isinstance(value, ConsumerGroupMemberMetadataValue):
@@ -271,22 +271,22 @@ def _write_value(value: ConsumerGroupValue, w: FieldWriter) -> None:
         w.string(value.rack_id)
         w.string(value.client_id)
         w.string(value.client_host)
-        _write_strings(w, value.subscribed_topic_names)
+        write_strings(w, value.subscribed_topic_names)
         w.string(value.subscribed_topic_regex)
         w.int32(value.rebalance_timeout_ms)
         w.string(value.server_assignor)
     elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
         w.int32(value.assignment_epoch)
     elif isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
-        _write_partitions(w, value.partitions)
+        write_partitions(w, value.partitions)
     elif isinstance(value, ConsumerGroupCurrentMemberAssignmentValue):
         w.int32(value.member_epoch)
         w.int32(value.previous_member_epoch)
         w.int8(value.state)
-        _write_partitions(w, value.assigned_partitions)
-        _write_partitions(w, value.partitions_pending_revocation)
+        write_partitions(w, value.assigned_partitions)
+        write_partitions(w, value.partitions_pending_revocation)
     else:
-        _write_strings(w, value.topics)
+        write_strings(w, value.topics)
         w.int64(value.version)
         w.int64(value.timestamp)
 
@@ -331,7 +331,7 @@ def _read_partition_metadata(r: FieldReader) -> ConsumerGroupPartitionMetadataVa
         racks: dict[int, frozenset[str]] = {}
         for _ in range(r.array_len()):
             partition = r.int32()
-            racks[partition] = frozenset(_read_strings(r))
+            racks[partition] = frozenset(read_strings(r))
             r.skip_tagged_fields()
         r.skip_tagged_fields()
         partition_racks = (
@@ -347,7 +347,7 @@ def _read_member_metadata(r: FieldReader) -> ConsumerGroupMemberMetadataValue:
         rack_id=r.nullable_string(),
         client_id=r.string(),
         client_host=r.string(),
-        subscribed_topic_names=_read_strings(r),
+        subscribed_topic_names=read_strings(r),
         subscribed_topic_regex=r.nullable_string(),
         rebalance_timeout_ms=r.int32(),
         server_assignor=r.nullable_string(),
@@ -390,13 +390,13 @@ def _read_current_assignment(r: FieldReader) -> ConsumerGroupCurrentMemberAssign
         member_epoch=r.int32(),
         previous_member_epoch=r.int32(),
         state=r.int8(),
-        assigned_partitions=_read_partitions(r),
-        partitions_pending_revocation=_read_partitions(r),
+        assigned_partitions=read_partitions(r),
+        partitions_pending_revocation=read_partitions(r),
     )
 
 
 def _read_regular_expression(r: FieldReader) -> ConsumerGroupRegularExpressionValue:
-    return ConsumerGroupRegularExpressionValue(_read_strings(r), r.int64(), r.int64())
+    return ConsumerGroupRegularExpressionValue(read_strings(r), r.int64(), r.int64())
 
 
 _VALUE_READERS: dict[type, Callable[[FieldReader], ConsumerGroupValue]] = {
@@ -405,7 +405,7 @@ _VALUE_READERS: dict[type, Callable[[FieldReader], ConsumerGroupValue]] = {
     ConsumerGroupMemberMetadataKey: _read_member_metadata,
     ConsumerGroupTargetAssignmentMetadataKey: _read_target_assignment_metadata,
     ConsumerGroupTargetAssignmentMemberKey: lambda r: ConsumerGroupTargetAssignmentMemberValue(
-        _read_partitions(r)
+        read_partitions(r)
     ),
     ConsumerGroupCurrentMemberAssignmentKey: _read_current_assignment,
     ConsumerGroupRegularExpressionKey: _read_regular_expression,

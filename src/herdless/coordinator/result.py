@@ -38,6 +38,7 @@ class TimerKind(Enum):
     CLASSIC_SYNC = "classic-sync"
     # A consumer group's next target assignment, once its assignment interval has passed.
     ASSIGNMENT = "assignment"
+    SHARE_SESSION = "share-session"  # session expiry of one share group (KIP-932) member
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ state, and each record replayed goes by its key's type:
 - classic_group_manager.py: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups
   (the rebalance they start: classic_rebalance.py; GroupMetadata records: classic_log.py);
 - consumer_group_manager.py: ConsumerGroupHeartbeat and describe (KIP-848), and their records;
+- share_group_manager.py: ShareGroupHeartbeat and describe (KIP-932), and their records;
 - offset_manager.py: OffsetCommit, TxnOffsetCommit, OffsetFetch, OffsetDelete, and offset
   records, those of transactions pending until the marker that ends each one.
 
@@ -53,6 +54,9 @@ from herdless.coordinator.offset_manager import (
 )
 from herdless.coordinator.records import OffsetCommitKey, decode_key
 from herdless.coordinator.result import Reply, Result, TimerKey, TimerKind
+from herdless.coordinator.share_group import SHARE_GROUP_TYPE
+from herdless.coordinator.share_group_manager import ShareGroupManager
+from herdless.coordinator.share_messages import ShareGroupHeartbeatRequest
 from herdless.coordinator.state import GroupState
 from herdless.coordinator.timers import CoordinatorTimer
 from herdless.coordinator.topic_metadata import TopicsImage
@@ -75,6 +79,7 @@ class CoordinatorShard:
         self.consumer = ConsumerGroupManager(
             self.config, self.timer, self.store, new_uuid, rebalance
         )
+        self.share = ShareGroupManager(self.config, self.timer, self.store)
         self.classic_members = ClassicMembers(self.consumer)
         self.classic = ClassicGroupManager(
             self.config, self.store, classic_log, rebalance, self.classic_members
@@ -100,9 +105,10 @@ class CoordinatorShard:
         """Apply one `__consumer_offsets` record in log order: loading and live writes alike."""
         decoded = decode_key(key)
         if decoded is None:
-            # Consumer groups' records; those of group types we do not run (share groups,
-            # streams groups) are skipped, so a log written by Kafka still loads.
-            self.consumer.log.replay(key, value)
+            # Consumer or share groups' records; those of group types we do not run
+            # (streams groups) are skipped, so a log written by Kafka still loads.
+            if not self.consumer.log.replay(key, value):
+                self.share.log.replay(key, value)
             return
         if isinstance(decoded, OffsetCommitKey):
             self.offset_manager.replay(decoded, value)
@@ -149,6 +155,7 @@ class CoordinatorShard:
         out = Result()
         self.classic.on_loaded(out, now)
         self.consumer.on_loaded(out, now)
+        self.share.on_loaded(out, now)
         self._schedule_retention(out, now)
         return out
 
@@ -158,6 +165,7 @@ class CoordinatorShard:
         self.classic.unload(out)
         self.timer.cancel_all(out)
         out.replies += self.consumer.unload()
+        self.share.unload()
         self.offset_manager.clear()
         return out
 
@@ -241,6 +249,24 @@ class CoordinatorShard:
         return Result(replies=[Reply(token, tuple(self.consumer.describe(group_ids, topics)))])
 
     # ======================================================================
+    # share groups (KIP-932): share_group_manager.py
+    # ======================================================================
+
+    def share_group_heartbeat(
+        self,
+        req: ShareGroupHeartbeatRequest,
+        topics: TopicsImage,
+        token: Hashable,
+        now: Now,
+    ) -> Result:
+        return self.share.heartbeat(req, topics, token, now)
+
+    def share_group_describe(
+        self, group_ids: Iterable[str], topics: TopicsImage, token: Hashable
+    ) -> Result:
+        return Result(replies=[Reply(token, tuple(self.share.describe(group_ids, topics)))])
+
+    # ======================================================================
     # offsets: offset_manager.py
     # ======================================================================
 
@@ -283,7 +309,7 @@ class CoordinatorShard:
                 self.consumer.delete(out, group_id)
 
     # ======================================================================
-    # groups of either type
+    # groups of any type
     # ======================================================================
 
     def delete_groups(self, group_ids: Iterable[str], token: Hashable, now: Now) -> Result:
@@ -291,6 +317,13 @@ class CoordinatorShard:
         out = Result()
         results = []
         for group_id in group_ids:
+            if group_id in self.store.share:
+                # A share group has no offsets here: its state is the share coordinator's.
+                error = self.share.validate_delete(group_id)
+                if error is ErrorCode.NONE:
+                    self.share.delete(out, group_id)
+                results.append((group_id, error))
+                continue
             error = self.classic.validate_delete_group(group_id)
             if error is ErrorCode.NONE:
                 self.offset_manager.delete_all(out, group_id)
@@ -315,4 +348,6 @@ class CoordinatorShard:
             listed += self.classic.list_groups(states)
         if not types or CONSUMER_GROUP_TYPE in types:
             listed += self.consumer.list_groups(states)
+        if not types or SHARE_GROUP_TYPE in types:
+            listed += self.share.list_groups(states)
         return Result(replies=[Reply(token, tuple(listed))])

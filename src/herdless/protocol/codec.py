@@ -26,7 +26,12 @@ import kafka.protocol.producer
 import kafka.protocol.sasl
 from kafka.protocol.api_message import ApiMessage
 
-from herdless.protocol import consumer_group_messages, share_messages, share_state_messages
+from herdless.protocol import (
+    consumer_group_messages,
+    share_group_messages,
+    share_messages,
+    share_state_messages,
+)
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.offset_commit import CommitPartition, CommitResponse, CommitTopic
 from herdless.protocol.regions import Chunk
@@ -47,6 +52,7 @@ def _message_classes() -> tuple[dict[int, type[ApiMessage]], dict[int, type[ApiM
         kafka.protocol.producer,
         kafka.protocol.sasl,
         consumer_group_messages,  # the APIs kafka-python has no classes for
+        share_group_messages,
         share_messages,
         share_state_messages,
     )

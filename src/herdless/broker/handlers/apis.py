@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from herdless.broker.config import BrokerConfig
 from herdless.broker.handlers import (
     acls,
     admin,
@@ -27,6 +28,7 @@ from herdless.broker.handlers import (
     sasl,
     share_acknowledge,
     share_fetch,
+    share_groups,
     share_state,
     transactions,
     users,
@@ -39,12 +41,24 @@ from herdless.protocol.errors import ErrorCode
 Handler = Callable[[BrokerContext, Request], Awaitable[Any]]
 
 
+def _always(config: BrokerConfig) -> bool:
+    return True
+
+
+def _share_groups(config: BrokerConfig) -> bool:
+    """group.share.enable: Kafka 4.2 serves share groups by default (share.version 1)."""
+    return config.group_share_enable
+
+
 @dataclass(frozen=True, slots=True)
 class Api:
     key: ApiKey
     min_version: int
     max_version: int
     handler: Handler
+    # Whether the broker's settings serve the API: one they do not is neither advertised
+    # nor answered, as Kafka does with APIs behind a feature.
+    served: Callable[[BrokerConfig], bool] = _always
     # Kafka's name (Produce, ...), as requests are counted and refused under it.
     name: str = field(init=False)
 
@@ -56,22 +70,23 @@ async def _api_versions(context: BrokerContext, request: Request) -> Any:
     response = response_class(ApiKey.API_VERSIONS)
     return response(
         error_code=ErrorCode.NONE,
-        api_keys=_advertised(),
+        api_keys=_advertised(context.config),
         throttle_time_ms=0,
     )
 
 
-def _advertised() -> list[Any]:
+def _advertised(config: BrokerConfig) -> list[Any]:
     entry = response_class(ApiKey.API_VERSIONS).ApiVersion
     return [
         entry(api_key=api.key, min_version=api.min_version, max_version=api.max_version)
         for api in APIS.values()
+        if api.served(config)
     ]
 
 
-def unsupported_api_versions(correlation_id: int) -> bytes:
+def unsupported_api_versions(correlation_id: int, config: BrokerConfig) -> bytes:
     response = response_class(ApiKey.API_VERSIONS)(
-        error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=_advertised()
+        error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=_advertised(config)
     )
     return encode_response(response, 0, correlation_id)
 
@@ -121,9 +136,18 @@ _TABLE = [
     Api(ApiKey.LIST_TRANSACTIONS, 0, 1, transactions.handle_list_transactions),
     Api(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, consumer_groups.handle_consumer_group_heartbeat),
     Api(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, consumer_groups.handle_consumer_group_describe),
+    # Kafka 4.2 serves v1 alone (v0 was 4.0's early access); librdkafka sends v1.
+    Api(
+        ApiKey.SHARE_GROUP_HEARTBEAT,
+        1,
+        1,
+        share_groups.handle_share_group_heartbeat,
+        _share_groups,
+    ),
+    Api(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1, share_groups.handle_share_group_describe, _share_groups),
     # KIP-932 at v1, the first stable version (Kafka 4.1), which librdkafka sends.
-    Api(ApiKey.SHARE_FETCH, 1, 1, share_fetch.handle_share_fetch),
-    Api(ApiKey.SHARE_ACKNOWLEDGE, 1, 1, share_acknowledge.handle_share_acknowledge),
+    Api(ApiKey.SHARE_FETCH, 1, 1, share_fetch.handle_share_fetch, _share_groups),
+    Api(ApiKey.SHARE_ACKNOWLEDGE, 1, 1, share_acknowledge.handle_share_acknowledge, _share_groups),
     Api(
         ApiKey.INITIALIZE_SHARE_GROUP_STATE,
         0,

@@ -18,13 +18,13 @@ from herdless.broker.config import broker_topic_defaults
 from herdless.broker.coordinators.group_coordinator import OFFSETS_TOPIC
 from herdless.broker.handlers.authorization import REFUSALS, authorize
 from herdless.broker.handlers.group_configs import (
-    INT_CONFIG_TYPE,
     RESOURCE_GROUP,
     GroupConfigError,
     alter_group_configs,
     describe_group_configs,
 )
 from herdless.broker.topics.topic_admin import TopicAdminError
+from herdless.coordinator.group_config import GROUP_CONFIG_TYPES
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.config_values import format_boolean
@@ -274,7 +274,7 @@ async def handle_describe_configs(context: BrokerContext, request: Request) -> A
                     is_default=e.source == ConfigSource.DEFAULT_CONFIG,
                     is_sensitive=False,
                     synonyms=[],
-                    config_type=INT_CONFIG_TYPE,
+                    config_type=CONFIG_TYPE_CODES[GROUP_CONFIG_TYPES[e.name]],
                     documentation=None,
                 )
                 for e in entries

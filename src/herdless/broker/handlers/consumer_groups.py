@@ -54,7 +54,7 @@ async def handle_consumer_group_heartbeat(context: BrokerContext, request: Reque
     Response = response_class(ApiKey.CONSUMER_GROUP_HEARTBEAT)
     names = body.subscribed_topic_names
     owned = body.topic_partitions
-    refusal = _refusal(context, request, body.group_id, names)
+    refusal = subscription_refusal(context, request, body.group_id, names)
     if refusal is not None:
         code, message = refusal
         return Response(
@@ -123,7 +123,7 @@ async def handle_consumer_group_heartbeat(context: BrokerContext, request: Reque
     )
 
 
-def _refusal(
+def subscription_refusal(
     context: BrokerContext, request: Request, group_id: str, subscribed: list[str] | None
 ) -> tuple[ErrorCode, str] | None:
     """Kafka's checks of a heartbeat: READ on the group, and DESCRIBE on every topic it

@@ -1,6 +1,6 @@
-"""DescribeConfigs and IncrementalAlterConfigs of resource type GROUP (KIP-848 group
-configs, as Kafka 4.0 serves them): a consumer group's own session timeout and
-heartbeat interval, within the broker's bounds and checked as Kafka checks them.
+"""DescribeConfigs and IncrementalAlterConfigs of resource type GROUP (KIP-848 and
+KIP-932 group configs, coordinator/group_config.py): a group's own settings, within
+the broker's bounds and checked as Kafka checks them.
 
 A group need not exist to have configs, as in Kafka: they wait for its members.
 """
@@ -24,7 +24,6 @@ RESOURCE_GROUP = 32
 # DescribeConfigs' config_source of a group's own config (Kafka's ConfigSource.GROUP_CONFIG).
 GROUP_CONFIG_SOURCE = 8
 DEFAULT_CONFIG_SOURCE = 5
-INT_CONFIG_TYPE = 3
 
 OP_SET, OP_DELETE = 0, 1
 

@@ -315,7 +315,7 @@ class Connection:
             await self._authenticate(sasl, frame, prefix)
             return
         api = APIS.get(prefix.api_key)
-        if api is None:
+        if api is None or not api.served(self._context.config):
             raise ConnectionClosed(f"unknown API key {prefix.api_key}")
         if not api.min_version <= prefix.api_version <= api.max_version:
             if prefix.api_key != ApiKey.API_VERSIONS:
@@ -324,7 +324,9 @@ class Connection:
                     f" (v{api.min_version}-v{api.max_version})"
                 )
             # The client learns our range from a v0 answer and retries.
-            await self._responses.send(unsupported_api_versions(prefix.correlation_id))
+            await self._responses.send(
+                unsupported_api_versions(prefix.correlation_id, self._context.config)
+            )
             return
         try:
             request = decode_request(frame, prefix, self.host)

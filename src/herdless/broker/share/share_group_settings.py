@@ -12,19 +12,20 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from herdless.coordinator.group_config import GroupConfigs
+from herdless.coordinator.group_config import (
+    SHARE_AUTO_OFFSET_RESET,
+    SHARE_DELIVERY_COUNT_LIMIT,
+    SHARE_ISOLATION_LEVEL,
+    SHARE_PARTITION_MAX_RECORD_LOCKS,
+    SHARE_RECORD_LOCK_DURATION_MS,
+    GroupConfigs,
+)
 from herdless.coordinator.share_partitions.config import (
     DEFAULT_DELIVERY_COUNT_LIMIT,
     DEFAULT_MAX_RECORD_LOCKS,
     DEFAULT_RECORD_LOCK_DURATION_MS,
     SharePartitionConfig,
 )
-
-SHARE_AUTO_OFFSET_RESET = "share.auto.offset.reset"
-SHARE_ISOLATION_LEVEL = "share.isolation.level"
-SHARE_RECORD_LOCK_DURATION_MS = "share.record.lock.duration.ms"
-SHARE_DELIVERY_COUNT_LIMIT = "share.delivery.count.limit"
-SHARE_PARTITION_MAX_RECORD_LOCKS = "share.partition.max.record.locks"
 
 
 class AutoOffsetReset(enum.Enum):
