@@ -178,7 +178,8 @@ def _topics(
             current_leader=Partition.LeaderIdAndEpoch(
                 leader_id=item.current_leader[0], leader_epoch=item.current_leader[1]
             ),
-            records=got.records if got is not None else None,
+            # Never null: librdkafka refuses a null record set (MessageSetSize -1).
+            records=got.records if got is not None else b"",
             acquired_records=[
                 Partition.AcquiredRecords(
                     first_offset=r.first_offset,
