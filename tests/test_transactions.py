@@ -29,6 +29,7 @@ from herdless.broker.peers.connection import PeerConnection
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.errors import ErrorCode
 from tests.support.broker import BrokerProcess, module_broker
+from tests.support.waiting import wait_for
 
 TIMEOUT_S = 30
 
@@ -112,16 +113,6 @@ def transactional_batch(init: Any, timestamp_ms: int | None = None) -> bytes:
     stamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
     builder.append(0, timestamp=stamp, key=None, value=b"x", headers=[])
     return bytes(builder.build())
-
-
-def wait_for(condition: Callable[[], Any], what: str, timeout: float = TIMEOUT_S) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"not within {timeout}s: {what}")
 
 
 def test_commit_and_abort_leave_one_marker_per_partition(
