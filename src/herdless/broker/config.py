@@ -109,6 +109,10 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     "transaction.state.log.segment.bytes": ("transaction_state_log_segment_bytes", int),
     "transaction.max.timeout.ms": ("transaction_max_timeout_ms", int),
     "transactional.id.expiration.ms": ("transactional_id_expiration_ms", int),
+    # A partition leader forgets an idle producer's id and sequences after this, unless
+    # it has a transaction open; checked every producer.id.expiration.check.interval.ms.
+    "producer.id.expiration.ms": ("producer_id_expiration_ms", int),
+    "producer.id.expiration.check.interval.ms": ("producer_id_expiration_check_interval_ms", int),
     # KIP-890: a partition leader asks the coordinator whether a transactional batch's
     # partition is in its producer's transaction before appending it.
     "transaction.partition.verification.enable": (
@@ -166,6 +170,8 @@ _RANGES: dict[str, tuple[int | None, int | None]] = {
     "transaction.state.log.segment.bytes": (1, None),
     "transaction.max.timeout.ms": (1, None),
     "transactional.id.expiration.ms": (1, None),
+    "producer.id.expiration.ms": (1, None),
+    "producer.id.expiration.check.interval.ms": (1, None),
     "metrics.port": _PORTS,
     "zookeeper.session.timeout.ms": (1, None),
     "zookeeper.connection.timeout.ms": (1, None),
@@ -293,6 +299,8 @@ class BrokerConfig:
     transaction_state_log_segment_bytes: int = 104_857_600
     transaction_max_timeout_ms: int = 900_000
     transactional_id_expiration_ms: int = 604_800_000
+    producer_id_expiration_ms: int = 86_400_000
+    producer_id_expiration_check_interval_ms: int = 600_000
     transaction_partition_verification_enable: bool = True
     # Cluster mode, with Kafka's defaults; unset zookeeper_connect: one broker alone.
     zookeeper_connect: str | None = None

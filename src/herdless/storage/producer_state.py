@@ -313,12 +313,18 @@ class ProducerStateManager:
                 kept = tuple(b for b in entry.batches if b.last_offset >= log_start_offset)
                 self._put(replace(entry, batches=kept))
 
-    def remove_expired(self, now_ms: int, expiration_ms: int) -> None:
-        # As Kafka: a producer with a transaction open is not expired; its coordinator
-        # ends the transaction (transaction.max.timeout.ms) long before.
-        for producer_id, entry in list(self._producers.items()):
-            if now_ms - entry.last_timestamp >= expiration_ms and not entry.in_transaction:
-                self._drop(producer_id)
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Drop the producers whose last write is `expiration_ms` old or older; returns how
+        many. As Kafka: a producer with a transaction open is not expired; its coordinator
+        ends the transaction (transaction.max.timeout.ms) long before."""
+        expired = [
+            producer_id
+            for producer_id, entry in self._producers.items()
+            if now_ms - entry.last_timestamp >= expiration_ms and not entry.in_transaction
+        ]
+        for producer_id in expired:
+            self._drop(producer_id)
+        return len(expired)
 
 
 def aborted_txn(txn: CompletedTxn, producers: ProducerStateManager) -> AbortedTxn:
