@@ -196,6 +196,43 @@ def test_markers_for_a_partition_the_broker_does_not_lead(cluster: ClusterProces
     assert high_watermarks(cluster, topic) == [0] * PARTITIONS
 
 
+def test_every_replica_describes_its_producers(cluster: ClusterProcesses) -> None:
+    """DescribeProducers is answered by followers as by the leader, as Kafka answers it:
+    a follower holds the producer state its leader's batches gave it, open transaction
+    included."""
+    topic = new_topic(cluster)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": topic})
+    producer.init_transactions(TIMEOUT_S)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"open", partition=0)
+    assert producer.flush(TIMEOUT_S) == 0
+
+    async def describe(broker_id: int) -> object:
+        process = cluster.brokers[broker_id]
+        connection = PeerConnection(process.host, process.port, "describe-producers", TIMEOUT_S)
+        try:
+            answer = await connection.request(
+                ApiKey.DESCRIBE_PRODUCERS, 0, topics=[{"name": topic, "partition_indexes": [0]}]
+            )
+        finally:
+            connection.close()
+        (partition,) = answer.topics[0].partitions
+        assert partition.error_code == ErrorCode.NONE, (broker_id, partition)
+        return [(p.producer_epoch, p.current_txn_start_offset) for p in partition.active_producers]
+
+    try:
+        expected = asyncio.run(describe(cluster.leader_of(topic, 0)))
+        assert [start for _, start in expected] == [0]
+        for broker_id in cluster.brokers:
+            wait_for(
+                lambda b=broker_id: asyncio.run(describe(b)) == expected,
+                f"broker {broker_id} describing the open transaction",
+                timeout=TIMEOUT_S,
+            )
+    finally:
+        producer.abort_transaction(TIMEOUT_S)
+
+
 def test_a_marker_reaches_the_new_leader_of_a_partition_whose_leader_died(
     cluster: ClusterProcesses,
 ) -> None:

@@ -236,6 +236,13 @@ class ClusterReplicaManager(ReplicaManager):
     # -- leading -----------------------------------------------------------------
 
     def _led(self, topic: str, index: int, current_leader_epoch: int = NO_EPOCH) -> Partition:
+        partition = self._hosted(topic, index)
+        check_leader_epoch(partition.leader_epoch, current_leader_epoch)
+        self._require_leading(partition)
+        return partition
+
+    def _hosted(self, topic: str, index: int) -> Partition:
+        """The partition this broker holds a replica of, leading it or not."""
         partition = self.partitions.get((topic, index))
         if partition is None:
             assignment = self._metadata.assignment(topic)
@@ -248,9 +255,10 @@ class ClusterReplicaManager(ReplicaManager):
                     " its data directory failed",
                 )
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        check_leader_epoch(partition.leader_epoch, current_leader_epoch)
-        self._require_leading(partition)
         return partition
+
+    def replica_log(self, topic: str, partition: int) -> PartitionLog:
+        return self._hosted(topic, partition).log
 
     def _require_leading(self, partition: Partition) -> None:
         """That this broker still leads `partition`, in a session it can prove alive: a

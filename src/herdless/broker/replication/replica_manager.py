@@ -50,6 +50,12 @@ class ReplicaManager:
         check_leader_epoch(SINGLE_NODE_LEADER_EPOCH, current_leader_epoch)
         return partition_log
 
+    def replica_log(self, topic: str, partition: int) -> PartitionLog:
+        """The log of a partition this broker holds a replica of, as leader or follower:
+        what a request any replica may answer reads (DescribeProducers, as Kafka's
+        ReplicaManager.getPartitionOrError serves it)."""
+        return self.leader_log(topic, partition)
+
     def leads(self, topic: str, partition: int) -> bool:
         """Whether leader_log() would give the log (asked on the path of every
         coordinator request, where raising and catching would cost more)."""
