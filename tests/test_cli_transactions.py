@@ -57,6 +57,15 @@ def test_an_open_transaction_is_listed_described_and_seen_on_its_partition(
 
     listed = table_rows(succeeded(herdless("transactions", "list", *bootstrap)))
     assert [row[0] for row in listed if row[3] == "Ongoing"] == ["cli-open-id"]
+    # kafka-transactions.sh's filters: open for longer than a duration, ids by a pattern.
+    for filters, expected in (
+        (("--duration-filter", "0"), ["cli-open-id"]),
+        (("--duration-filter", "3600000"), []),
+        (("--transactional-id-pattern", "cli-open-.*"), ["cli-open-id"]),
+        (("--transactional-id-pattern", "cli-open"), []),
+    ):
+        found = table_rows(succeeded(herdless("transactions", "list", *filters, *bootstrap)))
+        assert [row[0] for row in found] == expected, filters
     for command, args in {
         "transactions list": ("list",),
         "transactions describe ID": ("describe", "cli-open-id"),
@@ -142,6 +151,16 @@ def test_bad_arguments_are_named(unverified: BrokerProcess) -> None:
         2,
     )
     refused(herdless("transactions", "list", "--state", "Sleeping", *bootstrap), "Sleeping", 2)
+    refused(
+        herdless("transactions", "list", "--transactional-id-pattern", "cli-(", *bootstrap),
+        "--transactional-id-pattern 'cli-(' is not a regular expression",
+        2,
+    )
+    refused(
+        herdless("transactions", "list", "--duration-filter", "-1", *bootstrap),
+        "--duration-filter",
+        2,
+    )
 
 
 def _write_transactional(wire: Wire, topic: str, producer_id: int, when_s: float) -> None:

@@ -145,6 +145,44 @@ def test_commit_and_abort_leave_one_marker_per_partition(
     assert f"transaction {txn_id} aborted" in log
 
 
+def test_transactions_are_listed_by_a_pattern_of_their_ids(
+    broker: BrokerProcess, wire: Callable[..., Any]
+) -> None:
+    """ListTransactions v2 (KIP-1152): ids the pattern matches whole; a pattern that is
+    no regular expression gets INVALID_REGULAR_EXPRESSION."""
+    run = uuid.uuid4().hex[:8]
+    for name in ("orders-1", "orders-2", "invoices-1"):
+        producer(broker, f"{run}-{name}").init_transactions(TIMEOUT_S)
+
+    def listed(pattern: str | None, **filters: Any) -> set[str]:
+        answer = wire(
+            ApiKey.LIST_TRANSACTIONS,
+            2,
+            state_filters=[],
+            producer_id_filters=[],
+            transactional_id_pattern=pattern,
+            **filters,
+        )
+        assert answer.error_code == ErrorCode.NONE
+        return {s.transactional_id for s in answer.transaction_states if run in s.transactional_id}
+
+    assert listed(f"{run}-orders-.*") == {f"{run}-orders-1", f"{run}-orders-2"}
+    # Matched whole, as Java's Matcher.matches: a part of an id is not enough.
+    assert listed("orders") == set()
+    assert len(listed(None)) == len(listed("")) == 3
+    # None of them has a transaction open: the duration filter (v1) leaves none.
+    assert listed(f"{run}-.*", duration_filter=0) == set()
+    bad = wire(
+        ApiKey.LIST_TRANSACTIONS,
+        2,
+        state_filters=[],
+        producer_id_filters=[],
+        transactional_id_pattern="orders-(",
+    )
+    assert (bad.error_code, bad.transaction_states) == (ErrorCode.INVALID_REGULAR_EXPRESSION, [])
+    one_line(broker, "ListTransactions refused", "orders-(")
+
+
 def test_a_second_producer_fences_the_first(
     broker: BrokerProcess, wire: Callable[..., Any]
 ) -> None:

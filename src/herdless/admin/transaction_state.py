@@ -27,13 +27,18 @@ def list_transactions(
     admin: KafkaAdminClient,
     states: Iterable[str] = (),
     producer_ids: Iterable[int] = (),
-    min_duration_ms: int | None = None,
+    duration_filter_ms: int | None = None,
+    transactional_id_pattern: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Every transactional id the coordinators hold (ListTransactions to each broker)."""
+    """Every transactional id the coordinators hold (ListTransactions to each broker),
+    filtered as kafka-transactions.sh's list filters: by state, producer id, how long
+    the transaction has been open (`--duration-filter`), and a regular expression the
+    whole id matches (`--transactional-id-pattern`)."""
     by_broker = admin.list_transactions(
         state_filters=list(states) or None,
         producer_id_filters=list(producer_ids) or None,
-        duration_filter_ms=min_duration_ms,
+        duration_filter_ms=duration_filter_ms,
+        transactional_id_pattern=transactional_id_pattern,
     )
     rows = [
         {

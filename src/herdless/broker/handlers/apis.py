@@ -115,7 +115,7 @@ _TABLE = [
     Api(ApiKey.DESCRIBE_CLUSTER, 0, 1, cluster.handle_describe_cluster),
     Api(ApiKey.DESCRIBE_PRODUCERS, 0, 0, producers.handle_describe_producers),
     Api(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, transactions.handle_describe_transactions),
-    Api(ApiKey.LIST_TRANSACTIONS, 0, 1, transactions.handle_list_transactions),
+    Api(ApiKey.LIST_TRANSACTIONS, 0, 2, transactions.handle_list_transactions),
     Api(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, consumer_groups.handle_consumer_group_heartbeat),
     Api(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, consumer_groups.handle_consumer_group_describe),
 ]
