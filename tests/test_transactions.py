@@ -388,6 +388,90 @@ def test_a_transactional_batch_outside_the_transaction_is_refused(
     watermarks_reach(broker, topic, [0, 0])
 
 
+def test_a_transaction_version_2_producer_adds_partitions_by_writing(
+    broker: BrokerProcess, wire: Callable[..., Any]
+) -> None:
+    """KIP-890 part 2: a producer of transaction version 2 sends no AddPartitionsToTxn
+    or AddOffsetsToTxn. Produce v12 adds each partition it writes to the transaction,
+    TxnOffsetCommit v5 the group's offsets partition; EndTxn then commits them all."""
+    topic = new_topic(broker, 2)
+    txn_id = f"tv2-{topic}"
+    group = f"tv2-group-{topic}"
+    init = wire(
+        ApiKey.INIT_PRODUCER_ID,
+        5,
+        transactional_id=txn_id,
+        transaction_timeout_ms=60_000,
+        producer_id=-1,
+        producer_epoch=-1,
+    )
+    assert init.error_code == ErrorCode.NONE
+    for partition in (0, 1):
+        answer = wire(
+            ApiKey.PRODUCE,
+            12,
+            transactional_id=txn_id,
+            acks=-1,
+            timeout_ms=5000,
+            topic_data=[
+                {
+                    "name": topic,
+                    "partition_data": [{"index": partition, "records": transactional_batch(init)}],
+                }
+            ],
+        )
+        assert answer.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+    committed = wire(
+        ApiKey.TXN_OFFSET_COMMIT,
+        5,
+        transactional_id=txn_id,
+        group_id=group,
+        producer_id=init.producer_id,
+        producer_epoch=init.producer_epoch,
+        generation_id=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=[
+            {
+                "name": topic,
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "committed_offset": 1,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                ],
+            }
+        ],
+    )
+    assert committed.topics[0].partitions[0].error_code == ErrorCode.NONE
+    state = described(wire, txn_id)
+    assert state.transaction_state == "Ongoing"
+    held = {(t.topic, p) for t in state.topics for p in t.partitions}
+    assert {(topic, 0), (topic, 1)} < held
+    assert any(name == "__consumer_offsets" for name, _ in held)
+    ended = wire(
+        ApiKey.END_TXN,
+        5,
+        transactional_id=txn_id,
+        producer_id=init.producer_id,
+        producer_epoch=init.producer_epoch,
+        committed=True,
+    )
+    assert ended.error_code == ErrorCode.NONE
+    # A record and a COMMIT marker in each partition; the offset visible with them.
+    watermarks_reach(broker, topic, [2, 2])
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        wait_for(
+            lambda: consumer.committed([KafkaPartition(topic, 0)], TIMEOUT_S)[0].offset == 1,
+            "the offset committed in the transaction",
+        )
+    finally:
+        consumer.close()
+
+
 def test_kafka_python_and_aiokafka_commit_and_abort(
     broker: BrokerProcess, wire: Callable[..., Any]
 ) -> None:

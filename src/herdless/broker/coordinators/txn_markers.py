@@ -243,16 +243,18 @@ class MarkerWriter:
                         errors[tp] = _error(partition.error_code)
         return errors
 
-    async def verify_partitions(
+    async def add_or_verify_partitions(
         self,
         coordinator: BrokerEndpoint,
         transactional_id: str,
         producer_id: int,
         producer_epoch: int,
         partitions: list[TopicPartition],
+        add: bool,
     ) -> dict[TopicPartition, ErrorCode]:
         """Ask the coordinator on another broker whether `partitions` are in the
-        producer's transaction (AddPartitionsToTxn's verify-only form, KIP-890)."""
+        producer's transaction, or to add them (AddPartitionsToTxn's broker form,
+        KIP-890)."""
         by_topic = _by_topic(partitions)
         connection, lock = self._connection(coordinator)
         try:
@@ -265,7 +267,7 @@ class MarkerWriter:
                             "transactional_id": transactional_id,
                             "producer_id": producer_id,
                             "producer_epoch": producer_epoch,
-                            "verify_only": True,
+                            "verify_only": not add,
                             "topics": [
                                 {"name": topic, "partitions": indexes}
                                 for topic, indexes in by_topic.items()

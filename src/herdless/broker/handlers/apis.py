@@ -74,7 +74,7 @@ def unsupported_api_versions(correlation_id: int) -> bytes:
 
 
 _TABLE = [
-    Api(ApiKey.PRODUCE, 0, 11, produce.handle_produce),
+    Api(ApiKey.PRODUCE, 0, 12, produce.handle_produce),
     Api(ApiKey.FETCH, 0, 17, fetch.handle_fetch),
     Api(ApiKey.LIST_OFFSETS, 0, 9, list_offsets.handle_list_offsets),
     Api(ApiKey.METADATA, 0, 12, cluster.handle_metadata),
@@ -98,7 +98,7 @@ _TABLE = [
     Api(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, transactions.handle_add_offsets_to_txn),
     Api(ApiKey.END_TXN, 0, 5, transactions.handle_end_txn),
     Api(ApiKey.WRITE_TXN_MARKERS, 0, 1, transactions.handle_write_txn_markers),
-    Api(ApiKey.TXN_OFFSET_COMMIT, 0, 4, groups.handle_txn_offset_commit),
+    Api(ApiKey.TXN_OFFSET_COMMIT, 0, 5, groups.handle_txn_offset_commit),
     Api(ApiKey.DESCRIBE_ACLS, 0, 3, acls.handle_describe_acls),
     Api(ApiKey.CREATE_ACLS, 0, 3, acls.handle_create_acls),
     Api(ApiKey.DELETE_ACLS, 0, 3, acls.handle_delete_acls),

@@ -48,7 +48,7 @@ from herdless.cluster.layout import PartitionState
 from herdless.cluster.metadata_cache import ClusterMetadata
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.records import BatchHeader
-from herdless.storage import AppendInfo, LogManager, PartitionLog
+from herdless.storage import AppendInfo, LogManager, PartitionLog, VerificationGuard
 
 log = logging.getLogger(__name__)
 
@@ -302,9 +302,10 @@ class ClusterReplicaManager(ReplicaManager):
         acks: int,
         *,
         keyed: bool = False,
+        verification: VerificationGuard | None = None,
     ) -> AppendInfo:
         partition = self._led(partition_log.topic, partition_log.partition)
-        info = super().append(partition_log, batches, acks, keyed=keyed)
+        info = super().append(partition_log, batches, acks, keyed=keyed, verification=verification)
         # Alone in the ISR, the leader's own append moves the high watermark.
         self._maybe_advance_high_watermark(partition)
         return info

@@ -16,7 +16,14 @@ from herdless.broker.replication.durability import Durability
 from herdless.cluster.metadata import SINGLE_NODE_LEADER_EPOCH
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.records import BatchHeader
-from herdless.storage import AppendInfo, LogManager, PartitionLog, StorageError, StorageIOError
+from herdless.storage import (
+    AppendInfo,
+    LogManager,
+    PartitionLog,
+    StorageError,
+    StorageIOError,
+    VerificationGuard,
+)
 
 ACKS_ALL = -1
 NO_EPOCH = -1
@@ -91,9 +98,10 @@ class ReplicaManager:
         acks: int,
         *,
         keyed: bool = False,
+        verification: VerificationGuard | None = None,
     ) -> AppendInfo:
         """Append as leader; StorageError or PartitionError if nothing was written.
-        `keyed`: as PartitionLog.append takes it."""
+        `keyed` and `verification`: as PartitionLog.append takes them."""
         required = partition_log.config.min_insync_replicas
         in_sync = self.in_sync_replicas(partition_log)
         if acks == ACKS_ALL and in_sync < required:
@@ -107,7 +115,11 @@ class ReplicaManager:
             )
         try:
             info = partition_log.append(
-                batches, self._clock(), leader_epoch=self.leader_epoch(partition_log), keyed=keyed
+                batches,
+                self._clock(),
+                leader_epoch=self.leader_epoch(partition_log),
+                keyed=keyed,
+                verification=verification,
             )
         except StorageIOError as exc:
             self.logs.on_io_error("append", partition_log.name, exc)
