@@ -560,4 +560,22 @@ def test_broker_to_broker_forms(broker: BrokerProcess, wire: Callable[..., Any])
         for r in result.topic_results[0].results_by_partition
     }
     assert errors == {0: ErrorCode.NONE, 1: ErrorCode.TRANSACTION_ABORTABLE}
+    # WriteTxnMarkers v2 (KIP-1228): a transaction version 2 marker at the epoch of the
+    # open transaction is a late one of the transaction before; refused.
+    late = wire(
+        ApiKey.WRITE_TXN_MARKERS,
+        2,
+        markers=[
+            {
+                "producer_id": state.producer_id,
+                "producer_epoch": state.producer_epoch,
+                "transaction_result": True,
+                "topics": [{"name": topic, "partition_indexes": [0]}],
+                "coordinator_epoch": 0,
+                "transaction_version": 2,
+            }
+        ],
+    )
+    (partition,) = late.markers[0].topics[0].partitions
+    assert partition.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
     p.abort_transaction(TIMEOUT_S)

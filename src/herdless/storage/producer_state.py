@@ -198,6 +198,7 @@ class ProducerStateManager:
         batches: Sequence[PendingBatch],
         from_coordinator: bool = False,
         verification: VerificationGuard | None = None,
+        transaction_version: int = 0,
     ) -> AppendPlan:
         """Check every batch of an append before any is written.
 
@@ -211,6 +212,9 @@ class ProducerStateManager:
         does not. A transactional batch that would open a transaction passes only with
         the guard still held for its producer: a marker written since verification
         started took it away (verification_guard.py).
+
+        `transaction_version`: the coordinator's, for its markers (WriteTxnMarkers v2):
+        from 2 a marker's epoch was bumped past its transaction's (_end_transaction).
 
         Raises InvalidProducerEpoch, OutOfOrderSequence or InvalidTxnState; nothing
         changes until commit().
@@ -226,7 +230,9 @@ class ProducerStateManager:
                 transactional.add(header.producer_id)
             if header.is_control:
                 current = updates.get(header.producer_id, self._producers.get(header.producer_id))
-                entry, txn = _end_transaction(current, pending, checked=True)
+                entry, txn = _end_transaction(
+                    current, pending, checked=True, transaction_version=transaction_version
+                )
                 updates[header.producer_id] = entry
                 if txn is not None:
                     completed.append(txn)
@@ -415,11 +421,21 @@ def aborted_txn(txn: CompletedTxn, producers: ProducerStateManager) -> AbortedTx
 
 
 def _end_transaction(
-    current: ProducerEntry | None, pending: PendingBatch, *, checked: bool
+    current: ProducerEntry | None,
+    pending: PendingBatch,
+    *,
+    checked: bool,
+    transaction_version: int = 0,
 ) -> tuple[ProducerEntry, CompletedTxn | None]:
     """The producer's entry once a control batch is written, and the transaction its
     marker closes (Kafka's ProducerAppendInfo.appendEndTxnMarker). A marker with no
-    transaction open closes an empty one, starting at the marker, as in Kafka."""
+    transaction open closes an empty one, starting at the marker, as in Kafka.
+
+    From transaction version 2 the coordinator bumps the epoch before it writes markers
+    (KIP-890 part 2), so a marker at the epoch of the producer's open transaction is one
+    of the transaction before, late: refused, as KIP-1228 has Kafka refuse it. At that
+    epoch with no transaction open it is the same marker again (a coordinator resending
+    after a failover, or a lost answer), written again as Kafka's KAFKA-19999 allows."""
     header, marker = pending.header, pending.marker
     if marker is None:
         raise InvalidTxnState(
@@ -431,6 +447,16 @@ def _end_transaction(
             raise InvalidProducerEpoch(
                 f"transaction marker for producer {header.producer_id} has epoch"
                 f" {header.producer_epoch}, older than the current epoch {current.epoch}"
+            )
+        if (
+            transaction_version >= 2
+            and header.producer_epoch == current.epoch
+            and current.in_transaction
+        ):
+            raise InvalidProducerEpoch(
+                f"transaction marker for producer {header.producer_id} has epoch"
+                f" {header.producer_epoch}, the epoch of its open transaction: with"
+                " transaction version 2 a marker's epoch is bumped past it"
             )
         if marker.coordinator_epoch < current.coordinator_epoch:
             raise TransactionCoordinatorFenced(

@@ -205,7 +205,7 @@ def test_kip_890_bumps_the_epoch_at_every_transaction_end() -> None:
     )
     aborted = ctx.run("end_transaction", "t", 1000, 1, False, **v2)
     assert aborted == EndTxnAnswer(
-        ProducerIdAndEpoch(E.NONE, 1000, 2), TxnMarkers("t", 1000, 2, False, frozenset())
+        ProducerIdAndEpoch(E.NONE, 1000, 2), TxnMarkers("t", 1000, 2, False, frozenset(), 2)
     )
     assert ctx.replayed() == ctx.live()
 
@@ -322,7 +322,9 @@ def test_a_transaction_open_past_its_timeout_is_aborted_at_a_fenced_epoch() -> N
     assert ctx.meta().state is S.ONGOING
     ctx.sleep(1)
     assert ctx.meta().state is S.PREPARE_ABORT
-    assert ctx.shard.pending_markers() == [TxnMarkers("t", 1000, 2, False, frozenset({TP0, TP1}))]
+    assert ctx.shard.pending_markers() == [
+        TxnMarkers("t", 1000, 2, False, frozenset({TP0, TP1}), transaction_version=2)
+    ]
     assert ctx.run("end_transaction", "t", 1000, 0, True).response.error_code is E.PRODUCER_FENCED
     assert ctx.replayed() == ctx.live()
 

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-WRITE_TXN_MARKERS_VERSION = 1
+WRITE_TXN_MARKERS_VERSION = 2
 ADD_PARTITIONS_VERSION = 4
 # How long a marker's append may wait to be committed, and a request to another broker.
 MARKER_TIMEOUT_MS = 10_000
@@ -71,9 +71,11 @@ async def append_marker(
     producer_epoch: int,
     coordinator_epoch: int,
     committed: bool,
+    transaction_version: int = 0,
 ) -> ErrorCode:
     """Append one marker to a partition this broker leads and wait until it is
-    committed as an acks=all produce would: the error code WriteTxnMarkers answers."""
+    committed as an acks=all produce would: the error code WriteTxnMarkers answers.
+    `transaction_version`: the transaction's, as WriteTxnMarkers v2 carries it."""
     if tp.topic == OFFSETS_TOPIC:
         error = await groups.complete_transaction(
             tp.partition, producer_id, producer_epoch, coordinator_epoch, committed
@@ -87,7 +89,12 @@ async def append_marker(
     try:
         partition_log = replicas.leader_log(tp.topic, tp.partition)
         batch = memoryview(build_marker_batch(marker, producer_id, producer_epoch, clock.wall_ms()))
-        info = replicas.append(partition_log, [(parse_header(batch), batch)], ACKS_ALL)
+        info = replicas.append(
+            partition_log,
+            [(parse_header(batch), batch)],
+            ACKS_ALL,
+            transaction_version=transaction_version,
+        )
         await replicas.committed(partition_log, ACKS_ALL, info.last_offset + 1, MARKER_TIMEOUT_MS)
     except (StorageError, PartitionError) as exc:
         return exc.error_code
@@ -201,6 +208,7 @@ class MarkerWriter:
             markers.producer_epoch,
             coordinator_epoch,
             markers.committed,
+            markers.transaction_version,
         )
         return {tp: error}
 
@@ -228,6 +236,7 @@ class MarkerWriter:
                                 for topic, indexes in by_topic.items()
                             ],
                             "coordinator_epoch": coordinator_epoch,
+                            "transaction_version": markers.transaction_version,
                         }
                     ],
                 )

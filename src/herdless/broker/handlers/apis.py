@@ -97,7 +97,7 @@ _TABLE = [
     Api(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5, transactions.handle_add_partitions_to_txn),
     Api(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, transactions.handle_add_offsets_to_txn),
     Api(ApiKey.END_TXN, 0, 5, transactions.handle_end_txn),
-    Api(ApiKey.WRITE_TXN_MARKERS, 0, 1, transactions.handle_write_txn_markers),
+    Api(ApiKey.WRITE_TXN_MARKERS, 0, 2, transactions.handle_write_txn_markers),
     Api(ApiKey.TXN_OFFSET_COMMIT, 0, 5, groups.handle_txn_offset_commit),
     Api(ApiKey.DESCRIBE_ACLS, 0, 3, acls.handle_describe_acls),
     Api(ApiKey.CREATE_ACLS, 0, 3, acls.handle_create_acls),

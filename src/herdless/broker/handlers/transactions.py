@@ -400,6 +400,8 @@ async def handle_write_txn_markers(context: BrokerContext, request: Request) -> 
                         marker.producer_epoch,
                         marker.coordinator_epoch,
                         marker.transaction_result,
+                        # v2 (KIP-1228): the transaction's version, for the epoch check.
+                        getattr(marker, "transaction_version", 0),
                     )
                     for tp in tps
                 )

@@ -303,9 +303,17 @@ class ClusterReplicaManager(ReplicaManager):
         *,
         keyed: bool = False,
         verification: VerificationGuard | None = None,
+        transaction_version: int = 0,
     ) -> AppendInfo:
         partition = self._led(partition_log.topic, partition_log.partition)
-        info = super().append(partition_log, batches, acks, keyed=keyed, verification=verification)
+        info = super().append(
+            partition_log,
+            batches,
+            acks,
+            keyed=keyed,
+            verification=verification,
+            transaction_version=transaction_version,
+        )
         # Alone in the ISR, the leader's own append moves the high watermark.
         self._maybe_advance_high_watermark(partition)
         return info

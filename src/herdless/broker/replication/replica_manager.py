@@ -99,9 +99,11 @@ class ReplicaManager:
         *,
         keyed: bool = False,
         verification: VerificationGuard | None = None,
+        transaction_version: int = 0,
     ) -> AppendInfo:
         """Append as leader; StorageError or PartitionError if nothing was written.
-        `keyed` and `verification`: as PartitionLog.append takes them."""
+        `keyed`, `verification` and `transaction_version`: as PartitionLog.append takes
+        them."""
         required = partition_log.config.min_insync_replicas
         in_sync = self.in_sync_replicas(partition_log)
         if acks == ACKS_ALL and in_sync < required:
@@ -120,6 +122,7 @@ class ReplicaManager:
                 leader_epoch=self.leader_epoch(partition_log),
                 keyed=keyed,
                 verification=verification,
+                transaction_version=transaction_version,
             )
         except StorageIOError as exc:
             self.logs.on_io_error("append", partition_log.name, exc)

@@ -439,4 +439,5 @@ def _markers(meta: TransactionMetadata) -> TxnMarkers | None:
         meta.producer_epoch,
         meta.state is S.PREPARE_COMMIT,
         meta.partitions,
+        meta.client_transaction_version,
     )

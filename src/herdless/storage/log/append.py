@@ -64,6 +64,7 @@ class LogAppends(LocalLog):
         leader_epoch: int | None = None,
         keyed: bool = False,
         verification: VerificationGuard | None = None,
+        transaction_version: int = 0,
     ) -> AppendInfo:
         """Append validated batches (records.split_batches) as they are, assigning offsets.
 
@@ -82,7 +83,8 @@ class LogAppends(LocalLog):
 
         `verification`: the guard start_transaction_verification gave when the request
         was verified with the transaction coordinator, None when the leader does not
-        verify (ProducerStateManager.plan).
+        verify (ProducerStateManager.plan). `transaction_version`: the coordinator's, for a
+        marker it writes (WriteTxnMarkers v2).
         """
         if not batches:
             raise ValueError("append needs at least one batch")
@@ -114,7 +116,7 @@ class LogAppends(LocalLog):
                 marker = _marker(view, header) if header.is_control else None
                 pending.append(PendingBatch(header, next_offset, last, timestamp, marker))
                 next_offset = last + 1
-            plan = self._producers.plan(pending, keyed, verification)
+            plan = self._producers.plan(pending, keyed, verification, transaction_version)
             if plan.duplicate is not None:
                 original = plan.duplicate
                 return AppendInfo(
@@ -273,6 +275,7 @@ class LogAppends(LocalLog):
         now_ms: int,
         *,
         leader_epoch: int | None = None,
+        transaction_version: int = 0,
     ) -> AppendInfo:
         """Write a coordinator's COMMIT or ABORT marker for `producer_id` (WriteTxnMarkers):
         the producer's open transaction here ends, an aborted one goes into the transaction
@@ -282,7 +285,12 @@ class LogAppends(LocalLog):
         TransactionCoordinatorFenced for a coordinator epoch older than the last marker's.
         """
         view = memoryview(build_marker_batch(marker, producer_id, producer_epoch, now_ms))
-        return self.append([(records.parse_header(view), view)], now_ms, leader_epoch=leader_epoch)
+        return self.append(
+            [(records.parse_header(view), view)],
+            now_ms,
+            leader_epoch=leader_epoch,
+            transaction_version=transaction_version,
+        )
 
     def _index_aborted(self, completed: Iterable[CompletedTxn]) -> None:
         """Record the aborted transactions among `completed`, already in the producer state,
