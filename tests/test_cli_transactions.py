@@ -81,6 +81,11 @@ def test_an_open_transaction_is_listed_described_and_seen_on_its_partition(
         succeeded(herdless("transactions", "describe-producers", topic, *bootstrap))
     )
     assert [(row[0], row[1], row[5]) for row in producers] == [(topic, "0", "0")]
+    # Any replica answers; here the one broker's.
+    asked = ("describe-producers", topic, "--broker-id", "0")
+    replica = table_rows(succeeded(herdless("transactions", *asked, *bootstrap)))
+    # The same producers; DURATION-MS, the last column, moved on meanwhile.
+    assert [row[:-1] for row in replica] == [row[:-1] for row in producers]
 
     producer.commit_transaction(30)
     listed = table_rows(succeeded(herdless("transactions", "list", *bootstrap)))

@@ -78,12 +78,17 @@ def describe_transactions(
 
 
 def open_transactions(
-    admin: KafkaAdminClient, partitions: Iterable[TopicPartition], now_ms: int
+    admin: KafkaAdminClient,
+    partitions: Iterable[TopicPartition],
+    now_ms: int,
+    broker_id: int | None = None,
 ) -> list[dict[str, Any]]:
     """The producers with a transaction open on each partition (DescribeProducers to
-    its leader): where it starts, and how long ago its producer last wrote there."""
+    its leader, or to `broker_id`'s replica: any replica answers): where it starts, and
+    how long ago its producer last wrote there."""
     rows = []
-    for tp, state in sorted(admin.describe_producers(list(partitions)).items()):
+    described = admin.describe_producers(list(partitions), broker_id=broker_id)
+    for tp, state in sorted(described.items()):
         for producer in state.active_producers:
             if producer.current_transaction_start_offset < 0:
                 continue

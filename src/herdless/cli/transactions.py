@@ -134,12 +134,20 @@ def describe(
 def describe_producers(
     topic: Annotated[str, typer.Argument(metavar="TOPIC")],
     partition: PartitionOption = None,
+    broker_id: Annotated[
+        int | None,
+        typer.Option(
+            "--broker-id", help="Ask this broker's replicas instead of the leaders (a follower's)."
+        ),
+    ] = None,
     output: OutputOption = None,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> None:
-    """The producers with a transaction open on a topic's partitions, from their leaders."""
+    """The producers with a transaction open on a topic's partitions, from their leaders
+    or from one broker's replicas."""
     with connect(bootstrap) as admin:
-        rows = open_transactions(admin, _partitions(admin, topic, partition), _now_ms())
+        partitions = _partitions(admin, topic, partition)
+        rows = open_transactions(admin, partitions, _now_ms(), broker_id)
     show(_producers_view(rows, "no open transactions"), output)
 
 
