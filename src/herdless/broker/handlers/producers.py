@@ -2,8 +2,8 @@
 kafka-transactions.sh describe-producers shows them (Kafka's
 KafkaApis.handleDescribeProducersRequest). Any replica answers, leader or follower,
 as in Kafka: a follower replays its leader's batches into the same producer state,
-so kafka-transactions.sh's `describe-producers --broker-id` can compare what
-each replica holds.
+so `describe-producers --broker-id` (herdless's and kafka-transactions.sh's) can
+compare what each replica holds.
 
 Each producer is told with its epoch, last sequence and timestamp, the epoch of the
 transaction coordinator that wrote its last marker, and where its open transaction
