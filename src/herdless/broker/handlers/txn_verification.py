@@ -73,7 +73,10 @@ async def verify_transactional_batches(
     the coordinator: which may not be appended, and the guard each append carries."""
     verified = Verified()
     coordinator = context.transactions
-    if coordinator is None or not context.config.transaction_partition_verification_enable:
+    add = produce_version >= ADD_PARTITION_PRODUCE_VERSION
+    # Verification may be turned off; adding may not, as in Kafka: a transaction version
+    # 2 producer relies on it to put its partitions in the transaction at all.
+    if coordinator is None or not (add or context.config.transaction_partition_verification_enable):
         return verified
     asking: dict[tuple[int, int], list[TopicPartition]] = defaultdict(list)
     now_ms = clock.wall_ms()
@@ -96,7 +99,6 @@ async def verify_transactional_batches(
                 asking[header.producer_id, header.producer_epoch].append(
                     TopicPartition(topic.name, partition_data.index)
                 )
-    add = produce_version >= ADD_PARTITION_PRODUCE_VERSION
     for (producer_id, producer_epoch), partitions in asking.items():
         errors = await coordinator.add_or_verify_partitions(
             transactional_id, producer_id, producer_epoch, partitions, add
