@@ -1,8 +1,11 @@
 """`herdless transactions`: an open transaction listed, described and seen on its
-partition; a transaction left hanging on a partition found and aborted there."""
+partition; a transaction left hanging on a partition found and aborted there (on a
+broker with transaction verification off, which also shows Produce v12 still adding
+its partition to the transaction)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterator
@@ -18,6 +21,8 @@ from kafka.protocol.producer import (
 )
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from herdless.broker.peers.connection import PeerConnection
+from herdless.protocol.api_keys import ApiKey
 from tests.support.broker import BrokerProcess, module_broker
 from tests.support.cli import assert_documented, herdless, refused, succeeded, table_rows
 from tests.support.exactly_once import read_committed
@@ -57,6 +62,15 @@ def test_an_open_transaction_is_listed_described_and_seen_on_its_partition(
 
     listed = table_rows(succeeded(herdless("transactions", "list", *bootstrap)))
     assert [row[0] for row in listed if row[3] == "Ongoing"] == ["cli-open-id"]
+    # kafka-transactions.sh's filters: open for longer than a duration, ids by a pattern.
+    for filters, expected in (
+        (("--duration-filter", "0"), ["cli-open-id"]),
+        (("--duration-filter", "3600000"), []),
+        (("--transactional-id-pattern", "cli-open-.*"), ["cli-open-id"]),
+        (("--transactional-id-pattern", "cli-open"), []),
+    ):
+        found = table_rows(succeeded(herdless("transactions", "list", *filters, *bootstrap)))
+        assert [row[0] for row in found] == expected, filters
     for command, args in {
         "transactions list": ("list",),
         "transactions describe ID": ("describe", "cli-open-id"),
@@ -72,6 +86,11 @@ def test_an_open_transaction_is_listed_described_and_seen_on_its_partition(
         succeeded(herdless("transactions", "describe-producers", topic, *bootstrap))
     )
     assert [(row[0], row[1], row[5]) for row in producers] == [(topic, "0", "0")]
+    # Any replica answers; here the one broker's.
+    asked = ("describe-producers", topic, "--broker-id", "0")
+    replica = table_rows(succeeded(herdless("transactions", *asked, *bootstrap)))
+    # The same producers; DURATION-MS, the last column, moved on meanwhile.
+    assert [row[:-1] for row in replica] == [row[:-1] for row in producers]
 
     producer.commit_transaction(30)
     listed = table_rows(succeeded(herdless("transactions", "list", *bootstrap)))
@@ -142,6 +161,16 @@ def test_bad_arguments_are_named(unverified: BrokerProcess) -> None:
         2,
     )
     refused(herdless("transactions", "list", "--state", "Sleeping", *bootstrap), "Sleeping", 2)
+    refused(
+        herdless("transactions", "list", "--transactional-id-pattern", "cli-(", *bootstrap),
+        "--transactional-id-pattern 'cli-(' is not a regular expression",
+        2,
+    )
+    refused(
+        herdless("transactions", "list", "--duration-filter", "-1", *bootstrap),
+        "--duration-filter",
+        2,
+    )
 
 
 def _write_transactional(wire: Wire, topic: str, producer_id: int, when_s: float) -> None:
@@ -171,3 +200,60 @@ def _write_transactional(wire: Wire, topic: str, producer_id: int, when_s: float
     )
     answer = wire.call(request, ProduceResponse)
     assert answer.responses[0].partition_responses[0].error_code == 0, answer
+
+
+def test_produce_v12_adds_its_partition_with_verification_off(unverified: BrokerProcess) -> None:
+    """transaction.partition.verification.enable=false turns verification off, not the
+    adding a transaction version 2 producer relies on (it sends no AddPartitionsToTxn):
+    its Produce v12 still puts the partition in its transaction, as in Kafka."""
+    topic = _topic(unverified, "cli-tv2")
+    txn_id = "cli-tv2-id"
+
+    async def run() -> list[tuple[str, int]]:
+        connection = PeerConnection(unverified.host, unverified.port, "tv2", 30)
+        try:
+            await connection.request(
+                ApiKey.FIND_COORDINATOR, 4, key_type=1, coordinator_keys=[txn_id]
+            )
+            init = await connection.request(
+                ApiKey.INIT_PRODUCER_ID,
+                5,
+                transactional_id=txn_id,
+                transaction_timeout_ms=60_000,
+                producer_id=-1,
+                producer_epoch=-1,
+            )
+            assert init.error_code == 0
+            builder = DefaultRecordBatchBuilder(
+                magic=2,
+                compression_type=0,
+                is_transactional=True,
+                producer_id=init.producer_id,
+                producer_epoch=init.producer_epoch,
+                base_sequence=0,
+                batch_size=1 << 20,
+            )
+            builder.append(0, timestamp=int(time.time() * 1000), key=None, value=b"v", headers=[])
+            answer = await connection.request(
+                ApiKey.PRODUCE,
+                12,
+                transactional_id=txn_id,
+                acks=-1,
+                timeout_ms=5000,
+                topic_data=[
+                    {
+                        "name": topic,
+                        "partition_data": [{"index": 0, "records": bytes(builder.build())}],
+                    }
+                ],
+            )
+            assert answer.responses[0].partition_responses[0].error_code == 0
+            described = await connection.request(
+                ApiKey.DESCRIBE_TRANSACTIONS, 0, transactional_ids=[txn_id]
+            )
+            (state,) = described.transaction_states
+            return [(t.topic, p) for t in state.topics for p in t.partitions]
+        finally:
+            connection.close()
+
+    assert asyncio.run(run()) == [(topic, 0)]

@@ -11,9 +11,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -25,6 +24,7 @@ from herdless.coordinator import partition_for
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.errors import ErrorCode
 from tests.support.cluster import ClusterProcesses, running_cluster
+from tests.support.waiting import wait_for
 
 TIMEOUT_S = 60
 TRANSACTION_STATE_TOPIC = "__transaction_state"
@@ -37,16 +37,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcess
     base: Path = tmp_path_factory.mktemp("cluster-transactions")
     with running_cluster(base) as processes:
         yield processes
-
-
-def wait_for(condition: Callable[[], Any], what: str, timeout: float = TIMEOUT_S) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"not within {timeout}s: {what}")
 
 
 def high_watermarks(cluster: ClusterProcesses, topic: str) -> list[int]:
@@ -83,6 +73,7 @@ def test_markers_reach_leaders_on_other_brokers(cluster: ClusterProcesses) -> No
     wait_for(
         lambda: high_watermarks(cluster, topic) == [4] * PARTITIONS,
         "a COMMIT marker in every partition",
+        timeout=TIMEOUT_S,
     )
 
     producer.begin_transaction()
@@ -92,6 +83,7 @@ def test_markers_reach_leaders_on_other_brokers(cluster: ClusterProcesses) -> No
     wait_for(
         lambda: high_watermarks(cluster, topic) == [6, 4, 4],
         "an ABORT marker in partition 0",
+        timeout=TIMEOUT_S,
     )
     # Said once the transaction completes, just after its markers are written.
     for ended in ("committed", "aborted"):
@@ -100,6 +92,7 @@ def test_markers_reach_leaders_on_other_brokers(cluster: ClusterProcesses) -> No
                 f"transaction {txn_id} {ended}" in cluster.brokers[coordinator].log()
             ),
             f"the coordinator saying the transaction {ended}",
+            timeout=TIMEOUT_S,
         )
 
 
@@ -123,6 +116,7 @@ def test_a_new_coordinator_serves_the_transactional_id(cluster: ClusterProcesses
     wait_for(
         lambda: f"transaction {txn_id} committed" in cluster.brokers[coordinator].log(),
         "the first transaction completing",
+        timeout=TIMEOUT_S,
     )
     cluster.kill(coordinator)
     try:
@@ -133,6 +127,7 @@ def test_a_new_coordinator_serves_the_transactional_id(cluster: ClusterProcesses
                 and leader
             ),
             "a new leader of the transactional id's partition",
+            timeout=TIMEOUT_S,
         )
         second = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id})
         second.init_transactions(TIMEOUT_S)
@@ -144,6 +139,7 @@ def test_a_new_coordinator_serves_the_transactional_id(cluster: ClusterProcesses
         wait_for(
             lambda: high_watermarks(cluster, topic) == [4, 2, 2],
             "markers from the new coordinator",
+            timeout=TIMEOUT_S,
         )
         log = cluster.brokers[successor].log()
         assert (
@@ -200,6 +196,43 @@ def test_markers_for_a_partition_the_broker_does_not_lead(cluster: ClusterProces
     assert high_watermarks(cluster, topic) == [0] * PARTITIONS
 
 
+def test_every_replica_describes_its_producers(cluster: ClusterProcesses) -> None:
+    """DescribeProducers is answered by followers as by the leader, as Kafka answers it:
+    a follower holds the producer state its leader's batches gave it, open transaction
+    included."""
+    topic = new_topic(cluster)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": topic})
+    producer.init_transactions(TIMEOUT_S)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"open", partition=0)
+    assert producer.flush(TIMEOUT_S) == 0
+
+    async def describe(broker_id: int) -> object:
+        process = cluster.brokers[broker_id]
+        connection = PeerConnection(process.host, process.port, "describe-producers", TIMEOUT_S)
+        try:
+            answer = await connection.request(
+                ApiKey.DESCRIBE_PRODUCERS, 0, topics=[{"name": topic, "partition_indexes": [0]}]
+            )
+        finally:
+            connection.close()
+        (partition,) = answer.topics[0].partitions
+        assert partition.error_code == ErrorCode.NONE, (broker_id, partition)
+        return [(p.producer_epoch, p.current_txn_start_offset) for p in partition.active_producers]
+
+    try:
+        expected = asyncio.run(describe(cluster.leader_of(topic, 0)))
+        assert [start for _, start in expected] == [0]
+        for broker_id in cluster.brokers:
+            wait_for(
+                lambda b=broker_id: asyncio.run(describe(b)) == expected,
+                f"broker {broker_id} describing the open transaction",
+                timeout=TIMEOUT_S,
+            )
+    finally:
+        producer.abort_transaction(TIMEOUT_S)
+
+
 def test_a_marker_reaches_the_new_leader_of_a_partition_whose_leader_died(
     cluster: ClusterProcesses,
 ) -> None:
@@ -233,6 +266,7 @@ def test_a_marker_reaches_the_new_leader_of_a_partition_whose_leader_died(
     wait_for(
         lambda: log_lines(cluster, coordinator, f"transaction {txn_id} committed"),
         "the coordinator completing the transaction at the new leader",
+        timeout=TIMEOUT_S,
     )
     # Bounded: the new leader is elected once the dead one's ZooKeeper session expires.
     assert time.monotonic() - started < TIMEOUT_S
@@ -251,7 +285,7 @@ def test_a_marker_reaches_the_new_leader_of_a_partition_whose_leader_died(
     )
     try:
         consumer.assign([KafkaPartition(topic, 0, 0)])
-        message = wait_for(lambda: consumer.poll(0.5), "the committed record")
+        message = wait_for(lambda: consumer.poll(0.5), "the committed record", TIMEOUT_S)
         assert message.error() is None and message.value() == b"kept"
     finally:
         consumer.close()

@@ -29,6 +29,7 @@ from herdless.broker.peers.connection import PeerConnection
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.errors import ErrorCode
 from tests.support.broker import BrokerProcess, module_broker
+from tests.support.waiting import wait_for
 
 TIMEOUT_S = 30
 
@@ -114,16 +115,6 @@ def transactional_batch(init: Any, timestamp_ms: int | None = None) -> bytes:
     return bytes(builder.build())
 
 
-def wait_for(condition: Callable[[], Any], what: str, timeout: float = TIMEOUT_S) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"not within {timeout}s: {what}")
-
-
 def test_commit_and_abort_leave_one_marker_per_partition(
     broker: BrokerProcess, wire: Callable[..., Any]
 ) -> None:
@@ -152,6 +143,44 @@ def test_commit_and_abort_leave_one_marker_per_partition(
     log = broker.log()
     assert f"transaction {txn_id} committed" in log
     assert f"transaction {txn_id} aborted" in log
+
+
+def test_transactions_are_listed_by_a_pattern_of_their_ids(
+    broker: BrokerProcess, wire: Callable[..., Any]
+) -> None:
+    """ListTransactions v2 (KIP-1152): ids the pattern matches whole; a pattern that is
+    no regular expression gets INVALID_REGULAR_EXPRESSION."""
+    run = uuid.uuid4().hex[:8]
+    for name in ("orders-1", "orders-2", "invoices-1"):
+        producer(broker, f"{run}-{name}").init_transactions(TIMEOUT_S)
+
+    def listed(pattern: str | None, **filters: Any) -> set[str]:
+        answer = wire(
+            ApiKey.LIST_TRANSACTIONS,
+            2,
+            state_filters=[],
+            producer_id_filters=[],
+            transactional_id_pattern=pattern,
+            **filters,
+        )
+        assert answer.error_code == ErrorCode.NONE
+        return {s.transactional_id for s in answer.transaction_states if run in s.transactional_id}
+
+    assert listed(f"{run}-orders-.*") == {f"{run}-orders-1", f"{run}-orders-2"}
+    # Matched whole, as Java's Matcher.matches: a part of an id is not enough.
+    assert listed("orders") == set()
+    assert len(listed(None)) == len(listed("")) == 3
+    # None of them has a transaction open: the duration filter (v1) leaves none.
+    assert listed(f"{run}-.*", duration_filter=0) == set()
+    bad = wire(
+        ApiKey.LIST_TRANSACTIONS,
+        2,
+        state_filters=[],
+        producer_id_filters=[],
+        transactional_id_pattern="orders-(",
+    )
+    assert (bad.error_code, bad.transaction_states) == (ErrorCode.INVALID_REGULAR_EXPRESSION, [])
+    one_line(broker, "ListTransactions refused", "orders-(")
 
 
 def test_a_second_producer_fences_the_first(
@@ -359,6 +388,90 @@ def test_a_transactional_batch_outside_the_transaction_is_refused(
     watermarks_reach(broker, topic, [0, 0])
 
 
+def test_a_transaction_version_2_producer_adds_partitions_by_writing(
+    broker: BrokerProcess, wire: Callable[..., Any]
+) -> None:
+    """KIP-890 part 2: a producer of transaction version 2 sends no AddPartitionsToTxn
+    or AddOffsetsToTxn. Produce v12 adds each partition it writes to the transaction,
+    TxnOffsetCommit v5 the group's offsets partition; EndTxn then commits them all."""
+    topic = new_topic(broker, 2)
+    txn_id = f"tv2-{topic}"
+    group = f"tv2-group-{topic}"
+    init = wire(
+        ApiKey.INIT_PRODUCER_ID,
+        5,
+        transactional_id=txn_id,
+        transaction_timeout_ms=60_000,
+        producer_id=-1,
+        producer_epoch=-1,
+    )
+    assert init.error_code == ErrorCode.NONE
+    for partition in (0, 1):
+        answer = wire(
+            ApiKey.PRODUCE,
+            12,
+            transactional_id=txn_id,
+            acks=-1,
+            timeout_ms=5000,
+            topic_data=[
+                {
+                    "name": topic,
+                    "partition_data": [{"index": partition, "records": transactional_batch(init)}],
+                }
+            ],
+        )
+        assert answer.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+    committed = wire(
+        ApiKey.TXN_OFFSET_COMMIT,
+        5,
+        transactional_id=txn_id,
+        group_id=group,
+        producer_id=init.producer_id,
+        producer_epoch=init.producer_epoch,
+        generation_id=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=[
+            {
+                "name": topic,
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "committed_offset": 1,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                ],
+            }
+        ],
+    )
+    assert committed.topics[0].partitions[0].error_code == ErrorCode.NONE
+    state = described(wire, txn_id)
+    assert state.transaction_state == "Ongoing"
+    held = {(t.topic, p) for t in state.topics for p in t.partitions}
+    assert {(topic, 0), (topic, 1)} < held
+    assert any(name == "__consumer_offsets" for name, _ in held)
+    ended = wire(
+        ApiKey.END_TXN,
+        5,
+        transactional_id=txn_id,
+        producer_id=init.producer_id,
+        producer_epoch=init.producer_epoch,
+        committed=True,
+    )
+    assert ended.error_code == ErrorCode.NONE
+    # A record and a COMMIT marker in each partition; the offset visible with them.
+    watermarks_reach(broker, topic, [2, 2])
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        wait_for(
+            lambda: consumer.committed([KafkaPartition(topic, 0)], TIMEOUT_S)[0].offset == 1,
+            "the offset committed in the transaction",
+        )
+    finally:
+        consumer.close()
+
+
 def test_kafka_python_and_aiokafka_commit_and_abort(
     broker: BrokerProcess, wire: Callable[..., Any]
 ) -> None:
@@ -447,4 +560,22 @@ def test_broker_to_broker_forms(broker: BrokerProcess, wire: Callable[..., Any])
         for r in result.topic_results[0].results_by_partition
     }
     assert errors == {0: ErrorCode.NONE, 1: ErrorCode.TRANSACTION_ABORTABLE}
+    # WriteTxnMarkers v2 (KIP-1228): a transaction version 2 marker at the epoch of the
+    # open transaction is a late one of the transaction before; refused.
+    late = wire(
+        ApiKey.WRITE_TXN_MARKERS,
+        2,
+        markers=[
+            {
+                "producer_id": state.producer_id,
+                "producer_epoch": state.producer_epoch,
+                "transaction_result": True,
+                "topics": [{"name": topic, "partition_indexes": [0]}],
+                "coordinator_epoch": 0,
+                "transaction_version": 2,
+            }
+        ],
+    )
+    (partition,) = late.markers[0].topics[0].partitions
+    assert partition.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
     p.abort_transaction(TIMEOUT_S)

@@ -128,9 +128,23 @@ def test_idle_producers_expire(open_log: OpenLog) -> None:
     log = open_log()
     produce(log, 0, now=0)
     log.append(split(batch(first_timestamp=10**10)), 0)
+    # Retention deletes segments; forgetting producers is a job of its own.
     assert log.apply_retention(now_ms=10**10) == 0
+    assert log.producers.entry(7) is not None
+    assert log.remove_expired_producers(now_ms=10**10) == 1
     # Expired (its last batch is a day old by its own timestamp), so any sequence goes.
     assert produce(log, 9).first_offset == 2
+
+
+def test_a_producer_with_a_transaction_open_does_not_expire(open_log: OpenLog) -> None:
+    log = open_log()
+    log.append(split(batch(producer_id=8, base_sequence=0, transactional=True)), 0)
+    produce(log, 0, pid=9)
+    # Both a day old; only the one without an open transaction goes (Kafka's rule).
+    assert log.remove_expired_producers(now_ms=1_000 + 86_400_000) == 1
+    assert log.producers.entry(9) is None
+    assert log.producers.entry(8) is not None
+    assert log.first_unstable_offset == 0
 
 
 def test_log_append_time_retry_reports_the_original_time(open_log: OpenLog) -> None:

@@ -451,3 +451,26 @@ def test_a_crash_at_any_step_of_a_cleaning_keeps_the_aborts(
             assert reopened.first_unstable_offset is None
         finally:
             reopened.close()
+
+
+def test_a_transaction_version_2_marker_must_be_bumped_past_the_open_transaction(
+    open_log: OpenLog,
+) -> None:
+    """WriteTxnMarkers v2 (KIP-1228): a version 2 coordinator bumps the epoch before it
+    writes markers, so one at the epoch of the open transaction is late, from the
+    transaction before; the same marker written again once it closed is a resend."""
+    log = open_log()
+    producer = Producer(log, pid=7, epoch=3)
+    producer.send()
+    with pytest.raises(InvalidProducerEpoch, match="epoch of its open transaction"):
+        log.append_end_txn_marker(7, 3, COMMIT, 0, transaction_version=2)
+    assert log.first_unstable_offset == 0
+    # A version 1 coordinator writes markers at the transaction's own epoch.
+    assert log.append_end_txn_marker(7, 3, COMMIT, 0).first_offset == 1
+    producer.send()
+    log.append_end_txn_marker(7, 4, COMMIT, 0, transaction_version=2)
+    assert log.first_unstable_offset is None
+    # Resent after a failover: at the bumped epoch, with no transaction open.
+    assert log.append_end_txn_marker(7, 4, COMMIT, 0, transaction_version=2).first_offset == 4
+    with pytest.raises(InvalidProducerEpoch):
+        log.append_end_txn_marker(7, 3, COMMIT, 0, transaction_version=2)

@@ -27,13 +27,18 @@ def list_transactions(
     admin: KafkaAdminClient,
     states: Iterable[str] = (),
     producer_ids: Iterable[int] = (),
-    min_duration_ms: int | None = None,
+    duration_filter_ms: int | None = None,
+    transactional_id_pattern: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Every transactional id the coordinators hold (ListTransactions to each broker)."""
+    """Every transactional id the coordinators hold (ListTransactions to each broker),
+    filtered as kafka-transactions.sh's list filters: by state, producer id, how long
+    the transaction has been open (`--duration-filter`), and a regular expression the
+    whole id matches (`--transactional-id-pattern`)."""
     by_broker = admin.list_transactions(
         state_filters=list(states) or None,
         producer_id_filters=list(producer_ids) or None,
-        duration_filter_ms=min_duration_ms,
+        duration_filter_ms=duration_filter_ms,
+        transactional_id_pattern=transactional_id_pattern,
     )
     rows = [
         {
@@ -73,12 +78,17 @@ def describe_transactions(
 
 
 def open_transactions(
-    admin: KafkaAdminClient, partitions: Iterable[TopicPartition], now_ms: int
+    admin: KafkaAdminClient,
+    partitions: Iterable[TopicPartition],
+    now_ms: int,
+    broker_id: int | None = None,
 ) -> list[dict[str, Any]]:
     """The producers with a transaction open on each partition (DescribeProducers to
-    its leader): where it starts, and how long ago its producer last wrote there."""
+    its leader, or to `broker_id`'s replica: any replica answers): where it starts, and
+    how long ago its producer last wrote there."""
     rows = []
-    for tp, state in sorted(admin.describe_producers(list(partitions)).items()):
+    described = admin.describe_producers(list(partitions), broker_id=broker_id)
+    for tp, state in sorted(described.items()):
         for producer in state.active_producers:
             if producer.current_transaction_start_offset < 0:
                 continue

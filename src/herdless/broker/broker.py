@@ -81,6 +81,7 @@ class Broker:
         self.logs = LogManager(
             config.data_dir,
             config.log_config(),
+            producer_id_expiration_ms=config.producer_id_expiration_ms,
             high_watermark_follows_log_end=not config.clustered,
             on_io_error=self._storage_failed,
             open_files=open_files,
@@ -319,6 +320,11 @@ class Broker:
         self._background = [
             loop.create_task(self._every(self.config.retention_check_interval_ms, self._retain)),
             loop.create_task(self._every(self.config.flush_scheduler_interval_ms, self._flush_due)),
+            loop.create_task(
+                self._every(
+                    self.config.producer_id_expiration_check_interval_ms, self._expire_producers
+                )
+            ),
             loop.create_task(self._every(int(WINDOW_S * 1000), self._summarise_warnings)),
         ]
         if self.config.cleaner_enable:
@@ -522,6 +528,12 @@ class Broker:
     async def _retain(self) -> None:
         # Retention and cleaning compare with record times: the wall clock.
         self.logs.apply_retention(wall_ms())
+
+    async def _expire_producers(self) -> None:
+        # Against the producers' record times, as retention: the wall clock.
+        expired = self.logs.remove_expired_producers(wall_ms())
+        if expired:
+            log.debug("forgot %d idle producers (producer.id.expiration.ms)", expired)
 
     async def _clean(self) -> None:
         # Compaction rewrites whole segments: off the event loop, as fsync is. Shielded,

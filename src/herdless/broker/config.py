@@ -148,6 +148,10 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
         "share_coordinator_snapshot_update_records_per_snapshot",
         int,
     ),
+    # A partition leader forgets an idle producer's id and sequences after this, unless
+    # it has a transaction open; checked every producer.id.expiration.check.interval.ms.
+    "producer.id.expiration.ms": ("producer_id_expiration_ms", int),
+    "producer.id.expiration.check.interval.ms": ("producer_id_expiration_check_interval_ms", int),
     # KIP-890: a partition leader asks the coordinator whether a transactional batch's
     # partition is in its producer's transaction before appending it.
     "transaction.partition.verification.enable": (
@@ -224,6 +228,8 @@ _RANGES: dict[str, tuple[int | None, int | None]] = {
     "share.coordinator.state.topic.min.isr": (1, None),
     "share.coordinator.state.topic.segment.bytes": (1, None),
     "share.coordinator.snapshot.update.records.per.snapshot": (0, 500),
+    "producer.id.expiration.ms": (1, None),
+    "producer.id.expiration.check.interval.ms": (1, None),
     "metrics.port": _PORTS,
     # Kafka's bounds.
     "group.share.record.lock.duration.ms": (1_000, 3_600_000),
@@ -370,6 +376,8 @@ class BrokerConfig:
     transaction_state_log_segment_bytes: int = 104_857_600
     transaction_max_timeout_ms: int = 900_000
     transactional_id_expiration_ms: int = 604_800_000
+    producer_id_expiration_ms: int = 86_400_000
+    producer_id_expiration_check_interval_ms: int = 600_000
     transaction_partition_verification_enable: bool = True
     share_coordinator_state_topic_num_partitions: int = 50
     share_coordinator_state_topic_replication_factor: int = 3

@@ -4,6 +4,7 @@ open, and the way out of a transaction left hanging on a partition."""
 
 from __future__ import annotations
 
+import re
 import time
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -56,16 +57,34 @@ def list_(
     producer_id: Annotated[
         list[int] | None, typer.Option("--producer-id", help="Only this producer; repeatable.")
     ] = None,
-    min_duration_ms: Annotated[
-        int | None, typer.Option(help="Only transactions open longer than this.")
+    duration_filter: Annotated[
+        int | None,
+        typer.Option(help="Milliseconds: only transactions open longer than this (KIP-994)."),
+    ] = None,
+    transactional_id_pattern: Annotated[
+        str | None,
+        typer.Option(help="A regular expression the whole transactional id matches (KIP-1152)."),
     ] = None,
     output: OutputOption = None,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> None:
     """List the transactional ids every coordinator holds, with their producer and state."""
     states = [_state(s) for s in state or []]
+    if duration_filter is not None and duration_filter < 0:
+        raise fail("--duration-filter is in milliseconds and at least 0", USAGE)
+    if transactional_id_pattern:
+        try:
+            re.compile(transactional_id_pattern)
+        except re.error as exc:
+            raise fail(
+                f"--transactional-id-pattern {transactional_id_pattern!r} is not a regular"
+                f" expression: {exc}",
+                USAGE,
+            ) from None
     with connect(bootstrap) as admin:
-        rows = list_transactions(admin, states, producer_id or [], min_duration_ms)
+        rows = list_transactions(
+            admin, states, producer_id or [], duration_filter, transactional_id_pattern or None
+        )
     table = Table(
         ("TRANSACTIONAL-ID", "COORDINATOR", "PRODUCER-ID", "STATE"),
         [tuple(row.values()) for row in rows],
@@ -115,12 +134,20 @@ def describe(
 def describe_producers(
     topic: Annotated[str, typer.Argument(metavar="TOPIC")],
     partition: PartitionOption = None,
+    broker_id: Annotated[
+        int | None,
+        typer.Option(
+            "--broker-id", help="Ask this broker's replicas instead of the leaders (a follower's)."
+        ),
+    ] = None,
     output: OutputOption = None,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> None:
-    """The producers with a transaction open on a topic's partitions, from their leaders."""
+    """The producers with a transaction open on a topic's partitions, from their leaders
+    or from one broker's replicas."""
     with connect(bootstrap) as admin:
-        rows = open_transactions(admin, _partitions(admin, topic, partition), _now_ms())
+        partitions = _partitions(admin, topic, partition)
+        rows = open_transactions(admin, partitions, _now_ms(), broker_id)
     show(_producers_view(rows, "no open transactions"), output)
 
 

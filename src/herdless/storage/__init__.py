@@ -39,6 +39,7 @@ from herdless.storage.leader_epochs import (
 )
 from herdless.storage.log import AppendInfo, PartitionLog
 from herdless.storage.manager import LogManager, Topic, validate_topic_name
+from herdless.storage.verification_guard import VerificationGuard
 
 __all__ = [
     "LIST_TOPIC_CONFIGS",
@@ -73,5 +74,6 @@ __all__ = [
     "TopicAlreadyExists",
     "UnexpectedAppendOffset",
     "UnknownTopicOrPartition",
+    "VerificationGuard",
     "validate_topic_name",
 ]

@@ -443,6 +443,11 @@ class LogManager:
                 log.exception("retention of %s failed", partition_log.name)
         return deleted
 
+    def remove_expired_producers(self, now_ms: int) -> int:
+        """Forget idle producers in every partition (producer.id.expiration.ms); returns
+        how many were forgotten."""
+        return sum(partition_log.remove_expired_producers(now_ms) for partition_log in self.logs())
+
     def clean(self, now_ms: int) -> int:
         """Compact every log that asks for it; returns how many were cleaned.
 

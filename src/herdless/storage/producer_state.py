@@ -32,6 +32,7 @@ from herdless.storage.errors import (
     TransactionCoordinatorFenced,
 )
 from herdless.storage.transaction_index import AbortedTxn
+from herdless.storage.verification_guard import SENTINEL, VerificationGuard, verifies
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +144,9 @@ class AppendPlan:
     updates: dict[int, ProducerEntry]
     # Transactions the batches' markers close, in offset order.
     completed: tuple[CompletedTxn, ...] = ()
+    # Producers with a transactional batch or a marker among the batches: once written,
+    # their transaction is open here or ended, and their verification guard goes.
+    transactional: frozenset[int] = frozenset()
 
 
 def in_sequence(last_sequence: int, next_sequence: int) -> bool:
@@ -156,6 +160,9 @@ class ProducerStateManager:
         # Producer id -> first offset of its open transaction; few at a time, read for
         # the last stable offset on every read_committed fetch.
         self._ongoing: dict[int, int] = {}
+        # Producer id -> the guard of the verification under way for its transaction's
+        # first batch here (verification_guard.py).
+        self._verifying: dict[int, VerificationGuard] = {}
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -163,7 +170,36 @@ class ProducerStateManager:
     def entry(self, producer_id: int) -> ProducerEntry | None:
         return self._producers.get(producer_id)
 
-    def plan(self, batches: Sequence[PendingBatch], from_coordinator: bool = False) -> AppendPlan:
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether the producer has a transaction open here at this epoch: its batches
+        need no verification (Kafka's UnifiedLog.hasOngoingTransaction)."""
+        entry = self._producers.get(producer_id)
+        return entry is not None and entry.in_transaction and entry.epoch == producer_epoch
+
+    def start_verification(
+        self, producer_id: int, producer_epoch: int, now_ms: int
+    ) -> VerificationGuard:
+        """The guard an append must carry to open the producer's transaction here, made
+        as its verification starts (Kafka's maybeStartTransactionVerification); SENTINEL
+        when a transaction is open already and nothing needs verifying. A verification
+        already under way at this epoch or a later one keeps its guard."""
+        if self.has_ongoing_transaction(producer_id, producer_epoch):
+            return SENTINEL
+        held = self._verifying.get(producer_id)
+        if held is None or held.producer_epoch < producer_epoch:
+            held = self._verifying[producer_id] = VerificationGuard(producer_epoch, now_ms)
+        return held
+
+    def verification_guard(self, producer_id: int) -> VerificationGuard | None:
+        return self._verifying.get(producer_id)
+
+    def plan(
+        self,
+        batches: Sequence[PendingBatch],
+        from_coordinator: bool = False,
+        verification: VerificationGuard | None = None,
+        transaction_version: int = 0,
+    ) -> AppendPlan:
         """Check every batch of an append before any is written.
 
         `from_coordinator`: the broker's own coordinator wrote the batches (Kafka's
@@ -171,17 +207,32 @@ class ProducerStateManager:
         carry the producer's id and epoch but no sequence of the producer's, so, as in
         Kafka, only their epoch is checked, and none is taken for a retry.
 
-        Raises InvalidProducerEpoch or OutOfOrderSequence; nothing changes until commit().
+        `verification`: the guard of the request's verification when the leader verifies
+        transactional batches (transaction.partition.verification.enable); None when it
+        does not. A transactional batch that would open a transaction passes only with
+        the guard still held for its producer: a marker written since verification
+        started took it away (verification_guard.py).
+
+        `transaction_version`: the coordinator's, for its markers (WriteTxnMarkers v2):
+        from 2 a marker's epoch was bumped past its transaction's (_end_transaction).
+
+        Raises InvalidProducerEpoch, OutOfOrderSequence or InvalidTxnState; nothing
+        changes until commit().
         """
         updates: dict[int, ProducerEntry] = {}
         completed: list[CompletedTxn] = []
+        transactional: set[int] = set()
         for pending in batches:
             header = pending.header
             if header.producer_id < 0:
                 continue
+            if header.is_transactional or header.is_control:
+                transactional.add(header.producer_id)
             if header.is_control:
                 current = updates.get(header.producer_id, self._producers.get(header.producer_id))
-                entry, txn = _end_transaction(current, pending, checked=True)
+                entry, txn = _end_transaction(
+                    current, pending, checked=True, transaction_version=transaction_version
+                )
                 updates[header.producer_id] = entry
                 if txn is not None:
                     completed.append(txn)
@@ -208,6 +259,22 @@ class ProducerStateManager:
                     f"producer {header.producer_id} wrote outside the transaction it has open"
                     f" since offset {current.current_txn_first_offset}"
                 )
+            if (
+                verification is not None
+                and header.is_transactional
+                and not from_coordinator
+                and not (
+                    current is not None
+                    and current.in_transaction
+                    and current.epoch == header.producer_epoch
+                )
+                and not verifies(self._verifying.get(header.producer_id), verification)
+            ):
+                raise InvalidTxnState(
+                    f"a transactional batch of producer {header.producer_id} epoch"
+                    f" {header.producer_epoch} is not part of an ongoing transaction: its"
+                    " transaction ended after the coordinator verified it"
+                )
             batch = BatchMetadata(
                 first_sequence=header.base_sequence,
                 last_sequence=header.last_sequence,
@@ -220,11 +287,20 @@ class ProducerStateManager:
             updates[header.producer_id] = current.with_batch(
                 header.producer_epoch, batch, header.is_transactional
             )
-        return AppendPlan(duplicate=None, updates=updates, completed=tuple(completed))
+        return AppendPlan(
+            duplicate=None,
+            updates=updates,
+            completed=tuple(completed),
+            transactional=frozenset(transactional),
+        )
 
     def commit(self, plan: AppendPlan) -> None:
         for entry in plan.updates.values():
             self._put(entry)
+        # Whether a data batch or a marker: the transaction is open here or complete,
+        # and the guard has done its work (Kafka's UnifiedLog.updateProducers).
+        for producer_id in plan.transactional:
+            self._verifying.pop(producer_id, None)
 
     def _put(self, entry: ProducerEntry) -> None:
         self._producers[entry.producer_id] = entry
@@ -255,6 +331,8 @@ class ProducerStateManager:
         """
         if header.producer_id < 0:
             return None
+        if header.is_transactional or header.is_control:
+            self._verifying.pop(header.producer_id, None)
         if header.is_control:
             if marker is None:
                 return None
@@ -313,12 +391,22 @@ class ProducerStateManager:
                 kept = tuple(b for b in entry.batches if b.last_offset >= log_start_offset)
                 self._put(replace(entry, batches=kept))
 
-    def remove_expired(self, now_ms: int, expiration_ms: int) -> None:
-        # As Kafka: a producer with a transaction open is not expired; its coordinator
-        # ends the transaction (transaction.max.timeout.ms) long before.
-        for producer_id, entry in list(self._producers.items()):
-            if now_ms - entry.last_timestamp >= expiration_ms and not entry.in_transaction:
-                self._drop(producer_id)
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Drop the producers whose last write is `expiration_ms` old or older; returns how
+        many. As Kafka: a producer with a transaction open is not expired; its coordinator
+        ends the transaction (transaction.max.timeout.ms) long before."""
+        expired = [
+            producer_id
+            for producer_id, entry in self._producers.items()
+            if now_ms - entry.last_timestamp >= expiration_ms and not entry.in_transaction
+        ]
+        for producer_id in expired:
+            self._drop(producer_id)
+        # A verification no append followed (refused, or the producer went away).
+        for producer_id, guard in list(self._verifying.items()):
+            if now_ms - guard.started_ms >= expiration_ms:
+                del self._verifying[producer_id]
+        return len(expired)
 
 
 def aborted_txn(txn: CompletedTxn, producers: ProducerStateManager) -> AbortedTxn:
@@ -333,11 +421,21 @@ def aborted_txn(txn: CompletedTxn, producers: ProducerStateManager) -> AbortedTx
 
 
 def _end_transaction(
-    current: ProducerEntry | None, pending: PendingBatch, *, checked: bool
+    current: ProducerEntry | None,
+    pending: PendingBatch,
+    *,
+    checked: bool,
+    transaction_version: int = 0,
 ) -> tuple[ProducerEntry, CompletedTxn | None]:
     """The producer's entry once a control batch is written, and the transaction its
     marker closes (Kafka's ProducerAppendInfo.appendEndTxnMarker). A marker with no
-    transaction open closes an empty one, starting at the marker, as in Kafka."""
+    transaction open closes an empty one, starting at the marker, as in Kafka.
+
+    From transaction version 2 the coordinator bumps the epoch before it writes markers
+    (KIP-890 part 2), so a marker at the epoch of the producer's open transaction is one
+    of the transaction before, late: refused, as KIP-1228 has Kafka refuse it. At that
+    epoch with no transaction open it is the same marker again (a coordinator resending
+    after a failover, or a lost answer), written again as Kafka's KAFKA-19999 allows."""
     header, marker = pending.header, pending.marker
     if marker is None:
         raise InvalidTxnState(
@@ -349,6 +447,16 @@ def _end_transaction(
             raise InvalidProducerEpoch(
                 f"transaction marker for producer {header.producer_id} has epoch"
                 f" {header.producer_epoch}, older than the current epoch {current.epoch}"
+            )
+        if (
+            transaction_version >= 2
+            and header.producer_epoch == current.epoch
+            and current.in_transaction
+        ):
+            raise InvalidProducerEpoch(
+                f"transaction marker for producer {header.producer_id} has epoch"
+                f" {header.producer_epoch}, the epoch of its open transaction: with"
+                " transaction version 2 a marker's epoch is bumped past it"
             )
         if marker.coordinator_epoch < current.coordinator_epoch:
             raise TransactionCoordinatorFenced(

@@ -7,6 +7,7 @@ import itertools
 import random
 import struct
 from dataclasses import replace
+from typing import NoReturn
 
 import pytest
 
@@ -204,7 +205,7 @@ def test_kip_890_bumps_the_epoch_at_every_transaction_end() -> None:
     )
     aborted = ctx.run("end_transaction", "t", 1000, 1, False, **v2)
     assert aborted == EndTxnAnswer(
-        ProducerIdAndEpoch(E.NONE, 1000, 2), TxnMarkers("t", 1000, 2, False, frozenset())
+        ProducerIdAndEpoch(E.NONE, 1000, 2), TxnMarkers("t", 1000, 2, False, frozenset(), 2)
     )
     assert ctx.replayed() == ctx.live()
 
@@ -321,9 +322,44 @@ def test_a_transaction_open_past_its_timeout_is_aborted_at_a_fenced_epoch() -> N
     assert ctx.meta().state is S.ONGOING
     ctx.sleep(1)
     assert ctx.meta().state is S.PREPARE_ABORT
-    assert ctx.shard.pending_markers() == [TxnMarkers("t", 1000, 2, False, frozenset({TP0, TP1}))]
+    assert ctx.shard.pending_markers() == [
+        TxnMarkers("t", 1000, 2, False, frozenset({TP0, TP1}), transaction_version=2)
+    ]
     assert ctx.run("end_transaction", "t", 1000, 0, True).response.error_code is E.PRODUCER_FENCED
     assert ctx.replayed() == ctx.live()
+
+
+class _NotToBeWalked(dict[str, TransactionMetadata]):
+    """The ids of a shard, refusing to be walked: only looked up by id."""
+
+    def _walked(self, *_: object) -> NoReturn:
+        raise AssertionError("every transactional id was walked")
+
+    values = items = keys = __iter__ = _walked  # type: ignore[assignment]
+
+
+def test_the_markers_sweep_looks_at_prepared_transactions_alone() -> None:
+    """The broker asks every second which transactions wait for markers: the answer
+    comes from an index of the ids in Prepare*, never from a walk over every id."""
+    ctx = Context()
+    for n in range(200):
+        ctx.run("init_producer_id", f"idle-{n}", 60_000, None)
+    ctx.open("a")
+    ctx.open("b")
+    ctx.run("end_transaction", "a", 1200, 0, True)
+    ids = ctx.shard.transactions.transactions
+    ctx.shard.transactions.transactions = _NotToBeWalked(ids)
+    (markers,) = ctx.shard.pending_markers()
+    assert (markers.transactional_id, markers.committed) == ("a", True)
+    # The index follows every change: completion, a timeout's abort, replay.
+    ctx.run("complete_markers", markers)
+    assert ctx.shard.pending_markers() == []
+    ctx.sleep(60_000)
+    assert [m.transactional_id for m in ctx.shard.pending_markers()] == ["b"]
+    fresh = TransactionCoordinatorShard(CONFIG, lambda: 0)
+    for r in ctx.records:
+        fresh.replay(r.key, r.value)
+    assert fresh.pending_markers() == ctx.shard.pending_markers()
 
 
 def test_an_idle_transactional_id_expires_with_a_tombstone() -> None:

@@ -45,7 +45,9 @@ log = logging.getLogger(__name__)
 
 # How often the shards this broker leads are looked through for markers no EndTxn
 # carried: a transaction's timeout is honoured within as much. A load, and a new
-# producer fencing an open transaction, look at once.
+# producer fencing an open transaction, look at once. A shard answers from its index of
+# the ids in Prepare* (and times transactions out by their own timers), so the sweep
+# costs nothing for idle transactional ids, however many.
 MARKER_SWEEP_S = 1.0
 
 TxnOperation = Callable[[TransactionCoordinatorShard, Hashable, Now], Result]
@@ -209,18 +211,35 @@ class TransactionCoordinator:
     ) -> Coroutine[Any, Any, Any]:
         return self.host.loop.read(self.kind, partition, operation)
 
-    async def verify_partitions(
+    async def add_or_verify_partitions(
         self,
         transactional_id: str,
         producer_id: int,
         producer_epoch: int,
         partitions: list[TopicPartition],
+        add: bool = False,
     ) -> dict[TopicPartition, ErrorCode]:
-        """Whether each partition is in the producer's open transaction, asked of the
-        id's coordinator: this broker's shard, or another broker's (KIP-890 part 1)."""
+        """Whether each partition is in the producer's open transaction (KIP-890 part 1),
+        or, with `add`, each added to it on the producer's behalf, as a transaction
+        version 2 producer expects of Produce v12+ and TxnOffsetCommit v5+ (KIP-890 part
+        2; Kafka's AddPartitionsToTxnManager.addOrVerifyTransaction). Asked of the id's
+        coordinator: this broker's shard, or another broker's."""
         partition = self.partition(transactional_id)
         if partition in self.coordinating():
             try:
+                if add:
+                    return await self.run(
+                        transactional_id,
+                        lambda shard, token, now: shard.add_partitions(
+                            transactional_id,
+                            producer_id,
+                            producer_epoch,
+                            partitions,
+                            token,
+                            now,
+                            client_transaction_version=2,
+                        ),
+                    )
                 return await self.read(
                     partition,
                     lambda shard: shard.verify_partitions(
@@ -232,8 +251,8 @@ class TransactionCoordinator:
         coordinator = self.markers.leader_of(TRANSACTION_STATE_TOPIC, partition)
         if coordinator is None or coordinator.node_id == self.markers.node_id:
             return dict.fromkeys(partitions, ErrorCode.NOT_COORDINATOR)
-        return await self.markers.verify_partitions(
-            coordinator, transactional_id, producer_id, producer_epoch, partitions
+        return await self.markers.add_or_verify_partitions(
+            coordinator, transactional_id, producer_id, producer_epoch, partitions, add
         )
 
     def send_markers(

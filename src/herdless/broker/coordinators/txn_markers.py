@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-WRITE_TXN_MARKERS_VERSION = 1
+WRITE_TXN_MARKERS_VERSION = 2
 ADD_PARTITIONS_VERSION = 4
 # How long a marker's append may wait to be committed, and a request to another broker.
 MARKER_TIMEOUT_MS = 10_000
@@ -72,9 +72,11 @@ async def append_marker(
     producer_epoch: int,
     coordinator_epoch: int,
     committed: bool,
+    transaction_version: int = 0,
 ) -> ErrorCode:
     """Append one marker to a partition this broker leads and wait until it is
-    committed as an acks=all produce would: the error code WriteTxnMarkers answers."""
+    committed as an acks=all produce would: the error code WriteTxnMarkers answers.
+    `transaction_version`: the transaction's, as WriteTxnMarkers v2 carries it."""
     if tp.topic == OFFSETS_TOPIC:
         error = await groups.complete_transaction(
             tp.partition, producer_id, producer_epoch, coordinator_epoch, committed
@@ -88,7 +90,12 @@ async def append_marker(
     try:
         partition_log = replicas.leader_log(tp.topic, tp.partition)
         batch = memoryview(build_marker_batch(marker, producer_id, producer_epoch, clock.wall_ms()))
-        info = replicas.append(partition_log, [(parse_header(batch), batch)], ACKS_ALL)
+        info = replicas.append(
+            partition_log,
+            [(parse_header(batch), batch)],
+            ACKS_ALL,
+            transaction_version=transaction_version,
+        )
         await replicas.committed(partition_log, ACKS_ALL, info.last_offset + 1, MARKER_TIMEOUT_MS)
     except (StorageError, PartitionError) as exc:
         return exc.error_code
@@ -203,6 +210,7 @@ class MarkerWriter:
             markers.producer_epoch,
             coordinator_epoch,
             markers.committed,
+            markers.transaction_version,
         )
         return {tp: error}
 
@@ -229,6 +237,7 @@ class MarkerWriter:
                             for topic, indexes in by_topic.items()
                         ],
                         "coordinator_epoch": coordinator_epoch,
+                        "transaction_version": markers.transaction_version,
                     }
                 ],
             )
@@ -244,16 +253,18 @@ class MarkerWriter:
                         errors[tp] = _error(partition.error_code)
         return errors
 
-    async def verify_partitions(
+    async def add_or_verify_partitions(
         self,
         coordinator: BrokerEndpoint,
         transactional_id: str,
         producer_id: int,
         producer_epoch: int,
         partitions: list[TopicPartition],
+        add: bool,
     ) -> dict[TopicPartition, ErrorCode]:
         """Ask the coordinator on another broker whether `partitions` are in the
-        producer's transaction (AddPartitionsToTxn's verify-only form, KIP-890)."""
+        producer's transaction, or to add them (AddPartitionsToTxn's broker form,
+        KIP-890)."""
         by_topic = _by_topic(partitions)
         try:
             response = await self._peers.request(
@@ -265,7 +276,7 @@ class MarkerWriter:
                         "transactional_id": transactional_id,
                         "producer_id": producer_id,
                         "producer_epoch": producer_epoch,
-                        "verify_only": True,
+                        "verify_only": not add,
                         "topics": [
                             {"name": topic, "partitions": indexes}
                             for topic, indexes in by_topic.items()

@@ -92,7 +92,7 @@ def unsupported_api_versions(correlation_id: int, config: BrokerConfig) -> bytes
 
 
 _TABLE = [
-    Api(ApiKey.PRODUCE, 0, 11, produce.handle_produce),
+    Api(ApiKey.PRODUCE, 0, 12, produce.handle_produce),
     Api(ApiKey.FETCH, 0, 17, fetch.handle_fetch),
     Api(ApiKey.LIST_OFFSETS, 0, 9, list_offsets.handle_list_offsets),
     Api(ApiKey.METADATA, 0, 12, cluster.handle_metadata),
@@ -115,8 +115,8 @@ _TABLE = [
     Api(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5, transactions.handle_add_partitions_to_txn),
     Api(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, transactions.handle_add_offsets_to_txn),
     Api(ApiKey.END_TXN, 0, 5, transactions.handle_end_txn),
-    Api(ApiKey.WRITE_TXN_MARKERS, 0, 1, transactions.handle_write_txn_markers),
-    Api(ApiKey.TXN_OFFSET_COMMIT, 0, 4, groups.handle_txn_offset_commit),
+    Api(ApiKey.WRITE_TXN_MARKERS, 0, 2, transactions.handle_write_txn_markers),
+    Api(ApiKey.TXN_OFFSET_COMMIT, 0, 5, groups.handle_txn_offset_commit),
     Api(ApiKey.DESCRIBE_ACLS, 0, 3, acls.handle_describe_acls),
     Api(ApiKey.CREATE_ACLS, 0, 3, acls.handle_create_acls),
     Api(ApiKey.DELETE_ACLS, 0, 3, acls.handle_delete_acls),
@@ -133,7 +133,7 @@ _TABLE = [
     Api(ApiKey.DESCRIBE_CLUSTER, 0, 1, cluster.handle_describe_cluster),
     Api(ApiKey.DESCRIBE_PRODUCERS, 0, 0, producers.handle_describe_producers),
     Api(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, transactions.handle_describe_transactions),
-    Api(ApiKey.LIST_TRANSACTIONS, 0, 1, transactions.handle_list_transactions),
+    Api(ApiKey.LIST_TRANSACTIONS, 0, 2, transactions.handle_list_transactions),
     Api(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, consumer_groups.handle_consumer_group_heartbeat),
     Api(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, consumer_groups.handle_consumer_group_describe),
     # Kafka 4.2 serves v1 alone (v0 was 4.0's early access); librdkafka sends v1.

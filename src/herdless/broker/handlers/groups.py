@@ -22,6 +22,7 @@ from herdless.broker.handlers.authorization import (
     authorized_names,
     authorized_operations,
 )
+from herdless.broker.handlers.txn_verification import add_offsets_partition
 from herdless.coordinator import messages as m
 from herdless.coordinator.consumer_protocol import subscribed_topics
 from herdless.protocol.api_keys import ApiKey
@@ -312,6 +313,16 @@ async def handle_txn_offset_commit(context: BrokerContext, request: Request) -> 
         if group_refused(context, request, AclOperation.READ, commit.group_id):
             return answer(_every_partition(commit.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED))
         commit, unauthorized = _readable_topics(context, request, commit)
+    if version >= ADD_OFFSETS_TXN_OFFSET_COMMIT_VERSION:
+        error = await add_offsets_partition(
+            context,
+            commit.transactional_id,
+            commit.producer_id,
+            commit.producer_epoch,
+            commit.group_id,
+        )
+        if error != ErrorCode.NONE:
+            return answer(_every_partition(commit.topics, error))
     answered = await _store_commit(
         context,
         commit,
@@ -322,6 +333,8 @@ async def handle_txn_offset_commit(context: BrokerContext, request: Request) -> 
 
 
 _PARTITION = itemgetter(0)  # of a CommitPartition
+# From v5 a TxnOffsetCommit adds the group's offsets partition to the transaction.
+ADD_OFFSETS_TXN_OFFSET_COMMIT_VERSION = 5
 
 
 async def _store_commit(

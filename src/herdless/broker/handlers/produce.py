@@ -15,7 +15,7 @@ from herdless.broker.handlers.authorization import (
     authorized_names,
 )
 from herdless.broker.handlers.transactions import handle_transactional_init
-from herdless.broker.handlers.txn_verification import verify_transactional_batches
+from herdless.broker.handlers.txn_verification import Verified, verify_transactional_batches
 from herdless.broker.replication.replica_manager import PartitionError
 from herdless.cluster.errors import ClusterError
 from herdless.protocol.api_keys import ApiKey
@@ -24,7 +24,7 @@ from herdless.protocol.errors import ErrorCode
 from herdless.protocol.produced import produced_batch
 from herdless.protocol.records import InvalidBatch
 from herdless.security.acls import AclOperation, ResourceType
-from herdless.storage import PartitionLog, RecordsRefused, StorageError
+from herdless.storage import PartitionLog, RecordsRefused, StorageError, VerificationGuard
 
 if TYPE_CHECKING:
     from herdless.broker.handlers.context import BrokerContext
@@ -55,11 +55,12 @@ async def handle_produce(context: BrokerContext, request: Request) -> Any:
             )
             refused_topics.update(name for name in names if name not in allowed)
         refusal = ErrorCode.INVALID_REQUIRED_ACKS if acks not in (-1, 0, 1) else None
-    unverified: dict[tuple[str, int], ErrorCode] = {}
+    verified = Verified()
     if transactional_id is not None and refusal is None:
-        unverified = await verify_transactional_batches(
+        verified = await verify_transactional_batches(
             context, transactional_id, body.topic_data, refused_topics, request.api_version
         )
+    unverified = verified.refused
 
     appended: list[tuple[PartitionLog, int, Any]] = []
     topics = []
@@ -81,7 +82,13 @@ async def handle_produce(context: BrokerContext, request: Request) -> Any:
                 result.error_message = f"{topic_data.name} is internal: only brokers write to it"
             else:
                 written = _append(
-                    context, topic_data.name, partition_data, acks, result, request.api_version
+                    context,
+                    topic_data.name,
+                    partition_data,
+                    acks,
+                    result,
+                    request.api_version,
+                    verified.guards.get((topic_data.name, partition_data.index)),
                 )
                 if written is not None:
                     appended.append((*written, result))
@@ -119,8 +126,10 @@ def _append(
     acks: int,
     result: Any,
     api_version: int,
+    verification: VerificationGuard | None,
 ) -> tuple[PartitionLog, int] | None:
-    """Append one partition's batch and fill in `result`; (log, end offset) if accepted."""
+    """Append one partition's batch and fill in `result`; (log, end offset) if accepted.
+    `verification`: the guard of its transactional batch's verification, if verified."""
     try:
         partition_log = context.replicas.leader_log(topic, partition_data.index)
         config = partition_log.config
@@ -130,7 +139,7 @@ def _append(
             max_batch_size=config.max_message_bytes,
             log_append_time=config.log_append_time,
         )
-        info = context.replicas.append(partition_log, batches, acks)
+        info = context.replicas.append(partition_log, batches, acks, verification=verification)
     except InvalidBatch as exc:
         result.error_code = exc.error
         result.error_message = str(exc)

@@ -1,6 +1,9 @@
-"""DescribeProducers: the producers a partition's leader keeps state of, as
+"""DescribeProducers: the producers a partition's replica keeps state of, as
 kafka-transactions.sh describe-producers shows them (Kafka's
-KafkaApis.handleDescribeProducersRequest).
+KafkaApis.handleDescribeProducersRequest). Any replica answers, leader or follower,
+as in Kafka: a follower replays its leader's batches into the same producer state,
+so `describe-producers --broker-id` (herdless's and kafka-transactions.sh's) can
+compare what each replica holds.
 
 Each producer is told with its epoch, last sequence and timestamp, the epoch of the
 transaction coordinator that wrote its last marker, and where its open transaction
@@ -46,7 +49,7 @@ async def handle_describe_producers(context: BrokerContext, request: Request) ->
                 result.error_code, result.error_message = refusal
                 continue
             try:
-                producers = context.replicas.leader_log(topic.name, index).active_producers()
+                producers = context.replicas.replica_log(topic.name, index).active_producers()
             except PartitionError as exc:
                 result.error_code, result.error_message = exc.error_code, exc.message
                 continue

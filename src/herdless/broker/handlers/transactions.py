@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections import defaultdict
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
@@ -399,6 +400,8 @@ async def handle_write_txn_markers(context: BrokerContext, request: Request) -> 
                         marker.producer_epoch,
                         marker.coordinator_epoch,
                         marker.transaction_result,
+                        # v2 (KIP-1228): the transaction's version, for the epoch check.
+                        getattr(marker, "transaction_version", 0),
                     )
                     for tp in tps
                 )
@@ -511,7 +514,10 @@ async def handle_list_transactions(context: BrokerContext, request: Request) -> 
     error = ErrorCode.NONE
     listed: list[TransactionMetadata] = []
     coordinator = context.transactions
-    if coordinator is None:
+    pattern = _transactional_id_pattern(getattr(body, "transactional_id_pattern", None))
+    if isinstance(pattern, ErrorCode):
+        error = pattern
+    elif coordinator is None:
         error = ErrorCode.COORDINATOR_NOT_AVAILABLE
     else:
         now = clock.wall_ms()
@@ -521,7 +527,7 @@ async def handle_list_transactions(context: BrokerContext, request: Request) -> 
                     await coordinator.read(
                         partition,
                         lambda shard: shard.list_transactions(
-                            wanted_states, body.producer_id_filters or (), duration, now
+                            wanted_states, body.producer_id_filters or (), duration, now, pattern
                         ),
                     )
                 )
@@ -554,3 +560,15 @@ async def handle_list_transactions(context: BrokerContext, request: Request) -> 
             if meta.transactional_id in visible
         ],
     )
+
+
+def _transactional_id_pattern(given: str | None) -> re.Pattern[str] | ErrorCode | None:
+    """ListTransactions v2's TransactionalIdPattern (KIP-1152): none when null or empty,
+    INVALID_REGULAR_EXPRESSION when it does not compile, as Kafka answers."""
+    if not given:
+        return None
+    try:
+        return re.compile(given)
+    except re.error as exc:
+        log.info("ListTransactions refused: transactional id pattern %r: %s", given, exc)
+        return ErrorCode.INVALID_REGULAR_EXPRESSION

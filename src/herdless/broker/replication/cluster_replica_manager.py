@@ -48,7 +48,7 @@ from herdless.cluster.layout import PartitionState
 from herdless.cluster.metadata_cache import ClusterMetadata
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.records import BatchHeader
-from herdless.storage import AppendInfo, LogManager, PartitionLog
+from herdless.storage import AppendInfo, LogManager, PartitionLog, VerificationGuard
 
 log = logging.getLogger(__name__)
 
@@ -236,6 +236,13 @@ class ClusterReplicaManager(ReplicaManager):
     # -- leading -----------------------------------------------------------------
 
     def _led(self, topic: str, index: int, current_leader_epoch: int = NO_EPOCH) -> Partition:
+        partition = self._hosted(topic, index)
+        check_leader_epoch(partition.leader_epoch, current_leader_epoch)
+        self._require_leading(partition)
+        return partition
+
+    def _hosted(self, topic: str, index: int) -> Partition:
+        """The partition this broker holds a replica of, leading it or not."""
         partition = self.partitions.get((topic, index))
         if partition is None:
             assignment = self._metadata.assignment(topic)
@@ -248,9 +255,10 @@ class ClusterReplicaManager(ReplicaManager):
                     " its data directory failed",
                 )
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        check_leader_epoch(partition.leader_epoch, current_leader_epoch)
-        self._require_leading(partition)
         return partition
+
+    def replica_log(self, topic: str, partition: int) -> PartitionLog:
+        return self._hosted(topic, partition).log
 
     def _require_leading(self, partition: Partition) -> None:
         """That this broker still leads `partition`, in a session it can prove alive: a
@@ -294,9 +302,18 @@ class ClusterReplicaManager(ReplicaManager):
         acks: int,
         *,
         keyed: bool = False,
+        verification: VerificationGuard | None = None,
+        transaction_version: int = 0,
     ) -> AppendInfo:
         partition = self._led(partition_log.topic, partition_log.partition)
-        info = super().append(partition_log, batches, acks, keyed=keyed)
+        info = super().append(
+            partition_log,
+            batches,
+            acks,
+            keyed=keyed,
+            verification=verification,
+            transaction_version=transaction_version,
+        )
         # Alone in the ISR, the leader's own append moves the high watermark.
         self._maybe_advance_high_watermark(partition)
         return info

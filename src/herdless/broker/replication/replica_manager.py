@@ -16,7 +16,14 @@ from herdless.broker.replication.durability import Durability
 from herdless.cluster.metadata import SINGLE_NODE_LEADER_EPOCH
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.records import BatchHeader
-from herdless.storage import AppendInfo, LogManager, PartitionLog, StorageError, StorageIOError
+from herdless.storage import (
+    AppendInfo,
+    LogManager,
+    PartitionLog,
+    StorageError,
+    StorageIOError,
+    VerificationGuard,
+)
 
 ACKS_ALL = -1
 NO_EPOCH = -1
@@ -49,6 +56,12 @@ class ReplicaManager:
             raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         check_leader_epoch(SINGLE_NODE_LEADER_EPOCH, current_leader_epoch)
         return partition_log
+
+    def replica_log(self, topic: str, partition: int) -> PartitionLog:
+        """The log of a partition this broker holds a replica of, as leader or follower:
+        what a request any replica may answer reads (DescribeProducers, as Kafka's
+        ReplicaManager.getPartitionOrError serves it)."""
+        return self.leader_log(topic, partition)
 
     def leads(self, topic: str, partition: int) -> bool:
         """Whether leader_log() would give the log (asked on the path of every
@@ -85,9 +98,12 @@ class ReplicaManager:
         acks: int,
         *,
         keyed: bool = False,
+        verification: VerificationGuard | None = None,
+        transaction_version: int = 0,
     ) -> AppendInfo:
         """Append as leader; StorageError or PartitionError if nothing was written.
-        `keyed`: as PartitionLog.append takes it."""
+        `keyed`, `verification` and `transaction_version`: as PartitionLog.append takes
+        them."""
         required = partition_log.config.min_insync_replicas
         in_sync = self.in_sync_replicas(partition_log)
         if acks == ACKS_ALL and in_sync < required:
@@ -101,7 +117,12 @@ class ReplicaManager:
             )
         try:
             info = partition_log.append(
-                batches, self._clock(), leader_epoch=self.leader_epoch(partition_log), keyed=keyed
+                batches,
+                self._clock(),
+                leader_epoch=self.leader_epoch(partition_log),
+                keyed=keyed,
+                verification=verification,
+                transaction_version=transaction_version,
             )
         except StorageIOError as exc:
             self.logs.on_io_error("append", partition_log.name, exc)

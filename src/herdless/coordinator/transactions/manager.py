@@ -64,18 +64,35 @@ class TransactionManager:
         self.config = config
         self.allocate_producer_id = allocate_producer_id
         self.timer = timer
+        # Every id's state; change it only through _put and _remove, which keep the
+        # index below.
         self.transactions: dict[str, TransactionMetadata] = {}
+        # The ids in PrepareCommit or PrepareAbort: those waiting for their markers. The
+        # broker asks for them every second (a sweep for what no EndTxn carried), so
+        # they are indexed: a shard of a million idle ids costs that sweep nothing.
+        self._preparing: set[str] = set()
 
     # -- replay ----------------------------------------------------------------------
 
     def replay(self, key: bytes, value: bytes | None) -> None:
         transactional_id = decode_transaction_key(key)
         if value is None:
-            self.transactions.pop(transactional_id, None)
+            self._remove(transactional_id)
         else:
-            self.transactions[transactional_id] = TransactionMetadata.from_value(
-                transactional_id, decode_transaction_value(value)
+            self._put(
+                TransactionMetadata.from_value(transactional_id, decode_transaction_value(value))
             )
+
+    def _put(self, meta: TransactionMetadata) -> None:
+        self.transactions[meta.transactional_id] = meta
+        if meta.state in _PREPARE_STATES:
+            self._preparing.add(meta.transactional_id)
+        else:
+            self._preparing.discard(meta.transactional_id)
+
+    def _remove(self, transactional_id: str) -> None:
+        self.transactions.pop(transactional_id, None)
+        self._preparing.discard(transactional_id)
 
     # -- InitProducerId ----------------------------------------------------------------
 
@@ -308,7 +325,7 @@ class TransactionManager:
 
     def pending_markers(self) -> list[TxnMarkers]:
         """Every transaction whose markers are still to be written."""
-        found = (_markers(meta) for meta in self.transactions.values())
+        found = (_markers(self.transactions[txn_id]) for txn_id in sorted(self._preparing))
         return [markers for markers in found if markers is not None]
 
     def complete_markers(self, markers: TxnMarkers, token: Hashable, now: Now) -> Result:
@@ -391,13 +408,13 @@ class TransactionManager:
                 return
             # Dead, then gone: the tombstone is what the log keeps of it.
             meta.transition(S.DEAD, now.wall_ms)
-            del self.transactions[txn_id]
+            self._remove(txn_id)
             out.records.append(transaction_record(txn_id, None, self.config.log_value_version))
 
         return expire
 
     def _write(self, new: TransactionMetadata, now: Now) -> Result:
-        self.transactions[new.transactional_id] = new
+        self._put(new)
         record = transaction_record(
             new.transactional_id, new.to_value(), self.config.log_value_version
         )
@@ -406,12 +423,15 @@ class TransactionManager:
         return out
 
 
+_PREPARE_STATES = frozenset({S.PREPARE_COMMIT, S.PREPARE_ABORT})
+
+
 def _answer(token: Hashable, response: object) -> Result:
     return Result(replies=[Reply(token, response)])
 
 
 def _markers(meta: TransactionMetadata) -> TxnMarkers | None:
-    if meta.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+    if meta.state not in _PREPARE_STATES:
         return None
     return TxnMarkers(
         meta.transactional_id,
@@ -419,4 +439,5 @@ def _markers(meta: TransactionMetadata) -> TxnMarkers | None:
         meta.producer_epoch,
         meta.state is S.PREPARE_COMMIT,
         meta.partitions,
+        meta.client_transaction_version,
     )

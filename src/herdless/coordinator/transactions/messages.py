@@ -29,6 +29,10 @@ class TxnMarkers:
     producer_epoch: int
     committed: bool
     partitions: frozenset[TopicPartition]
+    # The transaction's client transaction version, sent with the markers (WriteTxnMarkers
+    # v2, KIP-1228): from 2 the epoch was bumped for them, so a leader may refuse a
+    # marker at the epoch its producer's open transaction was written at.
+    transaction_version: int = 0
 
 
 @dataclass(frozen=True, slots=True)

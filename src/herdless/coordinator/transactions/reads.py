@@ -5,6 +5,7 @@ committed."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 
 from herdless.coordinator.runtime.writer import TopicPartition
@@ -32,15 +33,21 @@ def list_transactions(
     producer_ids: Iterable[int] = (),
     min_duration_ms: int = -1,
     now_wall_ms: int = 0,
+    transactional_id_pattern: re.Pattern[str] | None = None,
 ) -> list[TransactionMetadata]:
     """ListTransactions: every id, or those in one of `states` (Kafka's names), of
-    one of `producer_ids`, open for at least `min_duration_ms` (KIP-994)."""
+    one of `producer_ids`, open for at least `min_duration_ms` (KIP-994), whose id
+    `transactional_id_pattern` matches whole (KIP-1152, as Java's Matcher.matches)."""
     wanted_states, wanted_ids = frozenset(states), frozenset(producer_ids)
     return [
         meta
         for meta in transactions.values()
         if (not wanted_states or meta.state.state_name in wanted_states)
         and (not wanted_ids or meta.producer_id in wanted_ids)
+        and (
+            transactional_id_pattern is None
+            or transactional_id_pattern.fullmatch(meta.transactional_id) is not None
+        )
         and (
             min_duration_ms < 0
             or (

@@ -4,6 +4,7 @@ TransactionCoordinatorShard). A thin dispatcher: the rules are the manager's."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable, Iterable, Sequence
 
 from herdless.coordinator.now import Now
@@ -142,9 +143,15 @@ class TransactionCoordinatorShard:
         producer_ids: Iterable[int] = (),
         min_duration_ms: int = -1,
         now_wall_ms: int = 0,
+        transactional_id_pattern: re.Pattern[str] | None = None,
     ) -> list[TransactionMetadata]:
         return reads.list_transactions(
-            self.transactions.transactions, states, producer_ids, min_duration_ms, now_wall_ms
+            self.transactions.transactions,
+            states,
+            producer_ids,
+            min_duration_ms,
+            now_wall_ms,
+            transactional_id_pattern,
         )
 
     def verify_partitions(

@@ -34,6 +34,7 @@ from herdless.storage.errors import (
 from herdless.storage.log.local_log import OFFSET_GAPS_FILE, LocalLog, disk_errors
 from herdless.storage.producer_state import CompletedTxn, PendingBatch, aborted_txn
 from herdless.storage.segment import BatchPlacement, Segment, header_problem
+from herdless.storage.verification_guard import VerificationGuard
 
 
 class AppendInfo(NamedTuple):
@@ -62,6 +63,8 @@ class LogAppends(LocalLog):
         *,
         leader_epoch: int | None = None,
         keyed: bool = False,
+        verification: VerificationGuard | None = None,
+        transaction_version: int = 0,
     ) -> AppendInfo:
         """Append validated batches (records.split_batches) as they are, assigning offsets.
 
@@ -77,6 +80,11 @@ class LogAppends(LocalLog):
         AppendOrigin.COORDINATOR: ProducerStateManager.plan). One such
         batch without a producer, to a topic that stores batches as given, is
         written by _append_built.
+
+        `verification`: the guard start_transaction_verification gave when the request
+        was verified with the transaction coordinator, None when the leader does not
+        verify (ProducerStateManager.plan). `transaction_version`: the coordinator's, for a
+        marker it writes (WriteTxnMarkers v2).
         """
         if not batches:
             raise ValueError("append needs at least one batch")
@@ -108,7 +116,7 @@ class LogAppends(LocalLog):
                 marker = _marker(view, header) if header.is_control else None
                 pending.append(PendingBatch(header, next_offset, last, timestamp, marker))
                 next_offset = last + 1
-            plan = self._producers.plan(pending, from_coordinator=keyed)
+            plan = self._producers.plan(pending, keyed, verification, transaction_version)
             if plan.duplicate is not None:
                 original = plan.duplicate
                 return AppendInfo(
@@ -187,6 +195,15 @@ class LogAppends(LocalLog):
             self._appended_messages += header.record_count
             return AppendInfo(first_offset, last_offset, -1, self._log_start)
 
+    def start_transaction_verification(
+        self, producer_id: int, producer_epoch: int, now_ms: int
+    ) -> VerificationGuard:
+        """Start verifying a transactional batch of the producer with its coordinator:
+        the guard its append must carry (ProducerStateManager.start_verification)."""
+        with self._lock:
+            self._check_open()
+            return self._producers.start_verification(producer_id, producer_epoch, now_ms)
+
     @disk_errors
     def append_as_follower(self, data: bytes | memoryview, now_ms: int) -> AppendInfo:
         """Store batches exactly as a leader's Fetch response returned them.
@@ -258,6 +275,7 @@ class LogAppends(LocalLog):
         now_ms: int,
         *,
         leader_epoch: int | None = None,
+        transaction_version: int = 0,
     ) -> AppendInfo:
         """Write a coordinator's COMMIT or ABORT marker for `producer_id` (WriteTxnMarkers):
         the producer's open transaction here ends, an aborted one goes into the transaction
@@ -267,7 +285,12 @@ class LogAppends(LocalLog):
         TransactionCoordinatorFenced for a coordinator epoch older than the last marker's.
         """
         view = memoryview(build_marker_batch(marker, producer_id, producer_epoch, now_ms))
-        return self.append([(records.parse_header(view), view)], now_ms, leader_epoch=leader_epoch)
+        return self.append(
+            [(records.parse_header(view), view)],
+            now_ms,
+            leader_epoch=leader_epoch,
+            transaction_version=transaction_version,
+        )
 
     def _index_aborted(self, completed: Iterable[CompletedTxn]) -> None:
         """Record the aborted transactions among `completed`, already in the producer state,

@@ -48,8 +48,16 @@ class LogRetention(LocalLog):
 
                 deleted += self._delete_oldest(over_size)
             deleted += self._delete_below_log_start()
-            self._producers.remove_expired(now_ms, self._producer_id_expiration_ms)
             return deleted
+
+    def remove_expired_producers(self, now_ms: int) -> int:
+        """Forget the producers whose last write is producer.id.expiration.ms old or older
+        and that have no transaction open (Kafka's removeExpiredProducers, run every
+        producer.id.expiration.check.interval.ms); returns how many were forgotten."""
+        with self._lock:
+            if self._closed:
+                return 0
+            return self._producers.remove_expired(now_ms, self._producer_id_expiration_ms)
 
     @disk_errors
     def delete_records(self, before_offset: int) -> int:
