@@ -1,6 +1,7 @@
 """Per-group configs of consumer groups (KIP-848, as Kafka 4.3 has them): a group's own
 session timeout, heartbeat interval, assignment interval and assignor offload
-(KIP-1263), overriding the broker's for its members.
+(KIP-1263), overriding the broker's for its members; and a share group's dead-letter
+topic (KIP-1191, coordinator/dead_letter_config.py).
 
 Set with IncrementalAlterConfigs on resource type GROUP and kept where the
 broker keeps topic configs; the coordinator reads them at every heartbeat, so
@@ -14,6 +15,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from herdless.coordinator.dead_letter_config import (
+    DEAD_LETTER_COPY_RECORD_ENABLE,
+    DEAD_LETTER_TOPIC_NAME,
+    DEFAULT_DEAD_LETTER_TOPIC_PREFIX,
+    InvalidDeadLetterTopic,
+    check_dead_letter_topic,
+)
 from herdless.protocol.config_values import InvalidConfigValue, format_boolean, parse_boolean
 
 CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
@@ -25,8 +33,10 @@ GROUP_CONFIG_NAMES = (
     CONSUMER_ASSIGNOR_OFFLOAD_ENABLE,
     CONSUMER_HEARTBEAT_INTERVAL_MS,
     CONSUMER_SESSION_TIMEOUT_MS,
+    DEAD_LETTER_COPY_RECORD_ENABLE,
+    DEAD_LETTER_TOPIC_NAME,
 )
-_BOOLEAN_CONFIGS = (CONSUMER_ASSIGNOR_OFFLOAD_ENABLE,)
+_BOOLEAN_CONFIGS = (CONSUMER_ASSIGNOR_OFFLOAD_ENABLE, DEAD_LETTER_COPY_RECORD_ENABLE)
 
 
 class InvalidGroupConfig(ValueError):
@@ -47,6 +57,8 @@ class GroupConfigLimits:
     min_assignment_interval_ms: int = 0
     max_assignment_interval_ms: int = 15_000
     assignor_offload_enable: bool = True
+    # errors.deadletterqueue.topic.name.prefix: what a dead-letter topic's name starts with.
+    dead_letter_topic_prefix: str = DEFAULT_DEAD_LETTER_TOPIC_PREFIX
 
     def defaults(self) -> dict[str, str]:
         return {
@@ -54,6 +66,8 @@ class GroupConfigLimits:
             CONSUMER_ASSIGNOR_OFFLOAD_ENABLE: format_boolean(self.assignor_offload_enable),
             CONSUMER_HEARTBEAT_INTERVAL_MS: str(self.heartbeat_interval_ms),
             CONSUMER_SESSION_TIMEOUT_MS: str(self.session_timeout_ms),
+            DEAD_LETTER_COPY_RECORD_ENABLE: "false",
+            DEAD_LETTER_TOPIC_NAME: "",
         }
 
     def validate(self, explicit: Mapping[str, str]) -> dict[str, int]:
@@ -65,6 +79,12 @@ class GroupConfigLimits:
         values = {}
         for name, default in self.defaults().items():
             text = explicit.get(name, default)
+            if name == DEAD_LETTER_TOPIC_NAME:
+                try:
+                    check_dead_letter_topic(text, self.dead_letter_topic_prefix)
+                except InvalidDeadLetterTopic as exc:
+                    raise InvalidGroupConfig(str(exc)) from None
+                continue
             if name in _BOOLEAN_CONFIGS:
                 try:
                     parse_boolean(name, text)
