@@ -33,6 +33,8 @@ SESSION = "consumer.session.timeout.ms"
 HEARTBEAT = "consumer.heartbeat.interval.ms"
 ASSIGNMENT = "consumer.assignment.interval.ms"
 OFFLOAD = "consumer.assignor.offload.enable"
+DEAD_LETTER_TOPIC = "errors.deadletterqueue.topic.name"
+DEAD_LETTER_COPY = "errors.deadletterqueue.copy.record.enable"
 BOUNDS = {
     "group.consumer.session.timeout.ms": "45000",
     "group.consumer.min.session.timeout.ms": "1000",
@@ -105,6 +107,8 @@ def test_a_group_has_the_brokers_defaults_until_it_sets_its_own(broker: BrokerPr
         OFFLOAD: ("true", DEFAULT_CONFIG),
         HEARTBEAT: ("5000", DEFAULT_CONFIG),
         SESSION: ("45000", DEFAULT_CONFIG),
+        DEAD_LETTER_COPY: ("false", DEFAULT_CONFIG),
+        DEAD_LETTER_TOPIC: ("", DEFAULT_CONFIG),
     }
     assert alter(broker.bootstrap, "tuned", consumer_session_timeout_ms="9000") == "OK"
     assert alter(broker.bootstrap, "tuned", consumer_assignment_interval_ms="0") == "OK"
@@ -114,6 +118,8 @@ def test_a_group_has_the_brokers_defaults_until_it_sets_its_own(broker: BrokerPr
         OFFLOAD: ("false", GROUP_CONFIG),
         HEARTBEAT: ("5000", DEFAULT_CONFIG),
         SESSION: ("9000", GROUP_CONFIG),
+        DEAD_LETTER_COPY: ("false", DEFAULT_CONFIG),
+        DEAD_LETTER_TOPIC: ("", DEFAULT_CONFIG),
     }
     assert described(broker, "plain")[SESSION] == ("45000", DEFAULT_CONFIG)
 
@@ -217,6 +223,8 @@ def test_the_cli_shows_and_changes_a_groups_configs(broker: BrokerProcess) -> No
         [OFFLOAD, "true", "default_config"],
         [HEARTBEAT, "5000", "default_config"],
         [SESSION, "45000", "default_config"],
+        [DEAD_LETTER_COPY, "false", "default_config"],
+        [DEAD_LETTER_TOPIC, "-", "default_config"],
     ]
     assert "changed 2 config(s) of group cli-tuned" in configs(
         "--config", f"{SESSION}=20000", "--config", f"{HEARTBEAT}=2000"
