@@ -49,7 +49,7 @@ from herdless.coordinator.share_state.state import ShareStateError
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.record_headers import HeadedRecord, encode_headed_batch, iter_headed_records
-from herdless.protocol.records import iter_batches, parse_header
+from herdless.protocol.records import InvalidBatch, iter_batches, parse_header
 from herdless.storage import StorageError
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,8 @@ READ_BYTES = 1 << 20
 BATCH_RECORDS = 500
 # A batch carrying copies is closed past this many bytes of keys and values.
 BATCH_BYTES = 512 * 1024
+# How often a topic just created is looked for in this broker's metadata.
+CREATED_POLL_S = 0.05
 # The client id dead letters are forwarded with, then the broker's id.
 CLIENT_ID_PREFIX = "herdless-dead-letters-"
 
@@ -174,7 +176,15 @@ class DeadLetterWriter:
         except TopicAdminError as exc:
             if exc.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 log.warning("cannot create the dead-letter topic %s: %s", name, exc)
-        return self._partition_count(name)
+                return None
+        # In a cluster this broker learns of the new topic from ZooKeeper's watch, a
+        # moment after the controller made it.
+        deadline = asyncio.get_running_loop().time() + TIMEOUT_MS / 1000
+        while (count := self._partition_count(name)) is None:
+            if asyncio.get_running_loop().time() > deadline:
+                break
+            await asyncio.sleep(CREATED_POLL_S)
+        return count
 
     def _originals(
         self, topic: str, partition: int, records: Sequence[ArchivedRecord]
@@ -198,7 +208,7 @@ class DeadLetterWriter:
                         if record.offset in wanted:
                             found[record.offset] = record
                 position = max(position, batches[-1][1].last_offset + 1)
-        except (PartitionError, StorageError) as exc:
+        except (PartitionError, StorageError, InvalidBatch) as exc:
             log.warning(
                 "cannot read %s-%d to copy records into dead letters: %s", topic, partition, exc
             )
