@@ -36,15 +36,19 @@ def test_dead_letters_reach_a_partition_led_by_another_broker(
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     topics = [
         NewTopic("orders", replica_assignment=[[first]], num_partitions=1),
-        NewTopic("dlq.orders", replica_assignment=[[second]], num_partitions=1),
+        NewTopic(
+            "dlq.orders",
+            replica_assignment=[[second]],
+            num_partitions=1,
+            config={"errors.deadletterqueue.group.enable": "true"},
+        ),
     ]
     for future in admin.create_topics(topics).values():
         future.result(TIMEOUT_S)
     cluster.wait_serving("orders", "dlq.orders")
     leader = cluster.brokers[first]
-    assert (
-        alter(leader.bootstrap, "workers", **{TOPIC_NAME.replace(".", "_"): "dlq.orders"}) == "OK"
-    )
+    configs = {TOPIC_NAME.replace(".", "_"): "dlq.orders"}
+    assert alter(leader.bootstrap, "workers", **configs) == "OK"
     # Every broker applies the group's configs when ZooKeeper tells it.
     deadline = time.monotonic() + TIMEOUT_S
     while described(leader, "workers")[TOPIC_NAME] != ("dlq.orders", GROUP_CONFIG):

@@ -66,9 +66,11 @@ def set_group_configs(broker: BrokerProcess, group: str, **configs: str) -> str:
     return alter(broker.bootstrap, group, **{k.replace(".", "_"): v for k, v in configs.items()})
 
 
-def create(broker: BrokerProcess, name: str, partitions: int = 1) -> None:
+def create(broker: BrokerProcess, name: str, *, opted_in: bool = True) -> None:
+    """A topic; one share groups may write dead letters to unless not `opted_in`."""
+    config = {"errors.deadletterqueue.group.enable": "true"} if opted_in else {}
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+    admin.create_topics([NewTopic(name, 1, 1, config=config)])[name].result(30)
 
 
 def produce(broker: BrokerProcess, topic: str, count: int) -> None:
@@ -212,21 +214,31 @@ def test_a_bad_dead_letter_topic_name_is_refused(
     assert refused != "OK"
 
 
-def test_a_missing_topic_is_said_and_counted(broker: BrokerProcess, metrics_port: int) -> None:
+@pytest.mark.parametrize(
+    ("exists", "said"),
+    [(False, "does not exist"), (True, "does not set errors.deadletterqueue.group.enable=true")],
+)
+def test_a_topic_missing_or_not_opted_in_is_said_and_counted(
+    broker: BrokerProcess, metrics_port: int, exists: bool, said: str
+) -> None:
     topic, topic_id = new_topic(broker)
     group = f"{topic}-group"
-    missing = f"dlq.missing-{topic}"
-    assert set_group_configs(broker, group, **{TOPIC_NAME: missing}) == "OK"
+    unusable = f"dlq.unusable-{topic}"
+    if exists:
+        create(broker, unusable, opted_in=False)
+    assert set_group_configs(broker, group, **{TOPIC_NAME: unusable}) == "OK"
     member = Member(broker, group, topic_id)
     assert acquired(member.fetch()) == []
     produce(broker, topic, 1)
     assert acquired(member.fetch(max_wait_ms=5_000)) == [(0, 0, 1)]
     # Archived all the same: the share group goes on.
     assert only_partition(member.acknowledge([(0, 0, [REJECT])])).error_code == ErrorCode.NONE
-    assert f"the dead-letter topic {missing} does not exist" in broker.log()
+    assert f"the dead-letter topic {unusable} {said}" in broker.log()
     samples = scrape(metrics_port)
-    lost = value(samples, "herdless_share_dead_letters_lost_total", group=group, topic=missing)
+    lost = value(samples, "herdless_share_dead_letters_lost_total", group=group, topic=unusable)
     assert lost == 1
+    if exists:
+        assert read_all(broker, unusable, 0) == []
 
 
 def test_the_broker_creates_a_missing_topic_when_allowed(

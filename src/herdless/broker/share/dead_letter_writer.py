@@ -10,11 +10,14 @@ the Persister, and the records come back (Available, or archived again at load):
 dead letters are written on the next try. So a dead letter may be written twice (at
 least once, as in Kafka), never not at all.
 
-One case stops that promise, by design: a dead-letter topic that does not exist and
-that the broker may not create (errors.deadletterqueue.auto.create.topics.enable,
-false by default, as in Kafka). Waiting for it would stop the share group, so the
-records are archived without dead letters, and the broker says so in its log and
-counts them in herdless_share_dead_letters_lost.
+Two cases stop that promise, by design, both a topic that is not there for dead
+letters: one that does not exist and that the broker may not create
+(errors.deadletterqueue.auto.create.topics.enable, false by default, as in Kafka),
+and one whose owner has not let share groups write to it (the topic config
+errors.deadletterqueue.group.enable, KIP-1191's opt-in). Waiting for either would
+stop the share group, so the records are archived without dead letters, and the
+broker says so in its log and counts them in herdless_share_dead_letters_lost.
+A topic the broker creates opts in.
 
 Dead letters go to the partition of the dead-letter topic with the original's index,
 wrapped round (Kafka's rule): here when this broker leads it, else to its leader as
@@ -64,6 +67,8 @@ READ_BYTES = 1 << 20
 BATCH_RECORDS = 500
 # A batch carrying copies is closed past this many bytes of keys and values.
 BATCH_BYTES = 512 * 1024
+# The topic config by which a topic's owner lets share groups use it (KIP-1191).
+DEAD_LETTER_TOPIC_ENABLE = "errors.deadletterqueue.group.enable"
 # How often a topic just created is looked for in this broker's metadata.
 CREATED_POLL_S = 0.05
 # The client id dead letters are forwarded with, then the broker's id.
@@ -112,16 +117,24 @@ class DeadLetterWriter:
         if not records:
             return
         partitions = await self._partitions(target.name)
+        refusal = None
         if partitions is None:
+            refusal = (
+                "does not exist (create it with errors.deadletterqueue.group.enable=true, or"
+                " set errors.deadletterqueue.auto.create.topics.enable=true)"
+            )
+        elif not self._opted_in(target.name):
+            refusal = "does not set errors.deadletterqueue.group.enable=true"
+        if partitions is None or refusal is not None:
             log.warning(
                 "share group %s: %d records of %s-%d archived without dead letters: the"
-                " dead-letter topic %s does not exist (create it, or set"
-                " errors.deadletterqueue.auto.create.topics.enable=true)",
+                " dead-letter topic %s %s",
                 group_id,
                 len(records),
                 topic,
                 partition,
                 target.name,
+                refusal,
             )
             self._metrics.lost(group_id, target.name, len(records))
             return
@@ -171,7 +184,9 @@ class DeadLetterWriter:
             log.warning("not creating the dead-letter topic: %s", exc)
             return None
         try:
-            await self._topics.create_topic(NewTopic(name), timeout_ms=TIMEOUT_MS)
+            await self._topics.create_topic(
+                NewTopic(name, configs={DEAD_LETTER_TOPIC_ENABLE: "true"}), timeout_ms=TIMEOUT_MS
+            )
             log.info("created the dead-letter topic %s", name)
         except TopicAdminError as exc:
             if exc.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
@@ -185,6 +200,12 @@ class DeadLetterWriter:
                 break
             await asyncio.sleep(CREATED_POLL_S)
         return count
+
+    def _opted_in(self, name: str) -> bool:
+        """Whether the topic's owner lets share groups write dead letters to it (KIP-1191's
+        topic config), so that a group cannot have the broker write into any topic."""
+        config = self._topics.topic_config(name)
+        return config is not None and config.errors_deadletterqueue_group_enable
 
     def _originals(
         self, topic: str, partition: int, records: Sequence[ArchivedRecord]
