@@ -112,8 +112,8 @@ class DeadLetterWriter:
         target: DeadLetterTopic,
     ) -> None:
         """Write the dead letters of `records` (of `topic`-`partition`) to `target`; returns
-        once they are committed, or at once if the topic is missing and not created (said
-        and counted); DeadLetterError if they could not be written."""
+        once they are committed, or at once if the topic is missing and not created or has
+        not opted in (said and counted); DeadLetterError if they could not be written."""
         if not records:
             return
         partitions = await self._partitions(target.name)
