@@ -33,6 +33,8 @@ SESSION = "consumer.session.timeout.ms"
 HEARTBEAT = "consumer.heartbeat.interval.ms"
 ASSIGNMENT = "consumer.assignment.interval.ms"
 OFFLOAD = "consumer.assignor.offload.enable"
+DEAD_LETTER_TOPIC = "errors.deadletterqueue.topic.name"
+DEAD_LETTER_COPY = "errors.deadletterqueue.copy.record.enable"
 BOUNDS = {
     "group.consumer.session.timeout.ms": "45000",
     "group.consumer.min.session.timeout.ms": "1000",
@@ -111,6 +113,9 @@ def test_a_group_has_the_brokers_defaults_until_it_sets_its_own(broker: BrokerPr
         HEARTBEAT: ("5000", DEFAULT_CONFIG),
         SESSION: ("45000", DEFAULT_CONFIG),
     }
+    configs = described(broker, "plain")
+    assert configs[DEAD_LETTER_COPY] == ("false", DEFAULT_CONFIG)
+    assert configs[DEAD_LETTER_TOPIC] == ("", DEFAULT_CONFIG)
     assert alter(broker.bootstrap, "tuned", consumer_session_timeout_ms="9000") == "OK"
     assert alter(broker.bootstrap, "tuned", consumer_assignment_interval_ms="0") == "OK"
     assert alter(broker.bootstrap, "tuned", consumer_assignor_offload_enable="false") == "OK"
@@ -223,6 +228,8 @@ def test_the_cli_shows_and_changes_a_groups_configs(broker: BrokerProcess) -> No
         [HEARTBEAT, "5000", "default_config"],
         [SESSION, "45000", "default_config"],
     ]
+    assert [DEAD_LETTER_COPY, "false", "default_config"] in table_rows(configs())
+    assert [DEAD_LETTER_TOPIC, "-", "default_config"] in table_rows(configs())
     assert ["share.session.timeout.ms", "45000", "default_config"] in table_rows(configs())
     assert "changed 2 config(s) of group cli-tuned" in configs(
         "--config", f"{SESSION}=20000", "--config", f"{HEARTBEAT}=2000"

@@ -108,7 +108,7 @@ def test_compression_types_and_levels() -> None:
 
 
 def test_every_kafka_topic_config_is_known() -> None:
-    # Kafka 3.9's topic configs: tools may set any of them, and DescribeConfigs lists them.
+    # Kafka 3.9's topic configs: tools may set any of them, and DescribeConfigs lists them...
     kafka_39 = {
         "cleanup.policy", "compression.type", "compression.gzip.level", "compression.lz4.level",
         "compression.zstd.level", "delete.retention.ms", "file.delete.delay.ms",
@@ -124,8 +124,10 @@ def test_every_kafka_topic_config_is_known() -> None:
         "segment.index.bytes", "segment.jitter.ms", "segment.ms",
         "unclean.leader.election.enable",
     }  # fmt: skip
-    assert set(TOPIC_CONFIG_NAMES) == kafka_39
-    assert set(TOPIC_CONFIG_TYPES) == kafka_39  # DescribeConfigs reports each one's type
+    # ...and the one KIP-1191 adds, which a share group's dead-letter topic must set.
+    known = kafka_39 | {"errors.deadletterqueue.group.enable"}
+    assert set(TOPIC_CONFIG_NAMES) == known
+    assert set(TOPIC_CONFIG_TYPES) == known  # DescribeConfigs reports each one's type
     defaults = LogConfig().to_topic_configs()
     assert defaults["preallocate"] == "false"
     assert defaults["message.downconversion.enable"] == "true"

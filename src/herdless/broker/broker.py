@@ -50,6 +50,8 @@ from herdless.broker.producer_ids import LocalBlocks, PrefetchedProducerIds, Pro
 from herdless.broker.replication.durability import Durability
 from herdless.broker.replication.replica_manager import ReplicaManager
 from herdless.broker.share.coordinator_persister import CoordinatorPersister
+from herdless.broker.share.dead_letter_metrics import DeadLetterMetrics
+from herdless.broker.share.dead_letter_writer import DeadLetterWriter
 from herdless.broker.share.leader import ShareLeader
 from herdless.broker.stalls import StallDetector
 from herdless.broker.topics.partition_limits import PartitionLimits
@@ -176,6 +178,8 @@ class Broker:
         self.share_persister: CoordinatorPersister | None = None
         # The share partitions this broker leads and their members' share sessions.
         self.share_partitions: ShareLeader | None = None
+        # Where share partitions led here write their groups' dead letters (KIP-1191).
+        self.dead_letters: DeadLetterWriter | None = None
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.acls: AclStore | None = None
         authorizer = config.authorizer()
@@ -256,12 +260,14 @@ class Broker:
         self.metrics.attach_transactions(self.transactions)
         self.share_coordinator = self._share_coordinator()
         self.share_persister = self._share_persister(self.share_coordinator)
+        self.dead_letters = self._dead_letter_writer()
         self.share_partitions = ShareLeader.build(
             self.share_persister,
             self.replicas.appends.notify,
             self.config.share_group_limits(),
             self.config.group_share_max_share_sessions,
             self.group_configs.configs,
+            self.dead_letters,
         )
         if self.node is None:
             self.groups.start()
@@ -402,6 +408,8 @@ class Broker:
             await self.transaction_ids.close()
         if self.share_persister is not None:
             self.share_persister.close()
+        if self.dead_letters is not None:
+            self.dead_letters.close()
         self.groups.close()
         self.coordinators.close()
         self.logs.close()
@@ -461,6 +469,20 @@ class Broker:
             self.topics,
             config.share_coordinator_state_topic_replication_factor,
             inter_broker_security(config) if self.node is not None else None,
+        )
+
+    def _dead_letter_writer(self) -> DeadLetterWriter:
+        config, metadata = self.config, self.metadata
+        return DeadLetterWriter(
+            config.node_id,
+            self.replicas,
+            self.topics,
+            metadata.partition_count,
+            metadata.leader if isinstance(metadata, ClusterMetadata) else None,
+            DeadLetterMetrics(self.metrics.registry),
+            auto_create=config.errors_deadletterqueue_auto_create_topics_enable,
+            prefix=config.errors_deadletterqueue_topic_name_prefix,
+            security=inter_broker_security(config) if self.node is not None else None,
         )
 
     async def _accept(

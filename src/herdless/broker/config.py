@@ -11,6 +11,7 @@ from herdless.cluster.zookeeper.login import read_zookeeper_security
 from herdless.coordinator import CoordinatorConfig
 from herdless.coordinator.assignors import ASSIGNORS
 from herdless.coordinator.config import ConsumerGroupMigrationPolicy
+from herdless.coordinator.dead_letter_config import DEFAULT_DEAD_LETTER_TOPIC_PREFIX
 from herdless.coordinator.group_config import GroupConfigLimits
 from herdless.coordinator.share_assignor import SHARE_ASSIGNORS, SIMPLE_ASSIGNOR
 from herdless.coordinator.share_partitions.config import (
@@ -165,6 +166,13 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     "group.share.delivery.count.limit": ("group_share_delivery_count_limit", int),
     "group.share.partition.max.record.locks": ("group_share_partition_max_record_locks", int),
     "group.share.max.share.sessions": ("group_share_max_share_sessions", int),
+    # Share groups' dead-letter topics (KIP-1191): whether the broker creates one a group
+    # names that does not exist, and what every such name must start with.
+    "errors.deadletterqueue.auto.create.topics.enable": (
+        "errors_deadletterqueue_auto_create_topics_enable",
+        bool,
+    ),
+    "errors.deadletterqueue.topic.name.prefix": ("errors_deadletterqueue_topic_name_prefix", str),
     # herdless's own: where Prometheus scrapes /metrics; unset, no endpoint.
     "metrics.port": ("metrics_port", int),
     # herdless's own: the address /metrics listens on; this machine only unless told,
@@ -400,6 +408,8 @@ class BrokerConfig:
     group_share_delivery_count_limit: int = DEFAULT_DELIVERY_COUNT_LIMIT
     group_share_partition_max_record_locks: int = DEFAULT_MAX_RECORD_LOCKS
     group_share_max_share_sessions: int = DEFAULT_MAX_SHARE_SESSIONS
+    errors_deadletterqueue_auto_create_topics_enable: bool = False
+    errors_deadletterqueue_topic_name_prefix: str = DEFAULT_DEAD_LETTER_TOPIC_PREFIX
     # listeners, ssl.*, sasl.*, the authorizer's: as given, read by herdless.security.
     security: SecuritySettings = field(default_factory=SecuritySettings)
 
@@ -571,6 +581,7 @@ class BrokerConfig:
             max_share_record_lock_duration_ms=self.group_share_max_record_lock_duration_ms,
             share_delivery_count_limit=self.group_share_delivery_count_limit,
             share_partition_max_record_locks=self.group_share_partition_max_record_locks,
+            dead_letter_topic_prefix=self.errors_deadletterqueue_topic_name_prefix,
         )
 
     def share_group_limits(self) -> ShareGroupLimits:

@@ -3,7 +3,8 @@ timeout, heartbeat interval, assignment interval and assignor offload (KIP-1263)
 and a share group's (KIP-932, as Kafka 4.2 has them) session timeout and heartbeat
 interval, which the coordinator reads, and the record lock duration, delivery count
 limit, in-flight record cap, where a new share partition starts (share.auto.offset.reset)
-and the isolation level, which the share partitions read; each overriding the broker's.
+and the isolation level, which the share partitions read, each overriding the broker's;
+and a share group's dead-letter topic (KIP-1191, coordinator/dead_letter_config.py).
 
 Set with IncrementalAlterConfigs on resource type GROUP and kept where the
 broker keeps topic configs; the coordinator reads them at every heartbeat, so
@@ -18,6 +19,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from herdless.coordinator.dead_letter_config import (
+    DEAD_LETTER_COPY_RECORD_ENABLE,
+    DEAD_LETTER_TOPIC_NAME,
+    DEFAULT_DEAD_LETTER_TOPIC_PREFIX,
+    InvalidDeadLetterTopic,
+    check_dead_letter_topic,
+)
 from herdless.protocol.config_values import InvalidConfigValue, format_boolean, parse_boolean
 
 CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
@@ -43,9 +51,11 @@ GROUP_CONFIG_NAMES = (
     SHARE_PARTITION_MAX_RECORD_LOCKS,
     SHARE_RECORD_LOCK_DURATION_MS,
     SHARE_SESSION_TIMEOUT_MS,
+    DEAD_LETTER_COPY_RECORD_ENABLE,
+    DEAD_LETTER_TOPIC_NAME,
 )
-_BOOLEAN_CONFIGS = (CONSUMER_ASSIGNOR_OFFLOAD_ENABLE,)
-_STRING_CONFIGS = (SHARE_AUTO_OFFSET_RESET, SHARE_ISOLATION_LEVEL)
+_BOOLEAN_CONFIGS = (CONSUMER_ASSIGNOR_OFFLOAD_ENABLE, DEAD_LETTER_COPY_RECORD_ENABLE)
+_STRING_CONFIGS = (SHARE_AUTO_OFFSET_RESET, SHARE_ISOLATION_LEVEL, DEAD_LETTER_TOPIC_NAME)
 # Each config's type as DescribeConfigs names it (Kafka's ConfigDef types).
 GROUP_CONFIG_TYPES = {
     name: "BOOLEAN" if name in _BOOLEAN_CONFIGS else "STRING" if name in _STRING_CONFIGS else "INT"
@@ -95,6 +105,8 @@ class GroupConfigLimits:
     share_partition_max_record_locks: int = 2_000
     min_share_partition_max_record_locks: int = 100
     max_share_partition_max_record_locks: int = 10_000
+    # errors.deadletterqueue.topic.name.prefix: what a dead-letter topic's name starts with.
+    dead_letter_topic_prefix: str = DEFAULT_DEAD_LETTER_TOPIC_PREFIX
 
     def defaults(self) -> dict[str, str]:
         return {
@@ -109,6 +121,8 @@ class GroupConfigLimits:
             SHARE_PARTITION_MAX_RECORD_LOCKS: str(self.share_partition_max_record_locks),
             SHARE_RECORD_LOCK_DURATION_MS: str(self.share_record_lock_duration_ms),
             SHARE_SESSION_TIMEOUT_MS: str(self.share_session_timeout_ms),
+            DEAD_LETTER_COPY_RECORD_ENABLE: "false",
+            DEAD_LETTER_TOPIC_NAME: "",
         }
 
     def validate(self, explicit: Mapping[str, str]) -> dict[str, int]:
@@ -120,6 +134,12 @@ class GroupConfigLimits:
         values = {}
         for name, default in self.defaults().items():
             text = explicit.get(name, default)
+            if name == DEAD_LETTER_TOPIC_NAME:
+                try:
+                    check_dead_letter_topic(text, self.dead_letter_topic_prefix)
+                except InvalidDeadLetterTopic as exc:
+                    raise InvalidGroupConfig(str(exc)) from None
+                continue
             if name in _BOOLEAN_CONFIGS:
                 try:
                     parse_boolean(name, text)

@@ -77,6 +77,9 @@ class LogConfig:
     local_retention_bytes: int = -2
     remote_log_copy_disable: bool = False
     remote_log_delete_on_disable: bool = False
+    # KIP-1191 (Kafka 4.4): whether share groups may name this topic their dead-letter
+    # topic; the topic's owner opts in.
+    errors_deadletterqueue_group_enable: bool = False
     # Kafka names given explicitly for this topic; DescribeConfigs reports them as topic configs.
     overrides: frozenset[str] = frozenset()
     # Derived once: every append asks (compacts, timestamp_bounds, target_compression,
@@ -467,6 +470,9 @@ _SPECS: dict[str, _Spec] = {
     "local.retention.bytes": _Spec("local_retention_bytes", _long(-2), "LONG"),
     "remote.log.copy.disable": _Spec("remote_log_copy_disable", _boolean, "BOOLEAN"),
     "remote.log.delete.on.disable": _Spec("remote_log_delete_on_disable", _boolean, "BOOLEAN"),
+    "errors.deadletterqueue.group.enable": _Spec(
+        "errors_deadletterqueue_group_enable", _boolean, "BOOLEAN"
+    ),
 }
 
 # Kafka's type of each topic config, as DescribeConfigs reports it (ConfigDef.Type).

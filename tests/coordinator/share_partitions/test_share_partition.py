@@ -12,6 +12,7 @@ from herdless.coordinator.share_partitions.acknowledgements import (
     acknowledgement_batches,
 )
 from herdless.coordinator.share_partitions.config import SharePartitionConfig
+from herdless.coordinator.share_partitions.dead_letters import ArchivedRecord, ArchiveReason
 from herdless.coordinator.share_partitions.partition import (
     AcquiredRecords,
     InvalidRecordState,
@@ -26,6 +27,10 @@ A, B = "member-a", "member-b"
 
 def partition(start: int = 0, **config: int) -> SharePartition:
     return SharePartition(SharePartitionConfig(record_lock_duration_ms=LOCK_MS, **config), start)
+
+
+def limit_reached(offset: int, delivery_count: int) -> ArchivedRecord:
+    return ArchivedRecord(offset, delivery_count, ArchiveReason.DELIVERY_LIMIT_REACHED)
 
 
 def ack(first: int, last: int, *types: AcknowledgeType) -> AcknowledgementBatch:
@@ -121,7 +126,8 @@ def test_a_lock_that_runs_out_releases_then_archives_at_the_limit() -> None:
         sp.acknowledge(A, [ack(0, 0, AcknowledgeType.ACCEPT)])
     assert sp.acquire(B, 0, [(0, 1)], 100, LOCK_MS) == (AcquiredRecords(0, 1, 2),)
     change = sp.expire_locks(2 * LOCK_MS)
-    assert change == StateChange(2, ())  # archived at the limit, and behind the start
+    # Archived at the limit, and behind the start; said so for the dead-letter topic.
+    assert change == StateChange(2, (), (limit_reached(0, 2), limit_reached(1, 2)))
     assert sp.next_lock_deadline() is None
 
 
@@ -130,7 +136,9 @@ def test_release_at_the_limit_archives() -> None:
     sp.acquire(A, 0, [(0, 0)], 100, 0)
     sp.acknowledge(A, [ack(0, 0, AcknowledgeType.RELEASE)])
     sp.acquire(A, 0, [(0, 0)], 100, 1)
-    assert sp.acknowledge(A, [ack(0, 0, AcknowledgeType.RELEASE)]) == StateChange(1, ())
+    assert sp.acknowledge(A, [ack(0, 0, AcknowledgeType.RELEASE)]) == StateChange(
+        1, (), (limit_reached(0, 2),)
+    )
 
 
 def test_a_member_whose_session_closes_releases_its_records() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from herdless.broker.share.dead_letter_writer import DeadLetterWriter
 from herdless.broker.share.persister import Persister
 from herdless.broker.share.share_group_settings import (
     ShareGroupLimits,
@@ -36,8 +37,9 @@ class ShareLeader:
         limits: ShareGroupLimits,
         max_sessions: int,
         group_configs: GroupConfigs | None,
+        dead_letters: DeadLetterWriter | None = None,
     ) -> ShareLeader:
-        manager = SharePartitionManager(persister, wake)
+        manager = SharePartitionManager(persister, wake, dead_letters=dead_letters)
         return cls(manager, ShareSessionCache(max_sessions), limits, group_configs)
 
     def settings(self, group_id: str) -> ShareGroupSettings:

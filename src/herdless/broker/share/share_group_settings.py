@@ -12,6 +12,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from herdless.coordinator.dead_letter_config import (
+    DEAD_LETTER_COPY_RECORD_ENABLE,
+    dead_letter_topic,
+)
 from herdless.coordinator.group_config import (
     SHARE_AUTO_OFFSET_RESET,
     SHARE_DELIVERY_COUNT_LIMIT,
@@ -53,10 +57,21 @@ class ShareGroupLimits:
 
 
 @dataclass(frozen=True, slots=True)
+class DeadLetterTopic:
+    """A share group's dead-letter topic (KIP-1191), and whether its dead letters carry
+    the original record (errors.deadletterqueue.copy.record.enable)."""
+
+    name: str
+    copy_record: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class ShareGroupSettings:
     partition: SharePartitionConfig
     auto_offset_reset: AutoOffsetReset
     isolation_level: IsolationLevel
+    # None: records are archived silently, as in Kafka without a dead-letter topic.
+    dead_letter: DeadLetterTopic | None = None
 
 
 def share_group_settings(
@@ -98,4 +113,7 @@ def share_group_settings(
     reset = choice(SHARE_AUTO_OFFSET_RESET, AutoOffsetReset, AutoOffsetReset.LATEST)
     isolation = choice(SHARE_ISOLATION_LEVEL, IsolationLevel, IsolationLevel.READ_UNCOMMITTED)
     assert isinstance(reset, AutoOffsetReset) and isinstance(isolation, IsolationLevel)
-    return ShareGroupSettings(partition, reset, isolation)
+    topic = dead_letter_topic(explicit)
+    copy = explicit.get(DEAD_LETTER_COPY_RECORD_ENABLE, "").strip().lower() == "true"
+    dead_letter = None if topic is None else DeadLetterTopic(topic, copy)
+    return ShareGroupSettings(partition, reset, isolation, dead_letter)

@@ -8,6 +8,10 @@ Every acknowledgement, release and lock expiry is written through the Persister 
 it is answered; a write that fails unloads the share partition, so that the next use
 reads back what was durable rather than serve what was not.
 
+Where the share group names a dead-letter topic (KIP-1191), the records a change
+archives unaccepted are written there first, and the change only once they are
+(dead_letter_writer.py): a failure of either unloads the share partition alike.
+
 Acquisition locks run on the event loop: one timer per share partition, at its
 earliest lock deadline. Records that become Available again (released, lock run out)
 wake long-polling share fetches as an append does.
@@ -20,6 +24,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from herdless.broker.share.dead_letter_writer import DeadLetterWriter
 from herdless.broker.share.persister import Persister
 from herdless.broker.share.share_group_settings import (
     AutoOffsetReset,
@@ -60,6 +65,9 @@ class _Led:
     partition: int
     leader_epoch: int
     state: SharePartition | None = None
+    # The group's settings as the last fetch read them: acknowledgements and lock expiry
+    # write dead letters where they said.
+    settings: ShareGroupSettings | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     timer: asyncio.TimerHandle | None = None
 
@@ -70,8 +78,11 @@ class SharePartitionManager:
         persister: Persister,
         wake: Callable[[str, int], None],
         clock: Callable[[], int] = monotonic_ms,
+        dead_letters: DeadLetterWriter | None = None,
     ) -> None:
         self.persister = persister
+        # None: no dead letters are written, whatever the groups say (tests of the rest).
+        self._dead_letters = dead_letters
         # Wakes the fetches long-polling a partition (the replica manager's appends).
         self._wake = wake
         self._clock = clock
@@ -114,6 +125,7 @@ class SharePartitionManager:
         cannot be loaded."""
         led = self._leading(key, topic, partition_log.partition, leader_epoch)
         async with led.lock:
+            led.settings = settings
             state = await self._loaded(led, key, partition_log, settings)
             state.config = settings.partition
             change = state.move_start(partition_log.log_start_offset)
@@ -219,8 +231,11 @@ class SharePartitionManager:
             return led.state
         persisted = await self.persister.read(key, led.leader_epoch)
         if persisted.initialized:
-            led.state = SharePartition.loaded(settings.partition, persisted)
-            return led.state
+            state = led.state = SharePartition.loaded(settings.partition, persisted)
+            archived = state.archived_at_load()
+            if archived is not None:
+                await self._write(led, key, archived)
+            return state
         if settings.auto_offset_reset == AutoOffsetReset.EARLIEST:
             start = partition_log.log_start_offset
         else:
@@ -243,6 +258,8 @@ class SharePartitionManager:
         state = led.state
         assert state is not None
         try:
+            if change.archived:
+                await self._write_dead_letters(led, key, change)
             await self.persister.write(
                 key, state.state_epoch, led.leader_epoch, change.start_offset, change.batches
             )
@@ -253,6 +270,18 @@ class SharePartitionManager:
                 led.timer.cancel()
                 led.timer = None
             raise
+
+    async def _write_dead_letters(
+        self, led: _Led, key: SharePartitionKey, change: StateChange
+    ) -> None:
+        """Before the archive is durable, its dead letters are: DeadLetterError if they
+        could not be written (then neither is the archive)."""
+        target = None if led.settings is None else led.settings.dead_letter
+        if target is None or self._dead_letters is None:
+            return
+        await self._dead_letters.write(
+            key.group_id, led.topic, led.partition, change.archived, target
+        )
 
     def _schedule(self, led: _Led, key: SharePartitionKey) -> None:
         if led.timer is not None:

@@ -16,6 +16,9 @@ through the Persister before it answers.
   nothing changes (INVALID_RECORD_STATE).
 - a lock that runs out, or a member's share session closing, releases its records.
   A record released at the delivery count limit is Archived instead.
+- every change says which records it archived unaccepted and why (rejected, or
+  the delivery limit reached), for the share group's dead-letter topic; so does a
+  partition loaded with records that reached the limit under the leader before.
 - the start offset moves past every Acknowledged or Archived record at the front;
   no record is acquired past start offset + max record locks.
 
@@ -34,6 +37,7 @@ from herdless.coordinator.share_partitions.acknowledgements import (
     AcknowledgeType,
 )
 from herdless.coordinator.share_partitions.config import SharePartitionConfig
+from herdless.coordinator.share_partitions.dead_letters import ArchivedRecord, ArchiveReason
 from herdless.coordinator.share_state.state import PartitionState, RecordState, StateBatch
 
 _AFTER_ACKNOWLEDGEMENT = {
@@ -71,10 +75,12 @@ class AcquiredRecords:
 @dataclass(frozen=True, slots=True)
 class StateChange:
     """What to write through the Persister after an operation: the start offset and the
-    batches whose state changed (both ends inclusive)."""
+    batches whose state changed (both ends inclusive); and the records it archived
+    unaccepted, in offset order, for the dead-letter topic."""
 
     start_offset: int
     batches: tuple[StateBatch, ...]
+    archived: tuple[ArchivedRecord, ...] = ()
 
 
 class SharePartition:
@@ -92,6 +98,8 @@ class SharePartition:
         # (deadline, offset) of acquisitions; an entry whose record no longer carries that
         # deadline (acknowledged, released, acquired again) is skipped when met.
         self._locks: list[tuple[int, int]] = []
+        # Records archived unaccepted since the last StateChange, which takes them.
+        self._archived: list[ArchivedRecord] = []
         for batch in sorted(batches, key=lambda b: b.first_offset):
             self._load(batch)
         self._advance_start()
@@ -106,16 +114,30 @@ class SharePartition:
         state = batch.delivery_state
         if state == RecordState.ACQUIRED:
             state = RecordState.AVAILABLE
-        if state == RecordState.AVAILABLE and batch.delivery_count >= self.limit:
+        limit_reached = state == RecordState.AVAILABLE and batch.delivery_count >= self.limit
+        if limit_reached:
             state = RecordState.ARCHIVED
         for offset in range(max(batch.first_offset, self._start), batch.last_offset + 1):
             self._extend_to(offset)
             self._records[offset - self._start] = InFlightRecord(state, batch.delivery_count)
+            if limit_reached:
+                self._archived.append(
+                    ArchivedRecord(
+                        offset, batch.delivery_count, ArchiveReason.DELIVERY_LIMIT_REACHED
+                    )
+                )
 
     def _extend_to(self, offset: int) -> None:
         """Make slots up to `offset`, the ones never read Available with no delivery."""
         while self.end_offset <= offset:
             self._records.append(InFlightRecord())
+
+    def archived_at_load(self) -> StateChange | None:
+        """The records loading archived (acquired at their last delivery when the leader
+        before went away), to be dead-lettered and written as Archived; None if none."""
+        if not self._archived:
+            return None
+        return self._changed([record.offset for record in self._archived])
 
     # -- what the broker asks ------------------------------------------------------
 
@@ -259,9 +281,13 @@ class SharePartition:
                 kind = batch.type_at(offset)
                 record = self._records[offset - self._start]
                 if kind == AcknowledgeType.RELEASE:
-                    self._release(record)
+                    self._release(offset, record)
                 else:
                     self._settle(record, _AFTER_ACKNOWLEDGEMENT[kind])
+                    if kind == AcknowledgeType.REJECT:
+                        self._archived.append(
+                            ArchivedRecord(offset, record.delivery_count, ArchiveReason.REJECTED)
+                        )
                 changed.append(offset)
         return self._changed(changed)
 
@@ -271,7 +297,7 @@ class SharePartition:
         changed = []
         for index, record in enumerate(self._records):
             if record.state == RecordState.ACQUIRED and record.member_id == member_id:
-                self._release(record)
+                self._release(self._start + index, record)
                 changed.append(self._start + index)
         return self._changed(changed) if changed else None
 
@@ -287,7 +313,7 @@ class SharePartition:
                 and record.state == RecordState.ACQUIRED
                 and record.lock_deadline_ms == deadline
             ):
-                self._release(record)
+                self._release(offset, record)
                 changed.append(offset)
         return self._changed(changed) if changed else None
 
@@ -304,11 +330,14 @@ class SharePartition:
 
     # -- changes ----------------------------------------------------------------------
 
-    def _release(self, record: InFlightRecord) -> None:
-        state = (
-            RecordState.ARCHIVED if record.delivery_count >= self.limit else RecordState.AVAILABLE
-        )
-        self._settle(record, state)
+    def _release(self, offset: int, record: InFlightRecord) -> None:
+        if record.delivery_count >= self.limit:
+            self._settle(record, RecordState.ARCHIVED)
+            self._archived.append(
+                ArchivedRecord(offset, record.delivery_count, ArchiveReason.DELIVERY_LIMIT_REACHED)
+            )
+        else:
+            self._settle(record, RecordState.AVAILABLE)
 
     @staticmethod
     def _settle(record: InFlightRecord, state: RecordState) -> None:
@@ -346,4 +375,6 @@ class SharePartition:
                 batches[-1] = StateBatch(last.first_offset, offset, state, count)
             else:
                 batches.append(StateBatch(offset, offset, state, count))
-        return StateChange(self._start, tuple(batches))
+        archived = tuple(sorted(self._archived, key=lambda record: record.offset))
+        self._archived.clear()
+        return StateChange(self._start, tuple(batches), archived)
