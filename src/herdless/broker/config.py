@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from herdless.cluster.controller import LeaderBalance
 from herdless.cluster.zookeeper.login import read_zookeeper_security
 from herdless.coordinator import CoordinatorConfig
 from herdless.coordinator.assignors import ASSIGNORS
@@ -38,6 +39,15 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     "default.replication.factor": ("default_replication_factor", int),
     "offsets.topic.replication.factor": ("offsets_topic_replication_factor", int),
     "replica.lag.time.max.ms": ("replica_lag_time_max_ms", int),
+    # Leader balance (the controller's): hand partitions back to their preferred leaders
+    # where a broker's share led by others is over the percentage, at every interval.
+    "auto.leader.rebalance.enable": ("auto_leader_rebalance_enable", bool),
+    "leader.imbalance.check.interval.seconds": ("leader_imbalance_check_interval_seconds", int),
+    "leader.imbalance.per.broker.percentage": ("leader_imbalance_per_broker_percentage", int),
+    # At SIGTERM, ask the controller to move this broker's leaderships first.
+    "controlled.shutdown.enable": ("controlled_shutdown_enable", bool),
+    "controlled.shutdown.max.retries": ("controlled_shutdown_max_retries", int),
+    "controlled.shutdown.retry.backoff.ms": ("controlled_shutdown_retry_backoff_ms", int),
     # Fetch sessions (KIP-227) kept at once; 0 serves every fetch without a session.
     "max.incremental.fetch.session.cache.slots": ("max_incremental_fetch_session_cache_slots", int),
     "auto.create.topics.enable": ("auto_create_topics", bool),
@@ -168,6 +178,10 @@ _RANGES: dict[str, tuple[int | None, int | None]] = {
     "transactional.id.expiration.ms": (1, None),
     "metrics.port": _PORTS,
     "zookeeper.session.timeout.ms": (1, None),
+    "leader.imbalance.check.interval.seconds": (1, None),
+    "leader.imbalance.per.broker.percentage": (0, 100),
+    "controlled.shutdown.max.retries": (1, None),
+    "controlled.shutdown.retry.backoff.ms": (0, None),
     "zookeeper.connection.timeout.ms": (1, None),
     "default.replication.factor": (1, None),
     "offsets.topic.replication.factor": (1, None),
@@ -303,6 +317,12 @@ class BrokerConfig:
     offsets_topic_replication_factor: int = 3
     group_coordinator_standby_enable: bool = True
     replica_lag_time_max_ms: int = 30_000
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
+    controlled_shutdown_enable: bool = True
+    controlled_shutdown_max_retries: int = 3
+    controlled_shutdown_retry_backoff_ms: int = 5_000
     max_incremental_fetch_session_cache_slots: int = 1_000
     # listeners, ssl.*, sasl.*, the authorizer's: as given, read by herdless.security.
     security: SecuritySettings = field(default_factory=SecuritySettings)
@@ -468,6 +488,13 @@ class BrokerConfig:
         if not names:
             raise ConfigError("group.consumer.assignors must name at least one assignor")
         return tuple(names)
+
+    def leader_balance(self) -> LeaderBalance:
+        return LeaderBalance(
+            self.auto_leader_rebalance_enable,
+            self.leader_imbalance_check_interval_seconds,
+            self.leader_imbalance_per_broker_percentage,
+        )
 
     def log_config(self) -> LogConfig:
         return LogConfig.from_topic_configs(self.topic_defaults)

@@ -26,7 +26,7 @@ import kafka.protocol.producer
 import kafka.protocol.sasl
 from kafka.protocol.api_message import ApiMessage
 
-from herdless.protocol import consumer_group_messages
+from herdless.protocol import broker_messages, consumer_group_messages
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.offset_commit import CommitPartition, CommitResponse, CommitTopic
 from herdless.protocol.regions import Chunk
@@ -47,6 +47,7 @@ def _message_classes() -> tuple[dict[int, type[ApiMessage]], dict[int, type[ApiM
         kafka.protocol.producer,
         kafka.protocol.sasl,
         consumer_group_messages,  # the APIs kafka-python has no classes for
+        broker_messages,
     )
     for module in modules:
         for _, cls in inspect.getmembers(module, inspect.isclass):

@@ -8,6 +8,7 @@ nothing here imports it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from herdless.broker.auth.acl_store import AclStore
@@ -21,6 +22,7 @@ from herdless.broker.handlers.fetch_sessions import FetchSessionCache
 from herdless.broker.producer_ids import ProducerIds
 from herdless.broker.replication.replica_manager import ReplicaManager
 from herdless.broker.topics.topic_admin import TopicAdmin
+from herdless.cluster.controller import Controller
 from herdless.cluster.metadata import MetadataView
 from herdless.storage import LogManager
 
@@ -53,6 +55,9 @@ class BrokerContext:
     credentials: CredentialStore | None = None
     # The transaction coordinator's shards on this broker.
     transactions: TransactionCoordinator | None = None
+    # In a cluster, this broker's controller while it is the active one (ElectLeaders,
+    # ControlledShutdown); None otherwise, and always on one broker alone.
+    controller: Callable[[], Controller | None] = lambda: None
 
     @property
     def node_id(self) -> int:
