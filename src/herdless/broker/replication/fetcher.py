@@ -323,6 +323,10 @@ class ReplicaFetcher:
         """The request's answer; None if a partition to truncate came first, and then the
         connection is closed (an answer half read cannot be left on it) and the session
         starts again with the next, full, fetch."""
+        if self._interrupt.is_set():
+            request.close()  # never sent: the connection stays as it is
+            self._session.handle_error()  # the session was told of what is not sent
+            return None
         sending = asyncio.ensure_future(request)
         interrupted = asyncio.ensure_future(self._interrupt.wait())
         try:
