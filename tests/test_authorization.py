@@ -1205,3 +1205,27 @@ def test_denials_are_logged_and_decisions_counted(
 def test_no_password_in_the_broker_log(secured: Secured) -> None:
     log = secured.broker.log()
     assert not [user for user, password in PASSWORDS.items() if password in log]
+
+
+def test_elections_need_alter_and_controlled_shutdowns_cluster_action_on_the_cluster(
+    admin: Client, alice: Client
+) -> None:
+    create_topic(admin, "elected")
+    wanted = {
+        "election_type": 0,
+        "topic_partitions": [{"topic": "elected", "partitions": [0]}],
+        "timeout_ms": 1000,
+    }
+    denied = alice(ApiKey.ELECT_LEADERS, 2, **wanted)
+    assert denied.error_code == CLUSTER_DENIED
+    assert denied.replica_election_results[0].partition_result[0].error_code == CLUSTER_DENIED
+    allowed = admin(ApiKey.ELECT_LEADERS, 2, **wanted)
+    assert allowed.error_code == NONE
+    assert allowed.replica_election_results[0].partition_result[0].error_code == (
+        ErrorCode.ELECTION_NOT_NEEDED
+    )
+    asked = {"broker_id": 0, "broker_epoch": -1}
+    assert alice(ApiKey.CONTROLLED_SHUTDOWN, 3, **asked).error_code == CLUSTER_DENIED
+    # One broker alone is its own controller, with nowhere to move its partitions.
+    answer = admin(ApiKey.CONTROLLED_SHUTDOWN, 3, **asked)
+    assert (answer.error_code, answer.remaining_partitions) == (NONE, [])

@@ -131,6 +131,8 @@ def test_cli_json_keys_are_the_documented_ones(broker: BrokerProcess) -> None:
             "groups history G": "groups history watchers",
             "groups configs G": "groups configs watchers",
             "users list": "users list",
+            "cluster elect-leaders": "cluster elect-leaders --election-type preferred"
+            " --topic keys --partition 0",
         }
         deadline = time.monotonic() + 30
         while True:  # until the member has joined and been assigned

@@ -6,6 +6,7 @@ from herdless.cluster.election import (
     Offline,
     elect_controlled_shutdown_leader,
     elect_offline_leader,
+    elect_preferred_leader,
     initial_state,
     remove_replica_from_isr,
 )
@@ -157,3 +158,21 @@ def test_broker_failure_composed_as_the_controller_does_it() -> None:
     assert elect_offline_leader(ASSIGNMENT, offline, {2, 3}, EPOCH) == PartitionState(
         2, 7, (2,), EPOCH
     )
+
+
+# -- preferred election ---------------------------------------------------------------------
+
+
+def test_preferred_election_moves_leadership_to_the_first_replica_keeping_the_isr() -> None:
+    assert elect_preferred_leader(ASSIGNMENT, state(2, (2, 3, 1)), {1, 2, 3}, EPOCH) == (
+        PartitionState(leader=1, leader_epoch=5, isr=(2, 3, 1), controller_epoch=EPOCH)
+    )
+
+
+def test_preferred_election_needs_the_preferred_replica_alive_and_in_the_isr() -> None:
+    not_in_isr = elect_preferred_leader(ASSIGNMENT, state(2, (2, 3)), {1, 2, 3}, EPOCH)
+    assert isinstance(not_in_isr, Offline)
+    assert "not in the ISR" in not_in_isr.reason
+    dead = elect_preferred_leader(ASSIGNMENT, state(2, (1, 2, 3)), {2, 3}, EPOCH)
+    assert isinstance(dead, Offline)
+    assert "not alive" in dead.reason

@@ -42,6 +42,8 @@ class Writer:
         self._pause_every = pause_every
         self.prefix = prefix
         self.acked: list[Acked] = []
+        # When each acknowledgement came, on the monotonic clock.
+        self.acked_at: list[float] = []
         self.failed: list[str] = []
         self._producer = Producer(
             {
@@ -64,6 +66,7 @@ class Writer:
             self.failed.append(str(err))
         else:
             self.acked.append(Acked(msg.partition(), msg.offset(), msg.value()))  # type: ignore[attr-defined]
+            self.acked_at.append(time.monotonic())
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -77,6 +80,11 @@ class Writer:
             self._producer.poll(0)
             if self.sent % self._pause_every == 0:
                 time.sleep(0.005)
+
+    def longest_gap(self, since: float = 0.0) -> float:
+        """The longest time between two acknowledgements after `since` (monotonic)."""
+        times = [t for t in self.acked_at if t >= since]
+        return max((b - a for a, b in zip(times, times[1:], strict=False)), default=0.0)
 
     def start(self) -> Writer:
         self._thread.start()

@@ -215,6 +215,8 @@ class Broker:
         self._background: list[asyncio.Task[None]] = []
         self._cleaning: asyncio.Future[int] | None = None
         self._metrics_server: asyncio.Server | None = None
+        # A member of a cluster that has joined it and serves: it shuts down controlled.
+        self._joined = False
         # Shared by all connections: limits are per peer host, across its connections.
         self.limited_warnings = LimitedWarnings(
             logging.getLogger("herdless.broker.network.connection")
@@ -295,6 +297,13 @@ class Broker:
             share_persister=self.share_persister,
             share_partitions=self.share_partitions,
         )
+        if self.node is not None:
+            membership = self.node.membership
+            context.controller = lambda: (
+                membership.controller
+                if membership.controller is not None and membership.controller.active
+                else None
+            )
         self.metrics.attach_authorizer(context.authorizer_audit.counts)
         # A deep accept queue: thousands of clients reconnecting at once (after a
         # restart, or a group of 10k members) overflowed asyncio's default of 100.
@@ -350,6 +359,7 @@ class Broker:
                 )
             for server in self._servers:
                 await server.start_serving()
+            self._joined = True
         for listener in self.listeners:
             log.info(
                 "herdless listening on %s://%s:%d",
@@ -365,7 +375,14 @@ class Broker:
             log.info("metrics at http://%s:%d/metrics", shown, port)
 
     async def stop(self) -> None:
-        """Stop accepting, answer requests in flight, then flush and close every log."""
+        """Stop accepting, answer requests in flight, then flush and close every log.
+
+        A member of a cluster first has its leaderships moved to other brokers, while it
+        still answers (controlled.shutdown.enable): clients find the new leaders from the
+        NOT_LEADER_OR_FOLLOWER answers instead of waiting for this broker's session to
+        end."""
+        if self.node is not None and self._joined and self.config.controlled_shutdown_enable:
+            await self.node.controlled_shutdown()
         if self.context is not None:
             self.context.stopping = True
         for server in self._servers:

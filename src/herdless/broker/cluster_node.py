@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from herdless.broker.config import BrokerConfig
-from herdless.broker.peers.connection import PeerSecurity
+from herdless.broker.peers.connection import PeerConnection, PeerError, PeerSecurity
 from herdless.broker.producer_ids import ProducerIds
 from herdless.broker.replication.cluster_replica_manager import (
     ClusterReplicaManager,
@@ -37,6 +37,8 @@ from herdless.cluster.metadata import BrokerEndpoint
 from herdless.cluster.metadata_cache import ClusterMetadata
 from herdless.cluster.store import ClusterStore
 from herdless.cluster.zookeeper.calls import zookeeper_call
+from herdless.protocol.api_keys import ApiKey
+from herdless.protocol.errors import ErrorCode
 from herdless.security.listeners import Endpoint
 from herdless.storage import LogConfig, LogManager, PartitionLog, StorageError, StorageIOError
 
@@ -46,6 +48,10 @@ log = logging.getLogger(__name__)
 LOG_DIR_EVENT_RETRY_S = 0.5
 # Between two looks at whether the controller has acted on a log directory event.
 LOG_DIR_EVENT_POLL_S = 0.05
+# ControlledShutdown as Kafka 2.4 on sends it (with the broker epoch, flexible).
+CONTROLLED_SHUTDOWN_VERSION = 3
+# How long the controller may take to answer it (Kafka's controller.socket.timeout.ms).
+CONTROLLER_SOCKET_TIMEOUT_S = 30.0
 
 
 class ClusterNode:
@@ -77,6 +83,7 @@ class ClusterNode:
                 config.zookeeper_connect,
                 config.zookeeper_session_timeout_ms,
                 config.zookeeper_connection_timeout_ms,
+                config.leader_balance(),
             ),
             metadata,
             self,
@@ -119,6 +126,9 @@ class ClusterNode:
         # Between telling the controller the directory writes again and taking the replicas
         # back: an election of this broker meanwhile is the controller acting on that.
         self._announcing_online = False
+        # Set at the start of a controlled shutdown: this broker follows nothing any more,
+        # so no leader takes it back into an ISR it is about to leave for good.
+        self._shutting_down = False
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -155,6 +165,68 @@ class ClusterNode:
 
     def connected_store(self) -> ClusterStore:
         return self.membership.connected_store()
+
+    async def controlled_shutdown(self) -> bool:
+        """Ask the controller to move this broker's leaderships to other ISR members and
+        take it out of every ISR, before it stops (Kafka's controlledShutdown): producers
+        then go to the new leaders at once, and no acks=all produce waits for this broker.
+
+        Tried controlled.shutdown.max.retries times, controlled.shutdown.retry.backoff.ms
+        apart, while the controller cannot be reached or answers that some partitions
+        have no other replica to lead them; True once none is left."""
+        self._shutting_down = True
+        for fetcher in list(self._fetchers.values()):
+            await fetcher.stop()
+        self._fetchers.clear()
+        log.info("starting controlled shutdown")
+        retries = self.config.controlled_shutdown_max_retries
+        backoff_s = self.config.controlled_shutdown_retry_backoff_ms / 1000
+        for attempt in range(retries):
+            if attempt:
+                log.info("retrying controlled shutdown (%d retries remaining)", retries - attempt)
+                await asyncio.sleep(backoff_s)
+            problem = await self._ask_controller_to_shut_down()
+            if problem is None:
+                log.info("controlled shutdown succeeded")
+                return True
+            log.info("controlled shutdown: %s", problem)
+        log.warning("controlled shutdown did not complete; stopping all the same")
+        return False
+
+    async def _ask_controller_to_shut_down(self) -> str | None:
+        """One ControlledShutdown request; None when it left no partition led here, else
+        what stands in the way."""
+        controller_id = self.metadata.controller_id
+        controller = self.metadata.broker(controller_id) if controller_id >= 0 else None
+        if controller is None:
+            return "no controller is known"
+        connection = PeerConnection(
+            controller.host,
+            controller.port,
+            f"herdless-broker-{self.node_id}",
+            CONTROLLER_SOCKET_TIMEOUT_S,
+            self._peer_security,
+        )
+        try:
+            response = await connection.request(
+                ApiKey.CONTROLLED_SHUTDOWN,
+                CONTROLLED_SHUTDOWN_VERSION,
+                broker_id=self.node_id,
+                broker_epoch=self.membership.broker_epoch,
+            )
+        except PeerError as exc:
+            return f"controller {controller_id} could not be asked: {exc}"
+        finally:
+            connection.close()
+        if response.error_code != ErrorCode.NONE:
+            code = response.error_code
+            name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else code
+            return f"controller {controller_id} answered {name}"
+        remaining = response.remaining_partitions
+        if remaining:
+            shown = ", ".join(f"{p.topic_name}-{p.partition_index}" for p in remaining[:10])
+            return f"{len(remaining)} partitions have no other replica to lead them ({shown})"
+        return None
 
     async def _reserve_producer_ids(self, size: int) -> tuple[int, int]:
         store = self.connected_store()
@@ -380,7 +452,12 @@ class ClusterNode:
 
     def _on_role_change(self, partition: Partition | None, key: tuple[str, int]) -> None:
         leader = None
-        if partition is not None and partition.role is Role.FOLLOWER and partition.leader >= 0:
+        if (
+            partition is not None
+            and partition.role is Role.FOLLOWER
+            and partition.leader >= 0
+            and not self._shutting_down
+        ):
             # None until the leader's registration is known: _apply_brokers comes back to it.
             leader = self.metadata.broker(partition.leader)
         for leader_id, fetcher in list(self._fetchers.items()):

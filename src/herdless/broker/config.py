@@ -7,6 +7,7 @@ from pathlib import Path
 
 from herdless.broker.share.share_group_settings import ShareGroupLimits
 from herdless.broker.share.share_sessions import DEFAULT_MAX_SHARE_SESSIONS
+from herdless.cluster.controller import LeaderBalance
 from herdless.cluster.zookeeper.login import read_zookeeper_security
 from herdless.coordinator import CoordinatorConfig
 from herdless.coordinator.assignors import ASSIGNORS
@@ -48,6 +49,15 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     "default.replication.factor": ("default_replication_factor", int),
     "offsets.topic.replication.factor": ("offsets_topic_replication_factor", int),
     "replica.lag.time.max.ms": ("replica_lag_time_max_ms", int),
+    # Leader balance (the controller's): hand partitions back to their preferred leaders
+    # where a broker's share led by others is over the percentage, at every interval.
+    "auto.leader.rebalance.enable": ("auto_leader_rebalance_enable", bool),
+    "leader.imbalance.check.interval.seconds": ("leader_imbalance_check_interval_seconds", int),
+    "leader.imbalance.per.broker.percentage": ("leader_imbalance_per_broker_percentage", int),
+    # At SIGTERM, ask the controller to move this broker's leaderships first.
+    "controlled.shutdown.enable": ("controlled_shutdown_enable", bool),
+    "controlled.shutdown.max.retries": ("controlled_shutdown_max_retries", int),
+    "controlled.shutdown.retry.backoff.ms": ("controlled_shutdown_retry_backoff_ms", int),
     # Fetch sessions (KIP-227) kept at once; 0 serves every fetch without a session.
     "max.incremental.fetch.session.cache.slots": ("max_incremental_fetch_session_cache_slots", int),
     "auto.create.topics.enable": ("auto_create_topics", bool),
@@ -247,6 +257,10 @@ _RANGES: dict[str, tuple[int | None, int | None]] = {
     "group.share.partition.max.record.locks": (100, 10_000),
     "group.share.max.share.sessions": (1, None),
     "zookeeper.session.timeout.ms": (1, None),
+    "leader.imbalance.check.interval.seconds": (1, None),
+    "leader.imbalance.per.broker.percentage": (0, 100),
+    "controlled.shutdown.max.retries": (1, None),
+    "controlled.shutdown.retry.backoff.ms": (0, None),
     "zookeeper.connection.timeout.ms": (1, None),
     "default.replication.factor": (1, None),
     "offsets.topic.replication.factor": (1, None),
@@ -401,6 +415,12 @@ class BrokerConfig:
     offsets_topic_replication_factor: int = 3
     group_coordinator_standby_enable: bool = True
     replica_lag_time_max_ms: int = 30_000
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
+    controlled_shutdown_enable: bool = True
+    controlled_shutdown_max_retries: int = 3
+    controlled_shutdown_retry_backoff_ms: int = 5_000
     max_incremental_fetch_session_cache_slots: int = 1_000
     group_share_record_lock_duration_ms: int = DEFAULT_RECORD_LOCK_DURATION_MS
     group_share_min_record_lock_duration_ms: int = 15_000
@@ -620,6 +640,13 @@ class BrokerConfig:
                 )
             names.append(name)
         return tuple(names)
+
+    def leader_balance(self) -> LeaderBalance:
+        return LeaderBalance(
+            self.auto_leader_rebalance_enable,
+            self.leader_imbalance_check_interval_seconds,
+            self.leader_imbalance_per_broker_percentage,
+        )
 
     def log_config(self) -> LogConfig:
         return LogConfig.from_topic_configs(self.topic_defaults)

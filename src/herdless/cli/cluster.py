@@ -2,9 +2,11 @@
 
 `describe` is a Kafka client like the other commands: brokers, racks, the
 controller, how many groups each broker coordinates, and which partitions are
-under-replicated or offline. `up` starts Debian's ZooKeeper and N brokers on
-this machine, for trying the cluster on a laptop (local_cluster.py): a broker
-that dies leaves the others running; Ctrl-C stops them all.
+under-replicated or offline. `elect-leaders` asks the controller for preferred or
+unclean leader elections, as kafka-leader-election.sh does (elect_leaders.py).
+`up` starts Debian's ZooKeeper and N brokers on this machine, for trying the
+cluster on a laptop (local_cluster.py): a broker that dies leaves the others
+running; Ctrl-C stops them all.
 """
 
 from __future__ import annotations
@@ -14,11 +16,15 @@ from typing import Annotated
 
 import typer
 
+from herdless.cli.elect_leaders import elect_leaders
 from herdless.cli.errors import fail
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, command_group
 from herdless.cli.output import OutputOption, Table, View, counted, show
 
-cluster_app = command_group("See a cluster's brokers and partitions, or run one on this machine.")
+cluster_app = command_group(
+    "See a cluster's brokers and partitions, elect their leaders, or run one on this machine."
+)
+cluster_app.command("elect-leaders")(elect_leaders)
 
 
 @cluster_app.command("describe")

@@ -18,6 +18,7 @@ from herdless.cluster.election import (
     Offline,
     elect_controlled_shutdown_leader,
     elect_offline_leader,
+    elect_preferred_leader,
     initial_state,
     remove_replica_from_isr,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "assign_replicas",
     "elect_controlled_shutdown_leader",
     "elect_offline_leader",
+    "elect_preferred_leader",
     "initial_state",
     "rack_alternated_brokers",
     "remove_replica_from_isr",

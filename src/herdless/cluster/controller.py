@@ -17,6 +17,16 @@ a new controller starts knowing nothing, and an offline broker tells it again (o
 seeing a new controller, and whenever it is elected leader while offline), as
 Kafka's controller relearns offline replicas from the brokers' LeaderAndIsr answers.
 
+Leader balance, as Kafka's: ElectLeaders asks for preferred or unclean elections of
+given partitions (elect_leaders); every leader.imbalance.check.interval.seconds the
+controller hands partitions back to their preferred leaders where a broker's share of
+partitions led by others is over leader.imbalance.per.broker.percentage
+(cluster/leader_imbalance.py); and a broker about to stop asks for a controlled shutdown
+(controlled_shutdown): its leaderships move to other ISR members and it leaves the ISRs
+it is in, so that producers never wait for a broker that is going. Until it is gone (or
+registers anew) it is not elected anywhere. Like the offline directories, the brokers
+shutting down are the active controller's memory alone.
+
 It works level-triggered: any watch that fires marks the cluster dirty, and
 the controller then compares the whole of ZooKeeper's state with what it
 should be, in a worker thread (kazoo calls block). Every write is conditional
@@ -27,25 +37,72 @@ that has been replaced without knowing it writes nothing.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from enum import IntEnum
 
 from herdless.cluster import election
 from herdless.cluster.errors import (
+    BrokerNotAvailable,
     ClusterError,
     ControllerMoved,
     MalformedZNode,
+    StaleBrokerEpoch,
     StateVersionConflict,
 )
-from herdless.cluster.layout import LogDirEvent, PartitionState, TopicAssignment
+from herdless.cluster.layout import (
+    NO_LEADER,
+    LogDirEvent,
+    PartitionState,
+    TopicAssignment,
+    Versioned,
+)
+from herdless.cluster.leader_imbalance import PartitionLeadership, partitions_to_rebalance
 from herdless.cluster.store import ClusterStore, ControllerElection, Watch
 from herdless.cluster.zookeeper.calls import zookeeper_call
+from herdless.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 # After a failed pass (ZooKeeper unreachable, a write raced), try again this soon.
 RETRY_S = 0.5
+# How often one election re-reads a partition whose state a leader changed meanwhile.
+WRITE_ATTEMPTS = 3
+# A broker epoch the request did not give (ControlledShutdown before v2): not checked.
+UNKNOWN_BROKER_EPOCH = -1
+
+
+class ElectionType(IntEnum):
+    """ElectLeaders' election types, by Kafka's values (KIP-460)."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderBalance:
+    """The automatic preferred-leader rebalance, with Kafka's defaults."""
+
+    enable: bool = True  # auto.leader.rebalance.enable
+    check_interval_s: float = 300.0  # leader.imbalance.check.interval.seconds
+    per_broker_percentage: int = 10  # leader.imbalance.per.broker.percentage
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionResult:
+    """One partition's answer to ElectLeaders: NONE with the new leader, or why not."""
+
+    error: ErrorCode
+    message: str | None = None
+    leader: int = NO_LEADER
+
+
+_NOT_CONTROLLER = ElectionResult(ErrorCode.NOT_CONTROLLER)
+_NOT_NEEDED = ElectionResult(ErrorCode.ELECTION_NOT_NEEDED)
+_UNKNOWN = ElectionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+_BEING_DELETED = ElectionResult(ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is being deleted")
 
 
 class Controller:
@@ -54,10 +111,12 @@ class Controller:
         store: ClusterStore,
         node_id: int,
         unclean_election: Callable[[str], bool],
+        balance: LeaderBalance | None = None,
     ) -> None:
         self._store = store
         self.node_id = node_id
         self._unclean_election = unclean_election
+        self._balance = balance or LeaderBalance()
         self.election: ControllerElection | None = None
         self._dirty = asyncio.Event()
         self._loop = asyncio.get_running_loop()
@@ -65,8 +124,14 @@ class Controller:
         # One per topic: new partitions (CreatePartitions) change the topic's znode only.
         self._topic_watches: dict[str, Watch] = {}
         self._task: asyncio.Task[None] | None = None
+        self._balancing: asyncio.Task[None] | None = None
         # Brokers whose data directory is offline, by the broker epoch they said so in.
         self._offline_dirs: dict[int, int] = {}
+        # Brokers in a controlled shutdown, by the broker epoch they asked in.
+        self._shutting_down: dict[int, int] = {}
+        # One change of partition states at a time: the reconciling pass, an election
+        # asked for, a controlled shutdown, the imbalance check.
+        self._acting = asyncio.Lock()
 
     @property
     def active(self) -> bool:
@@ -84,6 +149,8 @@ class Controller:
 
     def start(self) -> None:
         self._task = self._loop.create_task(self._run())
+        if self._balance.enable:
+            self._balancing = self._loop.create_task(self._check_imbalance_forever())
 
     def mark_dirty(self) -> None:
         """Thread-safe: watches call it from kazoo's thread."""
@@ -99,9 +166,10 @@ class Controller:
     async def stop(self) -> None:
         for watch in [*self._watches, *self._topic_watches.values()]:
             watch.cancel()
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        tasks = [t for t in (self._task, self._balancing) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         election_held, self.election = self.election, None
         if election_held is not None:
             try:
@@ -115,7 +183,8 @@ class Controller:
             await self._dirty.wait()
             self._dirty.clear()
             try:
-                await zookeeper_call(self._pass)
+                async with self._acting:
+                    await zookeeper_call(self._pass)
             except ControllerMoved:
                 log.info("another broker became controller")
                 self.election = None
@@ -129,6 +198,56 @@ class Controller:
                 await asyncio.sleep(RETRY_S)
                 self._dirty.set()
 
+    # -- asked for ---------------------------------------------------------------------
+
+    async def elect_leaders(
+        self, election_type: ElectionType, partitions: list[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], ElectionResult]:
+        """ElectLeaders: each partition's result; None for every partition of every
+        topic. At a broker that is not the controller, NOT_CONTROLLER for each."""
+        if self.election is None:
+            return {key: _NOT_CONTROLLER for key in partitions or []}
+        try:
+            async with self._acting:
+                return await zookeeper_call(self._elect, election_type, partitions)
+        except ControllerMoved:
+            self.election = None
+            self.mark_dirty()
+            return {key: _NOT_CONTROLLER for key in partitions or []}
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[tuple[str, int]]:
+        """ControlledShutdown: move leadership of every partition `broker_id` leads to
+        another ISR member and take it out of the ISRs it follows in; returns the
+        partitions it still leads (no other replica could take them).
+
+        ControllerMoved if this broker is not the controller; BrokerNotAvailable,
+        StaleBrokerEpoch for a broker not registered, or registered anew since."""
+        if self.election is None:
+            raise ControllerMoved("this broker is not the controller")
+        try:
+            async with self._acting:
+                return await zookeeper_call(self._controlled_shutdown, broker_id, broker_epoch)
+        except ControllerMoved:
+            self.election = None
+            self.mark_dirty()
+            raise
+
+    async def _check_imbalance_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._balance.check_interval_s)
+            if self.election is None:
+                continue
+            try:
+                async with self._acting:
+                    await zookeeper_call(self._rebalance)
+            except ControllerMoved:
+                self.election = None
+                self.mark_dirty()
+            except (ClusterError, OSError) as exc:
+                log.warning("leader imbalance check failed: %s", exc)
+            except Exception:
+                log.exception("leader imbalance check failed")
+
     # -- in a worker thread ----------------------------------------------------------
 
     def _pass(self) -> None:
@@ -138,11 +257,12 @@ class Controller:
                 return
             log.info("this broker is the controller, epoch %d", self.election.epoch)
             self._offline_dirs.clear()
+            self._shutting_down.clear()
         election_ = self.election
         epochs = self._store.broker_epochs()
         handled = self._read_log_dir_events(epochs)
         # Replicas on a broker whose data directory failed are offline, as on a dead one.
-        live = set(epochs) - set(self._offline_dirs)
+        live = self._live(epochs)
         for name in sorted(self._store.pending_deletions()):
             self._store.complete_deletion(name, controller_epoch_version=election_.epoch_version)
             log.info("deleted topic %s", name)
@@ -157,6 +277,206 @@ class Controller:
                 self._reconcile_topic(found.value, live, election_)
         if handled:
             self._store.delete_log_dir_events(handled, election_.epoch_version)
+
+    def _live(self, epochs: dict[int, int]) -> set[int]:
+        """The brokers whose replicas are online; forgets the brokers shutting down that
+        are gone or registered anew."""
+        for broker_id, epoch in list(self._shutting_down.items()):
+            if epochs.get(broker_id) != epoch:
+                del self._shutting_down[broker_id]
+        return set(epochs) - set(self._offline_dirs)
+
+    def _partitions(
+        self, keys: list[tuple[str, int]] | None
+    ) -> Iterator[tuple[tuple[str, int], tuple[int, ...] | None]]:
+        """Each partition asked for (every partition of every topic for None), with its
+        assignment; None for one that does not exist."""
+        names = sorted(self._store.topic_names()) if keys is None else sorted({t for t, _ in keys})
+        assignments: dict[str, TopicAssignment | None] = {}
+        for name in names:
+            found = self._store.topic(name)
+            assignments[name] = None if found is None else found.value
+        if keys is None:
+            keys = [
+                (name, partition)
+                for name, assignment in assignments.items()
+                if assignment is not None
+                for partition in sorted(assignment.replicas)
+            ]
+        for topic, partition in keys:
+            assignment = assignments.get(topic)
+            yield (
+                (topic, partition),
+                None if assignment is None else assignment.replicas.get(partition),
+            )
+
+    def _write(
+        self,
+        key: tuple[str, int],
+        decide: Callable[[PartitionState], PartitionState | election.Offline | None],
+        why: str,
+    ) -> Versioned[PartitionState] | election.Offline | None:
+        """Write the state `decide` makes of the partition's current one (None: leave it),
+        re-reading if a leader changed it meanwhile; the state left, or why `decide` would
+        not make one (None: the partition has no state)."""
+        assert self.election is not None
+        topic, partition = key
+        for _ in range(WRITE_ATTEMPTS):
+            current = self._store.get_partition_state(topic, partition)
+            if current is None:
+                return None
+            wanted = decide(current.value)
+            if isinstance(wanted, election.Offline):
+                return wanted
+            if wanted is None or wanted == current.value:
+                return current
+            try:
+                written = self._store.update_partition_state(
+                    topic,
+                    partition,
+                    wanted,
+                    current.version,
+                    controller_epoch_version=self.election.epoch_version,
+                )
+            except ControllerMoved:
+                raise
+            except StateVersionConflict:
+                continue
+            log.info(
+                "%s-%d (%s): leader %d -> %d, ISR %s -> %s, leader epoch %d",
+                topic,
+                partition,
+                why,
+                current.value.leader,
+                wanted.leader,
+                list(current.value.isr),
+                list(wanted.isr),
+                wanted.leader_epoch,
+            )
+            return written
+        raise StateVersionConflict(f"the state of {topic}-{partition} kept changing")
+
+    def _elect(
+        self, election_type: ElectionType, keys: list[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], ElectionResult]:
+        """Kafka's processReplicaLeaderElection, for partitions named or all."""
+        assert self.election is not None
+        epoch = self.election.epoch
+        live = self._live(self._store.broker_epochs())
+        electable = live - set(self._shutting_down)
+        deleting = self._store.pending_deletions()
+        results: dict[tuple[str, int], ElectionResult] = {}
+        for key, replicas in self._partitions(keys):
+            if replicas is None:
+                results[key] = _UNKNOWN
+                continue
+            if key[0] in deleting:
+                results[key] = _BEING_DELETED
+                continue
+            current = self._store.get_partition_state(*key)
+            if current is None:
+                results[key] = _UNKNOWN
+                continue
+            state = current.value
+            needed = (
+                state.leader != replicas[0]
+                if election_type is ElectionType.PREFERRED
+                else state.leader == NO_LEADER or state.leader not in live
+            )
+            if not needed:
+                results[key] = _NOT_NEEDED
+                continue
+            decide = functools.partial(_elect_one, election_type, replicas, electable, epoch)
+            try:
+                written = self._write(key, decide, f"{election_type.name.lower()} election")
+            except ControllerMoved:
+                raise
+            except StateVersionConflict as exc:
+                written = election.Offline(str(exc))
+            if isinstance(written, Versioned):
+                results[key] = ElectionResult(ErrorCode.NONE, leader=written.value.leader)
+            elif written is None:
+                results[key] = _UNKNOWN
+            else:
+                error = (
+                    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+                    if election_type is ElectionType.PREFERRED
+                    else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+                )
+                results[key] = ElectionResult(error, written.reason)
+        return results
+
+    def _controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[tuple[str, int]]:
+        """Kafka's doControlledShutdown."""
+        assert self.election is not None
+        epoch = self.election.epoch
+        epochs = self._store.broker_epochs()
+        live = self._live(epochs)
+        registered = epochs.get(broker_id)
+        if registered is None:
+            raise BrokerNotAvailable(f"Broker id {broker_id} does not exist.")
+        if broker_epoch != UNKNOWN_BROKER_EPOCH and broker_epoch < registered:
+            raise StaleBrokerEpoch(
+                f"Received controlled shutdown request from an old broker epoch {broker_epoch}"
+                f" for broker {broker_id}. Current broker epoch is {registered}."
+            )
+        if broker_id not in self._shutting_down:
+            log.info("broker %d is shutting down: moving its leaderships", broker_id)
+        self._shutting_down[broker_id] = registered
+        shutting_down = set(self._shutting_down)
+        deleting = self._store.pending_deletions()
+        remaining = []
+        for key, replicas in self._partitions(None):
+            # A partition of one replica has nowhere to go; Kafka leaves it out.
+            if replicas is None or broker_id not in replicas or len(replicas) < 2:
+                continue
+            if key[0] in deleting:
+                continue
+
+            def decide(
+                state: PartitionState, replicas: tuple[int, ...] = replicas
+            ) -> PartitionState | None:
+                if state.leader == broker_id:
+                    return election.elect_controlled_shutdown_leader(
+                        replicas, state, live, shutting_down, epoch
+                    )
+                if state.leader == NO_LEADER:
+                    return None  # nothing to move, and the last ISR member stays
+                return election.remove_replica_from_isr(state, broker_id, epoch)
+
+            written = self._write(key, decide, f"broker {broker_id} shutting down")
+            if isinstance(written, Versioned) and written.value.leader == broker_id:
+                remaining.append(key)
+        return remaining
+
+    def _rebalance(self) -> None:
+        """Kafka's checkAndTriggerAutoLeaderRebalance."""
+        assert self.election is not None
+        epoch = self.election.epoch
+        live = self._live(self._store.broker_epochs())
+        electable = live - set(self._shutting_down)
+        deleting = self._store.pending_deletions()
+        partitions = []
+        for key, replicas in self._partitions(None):
+            if replicas is None or key[0] in deleting:
+                continue
+            current = self._store.get_partition_state(*key)
+            if current is not None:
+                partitions.append(PartitionLeadership(*key, replicas, current.value))
+        chosen = partitions_to_rebalance(partitions, electable, self._balance.per_broker_percentage)
+        for p in chosen:
+            try:
+                self._write(
+                    (p.topic, p.partition),
+                    lambda state, replicas=p.replicas: _preferred_or_none(
+                        replicas, state, electable, epoch
+                    ),
+                    "preferred leader, imbalance check",
+                )
+            except ControllerMoved:
+                raise
+            except StateVersionConflict as exc:
+                log.info("leader imbalance check: %s; trying at the next check", exc)
 
     def _read_log_dir_events(self, epochs: dict[int, int]) -> list[str]:
         """Learn from the log directory events which brokers' data directories are offline;
@@ -200,7 +520,8 @@ class Controller:
         for partition, replicas in sorted(assignment.replicas.items()):
             current = self._store.get_partition_state(assignment.name, partition)
             if current is None:
-                first = election.initial_state(replicas, live, election_.epoch)
+                electable = live - set(self._shutting_down)
+                first = election.initial_state(replicas, electable, election_.epoch)
                 if isinstance(first, election.Offline):
                     log.warning("%s-%d is offline: %s", assignment.name, partition, first.reason)
                 else:
@@ -260,8 +581,10 @@ class Controller:
                 isr=isr,
                 controller_epoch=controller_epoch,
             )
+        # A broker in a controlled shutdown is not elected (Kafka's isReplicaOnline).
+        electable = live - set(self._shutting_down)
         elected = election.elect_offline_leader(
-            replicas, state, live, controller_epoch, unclean=self._unclean_election(topic)
+            replicas, state, electable, controller_epoch, unclean=self._unclean_election(topic)
         )
         if isinstance(elected, election.Offline):
             if state.leader != -1:
@@ -269,3 +592,24 @@ class Controller:
                 return election.remove_replica_from_isr(state, state.leader, controller_epoch)
             return None
         return elected
+
+
+def _elect_one(
+    election_type: ElectionType,
+    replicas: tuple[int, ...],
+    electable: set[int],
+    controller_epoch: int,
+    state: PartitionState,
+) -> PartitionState | election.Offline:
+    if election_type is ElectionType.PREFERRED:
+        return election.elect_preferred_leader(replicas, state, electable, controller_epoch)
+    return election.elect_offline_leader(replicas, state, electable, controller_epoch, unclean=True)
+
+
+def _preferred_or_none(
+    replicas: tuple[int, ...], state: PartitionState, live: set[int], controller_epoch: int
+) -> PartitionState | None:
+    if state.leader == replicas[0]:
+        return None
+    elected = election.elect_preferred_leader(replicas, state, live, controller_epoch)
+    return None if isinstance(elected, election.Offline) else elected

@@ -16,6 +16,9 @@ ZooKeeper and not shutting down. How a controller composes the rules:
   empty: the last ISR member stays, so that a clean election is possible when it returns.
 - controlled shutdown of B: elect_controlled_shutdown_leader for each partition B leads,
   then remove_replica_from_isr(B) for those it follows.
+- preferred election (ElectLeaders, the imbalance check): elect_preferred_leader.
+- unclean election (ElectLeaders): elect_offline_leader with unclean=True, only for a
+  partition whose leader is gone.
 """
 
 from __future__ import annotations
@@ -84,6 +87,24 @@ def elect_offline_leader(
         f"live brokers [{_join(sorted(live_brokers))}]"
         + ("" if unclean else "; unclean leader election is disabled")
     )
+
+
+def elect_preferred_leader(
+    assignment: Sequence[int],
+    state: PartitionState,
+    live_brokers: Collection[int],
+    controller_epoch: int,
+) -> PartitionState | Offline:
+    """Leadership back to the preferred replica (the assignment's first), if it is live and
+    in the ISR; the ISR stays as it is. Kafka's preferredReplicaPartitionLeaderElection."""
+    if not assignment:
+        return Offline("the partition has no replicas")
+    preferred = assignment[0]
+    if preferred not in live_brokers:
+        return Offline(f"the preferred leader {preferred} is not alive")
+    if preferred not in state.isr:
+        return Offline(f"the preferred leader {preferred} is not in the ISR [{_join(state.isr)}]")
+    return _changed(state, preferred, state.isr, controller_epoch)
 
 
 def elect_controlled_shutdown_leader(

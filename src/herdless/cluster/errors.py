@@ -59,6 +59,20 @@ class StateVersionConflict(ClusterError):
 class ControllerMoved(StateVersionConflict):
     """The controller epoch znode moved on: this writer is no longer the controller."""
 
+    error_code = ErrorCode.NOT_CONTROLLER
+
+
+class BrokerNotAvailable(ClusterError):
+    """A controlled shutdown asked for a broker that is not registered."""
+
+    error_code = ErrorCode.BROKER_NOT_AVAILABLE
+
+
+class StaleBrokerEpoch(ClusterError):
+    """A request from an earlier life of a broker (an older registration)."""
+
+    error_code = ErrorCode.STALE_BROKER_EPOCH
+
 
 class InvalidReplicationFactor(ClusterError):
     error_code = ErrorCode.INVALID_REPLICATION_FACTOR

@@ -19,7 +19,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from herdless.cluster.controller import Controller
+from herdless.cluster.controller import Controller, LeaderBalance
 from herdless.cluster.errors import BrokerIdInUse, ClusterError, ClusterUnavailable
 from herdless.cluster.layout import (
     BrokerRegistration,
@@ -75,6 +75,7 @@ class MembershipConfig:
     zookeeper_connect: str
     zookeeper_session_timeout_ms: int
     zookeeper_connection_timeout_ms: int
+    leader_balance: LeaderBalance = LeaderBalance()
 
 
 class Membership:
@@ -114,6 +115,8 @@ class Membership:
         self._registration: BrokerRegistration | None = None
         # The ZooKeeper session this broker is registered in; None while it is not.
         self._session: int | None = None
+        # The broker epoch of the registration (its znode's creation zxid), as Kafka's.
+        self.broker_epoch = -1
         self._loop: asyncio.AbstractEventLoop | None = None
         self._live_brokers = Reread(
             "the live brokers", self._read_brokers, self._apply_brokers, (ClusterError,)
@@ -176,7 +179,9 @@ class Membership:
                 lambda names: self._later(self._on_topic_names, names),
             ),
         ]
-        self.controller = Controller(store, self.node_id, self._unclean_election)
+        self.controller = Controller(
+            store, self.node_id, self._unclean_election, self.config.leader_balance
+        )
         await zookeeper_call(self.controller.set_watches)
         self.controller.start()
         self._tasks = [loop.create_task(self._renew_lease_forever())]
@@ -235,7 +240,7 @@ class Membership:
         waiting = False
         while True:
             try:
-                await zookeeper_call(store.register_broker, registration)
+                self.broker_epoch = await zookeeper_call(store.register_broker, registration)
                 return
             except BrokerIdInUse as exc:
                 try:

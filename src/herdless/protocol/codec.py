@@ -27,6 +27,7 @@ import kafka.protocol.sasl
 from kafka.protocol.api_message import ApiMessage
 
 from herdless.protocol import (
+    broker_messages,
     consumer_group_messages,
     share_group_messages,
     share_messages,
@@ -55,6 +56,7 @@ def _message_classes() -> tuple[dict[int, type[ApiMessage]], dict[int, type[ApiM
         share_group_messages,
         share_messages,
         share_state_messages,
+        broker_messages,
     )
     for module in modules:
         for _, cls in inspect.getmembers(module, inspect.isclass):

@@ -23,6 +23,9 @@ CLUSTER_DEFAULTS = {
     "zookeeper.session.timeout.ms": "4000",
     "zookeeper.connection.timeout.ms": "10000",
     "replica.lag.time.max.ms": "3000",
+    # A broker stopping while no other can take its leaderships (the whole cluster
+    # stopping at once) gives up its controlled shutdown in a second, not fifteen.
+    "controlled.shutdown.retry.backoff.ms": "500",
     # Fewer offsets partitions to create and elect leaders for at startup.
     "offsets.topic.num.partitions": "6",
     "transaction.state.log.num.partitions": "6",

@@ -8,6 +8,7 @@ nothing here imports it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from herdless.broker.auth.acl_store import AclStore
@@ -24,6 +25,7 @@ from herdless.broker.replication.replica_manager import ReplicaManager
 from herdless.broker.share.leader import ShareLeader
 from herdless.broker.share.persister import Persister
 from herdless.broker.topics.topic_admin import TopicAdmin
+from herdless.cluster.controller import Controller
 from herdless.cluster.metadata import MetadataView
 from herdless.storage import LogManager
 
@@ -62,6 +64,9 @@ class BrokerContext:
     share_persister: Persister | None = None
     # The share partitions this broker leads and their consumers' share sessions.
     share_partitions: ShareLeader | None = None
+    # In a cluster, this broker's controller while it is the active one (ElectLeaders,
+    # ControlledShutdown); None otherwise, and always on one broker alone.
+    controller: Callable[[], Controller | None] = lambda: None
 
     @property
     def node_id(self) -> int:

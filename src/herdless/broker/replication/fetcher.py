@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -83,6 +83,12 @@ class ReplicaFetcher:
         self.partitions: dict[tuple[str, int], FollowedPartition] = {}
         self._session = FetchSessionHandler(leader.node_id)
         self._changed = asyncio.Event()
+        # Set when a partition is to be truncated and fetched anew (a new leader, newly
+        # followed): the long poll in flight is abandoned rather than waited out. At a
+        # leader change producers wait on this follower, and the poll on the other
+        # partitions may wait its whole replica.fetch.wait.max.ms for records that those
+        # producers, held up, do not send.
+        self._interrupt = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         # The failure last logged, until a round of fetching succeeds.
         self._failure: str | None = None
@@ -94,10 +100,13 @@ class ReplicaFetcher:
         current = self.partitions.get(key)
         if current is None or current.log is not partition_log:
             self.partitions[key] = FollowedPartition(partition_log, leader_epoch)
+            self._interrupt.set()
         else:
             current.leader_epoch = leader_epoch
             current.needs_truncation = current.needs_truncation or new_leader
             current.delayed_until = 0.0
+            if new_leader:
+                self._interrupt.set()
         self._changed.set()
 
     def unfollow(self, key: tuple[str, int]) -> None:
@@ -117,6 +126,7 @@ class ReplicaFetcher:
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
+            self._interrupt.clear()
             now = loop.time()
             ready = [p for p in self.partitions.values() if p.delayed_until <= now]
             if not ready:
@@ -133,7 +143,13 @@ class ReplicaFetcher:
                     await self._truncate(truncating)
                 fetching = [p for p in ready if not p.needs_truncation]
                 if fetching:
-                    await self._fetch(fetching)
+                    # The long poll ends when a partition backing off may be tried again.
+                    waiting = [p.delayed_until for p in self.partitions.values() if p not in ready]
+                    wait_ms = FETCH_WAIT_MAX_MS
+                    if waiting:
+                        until_ms = int((min(waiting) - loop.time()) * 1000)
+                        wait_ms = max(0, min(wait_ms, until_ms))
+                    await self._fetch(fetching, wait_ms)
                 if self._failure is not None:
                     log.info("fetching from broker %d again", self.leader.node_id)
                     self._failure = None
@@ -231,7 +247,7 @@ class ReplicaFetcher:
 
     # -- fetching ------------------------------------------------------------------
 
-    async def _fetch(self, partitions: list[FollowedPartition]) -> None:
+    async def _fetch(self, partitions: list[FollowedPartition], wait_ms: int) -> None:
         fetch = self._session.build(
             {
                 (p.log.topic, p.log.partition): PartitionFetch(
@@ -244,44 +260,48 @@ class ReplicaFetcher:
             }
         )
         try:
-            response = await self._connection.request(
-                ApiKey.FETCH,
-                FETCH_VERSION,
-                timeout_s=FETCH_WAIT_MAX_MS / 1000,
-                replica_id=self.node_id,
-                max_wait_ms=FETCH_WAIT_MAX_MS,
-                min_bytes=1,
-                max_bytes=FETCH_RESPONSE_MAX_BYTES,
-                isolation_level=0,
-                session_id=fetch.session_id,
-                session_epoch=fetch.epoch,
-                topics=[
-                    {
-                        "topic": topic,
-                        "topic_id": None,
-                        "partitions": [
-                            {
-                                "partition": index,
-                                "current_leader_epoch": wanted.current_leader_epoch,
-                                "fetch_offset": wanted.fetch_offset,
-                                "last_fetched_epoch": wanted.last_fetched_epoch,
-                                "log_start_offset": wanted.log_start_offset,
-                                "partition_max_bytes": wanted.partition_max_bytes,
-                            }
-                            for index, wanted in members.items()
-                        ],
-                    }
-                    for topic, members in _by_topic(fetch.partitions).items()
-                ],
-                forgotten_topics_data=[
-                    {"topic": topic, "partitions": list(members)}
-                    for topic, members in _by_topic(dict.fromkeys(fetch.forgotten)).items()
-                ],
-                rack_id="",
+            response = await self._interruptible(
+                self._connection.request(
+                    ApiKey.FETCH,
+                    FETCH_VERSION,
+                    timeout_s=wait_ms / 1000,
+                    replica_id=self.node_id,
+                    max_wait_ms=wait_ms,
+                    min_bytes=1,
+                    max_bytes=FETCH_RESPONSE_MAX_BYTES,
+                    isolation_level=0,
+                    session_id=fetch.session_id,
+                    session_epoch=fetch.epoch,
+                    topics=[
+                        {
+                            "topic": topic,
+                            "topic_id": None,
+                            "partitions": [
+                                {
+                                    "partition": index,
+                                    "current_leader_epoch": wanted.current_leader_epoch,
+                                    "fetch_offset": wanted.fetch_offset,
+                                    "last_fetched_epoch": wanted.last_fetched_epoch,
+                                    "log_start_offset": wanted.log_start_offset,
+                                    "partition_max_bytes": wanted.partition_max_bytes,
+                                }
+                                for index, wanted in members.items()
+                            ],
+                        }
+                        for topic, members in _by_topic(fetch.partitions).items()
+                    ],
+                    forgotten_topics_data=[
+                        {"topic": topic, "partitions": list(members)}
+                        for topic, members in _by_topic(dict.fromkeys(fetch.forgotten)).items()
+                    ],
+                    rack_id="",
+                )
             )
         except PeerError:
             self._session.handle_error()
             raise
+        if response is None:
+            return
         answered = {
             (topic_result.topic, result.partition_index)
             for topic_result in response.responses
@@ -298,6 +318,29 @@ class ReplicaFetcher:
                 partition = self.partitions.get((topic_result.topic, result.partition_index))
                 if partition is not None and partition in partitions:
                     await self._apply(partition, result)
+
+    async def _interruptible(self, request: Coroutine[Any, Any, _T]) -> _T | None:
+        """The request's answer; None if a partition to truncate came first, and then the
+        connection is closed (an answer half read cannot be left on it) and the session
+        starts again with the next, full, fetch."""
+        if self._interrupt.is_set():
+            request.close()  # never sent: the connection stays as it is
+            self._session.handle_error()  # the session was told of what is not sent
+            return None
+        sending = asyncio.ensure_future(request)
+        interrupted = asyncio.ensure_future(self._interrupt.wait())
+        try:
+            await asyncio.wait({sending, interrupted}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            interrupted.cancel()
+            if not sending.done():
+                sending.cancel()
+                await asyncio.gather(sending, return_exceptions=True)
+                self._connection.close()
+                self._session.handle_error()
+        if sending.cancelled():
+            return None
+        return sending.result()
 
     async def _apply(self, partition: FollowedPartition, result: Any) -> None:
         partition_log = partition.log
