@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from herdless.storage import InvalidTopicName, validate_topic_name
+from herdless.protocol.topic_names import topic_name_problem
 
 DEAD_LETTER_TOPIC_NAME = "errors.deadletterqueue.topic.name"
 DEAD_LETTER_COPY_RECORD_ENABLE = "errors.deadletterqueue.copy.record.enable"
@@ -32,12 +32,11 @@ def check_dead_letter_topic(name: str, prefix: str) -> None:
     broker may write dead letters to."""
     if not name.strip():
         return
-    try:
-        validate_topic_name(name)
-    except InvalidTopicName as exc:
+    problem = topic_name_problem(name)
+    if problem is not None:
         raise InvalidDeadLetterTopic(
-            f"Invalid value {name} for configuration {DEAD_LETTER_TOPIC_NAME}: {exc}"
-        ) from None
+            f"Invalid value {name} for configuration {DEAD_LETTER_TOPIC_NAME}: {problem}"
+        )
     if name.startswith(INTERNAL_TOPIC_PREFIX):
         raise InvalidDeadLetterTopic(
             f"Invalid value {name} for configuration {DEAD_LETTER_TOPIC_NAME}: a dead-letter"

@@ -28,7 +28,6 @@ import fcntl
 import json
 import logging
 import os
-import re
 import shutil
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -38,6 +37,7 @@ from types import MappingProxyType
 from typing import Any
 
 from herdless.clock import monotonic_ms, wall_ms
+from herdless.protocol.topic_names import topic_name_problem
 from herdless.storage import checkpoint, cleaner
 from herdless.storage.config import LogConfig, altered_topic_configs
 from herdless.storage.descriptors import DescriptorBudget
@@ -63,25 +63,13 @@ LOCK_FILE = ".lock"
 CLEAN_SHUTDOWN_FILE = "clean-shutdown"
 PROBE_FILE = ".probe"
 _METADATA_VERSION = 1
-# Kafka's limit: a partition directory name plus a deletion suffix must fit in 255 bytes.
-MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 
 
 def validate_topic_name(name: str) -> None:
     """Kafka's rules (Topic.validate): raise InvalidTopicName saying which one is broken."""
-    if not name:
-        raise InvalidTopicName("topic name is empty")
-    if name in (".", ".."):
-        raise InvalidTopicName(f"topic name cannot be {name!r}")
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise InvalidTopicName(
-            f"topic name is {len(name)} characters long; the limit is {MAX_TOPIC_NAME_LENGTH}"
-        )
-    if not _LEGAL_NAME.fullmatch(name):
-        raise InvalidTopicName(
-            f"topic name {name!r} may contain only ASCII letters, digits, '.', '_' and '-'"
-        )
+    problem = topic_name_problem(name)
+    if problem is not None:
+        raise InvalidTopicName(problem)
 
 
 @dataclass(eq=False)
