@@ -30,6 +30,7 @@ from herdless.broker.handlers import (
     share_acknowledge,
     share_fetch,
     share_groups,
+    share_offsets,
     share_state,
     transactions,
     users,
@@ -166,6 +167,28 @@ _TABLE = [
         0,
         0,
         share_state.handle_read_share_group_state_summary,
+    ),
+    # The admin APIs of Kafka 4.2: DescribeShareGroupOffsets v1 adds each partition's lag.
+    Api(
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+        0,
+        1,
+        share_offsets.handle_describe_share_group_offsets,
+        _share_groups,
+    ),
+    Api(
+        ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+        0,
+        0,
+        share_offsets.handle_alter_share_group_offsets,
+        _share_groups,
+    ),
+    Api(
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+        0,
+        0,
+        share_offsets.handle_delete_share_group_offsets,
+        _share_groups,
     ),
 ]
 

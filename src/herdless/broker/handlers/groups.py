@@ -22,9 +22,14 @@ from herdless.broker.handlers.authorization import (
     authorized_names,
     authorized_operations,
 )
+from herdless.broker.handlers.share_requests import known_error_code
 from herdless.broker.handlers.txn_verification import add_offsets_partition
+from herdless.broker.share.share_offsets import ShareOffsets
 from herdless.coordinator import messages as m
 from herdless.coordinator.consumer_protocol import subscribed_topics
+from herdless.coordinator.share_group import ShareGroupState
+from herdless.coordinator.share_messages import DescribedShareGroup
+from herdless.coordinator.share_state.state import ShareStateError
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
@@ -660,13 +665,45 @@ async def handle_delete_groups(context: BrokerContext, request: Request) -> Any:
             results.append((group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED))
             continue
         try:
+            await _delete_share_state(context, group_id)
             deleted = await context.groups.run(
                 group_id, lambda s, token, now, g=group_id: s.delete_groups([g], token, now)
             )
             results += deleted.results
         except CoordinatorError as exc:
             results.append((group_id, exc.error_code))
+        except ShareStateError as exc:
+            results.append((group_id, known_error_code(exc.error_code)))
     return Response(
         throttle_time_ms=0,
         results=[Response.DeletableGroupResult(group_id=g, error_code=e) for g, e in results],
     )
+
+
+async def _delete_share_state(context: BrokerContext, group_id: str) -> None:
+    """An Empty share group's state goes before the group does, as Kafka's group
+    coordinator deletes it: were the group to go first, a failure would leave state no
+    group names. A group of another type, or not Empty, is left to delete_groups to judge."""
+    persister = context.share_persister
+    if persister is None:
+        return
+    described = await share_group(context, group_id)
+    if described.error_code != ErrorCode.NONE or described.group_state != str(
+        ShareGroupState.EMPTY
+    ):
+        return
+    offsets = ShareOffsets(persister, context.metadata, context.replicas, context.share_partitions)
+    await offsets.delete_group(group_id)
+
+
+async def share_group(context: BrokerContext, group_id: str) -> DescribedShareGroup:
+    """The share group as its coordinator describes it; GROUP_ID_NOT_FOUND when there is
+    no share group of that id (none, or a group of another type)."""
+    topics = topics_image(context.metadata)
+    try:
+        (described,) = await context.groups.run(
+            group_id, lambda s, token, now: s.share_group_describe([group_id], topics, token)
+        )
+    except CoordinatorError as exc:
+        return DescribedShareGroup(group_id, exc.error_code)
+    return described

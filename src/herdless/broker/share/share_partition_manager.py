@@ -201,6 +201,21 @@ class SharePartitionManager:
                 self._schedule(led, key)
                 self._wake(led.topic, led.partition)
 
+    async def forget(self, key: SharePartitionKey) -> None:
+        """Drop what is held of a share partition whose state an admin changed (its start
+        offset altered, its state deleted): the next use reads the Persister again. Waits
+        for an operation in progress, so that none writes after the change."""
+        led = self._led.get(key)
+        if led is None:
+            return
+        async with led.lock:
+            if led.timer is not None:
+                led.timer.cancel()
+                led.timer = None
+            led.state = None
+            if self._led.get(key) is led:
+                del self._led[key]
+
     def close(self) -> None:
         """Stop every lock timer (the broker is stopping)."""
         for led in self._led.values():
