@@ -75,7 +75,7 @@ class GroupInfo:
     protocol_type: str
     protocol: str
     members: tuple[Member, ...]
-    group_protocol: str = CLASSIC  # or CONSUMER: KIP-848's
+    group_protocol: str = CLASSIC  # or CONSUMER: KIP-848's; or share (KIP-932)
     group_epoch: int | None = None  # consumer groups only, as the target assignment epoch
     target_assignment_epoch: int | None = None
 
@@ -116,6 +116,12 @@ def describe_groups(admin: KafkaAdminClient, group_ids: Iterable[str]) -> dict[s
     dead = [group_id for group_id, info in infos.items() if not info.exists]
     if dead:
         infos.update(_describe_consumer_groups(admin, dead))
+    # And a share group (KIP-932) as a group of another type: GROUP_ID_NOT_FOUND.
+    dead = [group_id for group_id, info in infos.items() if not info.exists]
+    if dead:
+        from herdless.admin.share_group_state import describe_share_groups
+
+        infos.update(describe_share_groups(admin, dead))
     return infos
 
 

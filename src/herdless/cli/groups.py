@@ -122,6 +122,9 @@ def list_groups(
         for g in shown
     ]
     table = Table(("GROUP", "STATE", "PROTOCOL-TYPE", "MEMBERS"), [tuple(d.values()) for d in data])
+    # The group's type (classic, consumer or share) beside what the table shows of it.
+    for d, g in zip(data, shown, strict=True):
+        d["type"] = g.group_protocol
     notes = (
         []
         if shown

@@ -26,6 +26,7 @@ from herdless.cli.marshal import marshal_app
 from herdless.cli.options import add_client_options, name_repeated_values
 from herdless.cli.produce import produce
 from herdless.cli.serve import serve
+from herdless.cli.share_groups import share_groups_app
 from herdless.cli.topics import topics_app
 from herdless.cli.transactions import transactions_app
 from herdless.cli.users import users_app
@@ -41,6 +42,7 @@ app.command()(serve)
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(topics_app, name="topics")
 app.add_typer(groups_app, name="groups")
+app.add_typer(share_groups_app, name="share-groups")
 app.add_typer(users_app, name="users")
 app.add_typer(transactions_app, name="transactions")
 app.command()(produce)

@@ -206,7 +206,7 @@ def reset_offsets(
             tps = sorted(committed)
         else:
             tps = named_partitions(admin, topic or [])
-        starts, ends = _log_range(admin, tps)
+        starts, ends = log_range(admin, tps)
         if to_earliest:
             wanted = {tp: starts[tp] for tp in tps}
         elif to_latest:
@@ -221,8 +221,8 @@ def reset_offsets(
             wanted = plan_file
         else:
             assert timestamp_ms is not None
-            wanted = _at_time(admin, tps, timestamp_ms, ends)
-        planned = {tp: _clamped(tp, wanted[tp], starts[tp], ends[tp]) for tp in tps}
+            wanted = offsets_at_time(admin, tps, timestamp_ms, ends)
+        planned = {tp: clamped(tp, wanted[tp], starts[tp], ends[tp]) for tp in tps}
         if execute:
             _commit(admin, group_id, planned)
 
@@ -254,7 +254,7 @@ def reset_offsets(
     show(View(data, [table], notes=[note]), output)
 
 
-def _log_range(
+def log_range(
     admin: KafkaAdminClient, tps: list[TopicPartition]
 ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
     from kafka.admin import OffsetSpec
@@ -278,7 +278,7 @@ def _shifted(
     return {tp: committed[tp] + shift_by for tp in tps}
 
 
-def _at_time(
+def offsets_at_time(
     admin: KafkaAdminClient,
     tps: list[TopicPartition],
     timestamp_ms: int,
@@ -291,7 +291,7 @@ def _at_time(
     return {tp: found[tp].offset if found[tp].offset >= 0 else ends[tp] for tp in tps}
 
 
-def _clamped(tp: TopicPartition, offset: int, start: int, end: int) -> int:
+def clamped(tp: TopicPartition, offset: int, start: int, end: int) -> int:
     if offset > end:
         warn(f"new offset {offset} of {tp_text(tp)} is past its log end offset; using {end}")
         return end
