@@ -53,6 +53,7 @@ from herdless.broker.share.coordinator_persister import CoordinatorPersister
 from herdless.broker.share.dead_letter_metrics import DeadLetterMetrics
 from herdless.broker.share.dead_letter_writer import DeadLetterWriter
 from herdless.broker.share.leader import ShareLeader
+from herdless.broker.share.share_metrics import SharePartitionMetrics
 from herdless.broker.stalls import StallDetector
 from herdless.broker.topics.partition_limits import PartitionLimits
 from herdless.broker.topics.topic_admin import LocalTopics, TopicAdmin, ZooKeeperTopics
@@ -270,7 +271,9 @@ class Broker:
             self.config.group_share_max_share_sessions,
             self.group_configs.configs,
             self.dead_letters,
+            SharePartitionMetrics(self.metrics.registry),
         )
+        self.metrics.attach_shares(self.share_partitions)
         if self.node is None:
             self.groups.start()
             self.transactions.resume()

@@ -1,5 +1,6 @@
 """Prometheus metrics: consumer-group lag and membership, partitions, requests, fetch
-sessions, transactions (transaction_metrics.py).
+sessions, transactions (transaction_metrics.py), share groups and the records in flight
+of share partitions (share/share_metrics.py).
 
 Group and partition figures are read from the broker's state when Prometheus
 scrapes, so they cost nothing between scrapes and are never stale. The read
@@ -41,6 +42,8 @@ from herdless.broker.auth.authorizer_audit import DecisionCounts
 from herdless.broker.coordinators.group_coordinator import GroupCoordinator, ShardState
 from herdless.broker.coordinators.transaction_coordinator import TransactionCoordinator
 from herdless.broker.handlers.fetch_sessions import FetchSessionCache
+from herdless.broker.share.leader import ShareLeader
+from herdless.broker.share.share_metrics import ShareSnapshot, share_gauges, snapshot_shares
 from herdless.broker.transaction_metrics import (
     TransactionMetrics,
     TransactionSnapshot,
@@ -48,6 +51,7 @@ from herdless.broker.transaction_metrics import (
     transaction_gauges,
 )
 from herdless.coordinator.consumer_group import ConsumerGroupState
+from herdless.coordinator.share_group import ShareGroupState
 from herdless.coordinator.state import GroupState
 from herdless.storage import LogManager
 
@@ -61,6 +65,7 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 # herdless_group_state has a series for each state a group of its kind has.
 _CLASSIC_STATES = tuple(s.value for s in GroupState)
 _CONSUMER_STATES = tuple(s.value for s in ConsumerGroupState)
+_SHARE_STATES = tuple(s.value for s in ShareGroupState)
 
 
 class BrokerMetrics:
@@ -75,6 +80,7 @@ class BrokerMetrics:
         self._fetch_sessions: FetchSessionCache | None = None
         self._authorizations: DecisionCounts | None = None
         self._transaction_coordinator: TransactionCoordinator | None = None
+        self._shares: ShareLeader | None = None
         self.registry = CollectorRegistry(auto_describe=False)
         # The transaction coordinator's events (TransactionEvents) are counted here.
         self.transactions = TransactionMetrics(self.registry)
@@ -130,6 +136,10 @@ class BrokerMetrics:
         """The transaction coordinator whose shards each scrape counts."""
         self._transaction_coordinator = coordinator
 
+    def attach_shares(self, leader: ShareLeader) -> None:
+        """The share partitions this broker leads, whose records in flight each scrape counts."""
+        self._shares = leader
+
     def observe_request(self, api: str, seconds: float) -> None:
         """Count one answered request: a bucket found in C and two additions.
 
@@ -171,6 +181,7 @@ class BrokerMetrics:
         state.transactions = snapshot_transactions(
             self._transaction_coordinator, self._logs, clock.wall_ms()
         )
+        state.shares = snapshot_shares(self._groups, self._shares)
         state.requests = [(api, list(t.counts), t.sum) for api, t in self._request_times.items()]
         if self._authorizations is not None:
             state.authorizations = [
@@ -211,6 +222,7 @@ class Snapshot:
     # (operation, resource type, allowed, decisions since the start)
     authorizations: list[tuple[str, str, bool, int]] = field(default_factory=list)
     transactions: TransactionSnapshot = field(default_factory=TransactionSnapshot)
+    shares: ShareSnapshot = field(default_factory=ShareSnapshot)
 
 
 def snapshot(
@@ -237,7 +249,11 @@ def snapshot(
             (g.group_id, len(g.members), g.group_epoch, str(g.state), _CONSUMER_STATES)
             for g in shard.consumer.groups.values()
         )
-        for group in itertools.chain(classic, consumer):
+        share = (
+            (g.group_id, len(g.members), g.group_epoch, str(g.state), _SHARE_STATES)
+            for g in shard.share.groups.values()
+        )
+        for group in itertools.chain(classic, consumer, share):
             state.groups.append(group)
             group_id = group[0]
             for topic, partition, offset in shard.offsets.committed_offsets(group_id):
@@ -271,6 +287,7 @@ class _SnapshotCollector(Collector):
         yield from self._partitions()
         yield from self._fetch_sessions()
         yield from transaction_gauges(self._state.transactions)
+        yield from share_gauges(self._state.shares)
 
     def _request_times(self) -> Metric:
         histogram = HistogramMetricFamily(

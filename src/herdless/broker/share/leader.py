@@ -15,6 +15,7 @@ from herdless.broker.share.share_group_settings import (
     ShareGroupSettings,
     share_group_settings,
 )
+from herdless.broker.share.share_metrics import SharePartitionMetrics
 from herdless.broker.share.share_partition_manager import SharePartitionManager
 from herdless.broker.share.share_sessions import ShareSessionCache
 from herdless.coordinator.group_config import GroupConfigs
@@ -38,8 +39,9 @@ class ShareLeader:
         max_sessions: int,
         group_configs: GroupConfigs | None,
         dead_letters: DeadLetterWriter | None = None,
+        metrics: SharePartitionMetrics | None = None,
     ) -> ShareLeader:
-        manager = SharePartitionManager(persister, wake, dead_letters=dead_letters)
+        manager = SharePartitionManager(persister, wake, dead_letters=dead_letters, metrics=metrics)
         return cls(manager, ShareSessionCache(max_sessions), limits, group_configs)
 
     def settings(self, group_id: str) -> ShareGroupSettings:

@@ -31,6 +31,7 @@ from herdless.broker.share.share_group_settings import (
     IsolationLevel,
     ShareGroupSettings,
 )
+from herdless.broker.share.share_metrics import SharePartitionMetrics
 from herdless.clock import monotonic_ms
 from herdless.coordinator.share_partitions.acknowledgements import AcknowledgementBatch
 from herdless.coordinator.share_partitions.partition import (
@@ -39,7 +40,7 @@ from herdless.coordinator.share_partitions.partition import (
     SharePartition,
     StateChange,
 )
-from herdless.coordinator.share_state.state import SharePartitionKey
+from herdless.coordinator.share_state.state import RecordState, SharePartitionKey
 from herdless.protocol.records import BatchHeader, iter_batches
 from herdless.storage import PartitionLog
 
@@ -79,8 +80,10 @@ class SharePartitionManager:
         wake: Callable[[str, int], None],
         clock: Callable[[], int] = monotonic_ms,
         dead_letters: DeadLetterWriter | None = None,
+        metrics: SharePartitionMetrics | None = None,
     ) -> None:
         self.persister = persister
+        self._metrics = metrics if metrics is not None else SharePartitionMetrics()
         # None: no dead letters are written, whatever the groups say (tests of the rest).
         self._dead_letters = dead_letters
         # Wakes the fetches long-polling a partition (the replica manager's appends).
@@ -90,6 +93,15 @@ class SharePartitionManager:
 
     def __len__(self) -> int:
         return len(self._led)
+
+    def in_flight(self) -> list[tuple[SharePartitionKey, str, dict[RecordState, int]]]:
+        """Each share partition loaded here, its topic and how many records in flight are
+        in each state (for the metrics; on the loop)."""
+        return [
+            (key, led.topic, led.state.counts())
+            for key, led in self._led.items()
+            if led.state is not None
+        ]
 
     def share_partition(self, key: SharePartitionKey) -> SharePartition | None:
         led = self._led.get(key)
@@ -151,6 +163,7 @@ class SharePartitionManager:
             self._schedule(led, key)
             if not acquired:
                 return NOTHING
+            self._metrics.acquired(key.group_id, acquired)
             first, last = acquired[0].first_offset, acquired[-1].last_offset
             kept = [
                 (pos, h) for pos, h in batches if h.last_offset >= first and h.base_offset <= last
@@ -178,6 +191,7 @@ class SharePartitionManager:
                 raise InvalidRecordState("no records of this share partition are acquired here")
             change = state.acknowledge(member_id, batches)
             await self._write(led, key, change)
+            self._metrics.acknowledged(key.group_id, batches)
             self._schedule(led, key)
             self._wake(led.topic, led.partition)
 
@@ -278,6 +292,7 @@ class SharePartitionManager:
             await self.persister.write(
                 key, state.state_epoch, led.leader_epoch, change.start_offset, change.batches
             )
+            self._metrics.archived(key.group_id, change.archived)
         except Exception:
             # Memory is now ahead of what is durable: forget it, and read back what is.
             led.state = None
@@ -326,6 +341,7 @@ class SharePartitionManager:
                 except Exception:
                     log.exception("cannot write the expired locks of %s", key)
                     return
+                self._metrics.locks_expired(key.group_id, change)
                 self._wake(led.topic, led.partition)
             self._schedule(led, key)
 
