@@ -33,6 +33,8 @@ GROUPS_PER_OFFSET_FETCH = 5
 MEMBER_STATES = {0: "stable", 1: "unrevoked partitions", 2: "unreleased partitions"}
 CLASSIC = "classic"
 CONSUMER = "consumer"
+# A share group (KIP-932), which admin/share_group_state.py reads.
+SHARE = "share"
 # ConsumerGroupDescribe v1's MemberType (KIP-1099): which protocol a member of a consumer
 # group speaks; a classic one has not restarted with the new protocol since an upgrade.
 MEMBER_PROTOCOLS = {0: CLASSIC, 1: CONSUMER}
@@ -340,7 +342,8 @@ def partition_offsets(admin: KafkaAdminClient, group: GroupInfo) -> list[Partiti
     """Kafka's rows for a group, its offsets and its partitions' offsets asked for."""
     from kafka.admin import OffsetSpec
 
-    committed = committed_offsets(admin, group.group_id)
+    # A share group commits no offsets (OffsetFetch does not know it): its members' rows.
+    committed = {} if group.group_protocol == SHARE else committed_offsets(admin, group.group_id)
     tps = set(committed) | {tp for m in group.members for tp in m.partitions or ()}
     ends = log_offsets(admin, tps, OffsetSpec.LATEST)
     starts = log_offsets(admin, tps, OffsetSpec.EARLIEST)

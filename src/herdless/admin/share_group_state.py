@@ -18,16 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from herdless.admin.client import coordinator_ids
 from herdless.admin.errors import AdminError
-from herdless.admin.group_state import GroupInfo, Member, log_offsets
+from herdless.admin.group_state import SHARE, GroupInfo, Member, log_offsets
 
 if TYPE_CHECKING:
     from kafka import KafkaAdminClient, TopicPartition
 
-SHARE = "share"
-# ShareGroupDescribe's and ListGroups' words for a share group's states.
-SHARE_STATES = ("Empty", "Stable", "Dead")
 UNINITIALIZED = -1
-GROUP_ID_NOT_FOUND = 69
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,15 +158,25 @@ def share_offset_rows(admin: KafkaAdminClient, group: GroupInfo) -> list[ShareOf
     from kafka.admin import OffsetSpec
 
     starts = start_offsets(admin, group.group_id)
+    assigned = {tp for member in group.members for tp in member.partitions or ()}
+    ends = log_offsets(admin, set(starts) | assigned, OffsetSpec.LATEST)
+    return share_rows(group, starts, ends)
+
+
+def share_rows(
+    group: GroupInfo,
+    starts: Mapping[TopicPartition, int],
+    ends: Mapping[TopicPartition, int],
+) -> list[ShareOffsets]:
+    """The rows of a share group: every partition it has a start offset for or a member
+    is assigned, with the members that share it."""
     owners: dict[TopicPartition, list[Member]] = {}
     for member in group.members:
         for tp in member.partitions or ():
             owners.setdefault(tp, []).append(member)
-    tps = set(starts) | set(owners)
-    ends = log_offsets(admin, tps, OffsetSpec.LATEST)
     return [
         ShareOffsets(tp, starts.get(tp), ends.get(tp), tuple(owners.get(tp, ())))
-        for tp in sorted(tps)
+        for tp in sorted(set(starts) | set(owners))
     ]
 
 

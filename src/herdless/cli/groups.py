@@ -19,6 +19,7 @@ from herdless.admin.cells import format_partitions
 from herdless.admin.client import error_text, find_coordinators
 from herdless.admin.group_state import (
     CONSUMER,
+    SHARE,
     STATES,
     GroupInfo,
     Member,
@@ -140,6 +141,8 @@ def list_groups(
 
 def _group_notes(group: GroupInfo) -> list[str]:
     """What Kafka's tool says beside a group's rows."""
+    if group.group_protocol == SHARE:
+        return [f"{group.group_id!r} is a share group: `herdless share-groups describe` shows it"]
     if not group.members:
         return [f"consumer group {group.group_id!r} has no active members"]
     if group.state in ("PreparingRebalance", "CompletingRebalance"):

@@ -33,8 +33,8 @@ class LagHistory:
                 if samples is None:
                     samples = self._samples[group_id] = deque(maxlen=self._size)
                 by_topic: dict[str, int] = {}
-                for row in group.rows:
-                    by_topic[row.tp.topic] = by_topic.get(row.tp.topic, 0) + (row.lag or 0)
+                for topic, lag in group.lags():
+                    by_topic[topic] = by_topic.get(topic, 0) + lag
                 samples.append((snapshot.taken_at, by_topic))
             # A group that is gone (deleted, or its offsets expired) is forgotten.
             if "groups" not in snapshot.problems:

@@ -110,7 +110,7 @@ class Pages:
         """The topics these groups name that the viewer may describe (None: all of them)."""
         if self.viewer is None:
             return None
-        named = {row.tp.topic for g in groups for row in g.rows}
+        named = {topic for g in groups for topic in g.topics}
         named |= {tp.topic for g in groups for m in g.info.members for tp in m.partitions or ()}
         return set(self.viewer.topics(named))
 
@@ -343,5 +343,6 @@ def _trimmed(group: Group, topics: set[str] | None) -> Group:
     return dataclasses.replace(
         group,
         rows=[r for r in group.rows if r.tp.topic in topics],
+        share=None if group.share is None else [r for r in group.share if r.tp.topic in topics],
         info=dataclasses.replace(group.info, members=tuple(member(m) for m in group.info.members)),
     )

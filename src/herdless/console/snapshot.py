@@ -9,7 +9,7 @@ others shown, with the reason in words beside the part that is missing.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -24,6 +24,7 @@ from herdless.admin.group_state import (
     list_group_ids,
     offset_rows,
 )
+from herdless.admin.share_group_state import SHARE, ShareOffsets, share_rows, start_offsets
 from herdless.admin.topic_state import partition_rows
 from herdless.admin.transaction_state import (
     ACTIVE_STATES,
@@ -65,10 +66,23 @@ class Group:
     info: GroupInfo
     rows: list[PartitionOffsets]
     coordinator: str | None
+    # A share group's partitions (KIP-932), which have start offsets, not committed
+    # ones; None for a classic or consumer group.
+    share: list[ShareOffsets] | None = None
+
+    def lags(self) -> Iterator[tuple[str, int]]:
+        """(topic, lag) of each partition the group is behind on or has none known."""
+        for row in self.rows if self.share is None else self.share:
+            yield row.tp.topic, row.lag or 0
+
+    @property
+    def topics(self) -> set[str]:
+        rows = self.rows if self.share is None else self.share
+        return {row.tp.topic for row in rows}
 
     @property
     def total_lag(self) -> int:
-        return sum(row.lag or 0 for row in self.rows)
+        return sum(lag for _, lag in self.lags())
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +181,10 @@ def _groups(admin: KafkaAdminClient, topics: Iterable[Topic]) -> dict[str, Group
 
     infos = [g for g in describe_groups(admin, list_group_ids(admin)).values() if g.exists]
     ids = [g.group_id for g in infos]
-    committed = groups_committed_offsets(admin, ids)
+    # A share group commits no offsets: OffsetFetch does not know it (GROUP_ID_NOT_FOUND).
+    committed = groups_committed_offsets(
+        admin, [g.group_id for g in infos if g.group_protocol != SHARE]
+    )
     coordinators = find_coordinators(admin, ids)
     starts: dict[TopicPartition, int] = {}
     ends: dict[TopicPartition, int] = {}
@@ -179,8 +196,11 @@ def _groups(admin: KafkaAdminClient, topics: Iterable[Topic]) -> dict[str, Group
     return {
         g.group_id: Group(
             g,
-            offset_rows(g, committed[g.group_id], starts, ends),
+            offset_rows(g, committed.get(g.group_id, {}), starts, ends),
             coordinators.get(g.group_id),
+            share_rows(g, start_offsets(admin, g.group_id), ends)
+            if g.group_protocol == SHARE
+            else None,
         )
         for g in sorted(infos, key=lambda g: g.group_id)
     }
