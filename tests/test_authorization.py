@@ -698,6 +698,55 @@ def test_share_group_heartbeat_needs_read_and_describe_of_its_topics(
     assert described(admin)["sg-group"] == NONE
 
 
+def test_share_group_offsets_need_the_group_and_topic_operations_kafka_asks(
+    admin: Client, alice: Client
+) -> None:
+    """DescribeShareGroupOffsets: DESCRIBE on the group and topics; AlterShareGroupOffsets:
+    READ on both; DeleteShareGroupOffsets: DELETE on the group, READ on the topics."""
+    create_topic(admin, "so-jobs")
+    member = share_heartbeat(admin, "so-group", "so-member", ["so-jobs"])
+    assert member.error_code == NONE
+    admin(
+        ApiKey.SHARE_GROUP_HEARTBEAT, 1, group_id="so-group", member_id="so-member",
+        member_epoch=-1, rack_id=None, subscribed_topic_names=None,
+    )  # fmt: skip
+
+    def described(client: Client) -> tuple[int, dict[int, int]]:
+        asked = [{"group_id": "so-group", "topics": [{"topic_name": "so-jobs", "partitions": [0]}]}]
+        (group,) = client(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1, groups=asked).groups
+        return group.error_code, {
+            p.partition_index: p.error_code for t in group.topics for p in t.partitions
+        }
+
+    def altered(client: Client) -> tuple[int, list[int]]:
+        start = {"partition_index": 0, "start_offset": 0}
+        answer = client(
+            ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, group_id="so-group",
+            topics=[{"topic_name": "so-jobs", "partitions": [start]}],
+        )  # fmt: skip
+        return answer.error_code, [p.error_code for t in answer.responses for p in t.partitions]
+
+    def deleted(client: Client) -> tuple[int, list[int]]:
+        answer = client(
+            ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, group_id="so-group",
+            topics=[{"topic_name": "so-jobs"}],
+        )  # fmt: skip
+        return answer.error_code, [t.error_code for t in answer.responses]
+
+    assert described(alice)[0] == GROUP_DENIED
+    assert altered(alice) == (GROUP_DENIED, [GROUP_DENIED])
+    assert deleted(alice) == (GROUP_DENIED, [])
+    grant(admin, ResourceType.GROUP, "so-group", AclOperation.READ)
+    assert described(alice) == (NONE, {0: TOPIC_DENIED})
+    assert altered(alice) == (NONE, [TOPIC_DENIED])
+    grant(admin, ResourceType.TOPIC, "so-jobs", AclOperation.READ)
+    assert described(alice) == (NONE, {0: NONE})
+    assert altered(alice) == (NONE, [NONE])
+    assert deleted(alice) == (GROUP_DENIED, [])
+    grant(admin, ResourceType.GROUP, "so-group", AclOperation.DELETE)
+    assert deleted(alice) == (NONE, [NONE])
+
+
 def commit(client: Client, group: str, topics: list[str]) -> dict[str, int]:
     answer = client(
         ApiKey.OFFSET_COMMIT,
