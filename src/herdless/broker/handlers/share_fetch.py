@@ -73,6 +73,11 @@ async def handle_share_fetch(context: BrokerContext, request: Request) -> Any:
     settings = shares.settings(group_id)
     fetched = [] if epoch == FINAL_EPOCH else list(session.partitions)
     resolved = resolve(context, request, {*fetched, *acknowledgements})
+    if epoch == INITIAL_EPOCH:
+        # A member starting to fetch may follow an admin's change to the group's offsets,
+        # made while it was Empty at the share coordinator: state held here of partitions
+        # no member holds records of is read again.
+        await shares.partitions.reload_idle([resolved[p].key(group_id) for p in fetched])
     acknowledged = await acknowledge(shares, group_id, member_id, resolved, acknowledgements)
     if epoch == FINAL_EPOCH:
         await shares.end_session(group_id, member_id)

@@ -223,12 +223,23 @@ class SharePartitionManager:
         if led is None:
             return
         async with led.lock:
-            if led.timer is not None:
-                led.timer.cancel()
-                led.timer = None
-            led.state = None
+            _unload(led)
             if self._led.get(key) is led:
                 del self._led[key]
+
+    async def reload_idle(self, keys: Sequence[SharePartitionKey]) -> None:
+        """Drop the state of those share partitions no member holds records of, so that
+        their next use reads the Persister: an admin may have moved their start offset
+        (AlterShareGroupOffsets, DeleteShareGroupOffsets) through another broker since.
+        Nothing is lost: what is not acquired is as durable as it is held."""
+        for key in keys:
+            led = self._led.get(key)
+            if led is None or led.state is None:
+                continue
+            async with led.lock:
+                state = led.state
+                if state is not None and not state.counts()[RecordState.ACQUIRED]:
+                    _unload(led)
 
     def close(self) -> None:
         """Stop every lock timer (the broker is stopping)."""
@@ -295,10 +306,7 @@ class SharePartitionManager:
             self._metrics.archived(key.group_id, change.archived)
         except Exception:
             # Memory is now ahead of what is durable: forget it, and read back what is.
-            led.state = None
-            if led.timer is not None:
-                led.timer.cancel()
-                led.timer = None
+            _unload(led)
             raise
 
     async def _write_dead_letters(
@@ -365,6 +373,14 @@ def _aborted(
             for t in transactions
         )
     }
+
+
+def _unload(led: _Led) -> None:
+    """Forget the share partition's state and its lock timer: the next use reads it back."""
+    if led.timer is not None:
+        led.timer.cancel()
+        led.timer = None
+    led.state = None
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:
