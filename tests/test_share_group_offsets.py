@@ -165,6 +165,9 @@ def test_describe_tells_the_start_offsets_and_lag(broker: BrokerProcess, wire: C
     consumed_group(broker, "describe-me")
     offsets = start_offsets(wire, "describe-me")
     assert offsets == {p: (RECORDS_PER_PARTITION, 0) for p in range(PARTITIONS)}
+    # herdless's tagged fields: nothing in flight nor archived, every record accepted.
+    (topic,) = describe(wire, "describe-me").topics
+    assert {(p.in_flight_records, p.archived_records) for p in topic.partitions} == {(0, 0)}
     # Partitions asked for by name; v0 has no lag.
     asked = describe(wire, "describe-me", [{"topic_name": TOPIC, "partitions": [1]}], version=0)
     ((partition,),) = [t.partitions for t in asked.topics]

@@ -122,6 +122,7 @@ def test_a_share_groups_page_shows_start_offsets_lag_and_who_shares_each_partiti
                 row = page.locator(f'table.share tr[data-partition="{TOPIC}:{partition}"]')
                 expect(row.locator('[data-field="start-offset"]')).to_have_text(str(start))
                 expect(row.locator('[data-field="lag"]')).to_have_text(str(lag))
+                expect(row.locator('[data-field="in-flight"]')).to_have_text("0")
                 expect(row.locator('[data-field="owners"]')).to_contain_text(member)
             screenshot(page, "console/share-group")
     finally:

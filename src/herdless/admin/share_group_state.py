@@ -27,6 +27,18 @@ UNINITIALIZED = -1
 
 
 @dataclass(frozen=True, slots=True)
+class ShareStart:
+    """What DescribeShareGroupOffsets tells of one partition of a share group."""
+
+    start_offset: int
+    # herdless's: records not settled yet in the in-flight window, and those archived
+    # in it; None where the broker cannot tell (another broker leads the partition, or
+    # it is not herdless).
+    in_flight: int | None = None
+    archived: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ShareOffsets:
     """One partition of a share group: where it starts, and how far the log is beyond."""
 
@@ -34,6 +46,8 @@ class ShareOffsets:
     start_offset: int | None  # None: the group has not started reading it
     log_end: int | None  # None: the partition no longer exists
     owners: tuple[Member, ...]
+    in_flight: int | None = None
+    archived: int | None = None
 
     @property
     def lag(self) -> int | None:
@@ -128,8 +142,8 @@ def describe_share_group(admin: KafkaAdminClient, group_id: str) -> GroupInfo:
     return found
 
 
-def start_offsets(admin: KafkaAdminClient, group_id: str) -> dict[TopicPartition, int]:
-    """Each partition the group has started reading, and its start offset."""
+def start_offsets(admin: KafkaAdminClient, group_id: str) -> dict[TopicPartition, ShareStart]:
+    """Each partition the group has started reading, and where it starts."""
     from kafka import TopicPartition
 
     from herdless.admin.client import error_text
@@ -146,11 +160,17 @@ def start_offsets(admin: KafkaAdminClient, group_id: str) -> dict[TopicPartition
             f" {error_text(group.error_code, group.error_message)}"
         )
     return {
-        TopicPartition(t.topic_name, p.partition_index): p.start_offset
+        TopicPartition(t.topic_name, p.partition_index): ShareStart(
+            p.start_offset, _told(p.in_flight_records), _told(p.archived_records)
+        )
         for t in group.topics
         for p in t.partitions
         if p.error_code == 0 and p.start_offset != UNINITIALIZED
     }
+
+
+def _told(count: int) -> int | None:
+    return None if count < 0 else count
 
 
 def share_offset_rows(admin: KafkaAdminClient, group: GroupInfo) -> list[ShareOffsets]:
@@ -165,7 +185,7 @@ def share_offset_rows(admin: KafkaAdminClient, group: GroupInfo) -> list[ShareOf
 
 def share_rows(
     group: GroupInfo,
-    starts: Mapping[TopicPartition, int],
+    starts: Mapping[TopicPartition, ShareStart],
     ends: Mapping[TopicPartition, int],
 ) -> list[ShareOffsets]:
     """The rows of a share group: every partition it has a start offset for or a member
@@ -174,10 +194,20 @@ def share_rows(
     for member in group.members:
         for tp in member.partitions or ():
             owners.setdefault(tp, []).append(member)
-    return [
-        ShareOffsets(tp, starts.get(tp), ends.get(tp), tuple(owners.get(tp, ())))
-        for tp in sorted(set(starts) | set(owners))
-    ]
+    rows = []
+    for tp in sorted(set(starts) | set(owners)):
+        start = starts.get(tp)
+        rows.append(
+            ShareOffsets(
+                tp,
+                None if start is None else start.start_offset,
+                ends.get(tp),
+                tuple(owners.get(tp, ())),
+                None if start is None else start.in_flight,
+                None if start is None else start.archived,
+            )
+        )
+    return rows
 
 
 def alter_share_group_offsets(

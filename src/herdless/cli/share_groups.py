@@ -20,6 +20,7 @@ from herdless.admin.errors import AdminError
 from herdless.admin.group_state import GroupInfo, Member
 from herdless.admin.share_group_state import (
     ShareOffsets,
+    ShareStart,
     alter_share_group_offsets,
     delete_share_group_offsets,
     describe_share_group,
@@ -43,7 +44,16 @@ share_groups_app = command_group(
 )
 
 GroupArgument = Annotated[str, typer.Argument(metavar="GROUP")]
-OFFSET_COLUMNS = ("GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LOG-END-OFFSET", "LAG")
+OFFSET_COLUMNS = (
+    "GROUP",
+    "TOPIC",
+    "PARTITION",
+    "START-OFFSET",
+    "LOG-END-OFFSET",
+    "LAG",
+    "IN-FLIGHT",
+    "ARCHIVED",
+)
 MEMBER_COLUMNS = ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT")
 STATE_COLUMNS = ("GROUP", "COORDINATOR (ID)", "STATE", "GROUP-EPOCH", "#MEMBERS")
 
@@ -77,6 +87,8 @@ def _offset_json(row: ShareOffsets) -> dict[str, Any]:
         "start_offset": row.start_offset,
         "log_end_offset": row.log_end,
         "lag": row.lag,
+        "in_flight": row.in_flight,
+        "archived": row.archived,
         "consumer_ids": [m.member_id for m in row.owners],
     }
 
@@ -124,6 +136,10 @@ def describe(
     """Describe share groups as kafka-share-groups.sh --describe does: each partition's
     start offset and lag (log end offset - start offset), or the members (--members),
     or the state (--state).
+
+    IN-FLIGHT (records not settled yet) and ARCHIVED (archived unaccepted, in the
+    in-flight window) are herdless's, told where the group's coordinator leads the
+    partition; '-' elsewhere.
 
     JSON output always holds all three.
     """
@@ -178,7 +194,16 @@ def describe(
     table = Table(
         OFFSET_COLUMNS,
         [
-            (g.group_id, r.tp.topic, r.tp.partition, r.start_offset, r.log_end, r.lag)
+            (
+                g.group_id,
+                r.tp.topic,
+                r.tp.partition,
+                r.start_offset,
+                r.log_end,
+                r.lag,
+                r.in_flight,
+                r.archived,
+            )
             for g in groups
             for r in rows[g.group_id]
         ],
@@ -286,7 +311,7 @@ def reset_offsets(
             {
                 "topic": tp.topic,
                 "partition": tp.partition,
-                "start_offset": current.get(tp),
+                "start_offset": _start(current.get(tp)),
                 "new_start_offset": planned[tp],
             }
             for tp in tps
@@ -294,7 +319,7 @@ def reset_offsets(
     }
     table = Table(
         ("GROUP", "TOPIC", "PARTITION", "START-OFFSET", "NEW-START-OFFSET"),
-        [(group_id, tp.topic, tp.partition, current.get(tp), planned[tp]) for tp in tps],
+        [(group_id, tp.topic, tp.partition, _start(current.get(tp)), planned[tp]) for tp in tps],
     )
     note = (
         f"set new start offsets for share group {group_id}"
@@ -302,6 +327,10 @@ def reset_offsets(
         else "dry run: nothing was changed; add --execute to set these start offsets"
     )
     show(View(data, [table], notes=[note]), output)
+
+
+def _start(start: ShareStart | None) -> int | None:
+    return None if start is None else start.start_offset
 
 
 def _alter(admin: Any, group_id: str, planned: dict[TopicPartition, int]) -> None:

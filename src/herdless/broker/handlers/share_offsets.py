@@ -19,7 +19,7 @@ from herdless.broker.coordinators.group_coordinator import CoordinatorError
 from herdless.broker.handlers.authorization import authorized_names
 from herdless.broker.handlers.groups import group_refused, share_group
 from herdless.broker.handlers.share_requests import known_error_code
-from herdless.broker.share.share_offsets import ShareOffsets, StartOffset
+from herdless.broker.share.share_offsets import ShareOffsets, StartOffset, denied
 from herdless.coordinator.share_group import ShareGroupState
 from herdless.coordinator.share_state.state import ShareStateError
 from herdless.protocol.api_keys import ApiKey
@@ -74,15 +74,8 @@ async def _describe_group(context: BrokerContext, request: Request, Group: Any, 
     by_topic: dict[str, list[StartOffset]] = {}
     for offset in found:
         if offset.topic not in allowed:
-            offset = StartOffset(
-                offset.topic,
-                offset.topic_id,
-                offset.partition,
-                -1,
-                -1,
-                -1,
-                ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-            )
+            # Nothing of a topic the caller may not describe is told.
+            offset = denied(offset.topic, offset.topic_id, offset.partition)
         by_topic.setdefault(offset.topic, []).append(offset)
     Topic = Group.DescribedTopic
     Partition = Topic.DescribedPartition
@@ -102,6 +95,8 @@ async def _describe_group(context: BrokerContext, request: Request, Group: Any, 
                         lag=o.lag,
                         error_code=o.error_code,
                         error_message=o.error_message,
+                        in_flight_records=o.in_flight,
+                        archived_records=o.archived,
                     )
                     for o in partitions
                 ],

@@ -28,6 +28,7 @@ from herdless.cluster.metadata import MetadataView
 from herdless.coordinator.share_state import SHARE_GROUP_STATE_TOPIC
 from herdless.coordinator.share_state.state import (
     UNINITIALIZED_START_OFFSET,
+    RecordState,
     SharePartitionKey,
     ShareStateError,
 )
@@ -35,8 +36,8 @@ from herdless.protocol.errors import ErrorCode
 
 # No leader epoch: the summary is read without fencing any leader.
 NO_EPOCH = -1
-# Lag that cannot be told: the partition's log is not on this broker.
-UNKNOWN_LAG = -1
+# A figure that cannot be told here: the partition's log or state is on another broker.
+UNKNOWN = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +53,10 @@ class StartOffset:
     # A Kafka error code, as the share coordinator answered it.
     error_code: int = ErrorCode.NONE
     error_message: str | None = None
+    # Records not settled yet in the in-flight window, and records archived in it: told
+    # where this broker leads the share partition and holds its state, else UNKNOWN.
+    in_flight: int = UNKNOWN
+    archived: int = UNKNOWN
 
 
 class ShareOffsets:
@@ -126,6 +131,7 @@ class ShareOffsets:
                 read.append(_failed(topic, described.topic_id, partition, exc.error_code, str(exc)))
                 continue
             start = summary.start_offset
+            in_flight, archived = self._counts(key)
             read.append(
                 StartOffset(
                     topic,
@@ -134,6 +140,8 @@ class ShareOffsets:
                     start,
                     epochs[partition],
                     self._lag(topic, partition, start),
+                    in_flight=in_flight,
+                    archived=archived,
                 )
             )
         return read
@@ -142,9 +150,19 @@ class ShareOffsets:
         """The records not yet settled, as far as this broker can tell: its high watermark
         less the start offset where it leads the partition."""
         if start == UNINITIALIZED_START_OFFSET or not self._replicas.leads(topic, partition):
-            return UNKNOWN_LAG
+            return UNKNOWN
         high_watermark = self._replicas.leader_log(topic, partition).high_watermark
         return max(high_watermark - start, 0)
+
+    def _counts(self, key: SharePartitionKey) -> tuple[int, int]:
+        """(records in flight, records archived in the window) of a share partition led
+        here; UNKNOWN where its state is not held here."""
+        state = None if self._leader is None else self._leader.partitions.share_partition(key)
+        if state is None:
+            return UNKNOWN, UNKNOWN
+        counts = state.counts()
+        unsettled = counts[RecordState.AVAILABLE] + counts[RecordState.ACQUIRED]
+        return unsettled, counts[RecordState.ARCHIVED]
 
     async def alter(self, group_id: str, topic_id: uuid.UUID, partition: int, start: int) -> None:
         """Move the partition's start offset; raises ShareStateError."""
@@ -172,6 +190,11 @@ class ShareOffsets:
             await self._leader.partitions.forget(key)
 
 
+def denied(topic: str, topic_id: uuid.UUID, partition: int) -> StartOffset:
+    """A partition of a topic the caller may not describe: its error alone."""
+    return _failed(topic, topic_id, partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+
+
 def _failed(
     topic: str,
     topic_id: uuid.UUID,
@@ -185,7 +208,7 @@ def _failed(
         partition,
         UNINITIALIZED_START_OFFSET,
         NO_EPOCH,
-        UNKNOWN_LAG,
+        UNKNOWN,
         error_code,
         message,
     )
