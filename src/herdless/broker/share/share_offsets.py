@@ -16,6 +16,7 @@ the next fetch reads the new start.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from herdless.broker.coordinators.group_coordinator import INTERNAL_TOPICS
 from herdless.broker.replication.replica_manager import ReplicaManager
 from herdless.broker.share.leader import ShareLeader
 from herdless.broker.share.persister import Persister
-from herdless.cluster.metadata import MetadataView
+from herdless.cluster.metadata import MetadataView, TopicMetadata
 from herdless.coordinator.share_state import SHARE_GROUP_STATE_TOPIC
 from herdless.coordinator.share_state.state import (
     UNINITIALIZED_START_OFFSET,
@@ -93,58 +94,61 @@ class ShareOffsets:
         """The start offset of each partition asked for; all the group has state for
         when `wanted` is None."""
         if wanted is None:
-            found = []
-            for topic in self.consumable_topics():
-                count = self.partitions(topic) or 0
-                for offset in await self._read(group_id, topic, range(count)):
-                    if offset.start_offset != UNINITIALIZED_START_OFFSET:
-                        found.append(offset)
-            return found
-        described = []
+            every = [(t, range(self.partitions(t) or 0)) for t in self.consumable_topics()]
+            return [
+                offset
+                for offset in await self._read_all(group_id, every)
+                if offset.start_offset != UNINITIALIZED_START_OFFSET
+            ]
+        return await self._read_all(group_id, wanted)
+
+    async def _read_all(
+        self, group_id: str, wanted: Iterable[tuple[str, Iterable[int]]]
+    ) -> list[StartOffset]:
+        """The partitions' summaries, asked all at once: in a cluster most are a request
+        to another broker, and a group's partitions may be many."""
+        reads = []
         for topic, partitions in wanted:
-            described += await self._read(group_id, topic, partitions)
-        return described
+            described = self._metadata.topic(topic)
+            epochs = (
+                {}
+                if described is None
+                else {p.partition: p.leader_epoch for p in described.partitions}
+            )
+            reads += [self._read(group_id, topic, described, epochs, p) for p in partitions]
+        return list(await asyncio.gather(*reads))
 
     async def _read(
-        self, group_id: str, topic: str, partitions: Iterable[int]
-    ) -> list[StartOffset]:
-        described = self._metadata.topic(topic)
+        self,
+        group_id: str,
+        topic: str,
+        described: TopicMetadata | None,
+        epochs: dict[int, int],
+        partition: int,
+    ) -> StartOffset:
         if described is None:
-            return [
-                _failed(topic, uuid.UUID(int=0), p, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                for p in partitions
-            ]
-        epochs = {p.partition: p.leader_epoch for p in described.partitions}
-        read = []
-        for partition in partitions:
-            if partition not in epochs:
-                read.append(
-                    _failed(
-                        topic, described.topic_id, partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    )
-                )
-                continue
-            key = SharePartitionKey(group_id, described.topic_id, partition)
-            try:
-                summary = await self._persister.read_summary(key, NO_EPOCH)
-            except ShareStateError as exc:
-                read.append(_failed(topic, described.topic_id, partition, exc.error_code, str(exc)))
-                continue
-            start = summary.start_offset
-            in_flight, archived = self._counts(key)
-            read.append(
-                StartOffset(
-                    topic,
-                    described.topic_id,
-                    partition,
-                    start,
-                    epochs[partition],
-                    self._lag(topic, partition, start),
-                    in_flight=in_flight,
-                    archived=archived,
-                )
+            return _failed(topic, uuid.UUID(int=0), partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if partition not in epochs:
+            return _failed(
+                topic, described.topic_id, partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             )
-        return read
+        key = SharePartitionKey(group_id, described.topic_id, partition)
+        try:
+            summary = await self._persister.read_summary(key, NO_EPOCH)
+        except ShareStateError as exc:
+            return _failed(topic, described.topic_id, partition, exc.error_code, str(exc))
+        start = summary.start_offset
+        in_flight, archived = self._counts(key)
+        return StartOffset(
+            topic,
+            described.topic_id,
+            partition,
+            start,
+            epochs[partition],
+            self._lag(topic, partition, start),
+            in_flight=in_flight,
+            archived=archived,
+        )
 
     def _lag(self, topic: str, partition: int, start: int) -> int:
         """The records not yet settled, as far as this broker can tell: its high watermark
