@@ -8,6 +8,7 @@ import pytest
 from kafka import TopicPartition
 
 from herdless.admin.group_state import GroupInfo, Member, PartitionOffsets, Reconciliation
+from herdless.admin.share_group_state import ShareOffsets
 from herdless.console.login import Login, Viewer
 from herdless.console.memory import LagHistory
 from herdless.console.pages import Pages, human_duration, human_size
@@ -175,3 +176,19 @@ def test_a_viewer_sees_no_assignment_or_lag_of_a_topic_they_may_not_describe() -
         assert "payroll" not in trimmed, path
     shown = Pages(sampler).get("/groups/readers", viewer=viewer).body.decode()
     assert "orders[0]" in shown  # the member and its assignment are still shown
+
+
+def test_a_share_groups_page_shows_start_offsets_not_committed_ones() -> None:
+    tp = TopicPartition("orders", 0)
+    member = Member("m-1", "worker", "/127.0.0.1", None, (tp,))
+    info = GroupInfo("queue", "Stable", "share", "simple", (member,), group_protocol="share")
+    rows = [ShareOffsets(tp, 4, 10, (member,), in_flight=3, archived=1)]
+    sampler = Sampler("127.0.0.1:9092", interval_s=2.0)
+    sampler.snapshot = Snapshot(1.0, groups={"queue": Group(info, [], None, rows)})
+    sampler.lag.record(sampler.snapshot)
+    shown = text(Pages(sampler), "/groups/queue")
+    assert "Start offsets and lag per partition" in shown
+    assert "Committed offset" not in shown
+    for field, value in (("start-offset", 4), ("lag", 6), ("in-flight", 3), ("archived", 1)):
+        assert f'data-field="{field}">{value}<' in shown, field
+    assert sampler.lag.of("queue") == [(1.0, 6)]
