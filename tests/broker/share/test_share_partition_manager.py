@@ -193,6 +193,30 @@ def test_a_fetch_from_before_a_leader_epoch_bump_does_not_lead_the_partition_bac
     asyncio.run(run())
 
 
+def test_the_next_leader_epoch_on_the_same_leader_keeps_what_members_hold() -> None:
+    """The controller raised the epoch with this broker leading throughout (an ISR
+    shrink): a's records stay a's, not read back and handed to b as new."""
+
+    async def run() -> None:
+        log = Log()
+        log.append(2)
+        leader = Manager()
+        partition_log: Any = log
+        chosen = settings()
+        got = await leader.manager.acquire(KEY, "t", partition_log, 1, chosen, "a", 100, 1 << 20)
+        assert got.acquired == (AcquiredRecords(0, 1, 1),)
+        log.append(1)
+        got = await leader.manager.acquire(KEY, "t", partition_log, 2, chosen, "b", 100, 1 << 20)
+        assert got.acquired == (AcquiredRecords(2, 2, 1),)
+        await leader.manager.acknowledge(KEY, "a", accept(0, 1))
+        # Two epochs on, another broker led in between: read back from the Persister.
+        got = await leader.manager.acquire(KEY, "t", partition_log, 4, chosen, "c", 100, 1 << 20)
+        assert got.acquired == (AcquiredRecords(2, 2, 1),)
+        leader.manager.close()
+
+    asyncio.run(run())
+
+
 def test_acknowledging_what_is_not_held_is_refused() -> None:
     async def run() -> None:
         manager = Manager()

@@ -221,6 +221,18 @@ class SharePartitionManager:
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
                 f"{key} is led at leader epoch {led.leader_epoch}, not {epoch}",
             )
+        if (
+            led is not None
+            and led.state is not None
+            and led.topic == topic
+            and epoch == led.leader_epoch + 1
+        ):
+            # The next epoch with this broker still leading: the controller raised it
+            # with the leader unchanged (ZooKeeper-era Kafka does on an ISR shrink; KRaft
+            # raises only the partition epoch). No other broker led in between, so what
+            # members hold here is still theirs: reading it back would forget it.
+            led.leader_epoch = epoch
+            return led
         if led is None or led.leader_epoch != epoch or led.topic != topic:
             # Led afresh (a new leader epoch, or the topic id now names another topic):
             # what was held under the old leadership is read back from the Persister.
