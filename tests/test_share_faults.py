@@ -1,12 +1,13 @@
 """Share groups through faults on one broker, with confluent-kafka's ShareConsumer.
 
 What a user of a queue relies on when a consumer dies or a record keeps failing: a
-member SIGKILLed with records acquired loses them to the others once their lock runs
-out, delivered again with a delivery count of 2; a record released again and again is
-archived at the group's share.delivery.count.limit and lands in its dead-letter topic
-with headers saying where it came from and why; and an acknowledgement that comes after
-the member's lock ran out is refused with INVALID_RECORD_STATE, said once in the log,
-and changes nothing.
+member SIGKILLed with records acquired loses them to the others, delivered again with a
+delivery count of 2, as soon as its connection drops (Kafka 4.1's share sessions end
+with their connection) and at the latest when their lock runs out; a record released
+again and again is archived at the group's share.delivery.count.limit and lands in its
+dead-letter topic with headers saying where it came from and why; and an
+acknowledgement that comes after the member's lock ran out is refused with
+INVALID_RECORD_STATE, said once in the log, and changes nothing.
 """
 
 from __future__ import annotations
@@ -47,9 +48,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         yield process
 
 
-def share_group(broker: BrokerProcess, name: str, **configs: str) -> str:
+def share_group(broker: BrokerProcess, name: str, lock_ms: int = LOCK_MS, **configs: str) -> str:
     """A one-partition topic `name` with records 0..RECORDS-1, and a share group of that
-    name reading it from the start with a lock of LOCK_MS and `configs`."""
+    name reading it from the start with a lock of `lock_ms` and `configs`."""
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
     assert (
@@ -57,7 +58,7 @@ def share_group(broker: BrokerProcess, name: str, **configs: str) -> str:
             broker.bootstrap,
             name,
             share_auto_offset_reset="earliest",
-            share_record_lock_duration_ms=str(LOCK_MS),
+            share_record_lock_duration_ms=str(lock_ms),
             **configs,
         )
         == "OK"
@@ -92,11 +93,9 @@ def reported(path: Path) -> dict[int, int]:
     return found
 
 
-def test_records_of_a_sigkilled_member_come_back_after_their_lock_with_count_2(
-    broker: BrokerProcess, tmp_path: Path
-) -> None:
-    group = share_group(broker, "killed-member")
-    report = tmp_path / "reports"
+def held_by_a_killed_member(broker: BrokerProcess, group: str, report: Path) -> dict[int, int]:
+    """Start a member process that takes records and holds them, SIGKILL it once it
+    has them; offset -> delivery count of what it reported getting."""
     holder = subprocess.Popen(
         [sys.executable, str(MEMBER), broker.bootstrap, group, group, str(report), "a", "hold"],
         stderr=subprocess.PIPE,
@@ -113,27 +112,52 @@ def test_records_of_a_sigkilled_member_come_back_after_their_lock_with_count_2(
         holder.wait()
     held = reported(report)
     assert set(held.values()) == {1}
-    killed_at = time.monotonic()
+    return held
+
+
+def take_all(broker: BrokerProcess, group: str, timeout_s: float) -> dict[int, list[int]]:
+    """A new member accepting every record until it has RECORDS deliveries or
+    `timeout_s` passed: offset -> the delivery counts it got."""
     consumer = share_consumer(broker, group)
     counts: dict[int, list[int]] = {}
-    first_at = None
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + timeout_s
         while sum(len(c) for c in counts.values()) < RECORDS and time.monotonic() < deadline:
             for message in consumer.poll(0.5):
                 assert message.error() is None, message.error()
-                first_at = first_at or time.monotonic()
                 counts.setdefault(message.offset(), []).append(message.delivery_count())
                 consumer.acknowledge(message, AcknowledgeType.ACCEPT)
             consumer.commit_sync(30)
     finally:
         consumer.close()
+    return counts
+
+
+def test_records_of_a_sigkilled_member_come_back_with_a_delivery_count_of_2(
+    broker: BrokerProcess, tmp_path: Path
+) -> None:
+    group = share_group(broker, "killed-member")
+    held = held_by_a_killed_member(broker, group, tmp_path / "reports")
+    counts = take_all(broker, group, timeout_s=30)
     # Each record once more; those the killed member held (and any its client fetched
-    # without handing them over yet) a second time, once their lock ran out.
+    # without handing them over yet) a second time.
     assert sorted(counts) == list(range(RECORDS))
     assert all(counts[offset] == [2] for offset in held), counts
     assert all(c in ([1], [2]) for c in counts.values()), counts
-    assert first_at is not None and first_at - killed_at < LOCK_MS / 1000 + 10
+
+
+def test_a_killed_members_records_come_back_when_its_connection_drops_not_its_lock(
+    broker: BrokerProcess, tmp_path: Path
+) -> None:
+    """As Kafka 4.1 ends a share session with its connection: the kernel closes a
+    SIGKILLed process's sockets, and the broker releases what it held at once."""
+    lock_ms = 20_000
+    group = share_group(broker, "dropped-connection", lock_ms=lock_ms)
+    held = held_by_a_killed_member(broker, group, tmp_path / "reports")
+    started = time.monotonic()
+    counts = take_all(broker, group, timeout_s=lock_ms / 1000)
+    assert time.monotonic() - started < lock_ms / 2000
+    assert all(counts.get(offset) == [2] for offset in held), counts
 
 
 def test_a_record_released_to_the_limit_is_archived_into_the_dead_letter_topic(

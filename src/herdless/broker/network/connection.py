@@ -203,6 +203,14 @@ class Connection:
             self._reader.on_frame = None
             self._responses.close()
             self._writer.close()
+            self._closed()
+
+    def _closed(self) -> None:
+        for callback in self.session.on_close:
+            try:
+                callback()
+            except Exception:
+                log.exception("after closing the connection from %s", self.peer)
 
     def _handle_now(self, frame: bytes) -> bytes | Suspended | None:
         """Handle a request as its frame arrives, in data_received, while the serving task
