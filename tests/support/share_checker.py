@@ -8,7 +8,7 @@ own) accept every record and report each delivery, and each acceptance once the
 broker's answer confirmed it. Faults SIGKILL and restart a member, the leader of a
 share partition, or the broker leading the `__share_group_state` partition that holds
 a share partition's state (its share coordinator). The group names a dead-letter topic,
-so that records archived at the delivery limit (locks of killed members run out) are
+so that records archived at the delivery limit (released twice by killed members) are
 counted from it.
 
 At the end, with every broker up, the members run until the share coordinator's start
@@ -69,6 +69,9 @@ MEMBERS = 4
 # must allow them (CLUSTER_SETTINGS).
 LOCK_MS = 3_000
 CLUSTER_SETTINGS = {"group.share.min.record.lock.duration.ms": "1000"}
+# Kafka's lowest: a record whose member is killed twice while holding it is archived,
+# so that the archive and its dead letters are checked too.
+DELIVERY_LIMIT = 2
 FAULTS = ("member", "share-leader", "share-coordinator")
 REQUEST_TIMEOUT_S = 10
 
@@ -415,6 +418,7 @@ def run(
     configs = {
         "share_auto_offset_reset": "earliest",
         "share_record_lock_duration_ms": str(LOCK_MS),
+        "share_delivery_count_limit": str(DELIVERY_LIMIT),
         "errors_deadletterqueue_topic_name": DEAD_LETTERS,
     }
     altered = alter(cluster.bootstrap, GROUP, **configs)
