@@ -206,6 +206,10 @@ class Connection:
             self._closed()
 
     def _closed(self) -> None:
+        """Run what the connection's requests asked to run once it closes; not when the
+        broker is stopping: what they kept per connection stops with it."""
+        if self._context.stopping:
+            return
         for callback in self.session.on_close:
             try:
                 callback()
