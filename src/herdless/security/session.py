@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from herdless.security.listeners import SecurityProtocol
 from herdless.security.principal import ANONYMOUS, KafkaPrincipal
@@ -18,6 +19,10 @@ class ClientSession:
     client_address: str
     # The SASL mechanism it authenticated with, if any.
     sasl_mechanism: str | None = None
+    # Called once the connection has closed (Kafka's connection disconnect listeners):
+    # what a handler keeps for this connection alone, such as a share session, ends
+    # with it. Shared by the copies SASL makes of the session.
+    on_close: list[Callable[[], None]] = field(default_factory=list, compare=False)
 
 
 def anonymous(client_address: str, listener: str = "PLAINTEXT") -> ClientSession:

@@ -171,6 +171,52 @@ def test_acknowledgements_are_written_and_a_new_leader_reads_them_back() -> None
     asyncio.run(run())
 
 
+def test_a_fetch_from_before_a_leader_epoch_bump_does_not_lead_the_partition_back() -> None:
+    """A long poll resolved at leader epoch 0 wakes after a fetch at epoch 1 loaded the
+    share partition: it is told NOT_LEADER_OR_FOLLOWER, and what members hold at epoch 1
+    stays theirs rather than being read back afresh and handed out again."""
+
+    async def run() -> None:
+        log = Log()
+        log.append(2)
+        leader = Manager()
+        partition_log: Any = log
+        chosen = settings()
+        newer = await leader.manager.acquire(KEY, "t", partition_log, 1, chosen, "a", 100, 1 << 20)
+        assert newer.acquired == (AcquiredRecords(0, 1, 1),)
+        with pytest.raises(ShareStateError) as refused:
+            await leader.manager.acquire(KEY, "t", partition_log, 0, chosen, "b", 100, 1 << 20)
+        assert refused.value.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        await leader.manager.acknowledge(KEY, "a", accept(0, 1))
+        leader.manager.close()
+
+    asyncio.run(run())
+
+
+def test_the_next_leader_epoch_on_the_same_leader_keeps_what_members_hold() -> None:
+    """The controller raised the epoch with this broker leading throughout (an ISR
+    shrink): a's records stay a's, not read back and handed to b as new."""
+
+    async def run() -> None:
+        log = Log()
+        log.append(2)
+        leader = Manager()
+        partition_log: Any = log
+        chosen = settings()
+        got = await leader.manager.acquire(KEY, "t", partition_log, 1, chosen, "a", 100, 1 << 20)
+        assert got.acquired == (AcquiredRecords(0, 1, 1),)
+        log.append(1)
+        got = await leader.manager.acquire(KEY, "t", partition_log, 2, chosen, "b", 100, 1 << 20)
+        assert got.acquired == (AcquiredRecords(2, 2, 1),)
+        await leader.manager.acknowledge(KEY, "a", accept(0, 1))
+        # Two epochs on, another broker led in between: read back from the Persister.
+        got = await leader.manager.acquire(KEY, "t", partition_log, 4, chosen, "c", 100, 1 << 20)
+        assert got.acquired == (AcquiredRecords(2, 2, 1),)
+        leader.manager.close()
+
+    asyncio.run(run())
+
+
 def test_acknowledging_what_is_not_held_is_refused() -> None:
     async def run() -> None:
         manager = Manager()

@@ -116,6 +116,19 @@ def test_offsets_below_the_start_offset_are_passed_over() -> None:
     assert sp.acknowledge(A, [ack(8, 12, AcknowledgeType.ACCEPT)]) == StateChange(13, ())
 
 
+def test_a_batch_wholly_below_the_start_offset_is_refused() -> None:
+    """A accepted 0-4; B held them under a state read back without A's acquisition (a
+    new leader epoch): B's acceptance must not be confirmed as well."""
+    sp = partition()
+    sp.acquire(A, 0, [(0, 4)], 100, 0)
+    sp.acknowledge(A, [ack(0, 4, AcknowledgeType.ACCEPT)])
+    with pytest.raises(InvalidRecordState, match="below the start offset 5"):
+        sp.acknowledge(B, [ack(0, 4, AcknowledgeType.ACCEPT)])
+    with pytest.raises(InvalidRecordState):  # nor A's own, sent twice
+        sp.acknowledge(A, [ack(2, 3, AcknowledgeType.ACCEPT)])
+    assert sp.start_offset == 5
+
+
 def test_a_lock_that_runs_out_releases_then_archives_at_the_limit() -> None:
     sp = partition(delivery_count_limit=2)
     sp.acquire(A, 0, [(0, 1)], 100, 0)

@@ -66,6 +66,8 @@ async def handle_share_fetch(context: BrokerContext, request: Request) -> Any:
             session = shares.sessions.for_fetch(key, epoch, named, forgotten, monotonic_ms())
         except ShareSessionError as exc:
             raise RequestRefused(exc.error_code, str(exc)) from None
+        if epoch == INITIAL_EPOCH and request.session is not None:
+            request.session.on_close.append(shares.end_with_connection(session))
     except RequestRefused as error:
         refused = error.logged(request)
         return _response(refused.error_code, str(refused))

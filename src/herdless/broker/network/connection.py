@@ -203,6 +203,18 @@ class Connection:
             self._reader.on_frame = None
             self._responses.close()
             self._writer.close()
+            self._closed()
+
+    def _closed(self) -> None:
+        """Run what the connection's requests asked to run once it closes; not when the
+        broker is stopping: what they kept per connection stops with it."""
+        if self._context.stopping:
+            return
+        for callback in self.session.on_close:
+            try:
+                callback()
+            except Exception:
+                log.exception("after closing the connection from %s", self.peer)
 
     def _handle_now(self, frame: bytes) -> bytes | Suspended | None:
         """Handle a request as its frame arrives, in data_received, while the serving task

@@ -5,8 +5,10 @@ its choosing (the in-memory one until the share coordinator keeps the state)."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from herdless.broker.share.dead_letter_writer import DeadLetterWriter
 from herdless.broker.share.persister import Persister
@@ -17,9 +19,11 @@ from herdless.broker.share.share_group_settings import (
 )
 from herdless.broker.share.share_metrics import SharePartitionMetrics
 from herdless.broker.share.share_partition_manager import SharePartitionManager
-from herdless.broker.share.share_sessions import ShareSessionCache
+from herdless.broker.share.share_sessions import ShareSession, ShareSessionCache
 from herdless.coordinator.group_config import GroupConfigs
 from herdless.coordinator.share_state.state import SharePartitionKey
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
@@ -29,6 +33,8 @@ class ShareLeader:
     limits: ShareGroupLimits
     # The groups' own configs (share.*), where the broker keeps them.
     group_configs: GroupConfigs | None = None
+    # Sessions being ended because their connection closed (kept from the collector).
+    _ending: set[asyncio.Task[None]] = field(default_factory=set)
 
     @classmethod
     def build(
@@ -61,3 +67,24 @@ class ShareLeader:
             ],
             member_id,
         )
+
+    def end_with_connection(self, session: ShareSession) -> Callable[[], None]:
+        """What the connection `session` was opened on calls once it closes: the session
+        ends and what the member holds is released, as Kafka 4.1 does (KAFKA-19015), so
+        that a member that died gives its records back now rather than when their locks
+        run out. Unless the member opened another session since (on another
+        connection): that one is left alone."""
+
+        def closed() -> None:
+            if self.sessions.get(session.key) is not session:
+                return
+            task = asyncio.get_running_loop().create_task(self.end_session(*session.key))
+            self._ending.add(task)
+            task.add_done_callback(self._ended)
+
+        return closed
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        self._ending.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("cannot end a share session", exc_info=task.exception())

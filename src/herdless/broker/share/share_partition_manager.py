@@ -40,7 +40,8 @@ from herdless.coordinator.share_partitions.partition import (
     SharePartition,
     StateChange,
 )
-from herdless.coordinator.share_state.state import RecordState, SharePartitionKey
+from herdless.coordinator.share_state.state import RecordState, SharePartitionKey, ShareStateError
+from herdless.protocol.errors import ErrorCode
 from herdless.protocol.records import BatchHeader, iter_batches
 from herdless.storage import PartitionLog
 
@@ -252,6 +253,26 @@ class SharePartitionManager:
 
     def _leading(self, key: SharePartitionKey, topic: str, partition: int, epoch: int) -> _Led:
         led = self._led.get(key)
+        if led is not None and led.topic == topic and epoch < led.leader_epoch:
+            # A fetch that learned the leader epoch before it was raised (a long poll)
+            # must not lead the share partition back to the older epoch: that would
+            # read it back afresh, forgetting what members hold under the newer one.
+            raise ShareStateError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"{key} is led at leader epoch {led.leader_epoch}, not {epoch}",
+            )
+        if (
+            led is not None
+            and led.state is not None
+            and led.topic == topic
+            and epoch == led.leader_epoch + 1
+        ):
+            # The next epoch with this broker still leading: the controller raised it
+            # with the leader unchanged (ZooKeeper-era Kafka does on an ISR shrink; KRaft
+            # raises only the partition epoch). No other broker led in between, so what
+            # members hold here is still theirs: reading it back would forget it.
+            led.leader_epoch = epoch
+            return led
         if led is None or led.leader_epoch != epoch or led.topic != topic:
             # Led afresh (a new leader epoch, or the topic id now names another topic):
             # what was held under the old leadership is read back from the Persister.

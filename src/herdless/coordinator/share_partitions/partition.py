@@ -257,12 +257,22 @@ class SharePartition:
     def acknowledge(self, member_id: str, batches: Sequence[AcknowledgementBatch]) -> StateChange:
         """Apply a member's acknowledgements, all or none: InvalidRecordState, with nothing
         changed, unless every offset from the start offset on is Acquired by the member.
-        Offsets below the start offset are already settled and are passed over."""
+        Offsets below the start offset are already settled and are passed over, but a
+        batch with none at or past it is refused, as Kafka's SharePartition refuses a
+        batch it no longer caches: those records were settled without this member (its
+        lock ran out, or its leader's state was read back without its acquisition, and
+        another member took and accepted them), and saying yes would confirm one record
+        accepted by two members."""
         for batch in batches:
             if batch.last_offset >= self.end_offset:
                 raise InvalidRecordState(
                     f"offsets {batch.first_offset}-{batch.last_offset} reach past the"
                     f" end offset {self.end_offset}: never acquired"
+                )
+            if batch.last_offset < self._start:
+                raise InvalidRecordState(
+                    f"offsets {batch.first_offset}-{batch.last_offset} are below the start"
+                    f" offset {self._start}: settled already"
                 )
             for offset in range(max(batch.first_offset, self._start), batch.last_offset + 1):
                 record = self._records[offset - self._start]
