@@ -39,6 +39,8 @@ TOPIC_CONFIGS_PATH = "/config/topics"
 GROUP_CONFIGS_PATH = "/config/groups"
 # Users' configs, SCRAM credentials among them, named by the user sanitized as Kafka does.
 USER_CONFIGS_PATH = "/config/users"
+# Client ids' quotas (KIP-13); users' clients' are below their user's, .../clients/<id>.
+CLIENT_CONFIGS_PATH = "/config/clients"
 # A sequential znode written after each change to a user's (or any entity's) config, so
 # every broker re-reads that config (Kafka's ConfigEntityChangeNotificationZNode).
 CONFIG_CHANGES_PATH = "/config/changes"
@@ -57,6 +59,7 @@ PERSISTENT_PATHS = (
     TOPIC_CONFIGS_PATH,
     CONFIG_CHANGES_PATH,
     USER_CONFIGS_PATH,
+    CLIENT_CONFIGS_PATH,
     DELETE_TOPICS_PATH,
     "/brokers/seqid",
     "/isr_change_notification",
@@ -114,6 +117,12 @@ def user_config_path(user: str) -> str:
 def user_config_entity_path(user: str) -> str:
     """What a change notification names: the config's path below /config."""
     return f"users/{sanitize(user)}"
+
+
+def entity_config_path(entity_path: str) -> str:
+    """The znode of an entity's config by its path below /config (users/alice,
+    users/alice/clients/app, clients/<default>): names already sanitized."""
+    return f"/config/{entity_path}"
 
 
 def config_change_path(name: str) -> str:
@@ -464,6 +473,11 @@ def decode_topic_config(topic: str, data: bytes | None) -> dict[str, str]:
 def decode_user_config(user: str, data: bytes | None) -> dict[str, str]:
     """A user's config (SCRAM credentials, quotas), as Kafka's ConfigEntityZNode holds it."""
     return _decode_config(user_config_path(user), data)
+
+
+def decode_entity_config(entity_path: str, data: bytes | None) -> dict[str, str]:
+    """Any entity's config (a user's, a client id's, a user's client id's)."""
+    return _decode_config(entity_config_path(entity_path), data)
 
 
 def encode_config_change(entity_path: str) -> bytes:

@@ -1,0 +1,121 @@
+"""What each request costs against its client's quotas, and the throttle time it earns,
+as Kafka's KafkaApis charges it.
+
+Produce is charged its request's size; a consumer's Fetch the size of the records it
+answers with, and a Fetch that earns a throttle answers with no records at all (they are
+taken back off the rate, as Kafka's unrecordQuotaSensor does): the client fetches them
+again once its throttle is over. Every request is charged the time spent handling it,
+as a percentage of one second (request_percentage), but for requests brokers send each
+other. The connection answers at once with the throttle time, then reads nothing from
+the client for that long (KIP-219).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Coroutine, Generator
+from typing import Any
+
+from herdless.broker.handlers.fetch import replica_id_of
+from herdless.broker.quotas.entity import QuotaType
+from herdless.broker.quotas.manager import ClientQuotaManager
+from herdless.protocol.api_keys import ApiKey
+from herdless.protocol.codec import Request
+
+# Requests one broker sends another: Kafka's ClusterAction APIs, never throttled.
+_BETWEEN_BROKERS = frozenset(
+    {
+        ApiKey.CONTROLLED_SHUTDOWN,
+        ApiKey.WRITE_TXN_MARKERS,
+        ApiKey.INITIALIZE_SHARE_GROUP_STATE,
+        ApiKey.READ_SHARE_GROUP_STATE,
+        ApiKey.WRITE_SHARE_GROUP_STATE,
+        ApiKey.DELETE_SHARE_GROUP_STATE,
+        ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
+    }
+)
+# Kafka's ClientRequestQuotaManager.NanosToPercentagePerSecond, per second.
+_PERCENT_PER_SECOND = 100.0
+
+
+class TimedHandling:
+    """Runs a handler's coroutine, adding up the time spent in its steps alone: a Fetch
+    waiting for records or a JoinGroup parked until the group forms is not busy, as
+    Kafka's request thread time leaves out the purgatory."""
+
+    def __init__(self, coroutine: Coroutine[Any, Any, Any]) -> None:
+        self._coroutine = coroutine
+        self.seconds = 0.0
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coroutine = self._coroutine
+        sent: Any = None
+        thrown: BaseException | None = None
+        while True:
+            started = time.perf_counter()
+            try:
+                awaiting = coroutine.send(sent) if thrown is None else coroutine.throw(thrown)
+            except StopIteration as stop:
+                self.seconds += time.perf_counter() - started
+                return stop.value
+            finally:
+                thrown = None
+            self.seconds += time.perf_counter() - started
+            try:
+                sent = yield awaiting
+            except GeneratorExit:
+                coroutine.close()
+                raise
+            except BaseException as exc:
+                thrown, sent = exc, None
+
+
+def _fetched_bytes(response: Any) -> int:
+    return sum(
+        len(partition.records or b"")
+        for topic in response.responses
+        for partition in topic.partitions
+    )
+
+
+def charge(
+    quotas: ClientQuotaManager,
+    request: Request,
+    frame_size: int,
+    response: Any,
+    handling_seconds: float | None,
+) -> int:
+    """Charge the request to its client's quotas; the throttle time, set in `response`
+    (None: a Produce with acks=0) and emptied of records for a Fetch. 0 within quota."""
+    if not quotas.enabled():
+        return 0
+    session = request.session
+    user = session.principal.name if session is not None else ""
+    client_id = request.client_id or ""
+    api_key = request.api_key
+    bandwidth, charged, fetched = 0, QuotaType.REQUEST, 0
+    if api_key == ApiKey.PRODUCE:
+        charged = QuotaType.PRODUCE
+        bandwidth = quotas.record(charged, user, client_id, frame_size)
+    elif api_key == ApiKey.FETCH:
+        if replica_id_of(request.body, request.api_version) >= 0:
+            return 0  # a follower's: replication is not a client
+        if response is not None and quotas.enabled(QuotaType.FETCH):
+            charged = QuotaType.FETCH
+            fetched = _fetched_bytes(response)
+            bandwidth = quotas.record(charged, user, client_id, fetched)
+    busy = 0
+    if handling_seconds is not None and api_key not in _BETWEEN_BROKERS:
+        busy = quotas.record(
+            QuotaType.REQUEST, user, client_id, handling_seconds * _PERCENT_PER_SECOND
+        )
+    throttle = max(bandwidth, busy)
+    if throttle <= 0:
+        return 0
+    quotas.throttled(charged if bandwidth >= busy else QuotaType.REQUEST, user, client_id, throttle)
+    if charged is QuotaType.FETCH:
+        quotas.unrecord(QuotaType.FETCH, user, client_id, fetched)
+        response.responses = []
+    if response is not None and hasattr(response, "throttle_time_ms"):
+        response.throttle_time_ms = throttle
+    return throttle
