@@ -21,6 +21,7 @@ from herdless.broker.quotas.entity import QuotaType
 from herdless.broker.quotas.manager import ClientQuotaManager
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request
+from herdless.protocol.regions import FileRegion
 
 # Requests one broker sends another: Kafka's ClusterAction APIs, never throttled.
 _BETWEEN_BROKERS = frozenset(
@@ -78,6 +79,15 @@ def _fetched_bytes(response: Any) -> int:
     )
 
 
+def _drop_records(response: Any) -> None:
+    """Empty a throttled Fetch's answer, giving back the files its records were read from."""
+    for topic in response.responses:
+        for partition in topic.partitions:
+            if isinstance(partition.records, FileRegion):
+                partition.records.close()
+    response.responses = []
+
+
 def charge(
     quotas: ClientQuotaManager,
     request: Request,
@@ -115,7 +125,7 @@ def charge(
     quotas.throttled(charged if bandwidth >= busy else QuotaType.REQUEST, user, client_id, throttle)
     if charged is QuotaType.FETCH:
         quotas.unrecord(QuotaType.FETCH, user, client_id, fetched)
-        response.responses = []
+        _drop_records(response)
     if response is not None and hasattr(response, "throttle_time_ms"):
         response.throttle_time_ms = throttle
     return throttle
