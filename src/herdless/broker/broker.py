@@ -160,6 +160,7 @@ class Broker:
             self.credentials = LocalCredentials(Path(config.data_dir))
         samples, window_ms = config.quota_window()
         self.quotas = ClientQuotaManager(samples, window_ms, monotonic_ms)
+        self.metrics.attach_quotas(self.quotas)
         self.quota_store: LocalQuotas | ZooKeeperQuotas
         if isinstance(self.credentials, ZooKeeperCredentials):
             self.quota_store = ZooKeeperQuotas(self.credentials, self.quotas)

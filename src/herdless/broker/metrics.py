@@ -41,6 +41,8 @@ from herdless.broker.auth.authorizer_audit import DecisionCounts
 from herdless.broker.coordinators.group_coordinator import GroupCoordinator, ShardState
 from herdless.broker.coordinators.transaction_coordinator import TransactionCoordinator
 from herdless.broker.handlers.fetch_sessions import FetchSessionCache
+from herdless.broker.quotas.manager import ClientQuotaManager
+from herdless.broker.quotas.metrics import QuotaRates, quota_metrics
 from herdless.broker.transaction_metrics import (
     TransactionMetrics,
     TransactionSnapshot,
@@ -75,6 +77,7 @@ class BrokerMetrics:
         self._fetch_sessions: FetchSessionCache | None = None
         self._authorizations: DecisionCounts | None = None
         self._transaction_coordinator: TransactionCoordinator | None = None
+        self._quotas: ClientQuotaManager | None = None
         self.registry = CollectorRegistry(auto_describe=False)
         # The transaction coordinator's events (TransactionEvents) are counted here.
         self.transactions = TransactionMetrics(self.registry)
@@ -130,6 +133,10 @@ class BrokerMetrics:
         """The transaction coordinator whose shards each scrape counts."""
         self._transaction_coordinator = coordinator
 
+    def attach_quotas(self, quotas: ClientQuotaManager) -> None:
+        """The client quotas whose measured rates each scrape copies."""
+        self._quotas = quotas
+
     def observe_request(self, api: str, seconds: float) -> None:
         """Count one answered request: a bucket found in C and two additions.
 
@@ -177,6 +184,8 @@ class BrokerMetrics:
                 (operation.kafka_name, resource_type.kafka_name, allowed, count)
                 for (operation, resource_type, allowed), count in self._authorizations.items()
             ]
+        if self._quotas is not None:
+            state.client_quotas = self._quotas.rates()
         return await asyncio.to_thread(self.render, state)
 
     def render(self, state: Snapshot) -> bytes:
@@ -211,6 +220,7 @@ class Snapshot:
     # (operation, resource type, allowed, decisions since the start)
     authorizations: list[tuple[str, str, bool, int]] = field(default_factory=list)
     transactions: TransactionSnapshot = field(default_factory=TransactionSnapshot)
+    client_quotas: QuotaRates = field(default_factory=dict)
 
 
 def snapshot(
@@ -271,6 +281,7 @@ class _SnapshotCollector(Collector):
         yield from self._partitions()
         yield from self._fetch_sessions()
         yield from transaction_gauges(self._state.transactions)
+        yield from quota_metrics(self._state.client_quotas)
 
     def _request_times(self) -> Metric:
         histogram = HistogramMetricFamily(
