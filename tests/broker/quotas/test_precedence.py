@@ -100,9 +100,12 @@ def test_the_manager_throttles_only_past_the_quota() -> None:
     manager = ClientQuotaManager(11, 1000, lambda: now[0])
     assert manager.record(QuotaType.PRODUCE, "alice", "app", 10**9) == 0  # no quota yet
     manager.apply("clients/app", {KEY: "1000", "SCRAM-SHA-256": "ignored"})
-    assert manager.record(QuotaType.PRODUCE, "alice", "app", 5000) == 0
-    assert manager.record(QuotaType.PRODUCE, "alice", "app", 15_000) == 10_000
+    assert manager.record(QuotaType.PRODUCE, "alice", "app", 1000) == 0
+    # Twice the quota in the first second: wait a second more.
+    assert manager.record(QuotaType.PRODUCE, "alice", "app", 1000) == 1000
     assert manager.record(QuotaType.PRODUCE, "alice", "other", 15_000) == 0
+    now[0] = 2000
+    assert manager.record(QuotaType.PRODUCE, "alice", "app", 0) == 0
     manager.apply("clients/app", {})
     assert not manager.enabled(QuotaType.PRODUCE)
     assert manager.record(QuotaType.PRODUCE, "alice", "app", 10**9) == 0
@@ -112,3 +115,19 @@ def test_a_request_time_throttle_is_at_most_one_window() -> None:
     manager = ClientQuotaManager(11, 1000, lambda: 0)
     manager.apply("users/<default>", {"request_percentage": "1.0"})
     assert manager.record(QuotaType.REQUEST, "alice", "app", 500.0) == 1000
+
+
+@pytest.mark.parametrize("request_bytes", [10_000, 90_000, 1_000_000])
+def test_a_client_that_waits_out_its_throttles_goes_at_its_quota(request_bytes: int) -> None:
+    """A flat-out client sending again as soon as each throttle is over: over 30 s (and
+    over each 10 s of it) it sends at the quota, from the start, without bursts."""
+    now = [0]
+    manager = ClientQuotaManager(11, 1000, lambda: now[0])
+    manager.apply("clients/app", {KEY: "1000000"})
+    sent_at: list[int] = []
+    while now[0] < 30_000:
+        sent_at.append(now[0])
+        now[0] += max(manager.record(QuotaType.PRODUCE, "u", "app", request_bytes), 1)
+    for start in (0, 10_000, 20_000):
+        sent = sum(request_bytes for t in sent_at if start <= t < start + 10_000)
+        assert sent / 10 == pytest.approx(1_000_000, rel=0.10)

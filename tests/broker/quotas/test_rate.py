@@ -58,6 +58,14 @@ def test_a_taken_back_record_leaves_the_rate_as_before() -> None:
     assert rate.measure(10) == before
 
 
+def test_a_quota_rate_is_divided_by_the_time_elapsed_from_one_window() -> None:
+    rate = SampledRate(0, samples=11, window_ms=1000, min_windows=1)
+    rate.record(3000, 0)
+    assert rate.window_size_ms(500) == 1500  # one whole window and the current one's part
+    assert rate.window_size_ms(4000) == 4000
+    assert throttle_time_ms(rate, 1000, 0) == 2000
+
+
 def test_a_rate_needs_two_samples() -> None:
     with pytest.raises(ValueError, match="two samples"):
         SampledRate(0, samples=1)

@@ -35,12 +35,18 @@ class SampledRate:
     """A per-second rate over `samples` windows of `window_ms` (Kafka's Rate, SampledStat)."""
 
     def __init__(
-        self, now_ms: int, samples: int = DEFAULT_SAMPLES, window_ms: int = DEFAULT_WINDOW_MS
+        self,
+        now_ms: int,
+        samples: int = DEFAULT_SAMPLES,
+        window_ms: int = DEFAULT_WINDOW_MS,
+        min_windows: int | None = None,
     ) -> None:
         if samples < 2 or window_ms < 1:
             raise ValueError("a rate needs at least two samples of at least 1 ms")
         self.samples = samples
         self.window_ms = window_ms
+        # The least time, in windows, a rate is divided by: Kafka's is samples - 1.
+        self.min_windows = samples - 1 if min_windows is None else min_windows
         # One more than `samples`: the oldest may overlap the window's start.
         self._ring = [_Sample(now_ms, now_ms)]
         self._current = 0
@@ -63,8 +69,8 @@ class SampledRate:
         self._purge(now_ms)
         elapsed = now_ms - min(sample.start_ms for sample in self._ring)
         full_windows = elapsed // self.window_ms
-        if full_windows < self.samples - 1:
-            elapsed += (self.samples - 1 - full_windows) * self.window_ms
+        if full_windows < self.min_windows:
+            elapsed += (self.min_windows - full_windows) * self.window_ms
         return max(elapsed, 1)
 
     def _advance(self, now_ms: int) -> _Sample:
