@@ -2,12 +2,16 @@
 as Kafka's KafkaApis charges it.
 
 Produce is charged its request's size; a consumer's Fetch the size of the records it
-answers with, and a Fetch that earns a throttle answers with no records at all (they are
-taken back off the rate, as Kafka's unrecordQuotaSensor does): the client fetches them
-again once its throttle is over. Every request is charged the time spent handling it,
-as a percentage of one second (request_percentage), but for requests brokers send each
-other. The connection answers at once with the throttle time, then reads nothing from
-the client for that long (KIP-219).
+answers with. Kafka answers a Fetch that earns a throttle with no records (taken back off
+the rate, its unrecordQuotaSensor), so the client waits out a throttle earned by records
+it never got and fetches them again: measured with librdkafka under a 1 MB/s quota, that
+held a consumer 16% under its quota. herdless sends the records read and throttles the
+client for them, as for Produce: the same throttle, and the client's rate at its quota.
+
+Every request is charged the time spent handling it, as a percentage of one second
+(request_percentage), but for requests brokers send each other. The connection answers
+at once with the throttle time, then reads nothing from the client for that long
+(KIP-219).
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ from herdless.broker.quotas.entity import QuotaType
 from herdless.broker.quotas.manager import ClientQuotaManager
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request
-from herdless.protocol.regions import FileRegion
 
 # Requests one broker sends another: Kafka's ClusterAction APIs, never throttled.
 _BETWEEN_BROKERS = frozenset(
@@ -79,15 +82,6 @@ def _fetched_bytes(response: Any) -> int:
     )
 
 
-def _drop_records(response: Any) -> None:
-    """Empty a throttled Fetch's answer, giving back the files its records were read from."""
-    for topic in response.responses:
-        for partition in topic.partitions:
-            if isinstance(partition.records, FileRegion):
-                partition.records.close()
-    response.responses = []
-
-
 def charge(
     quotas: ClientQuotaManager,
     request: Request,
@@ -96,14 +90,14 @@ def charge(
     handling_seconds: float | None,
 ) -> int:
     """Charge the request to its client's quotas; the throttle time, set in `response`
-    (None: a Produce with acks=0) and emptied of records for a Fetch. 0 within quota."""
+    (None: a Produce with acks=0). 0 within quota."""
     if not quotas.enabled():
         return 0
     session = request.session
     user = session.principal.name if session is not None else ""
     client_id = request.client_id or ""
     api_key = request.api_key
-    bandwidth, charged, fetched = 0, QuotaType.REQUEST, 0
+    bandwidth, charged = 0, QuotaType.REQUEST
     if api_key == ApiKey.PRODUCE:
         charged = QuotaType.PRODUCE
         bandwidth = quotas.record(charged, user, client_id, frame_size)
@@ -112,8 +106,7 @@ def charge(
             return 0  # a follower's: replication is not a client
         if response is not None and quotas.enabled(QuotaType.FETCH):
             charged = QuotaType.FETCH
-            fetched = _fetched_bytes(response)
-            bandwidth = quotas.record(charged, user, client_id, fetched)
+            bandwidth = quotas.record(charged, user, client_id, _fetched_bytes(response))
     busy = 0
     if handling_seconds is not None and api_key not in _BETWEEN_BROKERS:
         busy = quotas.record(
@@ -123,9 +116,6 @@ def charge(
     if throttle <= 0:
         return 0
     quotas.throttled(charged if bandwidth >= busy else QuotaType.REQUEST, user, client_id, throttle)
-    if charged is QuotaType.FETCH:
-        quotas.unrecord(QuotaType.FETCH, user, client_id, fetched)
-        _drop_records(response)
     if response is not None and hasattr(response, "throttle_time_ms"):
         response.throttle_time_ms = throttle
     return throttle

@@ -97,13 +97,6 @@ class ClientQuotaManager:
             throttle = min(throttle, self.window_ms)
         return throttle
 
-    def unrecord(self, quota: QuotaType, user: str, client_id: str, value: float) -> None:
-        """Take back what a throttled Fetch recorded: its records are not sent."""
-        match = self.quota_for(quota, user, client_id) if self.enabled(quota) else None
-        if match is not None:
-            now = self._clock()
-            self._rate(quota, match, now).rate.record(-value, now)
-
     def throttled(self, quota: QuotaType, user: str, client_id: str, throttle_ms: int) -> None:
         """Count a response throttled for `throttle_ms` under `quota` (for /metrics)."""
         match = self.quota_for(quota, user, client_id)
