@@ -10,6 +10,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,6 +28,7 @@ from herdless.broker.quotas.entity import DEFAULT, QuotaEntity
 from herdless.broker.quotas.store import QUOTAS_FILE
 from herdless.testing.process import free_port
 from tests.support.broker import BrokerProcess, module_broker
+from tests.support.cli import herdless, refused, succeeded, table_rows
 from tests.support.wire import Wire
 
 NONE, UNSUPPORTED_VERSION, INVALID_REQUEST = 0, 35, 42
@@ -135,8 +137,18 @@ def test_quotas_are_altered_and_described_by_entity(broker: BrokerProcess) -> No
         (("user", "ann"), ("client-id", "etl"))
     ]
     # Removing every quota of an entity removes the entity.
-    assert alter(broker, [((("user", None),), {"producer_byte_rate": None})]) == [(NONE, None)]
-    assert (("user", None),) not in entities(describe(broker, []))
+    assert (
+        alter(
+            broker,
+            [
+                ((("user", None),), {"producer_byte_rate": None}),
+                ((("client-id", None),), {"consumer_byte_rate": None}),
+            ],
+        )
+        == [(NONE, None)] * 2
+    )
+    left = entities(describe(broker, []))
+    assert (("user", None),) not in left and (("client-id", None),) not in left
 
 
 def test_bad_alterations_get_kafkas_errors_and_change_nothing(broker: BrokerProcess) -> None:
@@ -359,3 +371,88 @@ def test_a_consumer_is_held_to_its_client_id_quota_beside_an_unthrottled_one(
     free.join()
     assert rates["slow-consumer"] == pytest.approx(MB, rel=0.10), rates
     assert rates["free-consumer"] > 3 * MB, rates
+
+
+# -- the command -------------------------------------------------------------------------
+
+
+def test_the_cli_alters_and_describes_quotas_through_a_broker(broker: BrokerProcess) -> None:
+    def quotas(*args: str) -> Any:
+        return herdless("quotas", *args, "-b", broker.bootstrap)
+
+    succeeded(
+        quotas(
+            "alter",
+            "--user",
+            "cli-user",
+            "--client-id",
+            "cli-app",
+            "--add-config",
+            "producer_byte_rate=1024,consumer_byte_rate=2048",
+        )
+    )
+    succeeded(quotas("alter", "--client-defaults", "--add-config", "request_percentage=50"))
+    assert table_rows(
+        succeeded(quotas("describe", "--user", "cli-user", "--client-id", "cli-app"))
+    ) == [
+        ["user=cli-user,client-id=cli-app", "consumer_byte_rate", "2048.0"],
+        ["user=cli-user,client-id=cli-app", "producer_byte_rate", "1024.0"],
+    ]
+    assert ["client-id=<default>", "request_percentage", "50.0"] in table_rows(
+        succeeded(quotas("describe"))
+    )
+    succeeded(quotas("alter", "--client-defaults", "--delete-config", "request_percentage"))
+    assert table_rows(succeeded(quotas("describe", "--client-defaults"))) == []
+    refused(quotas("alter", "--user", "x", "--add-config", "producer_byte_rate=1.5"), "LONG", 2)
+    refused(
+        quotas("alter", "--user", "x", "--add-config", "bytes=1"), "Invalid configuration key", 2
+    )
+    refused(quotas("alter", "--user", "x", "--add-config", "producer_byte_rate"), "key=value", 2)
+    refused(quotas("alter", "--add-config", "producer_byte_rate=1"), "name the entity", 2)
+    refused(quotas("alter", "--user", "x"), "nothing to alter", 2)
+    refused(quotas("describe", "--user", "x", "--user-defaults"), "not both", 2)
+
+
+def test_the_cli_alters_quotas_offline_in_a_data_directory(tmp_path: Path) -> None:
+    offline = ("--data-dir", str(tmp_path / "data"))
+    succeeded(
+        herdless(
+            "quotas",
+            "alter",
+            "--user-defaults",
+            "--add-config",
+            "producer_byte_rate=5000",
+            *offline,
+        )
+    )
+    assert table_rows(succeeded(herdless("quotas", "describe", *offline))) == [
+        ["user=<default>", "producer_byte_rate", "5000.0"]
+    ]
+    process = BrokerProcess(tmp_path / "data")
+    process.start()
+    try:
+        assert entities(describe(process, [("user", 1, None)], strict=True)) == {
+            (("user", None),): {"producer_byte_rate": 5000.0}
+        }
+        refused(
+            herdless(
+                "quotas", "alter", "--user", "a", "--add-config", "producer_byte_rate=1", *offline
+            ),
+            "in use by a running broker",
+        )
+    finally:
+        process.stop()
+
+
+def test_request_time_is_throttled_with_throttle_time_ms(broker: BrokerProcess) -> None:
+    # A quota of no time at all: the first request earns a throttle, answered at once.
+    assert alter(broker, [((("client-id", "wire-test"),), {"request_percentage": 0.0001})]) == [
+        (NONE, None)
+    ]
+    try:
+        started = time.monotonic()
+        first = describe(broker, [])
+        assert first.throttle_time_ms > 0
+        assert time.monotonic() - started < first.throttle_time_ms / 1000
+    finally:
+        alter(broker, [((("client-id", "wire-test"),), {"request_percentage": None})])
