@@ -16,12 +16,6 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer
 from kafka import KafkaAdminClient
-from kafka.protocol.admin import (
-    AlterClientQuotasRequest,
-    AlterClientQuotasResponse,
-    DescribeClientQuotasRequest,
-    DescribeClientQuotasResponse,
-)
 
 from herdless.admin.client_quotas import alter_quotas, describe_quotas
 from herdless.broker.quotas.entity import DEFAULT, QuotaEntity
@@ -29,7 +23,7 @@ from herdless.broker.quotas.store import QUOTAS_FILE
 from herdless.testing.process import free_port
 from tests.support.broker import BrokerProcess, module_broker
 from tests.support.cli import herdless, refused, succeeded, table_rows
-from tests.support.wire import Wire
+from tests.support.quotas import alter, describe, entities
 
 NONE, UNSUPPORTED_VERSION, INVALID_REQUEST = 0, 35, 42
 MB = 1_000_000
@@ -53,50 +47,6 @@ def admin(broker: BrokerProcess) -> Iterator[KafkaAdminClient]:
     client = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     yield client
     client.close()
-
-
-def alter(broker: BrokerProcess, entries: list[Any], validate_only: bool = False) -> list[Any]:
-    Entry = AlterClientQuotasRequest.EntryData
-    request = AlterClientQuotasRequest[1](
-        entries=[
-            Entry(
-                entity=[Entry.EntityData(entity_type=t, entity_name=n) for t, n in entity],
-                ops=[Entry.OpData(key=k, value=v or 0.0, remove=v is None) for k, v in ops.items()],
-            )
-            for entity, ops in entries
-        ],
-        validate_only=validate_only,
-    )
-    wire = Wire(broker)
-    try:
-        response = wire.call(request, AlterClientQuotasResponse[1])
-    finally:
-        wire.close()
-    return [(e.error_code, e.error_message) for e in response.entries]  # type: ignore[attr-defined]
-
-
-def describe(
-    broker: BrokerProcess, components: list[tuple[str, int, str | None]], strict: bool = False
-) -> Any:
-    Component = DescribeClientQuotasRequest.ComponentData
-    request = DescribeClientQuotasRequest[1](
-        components=[Component(entity_type=t, match_type=m, match=n) for t, m, n in components],
-        strict=strict,
-    )
-    wire = Wire(broker)
-    try:
-        return wire.call(request, DescribeClientQuotasResponse[1])
-    finally:
-        wire.close()
-
-
-def entities(response: Any) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
-    return {
-        tuple((e.entity_type, e.entity_name) for e in entry.entity): {
-            v.key: v.value for v in entry.values
-        }
-        for entry in response.entries
-    }
 
 
 # -- the admin APIs ----------------------------------------------------------------------

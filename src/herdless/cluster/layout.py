@@ -121,7 +121,11 @@ def user_config_entity_path(user: str) -> str:
 
 def entity_config_path(entity_path: str) -> str:
     """The znode of an entity's config by its path below /config (users/alice,
-    users/alice/clients/app, clients/<default>): names already sanitized."""
+    users/alice/clients/app, clients/<default>): names already sanitized. ValueError for
+    a name ZooKeeper cannot hold, "." or ".."."""
+    for name in entity_path.split("/"):
+        if name in (".", ".."):
+            raise ValueError(f"ZooKeeper cannot hold an entity named {name!r}")
     return f"/config/{entity_path}"
 
 

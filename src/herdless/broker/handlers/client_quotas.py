@@ -175,7 +175,7 @@ async def handle_alter_client_quotas(context: BrokerContext, request: Request) -
                 else:
                     await store.alter(entity.path, change)
                     log.info("client quotas of %s altered", entity.describe())
-        except InvalidEntity as exc:
+        except ValueError as exc:  # InvalidEntity, or a name ZooKeeper cannot hold
             code, message = ErrorCode.INVALID_REQUEST, str(exc)
         except (ClusterUnavailable, StateVersionConflict, StorageError, OSError) as exc:
             log.error("client quotas not altered: %s", exc)
