@@ -22,7 +22,7 @@ from herdless.broker.quotas.entity import DEFAULT, QuotaEntity
 from herdless.broker.quotas.store import QUOTAS_FILE
 from herdless.testing.process import free_port
 from tests.support.broker import BrokerProcess, module_broker
-from tests.support.cli import herdless, refused, succeeded, table_rows
+from tests.support.cli import assert_documented, herdless, refused, succeeded, table_rows
 from tests.support.quotas import alter, describe, entities
 
 NONE, UNSUPPORTED_VERSION, INVALID_REQUEST = 0, 35, 42
@@ -351,6 +351,11 @@ def test_the_cli_alters_and_describes_quotas_through_a_broker(broker: BrokerProc
     assert ["client-id=<default>", "request_percentage", "50.0"] in table_rows(
         succeeded(quotas("describe"))
     )
+    shown = json.loads(succeeded(quotas("describe", "--client-defaults", "-o", "json")))
+    assert shown == [
+        {"entity": "client-id=<default>", "quota": "request_percentage", "value": 50.0}
+    ]
+    assert_documented("quotas describe", shown)
     succeeded(quotas("alter", "--client-defaults", "--delete-config", "request_percentage"))
     assert table_rows(succeeded(quotas("describe", "--client-defaults"))) == []
     refused(quotas("alter", "--user", "x", "--add-config", "producer_byte_rate=1.5"), "LONG", 2)
