@@ -18,8 +18,8 @@ from confluent_kafka import Consumer, Producer
 from kafka import KafkaAdminClient
 
 from herdless.admin.client_quotas import alter_quotas, describe_quotas
-from herdless.broker.quotas.entity import DEFAULT, QuotaEntity
 from herdless.broker.quotas.store import QUOTAS_FILE
+from herdless.protocol.client_quotas import DEFAULT, QuotaEntity
 from herdless.testing.process import free_port
 from tests.support.broker import BrokerProcess, module_broker
 from tests.support.cli import assert_documented, herdless, refused, succeeded, table_rows

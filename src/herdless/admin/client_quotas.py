@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from herdless.admin.client import error_text, from_any_broker
 from herdless.admin.errors import AdminError
-from herdless.broker.quotas.entity import QuotaEntity
+from herdless.protocol.client_quotas import QuotaEntity
 
 if TYPE_CHECKING:
     from kafka import KafkaAdminClient

@@ -28,7 +28,7 @@ from herdless.cli.users import (
 )
 
 if TYPE_CHECKING:
-    from herdless.broker.quotas.entity import QuotaEntity
+    from herdless.protocol.client_quotas import QuotaEntity
 
 quotas_app = command_group(
     "Describe and alter client quotas (producer_byte_rate, consumer_byte_rate,"
@@ -53,7 +53,7 @@ def _entity(
     user: str | None, user_defaults: bool, client_id: str | None, client_defaults: bool
 ) -> QuotaEntity | None:
     """The entity named by the options; None when none is (every entity)."""
-    from herdless.broker.quotas.entity import DEFAULT, InvalidEntity, QuotaEntity
+    from herdless.protocol.client_quotas import DEFAULT, InvalidEntity, QuotaEntity
 
     if user is not None and user_defaults:
         raise fail("give --user or --user-defaults, not both", USAGE)
@@ -130,7 +130,7 @@ def alter(
     zookeeper_config: ZooKeeperConfigOption = None,
 ) -> None:
     """Set and remove quotas of one entity: a user, a client id, or a user's client id."""
-    from herdless.broker.quotas.entity import InvalidEntity, quota_value
+    from herdless.protocol.client_quotas import InvalidEntity, quota_value
 
     entity = _entity(user, user_defaults, client_id, client_defaults)
     if entity is None:
@@ -180,7 +180,7 @@ def _added(items: list[str]) -> dict[str, float]:
 
 
 def _read_offline(where: Path | _ZooKeeper) -> list[tuple[QuotaEntity, dict[str, float]]]:
-    from herdless.broker.quotas.entity import QuotaEntity, quotas_of
+    from herdless.protocol.client_quotas import QuotaEntity, quotas_of
 
     if isinstance(where, Path):
         from herdless.broker.quotas.store import read_file
@@ -211,7 +211,7 @@ def _read_offline(where: Path | _ZooKeeper) -> list[tuple[QuotaEntity, dict[str,
 def _alter_offline(
     where: Path | _ZooKeeper, entity: QuotaEntity, added: dict[str, float], deleted: list[str]
 ) -> None:
-    from herdless.broker.quotas.entity import quota_value
+    from herdless.protocol.client_quotas import quota_value
 
     def change(config: dict[str, str]) -> dict[str, str]:
         changed = {k: v for k, v in config.items() if k not in deleted}

@@ -18,11 +18,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Generic, TypeVar
-from urllib.parse import quote, unquote, unquote_plus
+from urllib.parse import quote, unquote
 
 from herdless.cluster.errors import MalformedZNode
 from herdless.protocol import kafka_uuid
 from herdless.protocol.kafka_uuid import kafka_uuid_str
+
+# Znode names of users and client ids; layout.sanitize and layout.desanitize as before.
+from herdless.protocol.sanitizer import desanitize as desanitize
+from herdless.protocol.sanitizer import sanitize as sanitize
 from herdless.security.listeners import Endpoint, SecurityProtocol
 
 T = TypeVar("T")
@@ -140,23 +144,6 @@ def config_change_number(name: str) -> int | None:
     if digits == name or not (digits.isascii() and digits.isdigit()):
         return None
     return int(digits)
-
-
-# What java.net.URLEncoder leaves as it is; Kafka's Sanitizer then writes '*' as %2A.
-_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-_")
-
-
-def sanitize(name: str) -> str:
-    """A user name as Kafka's Sanitizer writes it into a znode name: UTF-8, percent-encoded
-    but for letters, digits and `.-_` (a space is %20)."""
-    return "".join(
-        c if c in _UNRESERVED else "".join(f"%{b:02X}" for b in c.encode("utf-8")) for c in name
-    )
-
-
-def desanitize(name: str) -> str:
-    """A znode name back to the user name (java.net.URLDecoder: '+' is a space)."""
-    return unquote_plus(name, errors="strict")
 
 
 def delete_topic_path(topic: str) -> str:

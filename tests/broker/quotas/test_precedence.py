@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from herdless.broker.quotas.entity import (
+from herdless.broker.quotas.manager import ClientQuotaManager
+from herdless.broker.quotas.precedence import applicable_quota
+from herdless.protocol.client_quotas import (
     DEFAULT,
     InvalidEntity,
     QuotaEntity,
     QuotaType,
-    applicable_quota,
     quota_value,
 )
-from herdless.broker.quotas.manager import ClientQuotaManager
 
 KEY = "producer_byte_rate"
 LEVELS = [

@@ -9,7 +9,9 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from herdless.broker.handlers.authorization import REFUSALS, authorize_cluster
-from herdless.broker.quotas.entity import (
+from herdless.cluster.errors import ClusterUnavailable, StateVersionConflict
+from herdless.protocol.api_keys import ApiKey
+from herdless.protocol.client_quotas import (
     CLIENT_ID,
     DEFAULT,
     USER,
@@ -17,8 +19,6 @@ from herdless.broker.quotas.entity import (
     QuotaEntity,
     quota_value,
 )
-from herdless.cluster.errors import ClusterUnavailable, StateVersionConflict
-from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.security.acls import AclOperation, ResourceType

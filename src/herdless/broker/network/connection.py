@@ -38,8 +38,8 @@ from herdless.broker.network.sasl_authentication import (
     Step,
 )
 from herdless.broker.quotas.enforcement import TimedHandling, charge
-from herdless.broker.quotas.entity import QuotaType
 from herdless.protocol.api_keys import ApiKey
+from herdless.protocol.client_quotas import QuotaType
 from herdless.protocol.codec import (
     FRAME_SIZE,
     MalformedRequest,

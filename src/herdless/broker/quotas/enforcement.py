@@ -21,9 +21,9 @@ from collections.abc import Coroutine, Generator
 from typing import Any
 
 from herdless.broker.handlers.fetch import replica_id_of
-from herdless.broker.quotas.entity import QuotaType
 from herdless.broker.quotas.manager import ClientQuotaManager
 from herdless.protocol.api_keys import ApiKey
+from herdless.protocol.client_quotas import QuotaType
 from herdless.protocol.codec import Request
 
 # Requests one broker sends another: Kafka's ClusterAction APIs, never throttled.

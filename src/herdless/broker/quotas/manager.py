@@ -3,7 +3,7 @@ ClientQuotaManager (byte rates) and ClientRequestQuotaManager (request time) in 
 
 Each record returns the throttle time the client has earned, 0 within its quota. The
 quotas come from the store (store.py) as each entity's config is read or changed; a
-rate is kept per quota type and sensor key (whom the quota is shared by, entity.py),
+rate is kept per quota type and sensor key (whom the quota is shared by, precedence.py),
 and forgotten after an hour unused, as Kafka expires its quota sensors.
 """
 
@@ -12,14 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from herdless.broker.quotas.entity import (
-    QuotaEntity,
-    QuotaMatch,
-    QuotaType,
-    applicable_quota,
-    quotas_of,
-)
+from herdless.broker.quotas.precedence import QuotaMatch, applicable_quota
 from herdless.broker.quotas.rate import SampledRate, throttle_time_ms
+from herdless.protocol.client_quotas import QuotaEntity, QuotaType, quotas_of
 
 # A quota's rate is divided by at least one window, where Kafka's Rate pads it to all
 # windows but one. Kafka's padding lets a client send (samples - 1) windows' worth at

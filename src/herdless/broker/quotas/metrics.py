@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from herdless.broker.quotas.entity import QuotaType
+from herdless.protocol.client_quotas import QuotaType
 
 # (quota type, (user, client id)) -> (rate now, quota, throttled responses, throttle ms)
 QuotaRates = Mapping[tuple[QuotaType, tuple[str, str]], tuple[float, float, int, int]]

@@ -1,11 +1,10 @@
-"""Quota entities as Kafka names them and keeps them, and which quota applies to whom.
+"""Client quota entities and quotas as Kafka names them and keeps them (KIP-55, KIP-546).
 
 An entity is a user, a client id, or a user's client id (KIP-55); either part may be
 the default, `<default>` in ZooKeeper and null on the wire. Its quotas are the config
 at /config/users/<user>, /config/users/<user>/clients/<client-id> or
-/config/clients/<client-id>, names sanitized as Kafka's Sanitizer writes them. The
-quotas of a client are those of the first entity in Kafka's order of precedence that
-has the quota set (QUOTA_PRECEDENCE).
+/config/clients/<client-id>, names sanitized as Kafka's Sanitizer writes them. Which
+entity's quota applies to a client is the broker's (broker/quotas/precedence.py).
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
-from herdless.cluster import layout
+from herdless.protocol.sanitizer import desanitize, sanitize
 
 USER = "user"
 CLIENT_ID = "client-id"
@@ -124,11 +123,11 @@ def _znode_name(part: Part) -> str:
     if part is DEFAULT:
         return DEFAULT_NAME
     assert isinstance(part, str)
-    return layout.sanitize(part)
+    return sanitize(part)
 
 
 def _part_of(name: str) -> Part:
-    return DEFAULT if name == DEFAULT_NAME else layout.desanitize(name)
+    return DEFAULT if name == DEFAULT_NAME else desanitize(name)
 
 
 def quota_value(key: str, value: float) -> str:
@@ -156,50 +155,3 @@ def quotas_of(config: Mapping[str, str]) -> dict[str, float]:
         except ValueError:
             continue
     return found
-
-
-# (user part, client part): which parts of the client name the entity at each level.
-# "named" is the client's own user or client id; DEFAULT the default; None: absent.
-_NAMED = "named"
-QUOTA_PRECEDENCE: tuple[tuple[object, object], ...] = (
-    (_NAMED, _NAMED),  # /config/users/<user>/clients/<client-id>
-    (_NAMED, DEFAULT),  # /config/users/<user>/clients/<default>
-    (_NAMED, None),  # /config/users/<user>
-    (DEFAULT, _NAMED),  # /config/users/<default>/clients/<client-id>
-    (DEFAULT, DEFAULT),  # /config/users/<default>/clients/<default>
-    (DEFAULT, None),  # /config/users/<default>
-    (None, _NAMED),  # /config/clients/<client-id>
-    (None, DEFAULT),  # /config/clients/<default>
-)
-
-
-@dataclass(frozen=True, slots=True)
-class QuotaMatch:
-    """The quota that applies to a client, and whom it is shared by: every client with the
-    same `sensor` key is measured together, as Kafka's metric tags (user, client-id)."""
-
-    bound: float
-    entity: QuotaEntity
-    sensor: tuple[str, str]
-
-
-def applicable_quota(
-    quotas: Mapping[QuotaEntity, Mapping[str, float]], key: str, user: str, client_id: str
-) -> QuotaMatch | None:
-    """The first quota `key` set in Kafka's order of precedence for this user and client
-    id; None if none is. A quota on a user alone is shared by all the user's clients, one
-    on a client id alone by that client id's users (Kafka's DefaultQuotaCallback)."""
-    for user_part, client_part in QUOTA_PRECEDENCE:
-        user_named = user if user_part is _NAMED else user_part
-        client_named = client_id if client_part is _NAMED else client_part
-        if user_named == "" or client_named == "":
-            continue  # an empty name has no entity of its own
-        entity = QuotaEntity(user_named, client_named)  # type: ignore[arg-type]
-        bound = quotas.get(entity, {}).get(key)
-        if bound is not None:
-            sensor = (
-                user if user_part is not None else "",
-                client_id if client_part is not None else "",
-            )
-            return QuotaMatch(bound, entity, sensor)
-    return None
