@@ -399,15 +399,24 @@ def test_the_cli_alters_quotas_offline_in_a_data_directory(tmp_path: Path) -> No
         process.stop()
 
 
-def test_request_time_is_throttled_with_throttle_time_ms(broker: BrokerProcess) -> None:
+@pytest.mark.parametrize(
+    "entity",
+    [
+        (("client-id", "wire-test"),),
+        # A PLAINTEXT listener's clients are User:ANONYMOUS.
+        (("user", "ANONYMOUS"), ("client-id", None)),
+    ],
+)
+def test_request_time_is_throttled_with_throttle_time_ms(
+    broker: BrokerProcess, entity: tuple[tuple[str, str | None], ...]
+) -> None:
     # A quota of no time at all: the first request earns a throttle, answered at once.
-    assert alter(broker, [((("client-id", "wire-test"),), {"request_percentage": 0.0001})]) == [
-        (NONE, None)
-    ]
+    assert alter(broker, [(entity, {"request_percentage": 0.0001})]) == [(NONE, None)]
     try:
         started = time.monotonic()
         first = describe(broker, [])
         assert first.throttle_time_ms > 0
         assert time.monotonic() - started < first.throttle_time_ms / 1000
     finally:
-        alter(broker, [((("client-id", "wire-test"),), {"request_percentage": None})])
+        alter(broker, [(entity, {"request_percentage": None})])
+    assert describe(broker, []).throttle_time_ms == 0
