@@ -16,16 +16,16 @@ import typer
 
 from herdless.cli.client import connect
 from herdless.cli.errors import USAGE, fail
-from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, command_group
-from herdless.cli.output import OutputOption, Table, View, say, show
-from herdless.cli.users import (
+from herdless.cli.offline import (
     DataDirOption,
+    OfflineZooKeeper,
     ZooKeeperConfigOption,
     ZooKeeperOption,
-    _open_zookeeper,
-    _where,
-    _ZooKeeper,
+    offline_target,
+    open_zookeeper,
 )
+from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, command_group
+from herdless.cli.output import OutputOption, Table, View, say, show
 
 if TYPE_CHECKING:
     from herdless.protocol.client_quotas import QuotaEntity
@@ -88,7 +88,7 @@ def describe(
 ) -> None:
     """The quotas of one entity (user, client id, or a user's client id), or of all."""
     entity = _entity(user, user_defaults, client_id, client_defaults)
-    where = _where(ctx, data_dir, zookeeper, zookeeper_config)
+    where = offline_target(ctx, data_dir, zookeeper, zookeeper_config)
     if where is None:
         from herdless.admin.client_quotas import describe_quotas
 
@@ -149,7 +149,7 @@ def alter(
             quota_value(key, 0)
     except InvalidEntity as exc:
         raise fail(str(exc), USAGE) from None
-    where = _where(ctx, data_dir, zookeeper, zookeeper_config)
+    where = offline_target(ctx, data_dir, zookeeper, zookeeper_config)
     if where is None:
         from herdless.admin.client_quotas import alter_quotas
 
@@ -179,7 +179,7 @@ def _added(items: list[str]) -> dict[str, float]:
 # -- offline ------------------------------------------------------------------------------
 
 
-def _read_offline(where: Path | _ZooKeeper) -> list[tuple[QuotaEntity, dict[str, float]]]:
+def _read_offline(where: Path | OfflineZooKeeper) -> list[tuple[QuotaEntity, dict[str, float]]]:
     from herdless.protocol.client_quotas import QuotaEntity, quotas_of
 
     if isinstance(where, Path):
@@ -196,7 +196,7 @@ def _read_offline(where: Path | _ZooKeeper) -> list[tuple[QuotaEntity, dict[str,
         from herdless.cluster.errors import ClusterError
 
         try:
-            with _open_zookeeper(where) as store:
+            with open_zookeeper(where) as store:
                 configs = store.quota_entity_configs()
         except ClusterError as exc:
             raise fail(str(exc)) from None
@@ -209,7 +209,7 @@ def _read_offline(where: Path | _ZooKeeper) -> list[tuple[QuotaEntity, dict[str,
 
 
 def _alter_offline(
-    where: Path | _ZooKeeper, entity: QuotaEntity, added: dict[str, float], deleted: list[str]
+    where: Path | OfflineZooKeeper, entity: QuotaEntity, added: dict[str, float], deleted: list[str]
 ) -> None:
     from herdless.protocol.client_quotas import quota_value
 
@@ -237,7 +237,7 @@ def _alter_offline(
         from herdless.cluster.errors import ClusterError
 
         try:
-            with _open_zookeeper(where) as store:
+            with open_zookeeper(where) as store:
                 store.alter_entity_config(entity.path, change)
         except ClusterError as exc:
             raise fail(str(exc)) from None
