@@ -24,6 +24,8 @@ from herdless.testing.process import free_port
 from tests.support.broker import BrokerProcess, module_broker
 from tests.support.cli import assert_documented, herdless, refused, succeeded, table_rows
 from tests.support.quotas import alter, describe, entities
+from tests.support.requests import produce_request, v2_batch
+from tests.support.wire import Wire
 
 NONE, UNSUPPORTED_VERSION, INVALID_REQUEST = 0, 35, 42
 MB = 1_000_000
@@ -420,3 +422,33 @@ def test_request_time_is_throttled_with_throttle_time_ms(
     finally:
         alter(broker, [(entity, {"request_percentage": None})])
     assert describe(broker, []).throttle_time_ms == 0
+
+
+@pytest.mark.parametrize(("version", "held_back"), [(5, True), (9, False)])
+def test_a_produce_older_than_kip_219_is_answered_once_its_throttle_is_over(
+    broker: BrokerProcess, admin: KafkaAdminClient, version: int, held_back: bool
+) -> None:
+    """Before KIP-219 (Produce v6) a client did not wait by itself: Kafka holds the answer
+    back for the throttle time; from v6 it answers at once and mutes the connection."""
+    from kafka.admin import NewTopic
+    from kafka.protocol.producer import ProduceResponse
+
+    topic = f"quota-old-produce-{version}"
+    admin.create_topics([NewTopic(topic, 1, 1)])
+    entity = (("client-id", "wire-test"),)
+    # 10 kB/s: a 25 kB request in the first window earns a throttle of over a second.
+    assert alter(broker, [(entity, {"producer_byte_rate": 10_000.0})]) == [(NONE, None)]
+    wire = Wire(broker)
+    try:
+        batch = v2_batch([(None, b"x" * 25_000, int(time.time() * 1000))])
+        started = time.monotonic()
+        response = wire.call(
+            produce_request(version, topic, batch, acks=1), ProduceResponse[version]
+        )
+        elapsed = time.monotonic() - started
+    finally:
+        wire.close()
+        alter(broker, [(entity, {"producer_byte_rate": None})])
+    throttle_s = response.throttle_time_ms / 1000  # type: ignore[attr-defined]
+    assert throttle_s >= 1.0
+    assert (elapsed >= throttle_s) == held_back, (elapsed, throttle_s)

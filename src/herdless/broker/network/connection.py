@@ -37,7 +37,7 @@ from herdless.broker.network.sasl_authentication import (
     SaslAuthentication,
     Step,
 )
-from herdless.broker.quotas.enforcement import TimedHandling, charge
+from herdless.broker.quotas.enforcement import TimedHandling, answered_before_throttle, charge
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.client_quotas import QuotaType
 from herdless.protocol.codec import (
@@ -350,18 +350,22 @@ class Connection:
         if quotas is not None:
             busy = None if handling is None else handling.seconds
             throttle_ms = charge(quotas, request, len(frame), response, busy)
+        answer_first = throttle_ms <= 0 or answered_before_throttle(request)
+        if not answer_first:
+            await self._mute(throttle_ms)
         if response is not None:
             await self._responses.send(
                 encode_response(response, request.api_version, request.correlation_id)
             )
         self._metrics.observe_request(api.name, time.perf_counter() - started)
-        if throttle_ms > 0:
+        if throttle_ms > 0 and answer_first:
             await self._mute(throttle_ms)
 
     async def _mute(self, throttle_ms: int) -> None:
         """Read nothing more from the client until its throttle is over (KIP-219): what it
         sends meanwhile waits in the reader, which stops reading the socket once its
-        buffer is full. Shutdown may close the connection meanwhile, as an idle one."""
+        buffer is full. Shutdown may close the connection meanwhile, as an idle one (a
+        response held back for an older client is then not sent)."""
         self.idle = True
         try:
             await asyncio.sleep(throttle_ms / 1000)

@@ -38,6 +38,9 @@ _BETWEEN_BROKERS = frozenset(
         ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
     }
 )
+# The first versions whose clients wait out throttle_time_ms themselves (KIP-219): an
+# older one is answered only once its throttle is over, as Kafka answers it.
+_CLIENT_THROTTLES_FROM = {ApiKey.PRODUCE: 6, ApiKey.FETCH: 8}
 # Kafka's ClientRequestQuotaManager.NanosToPercentagePerSecond, per second.
 _PERCENT_PER_SECOND = 100.0
 
@@ -72,6 +75,13 @@ class TimedHandling:
                 raise
             except BaseException as exc:
                 thrown, sent = exc, None
+
+
+def answered_before_throttle(request: Request) -> bool:
+    """Whether a throttled request is answered at once, then its connection muted (KIP-219),
+    rather than answered once the throttle is over (a Produce or Fetch of a client older
+    than KIP-219, which would not wait by itself)."""
+    return request.api_version >= _CLIENT_THROTTLES_FROM.get(ApiKey(request.api_key), 0)
 
 
 def _fetched_bytes(response: Any) -> int:
