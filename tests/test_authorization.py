@@ -1278,3 +1278,30 @@ def test_elections_need_alter_and_controlled_shutdowns_cluster_action_on_the_clu
     # One broker alone is its own controller, with nowhere to move its partitions.
     answer = admin(ApiKey.CONTROLLED_SHUTDOWN, 3, **asked)
     assert (answer.error_code, answer.remaining_partitions) == (NONE, [])
+
+
+def test_client_quotas_need_describe_configs_and_alter_configs_on_the_cluster(
+    admin: Client, alice: Client, bob: Client
+) -> None:
+    quota = {
+        "entity": [{"entity_type": "client-id", "entity_name": "acl-app"}],
+        "ops": [{"key": "producer_byte_rate", "value": 1024.0, "remove": False}],
+    }
+    denied = bob(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, components=[], strict=False)
+    assert (denied.error_code, denied.entries) == (CLUSTER_DENIED, None)
+    altered = bob(ApiKey.ALTER_CLIENT_QUOTAS, 1, entries=[quota], validate_only=False)
+    assert [e.error_code for e in altered.entries] == [CLUSTER_DENIED]
+    assert admin(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, components=[], strict=False).error_code == NONE
+    grant(admin, ResourceType.CLUSTER, CLUSTER_NAME, AclOperation.DESCRIBE_CONFIGS)
+    try:
+        assert (
+            alice(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, components=[], strict=False).error_code == NONE
+        )
+        altered = alice(ApiKey.ALTER_CLIENT_QUOTAS, 1, entries=[quota], validate_only=True)
+        assert [e.error_code for e in altered.entries] == [CLUSTER_DENIED]
+        grant(admin, ResourceType.CLUSTER, CLUSTER_NAME, AclOperation.ALTER_CONFIGS)
+        altered = alice(ApiKey.ALTER_CLIENT_QUOTAS, 1, entries=[quota], validate_only=True)
+        assert [e.error_code for e in altered.entries] == [NONE]
+    finally:
+        revoke(admin, ResourceType.CLUSTER, CLUSTER_NAME, AclOperation.DESCRIBE_CONFIGS)
+        revoke(admin, ResourceType.CLUSTER, CLUSTER_NAME, AclOperation.ALTER_CONFIGS)

@@ -47,6 +47,8 @@ from herdless.broker.network.listeners import (
 )
 from herdless.broker.network.tls_handshakes import quiet_server_name_errors
 from herdless.broker.producer_ids import LocalBlocks, PrefetchedProducerIds, ProducerIds
+from herdless.broker.quotas.manager import ClientQuotaManager
+from herdless.broker.quotas.store import LocalQuotas, ZooKeeperQuotas
 from herdless.broker.replication.durability import Durability
 from herdless.broker.replication.replica_manager import ReplicaManager
 from herdless.broker.share.coordinator_persister import CoordinatorPersister
@@ -157,6 +159,14 @@ class Broker:
             self.credentials = ZooKeeperCredentials(self.node.connected_store)
         else:
             self.credentials = LocalCredentials(Path(config.data_dir))
+        samples, window_ms = config.quota_window()
+        self.quotas = ClientQuotaManager(samples, window_ms, monotonic_ms)
+        self.metrics.attach_quotas(self.quotas)
+        self.quota_store: LocalQuotas | ZooKeeperQuotas
+        if isinstance(self.credentials, ZooKeeperCredentials):
+            self.quota_store = ZooKeeperQuotas(self.credentials, self.quotas)
+        else:
+            self.quota_store = LocalQuotas(Path(config.data_dir), self.quotas)
         # One coordinator runtime, hosting the shards of every coordinator.
         self.coordinators = CoordinatorHost(self.logs, self.replicas, self.stalls)
         self.groups = GroupCoordinator(
@@ -245,6 +255,8 @@ class Broker:
             self.group_configs.load()
             assert isinstance(self.credentials, LocalCredentials)
             self.credentials.load()
+            assert isinstance(self.quota_store, LocalQuotas)
+            self.quota_store.load()
         started = time.monotonic()
         self.logs.open(wall_ms())
         # Said once the data directory is ours: a start that fails there says only why.
@@ -295,6 +307,8 @@ class Broker:
             acls=self.acls,
             group_configs=self.group_configs,
             credentials=self.credentials,
+            quotas=self.quotas,
+            quota_store=self.quota_store,
             transactions=self.transactions,
             share_coordinator=self.share_coordinator,
             share_persister=self.share_persister,

@@ -64,6 +64,9 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     "num.partitions": ("num_partitions", int),
     "socket.request.max.bytes": ("max_request_bytes", int),
     "connections.max.idle.ms": ("connections_max_idle_ms", int),
+    # Client quotas are measured over this many samples of this many seconds each.
+    "quota.window.num": ("quota_window_num", int),
+    "quota.window.size.seconds": ("quota_window_size_seconds", int),
     # herdless's own: how long a frame that has begun to arrive may take to arrive whole.
     "request.read.timeout.ms": ("request_read_timeout_ms", int),
     # Partitions (replicas) one broker may host, as KIP-578 names it; lowered at start
@@ -346,6 +349,8 @@ class BrokerConfig:
     num_partitions: int = 1
     max_request_bytes: int = 104_857_600
     connections_max_idle_ms: int = 600_000
+    quota_window_num: int = 11
+    quota_window_size_seconds: int = 1
     request_read_timeout_ms: int = 30_000
     max_broker_partitions: int = 2**31 - 1
     max_partitions_per_request: int = 1_000
@@ -566,6 +571,17 @@ class BrokerConfig:
                 self.share_coordinator_snapshot_update_records_per_snapshot
             ),
         )
+
+    def quota_window(self) -> tuple[int, int]:
+        """(quota.window.num, quota.window.size.seconds in ms); ConfigError if unusable."""
+        if self.quota_window_num < 2:
+            raise ConfigError(f"quota.window.num must be at least 2, not {self.quota_window_num}")
+        if self.quota_window_size_seconds < 1:
+            raise ConfigError(
+                "quota.window.size.seconds must be at least 1, not"
+                f" {self.quota_window_size_seconds}"
+            )
+        return self.quota_window_num, self.quota_window_size_seconds * 1000
 
     def consumer_migration_policy(self) -> ConsumerGroupMigrationPolicy:
         """group.consumer.migration.policy, any case as Kafka reads it."""

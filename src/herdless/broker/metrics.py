@@ -42,6 +42,8 @@ from herdless.broker.auth.authorizer_audit import DecisionCounts
 from herdless.broker.coordinators.group_coordinator import GroupCoordinator, ShardState
 from herdless.broker.coordinators.transaction_coordinator import TransactionCoordinator
 from herdless.broker.handlers.fetch_sessions import FetchSessionCache
+from herdless.broker.quotas.manager import ClientQuotaManager
+from herdless.broker.quotas.metrics import QuotaRates, quota_metrics
 from herdless.broker.share.leader import ShareLeader
 from herdless.broker.share.share_metrics import ShareSnapshot, share_gauges, snapshot_shares
 from herdless.broker.transaction_metrics import (
@@ -81,6 +83,7 @@ class BrokerMetrics:
         self._authorizations: DecisionCounts | None = None
         self._transaction_coordinator: TransactionCoordinator | None = None
         self._shares: ShareLeader | None = None
+        self._quotas: ClientQuotaManager | None = None
         self.registry = CollectorRegistry(auto_describe=False)
         # The transaction coordinator's events (TransactionEvents) are counted here.
         self.transactions = TransactionMetrics(self.registry)
@@ -140,6 +143,10 @@ class BrokerMetrics:
         """The share partitions this broker leads, whose records in flight each scrape counts."""
         self._shares = leader
 
+    def attach_quotas(self, quotas: ClientQuotaManager) -> None:
+        """The client quotas whose measured rates each scrape copies."""
+        self._quotas = quotas
+
     def observe_request(self, api: str, seconds: float) -> None:
         """Count one answered request: a bucket found in C and two additions.
 
@@ -188,6 +195,8 @@ class BrokerMetrics:
                 (operation.kafka_name, resource_type.kafka_name, allowed, count)
                 for (operation, resource_type, allowed), count in self._authorizations.items()
             ]
+        if self._quotas is not None:
+            state.client_quotas = self._quotas.rates()
         return await asyncio.to_thread(self.render, state)
 
     def render(self, state: Snapshot) -> bytes:
@@ -223,6 +232,7 @@ class Snapshot:
     authorizations: list[tuple[str, str, bool, int]] = field(default_factory=list)
     transactions: TransactionSnapshot = field(default_factory=TransactionSnapshot)
     shares: ShareSnapshot = field(default_factory=ShareSnapshot)
+    client_quotas: QuotaRates = field(default_factory=dict)
 
 
 def snapshot(
@@ -288,6 +298,7 @@ class _SnapshotCollector(Collector):
         yield from self._fetch_sessions()
         yield from transaction_gauges(self._state.transactions)
         yield from share_gauges(self._state.shares)
+        yield from quota_metrics(self._state.client_quotas)
 
     def _request_times(self) -> Metric:
         histogram = HistogramMetricFamily(

@@ -25,6 +25,7 @@ from herdless.cli.groups import groups_app
 from herdless.cli.marshal import marshal_app
 from herdless.cli.options import add_client_options, name_repeated_values
 from herdless.cli.produce import produce
+from herdless.cli.quotas import quotas_app
 from herdless.cli.serve import serve
 from herdless.cli.share_groups import share_groups_app
 from herdless.cli.topics import topics_app
@@ -44,6 +45,7 @@ app.add_typer(topics_app, name="topics")
 app.add_typer(groups_app, name="groups")
 app.add_typer(share_groups_app, name="share-groups")
 app.add_typer(users_app, name="users")
+app.add_typer(quotas_app, name="quotas")
 app.add_typer(transactions_app, name="transactions")
 app.command()(produce)
 app.command()(consume)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -30,6 +29,14 @@ import typer
 
 from herdless.cli.client import connect
 from herdless.cli.errors import USAGE, fail
+from herdless.cli.offline import (
+    DataDirOption,
+    OfflineZooKeeper,
+    ZooKeeperConfigOption,
+    ZooKeeperOption,
+    offline_target,
+    open_zookeeper,
+)
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, command_group
 from herdless.cli.output import OutputOption, Table, View, say, show
 from herdless.security.scram import (
@@ -48,7 +55,6 @@ from herdless.security.scram import (
 if TYPE_CHECKING:
     from kafka import KafkaAdminClient
 
-    from herdless.cluster.store import ClusterStore
 
 users_app = command_group(
     "Add, list and remove users' SCRAM credentials: through a broker, or offline in a"
@@ -65,37 +71,6 @@ MechanismOption = Annotated[
         show_default="both",
     ),
 ]
-DataDirOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--data-dir",
-        help="Offline: the data directory of a broker alone, while it is not running.",
-    ),
-]
-ZooKeeperOption = Annotated[
-    str | None,
-    typer.Option(
-        "--zookeeper",
-        help="Offline: the cluster's ZooKeeper, host:port[/chroot] (zookeeper.connect).",
-    ),
-]
-ZooKeeperConfigOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--zookeeper-config",
-        metavar="FILE",
-        help="With --zookeeper: a properties file (the brokers' own will do) whose"
-        " java.security.auth.login.config, zookeeper.sasl.client and"
-        " zookeeper.sasl.clientconfig log in to ZooKeeper. Without it, KAFKA_OPTS's"
-        " -D options, as Kafka's tools.",
-    ),
-]
-
-
-@dataclass(frozen=True)
-class _ZooKeeper:
-    connect: str
-    config: Path | None
 
 
 @users_app.command("add")
@@ -130,7 +105,7 @@ def add(
             f"--iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}, not {iterations}",
             USAGE,
         )
-    where = _where(ctx, data_dir, zookeeper, zookeeper_config)
+    where = offline_target(ctx, data_dir, zookeeper, zookeeper_config)
     secret = _password(password, password_stdin)
     if where is None:
         _add_online(bootstrap, user, mechanisms, secret, iterations)
@@ -156,7 +131,7 @@ def list_(
     zookeeper_config: ZooKeeperConfigOption = None,
 ) -> None:
     """List users and the mechanisms and iterations of their credentials (never a key)."""
-    where = _where(ctx, data_dir, zookeeper, zookeeper_config)
+    where = offline_target(ctx, data_dir, zookeeper, zookeeper_config)
     if where is None:
         found, missing = _describe_online(bootstrap, users)
     else:
@@ -196,7 +171,7 @@ def remove(
     """Remove a user's credentials: it can no longer log in with SCRAM or PLAIN."""
     chosen = _mechanisms(mechanism) if mechanism else None
     _check_user(user)
-    where = _where(ctx, data_dir, zookeeper, zookeeper_config)
+    where = offline_target(ctx, data_dir, zookeeper, zookeeper_config)
     if where is None:
         removed = _remove_online(bootstrap, user, chosen)
     else:
@@ -210,35 +185,7 @@ def remove(
 # -- where: a broker, or offline ----------------------------------------------------------
 
 
-def _where(
-    ctx: typer.Context, data_dir: Path | None, zookeeper: str | None, zookeeper_config: Path | None
-) -> Path | _ZooKeeper | None:
-    """None: through the brokers; else the data directory or the ZooKeeper to write."""
-    if zookeeper_config is not None and zookeeper is None:
-        raise fail("--zookeeper-config goes with --zookeeper", USAGE)
-    named = [
-        option
-        for option, given in (
-            ("--bootstrap-server", _given(ctx, "bootstrap")),
-            ("--data-dir", data_dir is not None),
-            ("--zookeeper", zookeeper is not None),
-        )
-        if given
-    ]
-    if len(named) > 1:
-        raise fail(f"give one of --bootstrap-server, --data-dir, --zookeeper, not {named}", USAGE)
-    if zookeeper is not None:
-        return _ZooKeeper(zookeeper, zookeeper_config)
-    return data_dir
-
-
-def _given(ctx: typer.Context, parameter: str) -> bool:
-    # typer runs on its own copy of click: its ParameterSource is known by name only.
-    source = ctx.get_parameter_source(parameter)
-    return source is not None and source.name != "DEFAULT"
-
-
-def _read_offline(where: Path | _ZooKeeper) -> dict[str, dict[str, int]]:
+def _read_offline(where: Path | OfflineZooKeeper) -> dict[str, dict[str, int]]:
     """Every user with a credential: user -> mechanism -> iterations."""
     if isinstance(where, Path):
         from herdless.broker.auth.credential_store import read_file
@@ -254,7 +201,7 @@ def _read_offline(where: Path | _ZooKeeper) -> dict[str, dict[str, int]]:
         from herdless.cluster.errors import ClusterError
 
         try:
-            with _open_zookeeper(where) as store:
+            with open_zookeeper(where) as store:
                 configs = store.user_configs()
         except ClusterError as exc:
             raise fail(str(exc)) from None
@@ -270,7 +217,7 @@ def _read_offline(where: Path | _ZooKeeper) -> dict[str, dict[str, int]]:
 
 
 def _alter_offline(
-    where: Path | _ZooKeeper,
+    where: Path | OfflineZooKeeper,
     user: str,
     upsertions: Mapping[str, ScramCredential],
     deletions: Collection[str],
@@ -307,7 +254,7 @@ def _alter_data_dir(
 
 
 def _alter_zookeeper(
-    zookeeper: _ZooKeeper,
+    zookeeper: OfflineZooKeeper,
     user: str,
     upsertions: Mapping[str, ScramCredential],
     deletions: Collection[str],
@@ -318,32 +265,10 @@ def _alter_zookeeper(
         config, upsertions, deletions
     )
     try:
-        with _open_zookeeper(zookeeper) as store:
+        with open_zookeeper(zookeeper) as store:
             store.alter_user_config(user, change)
     except (ClusterError, ValueError) as exc:  # ValueError: a name ZooKeeper cannot hold
         raise fail(str(exc)) from None
-
-
-def _open_zookeeper(zookeeper: _ZooKeeper) -> ClusterStore:
-    """A session with the cluster's ZooKeeper, logged in as Kafka's tools log in."""
-    import logging
-
-    from herdless.broker.clock import monotonic_ms, wall_ms
-    from herdless.broker.config import read_properties
-    from herdless.cluster.store import ClusterStore
-    from herdless.cluster.zookeeper.login import read_zookeeper_security
-
-    try:
-        settings = {} if zookeeper.config is None else read_properties(zookeeper.config)
-        security = read_zookeeper_security(settings).for_tools()
-    except ValueError as exc:  # ConfigError, ZooKeeperSecurityError
-        raise fail(f"--zookeeper-config: {exc}" if zookeeper.config else str(exc)) from None
-    # Kazoo logs every lost connection and refused login; the command says what failed,
-    # once, in its own error.
-    logging.getLogger("kazoo").setLevel(logging.CRITICAL)
-    return ClusterStore(
-        zookeeper.connect, wall_ms=wall_ms, monotonic_ms=monotonic_ms, security=security
-    )
 
 
 # -- online: through a broker ---------------------------------------------------------------

@@ -18,11 +18,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Generic, TypeVar
-from urllib.parse import quote, unquote, unquote_plus
+from urllib.parse import quote, unquote
 
 from herdless.cluster.errors import MalformedZNode
 from herdless.protocol import kafka_uuid
 from herdless.protocol.kafka_uuid import kafka_uuid_str
+
+# Znode names of users and client ids; layout.sanitize and layout.desanitize as before.
+from herdless.protocol.sanitizer import desanitize as desanitize
+from herdless.protocol.sanitizer import sanitize as sanitize
 from herdless.security.listeners import Endpoint, SecurityProtocol
 
 T = TypeVar("T")
@@ -39,6 +43,8 @@ TOPIC_CONFIGS_PATH = "/config/topics"
 GROUP_CONFIGS_PATH = "/config/groups"
 # Users' configs, SCRAM credentials among them, named by the user sanitized as Kafka does.
 USER_CONFIGS_PATH = "/config/users"
+# Client ids' quotas (KIP-13); users' clients' are below their user's, .../clients/<id>.
+CLIENT_CONFIGS_PATH = "/config/clients"
 # A sequential znode written after each change to a user's (or any entity's) config, so
 # every broker re-reads that config (Kafka's ConfigEntityChangeNotificationZNode).
 CONFIG_CHANGES_PATH = "/config/changes"
@@ -57,6 +63,7 @@ PERSISTENT_PATHS = (
     TOPIC_CONFIGS_PATH,
     CONFIG_CHANGES_PATH,
     USER_CONFIGS_PATH,
+    CLIENT_CONFIGS_PATH,
     DELETE_TOPICS_PATH,
     "/brokers/seqid",
     "/isr_change_notification",
@@ -116,6 +123,16 @@ def user_config_entity_path(user: str) -> str:
     return f"users/{sanitize(user)}"
 
 
+def entity_config_path(entity_path: str) -> str:
+    """The znode of an entity's config by its path below /config (users/alice,
+    users/alice/clients/app, clients/<default>): names already sanitized. ValueError for
+    a name ZooKeeper cannot hold, "." or ".."."""
+    for name in entity_path.split("/"):
+        if name in (".", ".."):
+            raise ValueError(f"ZooKeeper cannot hold an entity named {name!r}")
+    return f"/config/{entity_path}"
+
+
 def config_change_path(name: str) -> str:
     """The path of a config change notification by its znode name."""
     return f"{CONFIG_CHANGES_PATH}/{name}"
@@ -127,23 +144,6 @@ def config_change_number(name: str) -> int | None:
     if digits == name or not (digits.isascii() and digits.isdigit()):
         return None
     return int(digits)
-
-
-# What java.net.URLEncoder leaves as it is; Kafka's Sanitizer then writes '*' as %2A.
-_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-_")
-
-
-def sanitize(name: str) -> str:
-    """A user name as Kafka's Sanitizer writes it into a znode name: UTF-8, percent-encoded
-    but for letters, digits and `.-_` (a space is %20)."""
-    return "".join(
-        c if c in _UNRESERVED else "".join(f"%{b:02X}" for b in c.encode("utf-8")) for c in name
-    )
-
-
-def desanitize(name: str) -> str:
-    """A znode name back to the user name (java.net.URLDecoder: '+' is a space)."""
-    return unquote_plus(name, errors="strict")
 
 
 def delete_topic_path(topic: str) -> str:
@@ -464,6 +464,11 @@ def decode_topic_config(topic: str, data: bytes | None) -> dict[str, str]:
 def decode_user_config(user: str, data: bytes | None) -> dict[str, str]:
     """A user's config (SCRAM credentials, quotas), as Kafka's ConfigEntityZNode holds it."""
     return _decode_config(user_config_path(user), data)
+
+
+def decode_entity_config(entity_path: str, data: bytes | None) -> dict[str, str]:
+    """Any entity's config (a user's, a client id's, a user's client id's)."""
+    return _decode_config(entity_config_path(entity_path), data)
 
 
 def encode_config_change(entity_path: str) -> bytes:

@@ -11,6 +11,10 @@ One broker alone keeps them in its data directory, in one file of the same per-u
 configs, replaced atomically and readable by the broker's user alone. `herdless users
 --data-dir` writes that file while no broker runs (it takes the directory's lock).
 
+In a cluster the same notifications name the configs of users' client ids and of client
+ids (their quotas): the store reads those too and hands every entity's config to the
+listeners added (the quota cache), so each entity's config is read in one place.
+
 Either way SASL reads the cache (CredentialCache.scram) and never waits on a disk or on
 ZooKeeper; a change is in the cache of the broker that made it before it answers.
 """
@@ -201,6 +205,14 @@ class ZooKeeperCredentials(ScramCredentials):
         # The notifications' names as last seen, while they wait to be read.
         self._pending: list[str] | None = None
         self._reading: asyncio.Task[None] | None = None
+        # Told every entity's config (path below /config, config) at start and on change.
+        self._listeners: list[Callable[[str, dict[str, str]], None]] = []
+
+    def add_listener(self, listener: Callable[[str, dict[str, str]], None]) -> None:
+        """Before start: `listener` is told each user's, user's client id's and client id's
+        config (by its path below /config, as users/alice/clients/app) as read at start,
+        then each as it changes."""
+        self._listeners.append(listener)
 
     async def start(self) -> None:
         """Read every user's config, then follow the notifications (once connected)."""
@@ -208,6 +220,9 @@ class ZooKeeperCredentials(ScramCredentials):
         store = self._store()
         for user, config in (await zookeeper_call(store.user_configs)).items():
             self._apply(user, config)
+        if self._listeners:
+            for entity_path, config in (await zookeeper_call(store.quota_entity_configs)).items():
+                self._tell(entity_path, config)
         # The watch's first call hands over the notifications already there: a change
         # made between the read above and now is among them.
         self._watch = await zookeeper_call(store.watch_config_changes, self._on_changes)
@@ -231,6 +246,32 @@ class ZooKeeperCredentials(ScramCredentials):
             lambda current: altered_config(current, upsertions, deletions),
         )
         self._apply(user, config)
+        self._tell(layout.user_config_entity_path(user), config)
+
+    async def alter_entity(
+        self, entity_path: str, change: Callable[[dict[str, str]], dict[str, str]]
+    ) -> dict[str, str]:
+        """Change any entity's config (a user's quotas, a client id's) for every broker;
+        in this broker's listeners before it returns."""
+        config = await zookeeper_call(self._store().alter_entity_config, entity_path, change)
+        self._changed_entity(entity_path, config)
+        return config
+
+    def _tell(self, entity_path: str, config: dict[str, str]) -> None:
+        for listener in self._listeners:
+            try:
+                listener(entity_path, dict(config))
+            except Exception:
+                log.exception("the config at %s was not applied", entity_path)
+
+    def _changed_entity(self, entity_path: str, config: dict[str, str]) -> None:
+        entity_type, _, entity = entity_path.partition("/")
+        if entity_type == "users" and "/" not in entity:
+            try:
+                self._apply(layout.desanitize(entity), config)
+            except ValueError as exc:
+                log.error("skipped the config of user znode %r: %s", entity, exc)
+        self._tell(entity_path, config)
 
     def _on_changes(self, names: list[str]) -> None:
         """On kazoo's thread: hand the names to the loop."""
@@ -261,20 +302,22 @@ class ZooKeeperCredentials(ScramCredentials):
                     self._pending = names
                 await asyncio.sleep(_RETRY_S)
                 continue
-            for user, config in configs.items():
-                self._apply(user, config)
+            for entity_path, config in configs.items():
+                self._changed_entity(entity_path, config)
             self._last_change = max(self._last_change, last)
 
     def _changed_users(self, names: list[str]) -> tuple[int, dict[str, dict[str, str]]]:
-        """In a worker thread: the configs of the users the new notifications name, as
-        they are now, and the last notification read; old notifications are deleted."""
+        """In a worker thread: the configs of the users (and, when listened to, of the
+        users' client ids and client ids) the new notifications name, as they are now, by
+        path below /config, and the last notification read; old notifications are
+        deleted."""
         store = self._store()
         numbered = sorted(
             (number, name)
             for name in names
             if (number := layout.config_change_number(name)) is not None
         )
-        last, users = self._last_change, set()
+        last, entities = self._last_change, set()
         now = wall_ms()
         for number, name in numbered:
             fresh = number > self._last_change
@@ -286,18 +329,22 @@ class ZooKeeperCredentials(ScramCredentials):
                 change = None
             if fresh:
                 last = number
-                if change is not None:
-                    entity_type, _, entity = change.entity_path.partition("/")
-                    # Configs of users' clients (users/<user>/clients/<id>) hold quotas.
-                    if entity_type == "users" and "/" not in entity:
-                        users.add(entity)
+                if change is not None and self._follows(change.entity_path):
+                    entities.add(change.entity_path)
             if change is not None and now - change.created_ms > CHANGE_EXPIRATION_MS:
                 store.delete_config_change(name)
         configs = {}
-        for sanitized in users:
+        for entity_path in entities:
             try:
-                user = layout.desanitize(sanitized)
-                configs[user] = store.user_config(user)
-            except (ValueError, MalformedZNode) as exc:
-                log.error("skipped the config of user znode %r: %s", sanitized, exc)
+                configs[entity_path] = store.entity_config(entity_path)
+            except MalformedZNode as exc:
+                log.error("skipped the config at %s: %s", entity_path, exc)
         return last, configs
+
+    def _follows(self, entity_path: str) -> bool:
+        entity_type, _, entity = entity_path.partition("/")
+        if entity_type == "users" and "/" not in entity:
+            return True
+        # Configs of users' clients (users/<user>/clients/<id>) and of client ids hold
+        # quotas alone.
+        return bool(self._listeners) and entity_type in ("users", "clients")

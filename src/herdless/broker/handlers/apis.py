@@ -15,6 +15,7 @@ from herdless.broker.config import BrokerConfig
 from herdless.broker.handlers import (
     acls,
     admin,
+    client_quotas,
     cluster,
     configs,
     consumer_groups,
@@ -133,6 +134,8 @@ _TABLE = [
     Api(ApiKey.ELECT_LEADERS, 0, 2, leadership.handle_elect_leaders),
     Api(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, configs.handle_incremental_alter_configs),
     Api(ApiKey.OFFSET_DELETE, 0, 0, groups.handle_offset_delete),
+    Api(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, client_quotas.handle_describe_client_quotas),
+    Api(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, client_quotas.handle_alter_client_quotas),
     Api(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, users.handle_describe_user_scram_credentials),
     Api(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, users.handle_alter_user_scram_credentials),
     Api(ApiKey.DESCRIBE_CLUSTER, 0, 1, cluster.handle_describe_cluster),

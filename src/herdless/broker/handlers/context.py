@@ -21,6 +21,8 @@ from herdless.broker.coordinators.share_coordinator import ShareCoordinator
 from herdless.broker.coordinators.transaction_coordinator import TransactionCoordinator
 from herdless.broker.handlers.fetch_sessions import FetchSessionCache
 from herdless.broker.producer_ids import ProducerIds
+from herdless.broker.quotas.manager import ClientQuotaManager
+from herdless.broker.quotas.store import QuotaStore
 from herdless.broker.replication.replica_manager import ReplicaManager
 from herdless.broker.share.leader import ShareLeader
 from herdless.broker.share.persister import Persister
@@ -56,6 +58,10 @@ class BrokerContext:
     group_configs: GroupConfigStore | None = None
     # Users' SCRAM credentials: the CredentialCache SASL checks logins against.
     credentials: CredentialStore | None = None
+    # Client quotas in force and clients' measured rates (KIP-13, KIP-55, KIP-124), and
+    # where they are kept.
+    quotas: ClientQuotaManager | None = None
+    quota_store: QuotaStore | None = None
     # The transaction coordinator's shards on this broker.
     transactions: TransactionCoordinator | None = None
     # The share coordinator's shards on this broker (KIP-932).

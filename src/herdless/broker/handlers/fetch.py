@@ -76,7 +76,7 @@ async def handle_fetch(context: BrokerContext, request: Request) -> Any:
     body = request.body
     api_version = request.api_version
     deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
-    replica_id = _replica_id(body, api_version)
+    replica_id = replica_id_of(body, api_version)
     uses_topic_ids = api_version >= TOPIC_IDS_VERSION
     session_id, epoch = INVALID_SESSION_ID, FINAL_EPOCH
     if api_version >= SESSIONS_VERSION:
@@ -193,7 +193,7 @@ def _by_topic(answered: list[tuple[CachedPartition, Any]], uses_topic_ids: bool)
     return list(topics.values())
 
 
-def _replica_id(body: Any, api_version: int) -> int:
+def replica_id_of(body: Any, api_version: int) -> int:
     if api_version >= REPLICA_STATE_VERSION:
         state = body.replica_state
         return -1 if state is None or state.replica_id is None else state.replica_id

@@ -37,7 +37,9 @@ from herdless.broker.network.sasl_authentication import (
     SaslAuthentication,
     Step,
 )
+from herdless.broker.quotas.enforcement import TimedHandling, answered_before_throttle, charge
 from herdless.protocol.api_keys import ApiKey
+from herdless.protocol.client_quotas import QuotaType
 from herdless.protocol.codec import (
     FRAME_SIZE,
     MalformedRequest,
@@ -349,12 +351,38 @@ class Connection:
             return
         request.session = self.session
         started = time.perf_counter()
-        response = await api.handler(self._context, request)
+        quotas = self._context.quotas
+        handling: TimedHandling | None = None
+        if quotas is not None and quotas.enabled(QuotaType.REQUEST):
+            handling = TimedHandling(api.handler(self._context, request))
+            response = await handling
+        else:
+            response = await api.handler(self._context, request)
+        throttle_ms = 0
+        if quotas is not None:
+            busy = None if handling is None else handling.seconds
+            throttle_ms = charge(quotas, request, len(frame), response, busy)
+        answer_first = throttle_ms <= 0 or answered_before_throttle(request)
+        if not answer_first:
+            await self._mute(throttle_ms)
         if response is not None:
             await self._responses.send(
                 encode_response(response, request.api_version, request.correlation_id)
             )
         self._metrics.observe_request(api.name, time.perf_counter() - started)
+        if throttle_ms > 0 and answer_first:
+            await self._mute(throttle_ms)
+
+    async def _mute(self, throttle_ms: int) -> None:
+        """Read nothing more from the client until its throttle is over (KIP-219): what it
+        sends meanwhile waits in the reader, which stops reading the socket once its
+        buffer is full. Shutdown may close the connection meanwhile, as an idle one (a
+        response held back for an older client is then not sent)."""
+        self.idle = True
+        try:
+            await asyncio.sleep(throttle_ms / 1000)
+        finally:
+            self.idle = False
 
     async def _authenticate(self, sasl: SaslAuthentication, frame: bytes, prefix: Any) -> None:
         """A request on a SASL listener that authentication decides on."""

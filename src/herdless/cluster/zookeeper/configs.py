@@ -1,6 +1,7 @@
 """The znodes of configs: topics' (/config/topics), KIP-848 groups' (/config/groups),
-users' with their SCRAM credentials (/config/users), and the change notifications that
-tell every broker of a user's (/config/changes)."""
+users' with their SCRAM credentials and quotas (/config/users), client ids' quotas
+(/config/clients), and the change notifications that tell every broker of a change to
+a user's or client id's (/config/changes)."""
 
 from __future__ import annotations
 
@@ -118,24 +119,69 @@ class ConfigZNodes(ZooKeeperSession):
     def alter_user_config(
         self, user: str, change: Callable[[dict[str, str]], dict[str, str]]
     ) -> dict[str, str]:
-        """Apply `change` to the user's config and tell every broker, as Kafka's
-        AdminZkClient.changeConfigs does: the config's znode and a change notification
-        in /config/changes, here in one transaction conditional on the version read (read
-        again and `change` applied again when another writer got in between). A config
-        left empty takes its znode away unless it has children (client quotas). Returns
-        the config written; what `change` raises propagates, with nothing written."""
-        path = layout.user_config_path(user)
-        notification = layout.encode_config_change(layout.user_config_entity_path(user))
+        """alter_entity_config of the user's config (SCRAM credentials, quotas)."""
+        layout.user_config_path(user)  # ValueError for a name ZooKeeper cannot hold
+        return self.alter_entity_config(layout.user_config_entity_path(user), change)
+
+    def entity_config(self, entity_path: str) -> dict[str, str]:
+        """The config of an entity by its path below /config ({} for none); MalformedZNode
+        if it is not one."""
+        path = layout.entity_config_path(entity_path)
+        try:
+            data, _ = self._run(lambda: self._client.get_async(path))
+        except NoNodeError:
+            return {}
+        return layout.decode_entity_config(entity_path, data)
+
+    def quota_entity_configs(self) -> dict[str, dict[str, str]]:
+        """The configs of every user, user's client id and client id, by path below
+        /config (users/alice, users/alice/clients/app, clients/app); an unreadable one is
+        left out, logged."""
+        paths = []
+        for user in self._children(layout.USER_CONFIGS_PATH):
+            paths.append(f"users/{user}")
+            clients = self._children(f"{layout.USER_CONFIGS_PATH}/{user}/clients")
+            paths.extend(f"users/{user}/clients/{client}" for client in clients)
+        paths.extend(f"clients/{c}" for c in self._children(layout.CLIENT_CONFIGS_PATH))
+        configs = {}
+        for entity_path in paths:
+            try:
+                configs[entity_path] = self.entity_config(entity_path)
+            except MalformedZNode as exc:
+                logger.error("skipped the config at %s: %s", entity_path, exc)
+        return configs
+
+    def _children(self, path: str) -> list[str]:
+        try:
+            return self._run(lambda: self._client.get_children_async(path))
+        except NoNodeError:
+            return []
+
+    def alter_entity_config(
+        self, entity_path: str, change: Callable[[dict[str, str]], dict[str, str]]
+    ) -> dict[str, str]:
+        """Apply `change` to an entity's config (by its path below /config) and tell every
+        broker, as Kafka's AdminZkClient.changeConfigs does: the config's znode and a
+        change notification in /config/changes, here in one transaction conditional on
+        the version read (read again and `change` applied again when another writer got
+        in between). A config left empty takes its znode away unless it has children
+        (a user's client ids). Returns the config written; what `change` raises
+        propagates, with nothing written."""
+        path = layout.entity_config_path(entity_path)
+        notification = layout.encode_config_change(entity_path)
         for _ in range(_CONFLICT_RETRIES):
             try:
                 data, stat = self._run(lambda: self._client.get_async(path))
             except NoNodeError:
                 data, stat = None, None
-            config = change(layout.decode_user_config(user, data))
+            config = change(layout.decode_entity_config(entity_path, data))
             tx = self._client.transaction()
             if stat is None:
                 if not config:
                     return config
+                # A user's client id's config lives below the user's (Kafka's
+                # createRecursive leaves the parents without data).
+                self._ensure_path(path.rsplit("/", 1)[0])
                 tx.create(path, layout.encode_user_config(config))
             elif not config and stat.numChildren == 0:
                 tx.delete(path, stat.version)
@@ -151,7 +197,7 @@ class ConfigZNodes(ZooKeeperSession):
                 failure, BadVersionError | NodeExistsError | NoNodeError | NotEmptyError
             ):
                 raise failure
-        raise StateVersionConflict(f"the config of user {user!r} kept changing while altered")
+        raise StateVersionConflict(f"the config at {entity_path} kept changing while altered")
 
     def watch_config_changes(self, callback: Callable[[list[str]], None]) -> Watch:
         """The names of the config change notifications, now and at every change."""

@@ -1,0 +1,98 @@
+"""What the commands that change a cluster's configs offline share (`users`, `quotas`): a
+data directory of a broker that is not running, or the cluster's ZooKeeper, logged in to
+as Kafka's tools log in, instead of a bootstrap server."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from herdless.cli.errors import USAGE, fail
+
+if TYPE_CHECKING:
+    from herdless.cluster.store import ClusterStore
+
+DataDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--data-dir",
+        help="Offline: the data directory of a broker alone, while it is not running.",
+    ),
+]
+ZooKeeperOption = Annotated[
+    str | None,
+    typer.Option(
+        "--zookeeper",
+        help="Offline: the cluster's ZooKeeper, host:port[/chroot] (zookeeper.connect).",
+    ),
+]
+ZooKeeperConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--zookeeper-config",
+        metavar="FILE",
+        help="With --zookeeper: a properties file (the brokers' own will do) whose"
+        " java.security.auth.login.config, zookeeper.sasl.client and"
+        " zookeeper.sasl.clientconfig log in to ZooKeeper. Without it, KAFKA_OPTS's"
+        " -D options, as Kafka's tools.",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class OfflineZooKeeper:
+    connect: str
+    config: Path | None
+
+
+def offline_target(
+    ctx: typer.Context, data_dir: Path | None, zookeeper: str | None, zookeeper_config: Path | None
+) -> Path | OfflineZooKeeper | None:
+    """None: through the brokers; else the data directory or the ZooKeeper to write."""
+    if zookeeper_config is not None and zookeeper is None:
+        raise fail("--zookeeper-config goes with --zookeeper", USAGE)
+    named = [
+        option
+        for option, given in (
+            ("--bootstrap-server", given(ctx, "bootstrap")),
+            ("--data-dir", data_dir is not None),
+            ("--zookeeper", zookeeper is not None),
+        )
+        if given
+    ]
+    if len(named) > 1:
+        raise fail(f"give one of --bootstrap-server, --data-dir, --zookeeper, not {named}", USAGE)
+    if zookeeper is not None:
+        return OfflineZooKeeper(zookeeper, zookeeper_config)
+    return data_dir
+
+
+def given(ctx: typer.Context, parameter: str) -> bool:
+    # typer runs on its own copy of click: its ParameterSource is known by name only.
+    source = ctx.get_parameter_source(parameter)
+    return source is not None and source.name != "DEFAULT"
+
+
+def open_zookeeper(zookeeper: OfflineZooKeeper) -> ClusterStore:
+    """A session with the cluster's ZooKeeper, logged in as Kafka's tools log in."""
+    import logging
+
+    from herdless.broker.clock import monotonic_ms, wall_ms
+    from herdless.broker.config import read_properties
+    from herdless.cluster.store import ClusterStore
+    from herdless.cluster.zookeeper.login import read_zookeeper_security
+
+    try:
+        settings = {} if zookeeper.config is None else read_properties(zookeeper.config)
+        security = read_zookeeper_security(settings).for_tools()
+    except ValueError as exc:  # ConfigError, ZooKeeperSecurityError
+        raise fail(f"--zookeeper-config: {exc}" if zookeeper.config else str(exc)) from None
+    # Kazoo logs every lost connection and refused login; the command says what failed,
+    # once, in its own error.
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+    return ClusterStore(
+        zookeeper.connect, wall_ms=wall_ms, monotonic_ms=monotonic_ms, security=security
+    )
