@@ -17,10 +17,9 @@ processed, and those delivered more than once are counted.
 Each member count runs at each ``--max-poll-records`` (the members' ``max.poll.records``,
 which each ShareFetch sends as MaxRecords): 500, librdkafka's default, and 50. A share
 partition keeps at most ``group.share.partition.max.record.locks`` records in flight
-(2,000, Kafka's default), so at 500 a poll no more than four members hold records at
-once, however many there are: the setting, not the broker's speed, bounds that rate, in
-Kafka as here. KIP-1206's answer is the one used at 50: fewer records a poll for records
-that are slow to process.
+(2,000, Kafka's default): in Kafka, at 500 a poll no more than four members hold records
+at once, however many there are. herdless gives each member fetching a partition at most
+an even share of its locks (share_fetch.py), so that sixteen members all have work.
 
 **Cost.** The records are written first; then one reader takes them all with no work per
 record, while the broker's CPU seconds (user and system, from /proc) are counted: a share
@@ -57,7 +56,7 @@ from kafka.admin import ConfigResource, ConfigResourceType
 from rich.console import Console
 from rich.table import Table
 
-from peers import PhaseError, broker_cpu_seconds, create_topic, herdless
+from peers import SRC_DIR, PhaseError, broker_cpu_seconds, create_topic, herdless
 
 console = Console(width=None if sys.stdout.isatty() else 120)
 # Members' processes must not inherit librdkafka's threads: fork would copy a half-made
@@ -231,6 +230,9 @@ class RateRun:
     redelivered: int
     busiest_share: float
     records_per_poll: float
+    # The broker's CPU seconds per second from the first record written to the members'
+    # stop (writing the records included).
+    broker_load: float
 
 
 def rate_run(
@@ -244,11 +246,13 @@ def rate_run(
     # Every member has joined and sent its first ShareFetch; a moment more for the
     # last ones' fetches to be parked at the broker.
     time.sleep(1.0)
+    cpu_before = broker_cpu_seconds()
     started = time.time()
     produce(bootstrap, topic, args.records, args)
     expected = args.records
     timeout = expected * args.process_ms / 1000 * 3 + 60
     reports = group_members.wait_for(expected, timeout)
+    broker_cpu = broker_cpu_seconds() - cpu_before
     errors = [e for r in reports for e in r.errors]
     if errors:
         raise PhaseError(f"{len(errors)} member errors, the first: {errors[0]}")
@@ -266,6 +270,7 @@ def rate_run(
         len(offsets) - len(set(offsets)),
         busiest,
         per_poll,
+        broker_cpu / (finished - started),
     )
 
 
@@ -343,6 +348,7 @@ def rate_table(runs: list[RateRun], max_poll_records: int, args: argparse.Namesp
         "redelivered",
         "busiest member's share",
         "records a poll",
+        "broker CPU, % of a core",
     )
     for column in columns:
         table.add_column(column, justify="right")
@@ -360,6 +366,7 @@ def rate_table(runs: list[RateRun], max_poll_records: int, args: argparse.Namesp
             str(sum(r.redelivered for r in mine)),
             f"{max(r.busiest_share for r in mine):.0%}",
             f"{statistics.median(r.records_per_poll for r in mine):.0f}",
+            f"{statistics.median(r.broker_load for r in mine):.0%}",
         )
     console.print(table)
     return ratio
@@ -368,7 +375,7 @@ def rate_table(runs: list[RateRun], max_poll_records: int, args: argparse.Namesp
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--members", type=int, nargs="+", default=[1, 4, 16])
-    parser.add_argument("--records", type=int, default=4000, help="records per rate run")
+    parser.add_argument("--records", type=int, default=12_000, help="records per rate run")
     parser.add_argument("--process-ms", type=float, default=1.0, help="work per record")
     parser.add_argument("--cost-records", type=int, default=50_000)
     parser.add_argument("--record-size", type=int, default=100)
@@ -385,11 +392,16 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--only", choices=["rate", "cost"])
     parser.add_argument("--set", action="append", default=[], help="broker setting key=value")
+    parser.add_argument(
+        "--tree", type=Path, help="measure the broker of this checkout (e.g. the tree before)"
+    )
     args = parser.parse_args()
     extra = [a for setting in args.set for a in ("--set", setting)]
     with (
         tempfile.TemporaryDirectory(prefix="bench-share-") as tmp,
-        herdless(Path(tmp), extra) as bootstrap,
+        herdless(
+            Path(tmp), extra, src=SRC_DIR if args.tree is None else args.tree / "src"
+        ) as bootstrap,
     ):
         ratios: dict[int, float] = {}
         if args.only != "cost":
@@ -401,7 +413,8 @@ def main() -> int:
                     console.print(
                         f"round {round_no}, {count} members, max.poll.records={max_poll}:"
                         f" {run.records_per_s:,.0f} records/s, {run.redelivered} redelivered,"
-                        f" busiest {run.busiest_share:.0%}, {run.records_per_poll:.0f} a poll"
+                        f" busiest {run.busiest_share:.0%}, {run.records_per_poll:.0f} a poll,"
+                        f" broker CPU {run.broker_load:.0%}"
                     )
                     runs.append(run)
             for max_poll in args.max_poll_records:
