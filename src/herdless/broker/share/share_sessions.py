@@ -54,11 +54,15 @@ class ShareSession:
 
     def update(
         self, added: Iterable[ShareSessionPartition], forgotten: Iterable[ShareSessionPartition]
-    ) -> None:
-        for partition in added:
-            self.partitions.setdefault(partition, None)
-        for partition in forgotten:
-            self.partitions.pop(partition, None)
+    ) -> tuple[list[ShareSessionPartition], list[ShareSessionPartition]]:
+        """Add and forget partitions; returns those that were new and those that went."""
+        new = [p for p in dict.fromkeys(added) if p not in self.partitions]
+        for partition in new:
+            self.partitions[partition] = None
+        gone = [p for p in dict.fromkeys(forgotten) if p in self.partitions]
+        for partition in gone:
+            del self.partitions[partition]
+        return new, gone
 
 
 class ShareSessionCache:
@@ -104,13 +108,13 @@ class ShareSessionCache:
             session = ShareSession(key, next_epoch(INITIAL_EPOCH), now, now)
             session.update(added, ())
             self._sessions[key] = session
-            self._count(session, 1)
+            self._count(key[0], session.partitions, 1)
             return session
         session = self._current(key, epoch)
         if epoch != FINAL_EPOCH:
-            self._count(session, -1)
-            session.update(added, forgotten)
-            self._count(session, 1)
+            new, gone = session.update(added, forgotten)
+            self._count(key[0], new, 1)
+            self._count(key[0], gone, -1)
             self._advance(session, now)
         return session
 
@@ -131,12 +135,13 @@ class ShareSessionCache:
     def close(self, key: ShareSessionKey) -> ShareSession | None:
         session = self._sessions.pop(key, None)
         if session is not None:
-            self._count(session, -1)
+            self._count(key[0], session.partitions, -1)
         return session
 
-    def _count(self, session: ShareSession, delta: int) -> None:
-        group_id = session.key[0]
-        for partition in session.partitions:
+    def _count(
+        self, group_id: str, partitions: Iterable[ShareSessionPartition], delta: int
+    ) -> None:
+        for partition in partitions:
             key = (group_id, partition)
             count = self._sharing[key] + delta
             if count:
