@@ -56,7 +56,7 @@ from kafka.admin import ConfigResource, ConfigResourceType
 from rich.console import Console
 from rich.table import Table
 
-from peers import SRC_DIR, PhaseError, broker_cpu_seconds, create_topic, herdless
+from peers import SRC_DIR, BrokerError, PhaseError, broker_cpu_seconds, create_topic, herdless
 
 console = Console(width=None if sys.stdout.isatty() else 120)
 # Members' processes must not inherit librdkafka's threads: fork would copy a half-made
@@ -396,6 +396,16 @@ def main() -> int:
         "--tree", type=Path, help="measure the broker of this checkout (e.g. the tree before)"
     )
     args = parser.parse_args()
+    for name in ("members", "max_poll_records"):
+        if any(value < 1 for value in getattr(args, name)):
+            parser.error(f"--{name.replace('_', '-')} takes counts of 1 or more")
+    for name in ("records", "cost_records", "record_size", "batch_records", "rounds"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be 1 or more")
+    if args.process_ms < 0:
+        parser.error("--process-ms cannot be negative")
+    if args.tree is not None and not (args.tree / "src" / "herdless").is_dir():
+        parser.error(f"--tree {args.tree}: no src/herdless there")
     extra = [a for setting in args.set for a in ("--set", setting)]
     with (
         tempfile.TemporaryDirectory(prefix="bench-share-") as tmp,
@@ -452,4 +462,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except (BrokerError, PhaseError) as exc:
+        raise SystemExit(f"share_groups.py: {exc}") from None
