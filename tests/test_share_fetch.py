@@ -232,6 +232,24 @@ def test_release_redelivers_with_a_higher_count_and_reject_archives(
     assert acquired(b.fetch(max_wait_ms=200)) == []
 
 
+def test_members_sharing_a_partition_each_get_an_even_share_of_its_record_locks(
+    broker: BrokerProcess,
+) -> None:
+    """Beyond Kafka: four members asking for every record of a backlog as large as the
+    lock cap (2,000 by default) each get a quarter, rather than the first all of it and
+    the rest nothing."""
+    (a, b, c, d), topic = opened(broker, 0, members=4)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "batch.num.messages": 10})
+    for i in range(2_000):
+        producer.produce(topic, value=b"v%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    runs = [acquired(m.fetch(max_wait_ms=5_000, max_records=2_000)) for m in (a, b, c, d)]
+    counts = [sum(last - first + 1 for first, last, _ in got) for got in runs]
+    # Whole batches of at most 10 records: a share may be passed by the rest of one.
+    assert all(500 <= count < 510 for count in counts[:3]), counts
+    assert sum(counts) == 2_000 and counts[3] > 0, counts
+
+
 def test_a_lock_that_runs_out_wakes_another_members_fetch(broker: BrokerProcess) -> None:
     (a, b), _ = opened(broker, 2, members=2)
     assert acquired(a.fetch(max_wait_ms=5_000)) == [(0, 1, 1)]

@@ -60,3 +60,24 @@ def test_opening_again_replaces_the_members_own_and_the_cap_holds() -> None:
     # A member already holding a session may always open it again.
     cache.for_fetch(KEY, 0, [], [], now=5)
     assert len(cache) == 2
+
+
+def test_the_members_sharing_a_partition_are_counted_as_sessions_come_and_go() -> None:
+    """What the even share of a partition's record locks is divided by."""
+    cache = ShareSessionCache()
+    a, b, other_group = ("group", "a"), ("group", "b"), ("other", "a")
+    cache.for_fetch(a, 0, [(T, 0), (T, 1)], [], now=0)
+    cache.for_fetch(b, 0, [(T, 0)], [], now=0)
+    cache.for_fetch(other_group, 0, [(T, 0)], [], now=0)
+    assert cache.sharing("group", (T, 0)) == 2 and cache.sharing("group", (T, 1)) == 1
+    cache.for_fetch(b, 1, [(T, 1), (T, 1)], [(T, 0), (T, 0), (T, 5)], now=1)
+    assert cache.sharing("group", (T, 0)) == 1 and cache.sharing("group", (T, 1)) == 2
+    # Named again, or forgotten when not fetched: no change.
+    cache.for_fetch(a, 1, [(T, 0)], [(T, 7)], now=1)
+    assert cache.sharing("group", (T, 0)) == 1 and cache.sharing("group", (T, 1)) == 2
+    # Opened again: its old partitions are no longer counted.
+    cache.for_fetch(a, 0, [(T, 2)], [], now=2)
+    assert cache.sharing("group", (T, 0)) == 0 and cache.sharing("group", (T, 2)) == 1
+    cache.close(b)
+    assert cache.sharing("group", (T, 1)) == 0
+    assert cache.sharing("other", (T, 0)) == 1

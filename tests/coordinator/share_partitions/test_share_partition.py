@@ -55,6 +55,22 @@ def test_max_records_stops_at_a_batch_boundary() -> None:
     assert sp.next_fetch_offset() == 5
 
 
+def test_a_read_for_an_acquisition_stops_after_max_records_it_could_take() -> None:
+    """What the broker reads of the log for one fetch: enough for max_records, counting
+    the Available records in flight and new ones past them, within the lock cap."""
+    sp = partition(max_record_locks=50)
+    assert sp.read_end(0, 10) == 10
+    sp.acquire(A, 0, [(0, 9), (10, 19)], max_records=100, now_ms=0)
+    # Records 0-19 are A's: a read for B starts past them and needs 10 new ones.
+    assert sp.read_end(sp.next_fetch_offset(), 10) == 30
+    sp.acknowledge(A, [ack(4, 6, AcknowledgeType.RELEASE)])
+    # Three Available in flight (4-6), then 7 new ones from 20.
+    assert sp.read_end(sp.next_fetch_offset(), 10) == 27
+    assert sp.read_end(sp.next_fetch_offset(), 2) == 6
+    # Never past the start offset + max record locks.
+    assert sp.read_end(sp.next_fetch_offset(), 500) == 50
+
+
 def test_accept_moves_the_start_offset_and_writes_it() -> None:
     sp = partition()
     sp.acquire(A, 0, [(0, 9)], 100, 0)
@@ -114,6 +130,12 @@ def test_offsets_below_the_start_offset_are_passed_over() -> None:
     sp = partition(start=10)
     sp.acquire(A, 10, [(8, 12)], 100, 0)
     assert sp.acknowledge(A, [ack(8, 12, AcknowledgeType.ACCEPT)]) == StateChange(13, ())
+    # Wholly below the start offset: nothing to check and nothing changes, whatever the
+    # records past the start offset hold.
+    sp.acquire(A, 13, [(13, 15)], 100, 0)
+    for kind in (AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE):
+        assert sp.acknowledge(B, [ack(5, 9, kind)]) == StateChange(13, ())
+    assert sp.record(13).member_id == A  # type: ignore[union-attr]
 
 
 def test_a_batch_wholly_below_the_start_offset_is_refused() -> None:

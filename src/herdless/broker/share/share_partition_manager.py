@@ -151,7 +151,8 @@ class SharePartitionManager:
             )
             if offset >= limit or not state.can_acquire():
                 return NOTHING
-            data = partition_log.read(offset, max(max_bytes, 1), max_offset=limit)
+            end = min(limit, state.read_end(offset, max_records))
+            data = partition_log.read(offset, max(max_bytes, 1), max_offset=end)
             batches = [(pos, header) for pos, header in iter_batches(data)]
             acquired = state.acquire(
                 member_id,

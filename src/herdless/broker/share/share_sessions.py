@@ -18,6 +18,7 @@ Sans clock: calls that need the time take `now`, in monotonic milliseconds.
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -53,17 +54,23 @@ class ShareSession:
 
     def update(
         self, added: Iterable[ShareSessionPartition], forgotten: Iterable[ShareSessionPartition]
-    ) -> None:
-        for partition in added:
-            self.partitions.setdefault(partition, None)
-        for partition in forgotten:
-            self.partitions.pop(partition, None)
+    ) -> tuple[list[ShareSessionPartition], list[ShareSessionPartition]]:
+        """Add and forget partitions; returns those that were new and those that went."""
+        new = [p for p in dict.fromkeys(added) if p not in self.partitions]
+        for partition in new:
+            self.partitions[partition] = None
+        gone = [p for p in dict.fromkeys(forgotten) if p in self.partitions]
+        for partition in gone:
+            del self.partitions[partition]
+        return new, gone
 
 
 class ShareSessionCache:
     def __init__(self, max_sessions: int = DEFAULT_MAX_SHARE_SESSIONS) -> None:
         self.max_sessions = max_sessions
         self._sessions: dict[ShareSessionKey, ShareSession] = {}
+        # (group id, partition) -> how many of the group's sessions here fetch it.
+        self._sharing: Counter[tuple[str, ShareSessionPartition]] = Counter()
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -73,6 +80,10 @@ class ShareSessionCache:
 
     def sessions(self) -> list[ShareSession]:
         return list(self._sessions.values())
+
+    def sharing(self, group_id: str, partition: ShareSessionPartition) -> int:
+        """How many members of the group fetch `partition` from this broker."""
+        return self._sharing[(group_id, partition)]
 
     def for_fetch(
         self,
@@ -88,7 +99,7 @@ class ShareSessionCache:
         with the partitions added and forgotten, moved to the next epoch.
         ShareSessionError otherwise."""
         if epoch == INITIAL_EPOCH:
-            self._sessions.pop(key, None)
+            self.close(key)
             if len(self._sessions) >= self.max_sessions:
                 raise ShareSessionError(
                     ErrorCode.SHARE_SESSION_LIMIT_REACHED,
@@ -97,10 +108,13 @@ class ShareSessionCache:
             session = ShareSession(key, next_epoch(INITIAL_EPOCH), now, now)
             session.update(added, ())
             self._sessions[key] = session
+            self._count(key[0], session.partitions, 1)
             return session
         session = self._current(key, epoch)
         if epoch != FINAL_EPOCH:
-            session.update(added, forgotten)
+            new, gone = session.update(added, forgotten)
+            self._count(key[0], new, 1)
+            self._count(key[0], gone, -1)
             self._advance(session, now)
         return session
 
@@ -119,7 +133,21 @@ class ShareSessionCache:
         return session
 
     def close(self, key: ShareSessionKey) -> ShareSession | None:
-        return self._sessions.pop(key, None)
+        session = self._sessions.pop(key, None)
+        if session is not None:
+            self._count(key[0], session.partitions, -1)
+        return session
+
+    def _count(
+        self, group_id: str, partitions: Iterable[ShareSessionPartition], delta: int
+    ) -> None:
+        for partition in partitions:
+            key = (group_id, partition)
+            count = self._sharing[key] + delta
+            if count:
+                self._sharing[key] = count
+            else:
+                del self._sharing[key]
 
     def _current(self, key: ShareSessionKey, epoch: int) -> ShareSession:
         session = self._sessions.get(key)

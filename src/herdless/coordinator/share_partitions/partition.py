@@ -31,6 +31,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from herdless.coordinator.share_partitions.acknowledgements import (
     AcknowledgementBatch,
@@ -95,9 +96,10 @@ class SharePartition:
         self.state_epoch = state_epoch
         self._start = start_offset
         self._records: list[InFlightRecord] = []
-        # (deadline, offset) of acquisitions; an entry whose record no longer carries that
-        # deadline (acknowledged, released, acquired again) is skipped when met.
-        self._locks: list[tuple[int, int]] = []
+        # (deadline, first offset, last offset) of the runs acquired together; a record of
+        # a run that no longer carries that deadline (acknowledged, released, acquired
+        # again) is passed over when met.
+        self._locks: list[tuple[int, int, int]] = []
         # Records archived unaccepted since the last StateChange, which takes them.
         self._archived: list[ArchivedRecord] = []
         for batch in sorted(batches, key=lambda b: b.first_offset):
@@ -129,8 +131,9 @@ class SharePartition:
 
     def _extend_to(self, offset: int) -> None:
         """Make slots up to `offset`, the ones never read Available with no delivery."""
-        while self.end_offset <= offset:
-            self._records.append(InFlightRecord())
+        missing = offset + 1 - self._start - len(self._records)
+        if missing > 0:
+            self._records.extend([InFlightRecord() for _ in range(missing)])
 
     def archived_at_load(self) -> StateChange | None:
         """The records loading archived (acquired at their last delivery when the leader
@@ -167,6 +170,26 @@ class SharePartition:
                 return self._start + index
         return self.end_offset
 
+    def read_end(self, read_from: int, max_records: int) -> int:
+        """The offset a log read for an acquisition of `max_records` from `read_from` may
+        stop before: past the Available records in flight and the new ones that make up
+        `max_records`, and never past start offset + max record locks. The batch holding
+        the last of them still comes whole (a read takes every batch based below it).
+
+        The log holds far more than a fetch acquires when a partition is shared: reading
+        and walking all of it, to keep a few hundred records, was most of a ShareFetch's
+        cost."""
+        room_until = self._start + self.config.max_record_locks
+        wanted = max(max_records, 1)
+        offset = max(read_from, self._start)
+        while offset < self.end_offset:
+            if self._records[offset - self._start].state == RecordState.AVAILABLE:
+                wanted -= 1
+                if wanted == 0:
+                    return offset + 1
+            offset += 1
+        return min(offset + wanted, room_until)
+
     def can_acquire(self) -> bool:
         """Whether an acquisition could give anything: a record in flight is Available,
         or there is room past the end offset."""
@@ -178,15 +201,25 @@ class SharePartition:
         """When the earliest acquisition lock runs out, if any record is Acquired."""
         locks = self._locks
         while locks:
-            deadline, offset = locks[0]
-            record = self.record(offset)
-            if (
-                record is not None
-                and record.state == RecordState.ACQUIRED
-                and record.lock_deadline_ms == deadline
-            ):
+            deadline, first, last = locks[0]
+            held = self._first_locked(deadline, first, last)
+            if held is None:
+                heapq.heappop(locks)
+            elif held > first:
+                # Trimmed, so that the records settled at its front are not walked again.
+                heapq.heapreplace(locks, (deadline, held, last))
+            else:
                 return deadline
-            heapq.heappop(locks)
+        return None
+
+    def _first_locked(self, deadline: int, first: int, last: int) -> int | None:
+        """The first offset of first..last still Acquired under `deadline`, if any."""
+        start = self._start
+        records = self._records
+        for offset in range(max(first, start), min(last + 1, start + len(records))):
+            record = records[offset - start]
+            if record.state == RecordState.ACQUIRED and record.lock_deadline_ms == deadline:
+                return offset
         return None
 
     def counts(self) -> dict[RecordState, int]:
@@ -214,45 +247,48 @@ class SharePartition:
         transactions, at read_committed) are archived instead: no one is to get them."""
         deadline = now_ms + self.config.record_lock_duration_ms
         room_until = self._start + self.config.max_record_locks
-        acquired: list[int] = []
+        acquired = 0
+        # Runs of offsets acquired with one delivery count: [first, last, count].
+        runs: list[list[int]] = []
+        locks = self._locks
+        records = self._records
         position = max(read_from, self._start)
         for base, last in batches:
-            if len(acquired) >= max_records:
+            if acquired >= max_records:
                 break
             # Offsets between the previous batch and this one are missing from the log:
             # they go with this batch, to be acknowledged as gaps.
             first, position = position, max(position, last + 1)
+            stop = min(last, room_until - 1)
+            if stop < first:
+                continue
+            self._extend_to(stop)
             archive = (base, last) in aborted
-            for offset in range(first, last + 1):
-                if offset >= self.end_offset:
-                    if offset >= room_until:
-                        break
-                    self._extend_to(offset)
-                record = self._records[offset - self._start]
+            start = self._start
+            for offset in range(first, stop + 1):
+                record = records[offset - start]
                 if record.state != RecordState.AVAILABLE:
                     continue
                 if archive and offset >= base:
                     record.state = RecordState.ARCHIVED
                     continue
                 record.state = RecordState.ACQUIRED
-                record.delivery_count += 1
+                count = record.delivery_count = record.delivery_count + 1
                 record.member_id = member_id
                 record.lock_deadline_ms = deadline
-                heapq.heappush(self._locks, (deadline, offset))
-                acquired.append(offset)
-        runs = self._runs(acquired)
+                acquired += 1
+                run = runs[-1] if runs else None
+                if run is not None and run[1] == offset - 1 and run[2] == count:
+                    run[1] = offset
+                else:
+                    runs.append([offset, offset, count])
+            if stop < last:
+                break
+        # One lock entry per run: its records share the deadline, and expiry walks the run.
+        for run_first, run_last, _ in runs:
+            heapq.heappush(locks, (deadline, run_first, run_last))
         self._advance_start()
-        return runs
-
-    def _runs(self, offsets: list[int]) -> tuple[AcquiredRecords, ...]:
-        runs: list[AcquiredRecords] = []
-        for offset in offsets:
-            count = self._records[offset - self._start].delivery_count
-            if runs and runs[-1].last_offset == offset - 1 and runs[-1].delivery_count == count:
-                runs[-1] = AcquiredRecords(runs[-1].first_offset, offset, count)
-            else:
-                runs.append(AcquiredRecords(offset, offset, count))
-        return tuple(runs)
+        return tuple(AcquiredRecords(first, last, count) for first, last, count in runs)
 
     def acknowledge(self, member_id: str, batches: Sequence[AcknowledgementBatch]) -> StateChange:
         """Apply a member's acknowledgements, all or none: InvalidRecordState, with nothing
@@ -263,22 +299,24 @@ class SharePartition:
         lock ran out, or its leader's state was read back without its acquisition, and
         another member took and accepted them), and saying yes would confirm one record
         accepted by two members."""
+        start, records = self._start, self._records
         for batch in batches:
             if batch.last_offset >= self.end_offset:
                 raise InvalidRecordState(
                     f"offsets {batch.first_offset}-{batch.last_offset} reach past the"
                     f" end offset {self.end_offset}: never acquired"
                 )
-            if batch.last_offset < self._start:
+            if batch.last_offset < start:
                 raise InvalidRecordState(
                     f"offsets {batch.first_offset}-{batch.last_offset} are below the start"
-                    f" offset {self._start}: settled already"
+                    f" offset {start}: settled already"
                 )
-            for offset in range(max(batch.first_offset, self._start), batch.last_offset + 1):
-                record = self._records[offset - self._start]
+            first = max(batch.first_offset, start)
+            held = records[first - start : batch.last_offset + 1 - start]
+            for index, record in enumerate(held):
                 if record.state != RecordState.ACQUIRED or record.member_id != member_id:
                     raise InvalidRecordState(
-                        f"offset {offset} is {record.state.name}"
+                        f"offset {first + index} is {record.state.name}"
                         + (
                             " by another member"
                             if record.state == RecordState.ACQUIRED
@@ -287,9 +325,19 @@ class SharePartition:
                     )
         changed: list[int] = []
         for batch in batches:
-            for offset in range(max(batch.first_offset, self._start), batch.last_offset + 1):
+            first = max(batch.first_offset, start)
+            offsets = range(first, batch.last_offset + 1)
+            changed.extend(offsets)
+            if batch.types == (AcknowledgeType.ACCEPT,):
+                # The common case, a run accepted whole, without a look-up per offset.
+                for record in records[first - start : max(batch.last_offset + 1 - start, 0)]:
+                    record.state = RecordState.ACKNOWLEDGED
+                    record.member_id = None
+                    record.lock_deadline_ms = 0
+                continue
+            for offset in offsets:
                 kind = batch.type_at(offset)
-                record = self._records[offset - self._start]
+                record = records[offset - start]
                 if kind == AcknowledgeType.RELEASE:
                     self._release(offset, record)
                 else:
@@ -298,7 +346,6 @@ class SharePartition:
                         self._archived.append(
                             ArchivedRecord(offset, record.delivery_count, ArchiveReason.REJECTED)
                         )
-                changed.append(offset)
         return self._changed(changed)
 
     def release_member(self, member_id: str) -> StateChange | None:
@@ -316,15 +363,16 @@ class SharePartition:
         changed = []
         locks = self._locks
         while locks and locks[0][0] <= now_ms:
-            deadline, offset = heapq.heappop(locks)
-            record = self.record(offset)
-            if (
-                record is not None
-                and record.state == RecordState.ACQUIRED
-                and record.lock_deadline_ms == deadline
-            ):
-                self._release(offset, record)
-                changed.append(offset)
+            deadline, first, last = heapq.heappop(locks)
+            for offset in range(first, last + 1):
+                record = self.record(offset)
+                if (
+                    record is not None
+                    and record.state == RecordState.ACQUIRED
+                    and record.lock_deadline_ms == deadline
+                ):
+                    self._release(offset, record)
+                    changed.append(offset)
         return self._changed(changed) if changed else None
 
     def move_start(self, log_start_offset: int) -> StateChange | None:
@@ -369,22 +417,20 @@ class SharePartition:
         """Advance the start offset, and describe the changed records beyond it as runs of
         one state and delivery count."""
         self._advance_start()
-        batches: list[StateBatch] = []
+        start, end, records = self._start, self.end_offset, self._records
+        # Runs as [first, last, state, delivery count], made into StateBatches once whole.
+        runs: list[list[Any]] = []
         for offset in sorted(set(offsets)):
-            record = self.record(offset)
-            if record is None:
+            if not start <= offset < end:
                 continue  # settled and now behind the start offset
+            record = records[offset - start]
             state, count = record.state, record.delivery_count
-            last = batches[-1] if batches else None
-            if (
-                last is not None
-                and last.last_offset == offset - 1
-                and last.delivery_state == state
-                and last.delivery_count == count
-            ):
-                batches[-1] = StateBatch(last.first_offset, offset, state, count)
+            run = runs[-1] if runs else None
+            if run is not None and run[1] == offset - 1 and run[2] == state and run[3] == count:
+                run[1] = offset
             else:
-                batches.append(StateBatch(offset, offset, state, count))
+                runs.append([offset, offset, state, count])
+        batches = [StateBatch(first, last, state, count) for first, last, state, count in runs]
         archived = tuple(sorted(self._archived, key=lambda record: record.offset))
         self._archived.clear()
         return StateChange(self._start, tuple(batches), archived)

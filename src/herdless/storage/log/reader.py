@@ -131,11 +131,21 @@ class LogReads(LocalLog):
             return self._segments[number].read(position, header.size)
         parts: list[bytes] = []
         total = 0
+        below_log_end = limit < self.log_end_offset
         for segment in self._segments[number:]:
             if segment.base_offset >= limit:
                 break
             budget = max_bytes - total
-            chunk = segment.read(position, min(budget, segment.size - position))
+            end = segment.size
+            if below_log_end:
+                # A read stopping well before the log end (a share fetch reads what it can
+                # acquire) reads up to the batch holding `limit`, not the rest of the
+                # segment: megabytes copied to keep a few kilobytes.
+                found = segment.find(limit)
+                if found is not None:
+                    at, header = found
+                    end = at + header.size if header.base_offset < limit else at
+            chunk = segment.read(position, min(budget, end - position))
             whole = _whole_batches_length(chunk, limit)
             if whole:
                 parts.append(chunk[:whole] if whole < len(chunk) else chunk)
