@@ -200,9 +200,17 @@ def test_a_leader_cut_from_its_followers_acknowledges_nothing_it_alone_holds(
     finally:
         probe.stop()
     followers = [p.data_dir for i, p in cluster.brokers.items() if i != leader]
-    acknowledged = [a for answers in probe.answers for a in answers if a.error == NONE]
-    refused = [a for answers in probe.answers for a in answers if a.error != NONE]
-    assert acknowledged, "nothing was acknowledged before the cut"
+    # Metadata can name the leader a moment before the leader itself has taken up its
+    # partitions (NOT_LEADER_OR_FOLLOWER then): what counts starts with the first answer
+    # that acknowledged every partition.
+    served = next(
+        (n for n, answers in enumerate(probe.answers) if all(a.error == NONE for a in answers)),
+        None,
+    )
+    assert served is not None, "nothing was acknowledged before the cut"
+    answered = probe.answers[served:]
+    acknowledged = [a for answers in answered for a in answers if a.error == NONE]
+    refused = [a for answers in answered for a in answers if a.error != NONE]
     assert {a.error for a in refused} <= {NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND}
     assert any(a.error == NOT_ENOUGH_REPLICAS_AFTER_APPEND for a in refused), (
         "no request was in flight through the shrink"
