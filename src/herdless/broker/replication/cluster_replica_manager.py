@@ -158,6 +158,9 @@ class ClusterReplicaManager(ReplicaManager):
                 for replica in replicas:
                     if replica != self.node_id and replica not in current.followers:
                         current.followers[replica] = FollowerState()
+                # A replica reassigned away fetches no more here, nor rejoins the ISR.
+                for gone in set(current.followers) - set(replicas):
+                    del current.followers[gone]
                 if new_term:
                     partition_log.assign_leader_epoch(state.leader_epoch)
                 self._maybe_advance_high_watermark(current)

@@ -15,7 +15,7 @@ import logging
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from herdless.broker.limited_warnings import LimitedWarnings
@@ -341,7 +341,8 @@ class ZooKeeperTopics:
                 name, current.replicas, self._live_racks(), count, assignment
             )
             self._check_limits(added)
-            grown = TopicAssignment(name, current.topic_id, {**current.replicas, **added})
+            # Reassignments in progress carry on.
+            grown = replace(current, replicas={**current.replicas, **added})
             if validate_only:
                 return
             await zookeeper_call(store.set_partitions, grown, found.version)
