@@ -257,15 +257,20 @@ class Controller:
             raise
 
     async def alter_reassignments(
-        self, targets: dict[Key, tuple[int, ...] | None]
+        self,
+        targets: dict[Key, tuple[int, ...] | None],
+        allow_replication_factor_change: bool = True,
     ) -> dict[Key, ReassignmentResult]:
         """AlterPartitionReassignments: start (or replace) the reassignment of each
-        partition to its target replicas, or cancel it (None)."""
+        partition to its target replicas, or cancel it (None); with KIP-860's option,
+        refuse a target of another size than the original replicas'."""
         if self.election is None:
             return dict.fromkeys(targets, ReassignmentResult(ErrorCode.NOT_CONTROLLER))
         try:
             async with self._acting:
-                results = await zookeeper_call(self._alter_reassignments, targets)
+                results = await zookeeper_call(
+                    self._alter_reassignments, targets, allow_replication_factor_change
+                )
         except ControllerMoved:
             self.election = None
             self.mark_dirty()
@@ -502,7 +507,7 @@ class Controller:
         return remaining
 
     def _alter_reassignments(
-        self, targets: dict[Key, tuple[int, ...] | None]
+        self, targets: dict[Key, tuple[int, ...] | None], allow_replication_factor_change: bool
     ) -> dict[Key, ReassignmentResult]:
         """Kafka's onPartitionReassignment, step 1 (and cancellation)."""
         assert self.election is not None
@@ -533,6 +538,13 @@ class Controller:
             invalid = reassignment.invalid_target(target, epochs)
             if invalid is not None:
                 results[key] = ReassignmentResult(ErrorCode.INVALID_REPLICA_ASSIGNMENT, invalid)
+                continue
+            if not allow_replication_factor_change and len(target) != len(current.origin):
+                results[key] = ReassignmentResult(
+                    ErrorCode.INVALID_REPLICATION_FACTOR,
+                    "The replication factor is changed from"
+                    f" {len(current.origin)} to {len(target)}",
+                )
                 continue
             wanted = current.reassign_to(target)
             if wanted != current:

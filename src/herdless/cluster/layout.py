@@ -365,9 +365,7 @@ def encode_topic(assignment: TopicAssignment) -> bytes:
 def _partition_map(replicas: Mapping[int, Sequence[int]]) -> dict[str, list[int]]:
     # Kafka leaves out the partitions with no replicas adding (or removing).
     keys = [str(p) for p in sorted(replicas) if replicas[p]]
-    return {
-        p: list(replicas[int(p)]) for p in _scala_mutable_map_order(keys, _EMPTY_MAP_TABLE)
-    }
+    return {p: list(replicas[int(p)]) for p in _scala_mutable_map_order(keys, _EMPTY_MAP_TABLE)}
 
 
 def decode_topic(topic: str, data: bytes | None) -> TopicAssignment:
