@@ -1,0 +1,177 @@
+"""Partition reassignment (KIP-455) on a real four-broker cluster, through kafka-python's
+admin client: a partition moves to the fourth broker under an acks=all producer and
+loses no acknowledged record, its leader leaving on the way; the broker left deletes its
+replica; a reassignment is listed while in progress and cancelled back; bad targets are
+refused with Kafka's error codes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from kafka import KafkaAdminClient, TopicPartition
+from kafka.errors import (
+    InvalidReplicationAssignmentError,
+    UnknownTopicOrPartitionError,
+)
+from kafka.protocol.admin import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
+
+from herdless.protocol.errors import ErrorCode
+from tests.support.checker import Writer
+from tests.support.cluster import ClusterProcesses, running_cluster, verify_acknowledged
+from tests.support.wire import Wire
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
+    with running_cluster(tmp_path_factory.mktemp("reassignment"), brokers=4) as processes:
+        yield processes
+
+
+@pytest.fixture
+def admin(cluster: ClusterProcesses) -> Iterator[KafkaAdminClient]:
+    cluster.restore()
+    client = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=30_000)
+    yield client
+    client.close()
+
+
+def replicas(cluster: ClusterProcesses, topic: str, partition: int = 0) -> list[int]:
+    return list(cluster.metadata(topic).topics[topic].partitions[partition].replicas)
+
+
+def wait_reassigned(
+    cluster: ClusterProcesses, admin: KafkaAdminClient, topic: str, target: list[int]
+) -> None:
+    deadline = time.monotonic() + 60
+    while admin.list_partition_reassignments({topic: [0]}):
+        assert time.monotonic() < deadline, "the reassignment did not complete in 60 s"
+        time.sleep(0.1)
+    cluster.wait_for(
+        lambda m: (
+            list(m.topics[topic].partitions[0].replicas) == target
+            and sorted(m.topics[topic].partitions[0].isrs) == sorted(target)
+        ),
+        what=f"{topic}-0 on {target}",
+    )
+
+
+def test_a_partition_moves_to_the_fourth_broker_under_load_losing_nothing(
+    cluster: ClusterProcesses, admin: KafkaAdminClient
+) -> None:
+    cluster.create_topic("moving", 1, 3)
+    before = replicas(cluster, "moving")
+    leader = cluster.metadata("moving").topics["moving"].partitions[0].leader
+    (fourth,) = set(cluster.brokers) - set(before)
+    # The leader leaves: the new one comes from the target.
+    target = [fourth, *(r for r in before if r != leader)]
+    writer = Writer(cluster.bootstrap, "moving")
+    writer.start()
+    time.sleep(1)
+    answer = admin.alter_partition_reassignments({TopicPartition("moving", 0): target})
+    assert answer == {TopicPartition("moving", 0): None}
+    wait_reassigned(cluster, admin, "moving", target)
+    time.sleep(1)
+    verify_acknowledged(cluster, writer, "moving", 1)
+    assert cluster.metadata("moving").topics["moving"].partitions[0].leader in target
+    left = cluster.brokers[leader].data_dir / "moving-0"
+    deadline = time.monotonic() + 10
+    while left.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not left.exists(), "the broker reassigned away keeps its replica"
+
+
+def alter(wire: Wire, topic: str, replicas: list[int] | None) -> int:
+    """One partition's error code for a reassignment (None: cancel) asked on the wire."""
+    Request = AlterPartitionReassignmentsRequest[0]
+    Topic = Request.ReassignableTopic
+    answer = wire.call(
+        Request(
+            timeout_ms=10_000,
+            topics=[
+                Topic(
+                    name=topic,
+                    partitions=[Topic.ReassignablePartition(partition_index=0, replicas=replicas)],
+                )
+            ],
+        ),
+        AlterPartitionReassignmentsResponse,
+    )
+    return answer.responses[0].partitions[0].error_code  # type: ignore[attr-defined]
+
+
+def listed(wire: Wire) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+    answer = wire.call(
+        ListPartitionReassignmentsRequest[0](timeout_ms=10_000, topics=None),
+        ListPartitionReassignmentsResponse,
+    )
+    assert answer.error_code == ErrorCode.NONE  # type: ignore[attr-defined]
+    return {
+        (t.name, p.partition_index): (p.replicas, p.adding_replicas, p.removing_replicas)
+        for t in answer.topics  # type: ignore[attr-defined]
+        for p in t.partitions
+    }
+
+
+def test_a_reassignment_in_progress_is_listed_and_cancelled_back(
+    cluster: ClusterProcesses, admin: KafkaAdminClient
+) -> None:
+    cluster.create_topic("cancelled", 1, 2)
+    before = replicas(cluster, "cancelled")
+    controller_id = cluster.metadata().controller_id
+    joining = next(b for b in sorted(cluster.brokers) if b not in [*before, controller_id])
+    wire = Wire(cluster.brokers[controller_id])
+    # Paused, the joining broker is still registered but never catches up.
+    cluster.pause(joining)
+    try:
+        assert alter(wire, "cancelled", [joining, before[0]]) == ErrorCode.NONE
+        assert listed(wire) == {
+            ("cancelled", 0): ([joining, before[0], before[1]], [joining], [before[1]])
+        }
+        assert alter(wire, "cancelled", None) == ErrorCode.NONE
+        assert listed(wire) == {}
+        assert sorted(replicas(cluster, "cancelled")) == sorted(before)
+        # Nothing left to cancel.
+        assert alter(wire, "cancelled", None) == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+    finally:
+        cluster.resume(joining)
+        wire.close()
+
+
+def test_targets_kafka_refuses_are_refused_per_partition(
+    cluster: ClusterProcesses, admin: KafkaAdminClient
+) -> None:
+    cluster.create_topic("refusing", 1, 2)
+    answer = admin.alter_partition_reassignments(
+        {
+            TopicPartition("refusing", 0): [1, 99],
+            TopicPartition("refusing", 7): [1, 2],
+            TopicPartition("no-such-topic", 0): [1, 2],
+        }
+    )
+    assert answer == {
+        TopicPartition("refusing", 0): InvalidReplicationAssignmentError,
+        TopicPartition("refusing", 7): UnknownTopicOrPartitionError,
+        TopicPartition("no-such-topic", 0): UnknownTopicOrPartitionError,
+    }
+
+
+def test_a_broker_that_is_not_the_controller_says_so(cluster: ClusterProcesses) -> None:
+    controller_id = cluster.metadata().controller_id
+    other = next(i for i in cluster.brokers if i != controller_id)
+    wire = Wire(cluster.brokers[other])
+    try:
+        answer = wire.call(
+            ListPartitionReassignmentsRequest[0](timeout_ms=1000, topics=None),
+            ListPartitionReassignmentsResponse,
+        )
+    finally:
+        wire.close()
+    assert answer.error_code == ErrorCode.NOT_CONTROLLER
