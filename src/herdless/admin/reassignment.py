@@ -1,0 +1,185 @@
+"""Partition reassignment as `herdless cluster reassign` and `cluster drain` ask for it
+(AlterPartitionReassignments, ListPartitionReassignments; KIP-455), and the plans they
+make: kafka-reassign-partitions.sh's proposal over a broker list, and a drain's moves
+off one broker.
+
+Plans are pure (partition -> replicas in, partition -> replicas out); the rest asks the
+controller through kafka-python's admin client.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from herdless.admin.client import error_text, from_any_broker
+from herdless.admin.errors import AdminError
+from herdless.cluster.assignment import assign_replicas
+
+if TYPE_CHECKING:
+    from kafka import KafkaAdminClient
+
+Key = tuple[str, int]
+Assignment = dict[Key, list[int]]
+
+
+# -- plans -------------------------------------------------------------------------------
+
+
+def propose(current: Mapping[Key, Sequence[int]], brokers: Collection[int]) -> Assignment:
+    """kafka-reassign-partitions.sh --generate: each topic's partitions spread over
+    `brokers` as a new topic's would be (rack-unaware), keeping its replication factor.
+    AdminError when a topic has more replicas than there are brokers."""
+    by_topic: dict[str, dict[int, int]] = {}
+    for (topic, partition), replicas in current.items():
+        by_topic.setdefault(topic, {})[partition] = len(replicas)
+    proposed: Assignment = {}
+    for topic, partitions in sorted(by_topic.items()):
+        factor = max(partitions.values())
+        if factor > len(brokers):
+            raise AdminError(
+                f"topic {topic} has {factor} replicas per partition, more than the"
+                f" {len(brokers)} brokers listed"
+            )
+        spread = assign_replicas(dict.fromkeys(sorted(brokers)), len(partitions), factor)
+        for index, partition in enumerate(sorted(partitions)):
+            proposed[(topic, partition)] = list(spread[index])
+    return proposed
+
+
+def drain_plan(
+    current: Mapping[Key, Sequence[int]], broker: int, brokers: Collection[int]
+) -> Assignment:
+    """Targets that move every replica off `broker`: each goes to the other broker, not
+    already a replica, that hosts fewest replicas so far (lowest id on a tie), and goes
+    last, so that a replica already in sync becomes the preferred leader.
+    AdminError when a partition has nowhere to go."""
+    others = sorted(set(brokers) - {broker})
+    load = Counter({b: 0 for b in others})
+    for replicas in current.values():
+        load.update(r for r in replicas if r != broker and r in load)
+    plan: Assignment = {}
+    for key, replicas in sorted(current.items()):
+        if broker not in replicas:
+            continue
+        candidates = [b for b in others if b not in replicas]
+        if not candidates:
+            raise AdminError(
+                f"{key[0]}-{key[1]} has {len(replicas)} replicas and only"
+                f" {len(others)} other brokers: it cannot leave broker {broker}"
+            )
+        chosen = min(candidates, key=lambda b: (load[b], b))
+        load[chosen] += 1
+        plan[key] = [r for r in replicas if r != broker] + [chosen]
+    return plan
+
+
+def read_plan(document: object, where: str) -> Assignment:
+    """A reassignment in kafka-reassign-partitions.sh's JSON form; AdminError naming what is
+    wrong with it."""
+    entries = document.get("partitions") if isinstance(document, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise AdminError(
+            f'{where} must hold {{"version": 1, "partitions": [{{"topic": T, "partition": P,'
+            ' "replicas": [B, ...]}, ...]}, as kafka-reassign-partitions.sh reads it'
+        )
+    plan: Assignment = {}
+    for number, entry in enumerate(entries, 1):
+        fields = entry if isinstance(entry, dict) else {}
+        topic, partition, replicas = (fields.get(k) for k in ("topic", "partition", "replicas"))
+        if (
+            not isinstance(topic, str)
+            or not topic
+            or not _is_int(partition)
+            or partition < 0
+            or not isinstance(replicas, list)
+            or not replicas
+            or not all(_is_int(r) and r >= 0 for r in replicas)
+        ):
+            raise AdminError(
+                f"{where}: partition entry {number} needs a topic, a partition >= 0 and a"
+                f" list of broker ids as replicas, got {_dumps(entry)}"
+            )
+        if len(set(replicas)) != len(replicas):
+            raise AdminError(f"{where}: {topic}-{partition} lists a broker twice: {replicas}")
+        if (topic, partition) in plan:
+            raise AdminError(f"{where}: {topic}-{partition} is given twice")
+        plan[(topic, partition)] = list(replicas)
+    return plan
+
+
+def plan_document(plan: Mapping[Key, Sequence[int]]) -> dict[str, Any]:
+    """kafka-reassign-partitions.sh's JSON form of an assignment."""
+    return {
+        "version": 1,
+        "partitions": [
+            {
+                "topic": topic,
+                "partition": partition,
+                "replicas": list(replicas),
+                "log_dirs": ["any"] * len(replicas),
+            }
+            for (topic, partition), replicas in sorted(plan.items())
+        ],
+    }
+
+
+# -- asking the cluster ------------------------------------------------------------------
+
+
+def current_assignment(admin: KafkaAdminClient, topics: list[str] | None = None) -> Assignment:
+    """Each partition's replicas now (of `topics`, or of every topic); AdminError names a
+    topic that does not exist."""
+    described = from_any_broker(lambda: admin.describe_topics(topics))
+    assignment: Assignment = {}
+    for topic in described:
+        if topic.get("error_code"):
+            raise AdminError(f"topic {topic['name']}: {error_text(topic['error_code'])}")
+        for p in topic["partitions"]:
+            assignment[(topic["name"], p["partition_index"])] = list(p["replica_nodes"])
+    return assignment
+
+
+def leaders(admin: KafkaAdminClient) -> dict[Key, int]:
+    described = from_any_broker(admin.describe_topics)
+    return {
+        (t["name"], p["partition_index"]): p["leader_id"]
+        for t in described
+        for p in t["partitions"]
+    }
+
+
+def broker_ids(admin: KafkaAdminClient) -> list[int]:
+    cluster = from_any_broker(admin.describe_cluster)
+    return sorted(b["broker_id"] for b in cluster.get("brokers", []))
+
+
+def alter(admin: KafkaAdminClient, targets: Mapping[Key, Sequence[int] | None]) -> dict[Key, str]:
+    """Start (a list) or cancel (None) each partition's reassignment; the partitions the
+    controller refused, with why."""
+    from kafka import TopicPartition
+
+    answer = admin.alter_partition_reassignments(
+        {TopicPartition(t, p): None if r is None else list(r) for (t, p), r in targets.items()}
+    )
+    return {
+        (tp.topic, tp.partition): error_text(error)
+        for tp, error in answer.items()
+        if error is not None
+    }
+
+
+def in_progress(admin: KafkaAdminClient) -> dict[Key, dict[str, list[int]]]:
+    """The reassignments in progress: replicas, adding_replicas, removing_replicas."""
+    listed = admin.list_partition_reassignments()
+    return {(tp.topic, tp.partition): value for tp, value in listed.items()}
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value)
