@@ -1,14 +1,17 @@
 """Partition reassignment (KIP-455) on a real four-broker cluster, through kafka-python's
-admin client: a partition moves to the fourth broker under an acks=all producer and
-loses no acknowledged record, its leader leaving on the way; the broker left deletes its
-replica; a reassignment is listed while in progress and cancelled back; bad targets are
-refused with Kafka's error codes.
+admin client and `herdless cluster reassign` / `drain`: a partition moves to the fourth
+broker under an acks=all producer and loses no acknowledged record, its leader leaving
+on the way; the broker left deletes its replica; a reassignment is listed while in
+progress and cancelled back; bad targets are refused with Kafka's error codes; a drained
+broker hosts and leads nothing.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kafka import KafkaAdminClient, TopicPartition
@@ -25,6 +28,7 @@ from kafka.protocol.admin import (
 
 from herdless.protocol.errors import ErrorCode
 from tests.support.checker import Writer
+from tests.support.cli import herdless, refused, succeeded
 from tests.support.cluster import ClusterProcesses, running_cluster, verify_acknowledged
 from tests.support.wire import Wire
 
@@ -175,3 +179,76 @@ def test_a_broker_that_is_not_the_controller_says_so(cluster: ClusterProcesses) 
     finally:
         wire.close()
     assert answer.error_code == ErrorCode.NOT_CONTROLLER
+
+
+def test_the_reassign_command_generates_executes_and_verifies(
+    cluster: ClusterProcesses, admin: KafkaAdminClient, tmp_path: Path
+) -> None:
+    cluster.create_topic("tool", 2, 2)
+    topics = tmp_path / "topics.json"
+    topics.write_text(json.dumps({"version": 1, "topics": [{"topic": "tool"}]}))
+    out = succeeded(
+        herdless(
+            "cluster",
+            "reassign",
+            "-b",
+            cluster.bootstrap,
+            "--generate",
+            "--topics-to-move-json-file",
+            str(topics),
+            "--broker-list",
+            "3,4",
+        )
+    )
+    lines = out.splitlines()
+    assert lines[0] == "Current partition replica assignment"
+    proposed = json.loads(lines[lines.index("Proposed partition reassignment configuration") + 1])
+    assert [sorted(p["replicas"]) for p in proposed["partitions"]] == [[3, 4], [3, 4]]
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(proposed))
+    args = ("cluster", "reassign", "-b", cluster.bootstrap, "--reassignment-json-file", str(plan))
+    out = succeeded(herdless(*args, "--execute"))
+    assert "Successfully started partition reassignments for tool-0,tool-1" in out
+    deadline = time.monotonic() + 60
+    while (result := herdless(*args, "--verify")).returncode != 0:
+        assert "still in progress" in result.stdout, result.stdout + result.stderr
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert "Reassignment of partition tool-0 is completed." in result.stdout
+    assert sorted(replicas(cluster, "tool", 1)) == [3, 4]
+    # Nothing to cancel now.
+    out = succeeded(herdless(*args, "--cancel"))
+    assert "Successfully cancelled partition reassignments for: " in out
+
+
+def test_the_reassign_command_names_bad_input(cluster: ClusterProcesses, tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text("{")
+    base = ("cluster", "reassign", "-b", cluster.bootstrap)
+    refused(herdless(*base, "--verify", "--reassignment-json-file", str(plan)), "not JSON", 2)
+    refused(herdless(*base, "--execute"), "--execute needs --reassignment-json-file", 2)
+    refused(herdless(*base), "exactly one of", 2)
+    plan.write_text(json.dumps({"partitions": [{"topic": "x", "partition": 0, "replicas": 1}]}))
+    refused(herdless(*base, "--execute", "--reassignment-json-file", str(plan)), "entry 1", 2)
+    plan.write_text(
+        json.dumps({"partitions": [{"topic": "nope", "partition": 0, "replicas": [1]}]})
+    )
+    refused(herdless(*base, "--execute", "--reassignment-json-file", str(plan)), "nope")
+
+
+def test_drain_leaves_the_broker_hosting_and_leading_nothing(
+    cluster: ClusterProcesses, admin: KafkaAdminClient
+) -> None:
+    cluster.create_topic("drained", 4, 2)
+    # Every partition it hosts moves, the internal topics' too.
+    victim = max(cluster.brokers)
+    writer = Writer(cluster.bootstrap, "drained")
+    writer.start()
+    out = succeeded(herdless("cluster", "drain", "-b", cluster.bootstrap, str(victim), timeout=120))
+    assert out.splitlines()[-1] == f"broker {victim} hosts and leads nothing"
+    metadata = cluster.metadata()
+    for topic in metadata.topics.values():
+        for p in topic.partitions.values():
+            assert victim not in p.replicas and p.leader != victim, (topic.topic, p.id)
+    verify_acknowledged(cluster, writer, "drained", 4)
+    refused(herdless("cluster", "drain", "-b", cluster.bootstrap, "77"), "broker 77 is not")
