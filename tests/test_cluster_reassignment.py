@@ -9,6 +9,7 @@ broker hosts and leads nothing.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,10 +33,23 @@ from tests.support.cli import herdless, refused, succeeded
 from tests.support.cluster import ClusterProcesses, running_cluster, verify_acknowledged
 from tests.support.wire import Wire
 
+# Both replication throttles on every broker; only the topics that name throttled
+# replicas are slowed. Two windows of a second, so that a rate is not measured over ten
+# seconds (Kafka's eleven windows) and a move of a few megabytes shows it.
+THROTTLE_BYTES_PER_S = 1_000_000
+THROTTLES = {
+    "leader.replication.throttled.rate": str(THROTTLE_BYTES_PER_S),
+    "follower.replication.throttled.rate": str(THROTTLE_BYTES_PER_S),
+    "replication.quota.window.num": "2",
+}
+MOVED_BYTES = 5_000_000
+
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
-    with running_cluster(tmp_path_factory.mktemp("reassignment"), brokers=4) as processes:
+    with running_cluster(
+        tmp_path_factory.mktemp("reassignment"), brokers=4, **THROTTLES
+    ) as processes:
         yield processes
 
 
@@ -252,3 +266,38 @@ def test_drain_leaves_the_broker_hosting_and_leading_nothing(
             assert victim not in p.replicas and p.leader != victim, (topic.topic, p.id)
     verify_acknowledged(cluster, writer, "drained", 4)
     refused(herdless("cluster", "drain", "-b", cluster.bootstrap, "77"), "broker 77 is not")
+
+
+def log_bytes(cluster: ClusterProcesses, broker: int, topic: str) -> int:
+    directory = cluster.brokers[broker].data_dir / f"{topic}-0"
+    return sum(p.stat().st_size for p in directory.glob("*.log")) if directory.exists() else 0
+
+
+@pytest.mark.parametrize("side", ["leader", "follower"])
+def test_a_throttled_move_under_load_keeps_to_the_rate_and_loses_nothing(
+    cluster: ClusterProcesses, admin: KafkaAdminClient, side: str
+) -> None:
+    topic = f"throttled-{side}"
+    cluster.create_topic(topic, 1, 1, **{f"{side}_replication_throttled_replicas": "*"})
+    # Incompressible, so the bytes moved are the bytes produced; distinct, as the checker
+    # counts a value read twice as a duplicate.
+    cluster.produce(topic, [os.urandom(1000) for _ in range(MOVED_BYTES // 1000)], linger_ms=20)
+    (source,) = replicas(cluster, topic)
+    joining = next(b for b in sorted(cluster.brokers) if b != source)
+    writer = Writer(cluster.bootstrap, topic)
+    writer.start()
+    started = time.monotonic()
+    assert admin.alter_partition_reassignments({TopicPartition(topic, 0): [source, joining]})
+    wait_reassigned(cluster, admin, topic, [source, joining])
+    elapsed = time.monotonic() - started
+    moved = log_bytes(cluster, joining, topic)
+    rate = moved / elapsed
+    print(
+        f"{side} throttle {THROTTLE_BYTES_PER_S} B/s: {moved} B in {elapsed:.1f}s, {rate:.0f} B/s"
+    )
+    assert moved >= MOVED_BYTES
+    # The bound, but for the first window's bytes and one fetch past the bound (the quota
+    # is checked before each fetch, as Kafka's): a replica fetch is at most 1 MiB.
+    allowance = THROTTLE_BYTES_PER_S * 1 + 1024 * 1024
+    assert moved <= THROTTLE_BYTES_PER_S * elapsed + allowance, f"{rate:.0f} B/s"
+    verify_acknowledged(cluster, writer, topic, 1)
