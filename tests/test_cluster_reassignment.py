@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient, ConfigResource
 from kafka import KafkaAdminClient, TopicPartition
 from kafka.errors import (
     InvalidReplicationAssignmentError,
@@ -221,15 +222,27 @@ def test_the_reassign_command_generates_executes_and_verifies(
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps(proposed))
     args = ("cluster", "reassign", "-b", cluster.bootstrap, "--reassignment-json-file", str(plan))
-    out = succeeded(herdless(*args, "--execute"))
+    before = {p: replicas(cluster, "tool", p) for p in (0, 1)}
+    out = succeeded(herdless(*args, "--execute", "--throttle", "50000000"))
     assert "Successfully started partition reassignments for tool-0,tool-1" in out
+    assert "You must run --verify periodically" in out
+    # The tool's throttled replicas: every current replica sends, every new one receives.
+    throttled = topic_configs(cluster, "tool")
+    for p in (0, 1):
+        assert {f"{p}:{b}" for b in before[p]} <= set(
+            throttled["leader.replication.throttled.replicas"].split(",")
+        )
     deadline = time.monotonic() + 60
     while (result := herdless(*args, "--verify")).returncode != 0:
         assert "still in progress" in result.stdout, result.stdout + result.stderr
         assert time.monotonic() < deadline
         time.sleep(0.2)
     assert "Reassignment of partition tool-0 is completed." in result.stdout
+    assert "Clearing topic-level throttles on topic tool" in result.stdout
     assert sorted(replicas(cluster, "tool", 1)) == [3, 4]
+    cleared = topic_configs(cluster, "tool")
+    assert cleared["leader.replication.throttled.replicas"] == ""
+    assert cleared["follower.replication.throttled.replicas"] == ""
     # Nothing to cancel now.
     out = succeeded(herdless(*args, "--cancel"))
     assert "Successfully cancelled partition reassignments for: " in out
@@ -266,6 +279,13 @@ def test_drain_leaves_the_broker_hosting_and_leading_nothing(
             assert victim not in p.replicas and p.leader != victim, (topic.topic, p.id)
     verify_acknowledged(cluster, writer, "drained", 4)
     refused(herdless("cluster", "drain", "-b", cluster.bootstrap, "77"), "broker 77 is not")
+
+
+def topic_configs(cluster: ClusterProcesses, topic: str) -> dict[str, str]:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    resource = ConfigResource("topic", topic)
+    described = admin.describe_configs([resource])[resource].result(timeout=20)
+    return {name: entry.value for name, entry in described.items()}
 
 
 def log_bytes(cluster: ClusterProcesses, broker: int, topic: str) -> int:

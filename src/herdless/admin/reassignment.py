@@ -24,6 +24,12 @@ if TYPE_CHECKING:
 Key = tuple[str, int]
 Assignment = dict[Key, list[int]]
 
+# KIP-73's configs, which kafka-reassign-partitions.sh --throttle sets and --verify clears.
+LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
+LEADER_THROTTLED_RATE = "leader.replication.throttled.rate"
+FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"
+
 
 # -- plans -------------------------------------------------------------------------------
 
@@ -126,6 +132,31 @@ def plan_document(plan: Mapping[Key, Sequence[int]]) -> dict[str, Any]:
     }
 
 
+def throttled_replicas(
+    current: Mapping[Key, Sequence[int]], plan: Mapping[Key, Sequence[int]]
+) -> dict[str, dict[str, str]]:
+    """Each topic's throttled-replica configs for a reassignment, as the tool computes
+    them: of each partition that moves, every current replica may send (it may lead), and
+    every replica joining receives."""
+    leaders: dict[str, list[str]] = {}
+    followers: dict[str, list[str]] = {}
+    for (topic, partition), target in sorted(plan.items()):
+        before = list(current.get((topic, partition), []))
+        if list(target) == before:
+            continue
+        leaders.setdefault(topic, []).extend(f"{partition}:{b}" for b in before)
+        followers.setdefault(topic, []).extend(
+            f"{partition}:{b}" for b in target if b not in before
+        )
+    return {
+        topic: {
+            LEADER_THROTTLED_REPLICAS: ",".join(leaders[topic]),
+            FOLLOWER_THROTTLED_REPLICAS: ",".join(followers.get(topic, [])),
+        }
+        for topic in leaders
+    }
+
+
 # -- asking the cluster ------------------------------------------------------------------
 
 
@@ -183,3 +214,66 @@ def _is_int(value: object) -> bool:
 
 def _dumps(value: object) -> str:
     return json.dumps(value)
+
+
+def set_throttles(
+    admin: KafkaAdminClient,
+    topics: Mapping[str, Mapping[str, str]],
+    brokers: Sequence[int],
+    rate: int,
+) -> list[str]:
+    """Throttle a reassignment: the topics' throttled replicas, and both rates on each
+    broker. What could not be set, in words (AdminError for a topic)."""
+    from kafka.admin import ConfigResourceType
+
+    for topic, configs in topics.items():
+        problem = _alter(admin, ConfigResourceType.TOPIC, topic, dict(configs))
+        if problem is not None:
+            raise AdminError(f"cannot throttle topic {topic}: {problem}")
+    rates = {LEADER_THROTTLED_RATE: str(rate), FOLLOWER_THROTTLED_RATE: str(rate)}
+    return _alter_brokers(admin, brokers, rates)
+
+
+def clear_throttles(
+    admin: KafkaAdminClient, topics: Collection[str], brokers: Sequence[int]
+) -> list[str]:
+    """Remove a reassignment's throttles; what could not be removed, in words."""
+    from kafka.admin import AlterConfigOp, ConfigResourceType
+
+    delete = (AlterConfigOp.DELETE, None)
+    problems = []
+    for topic in sorted(topics):
+        problem = _alter(
+            admin,
+            ConfigResourceType.TOPIC,
+            topic,
+            {LEADER_THROTTLED_REPLICAS: delete, FOLLOWER_THROTTLED_REPLICAS: delete},
+        )
+        if problem is not None:
+            problems.append(f"topic {topic}: {problem}")
+    rates = {LEADER_THROTTLED_RATE: delete, FOLLOWER_THROTTLED_RATE: delete}
+    return problems + _alter_brokers(admin, brokers, rates)
+
+
+def _alter_brokers(
+    admin: KafkaAdminClient, brokers: Sequence[int], changes: Mapping[str, object]
+) -> list[str]:
+    from kafka.admin import ConfigResourceType
+
+    problems = []
+    for broker in brokers:
+        problem = _alter(admin, ConfigResourceType.BROKER, str(broker), dict(changes))
+        if problem is not None:
+            problems.append(f"broker {broker}: {problem}")
+    return problems
+
+
+def _alter(admin: KafkaAdminClient, kind: Any, name: str, changes: dict[str, object]) -> str | None:
+    """IncrementalAlterConfigs of one resource; None once done, else why not."""
+    from kafka.admin import ConfigResource
+
+    result = admin.alter_configs(
+        [ConfigResource(kind, name, configs=changes)], incremental=True, raise_on_unknown=False
+    )
+    outcome = result.get(kind.name.lower(), {}).get(name)
+    return None if outcome == "OK" else str(outcome)

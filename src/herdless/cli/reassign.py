@@ -6,11 +6,14 @@ brokers as kafka-reassign-partitions.sh does (KIP-455's AlterPartitionReassignme
     --generate --topics-to-move-json-file F --broker-list 1,2,3
         prints the current assignment and a proposal spreading those topics' partitions
         over the brokers listed; F is {"version": 1, "topics": [{"topic": "clicks"}]}
-    --execute --reassignment-json-file F
+    --execute --reassignment-json-file F [--throttle BYTES_PER_S]
         starts the reassignment F describes, after printing the assignment it replaces
-        (keep it to roll back with)
+        (keep it to roll back with); with --throttle, the moving replicas are throttled
+        (the topics' leader/follower.replication.throttled.replicas) and the brokers'
+        leader/follower.replication.throttled.rate set
     --verify --reassignment-json-file F
-        says, for each partition, whether its reassignment is complete
+        says, for each partition, whether its reassignment is complete; once all are,
+        removes the throttles, as the tool does
     --cancel --reassignment-json-file F
         cancels the partitions' reassignments in progress: they go back to their
         original replicas
@@ -104,6 +107,15 @@ def reassign(
             metavar="IDS", help="With --generate: the brokers, like 1,2,3.", show_default=False
         ),
     ] = None,
+    throttle: Annotated[
+        int | None,
+        typer.Option(
+            metavar="BYTES_PER_S",
+            min=0,
+            help="With --execute: the replication rate of the replicas moving.",
+            show_default=False,
+        ),
+    ] = None,
     reassignment_json_file: Annotated[
         Path | None,
         typer.Option(
@@ -140,6 +152,8 @@ def reassign(
         say("Proposed partition reassignment configuration")
         say(json.dumps(reassignment.plan_document(proposed)))
         return
+    if throttle is not None and not execute:
+        raise fail("--throttle goes with --execute", USAGE)
     if reassignment_json_file is None:
         action = next(name for name, chosen in actions.items() if chosen)
         raise fail(f"{action} needs --reassignment-json-file", USAGE)
@@ -152,7 +166,7 @@ def reassign(
     with connect(bootstrap) as admin:
         try:
             if execute:
-                _execute(admin, plan)
+                _execute(admin, plan, throttle)
             elif verify:
                 _verify(admin, plan)
             else:
@@ -161,7 +175,7 @@ def reassign(
             raise fail(str(exc)) from None
 
 
-def _execute(admin: Any, plan: dict[tuple[str, int], list[int]]) -> None:
+def _execute(admin: Any, plan: dict[tuple[str, int], list[int]], throttle: int | None) -> None:
     from herdless.admin import reassignment
 
     topics = sorted({t for t, _ in plan})
@@ -174,6 +188,8 @@ def _execute(admin: Any, plan: dict[tuple[str, int], list[int]]) -> None:
     say(json.dumps(reassignment.plan_document({k: current[k] for k in plan})))
     say("")
     say("Save this to use as the --reassignment-json-file option during rollback")
+    if throttle is not None:
+        _throttle(admin, current, plan, throttle)
     refused = reassignment.alter(admin, plan)
     for (topic, partition), why in sorted(refused.items()):
         say(f"Error reassigning partition(s): {topic}-{partition}: {why}")
@@ -182,6 +198,31 @@ def _execute(admin: Any, plan: dict[tuple[str, int], list[int]]) -> None:
         say(f"Successfully started partition reassignments for {_names(started)}")
     if refused:
         raise fail(f"{counted(len(refused), 'partition')} could not be reassigned")
+
+
+def _throttle(
+    admin: Any,
+    current: dict[tuple[str, int], list[int]],
+    plan: dict[tuple[str, int], list[int]],
+    rate: int,
+) -> None:
+    from herdless.admin import reassignment
+
+    topics = reassignment.throttled_replicas(current, plan)
+    brokers = reassignment.broker_ids(admin)
+    problems = reassignment.set_throttles(admin, topics, brokers, rate)
+    say(
+        "Warning: You must run --verify periodically, until the reassignment completes,"
+        " to ensure the throttle is removed."
+    )
+    if problems:
+        # Brokers that cannot take a rate while they run keep the one they started with.
+        say(
+            "The topics' throttled replicas are set; the brokers kept their replication"
+            f" rates ({'; '.join(problems)})"
+        )
+    else:
+        say(f"The inter-broker throttle limit was set to {rate} B/s")
 
 
 def _verify(admin: Any, plan: dict[tuple[str, int], list[int]]) -> None:
@@ -206,6 +247,14 @@ def _verify(admin: Any, plan: dict[tuple[str, int], list[int]]) -> None:
             )
     if unfinished:
         raise fail(f"{counted(unfinished, 'partition')} not reassigned yet")
+    topics = sorted({t for t, _ in plan})
+    brokers = reassignment.broker_ids(admin)
+    say(f"Clearing broker-level throttles on brokers {','.join(map(str, brokers))}")
+    for topic in topics:
+        say(f"Clearing topic-level throttles on topic {topic}")
+    problems = reassignment.clear_throttles(admin, topics, brokers)
+    if problems:
+        say(f"Some throttles could not be cleared: {'; '.join(problems)}")
 
 
 def _cancel(admin: Any, plan: dict[tuple[str, int], list[int]]) -> None:
