@@ -8,7 +8,9 @@ from collections import Counter
 import pytest
 
 from herdless.admin.errors import AdminError
-from herdless.admin.reassignment import drain_plan, plan_document, propose, read_plan
+from herdless.admin.reassignment import drain_plan, plan_document, read_plan
+from herdless.cluster.assignment import propose_reassignment
+from herdless.cluster.errors import InvalidReplicationFactor
 
 
 def test_a_drain_moves_every_replica_off_the_broker_keeping_the_replication_factor() -> None:
@@ -34,12 +36,12 @@ def test_a_drain_with_nowhere_to_go_says_which_partition() -> None:
 
 def test_a_proposal_spreads_each_topic_over_the_brokers_listed() -> None:
     current = {("a", p): [1, 2] for p in range(4)} | {("b", 0): [1]}
-    proposed = propose(current, [3, 4, 5])
+    proposed = propose_reassignment(current, [3, 4, 5])
     assert set(proposed) == set(current)
     assert all(len(proposed[k]) == len(current[k]) for k in current)
     assert all(set(r) <= {3, 4, 5} for r in proposed.values())
-    with pytest.raises(AdminError, match="more than the 1 brokers"):
-        propose(current, [3])
+    with pytest.raises(InvalidReplicationFactor, match="larger than available brokers: 1"):
+        propose_reassignment(current, [3])
 
 
 def test_the_tools_json_form_round_trips() -> None:

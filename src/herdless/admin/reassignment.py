@@ -1,7 +1,7 @@
 """Partition reassignment as `herdless cluster reassign` and `cluster drain` ask for it
-(AlterPartitionReassignments, ListPartitionReassignments; KIP-455), and the plans they
-make: kafka-reassign-partitions.sh's proposal over a broker list, and a drain's moves
-off one broker.
+(AlterPartitionReassignments, ListPartitionReassignments; KIP-455), and a drain's moves
+off one broker. kafka-reassign-partitions.sh's proposal over a broker list is
+cluster/assignment.py's (propose_reassignment).
 
 Plans are pure (partition -> replicas in, partition -> replicas out); the rest asks the
 controller through kafka-python's admin client.
@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from herdless.admin.client import error_text, from_any_broker
 from herdless.admin.errors import AdminError
-from herdless.cluster.assignment import assign_replicas
 
 if TYPE_CHECKING:
     from kafka import KafkaAdminClient
@@ -32,27 +31,6 @@ FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"
 
 
 # -- plans -------------------------------------------------------------------------------
-
-
-def propose(current: Mapping[Key, Sequence[int]], brokers: Collection[int]) -> Assignment:
-    """kafka-reassign-partitions.sh --generate: each topic's partitions spread over
-    `brokers` as a new topic's would be (rack-unaware), keeping its replication factor.
-    AdminError when a topic has more replicas than there are brokers."""
-    by_topic: dict[str, dict[int, int]] = {}
-    for (topic, partition), replicas in current.items():
-        by_topic.setdefault(topic, {})[partition] = len(replicas)
-    proposed: Assignment = {}
-    for topic, partitions in sorted(by_topic.items()):
-        factor = max(partitions.values())
-        if factor > len(brokers):
-            raise AdminError(
-                f"topic {topic} has {factor} replicas per partition, more than the"
-                f" {len(brokers)} brokers listed"
-            )
-        spread = assign_replicas(dict.fromkeys(sorted(brokers)), len(partitions), factor)
-        for index, partition in enumerate(sorted(partitions)):
-            proposed[(topic, partition)] = list(spread[index])
-    return proposed
 
 
 def drain_plan(

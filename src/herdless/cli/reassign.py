@@ -134,6 +134,8 @@ def reassign(
     from herdless.admin import reassignment
     from herdless.admin.errors import AdminError
     from herdless.cli.client import connect
+    from herdless.cluster.assignment import propose_reassignment
+    from herdless.cluster.errors import InvalidReplicationFactor
 
     if generate:
         if topics_to_move_json_file is None or broker_list is None:
@@ -143,9 +145,12 @@ def reassign(
         with connect(bootstrap) as admin:
             try:
                 current = reassignment.current_assignment(admin, topics)
-                proposed = reassignment.propose(current, brokers)
             except AdminError as exc:
                 raise fail(str(exc)) from None
+        try:
+            proposed = propose_reassignment(current, brokers)
+        except InvalidReplicationFactor as exc:
+            raise fail(str(exc)) from None
         say("Current partition replica assignment")
         say(json.dumps(reassignment.plan_document(current)))
         say("")
