@@ -24,6 +24,8 @@ from kafka.errors import (
 from kafka.protocol.admin import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 )
@@ -154,6 +156,21 @@ def test_a_reassignment_in_progress_is_listed_and_cancelled_back(
         assert listed(wire) == {
             ("cancelled", 0): ([joining, before[0], before[1]], [joining], [before[1]])
         }
+        # Meanwhile the topic's partitions are the reassignment's, as Kafka's controller
+        # keeps them.
+        grown = wire.call(
+            CreatePartitionsRequest[1](
+                topics=[
+                    CreatePartitionsRequest[1].CreatePartitionsTopic(
+                        name="cancelled", count=2, assignments=None
+                    )
+                ],
+                timeout_ms=10_000,
+                validate_only=False,
+            ),
+            CreatePartitionsResponse,
+        )
+        assert grown.results[0].error_code == ErrorCode.REASSIGNMENT_IN_PROGRESS  # type: ignore[attr-defined]
         assert alter(wire, "cancelled", None) == ErrorCode.NONE
         assert listed(wire) == {}
         assert sorted(replicas(cluster, "cancelled")) == sorted(before)

@@ -335,13 +335,17 @@ class ZooKeeperTopics:
         if found is None:
             raise TopicAdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         current = found.value
+        if current.adding or current.removing:
+            # As Kafka's controller: the topic's znode is the reassignment's to write.
+            raise TopicAdminError(
+                ErrorCode.REASSIGNMENT_IN_PROGRESS, "A partition reassignment is in progress."
+            )
         self.limits.check_request(count - len(current.replicas))
         try:
             added = replica_assignment.assign_new_partitions(
                 name, current.replicas, self._live_racks(), count, assignment
             )
             self._check_limits(added)
-            # Reassignments in progress carry on.
             grown = replace(current, replicas={**current.replicas, **added})
             if validate_only:
                 return
