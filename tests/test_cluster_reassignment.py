@@ -280,6 +280,23 @@ def test_the_reassign_command_names_bad_input(cluster: ClusterProcesses, tmp_pat
     refused(herdless(*base, "--execute", "--reassignment-json-file", str(plan)), "nope")
 
 
+def test_a_broker_that_is_down_is_drained_all_the_same(
+    cluster: ClusterProcesses, admin: KafkaAdminClient
+) -> None:
+    cluster.create_topic("orphaned", 2, 3)
+    down = 3
+    cluster.brokers[down].kill()
+    try:
+        out = succeeded(
+            herdless("cluster", "drain", "-b", cluster.bootstrap, str(down), timeout=120)
+        )
+        assert out.splitlines()[-1] == f"broker {down} hosts and leads nothing"
+        for p in cluster.metadata("orphaned").topics["orphaned"].partitions.values():
+            assert down not in p.replicas and len(p.replicas) == 3
+    finally:
+        cluster.brokers[down].start()
+
+
 def test_drain_leaves_the_broker_hosting_and_leading_nothing(
     cluster: ClusterProcesses, admin: KafkaAdminClient
 ) -> None:

@@ -292,9 +292,13 @@ def drain(
     with connect(bootstrap) as admin:
         try:
             brokers = reassignment.broker_ids(admin)
-            if broker not in brokers:
-                raise fail(f"broker {broker} is not registered (brokers: {brokers})")
-            plan = reassignment.drain_plan(reassignment.current_assignment(admin), broker, brokers)
+            current = reassignment.current_assignment(admin)
+            # A broker that is down may still be drained: its replicas move all the same.
+            if broker not in brokers and not any(broker in r for r in current.values()):
+                raise fail(
+                    f"broker {broker} is not registered and hosts nothing (brokers: {brokers})"
+                )
+            plan = reassignment.drain_plan(current, broker, brokers)
             if plan:
                 refused = reassignment.alter(admin, plan)
                 if refused:
