@@ -142,7 +142,7 @@ def listed(wire: Wire) -> dict[tuple[str, int], tuple[list[int], list[int], list
 
 
 def test_a_reassignment_in_progress_is_listed_and_cancelled_back(
-    cluster: ClusterProcesses, admin: KafkaAdminClient
+    cluster: ClusterProcesses, admin: KafkaAdminClient, tmp_path: Path
 ) -> None:
     cluster.create_topic("cancelled", 1, 2)
     before = replicas(cluster, "cancelled")
@@ -171,6 +171,17 @@ def test_a_reassignment_in_progress_is_listed_and_cancelled_back(
             CreatePartitionsResponse,
         )
         assert grown.results[0].error_code == ErrorCode.REASSIGNMENT_IN_PROGRESS  # type: ignore[attr-defined]
+        # The tool starts no reassignment while one is in progress, unless --additional.
+        plan = tmp_path / "plan.json"
+        plan.write_text(
+            json.dumps({"partitions": [{"topic": "cancelled", "partition": 0, "replicas": [1]}]})
+        )
+        controller = cluster.brokers[controller_id].bootstrap
+        result = herdless(
+            "cluster", "reassign", "-b", controller, "--execute",
+            "--reassignment-json-file", str(plan),
+        )  # fmt: skip
+        refused(result, "Use --additional to override this")
         assert alter(wire, "cancelled", None) == ErrorCode.NONE
         assert listed(wire) == {}
         assert sorted(replicas(cluster, "cancelled")) == sorted(before)

@@ -6,11 +6,12 @@ brokers as kafka-reassign-partitions.sh does (KIP-455's AlterPartitionReassignme
     --generate --topics-to-move-json-file F --broker-list 1,2,3
         prints the current assignment and a proposal spreading those topics' partitions
         over the brokers listed; F is {"version": 1, "topics": [{"topic": "clicks"}]}
-    --execute --reassignment-json-file F [--throttle BYTES_PER_S]
+    --execute --reassignment-json-file F [--throttle BYTES_PER_S] [--additional]
         starts the reassignment F describes, after printing the assignment it replaces
         (keep it to roll back with); with --throttle, the moving replicas are throttled
         (the topics' leader/follower.replication.throttled.replicas) and the brokers'
-        leader/follower.replication.throttled.rate set
+        leader/follower.replication.throttled.rate set; while reassignments are in
+        progress it starts none unless --additional
     --verify --reassignment-json-file F
         says, for each partition, whether its reassignment is complete; once all are,
         removes the throttles, as the tool does
@@ -107,6 +108,14 @@ def reassign(
             metavar="IDS", help="With --generate: the brokers, like 1,2,3.", show_default=False
         ),
     ] = None,
+    additional: Annotated[
+        bool,
+        typer.Option(
+            "--additional",
+            help="With --execute: replace reassignments in progress.",
+            show_default=False,
+        ),
+    ] = False,
     throttle: Annotated[
         int | None,
         typer.Option(
@@ -157,8 +166,8 @@ def reassign(
         say("Proposed partition reassignment configuration")
         say(json.dumps(reassignment.plan_document(proposed)))
         return
-    if throttle is not None and not execute:
-        raise fail("--throttle goes with --execute", USAGE)
+    if (throttle is not None or additional) and not execute:
+        raise fail("--throttle and --additional go with --execute", USAGE)
     if reassignment_json_file is None:
         action = next(name for name, chosen in actions.items() if chosen)
         raise fail(f"{action} needs --reassignment-json-file", USAGE)
@@ -171,7 +180,7 @@ def reassign(
     with connect(bootstrap) as admin:
         try:
             if execute:
-                _execute(admin, plan, throttle)
+                _execute(admin, plan, throttle, additional)
             elif verify:
                 _verify(admin, plan)
             else:
@@ -180,9 +189,17 @@ def reassign(
             raise fail(str(exc)) from None
 
 
-def _execute(admin: Any, plan: dict[tuple[str, int], list[int]], throttle: int | None) -> None:
+def _execute(
+    admin: Any, plan: dict[tuple[str, int], list[int]], throttle: int | None, additional: bool
+) -> None:
     from herdless.admin import reassignment
 
+    if not additional and reassignment.in_progress(admin):
+        raise fail(
+            "Cannot execute because there is an existing partition assignment. Use"
+            " --additional to override this and create a new partition assignment in"
+            " addition to the existing one."
+        )
     topics = sorted({t for t, _ in plan})
     current = reassignment.current_assignment(admin, topics)
     unknown = sorted(set(plan) - set(current))
