@@ -170,9 +170,8 @@ def alter(admin: KafkaAdminClient, targets: Mapping[Key, Sequence[int] | None]) 
     controller refused, with why."""
     from kafka import TopicPartition
 
-    answer = admin.alter_partition_reassignments(
-        {TopicPartition(t, p): None if r is None else list(r) for (t, p), r in targets.items()}
-    )
+    asked = {TopicPartition(t, p): None if r is None else list(r) for (t, p), r in targets.items()}
+    answer = from_any_broker(lambda: admin.alter_partition_reassignments(asked))
     return {
         (tp.topic, tp.partition): error_text(error)
         for tp, error in answer.items()
@@ -182,7 +181,7 @@ def alter(admin: KafkaAdminClient, targets: Mapping[Key, Sequence[int] | None]) 
 
 def in_progress(admin: KafkaAdminClient) -> dict[Key, dict[str, list[int]]]:
     """The reassignments in progress: replicas, adding_replicas, removing_replicas."""
-    listed = admin.list_partition_reassignments()
+    listed = from_any_broker(admin.list_partition_reassignments)
     return {(tp.topic, tp.partition): value for tp, value in listed.items()}
 
 
@@ -250,8 +249,9 @@ def _alter(admin: KafkaAdminClient, kind: Any, name: str, changes: dict[str, obj
     """IncrementalAlterConfigs of one resource; None once done, else why not."""
     from kafka.admin import ConfigResource
 
-    result = admin.alter_configs(
-        [ConfigResource(kind, name, configs=changes)], incremental=True, raise_on_unknown=False
+    resource = ConfigResource(kind, name, configs=changes)
+    result = from_any_broker(
+        lambda: admin.alter_configs([resource], incremental=True, raise_on_unknown=False)
     )
     outcome = result.get(kind.name.lower(), {}).get(name)
     return None if outcome == "OK" else str(outcome)

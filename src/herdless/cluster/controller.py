@@ -330,8 +330,7 @@ class Controller:
             found = self._store.topic(name)
             if found is not None:
                 self._reconcile_topic(found.value, live, election_)
-                if found.value.adding or found.value.removing:
-                    self._progress_reassignments(found.value, live, election_)
+                self._progress_reassignments(found.value, live, election_)
         if handled:
             self._store.delete_log_dir_events(handled, election_.epoch_version)
 
@@ -610,7 +609,8 @@ class Controller:
         self, assignment: TopicAssignment, live: set[int], election_: ControllerElection
     ) -> None:
         """Complete each reassignment of the topic whose target replicas are all in sync
-        (steps 3 on of Kafka's onPartitionReassignment)."""
+        (steps 3 on of Kafka's onPartitionReassignment); stop watching the partitions of
+        the topic that are no longer reassigned."""
         name = assignment.name
         electable = live - set(self._shutting_down)
         for partition in sorted({*assignment.adding, *assignment.removing}):
