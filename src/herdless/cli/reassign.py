@@ -329,19 +329,27 @@ def drain(
 
 
 def _wait_drained(admin: Any, broker: int, timeout_s: float) -> None:
+    from kafka.errors import KafkaConnectionError, NodeNotReadyError
+
     from herdless.admin import reassignment
 
     deadline = time.monotonic() + timeout_s
     while True:
-        hosted = [k for k, r in reassignment.current_assignment(admin).items() if broker in r]
-        led = [k for k, leader in reassignment.leaders(admin).items() if leader == broker]
-        if not hosted and not led:
-            return
-        if time.monotonic() >= deadline:
-            raise fail(
-                f"after {timeout_s:.0f}s broker {broker} still hosts"
-                f" {counted(len(hosted), 'replica')} and leads {counted(len(led), 'partition')}"
-                f" ({_names(hosted[:10])}); the moves carry on: see"
-                " `herdless cluster reassign --verify`"
-            )
+        try:
+            hosted = [k for k, r in reassignment.current_assignment(admin).items() if broker in r]
+            led = [k for k, leader in reassignment.leaders(admin).items() if leader == broker]
+        except (KafkaConnectionError, NodeNotReadyError) as exc:
+            # The broker drained may be down and still named in metadata: look again.
+            if time.monotonic() >= deadline:
+                raise fail(f"cannot tell whether broker {broker} is drained: {exc}") from None
+        else:
+            if not hosted and not led:
+                return
+            if time.monotonic() >= deadline:
+                raise fail(
+                    f"after {timeout_s:.0f}s broker {broker} still hosts"
+                    f" {counted(len(hosted), 'replica')} and leads"
+                    f" {counted(len(led), 'partition')} ({_names(hosted[:10])}); the moves"
+                    " carry on: see `herdless cluster reassign --verify`"
+                )
         time.sleep(_POLL_S)
