@@ -316,6 +316,15 @@ def drain(
                     f"broker {broker} is not registered and hosts nothing (brokers: {brokers})"
                 )
             plan = reassignment.drain_plan(current, broker, brokers)
+            offline = sorted(
+                k for k, leader in reassignment.leaders(admin).items() if k in plan and leader < 0
+            )
+            if offline:
+                # No leader to copy from: only the broker drained has the records.
+                raise fail(
+                    f"{_names(offline)} have no leader: their records are only on broker"
+                    f" {broker}; start it again, then drain it"
+                )
             if plan:
                 refused = reassignment.alter(admin, plan)
                 if refused:
