@@ -315,16 +315,16 @@ def drain(
                 raise fail(
                     f"broker {broker} is not registered and hosts nothing (brokers: {brokers})"
                 )
-            plan = reassignment.drain_plan(current, broker, brokers)
-            offline = sorted(
-                k for k, leader in reassignment.leaders(admin).items() if k in plan and leader < 0
-            )
+            hosted = {k for k, replicas in current.items() if broker in replicas}
+            leaders = reassignment.leaders(admin)
+            offline = sorted(k for k in hosted if leaders.get(k, -1) < 0)
             if offline:
                 # No leader to copy from: only the broker drained has the records.
                 raise fail(
                     f"{_names(offline)} have no leader: their records are only on broker"
                     f" {broker}; start it again, then drain it"
                 )
+            plan = reassignment.drain_plan(current, broker, brokers)
             if plan:
                 refused = reassignment.alter(admin, plan)
                 if refused:
