@@ -1305,3 +1305,34 @@ def test_client_quotas_need_describe_configs_and_alter_configs_on_the_cluster(
     finally:
         revoke(admin, ResourceType.CLUSTER, CLUSTER_NAME, AclOperation.DESCRIBE_CONFIGS)
         revoke(admin, ResourceType.CLUSTER, CLUSTER_NAME, AclOperation.ALTER_CONFIGS)
+
+
+def test_reassignments_need_alter_and_their_list_describe_on_the_cluster(
+    admin: Client, alice: Client
+) -> None:
+    create_topic(admin, "reassigned")
+
+    def partitions(replicas: list[int] | None) -> dict[str, object]:
+        return {
+            "timeout_ms": 1000,
+            "topics": [
+                {"name": "reassigned", "partitions": [{"partition_index": 0, "replicas": replicas}]}
+            ],
+        }
+
+    denied = alice(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, **partitions([0]))
+    assert denied.error_code == CLUSTER_DENIED
+    assert denied.responses[0].partitions[0].error_code == CLUSTER_DENIED
+    # One broker alone: reassigned to itself is nothing to do, and nothing is in progress.
+    allowed = admin(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, **partitions([0]))
+    assert allowed.responses[0].partitions[0].error_code == NONE
+    elsewhere = admin(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, **partitions([5]))
+    assert elsewhere.responses[0].partitions[0].error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    cancelled = admin(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, **partitions(None))
+    assert cancelled.responses[0].partitions[0].error_code == (
+        ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+    )
+    listing = {"timeout_ms": 1000, "topics": None}
+    assert alice(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, **listing).error_code == CLUSTER_DENIED
+    listed = admin(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, **listing)
+    assert (listed.error_code, listed.topics) == (NONE, [])

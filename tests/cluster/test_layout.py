@@ -143,13 +143,25 @@ def test_many_partitions_come_in_scala_hash_map_order() -> None:
     assert layout.decode_topic("t", layout.encode_topic(assignment)) == assignment
 
 
-def test_topic_from_kafka_with_reassignment_fields_reads_its_replicas() -> None:
+def test_topic_from_kafka_with_reassignment_fields_reads_them() -> None:
     data = (
         b'{"version":3,"topic_id":"' + TOPIC_ID_TEXT.encode() + b'",'
-        b'"partitions":{"1":[2,1],"0":[1,2]},'
+        b'"partitions":{"1":[2,1],"0":[1,3,2]},'
         b'"adding_replicas":{"0":[3]},"removing_replicas":{"0":[2]}}'
     )
-    assert layout.decode_topic("t", data) == TopicAssignment("t", TOPIC_ID, {0: (1, 2), 1: (2, 1)})
+    assert layout.decode_topic("t", data) == TopicAssignment(
+        "t", TOPIC_ID, {0: (1, 3, 2), 1: (2, 1)}, adding={0: (3,)}, removing={0: (2,)}
+    )
+
+
+def test_reassignment_in_progress_is_written_as_kafka_writes_it() -> None:
+    assignment = TopicAssignment(
+        "t", TOPIC_ID, {0: (4, 2, 1), 1: (2, 1)}, adding={0: (4,)}, removing={0: (1,)}
+    )
+    fields = json.loads(layout.encode_topic(assignment))
+    assert fields["adding_replicas"] == {"0": [4]}
+    assert fields["removing_replicas"] == {"0": [1]}
+    assert layout.decode_topic("t", layout.encode_topic(assignment)) == assignment
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,7 @@ from herdless.broker.replication.cluster_replica_manager import (
 )
 from herdless.broker.replication.durability import Durability
 from herdless.broker.replication.fetcher import ReplicaFetcher
+from herdless.broker.replication.quota import ReplicationQuota
 from herdless.cluster.errors import ClusterError, ClusterUnavailable, StateVersionConflict
 from herdless.cluster.layout import BrokerRegistration, LogDirEvent, PartitionState, TopicAssignment
 from herdless.cluster.membership import Membership, MembershipConfig
@@ -77,6 +78,7 @@ class ClusterNode:
         self.metadata = metadata
         self._durability = durability
         self._clock = clock
+        self._monotonic_ms = monotonic_ms
         self.membership = Membership(
             MembershipConfig(
                 config.node_id,
@@ -91,6 +93,9 @@ class ClusterNode:
             clock,
             monotonic_ms,
         )
+        # Kafka's two replication quotas: what this broker leads out, what it fetches in.
+        self.leader_quota = self._replication_quota(config.leader_replication_throttled_rate)
+        self.follower_quota = self._replication_quota(config.follower_replication_throttled_rate)
         self.replicas = ClusterReplicaManager(
             logs,
             durability,
@@ -100,6 +105,8 @@ class ClusterNode:
             self.membership.lease_valid,
             self._write_isr,
             config.replica_lag_time_max_ms,
+            monotonic_ms,
+            self.leader_quota,
         )
         self.replicas.on_role_change = self._on_role_change
         self.producer_ids = ProducerIds(self._reserve_producer_ids)
@@ -129,6 +136,16 @@ class ClusterNode:
         # Set at the start of a controlled shutdown: this broker follows nothing any more,
         # so no leader takes it back into an ISR it is about to leave for good.
         self._shutting_down = False
+
+    def _replication_quota(self, rate: int) -> ReplicationQuota:
+        config = self.config
+        return ReplicationQuota(
+            config.node_id,
+            rate,
+            self._monotonic_ms,
+            config.replication_quota_window_num,
+            config.replication_quota_window_size_seconds * 1000,
+        )
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -490,6 +507,8 @@ class ClusterNode:
             self._clock,
             self._replicated,
             self._peer_security,
+            self.follower_quota,
+            self.replicas.in_sync,
         )
         fetcher.start()
         return fetcher

@@ -49,6 +49,13 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     "default.replication.factor": ("default_replication_factor", int),
     "offsets.topic.replication.factor": ("offsets_topic_replication_factor", int),
     "replica.lag.time.max.ms": ("replica_lag_time_max_ms", int),
+    # Replication throttles (KIP-73), bytes per second over the replicas the topics'
+    # *.replication.throttled.replicas name; Kafka's dynamic broker configs, read here at
+    # start until broker configs are kept in ZooKeeper.
+    "leader.replication.throttled.rate": ("leader_replication_throttled_rate", int),
+    "follower.replication.throttled.rate": ("follower_replication_throttled_rate", int),
+    "replication.quota.window.num": ("replication_quota_window_num", int),
+    "replication.quota.window.size.seconds": ("replication_quota_window_size_seconds", int),
     # Leader balance (the controller's): hand partitions back to their preferred leaders
     # where a broker's share led by others is over the percentage, at every interval.
     "auto.leader.rebalance.enable": ("auto_leader_rebalance_enable", bool),
@@ -201,6 +208,12 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
 _PORTS = (0, 65_535)
 _RANGES: dict[str, tuple[int | None, int | None]] = {
     "node.id": (0, None),
+    # A rate of at least 0 and windows of at least a second, as Kafka; two windows at
+    # least, where Kafka allows one (a rate over one window forgets all at each turn).
+    "leader.replication.throttled.rate": (0, None),
+    "follower.replication.throttled.rate": (0, None),
+    "replication.quota.window.num": (2, None),
+    "replication.quota.window.size.seconds": (1, None),
     "num.partitions": (1, None),
     "socket.request.max.bytes": (1, None),
     "connections.max.idle.ms": (1, None),
@@ -420,6 +433,10 @@ class BrokerConfig:
     offsets_topic_replication_factor: int = 3
     group_coordinator_standby_enable: bool = True
     replica_lag_time_max_ms: int = 30_000
+    leader_replication_throttled_rate: int = 0x7FFF_FFFF_FFFF_FFFF  # Long.MaxValue: none
+    follower_replication_throttled_rate: int = 0x7FFF_FFFF_FFFF_FFFF
+    replication_quota_window_num: int = 11
+    replication_quota_window_size_seconds: int = 1
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
     leader_imbalance_per_broker_percentage: int = 10

@@ -4,6 +4,8 @@
 controller, how many groups each broker coordinates, and which partitions are
 under-replicated or offline. `elect-leaders` asks the controller for preferred or
 unclean leader elections, as kafka-leader-election.sh does (elect_leaders.py).
+`reassign` moves partitions between brokers as kafka-reassign-partitions.sh does, and
+`drain` empties a broker before it is retired (reassign.py).
 `up` starts Debian's ZooKeeper and N brokers on this machine, for trying the
 cluster on a laptop (local_cluster.py): a broker that dies leaves the others
 running; Ctrl-C stops them all.
@@ -20,11 +22,14 @@ from herdless.cli.elect_leaders import elect_leaders
 from herdless.cli.errors import fail
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, command_group
 from herdless.cli.output import OutputOption, Table, View, counted, show
+from herdless.cli.reassign import drain, reassign
 
 cluster_app = command_group(
     "See a cluster's brokers and partitions, elect their leaders, or run one on this machine."
 )
 cluster_app.command("elect-leaders")(elect_leaders)
+cluster_app.command("reassign")(reassign)
+cluster_app.command("drain")(drain)
 
 
 @cluster_app.command("describe")

@@ -310,3 +310,23 @@ def _validate_added_replicas(proposed: Assignment, replication_factor: int) -> N
 
 def _join(values: Iterable[object]) -> str:
     return ", ".join(str(v) for v in values)
+
+
+def propose_reassignment(
+    current: Mapping[tuple[str, int], Sequence[int]], brokers: Collection[int]
+) -> dict[tuple[str, int], list[int]]:
+    """kafka-reassign-partitions.sh --generate (ReassignPartitionsCommand's
+    calculateAssignment): each topic's partitions spread over `brokers` as a new topic's
+    would be, rack-unaware, keeping its replication factor. InvalidReplicationFactor when
+    a topic has more replicas than there are brokers."""
+    by_topic: dict[str, dict[int, int]] = {}
+    for (topic, partition), replicas in current.items():
+        by_topic.setdefault(topic, {})[partition] = len(replicas)
+    proposed: dict[tuple[str, int], list[int]] = {}
+    for topic, partitions in sorted(by_topic.items()):
+        spread = assign_replicas(
+            dict.fromkeys(sorted(brokers)), len(partitions), max(partitions.values())
+        )
+        for index, partition in enumerate(sorted(partitions)):
+            proposed[(topic, partition)] = list(spread[index])
+    return proposed

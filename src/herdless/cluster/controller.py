@@ -27,6 +27,12 @@ it is in, so that producers never wait for a broker that is going. Until it is g
 registers anew) it is not elected anywhere. Like the offline directories, the brokers
 shutting down are the active controller's memory alone.
 
+Partition reassignment, as Kafka's (KIP-455, cluster/reassignment.py has the steps):
+alter_reassignments writes each partition's full replica set with the replicas adding and
+removing in /brokers/topics/<topic>, and every pass completes those whose target replicas
+are all in the ISR; the controller watches their states meanwhile, since the leader
+changes the ISR without it.
+
 It works level-triggered: any watch that fires marks the cluster dirty, and
 the controller then compares the whole of ZooKeeper's state with what it
 should be, in a worker thread (kazoo calls block). Every write is conditional
@@ -43,7 +49,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from enum import IntEnum
 
-from herdless.cluster import election
+from herdless.cluster import election, reassignment
 from herdless.cluster.errors import (
     BrokerNotAvailable,
     ClusterError,
@@ -60,6 +66,7 @@ from herdless.cluster.layout import (
     Versioned,
 )
 from herdless.cluster.leader_imbalance import PartitionLeadership, partitions_to_rebalance
+from herdless.cluster.reassignment import ReplicaAssignment
 from herdless.cluster.store import ClusterStore, ControllerElection, Watch
 from herdless.cluster.zookeeper.calls import zookeeper_call
 from herdless.protocol.errors import ErrorCode
@@ -99,6 +106,16 @@ class ElectionResult:
     leader: int = NO_LEADER
 
 
+@dataclass(frozen=True, slots=True)
+class ReassignmentResult:
+    """One partition's answer to AlterPartitionReassignments."""
+
+    error: ErrorCode
+    message: str | None = None
+
+
+Key = tuple[str, int]
+
 _NOT_CONTROLLER = ElectionResult(ErrorCode.NOT_CONTROLLER)
 _NOT_NEEDED = ElectionResult(ErrorCode.ELECTION_NOT_NEEDED)
 _UNKNOWN = ElectionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
@@ -129,8 +146,11 @@ class Controller:
         self._offline_dirs: dict[int, int] = {}
         # Brokers in a controlled shutdown, by the broker epoch they asked in.
         self._shutting_down: dict[int, int] = {}
+        # The states of the partitions being reassigned: the leader adds target replicas
+        # to the ISR, which completes the reassignment.
+        self._reassigning: dict[Key, Watch] = {}
         # One change of partition states at a time: the reconciling pass, an election
-        # asked for, a controlled shutdown, the imbalance check.
+        # asked for, a controlled shutdown, the imbalance check, a reassignment.
         self._acting = asyncio.Lock()
 
     @property
@@ -164,7 +184,11 @@ class Controller:
         self.mark_dirty()
 
     async def stop(self) -> None:
-        for watch in [*self._watches, *self._topic_watches.values()]:
+        for watch in [
+            *self._watches,
+            *self._topic_watches.values(),
+            *self._reassigning.values(),
+        ]:
             watch.cancel()
         tasks = [t for t in (self._task, self._balancing) if t is not None]
         for task in tasks:
@@ -232,6 +256,35 @@ class Controller:
             self.mark_dirty()
             raise
 
+    async def alter_reassignments(
+        self,
+        targets: dict[Key, tuple[int, ...] | None],
+        allow_replication_factor_change: bool = True,
+    ) -> dict[Key, ReassignmentResult]:
+        """AlterPartitionReassignments: start (or replace) the reassignment of each
+        partition to its target replicas, or cancel it (None); with KIP-860's option,
+        refuse a target of another size than the original replicas'."""
+        if self.election is None:
+            return dict.fromkeys(targets, ReassignmentResult(ErrorCode.NOT_CONTROLLER))
+        try:
+            async with self._acting:
+                results = await zookeeper_call(
+                    self._alter_reassignments, targets, allow_replication_factor_change
+                )
+        except ControllerMoved:
+            self.election = None
+            self.mark_dirty()
+            return dict.fromkeys(targets, ReassignmentResult(ErrorCode.NOT_CONTROLLER))
+        self.mark_dirty()
+        return results
+
+    async def list_reassignments(self, keys: list[Key] | None) -> dict[Key, ReplicaAssignment]:
+        """ListPartitionReassignments: the partitions asked for (all for None) that are
+        being reassigned. ControllerMoved at a broker that is not the controller."""
+        if self.election is None:
+            raise ControllerMoved("this broker is not the controller")
+        return await zookeeper_call(self._list_reassignments, keys)
+
     async def _check_imbalance_forever(self) -> None:
         while True:
             await asyncio.sleep(self._balance.check_interval_s)
@@ -271,10 +324,13 @@ class Controller:
             self._topic_watches[name] = self._store.watch_topic(name, lambda _: self.mark_dirty())
         for name in set(self._topic_watches) - names:
             self._topic_watches.pop(name).cancel()
+        for key in [k for k in self._reassigning if k[0] not in names]:
+            self._reassigning.pop(key).cancel()
         for name in sorted(names):
             found = self._store.topic(name)
             if found is not None:
                 self._reconcile_topic(found.value, live, election_)
+                self._progress_reassignments(found.value, live, election_)
         if handled:
             self._store.delete_log_dir_events(handled, election_.epoch_version)
 
@@ -448,6 +504,139 @@ class Controller:
             if isinstance(written, Versioned) and written.value.leader == broker_id:
                 remaining.append(key)
         return remaining
+
+    def _alter_reassignments(
+        self, targets: dict[Key, tuple[int, ...] | None], allow_replication_factor_change: bool
+    ) -> dict[Key, ReassignmentResult]:
+        """Kafka's onPartitionReassignment, step 1 (and cancellation)."""
+        assert self.election is not None
+        epoch = self.election.epoch
+        epochs = self._store.broker_epochs()
+        live = self._live(epochs)
+        deleting = self._store.pending_deletions()
+        results: dict[Key, ReassignmentResult] = {}
+        for key, target in sorted(targets.items(), key=lambda item: item[0]):
+            topic, partition = key
+            found = self._store.topic(topic)
+            if found is None or partition not in found.value.replicas or topic in deleting:
+                results[key] = ReassignmentResult(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
+                )
+                continue
+            current = reassignment.of(found.value, partition)
+            if target is None:
+                if not current.reassigning:
+                    results[key] = ReassignmentResult(
+                        ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                        f"Partition {topic}-{partition} is not being reassigned.",
+                    )
+                    continue
+                self._cancel(key, current, live, epoch)
+                results[key] = ReassignmentResult(ErrorCode.NONE)
+                continue
+            invalid = reassignment.invalid_target(target, epochs)
+            if invalid is not None:
+                results[key] = ReassignmentResult(ErrorCode.INVALID_REPLICA_ASSIGNMENT, invalid)
+                continue
+            if not allow_replication_factor_change and len(target) != len(current.origin):
+                results[key] = ReassignmentResult(
+                    ErrorCode.INVALID_REPLICATION_FACTOR,
+                    "The replication factor is changed from"
+                    f" {len(current.origin)} to {len(target)}",
+                )
+                continue
+            wanted = current.reassign_to(target)
+            if wanted != current:
+                self._write_replicas(key, wanted)
+                self._write(
+                    key,
+                    lambda state: reassignment.started_state(state, epoch),
+                    f"reassigning to {list(target)}",
+                )
+                log.info(
+                    "%s-%d: reassigning from %s to %s",
+                    topic,
+                    partition,
+                    list(current.origin),
+                    list(target),
+                )
+            results[key] = ReassignmentResult(ErrorCode.NONE)
+        return results
+
+    def _cancel(self, key: Key, current: ReplicaAssignment, live: set[int], epoch: int) -> None:
+        """Back to the original replicas: state first, so that no replica leaving leads."""
+        written = self._write(
+            key,
+            lambda state: reassignment.cancelled(current, state, live, epoch),
+            "reassignment cancelled",
+        )
+        if isinstance(written, election.Offline):
+            log.warning("%s-%d: cancelled with no leader: %s", *key, written.reason)
+        self._write_replicas(key, current.revert())
+        log.info("%s-%d: reassignment cancelled, back to %s", *key, list(current.origin))
+
+    def _write_replicas(self, key: Key, replicas: ReplicaAssignment) -> None:
+        """Write one partition's replicas into its topic's assignment."""
+        assert self.election is not None
+        topic, partition = key
+        for _ in range(WRITE_ATTEMPTS):
+            found = self._store.topic(topic)
+            if found is None:
+                return
+            try:
+                self._store.set_partitions(
+                    reassignment.with_partition(found.value, partition, replicas),
+                    found.version,
+                    controller_epoch_version=self.election.epoch_version,
+                )
+                return
+            except StateVersionConflict:
+                continue
+        raise StateVersionConflict(f"the assignment of {topic} kept changing")
+
+    def _list_reassignments(self, keys: list[Key] | None) -> dict[Key, ReplicaAssignment]:
+        listed = {}
+        for key, _ in self._partitions(keys):
+            found = self._store.topic(key[0])
+            if found is None or key[1] not in found.value.replicas:
+                continue
+            replicas = reassignment.of(found.value, key[1])
+            if replicas.reassigning:
+                listed[key] = replicas
+        return listed
+
+    def _progress_reassignments(
+        self, assignment: TopicAssignment, live: set[int], election_: ControllerElection
+    ) -> None:
+        """Complete each reassignment of the topic whose target replicas are all in sync
+        (steps 3 on of Kafka's onPartitionReassignment); stop watching the partitions of
+        the topic that are no longer reassigned."""
+        name = assignment.name
+        electable = live - set(self._shutting_down)
+        for partition in sorted({*assignment.adding, *assignment.removing}):
+            key = (name, partition)
+            if key not in self._reassigning:
+                self._reassigning[key] = self._store.watch_partition_state(
+                    name, partition, lambda _: self.mark_dirty()
+                )
+            replicas = reassignment.of(assignment, partition)
+            written = self._write(
+                key,
+                lambda state, replicas=replicas: reassignment.completed(
+                    replicas, state, electable, election_.epoch
+                ),
+                f"reassignment to {list(replicas.target)} complete",
+            )
+            if isinstance(written, election.Offline):
+                log.warning("%s-%d: reassignment waits: %s", name, partition, written.reason)
+                continue
+            if written is None or not set(written.value.isr) >= set(replicas.target):
+                continue  # target replicas still catching up
+            self._write_replicas(key, ReplicaAssignment(replicas.target))
+            log.info("%s-%d: reassigned to %s", name, partition, list(replicas.target))
+        for key in [k for k in self._reassigning if k[0] == name]:
+            if key[1] not in assignment.adding and key[1] not in assignment.removing:
+                self._reassigning.pop(key).cancel()
 
     def _rebalance(self) -> None:
         """Kafka's checkAndTriggerAutoLeaderRebalance."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote, unquote
@@ -185,8 +185,12 @@ class BrokerRegistration:
 class TopicAssignment:
     name: str
     topic_id: uuid.UUID
-    # partition -> replicas, the preferred leader first
+    # partition -> replicas, the preferred leader first; while a partition is reassigned,
+    # every replica it has (the target's, then the original's that are leaving: KIP-455)
     replicas: dict[int, tuple[int, ...]]
+    # The partitions being reassigned: the replicas joining and the replicas leaving.
+    adding: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def replication_factor(self) -> int:
@@ -347,23 +351,25 @@ def _endpoints(fields: Mapping[str, Any]) -> tuple[Endpoint, ...]:
 
 
 def encode_topic(assignment: TopicAssignment) -> bytes:
-    """Version 3 of Kafka's topic assignment, with no reassignment in progress."""
-    partitions = [str(p) for p in sorted(assignment.replicas)]
-    replicas = {str(p): list(r) for p, r in assignment.replicas.items()}
+    """Version 3 of Kafka's topic assignment, with the reassignments in progress."""
     fields: dict[str, Any] = {
         "version": 3,
-        "partitions": {
-            p: replicas[p] for p in _scala_mutable_map_order(partitions, _EMPTY_MAP_TABLE)
-        },
-        "adding_replicas": {},
-        "removing_replicas": {},
+        "partitions": _partition_map(assignment.replicas),
+        "adding_replicas": _partition_map(assignment.adding),
+        "removing_replicas": _partition_map(assignment.removing),
         "topic_id": kafka_uuid_str(assignment.topic_id),
     }
     return _json({key: fields[key] for key in _TOPIC_KEY_ORDER})
 
 
+def _partition_map(replicas: Mapping[int, Sequence[int]]) -> dict[str, list[int]]:
+    # Kafka leaves out the partitions with no replicas adding (or removing).
+    keys = [str(p) for p in sorted(replicas) if replicas[p]]
+    return {p: list(replicas[int(p)]) for p in _scala_mutable_map_order(keys, _EMPTY_MAP_TABLE)}
+
+
 def decode_topic(topic: str, data: bytes | None) -> TopicAssignment:
-    """Reassignments in progress (adding/removing replicas) are not kept: herdless makes none."""
+    """With the reassignments in progress (version 2 on; version 1 has none)."""
     path = topic_path(topic)
     fields = _object(path, data)
     raw_id = fields.get("topic_id")
@@ -371,15 +377,28 @@ def decode_topic(topic: str, data: bytes | None) -> TopicAssignment:
         # Topics created before Kafka 2.8 have none; Kafka's controller adds one later.
         raise MalformedZNode(path, "no topic_id")
     topic_id = parse_kafka_uuid(path, raw_id)
-    partitions = fields.get("partitions", {})
+    return TopicAssignment(
+        topic,
+        topic_id,
+        _decode_partition_map(path, fields, "partitions"),
+        _decode_partition_map(path, fields, "adding_replicas"),
+        _decode_partition_map(path, fields, "removing_replicas"),
+    )
+
+
+def _decode_partition_map(
+    path: str, fields: Mapping[str, Any], key: str
+) -> dict[int, tuple[int, ...]]:
+    partitions = fields.get(key) or {}
     if not isinstance(partitions, dict):
-        raise MalformedZNode(path, f"partitions is not an object: {partitions!r}")
+        raise MalformedZNode(path, f"{key} is not an object: {partitions!r}")
     replicas: dict[int, tuple[int, ...]] = {}
-    for key, value in partitions.items():
-        if not (key.isascii() and key.isdigit()) or not _is_int_list(value):
-            raise MalformedZNode(path, f"bad assignment for partition {key!r}: {value!r}")
-        replicas[int(key)] = tuple(value)
-    return TopicAssignment(topic, topic_id, dict(sorted(replicas.items())))
+    for partition, value in partitions.items():
+        if not (partition.isascii() and partition.isdigit()) or not _is_int_list(value):
+            raise MalformedZNode(path, f"bad {key} for partition {partition!r}: {value!r}")
+        if value:
+            replicas[int(partition)] = tuple(value)
+    return dict(sorted(replicas.items()))
 
 
 def encode_partition_state(state: PartitionState) -> bytes:

@@ -267,6 +267,8 @@ def _read(
         if magic is not None and replica_id < 0 and not config.message_downconversion_enable:
             data.error_code = ErrorCode.UNSUPPORTED_VERSION
             continue
+        if replica_id >= 0 and replicas.leader_throttled(partition_log, replica_id):
+            continue  # offsets without records: a replica catching up, slowed (KIP-73)
         # Past the response budget a partition still reports its offsets, without records;
         # the first one always gets a whole batch so a large batch cannot stall a consumer.
         limit = min(wanted.partition_max_bytes, budget - total)
@@ -311,6 +313,8 @@ def _read(
             ]
         data.records = records
         total += len(records)
+        if replica_id >= 0:
+            replicas.record_sent_to_follower(partition_log, len(records))
     return partitions, total
 
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from herdless.broker.clock import monotonic_ms
 from herdless.broker.replication.durability import Durability
+from herdless.broker.replication.quota import UNLIMITED, ReplicationQuota
 from herdless.broker.replication.replica_manager import (
     ACKS_ALL,
     NO_EPOCH,
@@ -113,6 +114,7 @@ class ClusterReplicaManager(ReplicaManager):
         write_isr: IsrWriter,
         replica_lag_time_max_ms: int,
         monotonic_clock: Callable[[], int] = monotonic_ms,
+        leader_quota: ReplicationQuota | None = None,
     ) -> None:
         super().__init__(logs, durability, clock)
         self._monotonic = monotonic_clock
@@ -121,6 +123,8 @@ class ClusterReplicaManager(ReplicaManager):
         self._lease_valid = lease_valid
         self._write_isr = write_isr
         self._lag_max_ms = replica_lag_time_max_ms
+        # leader.replication.throttled.rate over the partitions the topics name.
+        self.leader_quota = leader_quota or ReplicationQuota(node_id, UNLIMITED, monotonic_clock)
         # Since when (monotonic ms) the lag check has found the session unproven, if it has.
         self._unproven_since: int | None = None
         self.partitions: dict[tuple[str, int], Partition] = {}
@@ -158,6 +162,9 @@ class ClusterReplicaManager(ReplicaManager):
                 for replica in replicas:
                     if replica != self.node_id and replica not in current.followers:
                         current.followers[replica] = FollowerState()
+                # A replica reassigned away fetches no more here, nor rejoins the ISR.
+                for gone in set(current.followers) - set(replicas):
+                    del current.followers[gone]
                 if new_term:
                     partition_log.assign_leader_epoch(state.leader_epoch)
                 self._maybe_advance_high_watermark(current)
@@ -384,6 +391,21 @@ class ClusterReplicaManager(ReplicaManager):
                 f"broker {replica_id} is not a replica of {partition.log.name}",
             )
         return partition.log
+
+    def leader_throttled(self, partition_log: PartitionLog, replica_id: int) -> bool:
+        """Kafka's shouldLeaderThrottle: a throttled partition, the quota exceeded, and a
+        follower out of the ISR."""
+        quota = self.leader_quota
+        listed = partition_log.config.leader_replication_throttled_replicas
+        if not quota.is_throttled(listed, partition_log.partition) or not quota.exceeded():
+            return False
+        partition = self.partitions.get((partition_log.topic, partition_log.partition))
+        return partition is None or replica_id not in partition.isr
+
+    def record_sent_to_follower(self, partition_log: PartitionLog, size: int) -> None:
+        listed = partition_log.config.leader_replication_throttled_replicas
+        if self.leader_quota.is_throttled(listed, partition_log.partition):
+            self.leader_quota.record(size)
 
     def record_follower_fetch(
         self, topic: str, index: int, replica_id: int, fetch_offset: int

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from herdless.broker.peers.connection import PeerConnection, PeerError, PeerSecurity
 from herdless.broker.replication.durability import Durability
 from herdless.broker.replication.fetch_session_handler import FetchSessionHandler, PartitionFetch
+from herdless.broker.replication.quota import ReplicationQuota
 from herdless.cluster.metadata import BrokerEndpoint
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.errors import ErrorCode
@@ -43,6 +44,9 @@ FETCH_WAIT_MAX_MS = 500
 FETCH_MAX_BYTES = 1024 * 1024
 FETCH_RESPONSE_MAX_BYTES = 10 * 1024 * 1024
 BACKOFF_S = 0.2
+# While the follower quota holds back every partition: look again this soon (Kafka backs
+# off replica.fetch.backoff.ms, a second; a tenth keeps the rate near its bound).
+THROTTLED_BACKOFF_S = 0.1
 REQUEST_TIMEOUT_S = 10.0
 SESSION_ERRORS = (
     ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
@@ -70,11 +74,17 @@ class ReplicaFetcher:
         clock: Callable[[], int],
         on_replicated: Callable[[PartitionLog], None] = lambda partition_log: None,
         security: PeerSecurity | None = None,
+        quota: ReplicationQuota | None = None,
+        in_sync: Callable[[PartitionLog], bool] = lambda partition_log: True,
     ) -> None:
+        """quota: follower.replication.throttled.rate, shared by the broker's fetchers;
+        in_sync: whether this broker's replica of a partition is in its ISR."""
         self.node_id = node_id
         self._clock = clock
         # Told after each truncation, and each fetch that moved a log or its high watermark.
         self._on_replicated = on_replicated
+        self._quota = quota
+        self._in_sync = in_sync
         self.leader = leader
         self._durability = durability
         self._connection = PeerConnection(
@@ -141,7 +151,11 @@ class ReplicaFetcher:
                 truncating = [p for p in ready if p.needs_truncation]
                 if truncating:
                     await self._truncate(truncating)
-                fetching = [p for p in ready if not p.needs_truncation]
+                fetching = [p for p in ready if not p.needs_truncation and not self._throttled(p)]
+                if not fetching and not truncating:
+                    # Every partition waits for the follower quota (Kafka's fetch backoff).
+                    await asyncio.sleep(THROTTLED_BACKOFF_S)
+                    continue
                 if fetching:
                     # The long poll ends when a partition backing off may be tried again.
                     waiting = [p.delayed_until for p in self.partitions.values() if p not in ready]
@@ -163,6 +177,19 @@ class ReplicaFetcher:
             except Exception:
                 log.exception("fetcher for broker %d failed; retrying", self.leader.node_id)
                 await asyncio.sleep(BACKOFF_S)
+
+    def _throttled(self, partition: FollowedPartition) -> bool:
+        """Kafka's shouldFollowerThrottle: a throttled partition this replica is catching
+        up on, while the follower quota is exceeded."""
+        quota = self._quota
+        if quota is None:
+            return False
+        listed = partition.log.config.follower_replication_throttled_replicas
+        return (
+            quota.is_throttled(listed, partition.log.partition)
+            and quota.exceeded()
+            and not self._in_sync(partition.log)
+        )
 
     def _delay(self, partition: FollowedPartition) -> None:
         partition.delayed_until = asyncio.get_running_loop().time() + BACKOFF_S
@@ -371,6 +398,10 @@ class ReplicaFetcher:
             return
         previous_high_watermark = partition_log.high_watermark
         records = result.records
+        if records and self._quota is not None:
+            listed = partition_log.config.follower_replication_throttled_replicas
+            if self._quota.is_throttled(listed, partition_log.partition):
+                self._quota.record(len(records))
         if records:
             try:
                 try:

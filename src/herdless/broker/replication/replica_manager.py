@@ -81,6 +81,14 @@ class ReplicaManager:
     ) -> None:
         """A follower fetched at `fetch_offset` (nothing to do without followers)."""
 
+    def leader_throttled(self, partition_log: PartitionLog, replica_id: int) -> bool:
+        """Whether a follower's fetch of the partition gets no records now, the leader's
+        replication quota being exceeded (never without followers)."""
+        return False
+
+    def record_sent_to_follower(self, partition_log: PartitionLog, size: int) -> None:
+        """Bytes of the partition answered to a follower (nothing to count without one)."""
+
     def leader_epoch(self, partition_log: PartitionLog) -> int:
         return SINGLE_NODE_LEADER_EPOCH
 

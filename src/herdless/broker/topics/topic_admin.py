@@ -15,7 +15,7 @@ import logging
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from herdless.broker.limited_warnings import LimitedWarnings
@@ -335,13 +335,18 @@ class ZooKeeperTopics:
         if found is None:
             raise TopicAdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         current = found.value
+        if current.adding or current.removing:
+            # As Kafka's controller: the topic's znode is the reassignment's to write.
+            raise TopicAdminError(
+                ErrorCode.REASSIGNMENT_IN_PROGRESS, "A partition reassignment is in progress."
+            )
         self.limits.check_request(count - len(current.replicas))
         try:
             added = replica_assignment.assign_new_partitions(
                 name, current.replicas, self._live_racks(), count, assignment
             )
             self._check_limits(added)
-            grown = TopicAssignment(name, current.topic_id, {**current.replicas, **added})
+            grown = replace(current, replicas={**current.replicas, **added})
             if validate_only:
                 return
             await zookeeper_call(store.set_partitions, grown, found.version)
