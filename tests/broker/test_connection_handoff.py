@@ -47,7 +47,7 @@ async def _exchange() -> list[int]:
         request_read_timeout_ms=30_000,
         group_share_enable=True,
     )
-    context = SimpleNamespace(config=config, stopping=False)
+    context = SimpleNamespace(config=config, stopping=False, quotas=None)
 
     async def accept(reader: RequestReader, writer: asyncio.StreamWriter) -> None:
         await Connection(context, _Metrics(), reader, writer).serve()  # type: ignore[arg-type]
