@@ -7,7 +7,8 @@ from collections.abc import Iterable
 import pytest
 from kafka import TopicPartition
 
-from herdless.admin.group_state import GroupInfo, Member, PartitionOffsets, Reconciliation
+from herdless.admin.group_info import GroupInfo, Member, Reconciliation
+from herdless.admin.group_state import PartitionOffsets
 from herdless.admin.share_group_state import ShareOffsets
 from herdless.console.login import Login, Viewer
 from herdless.console.memory import LagHistory

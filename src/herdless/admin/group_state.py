@@ -14,76 +14,26 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from herdless.admin.client import coordinator_ids, offsets_at
+from herdless.admin.client import coordinator_ids
 from herdless.admin.errors import AdminError
+from herdless.admin.group_info import (
+    CONSUMER,
+    MEMBER_PROTOCOLS,
+    MEMBER_STATES,
+    SHARE,
+    GroupInfo,
+    Member,
+    Reconciliation,
+)
+from herdless.admin.topic_state import log_offsets
 
 if TYPE_CHECKING:
     from kafka import KafkaAdminClient, TopicPartition
-    from kafka.admin import OffsetSpec
 
-# The classic protocol's states, spelled as brokers report them.
-STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
 # One OffsetFetch for all groups is one answer a broker builds in one go: 200 groups
 # of 50 partitions held a herdless broker's other requests up to 0.2 s
 # (bench/console_cost.py); five at a time kept them within what no console costs.
 GROUPS_PER_OFFSET_FETCH = 5
-
-
-# ConsumerGroupDescribe's members, by the value of Kafka's MemberState (herdless says it).
-MEMBER_STATES = {0: "stable", 1: "unrevoked partitions", 2: "unreleased partitions"}
-CLASSIC = "classic"
-CONSUMER = "consumer"
-# A share group (KIP-932), which admin/share_group_state.py reads.
-SHARE = "share"
-# ConsumerGroupDescribe v1's MemberType (KIP-1099): which protocol a member of a consumer
-# group speaks; a classic one has not restarted with the new protocol since an upgrade.
-MEMBER_PROTOCOLS = {0: CLASSIC, 1: CONSUMER}
-
-
-@dataclass(frozen=True, slots=True)
-class Reconciliation:
-    """Where a member of a consumer group (KIP-848) is on its way to its target."""
-
-    member_epoch: int
-    # MEMBER_STATES' words; None when the broker does not say (Kafka's brokers).
-    state: str | None
-    rack: str | None
-    target: tuple[TopicPartition, ...]
-    # Still owned, to be given up: what the broker says is pending revocation, and
-    # anything assigned outside the target.
-    to_revoke: tuple[TopicPartition, ...]
-    # In the target, not yet assigned (held by another member until it revokes them).
-    to_assign: tuple[TopicPartition, ...]
-    # MEMBER_PROTOCOLS' words; None when the broker does not say (ConsumerGroupDescribe v0).
-    protocol: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Member:
-    member_id: str
-    client_id: str
-    host: str
-    instance_id: str | None
-    # None when the assignment is not in the consumer protocol's format (or the
-    # group is rebalancing and the broker sends none).
-    partitions: tuple[TopicPartition, ...] | None
-    reconciliation: Reconciliation | None = None  # consumer groups only
-
-
-@dataclass(frozen=True, slots=True)
-class GroupInfo:
-    group_id: str
-    state: str
-    protocol_type: str
-    protocol: str
-    members: tuple[Member, ...]
-    group_protocol: str = CLASSIC  # or CONSUMER: KIP-848's; or share (KIP-932)
-    group_epoch: int | None = None  # consumer groups only, as the target assignment epoch
-    target_assignment_epoch: int | None = None
-
-    @property
-    def exists(self) -> bool:
-        return self.state != "Dead"
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,28 +264,6 @@ def groups_committed_offsets(
         }
         for group_id in ids
     }
-
-
-def partition_counts(admin: KafkaAdminClient, topics: Iterable[str]) -> dict[str, int]:
-    """Partition count of each topic that exists; missing topics are left out."""
-    names = sorted(set(topics))
-    if not names:
-        return {}
-    return {
-        t["name"]: len(t["partitions"])
-        for t in admin.describe_topics(names)
-        if t["error_code"] == 0
-    }
-
-
-def log_offsets(
-    admin: KafkaAdminClient, tps: Iterable[TopicPartition], spec: OffsetSpec
-) -> dict[TopicPartition, int]:
-    """ListOffsets for the partitions that exist; the others are simply absent
-    (a group keeps its offsets for a topic after the topic is deleted)."""
-    tps = set(tps)
-    counts = partition_counts(admin, (tp.topic for tp in tps))
-    return offsets_at(admin, (tp for tp in tps if tp.partition < counts.get(tp.topic, 0)), spec)
 
 
 def partition_offsets(admin: KafkaAdminClient, group: GroupInfo) -> list[PartitionOffsets]:

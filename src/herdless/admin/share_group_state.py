@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from herdless.admin.client import coordinator_ids
 from herdless.admin.errors import AdminError
-from herdless.admin.group_state import SHARE, GroupInfo, Member, log_offsets
+from herdless.admin.group_info import SHARE, GroupInfo, Member
+from herdless.admin.topic_state import log_offsets
 
 if TYPE_CHECKING:
     from kafka import KafkaAdminClient, TopicPartition

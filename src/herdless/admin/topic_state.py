@@ -3,12 +3,14 @@ leader, replicas and ISR, and its log start and end offsets."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from herdless.admin.client import offsets_at
 
 if TYPE_CHECKING:
-    from kafka import KafkaAdminClient
+    from kafka import KafkaAdminClient, TopicPartition
+    from kafka.admin import OffsetSpec
 
 
 def partition_rows(
@@ -46,3 +48,25 @@ def partition_rows(
             }
         )
     return rows
+
+
+def partition_counts(admin: KafkaAdminClient, topics: Iterable[str]) -> dict[str, int]:
+    """Partition count of each topic that exists; missing topics are left out."""
+    names = sorted(set(topics))
+    if not names:
+        return {}
+    return {
+        t["name"]: len(t["partitions"])
+        for t in admin.describe_topics(names)
+        if t["error_code"] == 0
+    }
+
+
+def log_offsets(
+    admin: KafkaAdminClient, tps: Iterable[TopicPartition], spec: OffsetSpec
+) -> dict[TopicPartition, int]:
+    """ListOffsets for the partitions that exist; the others are simply absent
+    (a group keeps its offsets for a topic after the topic is deleted)."""
+    tps = set(tps)
+    counts = partition_counts(admin, (tp.topic for tp in tps))
+    return offsets_at(admin, (tp for tp in tps if tp.partition < counts.get(tp.topic, 0)), spec)

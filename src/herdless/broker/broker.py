@@ -55,7 +55,7 @@ from herdless.broker.share.coordinator_persister import CoordinatorPersister
 from herdless.broker.share.dead_letter_metrics import DeadLetterMetrics
 from herdless.broker.share.dead_letter_writer import DeadLetterWriter
 from herdless.broker.share.leader import ShareLeader
-from herdless.broker.share.share_metrics import SharePartitionMetrics
+from herdless.broker.share.share_partition_metrics import SharePartitionMetrics
 from herdless.broker.stalls import StallDetector
 from herdless.broker.topics.partition_limits import PartitionLimits
 from herdless.broker.topics.topic_admin import LocalTopics, TopicAdmin, ZooKeeperTopics

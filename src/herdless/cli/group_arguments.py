@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from herdless.admin.group_state import STATES, GroupInfo, partition_counts
+from herdless.admin.group_info import STATES, GroupInfo
+from herdless.admin.topic_state import partition_counts
 from herdless.cli.errors import USAGE, fail
 
 if TYPE_CHECKING:

@@ -17,12 +17,8 @@ import typer
 
 from herdless.admin.cells import format_partitions
 from herdless.admin.client import error_text, find_coordinators
+from herdless.admin.group_info import CONSUMER, SHARE, STATES, GroupInfo, Member
 from herdless.admin.group_state import (
-    CONSUMER,
-    SHARE,
-    STATES,
-    GroupInfo,
-    Member,
     PartitionOffsets,
     committed_offsets,
     describe_group,

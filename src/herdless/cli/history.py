@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from herdless.admin.group_state import CLASSIC
+from herdless.admin.group_info import CLASSIC
 from herdless.admin.rebalance_history import HistoryReader
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, client_settings
 from herdless.cli.output import OutputOption, Table, View, show

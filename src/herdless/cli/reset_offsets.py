@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from herdless.admin.group_state import committed_offsets, describe_group, log_offsets
+from herdless.admin.group_state import committed_offsets, describe_group
+from herdless.admin.topic_state import log_offsets
 from herdless.cli.client import connect
 from herdless.cli.errors import USAGE, fail, warn
 from herdless.cli.group_arguments import named_partitions, tp_text

@@ -17,7 +17,7 @@ import typer
 from herdless.admin.cells import format_partitions
 from herdless.admin.client import error_text, find_coordinators
 from herdless.admin.errors import AdminError
-from herdless.admin.group_state import GroupInfo, Member
+from herdless.admin.group_info import GroupInfo, Member
 from herdless.admin.share_group_state import (
     ShareOffsets,
     ShareStart,

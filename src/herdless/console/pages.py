@@ -19,7 +19,8 @@ from urllib.parse import quote, unquote
 import jinja2
 
 from herdless.admin.cells import cell, format_partitions
-from herdless.admin.group_state import Member, uncommitted_note
+from herdless.admin.group_info import Member
+from herdless.admin.group_state import uncommitted_note
 from herdless.console.login import Viewer
 from herdless.console.plot import lag_plot, rebalance_strip
 from herdless.console.sampler import Sampler

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from herdless.admin.client import explain, find_coordinators, from_any_broker
 from herdless.admin.cluster_state import cluster_state
 from herdless.admin.errors import AdminError
+from herdless.admin.group_info import GroupInfo
 from herdless.admin.group_state import (
-    GroupInfo,
     PartitionOffsets,
     describe_groups,
     groups_committed_offsets,

@@ -17,8 +17,8 @@ from herdless.broker.share.share_group_settings import (
     ShareGroupSettings,
     share_group_settings,
 )
-from herdless.broker.share.share_metrics import SharePartitionMetrics
 from herdless.broker.share.share_partition_manager import SharePartitionManager
+from herdless.broker.share.share_partition_metrics import SharePartitionMetrics
 from herdless.broker.share.share_sessions import ShareSession, ShareSessionCache
 from herdless.coordinator.group_config import GroupConfigs
 from herdless.coordinator.share_state.state import SharePartitionKey

@@ -31,7 +31,7 @@ from herdless.broker.share.share_group_settings import (
     IsolationLevel,
     ShareGroupSettings,
 )
-from herdless.broker.share.share_metrics import SharePartitionMetrics
+from herdless.broker.share.share_partition_metrics import SharePartitionMetrics
 from herdless.clock import monotonic_ms
 from herdless.coordinator.share_partitions.acknowledgements import AcknowledgementBatch
 from herdless.coordinator.share_partitions.partition import (
