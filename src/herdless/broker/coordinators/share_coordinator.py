@@ -21,9 +21,8 @@ from typing import Any
 
 from herdless.broker.coordinators.coordinator_host import CoordinatorHost
 from herdless.broker.coordinators.coordinator_loop import CoordinatorError
-from herdless.broker.replication.cluster_replica_manager import Role
-from herdless.broker.topics.topic_admin import NewTopic, TopicAdmin, TopicAdminError
-from herdless.coordinator.runtime import Output, ShardState
+from herdless.broker.coordinators.internal_topic import InternalTopicCoordinator
+from herdless.coordinator.runtime import Output
 from herdless.coordinator.share_state import (
     SHARE_GROUP_STATE_TOPIC,
     PartitionState,
@@ -36,7 +35,6 @@ from herdless.coordinator.share_state import (
     share_state_partition,
 )
 from herdless.protocol.errors import ErrorCode
-from herdless.storage import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +43,10 @@ _FENCED = frozenset({ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH
 __all__ = ["SHARE_GROUP_STATE_TOPIC", "ShareCoordinator"]
 
 
-class ShareCoordinator:
+class ShareCoordinator(InternalTopicCoordinator):
+    topic = SHARE_GROUP_STATE_TOPIC
+    num_partitions_setting = "share.coordinator.state.topic.num.partitions"
+
     def __init__(
         self,
         host: CoordinatorHost,
@@ -54,87 +55,19 @@ class ShareCoordinator:
         segment_bytes: int = 104_857_600,
         standalone: bool = False,
     ) -> None:
-        self.host = host
-        # One broker alone: it creates the state topic itself and leads all of it.
-        self.standalone = standalone
-        self.config = config
-        self.num_partitions = config.num_partitions
-        self.topic_configs = {
+        topic_configs = {
             "cleanup.policy": "delete",
             "retention.ms": "-1",
             "segment.bytes": str(segment_bytes),
             "min.insync.replicas": str(min_insync_replicas),
         }
+        super().__init__(host, config.num_partitions, topic_configs, standalone)
+        self.config = config
         self.kind = share_coordinator(config)
         host.register(self.kind, self._on_events)
 
-    # -- the topic and leadership ------------------------------------------------------
-
-    def resume(self) -> None:
-        """One broker alone, at start: lead the state topic if there is one. It is created
-        by the first FindCoordinator for a share partition, as Kafka creates it."""
-        if SHARE_GROUP_STATE_TOPIC in self.host.logs.topics:
-            self.start()
-
-    def start(self) -> None:
-        """One broker alone: it leads every partition of the state topic, created here if
-        it is not there yet."""
-        logs = self.host.logs
-        topic = logs.topics.get(SHARE_GROUP_STATE_TOPIC)
-        if topic is None:
-            topic = logs.create_topic(
-                SHARE_GROUP_STATE_TOPIC, self.num_partitions, self.topic_configs
-            )
-        elif topic.partition_count != self.num_partitions:
-            # Placement hashes over the partition count; it cannot change under stored keys.
-            log.warning(
-                "%s has %d partitions; share.coordinator.state.topic.num.partitions=%d is ignored",
-                SHARE_GROUP_STATE_TOPIC,
-                topic.partition_count,
-                self.num_partitions,
-            )
-            self.num_partitions = topic.partition_count
-        for partition in topic.partitions:
-            self.on_leadership(SHARE_GROUP_STATE_TOPIC, partition, Role.LEADER)
-
-    def on_leadership(self, topic: str, partition: int, role: Role | None) -> None:
-        if topic == SHARE_GROUP_STATE_TOPIC:
-            self.host.on_leadership(topic, partition, role)
-
-    def on_replicated(self, partition_log: PartitionLog) -> None:
-        if partition_log.topic == SHARE_GROUP_STATE_TOPIC:
-            self.host.on_replicated(partition_log)
-
-    async def create_topic(self, topics: TopicAdmin, replication_factor: int) -> None:
-        """The first FindCoordinator for a share partition creates the state topic, as
-        Kafka does; in a cluster, TopicAdminError if it cannot be yet."""
-        if self.standalone:
-            self.start()
-            return
-        try:
-            await topics.create_topic(
-                NewTopic(
-                    SHARE_GROUP_STATE_TOPIC,
-                    self.num_partitions,
-                    replication_factor,
-                    configs=self.topic_configs,
-                )
-            )
-        except TopicAdminError as exc:
-            if exc.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise
-
     def partition(self, key: SharePartitionKey) -> int:
         return share_state_partition(key, self.num_partitions)
-
-    def coordinating(self) -> list[int]:
-        """The partitions this broker leads (serving, or loading to)."""
-        return [
-            tp.partition
-            for tp, state in self.host.runtime.partitions().items()
-            if tp.topic == SHARE_GROUP_STATE_TOPIC
-            and state in (ShardState.ACTIVE, ShardState.LOADING)
-        ]
 
     # -- operations --------------------------------------------------------------------
 

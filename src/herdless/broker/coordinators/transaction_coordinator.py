@@ -23,10 +23,9 @@ from typing import Any, Protocol
 
 from herdless.broker.coordinators.coordinator_host import CoordinatorHost
 from herdless.broker.coordinators.coordinator_loop import CoordinatorError
+from herdless.broker.coordinators.internal_topic import InternalTopicCoordinator
 from herdless.broker.coordinators.txn_markers import MarkerWriter
-from herdless.broker.replication.cluster_replica_manager import Role
 from herdless.broker.replication.replica_manager import PartitionError
-from herdless.broker.topics.topic_admin import NewTopic, TopicAdmin, TopicAdminError
 from herdless.coordinator import Now, Result, partition_for
 from herdless.coordinator.runtime import Output, ShardState, TopicPartition
 from herdless.coordinator.transactions import (
@@ -39,7 +38,6 @@ from herdless.coordinator.transactions import (
     transaction_coordinator,
 )
 from herdless.protocol.errors import ErrorCode
-from herdless.storage import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +64,10 @@ class TransactionEvents(Protocol):
         """A new producer with a transactional id fenced the one before it."""
 
 
-class TransactionCoordinator:
+class TransactionCoordinator(InternalTopicCoordinator):
+    topic = TRANSACTION_STATE_TOPIC
+    num_partitions_setting = "transaction.state.log.num.partitions"
+
     def __init__(
         self,
         host: CoordinatorHost,
@@ -79,19 +80,16 @@ class TransactionCoordinator:
         events: TransactionEvents | None = None,
         standalone: bool = False,
     ) -> None:
-        self.host = host
-        # One broker alone: it creates the transaction log itself and leads all of it.
-        self.standalone = standalone
-        self.events = events
-        self.config = config
-        self.num_partitions = num_partitions
-        self.markers = markers
         # Kafka's settings for the transaction log: compacted, its own min.insync.replicas.
-        self.topic_configs = {
+        topic_configs = {
             "cleanup.policy": "compact",
             "segment.bytes": str(segment_bytes),
             "min.insync.replicas": str(min_insync_replicas),
         }
+        super().__init__(host, num_partitions, topic_configs, standalone)
+        self.events = events
+        self.config = config
+        self.markers = markers
         self.kind = transaction_coordinator(config, allocate_producer_id)
         host.register(self.kind, self._on_events)
         # Markers being written, each once, and the task writing them.
@@ -105,78 +103,19 @@ class TransactionCoordinator:
     # -- the topic and leadership ------------------------------------------------------
 
     def resume(self) -> None:
-        """One broker alone, at start: lead the transaction log if there is one. It is
-        created by the first FindCoordinator for a transactional id, as Kafka creates it,
-        so that a broker nobody uses transactions on holds none of its partitions."""
-        if TRANSACTION_STATE_TOPIC in self.host.logs.topics:
-            self.start()
-        else:
-            self.start_sweeping()
+        super().resume()
+        self.start_sweeping()
 
     def start(self) -> None:
-        """One broker alone: it leads every partition of the transaction log, created
-        here if it is not there yet."""
-        logs = self.host.logs
-        topic = logs.topics.get(TRANSACTION_STATE_TOPIC)
-        if topic is None:
-            topic = logs.create_topic(
-                TRANSACTION_STATE_TOPIC, self.num_partitions, self.topic_configs
-            )
-        elif topic.partition_count != self.num_partitions:
-            # Placement hashes over the partition count; it cannot change under stored ids.
-            log.warning(
-                "%s has %d partitions; transaction.state.log.num.partitions=%d is ignored",
-                TRANSACTION_STATE_TOPIC,
-                topic.partition_count,
-                self.num_partitions,
-            )
-            self.num_partitions = topic.partition_count
-        for partition in topic.partitions:
-            self.on_leadership(TRANSACTION_STATE_TOPIC, partition, Role.LEADER)
+        super().start()
         self.start_sweeping()
 
     def start_sweeping(self) -> None:
         if self._sweeper is None:
             self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
 
-    def on_leadership(self, topic: str, partition: int, role: Role | None) -> None:
-        if topic == TRANSACTION_STATE_TOPIC:
-            self.host.on_leadership(topic, partition, role)
-
-    def on_replicated(self, partition_log: PartitionLog) -> None:
-        if partition_log.topic == TRANSACTION_STATE_TOPIC:
-            self.host.on_replicated(partition_log)
-
-    async def create_topic(self, topics: TopicAdmin, replication_factor: int) -> None:
-        """The first FindCoordinator for a transactional id creates the transaction log,
-        as Kafka does; in a cluster, TopicAdminError if it cannot be yet."""
-        if self.standalone:
-            self.start()
-            return
-        try:
-            await topics.create_topic(
-                NewTopic(
-                    TRANSACTION_STATE_TOPIC,
-                    self.num_partitions,
-                    replication_factor,
-                    configs=self.topic_configs,
-                )
-            )
-        except TopicAdminError as exc:
-            if exc.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise
-
     def partition(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.num_partitions)
-
-    def coordinating(self) -> list[int]:
-        """The partitions this broker leads (serving, or loading to)."""
-        return [
-            tp.partition
-            for tp, state in self.host.runtime.partitions().items()
-            if tp.topic == TRANSACTION_STATE_TOPIC
-            and state in (ShardState.ACTIVE, ShardState.LOADING)
-        ]
 
     def held(self) -> dict[int, list[TransactionMetadata]]:
         """The transactional ids of each partition this broker serves, as its shards hold
