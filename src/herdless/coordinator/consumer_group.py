@@ -319,19 +319,27 @@ def _check_member_epoch(member: ConsumerGroupMember, epoch: int) -> ErrorCode:
     return ErrorCode.STALE_MEMBER_EPOCH
 
 
+def named_partitions(
+    partitions: Partitions, topics: TopicsImage
+) -> tuple[DescribedTopicPartitions, ...]:
+    """A member's partitions by topic, named as `topics` has them, for the describe APIs
+    of consumer and share groups (a partition of a topic gone since is left out, as Kafka
+    does)."""
+    described = []
+    for topic_id, ps in by_topic(partitions).items():
+        topic = topics.topic_by_id(topic_id)
+        if topic is not None:
+            described.append(DescribedTopicPartitions(topic_id, topic.name, tuple(ps)))
+    return tuple(described)
+
+
 def describe_group(
     group: ConsumerGroup, topics: TopicsImage, default_assignor: str
 ) -> DescribedConsumerGroup:
-    """The group as ConsumerGroupDescribe shows it; topics named as `topics` has them (a
-    partition of a topic gone since is left out, as Kafka does)."""
+    """The group as ConsumerGroupDescribe shows it; topics named as `topics` has them."""
 
     def named(partitions: Partitions) -> tuple[DescribedTopicPartitions, ...]:
-        described = []
-        for topic_id, ps in by_topic(partitions).items():
-            topic = topics.topic_by_id(topic_id)
-            if topic is not None:
-                described.append(DescribedTopicPartitions(topic_id, topic.name, tuple(ps)))
-        return tuple(described)
+        return named_partitions(partitions, topics)
 
     members = tuple(
         DescribedConsumerGroupMember(

@@ -29,6 +29,7 @@ from dataclasses import replace
 
 from herdless.coordinator.assignors import MemberSpec
 from herdless.coordinator.config import CoordinatorConfig
+from herdless.coordinator.consumer_group import named_partitions
 from herdless.coordinator.consumer_heartbeat import HeartbeatRefused
 from herdless.coordinator.consumer_messages import DescribedTopicPartitions
 from herdless.coordinator.group_store import GroupStore
@@ -52,7 +53,7 @@ from herdless.coordinator.share_messages import (
     ShareGroupHeartbeatResponse,
 )
 from herdless.coordinator.timers import CoordinatorTimer
-from herdless.coordinator.topic_metadata import Partitions, TopicMetadata, TopicsImage, by_topic
+from herdless.coordinator.topic_metadata import Partitions, TopicMetadata, TopicsImage
 from herdless.protocol.errors import ErrorCode
 
 
@@ -304,13 +305,7 @@ class ShareGroupManager:
 
     def _described(self, group: ShareGroup, topics: TopicsImage) -> DescribedShareGroup:
         def named(partitions: Partitions) -> tuple[DescribedTopicPartitions, ...]:
-            # A partition of a topic deleted since is left out, as Kafka does.
-            described = []
-            for topic_id, ps in by_topic(partitions).items():
-                topic = topics.topic_by_id(topic_id)
-                if topic is not None:
-                    described.append(DescribedTopicPartitions(topic_id, topic.name, tuple(ps)))
-            return tuple(described)
+            return named_partitions(partitions, topics)
 
         members = tuple(
             DescribedShareGroupMember(
