@@ -157,6 +157,9 @@ def test_zookeeper_restart(cluster: ClusterProcesses) -> None:
     cluster.zookeeper.restart()
     time.sleep(random.uniform(0.5, 1.5))
     verify_acknowledged(cluster, writer, "zk-restart", PARTITIONS)
+    # A restart slower than the session timeout expires the brokers' sessions: each
+    # registers again, and the cluster is whole once more.
+    cluster.restore()
     # Every broker still stops on SIGTERM, all at once: the last one's controller and
     # fetchers come and go while it stops (a lost cancellation once kept one running).
     create(cluster, "zk-restart-after")

@@ -225,7 +225,7 @@ class Brokers:
             )
         )
         try:
-            admin.create_topics([new], operation_timeout=timeout)[name].result(timeout)
+            self._send_create_topics(admin, new, timeout)
         except concurrent.futures.TimeoutError:
             admin.poll(0)  # an admin client hands its log over only when polled
             raise TimeoutError(
@@ -244,6 +244,27 @@ class Brokers:
             timeout,
             what=f"topic {name!r} with a leader and a full ISR for every partition",
         )
+
+    @staticmethod
+    def _send_create_topics(admin: Any, new: Any, timeout: float) -> None:
+        """CreateTopics, sent again if the broker it went to left the client's metadata
+        meanwhile (a broker re-registering after a ZooKeeper outage is not named for a
+        moment): librdkafka fails such a request with _DESTROY_BROKER rather than
+        retrying it. A topic the first attempt did create counts as created."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        sent_again = False
+        while True:
+            try:
+                admin.create_topics([new], operation_timeout=timeout)[new.topic].result(timeout)
+                return
+            except KafkaException as exc:
+                code = exc.args[0].code()
+                if sent_again and code == KafkaError.TOPIC_ALREADY_EXISTS:
+                    return
+                if sent_again or code not in (KafkaError._DESTROY_BROKER, KafkaError._TRANSPORT):
+                    raise
+                sent_again = True
 
     def produce(
         self,
