@@ -68,6 +68,9 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     # Fetch sessions (KIP-227) kept at once; 0 serves every fetch without a session.
     "max.incremental.fetch.session.cache.slots": ("max_incremental_fetch_session_cache_slots", int),
     "auto.create.topics.enable": ("auto_create_topics", bool),
+    # The most partitions one DescribeTopicPartitions answer names (KIP-966); a client
+    # asking for fewer gets fewer, and a cursor to the rest.
+    "max.request.partition.size.limit": ("max_request_partition_size_limit", int),
     "num.partitions": ("num_partitions", int),
     "socket.request.max.bytes": ("max_request_bytes", int),
     "connections.max.idle.ms": ("connections_max_idle_ms", int),
@@ -208,6 +211,7 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
 _PORTS = (0, 65_535)
 _RANGES: dict[str, tuple[int | None, int | None]] = {
     "node.id": (0, None),
+    "max.request.partition.size.limit": (1, None),
     # A rate of at least 0 and windows of at least a second, as Kafka; two windows at
     # least, where Kafka allows one (a rate over one window forgets all at each turn).
     "leader.replication.throttled.rate": (0, None),
@@ -359,6 +363,7 @@ class BrokerConfig:
     metrics_host: str = "127.0.0.1"
     metrics_lag_per_partition: bool = True
     auto_create_topics: bool = True
+    max_request_partition_size_limit: int = 2000
     num_partitions: int = 1
     max_request_bytes: int = 104_857_600
     connections_max_idle_ms: int = 600_000

@@ -34,6 +34,7 @@ from herdless.broker.handlers import (
     share_groups,
     share_offsets,
     share_state,
+    topic_partitions,
     transactions,
     users,
 )
@@ -157,6 +158,7 @@ _TABLE = [
     Api(ApiKey.LIST_TRANSACTIONS, 0, 2, transactions.handle_list_transactions),
     Api(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, consumer_groups.handle_consumer_group_heartbeat),
     Api(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, consumer_groups.handle_consumer_group_describe),
+    Api(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0, topic_partitions.handle_describe_topic_partitions),
     # Kafka 4.2 serves v1 alone (v0 was 4.0's early access); librdkafka sends v1.
     Api(
         ApiKey.SHARE_GROUP_HEARTBEAT,
