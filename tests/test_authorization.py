@@ -492,6 +492,80 @@ def test_metadata_hides_what_may_not_be_described(admin: Client, alice: Client) 
     assert {"md-seen", "md-hidden"} <= topic_errors(metadata(admin, None)).keys()
 
 
+def describe_topic_partitions(
+    client: Client, topics: list[str], limit: int = 2000, cursor: dict[str, Any] | None = None
+) -> Any:
+    return client(
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS,
+        0,
+        topics=[{"name": t} for t in topics],
+        response_partition_limit=limit,
+        cursor=cursor,
+    )
+
+
+def test_describe_topic_partitions_hides_what_may_not_be_described(
+    admin: Client, alice: Client
+) -> None:
+    create_topic(admin, "dtp-seen", partitions=3)
+    create_topic(admin, "dtp-hidden")
+    grant(admin, ResourceType.TOPIC, "dtp-seen", AclOperation.READ)  # implies DESCRIBE
+    everything = describe_topic_partitions(alice, [])
+    assert "dtp-seen" in topic_errors(everything)
+    assert "dtp-hidden" not in topic_errors(everything)
+    # Named: refused after the topics described, whether they exist or not, with no id.
+    named = describe_topic_partitions(alice, ["dtp-nowhere", "dtp-seen", "dtp-hidden"])
+    assert [(t.name, t.error_code) for t in named.topics] == [
+        ("dtp-seen", NONE),
+        ("dtp-hidden", TOPIC_DENIED),
+        ("dtp-nowhere", TOPIC_DENIED),
+    ]
+    seen, hidden = named.topics[0], named.topics[1]
+    assert len(seen.partitions) == 3
+    assert hidden.topic_id in (None, uuid.UUID(int=0)) and hidden.partitions == []
+    # What alice may do on each topic described, always answered: READ implies DESCRIBE.
+    assert seen.topic_authorized_operations == sum(
+        1 << int(o) for o in (AclOperation.READ, AclOperation.DESCRIBE)
+    )
+    # Kafka's "not asked" value where it refuses.
+    assert hidden.topic_authorized_operations == -(2**31)
+    # The super user sees both, and may do everything on them.
+    every = sum(1 << op for op in bits(SUPPORTED_OPERATIONS[ResourceType.TOPIC]))
+    both = describe_topic_partitions(admin, ["dtp-seen", "dtp-hidden"])
+    assert [(t.name, t.error_code, t.topic_authorized_operations) for t in both.topics] == [
+        ("dtp-hidden", NONE, every),
+        ("dtp-seen", NONE, every),
+    ]
+
+
+def test_describe_topic_partitions_pages_past_what_may_not_be_described(
+    admin: Client, alice: Client
+) -> None:
+    """A page holds only what may be described: a refused topic takes no room in it."""
+    create_topic(admin, "dtpp-a", partitions=2)
+    create_topic(admin, "dtpp-b", partitions=2)
+    create_topic(admin, "dtpp-c", partitions=2)
+    for name in ("dtpp-a", "dtpp-c"):
+        grant(admin, ResourceType.TOPIC, name, AclOperation.DESCRIBE)
+    first = describe_topic_partitions(alice, ["dtpp-a", "dtpp-b", "dtpp-c"], limit=3)
+    assert [(t.name, len(t.partitions)) for t in first.topics] == [
+        ("dtpp-a", 2),
+        ("dtpp-c", 1),
+        ("dtpp-b", 0),
+    ]
+    assert (first.next_cursor.topic_name, first.next_cursor.partition_index) == ("dtpp-c", 1)
+    rest = describe_topic_partitions(
+        alice,
+        ["dtpp-a", "dtpp-b", "dtpp-c"],
+        limit=3,
+        cursor={"topic_name": "dtpp-c", "partition_index": 1},
+    )
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in rest.topics] == [
+        ("dtpp-c", [1])
+    ]
+    assert rest.next_cursor is None
+
+
 def test_auto_creation_needs_create(admin: Client, alice: Client) -> None:
     grant(admin, ResourceType.TOPIC, "ac-", AclOperation.DESCRIBE, pattern=PatternType.PREFIXED)
 

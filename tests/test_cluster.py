@@ -18,12 +18,16 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.protocol.admin import DescribeTopicPartitionsResponse
 
 from herdless.coordinator import partition_for
 from herdless.testing.broker import set_args
 from tests.support.broker import free_port
 from tests.support.cli import sigint_as_in_a_terminal
 from tests.support.cluster import BROKER_SETTINGS, ClusterProcesses, running_cluster
+from tests.support.requests import describe_topic_partitions_request
+from tests.support.waiting import wait_for
+from tests.support.wire import Wire
 from tests.test_metrics import scrape
 from tests.test_metrics import value as sample
 
@@ -333,6 +337,43 @@ def test_describe_cluster_names_the_controller(cluster: ClusterProcesses) -> Non
     described = admin.describe_cluster(request_timeout=10).result(timeout=20)
     assert described.controller.id == cluster.metadata().controller_id
     assert sorted(node.id for node in described.nodes) == [1, 2, 3]
+
+
+def test_describe_topic_partitions_pages_through_any_broker(cluster: ClusterProcesses) -> None:
+    """Each page from another broker, the cursor of one taken to the next: every broker
+    names the replicated partitions' leaders, replicas and ISRs as Metadata does."""
+    cluster.create_topic("described", 5, 3)
+    metadata = cluster.metadata("described").topics["described"].partitions
+    expected = [
+        (p, metadata[p].leader, sorted(metadata[p].replicas), sorted(metadata[p].isrs))
+        for p in sorted(metadata)
+    ]
+    assert {leader for _, leader, _, _ in expected} == {1, 2, 3}
+
+    def pages() -> list[tuple[int, int, list[int], list[int]]] | None:
+        found = []
+        cursor = None
+        for broker_id in (1, 2, 3):
+            wire = Wire(cluster.brokers[broker_id])
+            try:
+                request = describe_topic_partitions_request(["described"], 2, cursor)
+                answer = wire.call(request, DescribeTopicPartitionsResponse)
+            finally:
+                wire.close()
+            (topic,) = answer.topics
+            assert topic.error_code == 0 and topic.topic_id is not None
+            found += [
+                (p.partition_index, p.leader_id, sorted(p.replica_nodes), sorted(p.isr_nodes))
+                for p in topic.partitions
+            ]
+            assert all(p.eligible_leader_replicas == [] for p in topic.partitions)
+            if answer.next_cursor is None:
+                break
+            cursor = (answer.next_cursor.topic_name, answer.next_cursor.partition_index)
+        # A broker may learn of a change a moment after the one Metadata was asked of.
+        return found if found == expected else None
+
+    wait_for(pages, "every broker's pages to be Metadata's partitions")
 
 
 def test_a_consumer_group_commits_and_resumes_on_the_cluster(cluster: ClusterProcesses) -> None:

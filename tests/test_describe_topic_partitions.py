@@ -16,11 +16,12 @@ import pytest
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.admin import KafkaAdminClient
-from kafka.protocol.admin import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
+from kafka.protocol.admin import DescribeTopicPartitionsResponse
 
 from herdless.protocol.errors import ErrorCode
 from herdless.security.acls import SUPPORTED_OPERATIONS, ResourceType
 from tests.support.broker import BrokerProcess, module_broker
+from tests.support.requests import describe_topic_partitions_request
 from tests.support.wire import Wire
 
 BROKER_LIMIT = 6
@@ -57,21 +58,10 @@ def describe(
     limit: int = 2000,
     cursor: tuple[str, int] | None = None,
 ) -> Any:
-    """A raw request: what kafka-python's admin client turns an empty list into None."""
-    request = DescribeTopicPartitionsRequest(
-        topics=[DescribeTopicPartitionsRequest.TopicRequest(name=t) for t in topics],
-        response_partition_limit=limit,
-        cursor=(
-            None
-            if cursor is None
-            else DescribeTopicPartitionsRequest.Cursor(
-                topic_name=cursor[0], partition_index=cursor[1]
-            )
-        ),
-    )
-    request.API_VERSION = 0
+    """A raw request: what kafka-python's admin client hides (empty ELR lists, no topics)."""
     wire = Wire(broker)
     try:
+        request = describe_topic_partitions_request(topics, limit, cursor)
         return wire.call(request, DescribeTopicPartitionsResponse)
     finally:
         wire.close()

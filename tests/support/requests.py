@@ -1,10 +1,12 @@
-"""Requests naming one partition, and v2 batches, built with kafka-python's classes:
-for tests that speak the protocol directly (tests/support/wire.py, raw frames)."""
+"""Requests naming one partition, a DescribeTopicPartitions page, and v2 batches, built
+with kafka-python's classes: for tests that speak the protocol directly
+(tests/support/wire.py, raw frames)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kafka.protocol.admin import DescribeTopicPartitionsRequest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.producer import ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -80,3 +82,23 @@ def list_offsets_v0_request(topic: str, timestamp: int, max_num_offsets: int) ->
             )
         ],
     )
+
+
+def describe_topic_partitions_request(
+    topics: Sequence[str], limit: int = 2000, cursor: tuple[str, int] | None = None
+) -> object:
+    """DescribeTopicPartitions v0: `topics` (none for all), at most `limit` partitions,
+    from the cursor (topic, partition) when given."""
+    request = DescribeTopicPartitionsRequest(
+        topics=[DescribeTopicPartitionsRequest.TopicRequest(name=t) for t in topics],
+        response_partition_limit=limit,
+        cursor=(
+            None
+            if cursor is None
+            else DescribeTopicPartitionsRequest.Cursor(
+                topic_name=cursor[0], partition_index=cursor[1]
+            )
+        ),
+    )
+    request.API_VERSION = 0
+    return request
