@@ -72,10 +72,10 @@ async def handle_describe_topic_partitions(context: BrokerContext, request: Requ
             next_cursor=None,
         )
 
-    limit = max(
+    # The request's limit within the broker's; below 1 taken as 1, as Kafka takes it.
+    remaining = max(
         min(context.config.max_request_partition_size_limit, body.response_partition_limit), 1
     )
-    remaining = limit
     topics: list[Any] = []
     refused: list[Any] = []
     next_cursor = None
