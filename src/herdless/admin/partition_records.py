@@ -65,6 +65,10 @@ class OffsetOutOfRange(AdminError):
     """An offset the partition does not hold; the message names its log start and end."""
 
 
+class NoSuchPartition(AdminError):
+    """The brokers list no such topic, or the topic has no such partition."""
+
+
 class ReadDenied(AdminError):
     """The brokers refused to let this client read the topic."""
 
@@ -92,6 +96,8 @@ class PartitionReader:
             group_id=None,
             enable_auto_commit=False,
             isolation_level=isolation_level,
+            # Looking at a topic that is not there must not make it.
+            allow_auto_create_topics=False,
             # Retention may delete a page while it is read: go on from what is left.
             auto_offset_reset="earliest",
         )
@@ -193,9 +199,9 @@ class PartitionReader:
 
         partitions = self._consumer.partitions_for_topic(self.topic)
         if not partitions:
-            raise AdminError(f"the brokers list no topic {self.topic}")
+            raise NoSuchPartition(f"the brokers list no topic {self.topic}")
         if self.partition not in partitions:
-            raise AdminError(
+            raise NoSuchPartition(
                 f"topic {self.topic} has no partition {self.partition} (it has {len(partitions)})"
             )
         self._tp = TopicPartition(self.topic, self.partition)

@@ -23,6 +23,7 @@ from herdless.admin.errors import AdminError
 from herdless.admin.partition_records import (
     ISOLATION_LEVELS,
     READ_COMMITTED,
+    NoSuchPartition,
     OffsetOutOfRange,
     PartitionReader,
     ReadDenied,
@@ -232,7 +233,7 @@ def browse_page(
         partition = _whole_number(partition_text, "the partition")
         browse = parse_browse(query)
     except BadRequest as exc:
-        return 400, {**context, "message": f"{exc}."}
+        return 400, {**context, "message": _sentence(exc)}
     context["browse"] = browse
     if viewer is not None:
         reading = viewer.reading_settings(topic, settings)
@@ -242,12 +243,14 @@ def browse_page(
     try:
         page, time_found = browser.read(bootstrap, settings, topic, partition, browse)
     except OffsetOutOfRange as exc:
-        return 400, {**context, "message": f"{_sentence(exc)}"}
+        return 400, {**context, "message": _sentence(exc)}
+    except NoSuchPartition as exc:
+        return 404, {**context, "message": _sentence(exc)}
     except ReadDenied as exc:
         who = f"User {viewer.user} is" if viewer is not None else "The console is"
         return 403, {**context, "message": f"{who} {exc}."}
     except AdminError as exc:
-        return 503, {**context, "message": f"{_sentence(exc)}"}
+        return 503, {**context, "message": _sentence(exc)}
     rows = [row(record, browse) for record in page.records]
     return 200, {
         **context,
