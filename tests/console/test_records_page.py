@@ -26,6 +26,8 @@ import pytest
 from confluent_kafka import Producer
 from playwright.sync_api import BrowserContext, Page, expect
 
+from herdless.admin import partition_records
+from herdless.admin.partition_records import PartitionReader
 from herdless.testing.broker import HerdlessBroker
 from tests.support.broker import free_port
 from tests.support.browser import chromium, screenshot
@@ -353,3 +355,21 @@ def test_offsets_out_of_range_and_bad_input_are_named(
         "The partition is a whole number, 0 or more; got 'zero'."
     )
     screenshot(page, "console/records-bad-partition")
+
+
+def test_a_page_stops_once_its_records_hold_page_bytes(
+    broker: HerdlessBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(partition_records, "PAGE_BYTES", len(LARGE_VALUE))
+    with PartitionReader(broker.bootstrap, TOPIC, 0) as reader:
+        forward = reader.from_offset(JSON_RECORDS - 2, 10)
+        # Two small records, the binary one, then the large one reaches the bound.
+        assert [r.offset for r in forward.records] == [48, 49, BINARY_OFFSET, LARGE_OFFSET]
+        assert forward.next_offset == LARGE_OFFSET + 1
+        # The next page goes on from there.
+        after = reader.from_offset(forward.next_offset, 10).records
+        assert [json.loads(r.value or b"") for r in after] == [{"after": i} for i in range(AFTER)]
+        # Back from past the large record, the page ends where the bound was reached.
+        back = reader.before(LARGE_OFFSET + 1, 20)
+        assert back.records[0].offset == LARGE_OFFSET + 1 - 20
+        assert back.records[-1].offset == LARGE_OFFSET and back.next_offset == LARGE_OFFSET + 1

@@ -33,6 +33,9 @@ ISOLATION_LEVELS = (READ_COMMITTED, READ_UNCOMMITTED)
 # A page that takes longer than this to read says so rather than hold a thread.
 READ_TIMEOUT_S = 10.0
 POLL_MS = 200
+# A page stops early once its records hold this many bytes: 500 records of a
+# megabyte each would hold the console's memory, and no one reads them on one page.
+PAGE_BYTES = 8 * 1024 * 1024
 # Paging back reads at most this many pages' worth of offsets before the offset.
 BACK_SCAN_PAGES = 16
 TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
@@ -47,6 +50,12 @@ class Record:
     key: bytes | None
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...]
+
+    @property
+    def size(self) -> int:
+        """Its bytes of key, value and headers."""
+        fields = [self.key, self.value, *(v for _, v in self.headers)]
+        return sum(len(f) for f in fields if f) + sum(len(n) for n, _ in self.headers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +105,7 @@ class PartitionReader:
             group_id=None,
             enable_auto_commit=False,
             isolation_level=isolation_level,
+            fetch_max_bytes=PAGE_BYTES,
             # Looking at a topic that is not there must not make it.
             allow_auto_create_topics=False,
             # Retention may delete a page while it is read: go on from what is left.
@@ -156,31 +166,43 @@ class PartitionReader:
         if not start <= offset <= end:
             raise OffsetOutOfRange(self._range_text(offset, start, end))
         low = max(start, offset - limit)
-        records, _ = self._read(low, offset, offset - low)
+        records, reached = self._read(low, offset, offset - low)
+        if reached < offset:  # PAGE_BYTES read before the offset: the page ends there
+            return RecordPage(tuple(records), start, end, low, reached)
         # Markers and aborted records hide offsets: look further back, twice as far
         # each time, for a full page.
         while len(records) < limit and low > start and offset - low < limit * BACK_SCAN_PAGES:
             lower = max(start, low - (offset - low))
-            earlier, _ = self._read(lower, low, low - lower)
+            earlier, reached = self._read(lower, low, low - lower)
+            if reached < low:  # too many bytes to join up with the page: leave them
+                break
             records, low = earlier + records, lower
         shown = records[-limit:] if records else []
         first = shown[0].offset if len(records) > len(shown) else low
         return RecordPage(tuple(shown), start, end, first, offset)
 
     def _read(self, offset: int, stop: int, limit: int) -> tuple[list[Record], int]:
-        """Up to `limit` records in [offset, stop), and the offset after the last read."""
+        """Up to `limit` records in [offset, stop), fewer once they hold PAGE_BYTES, and
+        the offset after the last one read."""
         consumer, tp = self._consumer, self._partition()
         consumer.seek(tp, offset)
         records: list[Record] = []
+        size = 0
         deadline = time.monotonic() + READ_TIMEOUT_S
-        while len(records) < limit and consumer.position(tp) < stop:
+        while consumer.position(tp) < stop:
             if time.monotonic() > deadline:
                 raise AdminError(
                     f"reading partition {self.partition} of {self.topic} timed out at offset"
                     f" {consumer.position(tp)}"
                 )
             polled = consumer.poll(timeout_ms=POLL_MS, max_records=limit - len(records))
-            records += [_record(r) for r in polled.get(tp, ()) if r.offset < stop]
+            for found in polled.get(tp, ()):
+                if found.offset >= stop:
+                    break
+                records.append(_record(found))
+                size += records[-1].size
+                if len(records) >= limit or size >= PAGE_BYTES:
+                    return records, found.offset + 1
         return records, min(consumer.position(tp), stop)
 
     def _bounds(self) -> tuple[int, int]:
