@@ -52,30 +52,33 @@ def test_large_fields_are_cut_on_a_character_boundary() -> None:
 def test_the_query_string() -> None:
     assert parse_browse({}) == Browse()
     browse = parse_browse(
-        {"offset": [" 12 "], "size": ["20"], "isolation": ["read_uncommitted"], "value": ["HEX"]}
+        {"from": [" 12 "], "size": ["20"], "isolation": ["read_uncommitted"], "value": ["HEX"]}
     )
     assert (browse.offset, browse.size, browse.isolation) == (12, 20, "read_uncommitted")
     assert browse.formats["value"] is Format.HEX and browse.formats["key"] is Format.AUTO
     # Links carry the size, isolation and formats; the page's own position is replaced.
-    assert browse.query(offset=None, before=30) == (
+    assert browse.query(**{"from": None}, before=30) == (
         "before=30&size=20&isolation=read_uncommitted&value=hex"
     )
     # A form sends its empty fields: they say nothing.
-    assert parse_browse({"offset": [""], "time": [""], "size": ["50"]}).size == DEFAULT_PAGE_SIZE
-    assert parse_browse({"time": ["2026-01-01T00:00:01Z"]}).time_ms == 1767225601000
-    assert parse_browse({"time": ["2026-01-01T01:00:01+01:00"]}).time_ms == 1767225601000
-    assert parse_browse({"time": ["2026-01-01"]}).time_ms == 1767225600000
+    assert parse_browse({"from": [""], "size": ["50"]}).size == DEFAULT_PAGE_SIZE
+    # From an offset, or else from a time.
+    assert parse_browse({"from": ["2026-01-01T00:00:01Z"]}).time_ms == 1767225601000
+    assert parse_browse({"from": ["2026-01-01T01:00:01+01:00"]}).time_ms == 1767225601000
+    assert parse_browse({"from": ["2026-01-01"]}).time_ms == 1767225600000
+    assert parse_browse({"from": ["2026"]}).offset == 2026
 
 
 @pytest.mark.parametrize(
     ("query", "named"),
     [
-        ({"offset": ["-3"]}, "offset is a whole number"),
+        ({"from": ["-3"]}, "from is an offset .0 or more. or an ISO time"),
         ({"before": ["x"]}, "before is a whole number"),
-        ({"offset": ["1"], "before": ["2"]}, "not both"),
+        ({"from": ["1"], "before": ["2"]}, "not both"),
         ({"size": ["501"]}, "size is records a page, 1 to 500"),
-        ({"time": ["1969-12-31T23:59:59Z"]}, "time is after 1970"),
-        ({"time": ["soon"]}, "time is an ISO time"),
+        ({"from": ["1969-12-31T23:59:59Z"]}, "from is a time after 1970"),
+        ({"from": ["soon"]}, "from is an offset .0 or more. or an ISO time"),
+        ({"whole": ["x"]}, "whole is a whole number"),
         ({"headers": ["yaml"]}, "headers is shown as one of auto, text, json, hex"),
         ({"isolation": ["none"]}, "isolation is read_committed or read_uncommitted"),
     ],

@@ -187,7 +187,7 @@ def test_a_topic_page_links_each_partition_to_its_records(page: Page, console_ur
     assert (first["timestamp"], first["type"]) == ("2026-01-01 00:00:00.000", "CreateTime")
     assert offsets(rows) == list(range(50))  # a page holds 50 records unless asked
     screenshot(page, "console/records")
-    (binary,) = open_records(page, records_url(console_url, query=f"offset={BINARY_OFFSET}&size=1"))
+    (binary,) = open_records(page, records_url(console_url, query=f"from={BINARY_OFFSET}&size=1"))
     assert (binary["key"], binary["valueFormat"], binary["value"]) == (None, "hex", "00 01 fe ff")
 
 
@@ -254,24 +254,23 @@ def test_paging_forward_and_back(page: Page, console_url: str) -> None:
 
 
 def test_from_an_offset_and_from_a_time(page: Page, console_url: str) -> None:
-    assert offsets(open_records(page, records_url(console_url, query="offset=7&size=3"))) == [
+    assert offsets(open_records(page, records_url(console_url, query="from=7&size=3"))) == [
         7,
         8,
         9,
     ]
     # The first record stamped at or after the time; a zone-less time is UTC.
     at = iso(BASE_MS + 10_000)
-    assert offsets(open_records(page, records_url(console_url, query=f"time={at}&size=2"))) == [
+    assert offsets(open_records(page, records_url(console_url, query=f"from={at}&size=2"))) == [
         10,
         11,
     ]
     between = "2026-01-01T00:00:10.500"
     assert (
-        offsets(open_records(page, records_url(console_url, query=f"time={between}&size=1")))[0]
+        offsets(open_records(page, records_url(console_url, query=f"from={between}&size=1")))[0]
         == 11
     )
-    page.get_by_label("From offset").fill("")
-    page.get_by_label("or time (UTC)").fill("2100-01-01T00:00:00Z")
+    page.get_by_label("From offset or time (UTC)").fill("2100-01-01T00:00:00Z")
     page.get_by_role("button", name="Show").click()
     expect(page.locator('[data-field="range"]')).to_contain_text(
         "No record at or after 2100-01-01T00:00:00Z"
@@ -280,7 +279,7 @@ def test_from_an_offset_and_from_a_time(page: Page, console_url: str) -> None:
 
 
 def test_a_large_value_is_cut_and_shown_whole_on_asking(page: Page, console_url: str) -> None:
-    url = records_url(console_url, query=f"offset={LARGE_OFFSET}&size=1")
+    url = records_url(console_url, query=f"from={LARGE_OFFSET}&size=1")
     (row,) = open_records(page, url)
     assert row["value"] == "x" * 1024 and "cut" in row["valueNote"]
     page.get_by_role("link", name="show all").click()
@@ -290,16 +289,16 @@ def test_a_large_value_is_cut_and_shown_whole_on_asking(page: Page, console_url:
 
 
 def test_a_format_chosen_overrides_the_guess(page: Page, console_url: str) -> None:
-    (row,) = open_records(page, records_url(console_url, query="offset=0&size=1&value=hex"))
+    (row,) = open_records(page, records_url(console_url, query="from=0&size=1&value=hex"))
     assert row["valueFormat"] == "hex"
     assert row["value"] == json.dumps({"n": 0, "item": "widget"}).encode().hex(" ")
-    (row,) = open_records(page, records_url(console_url, query="offset=0&size=1&value=text"))
+    (row,) = open_records(page, records_url(console_url, query="from=0&size=1&value=text"))
     assert (row["valueFormat"], row["value"]) == ("text", json.dumps({"n": 0, "item": "widget"}))
-    query = f"offset={BINARY_OFFSET}&size=1&value=json&headers=text"
+    query = f"from={BINARY_OFFSET}&size=1&value=json&headers=text"
     (row,) = open_records(page, records_url(console_url, query=query))
     # Bytes that are no JSON stay hex, and say why.
     assert row["valueFormat"] == "hex" and "not JSON" in row["valueNote"]
-    (row,) = open_records(page, records_url(console_url, query="offset=0&size=1&headers=hex"))
+    (row,) = open_records(page, records_url(console_url, query="from=0&size=1&headers=hex"))
     assert row["headers"] == {"source": b"browser-test".hex(" "), "trace": "ff 00"}
 
 
@@ -320,16 +319,20 @@ def test_offsets_out_of_range_and_bad_input_are_named(
         )
     )  # fmt: skip
     problems = {
-        (2, "offset=0"): "Offset 0 is out of range: partition 2 of browse-records holds"
+        (2, "from=0"): "Offset 0 is out of range: partition 2 of browse-records holds"
         " offsets 4 to 9 (log start offset 4, end offset 10).",
-        (2, "offset=11"): "Offset 11 is out of range: partition 2 of browse-records holds"
+        (2, "from=11"): "Offset 11 is out of range: partition 2 of browse-records holds"
         " offsets 4 to 9 (log start offset 4, end offset 10).",
-        (1, "offset=3"): "Offset 3 is out of range: partition 1 of browse-records is empty"
+        (2, "before=2"): "Offset 2 is out of range: partition 2 of browse-records holds"
+        " offsets 4 to 9 (log start offset 4, end offset 10).",
+        (1, "from=3"): "Offset 3 is out of range: partition 1 of browse-records is empty"
         " (its log starts and ends at 0).",
-        (0, "offset=-1"): "Offset is a whole number, 0 or more; got '-1'.",
-        (0, "offset=abc"): "Offset is a whole number, 0 or more; got 'abc'.",
-        (0, "offset=1&time=2026-01-01"): "Give an offset or a time to read from, not both.",
-        (0, "time=yesterday"): "Time is an ISO time such as 2026-11-29T08:00:00Z; got 'yesterday'.",
+        (0, "from=-1"): "From is an offset (0 or more) or an ISO time such as"
+        " 2026-11-29T08:00:00Z; got '-1'.",
+        (0, "from=yesterday"): "From is an offset (0 or more) or an ISO time such as"
+        " 2026-11-29T08:00:00Z; got 'yesterday'.",
+        (0, "before=abc"): "Before is a whole number, 0 or more; got 'abc'.",
+        (0, "from=1&before=9"): "Give where to read from or what to read before, not both.",
         (0, "size=0"): "Size is records a page, 1 to 500; got 0.",
         (0, "size=100000"): "Size is records a page, 1 to 500; got 100000.",
         (0, "isolation=dirty"): "Isolation is read_committed or read_uncommitted; got 'dirty'.",

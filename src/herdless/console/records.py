@@ -59,11 +59,15 @@ class Browse:
     formats: dict[str, Format] = field(default_factory=lambda: dict.fromkeys(FIELDS, Format.AUTO))
     whole: int | None = None  # the offset of the record shown whole
 
+    @property
+    def start(self) -> str | None:
+        """Where the page starts, as the `from` parameter says it."""
+        return self.time_text or (None if self.offset is None else str(self.offset))
+
     def query(self, **changes: Any) -> str:
         """This page's query string with `changes` (None leaves a parameter out):
         size, isolation and formats carry over to the pages it links to."""
-        params: dict[str, Any] = {"offset": self.offset, "before": self.before}
-        params["time"] = self.time_text or None
+        params: dict[str, Any] = {"from": self.start, "before": self.before}
         params.update(changes)
         if self.size != DEFAULT_PAGE_SIZE:
             params["size"] = self.size
@@ -80,10 +84,12 @@ def parse_browse(query: Mapping[str, list[str]]) -> Browse:
         values = [v.strip() for v in query.get(name, []) if v.strip()]
         return values[-1] if values else None
 
-    offset, before = _offset(one("offset"), "offset"), _offset(one("before"), "before")
-    time_text = one("time") or ""
-    if sum(x is not None for x in (offset, before, time_text or None)) > 1:
-        raise BadRequest("give an offset or a time to read from, not both")
+    start, before = one("from"), _offset(one("before"), "before")
+    if start is not None and before is not None:
+        raise BadRequest("give where to read from or what to read before, not both")
+    # An offset is a number; anything else must be a time.
+    offset = int(start) if start is not None and start.isdigit() else None
+    time_text = start if start is not None and offset is None else ""
     size_text = one("size")
     size = DEFAULT_PAGE_SIZE if size_text is None else _whole_number(size_text, "size")
     if not 1 <= size <= MAX_PAGE_SIZE:
@@ -126,11 +132,13 @@ def _time_ms(text: str) -> int:
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
-        raise BadRequest(f"time is an ISO time such as {TIME_EXAMPLE}; got {text!r}") from None
+        raise BadRequest(
+            f"from is an offset (0 or more) or an ISO time such as {TIME_EXAMPLE}; got {text!r}"
+        ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     if moment.timestamp() < 0:
-        raise BadRequest(f"time is after 1970-01-01T00:00:00Z; got {text!r}")
+        raise BadRequest(f"from is a time after 1970-01-01T00:00:00Z; got {text!r}")
     return int(moment.timestamp() * 1000)
 
 
@@ -268,12 +276,12 @@ def _sentence(exc: Exception) -> str:
 
 def _links(browse: Browse, page: RecordPage) -> dict[str, str]:
     """The pager's links, each a query string, for those that lead somewhere."""
-    blank: dict[str, Any] = {"offset": None, "before": None, "time": None, "whole": None}
+    blank: dict[str, Any] = {"from": None, "before": None, "whole": None}
     links = {}
     if page.start_offset > page.log_start_offset:
-        links["oldest"] = browse.query(**{**blank, "offset": page.log_start_offset})
+        links["oldest"] = browse.query(**{**blank, "from": page.log_start_offset})
         links["older"] = browse.query(**{**blank, "before": page.start_offset})
     if page.next_offset < page.end_offset:
-        links["newer"] = browse.query(**{**blank, "offset": page.next_offset})
+        links["newer"] = browse.query(**{**blank, "from": page.next_offset})
         links["newest"] = browse.query(**{**blank, "before": page.end_offset})
     return links
