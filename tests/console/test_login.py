@@ -3,8 +3,8 @@
 broker's SCRAM credentials, and each user shown only the topics and groups their ACLs
 let them describe.
 
-alice may describe alice-orders and the group alice-readers; bob-orders and
-bob-readers exist too, and she is never shown them.
+alice may describe alice-orders and the group alice-readers, and read alice-events;
+bob-orders and bob-readers exist too, and she is never shown them.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -110,7 +110,7 @@ def _prepare(settings: dict[str, str]) -> None:
 
     admin = AdminClient(settings)
     for future in admin.create_topics(
-        [NewTopic(t, 1) for t in ("alice-orders", "bob-orders")]
+        [NewTopic(t, 1) for t in ("alice-orders", "alice-events", "bob-orders")]
     ).values():
         future.result(30)
     acls = [
@@ -121,6 +121,15 @@ def _prepare(settings: dict[str, str]) -> None:
             "User:alice",
             "*",
             AclOperation.DESCRIBE,
+            AclPermissionType.ALLOW,
+        ),
+        AclBinding(
+            ResourceType.TOPIC,
+            "alice-events",
+            ResourcePatternType.LITERAL,
+            "User:alice",
+            "*",
+            AclOperation.READ,
             AclPermissionType.ALLOW,
         ),
         AclBinding(
@@ -135,6 +144,10 @@ def _prepare(settings: dict[str, str]) -> None:
     ]
     for future in admin.create_acls(acls).values():
         future.result(30)
+    producer = Producer(settings)
+    for topic in ("alice-orders", "alice-events"):
+        producer.produce(topic, value=f"first of {topic}")
+    assert producer.flush(30) == 0
     for group, topic in (("alice-readers", "alice-orders"), ("bob-readers", "bob-orders")):
         consumer = Consumer({**settings, "group.id": group})
         consumer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
@@ -182,6 +195,17 @@ def test_a_user_sees_only_what_their_acls_let_them_describe(console: SecuredCons
     assert console.request("GET", "/groups/bob-readers", cookie)[0] == 404
     assert console.request("GET", "/topics/bob-orders", cookie)[0] == 404
     assert 'class="user">alice<' in groups
+
+
+def test_the_message_browser_reads_as_the_signed_in_user(console: SecuredConsole) -> None:
+    cookie = console.login("alice", PASSWORD)
+    status, _, body = console.request("GET", "/topics/alice-events/partitions/0", cookie)
+    assert status == 200 and "first of alice-events" in body
+    # DESCRIBE lets her see the topic, not its records: READ does, as Fetch asks.
+    status, _, body = console.request("GET", "/topics/alice-orders/partitions/0", cookie)
+    assert status == 403 and "User alice may not read topic alice-orders." in body
+    assert "first of alice-orders" not in body
+    assert console.request("GET", "/topics/bob-orders/partitions/0", cookie)[0] == 404
 
 
 def test_the_session_cookie_and_logout(console: SecuredConsole) -> None:
@@ -234,6 +258,7 @@ def own_process_console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Se
     security = Security(users={"alice": PASSWORD})
     with HerdlessBroker(base / "data", security=security) as broker:
         broker.create_topic("alice-orders")
+        broker.produce("alice-orders", [b"first order"])
         admin = broker.client_settings().write_properties(base / "admin.properties")
         port = free_port()
         files = CertificateFiles.under(broker.certificates)
@@ -270,6 +295,9 @@ def test_its_login_is_a_sasl_login_to_the_brokers(own_process_console: SecuredCo
     # What alice's own client lists: the brokers' authorizer decides what is in it.
     shown(console, cookie, "/topics", "alice-orders")
     assert 'class="user">alice<' in shown(console, cookie, "/groups", "Consumer groups")
+    # Her records are read by a client logged in as her.
+    status, _, body = console.request("GET", "/topics/alice-orders/partitions/0", cookie)
+    assert status == 200 and "first order" in body
 
 
 def test_its_login_needs_a_sasl_listener() -> None:

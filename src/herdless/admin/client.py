@@ -218,6 +218,13 @@ def find_coordinators(admin: KafkaAdminClient, group_ids: list[str]) -> dict[str
     return shown
 
 
+def consumer_class() -> type[Any]:
+    """kafka-python's consumer, for kafka_python_client: imported when first made."""
+    from kafka import KafkaConsumer
+
+    return KafkaConsumer
+
+
 def _admin_class() -> type[KafkaAdminClient]:
     from kafka import KafkaAdminClient
 

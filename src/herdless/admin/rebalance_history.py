@@ -9,7 +9,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from herdless.admin.client import CLIENT_ID, kafka_python_client
+from herdless.admin.client import CLIENT_ID, consumer_class, kafka_python_client
 from herdless.admin.errors import AdminError
 
 HISTORY_TOPIC = "__rebalance_history"
@@ -31,7 +31,7 @@ class HistoryReader:
     ) -> None:
         self._bootstrap = bootstrap
         self._consumer = kafka_python_client(
-            _consumer_class,
+            consumer_class,
             bootstrap,
             client_id,
             settings,
@@ -87,9 +87,3 @@ def _decode(value: bytes) -> dict[str, Any]:
     except ValueError:
         return {"cause": "unreadable entry"}
     return decoded if isinstance(decoded, dict) else {"cause": "unreadable entry"}
-
-
-def _consumer_class() -> type[Any]:
-    from kafka import KafkaConsumer
-
-    return KafkaConsumer

@@ -8,5 +8,6 @@ beside the broker, in the same process, and it asks that broker over its port.
 
 One sampler thread asks the brokers every interval and keeps the answer; pages
 are drawn from the last answer, so the load on the brokers is one client's
-however many browsers watch.
+however many browsers watch. The message browser alone reads the brokers for each
+page it shows (records.py).
 """

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import secrets
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -44,6 +44,9 @@ class Viewer:
     def transactional_ids(self, names: Iterable[str]) -> list[str]:
         return self.login.describable(self.user, self.host, "transactional_id", names)
 
+    def reading_settings(self, topic: str, own: Mapping[str, str]) -> Mapping[str, str] | None:
+        return self.login.reading_settings(self.user, self.host, topic, own)
+
 
 class LoginUnavailable(RuntimeError):
     """The brokers cannot check a login now; the message says why."""
@@ -61,6 +64,14 @@ class Login:
     def describable(self, user: str, host: str, kind: str, names: Iterable[str]) -> list[str]:
         """The names (of topics, groups or transactional ids: `kind`) the user may
         describe, in order."""
+        raise NotImplementedError
+
+    def reading_settings(
+        self, user: str, host: str, topic: str, own: Mapping[str, str]
+    ) -> Mapping[str, str] | None:
+        """The client settings that read `topic`'s records as `user`: `own` (the
+        console's client's) once the console has checked that the user may READ it, or
+        the user's own; None when the user may not."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -97,6 +108,21 @@ class BrokerLogin(Login):
         return self._authorizer.authorized_names(
             principal, host, AclOperation.DESCRIBE, resource, names
         )
+
+    def reading_settings(
+        self, user: str, host: str, topic: str, own: Mapping[str, str]
+    ) -> Mapping[str, str] | None:
+        if self._authorizer is None:
+            return own
+        from herdless.security.acls import AclOperation, ResourceType
+        from herdless.security.principal import KafkaPrincipal
+
+        # Fetch asks READ on the topic, as the broker's authorizer decides it.
+        principal = KafkaPrincipal("User", user)
+        allowed = self._authorizer.authorize(
+            principal, host, AclOperation.READ, ResourceType.TOPIC, topic
+        )
+        return own if allowed else None
 
 
 class Sessions:

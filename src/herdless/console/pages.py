@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -23,6 +23,7 @@ from herdless.admin.group_info import Member
 from herdless.admin.group_state import uncommitted_note
 from herdless.console.login import Viewer
 from herdless.console.plot import lag_plot, rebalance_strip
+from herdless.console.records import RecordBrowser, browse_page
 from herdless.console.sampler import Sampler
 from herdless.console.snapshot import Group, Topic, Transactions
 
@@ -59,29 +60,44 @@ class Pages:
         sampler: Sampler,
         viewer: Viewer | None = None,
         env: jinja2.Environment | None = None,
+        records: RecordBrowser | None = None,
     ) -> None:
         self.sampler = sampler
         self.viewer = viewer
         self.env = env if env is not None else _environment()
+        self.records = records if records is not None else RecordBrowser()
 
-    def get(self, path: str, fragment: bool = False, viewer: Viewer | None = None) -> Response:
-        """The page at `path`, showing `viewer` (a signed-in user, when the console has a
-        login) only the topics and groups they may describe."""
+    def get(
+        self,
+        path: str,
+        fragment: bool = False,
+        viewer: Viewer | None = None,
+        query: Mapping[str, list[str]] | None = None,
+    ) -> Response:
+        """The page at `path` (with the `query` the message browser takes), showing
+        `viewer` (a signed-in user, when the console has a login) only the topics and
+        groups they may describe."""
         if viewer is not None:
-            return Pages(self.sampler, viewer, self.env)._get(path, fragment)
-        return self._get(path, fragment)
+            return Pages(self.sampler, viewer, self.env, self.records)._get(path, fragment, query)
+        return self._get(path, fragment, query)
 
     def login_page(self, status: int, message: str | None = None) -> Response:
         context = {"message": message, "title": "Log in", "bootstrap": self.sampler.bootstrap}
         body = self.env.get_template("login.html").render(context).encode()
         return Response(status, body)
 
-    def _get(self, path: str, fragment: bool) -> Response:
+    def _get(
+        self, path: str, fragment: bool, query: Mapping[str, list[str]] | None = None
+    ) -> Response:
         if path == "/":
             return Response(302, b"", headers={"Location": "/groups"})
         if path.startswith("/static/"):
             return _static(path.removeprefix("/static/"))
         section, _, rest = path.strip("/").partition("/")
+        # /topics/T/partitions/P: the message browser (topic names hold no slash).
+        topic, slash, partition = rest.partition("/partitions/")
+        if section == "topics" and slash and "/" not in topic + partition:
+            return self._records(unquote(topic), unquote(partition), query or {}, fragment)
         page = {
             "groups": self._groups,
             "topics": self._topics,
@@ -206,6 +222,27 @@ class Pages:
         context = {"name": name, "topic": topic}
         return self._page(status, "topic.html", "/topics", f"Topic {name}", context, fragment)
 
+    def _records(
+        self, topic: str, partition: str, query: Mapping[str, list[str]], fragment: bool
+    ) -> Response:
+        title = f"Topic {topic} partition {partition}"
+        if self.viewer is not None and not self.viewer.topics([topic]):
+            # As if it did not exist, as the topic's own page answers.
+            return self._page(404, "not-found.html", "/topics", "Not found", {}, fragment)
+        status, context = browse_page(
+            self.records,
+            self.sampler.bootstrap,
+            self.sampler.client_settings,
+            self.viewer,
+            topic,
+            partition,
+            query,
+        )
+        # A page read on demand: refreshing it would read the brokers again, and move
+        # the records under the reader's eyes.
+        context["live"] = False
+        return self._page(status, "records.html", "/topics", title, context, fragment)
+
     def _brokers(self, rest: str, fragment: bool) -> Response:
         snapshot = self.sampler.snapshot
         context = {"cluster": snapshot.cluster if snapshot else None}
@@ -259,6 +296,7 @@ class Pages:
             "problems": snapshot.problems if snapshot else {},
             "problem": self.sampler.problem,
             "user": self.viewer.user if self.viewer is not None else None,
+            "live": True,
             **context,
         }
         name = template if fragment else "page.html"

@@ -42,8 +42,10 @@ class SaslLogin(Login):
         self._bootstrap = bootstrap
         self._settings = dict(client_settings)
         self._lock = threading.Lock()
-        # Each signed-in user's own client, and what it listed when.
+        # Each signed-in user's own client and its settings (their records are read
+        # with a client of these), and what it listed when.
         self._clients: dict[str, KafkaAdminClient] = {}
+        self._user_settings: dict[str, dict[str, str]] = {}
         self._listed: dict[tuple[str, str], tuple[float, set[str]]] = {}
 
     def check(self, user: str, password: str) -> bool:
@@ -61,6 +63,7 @@ class SaslLogin(Login):
         with self._lock:
             previous = self._clients.pop(user, None)
             self._clients[user] = client
+            self._user_settings[user] = settings
             self._listed = {key: value for key, value in self._listed.items() if key[0] != user}
         if previous is not None:
             previous.close()
@@ -69,6 +72,14 @@ class SaslLogin(Login):
     def describable(self, user: str, host: str, kind: str, names: Iterable[str]) -> list[str]:
         allowed = self._list(user, kind)
         return [name for name in names if name in allowed]
+
+    def reading_settings(
+        self, user: str, host: str, topic: str, own: Mapping[str, str]
+    ) -> Mapping[str, str] | None:
+        # Read with the user's own login: the brokers' authorizer decides, as for any
+        # client of theirs. None for a user signed in before this console restarted.
+        with self._lock:
+            return self._user_settings.get(user)
 
     def _list(self, user: str, kind: str) -> set[str]:
         now = time.monotonic()
@@ -96,5 +107,6 @@ class SaslLogin(Login):
     def close(self) -> None:
         with self._lock:
             clients, self._clients = list(self._clients.values()), {}
+            self._user_settings = {}
         for client in clients:
             client.close()

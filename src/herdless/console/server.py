@@ -202,7 +202,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             viewer = Viewer(user, self.client_address[0], login)
         try:
-            response = pages.get(url.path, fragment, viewer)
+            response = pages.get(url.path, fragment, viewer, parse_qs(url.query))
         except Exception:
             log.exception("the console failed to draw %s", self.path)
             response = Response(500, b"the console failed to draw this page", "text/plain")
