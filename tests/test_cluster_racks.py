@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from herdless.broker.replication.replica_selector import RACK_AWARE_SELECTOR
 from herdless.testing.clients import QUIET
@@ -49,10 +49,11 @@ def bytes_out(cluster: ClusterProcesses, topic: str, brokers: tuple[int, ...]) -
     }
 
 
-def rack_b_consumer(cluster: ClusterProcesses, topic: str) -> Consumer:
+def rack_b_consumer(cluster: ClusterProcesses, topic: str, **settings: str) -> Consumer:
     consumer = Consumer(
         cluster.client_config(
             **QUIET,
+            **settings,
             **{
                 "group.id": f"{topic}-readers",
                 "enable.auto.commit": False,
@@ -103,6 +104,41 @@ def test_a_consumer_reads_every_record_from_the_replica_in_its_rack(
     out = bytes_out(racked, "near", (1, 2, 3))
     assert out[NEAR] > 0, out
     assert out[1] == out[3] == 0, f"brokers outside rack b answered with records: {out}"
+
+
+def test_a_read_committed_consumer_reads_committed_records_from_the_follower(
+    racked: ClusterProcesses,
+) -> None:
+    """The follower keeps the producers' state and the aborted transactions as it
+    replicates, so it serves read_committed below its own last stable offset and tells
+    the consumer which transactions to drop."""
+    racked.create_topic("near-committed", PARTITIONS, 3)
+    producer = Producer(
+        racked.client_config(**QUIET, **{"transactional.id": "near-committed", "acks": "all"})
+    )
+    producer.init_transactions(READ_TIMEOUT_S)
+    committed: list[bytes] = []
+    for round_ in range(4):
+        producer.begin_transaction()
+        values = [f"round-{round_}-{i}".encode() for i in range(50)]
+        for value in values:
+            producer.produce("near-committed", value, partition=round_ % PARTITIONS)
+        if round_ % 2:
+            producer.abort_transaction(READ_TIMEOUT_S)
+        else:
+            producer.commit_transaction(READ_TIMEOUT_S)
+            committed += values
+
+    consumer = rack_b_consumer(racked, "near-committed", **{"isolation.level": "read_committed"})
+    try:
+        got = read(consumer, len(committed))
+        assert not consumer.consume(10, timeout=2), "read past the committed records"
+    finally:
+        consumer.close()
+
+    assert sorted(got) == sorted(committed)
+    out = bytes_out(racked, "near-committed", (1, 2, 3))
+    assert out[NEAR] > 0 and out[1] == out[3] == 0, out
 
 
 def test_with_the_replica_in_its_rack_paused_a_consumer_goes_back_to_the_leaders(
