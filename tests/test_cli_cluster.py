@@ -22,6 +22,7 @@ from tests.support.broker import free_port
 from tests.support.cli import COMMAND, herdless, refused, sigint_as_in_a_terminal
 
 BROKERS = 2
+RACKS = ("east", "west")
 
 
 @dataclass
@@ -68,6 +69,7 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
             # ZooKeeper's minimum (2 ticks of 2 s): the killed broker's session, which
             # its restart waits out, ends sooner.
             "--set", "zookeeper.session.timeout.ms=4000",
+            "--racks", ",".join(RACKS),
         ],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
@@ -141,3 +143,18 @@ def test_a_second_cluster_up_fails_first_naming_the_address_and_its_holder(
     line = refused(result, f"127.0.0.1:{up.first_port}: address already in use")
     assert "herdless serve" in line and "--port (broker 1)" in line, line
     assert result.stderr.splitlines() == [line]
+
+
+def test_each_broker_is_in_the_rack_racks_gives_it(up: Up) -> None:
+    brokers = described(up.bootstrap())["brokers"]
+    assert {b["broker"]: b["rack"] for b in brokers} == {1: "east", 2: "west"}  # type: ignore[index, union-attr]
+
+
+def test_racks_must_name_one_rack_per_broker(tmp_path: Path) -> None:
+    for racks, words in (("a,b", "--racks names 2 racks for 3 brokers"), ("a,,c", "empty rack")):
+        result = herdless(
+            "cluster", "up", "--brokers", "3", "--racks", racks,
+            "--data-dir", str(tmp_path / "racks"), timeout=30,
+        )  # fmt: skip
+        refused(result, words, code=2)
+        assert not (tmp_path / "racks").exists(), "started before refusing"

@@ -34,9 +34,8 @@ GROUP_SETTINGS = {
 
 @pytest.fixture(scope="module")
 def racked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
-    cluster = ClusterProcesses(tmp_path_factory.mktemp("racks"), 3, **GROUP_SETTINGS)
-    for broker_id in list(cluster.brokers):
-        cluster.add_broker(broker_id, "--rack", f"rack-{broker_id}")
+    racks = {broker_id: f"rack-{broker_id}" for broker_id in (1, 2, 3)}
+    cluster = ClusterProcesses(tmp_path_factory.mktemp("racks"), 3, racks=racks, **GROUP_SETTINGS)
     try:
         cluster.start()
         yield cluster

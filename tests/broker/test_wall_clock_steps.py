@@ -261,12 +261,13 @@ def _fetch(session_id: int = 0, epoch: int = 0) -> Request:
         isolation_level=0,
         topics=[SimpleNamespace(topic="t", topic_id=None, partitions=[wanted])],
         forgotten_topics_data=[],
+        rack_id="",
     )
     return Request(1, 12, 0, "client", body)
 
 
 class _NoPartitions:
-    def leader_log(self, topic: str, partition: int, epoch: int) -> Any:
+    def consumer_log(self, topic: str, partition: int, epoch: int, any_replica: bool) -> Any:
         raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
 

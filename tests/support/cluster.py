@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -39,9 +39,18 @@ BROKER_SETTINGS = {
 
 
 class ClusterProcesses(HerdlessCluster):
-    def __init__(self, base_dir: Path, brokers: int = 3, **settings: str) -> None:
+    def __init__(
+        self,
+        base_dir: Path,
+        brokers: int = 3,
+        *,
+        racks: Mapping[int, str] | None = None,
+        **settings: str,
+    ) -> None:
         # Where each broker serves its Prometheus metrics.
         self.metrics_ports: dict[int, int] = {}
+        # Each broker's broker.rack (`--rack`), by id; a broker left out has none.
+        self.racks = dict(racks or {})
         super().__init__(base_dir, brokers, {**BROKER_SETTINGS, **settings})
 
     def broker_process(
@@ -51,12 +60,14 @@ class ClusterProcesses(HerdlessCluster):
         host: str = "127.0.0.1",
         prefix: tuple[str, ...] = (),
     ) -> BrokerProcess:
-        """The cluster's broker, given a metrics port of its own."""
+        """The cluster's broker, given a metrics port of its own, in its rack if it has one."""
         self.metrics_ports[broker_id] = free_port()
+        rack = self.racks.get(broker_id)
         return super().broker_process(
             broker_id,
             "--metrics-port",
             str(self.metrics_ports[broker_id]),
+            *(("--rack", rack) if rack is not None else ()),
             *extra_args,
             host=host,
             prefix=prefix,
@@ -115,9 +126,9 @@ class ClusterProcesses(HerdlessCluster):
 
 @contextlib.contextmanager
 def running_cluster(
-    base_dir: Path, brokers: int = 3, **settings: str
+    base_dir: Path, brokers: int = 3, *, racks: Mapping[int, str] | None = None, **settings: str
 ) -> Iterator[ClusterProcesses]:
-    cluster = ClusterProcesses(base_dir, brokers, **settings)
+    cluster = ClusterProcesses(base_dir, brokers, racks=racks, **settings)
     try:
         yield cluster.start()
     finally:

@@ -313,6 +313,7 @@ class Broker:
             share_coordinator=self.share_coordinator,
             share_persister=self.share_persister,
             share_partitions=self.share_partitions,
+            bytes_out=self.metrics.bytes_out,
         )
         if self.node is not None:
             membership = self.node.membership

@@ -107,6 +107,7 @@ class ClusterNode:
             config.replica_lag_time_max_ms,
             monotonic_ms,
             self.leader_quota,
+            config.replica_selector(),
         )
         self.replicas.on_role_change = self._on_role_change
         self.producer_ids = ProducerIds(self._reserve_producer_ids)
@@ -118,7 +119,9 @@ class ClusterNode:
         self.leadership_listeners: list[Callable[[str, int, Role | None], None]] = []
         # Told when a followed partition's log or high watermark moved (the group
         # coordinator's standby shards replay what became committed).
-        self.replication_listeners: list[Callable[[PartitionLog], None]] = []
+        self.replication_listeners: list[Callable[[PartitionLog], None]] = [
+            self.replicas.replicated
+        ]
         # The log directory event the controller is yet to be told, how many have been
         # asked for, and the task telling it.
         self._log_dir_event: LogDirEvent | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from herdless.broker.replication.replica_selector import ReplicaSelector, replica_selector
 from herdless.broker.share.share_group_settings import ShareGroupLimits
 from herdless.broker.share.share_sessions import DEFAULT_MAX_SHARE_SESSIONS
 from herdless.cluster.controller import LeaderBalance
@@ -49,6 +50,8 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     "default.replication.factor": ("default_replication_factor", int),
     "offsets.topic.replication.factor": ("offsets_topic_replication_factor", int),
     "replica.lag.time.max.ms": ("replica_lag_time_max_ms", int),
+    # Which replica consumers read from (KIP-392); unset: the leader, as in Kafka.
+    "replica.selector.class": ("replica_selector_class", str),
     # Replication throttles (KIP-73), bytes per second over the replicas the topics'
     # *.replication.throttled.replicas name; Kafka's dynamic broker configs, read here at
     # start until broker configs are kept in ZooKeeper.
@@ -438,6 +441,7 @@ class BrokerConfig:
     offsets_topic_replication_factor: int = 3
     group_coordinator_standby_enable: bool = True
     replica_lag_time_max_ms: int = 30_000
+    replica_selector_class: str | None = None
     leader_replication_throttled_rate: int = 0x7FFF_FFFF_FFFF_FFFF  # Long.MaxValue: none
     follower_replication_throttled_rate: int = 0x7FFF_FFFF_FFFF_FFFF
     replication_quota_window_num: int = 11
@@ -679,6 +683,13 @@ class BrokerConfig:
             names.append(name)
         return tuple(names)
 
+    def replica_selector(self) -> ReplicaSelector | None:
+        """replica.selector.class as a selector; ConfigError for a class herdless lacks."""
+        try:
+            return replica_selector(self.replica_selector_class)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
     def leader_balance(self) -> LeaderBalance:
         return LeaderBalance(
             self.auto_leader_rebalance_enable,
@@ -759,6 +770,7 @@ class BrokerConfig:
         self.consumer_assignors()
         self.consumer_migration_policy()
         self.share_assignors()
+        self.replica_selector()
         self._check_topic_defaults()
 
     def _check_group_timeouts(self, kind: str, names: tuple[str, ...]) -> None:

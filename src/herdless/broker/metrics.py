@@ -119,6 +119,14 @@ class BrokerMetrics:
             ["listener", "mechanism"],
             registry=self.registry,
         )
+        self._bytes_out = Counter(
+            "herdless_bytes_out",
+            "Bytes of records sent in answer to consumers' fetches, by topic (Kafka's"
+            " BytesOutPerSec; followers' fetches are not counted). A consumer sent to a"
+            " follower (replica.selector.class, KIP-392) counts on that follower.",
+            ["topic"],
+            registry=self.registry,
+        )
         self._scrubbed = Counter(
             "herdless_log_scrubbed_bytes",
             "Bytes of sealed segments the scrubber has read and checked.",
@@ -168,6 +176,9 @@ class BrokerMetrics:
 
     def authentication_failed(self, listener: str, mechanism: str) -> None:
         self._failed_authentications.labels(listener, mechanism).inc()
+
+    def bytes_out(self, topic: str, size: int) -> None:
+        self._bytes_out.labels(topic).inc(size)
 
     def scrubbed(self, size: int) -> None:
         """Thread-safe: the scrubber reads in a worker thread."""

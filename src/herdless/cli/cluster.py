@@ -19,7 +19,7 @@ from typing import Annotated
 import typer
 
 from herdless.cli.elect_leaders import elect_leaders
-from herdless.cli.errors import fail
+from herdless.cli.errors import USAGE, fail
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, command_group
 from herdless.cli.output import OutputOption, Table, View, counted, show
 from herdless.cli.reassign import drain, reassign
@@ -122,12 +122,20 @@ def up(
             help="A broker property for every broker, key=value; repeatable.",
         ),
     ] = None,
+    racks: Annotated[
+        str | None,
+        typer.Option(
+            metavar="RACK,RACK,...",
+            help="Each broker's rack (broker.rack), in broker id order: one per broker.",
+        ),
+    ] = None,
 ) -> None:
     """Start ZooKeeper and N brokers on 127.0.0.1 for trying a cluster; a broker that
     stops leaves the others running (Enter restarts it); Ctrl-C stops them all."""
     from herdless.cli import local_cluster
     from herdless.cli.zookeeper import ZooKeeperMissing, ZooKeeperServer
 
+    broker_racks = _racks(racks, brokers)
     ports = [port + i for i in range(brokers)]
     local_cluster.check_addresses_free(zookeeper_port, ports)
     try:
@@ -136,7 +144,29 @@ def up(
         raise fail(str(exc)) from None
     settings = [arg for item in set_ or [] for arg in ("--set", item)]
     members = [
-        local_cluster.LocalBroker(i + 1, p, data_dir, zookeeper.connect, settings)
+        local_cluster.LocalBroker(
+            i + 1,
+            p,
+            data_dir,
+            zookeeper.connect,
+            [*settings, *(("--rack", broker_racks[i]) if broker_racks else ())],
+        )
         for i, p in enumerate(ports)
     ]
     local_cluster.run(zookeeper, members, data_dir)
+
+
+def _racks(racks: str | None, brokers: int) -> list[str]:
+    """--racks as one rack per broker; none given: no racks."""
+    if racks is None:
+        return []
+    names = [name.strip() for name in racks.split(",")]
+    if not all(names):
+        raise fail(f"--racks {racks!r} has an empty rack name", USAGE)
+    if len(names) != brokers:
+        raise fail(
+            f"--racks names {counted(len(names), 'rack')} for {counted(brokers, 'broker')}:"
+            " give one per broker, in broker id order (e.g. --racks a,b,c)",
+            USAGE,
+        )
+    return names

@@ -73,6 +73,9 @@ class BrokerContext:
     # In a cluster, this broker's controller while it is the active one (ElectLeaders,
     # ControlledShutdown); None otherwise, and always on one broker alone.
     controller: Callable[[], Controller | None] = lambda: None
+    # Told the bytes of records each consumer fetch is answered with, by topic (Kafka's
+    # BytesOutPerSec): where consumers read, when they may read from followers.
+    bytes_out: Callable[[str, int], None] = lambda topic, size: None
 
     @property
     def node_id(self) -> int:

@@ -14,6 +14,12 @@ From v4 a consumer may read at read_committed (isolation level 1): it is served
 below the last stable offset rather than the high watermark, and told the aborted
 transactions among the records it gets, so that it drops their records (Kafka's
 FetchIsolation.TXN_COMMITTED). Followers and older versions read uncommitted.
+
+From v11 a consumer names its rack and may read from any replica, not only the
+leader (KIP-392): a follower serves it below its own high watermark (and last
+stable offset). A leader whose replica.selector.class picks another replica for
+the consumer answers that partition with no records and the replica's id in
+preferred_read_replica, and answers the fetch at once, as Kafka does.
 """
 
 from __future__ import annotations
@@ -50,6 +56,8 @@ HARD_LIMIT_VERSION = 2
 SESSIONS_VERSION = 7
 TOPIC_IDS_VERSION = 13
 REPLICA_STATE_VERSION = 15
+# From v11 a consumer says its rack and may be sent to another replica (KIP-392).
+CLIENT_METADATA_VERSION = 11
 # From v4 a fetch names its isolation level; READ_COMMITTED reads below the last stable offset.
 ISOLATION_VERSION = 4
 READ_COMMITTED = 1
@@ -104,14 +112,30 @@ async def handle_fetch(context: BrokerContext, request: Request) -> Any:
         and replica_id < 0
         and body.isolation_level == READ_COMMITTED
     )
+    client_rack = (
+        (body.rack_id or "") if api_version >= CLIENT_METADATA_VERSION and replica_id < 0 else None
+    )
     while True:
         read, size = _read(
-            context, partitions, api_version, replica_id, body.max_bytes, refused, read_committed
+            context,
+            partitions,
+            api_version,
+            replica_id,
+            body.max_bytes,
+            refused,
+            read_committed,
+            client_rack,
         )
         remaining = deadline - time.monotonic()
         # Nothing to read (a session error, an empty fetch, only partitions refused) is
-        # answered at once, as Kafka does.
-        if not wanted or size >= body.min_bytes or remaining <= 0 or context.stopping:
+        # answered at once, as Kafka does; so is a consumer sent to another replica.
+        if (
+            not wanted
+            or size >= body.min_bytes
+            or remaining <= 0
+            or context.stopping
+            or any(data.preferred_read_replica >= 0 for _, data in read)
+        ):
             break
         await context.replicas.wait_for_appends(wanted, remaining)
     answer = fetch.answer(read)
@@ -208,10 +232,13 @@ def _read(
     max_bytes: int | None,
     refused: set[str | None] | None = None,
     read_committed: bool = False,
+    client_rack: str | None = None,
 ) -> tuple[list[tuple[CachedPartition, Any]], int]:
     """Each partition's answer, in order, and the bytes of records they carry; the
     partitions of `refused` topics answered TOPIC_AUTHORIZATION_FAILED. A consumer
-    `read_committed` reads below the last stable offset, with the aborted transactions."""
+    `read_committed` reads below the last stable offset, with the aborted transactions.
+    A consumer with a `client_rack` ("" for none: Fetch v11 on) reads from any replica
+    here, and may be sent to another."""
     PartitionData = response_class(ApiKey.FETCH).FetchableTopicResponse.PartitionData
     AbortedTransaction = PartitionData.AbortedTransaction
     budget = max_bytes if max_bytes is not None else 0x7FFFFFFF
@@ -244,11 +271,17 @@ def _read(
                 # tells the leader how far it has got.
                 partition_log = replicas.follower_log(name, wanted.partition, replica_id, epoch)
                 replicas.record_follower_fetch(
-                    name, wanted.partition, replica_id, wanted.fetch_offset
+                    name,
+                    wanted.partition,
+                    replica_id,
+                    wanted.fetch_offset,
+                    wanted.log_start_offset,
                 )
                 max_offset = None
             else:
-                partition_log = replicas.leader_log(name, wanted.partition, epoch)
+                partition_log = replicas.consumer_log(
+                    name, wanted.partition, epoch, client_rack is not None
+                )
                 max_offset = partition_log.high_watermark
         except PartitionError as exc:
             data.error_code = exc.error_code
@@ -259,6 +292,14 @@ def _read(
         if read_committed:
             max_offset = data.last_stable_offset
         data.log_start_offset = partition_log.log_start_offset
+        if client_rack is not None:
+            preferred = replicas.preferred_read_replica(
+                partition_log, client_rack, wanted.fetch_offset
+            )
+            if preferred is not None:
+                # The offsets as the leader has them, and no records: read them there.
+                data.preferred_read_replica = preferred
+                continue
         config = partition_log.config
         if api_version < ZSTD_VERSION and config.compression_type == "zstd":
             data.error_code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
@@ -315,6 +356,8 @@ def _read(
         total += len(records)
         if replica_id >= 0:
             replicas.record_sent_to_follower(partition_log, len(records))
+        elif records:
+            context.bytes_out(name, len(records))
     return partitions, total
 
 

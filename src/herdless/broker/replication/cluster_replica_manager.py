@@ -19,6 +19,11 @@ serves only while its ZooKeeper session is provably alive (`lease`, from
 cluster.store), which a paused or partitioned broker finds expired when it
 resumes, before it answers anything.
 
+Consumers read from the leader, or from any replica (Fetch v11 on, KIP-392): a
+follower serves them below the high watermark its leader told it, and a leader with
+a `replica.selector.class` may send a consumer to an in-sync follower in its rack
+(preferred_read_replica; replica_selector.py).
+
 A broker whose data directory failed takes every replica offline (take_offline):
 it leads and follows nothing, and answers KAFKA_STORAGE_ERROR for them, as Kafka
 answers for a replica in an offline log directory, until the directory writes
@@ -45,6 +50,7 @@ from herdless.broker.replication.replica_manager import (
     ReplicaManager,
     check_leader_epoch,
 )
+from herdless.broker.replication.replica_selector import ReplicaSelector, ReplicaView
 from herdless.cluster.layout import PartitionState
 from herdless.cluster.metadata_cache import ClusterMetadata
 from herdless.protocol.errors import ErrorCode
@@ -72,6 +78,9 @@ class FollowerState:
     """What the leader knows of one follower, from the fetches it receives."""
 
     log_end_offset: int = -1
+    # As the follower said in its last fetch (-1: not said); a consumer sent to it must
+    # find its fetch offset there.
+    log_start_offset: int = -1
     # The leader's log end offset when this follower last fetched, and when that was.
     # Times here are the leader's monotonic clock: lag is a duration, which a stepped
     # wall clock would stretch (a dead follower kept in the ISR, stalling acks=all) or
@@ -115,8 +124,11 @@ class ClusterReplicaManager(ReplicaManager):
         replica_lag_time_max_ms: int,
         monotonic_clock: Callable[[], int] = monotonic_ms,
         leader_quota: ReplicationQuota | None = None,
+        replica_selector: ReplicaSelector | None = None,
     ) -> None:
         super().__init__(logs, durability, clock)
+        # replica.selector.class; None: consumers read from the leader (KIP-392).
+        self._replica_selector = replica_selector
         self._monotonic = monotonic_clock
         self.node_id = node_id
         self._metadata = metadata
@@ -283,6 +295,54 @@ class ClusterReplicaManager(ReplicaManager):
     ) -> PartitionLog:
         return self._led(topic, partition, current_leader_epoch).log
 
+    # -- what consumers fetch (KIP-392) -------------------------------------------
+
+    def consumer_log(
+        self, topic: str, index: int, current_leader_epoch: int, any_replica: bool
+    ) -> PartitionLog:
+        partition = self._hosted(topic, index)
+        if not any_replica or partition.role is Role.LEADER:
+            # A leader serves only while it may lead, as for every other request.
+            return self._led(topic, index, current_leader_epoch).log
+        # A follower serves what its leader has told it is committed (its high
+        # watermark), fenced by the leader epoch it knows as a leader fences.
+        check_leader_epoch(partition.leader_epoch, current_leader_epoch)
+        return partition.log
+
+    def preferred_read_replica(
+        self, partition_log: PartitionLog, client_rack: str, fetch_offset: int
+    ) -> int | None:
+        selector = self._replica_selector
+        partition = self.partitions.get((partition_log.topic, partition_log.partition))
+        if selector is None or partition is None or partition.role is not Role.LEADER:
+            return None
+        # Live brokers only: one that is gone cannot be sent a consumer.
+        racks = {b.node_id: b.rack for b in self._metadata.brokers()}
+        now = self._monotonic()
+        leader = ReplicaView(self.node_id, racks.get(self.node_id), partition.log.log_end_offset, 0)
+        offered = [leader]
+        for replica, follower in sorted(partition.followers.items()):
+            if (
+                replica in partition.isr
+                and replica in racks
+                and follower.log_start_offset <= fetch_offset <= follower.log_end_offset
+            ):
+                offered.append(
+                    ReplicaView(
+                        replica,
+                        racks[replica],
+                        follower.log_end_offset,
+                        now - follower.last_caught_up_ms,
+                    )
+                )
+        chosen = selector(client_rack, leader, offered)
+        return None if chosen.node_id == self.node_id else chosen.node_id
+
+    def replicated(self, partition_log: PartitionLog) -> None:
+        """A followed partition's log or high watermark moved: consumers long-polling
+        this follower (KIP-392) read on."""
+        self.appends.notify(partition_log.topic, partition_log.partition)
+
     def leads(self, topic: str, partition: int) -> bool:
         try:
             self._led(topic, partition)
@@ -408,7 +468,7 @@ class ClusterReplicaManager(ReplicaManager):
             self.leader_quota.record(size)
 
     def record_follower_fetch(
-        self, topic: str, index: int, replica_id: int, fetch_offset: int
+        self, topic: str, index: int, replica_id: int, fetch_offset: int, log_start_offset: int = -1
     ) -> None:
         """A follower fetched at `fetch_offset`: everything below it is on that follower."""
         partition = self.partitions.get((topic, index))
@@ -427,6 +487,7 @@ class ClusterReplicaManager(ReplicaManager):
         elif fetch_offset >= follower.leader_end_at_last_fetch:
             follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
         follower.log_end_offset = fetch_offset
+        follower.log_start_offset = log_start_offset
         follower.leader_end_at_last_fetch = leader_end
         follower.last_fetch_ms = now
         if replica_id not in partition.isr and self._may_join_isr(partition, follower):

@@ -68,6 +68,22 @@ class ReplicaManager:
         coordinator request, where raising and catching would cost more)."""
         return self.logs.partition(topic, partition) is not None
 
+    def consumer_log(
+        self, topic: str, partition: int, current_leader_epoch: int, any_replica: bool
+    ) -> PartitionLog:
+        """The log a consumer's Fetch reads, below its high watermark: the leader's, or with
+        `any_replica` (Fetch v11 on, KIP-392) this broker's replica, leader or follower.
+        One broker leads all it hosts."""
+        return self.leader_log(topic, partition, current_leader_epoch)
+
+    def preferred_read_replica(
+        self, partition_log: PartitionLog, client_rack: str, fetch_offset: int
+    ) -> int | None:
+        """The broker a consumer in `client_rack` should fetch the partition from instead
+        of this one, as replica.selector.class picks it (KIP-392); None: here. One broker
+        has no other replica to offer."""
+        return None
+
     def follower_log(
         self, topic: str, partition: int, replica_id: int, current_leader_epoch: int
     ) -> PartitionLog:
@@ -77,7 +93,12 @@ class ReplicaManager:
         )
 
     def record_follower_fetch(
-        self, topic: str, partition: int, replica_id: int, fetch_offset: int
+        self,
+        topic: str,
+        partition: int,
+        replica_id: int,
+        fetch_offset: int,
+        log_start_offset: int = -1,
     ) -> None:
         """A follower fetched at `fetch_offset` (nothing to do without followers)."""
 
