@@ -1,9 +1,9 @@
 """Clients' pushed metrics on the broker's /metrics: each metric under its OpenTelemetry
 name made a Prometheus one (`org.apache.kafka.producer.record.queue.time.avg` becomes
-`org_apache_kafka_producer_record_queue_time_avg`), counters' samples ending in `_total`, labelled with the client it came from
+`org_apache_kafka_producer_record_queue_time_avg`), labelled with the client it came from
 (client_instance_id, client_id, client_software_name, client_software_version) and the
-data point's own attributes. Monotonic sums are counters, the rest gauges. A client's
-series go when the broker forgets the client (manager.py)."""
+data point's own attributes. Monotonic sums are counters (their samples end in `_total`),
+the rest gauges. A client's series go when the broker forgets the client (manager.py)."""
 
 from __future__ import annotations
 
