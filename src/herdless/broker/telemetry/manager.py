@@ -149,8 +149,10 @@ class ClientMetricsManager:
         if instance_id in _RESERVED:
             instance_id = self._new_instance_id()
         instance = self._instance(instance_id, client, now_ms)
-        last = max(instance.last_get_ms or -1, instance.last_push_ms or -1)
-        if last >= 0 and now_ms - last < instance.resolved.interval_ms:
+        asked_or_pushed = [
+            t for t in (instance.last_get_ms, instance.last_push_ms) if t is not None
+        ]
+        if asked_or_pushed and now_ms - max(asked_or_pushed) < instance.resolved.interval_ms:
             raise TelemetryError(
                 ErrorCode.THROTTLING_QUOTA_EXCEEDED,
                 f"client {instance_id} asked for its subscriptions before its push interval"
