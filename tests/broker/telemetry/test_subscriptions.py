@@ -96,6 +96,11 @@ def test_a_client_gets_the_union_of_its_subscriptions_at_the_shortest_interval()
     assert found.interval_ms == 2000
 
 
+def test_a_subscription_longer_than_kafkas_default_interval_keeps_it() -> None:
+    hourly = subscription("hourly", {"metrics": "org.", "interval.ms": "3600000"})
+    assert resolve([hourly], PRODUCER, INSTANCE).interval_ms == 3600000
+
+
 def test_all_metrics_is_said_with_a_star_alone() -> None:
     found = resolve(
         [subscription("a", {"metrics": "*"}), subscription("b", {"metrics": "org.x."})],

@@ -8,7 +8,7 @@ since (a version counter, as Kafka's subscriptionUpdateVersion). Each instance m
 or push once per push interval: sooner is THROTTLING_QUOTA_EXCEEDED, except the push
 right after a GetTelemetrySubscriptions (clients jitter their interval) and a
 terminating push. A push for a subscription id that is no longer the instance's is
-UNKNOWN_SUBSCRIPTION_ID, which makes the client ask again. After a terminating push
+UNKNOWN_SUBSCRIPTION_ID, which makes the client ask again, at once. After a terminating push
 the instance takes no more.
 
 An instance is forgotten, with the metrics it pushed, once it has been silent for three
@@ -38,6 +38,11 @@ DEFAULT_TELEMETRY_MAX_BYTES = 1024 * 1024
 # Kafka's ClientMetricsManager: DEFAULT_CACHE_EXPIRY_MS and CACHE_MAX_SIZE.
 CACHE_EXPIRY_MS = 60 * 1000
 MAX_INSTANCES = 16384
+# A client told one of these may ask for its subscriptions again at once (what Kafka's
+# validateGetRequest means to allow).
+_ASK_AGAIN_AT_ONCE = frozenset(
+    {ErrorCode.UNKNOWN_SUBSCRIPTION_ID, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE}
+)
 # Uuid.RESERVED: the zero uuid and the metadata topic's id.
 _RESERVED = frozenset({uuid.UUID(int=0), uuid.UUID(int=1)})
 
@@ -78,7 +83,11 @@ class ClientInstance:
     version: int
     last_get_ms: int | None = None
     last_push_ms: int | None = None
+    # Asked for its subscriptions since its last push: the next push is taken at once.
+    asked_since_push: bool = False
     terminating: bool = False
+    # What its last request was answered (Kafka's lastKnownError).
+    last_error: ErrorCode = ErrorCode.NONE
     last_seen_ms: int = 0
     # The metrics of its last push, and when (wall clock, for the console).
     points: list[Point] = field(default_factory=list)
@@ -152,13 +161,19 @@ class ClientMetricsManager:
         asked_or_pushed = [
             t for t in (instance.last_get_ms, instance.last_push_ms) if t is not None
         ]
-        if asked_or_pushed and now_ms - max(asked_or_pushed) < instance.resolved.interval_ms:
+        if (
+            asked_or_pushed
+            and now_ms - max(asked_or_pushed) < instance.resolved.interval_ms
+            and instance.last_error not in _ASK_AGAIN_AT_ONCE
+        ):
             raise TelemetryError(
                 ErrorCode.THROTTLING_QUOTA_EXCEEDED,
                 f"client {instance_id} asked for its subscriptions before its push interval"
                 f" of {instance.resolved.interval_ms} ms passed",
             )
         instance.last_get_ms = now_ms
+        instance.asked_since_push = True
+        instance.last_error = ErrorCode.NONE
         resolved = instance.resolved
         return Subscribed(
             instance_id,
@@ -191,10 +206,14 @@ class ClientMetricsManager:
             )
             points = read_otlp_points(compression_type, metrics) if metrics else []
         except UnreadableMetrics as exc:
+            instance.last_error = ErrorCode.INVALID_RECORD
             raise TelemetryError(ErrorCode.INVALID_RECORD, str(exc)) from None
+        except TelemetryError as exc:
+            instance.last_error = exc.error_code
+            raise
         finally:
             instance.terminating = instance.terminating or terminating
-        instance.last_push_ms = now_ms
+        instance.last_error = ErrorCode.NONE
         if points:
             instance.points = points
             instance.pushed_at_wall_ms = wall_ms
@@ -215,12 +234,11 @@ class ClientMetricsManager:
                 ErrorCode.INVALID_REQUEST,
                 f"client {name} already pushed with terminating set: no push is taken after",
             )
-        last_get, last_push = instance.last_get_ms, instance.last_push_ms
+        last_push = instance.last_push_ms
         # The first push after asking is taken whenever it comes: clients jitter the
         # interval between 0.5 and 1.5 times.
-        asked_since = last_get is not None and (last_push is None or last_get > last_push)
         if (
-            not asked_since
+            not instance.asked_since_push
             and not terminating
             and last_push is not None
             and now_ms - last_push < instance.resolved.interval_ms
@@ -230,6 +248,9 @@ class ClientMetricsManager:
                 f"client {name} pushed before its push interval of"
                 f" {instance.resolved.interval_ms} ms passed",
             )
+        # As in Kafka, a push in time uses up the interval even if refused below.
+        instance.last_push_ms = now_ms
+        instance.asked_since_push = False
         if subscription_id != instance.resolved.subscription_id:
             raise TelemetryError(
                 ErrorCode.UNKNOWN_SUBSCRIPTION_ID,
@@ -273,6 +294,7 @@ class ClientMetricsManager:
             if resolved != instance.resolved:
                 instance.resolved = resolved
                 instance.last_get_ms = instance.last_push_ms = None
+                instance.asked_since_push = False
             instance.version = self._version
         instance.last_seen_ms = now_ms
         return instance

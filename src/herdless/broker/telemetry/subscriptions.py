@@ -148,13 +148,16 @@ def resolve(
     subscriptions: Iterable[Subscription], client: Mapping[str, str | None], instance: uuid.UUID
 ) -> Resolved:
     """The union of the matching subscriptions' metrics at the shortest of their
-    intervals (Kafka's default, 5 minutes, when none matches)."""
+    intervals (Kafka's default, 5 minutes, when none matches). Kafka takes the shortest
+    of the default and theirs, so a subscription asking for an hour gets 5 minutes; here
+    it gets the hour it asked for."""
     metrics: set[str] = set()
-    interval_ms = DEFAULT_INTERVAL_MS
+    intervals = []
     for found in subscriptions:
         if found.matches(client):
             metrics |= found.metrics
-            interval_ms = min(interval_ms, found.interval_ms)
+            intervals.append(found.interval_ms)
+    interval_ms = min(intervals, default=DEFAULT_INTERVAL_MS)
     chosen = (ALL_METRICS,) if ALL_METRICS in metrics else tuple(sorted(metrics))
     return Resolved(subscription_id(chosen, interval_ms, instance), chosen, interval_ms)
 
