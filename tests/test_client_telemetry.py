@@ -2,7 +2,7 @@
 `herdless client-metrics`, a confluent-kafka (librdkafka 2.16) producer and consumer
 pushing the metrics subscribed for, which /metrics shows labelled with each client, a
 client no subscription matches pushing nothing, a closed client's series dropped, and
-Kafka's error codes for bad subscriptions and bad pushes."""
+Kafka's error codes for bad subscriptions and bad pushes; the console's Clients page."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from prometheus_client.parser import text_string_to_metric_families
 
+from herdless.console.server import Console
 from herdless.protocol.telemetry_messages import (
     GetTelemetrySubscriptionsRequest,
     GetTelemetrySubscriptionsResponse,
@@ -45,9 +46,13 @@ def broker(tmp_path_factory: pytest.TempPathFactory, metrics_port: int) -> Itera
         yield process
 
 
+def metrics_url(metrics_port: int) -> str:
+    return f"http://127.0.0.1:{metrics_port}/metrics"
+
+
 def pushed(metrics_port: int) -> dict[str, set[str]]:
     """The client metrics on /metrics: by client id, the names of its series."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read()
+    text = urllib.request.urlopen(metrics_url(metrics_port), timeout=10).read()
     found: dict[str, set[str]] = {}
     for family in text_string_to_metric_families(text.decode()):
         for sample in family.samples:
@@ -57,7 +62,7 @@ def pushed(metrics_port: int) -> dict[str, set[str]]:
 
 
 def labels_of(metrics_port: int, client_id: str) -> dict[str, str]:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read()
+    text = urllib.request.urlopen(metrics_url(metrics_port), timeout=10).read()
     for family in text_string_to_metric_families(text.decode()):
         for sample in family.samples:
             if sample.labels.get("client_id") == client_id:
@@ -136,6 +141,17 @@ def test_subscribed_clients_push_their_metrics_to_metrics_and_others_push_nothin
         assert labels["client_software_name"] == "confluent-kafka-python"
         assert "rdkafka" in labels["client_software_version"]
         assert len(labels["client_instance_id"]) == 22  # Kafka's uuid text
+        # The console's Clients page shows each with what it pushed.
+        console = Console("127.0.0.1", 0, 0.5, metrics_urls=[metrics_url(metrics_port)])
+        console.start(broker.bootstrap)
+        try:
+            shown = urllib.request.urlopen(f"{console.url}clients", timeout=10).read().decode()
+        finally:
+            console.stop()
+        instance = labels["client_instance_id"]
+        assert f'<a href="#client-{instance}">{PRODUCER}</a>' in shown
+        assert "org_apache_kafka_consumer_" in shown
+        assert UNWATCHED not in shown
     finally:
         consumer.close()
         unwatched.flush(5)
