@@ -20,6 +20,7 @@ from herdless.broker.telemetry.manager import (
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
+from herdless.security.session import UNKNOWN_SOFTWARE
 
 if TYPE_CHECKING:
     from herdless.broker.handlers.context import BrokerContext
@@ -30,7 +31,7 @@ _ZERO = uuid.UUID(int=0)
 def _client(request: Request) -> ClientAttributes:
     session = request.session
     if session is None:
-        return ClientAttributes(request.client_id or "", "unknown", "unknown", "", 0)
+        return ClientAttributes(request.client_id or "", UNKNOWN_SOFTWARE, UNKNOWN_SOFTWARE, "", 0)
     return ClientAttributes(
         request.client_id or "",
         session.software.name,

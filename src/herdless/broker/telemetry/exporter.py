@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from prometheus_client.core import Metric
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from herdless.broker.telemetry.manager import ClientInstance
 from herdless.broker.telemetry.otlp import Point
@@ -64,6 +64,13 @@ def pushed_client(instance: ClientInstance) -> PushedClient:
 
 
 def client_metrics(clients: Sequence[PushedClient]) -> Iterator[Metric]:
+    instances = GaugeMetricFamily(
+        "herdless_client_telemetry_instances",
+        "Client instances this broker knows from their telemetry requests (Kafka's"
+        " client-metrics instance-count), whether or not a subscription asks them to push.",
+    )
+    instances.add_metric([], len(clients))
+    yield instances
     families: dict[str, Metric] = {}
     for client in clients:
         for point in client.points:

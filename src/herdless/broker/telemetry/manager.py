@@ -38,6 +38,8 @@ DEFAULT_TELEMETRY_MAX_BYTES = 1024 * 1024
 # Kafka's ClientMetricsManager: DEFAULT_CACHE_EXPIRY_MS and CACHE_MAX_SIZE.
 CACHE_EXPIRY_MS = 60 * 1000
 MAX_INSTANCES = 16384
+# Expired instances are looked for at most this often: each look walks them all.
+EXPIRY_CHECK_MS = 1000
 # A client told one of these may ask for its subscriptions again at once (what Kafka's
 # validateGetRequest means to allow).
 _ASK_AGAIN_AT_ONCE = frozenset(
@@ -123,6 +125,7 @@ class ClientMetricsManager:
         self._instances: dict[uuid.UUID, ClientInstance] = {}
         # The instance each open connection last carried, by the connection's key.
         self._connections: dict[int, uuid.UUID] = {}
+        self._expiry_checked_ms: int | None = None
 
     # -- subscriptions -------------------------------------------------------------------
 
@@ -280,7 +283,7 @@ class ClientMetricsManager:
         """The instance, its subscription set resolved again if the subscriptions changed
         since; timing and what it pushed carry over (Kafka starts them afresh, which lets
         a client whose set changed ask again at once: so does UNKNOWN_SUBSCRIPTION_ID)."""
-        self.expire(now_ms)
+        self._maybe_expire(now_ms)
         instance = self._instances.get(instance_id)
         if instance is None:
             if len(self._instances) >= MAX_INSTANCES:
@@ -306,8 +309,15 @@ class ClientMetricsManager:
 
     # -- lifetime ------------------------------------------------------------------------
 
+    def _maybe_expire(self, now_ms: int) -> None:
+        """expire() at most once in EXPIRY_CHECK_MS: on the way of every request."""
+        checked = self._expiry_checked_ms
+        if checked is None or not 0 <= now_ms - checked < EXPIRY_CHECK_MS:
+            self.expire(now_ms)
+
     def expire(self, now_ms: int) -> None:
         """Forget the instances silent for longer than their expiry."""
+        self._expiry_checked_ms = now_ms
         gone = [
             i.instance_id for i in self._instances.values() if now_ms - i.last_seen_ms > i.expiry_ms
         ]
