@@ -31,6 +31,7 @@ from tests.support.wire import Wire
 NONE, INVALID_RECORD, THROTTLED, INVALID_REQUEST = 0, 87, 89, 42
 UNKNOWN_SUBSCRIPTION_ID, TELEMETRY_TOO_LARGE = 117, 118
 INTERVAL_MS = 500
+MAX_BYTES = 65536
 PRODUCER, CONSUMER, UNWATCHED = "telemetry-producer", "telemetry-consumer", "unwatched-producer"
 
 
@@ -42,7 +43,9 @@ def metrics_port() -> int:
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory, metrics_port: int) -> Iterator[BrokerProcess]:
     data_dir = tmp_path_factory.mktemp("telemetry") / "data"
-    with module_broker(data_dir, "--metrics-port", str(metrics_port)) as process:
+    with module_broker(
+        data_dir, "--metrics-port", str(metrics_port), "--set", f"telemetry.max.bytes={MAX_BYTES}"
+    ) as process:
         yield process
 
 
@@ -255,7 +258,7 @@ def test_bad_telemetry_requests_get_kafkas_errors(broker: BrokerProcess) -> None
         assert instance != uuid.UUID(int=0)
         assert asked.requested_metrics == ["org."]
         assert asked.push_interval_ms == 3600000
-        assert asked.telemetry_max_bytes == 1024 * 1024
+        assert asked.telemetry_max_bytes == MAX_BYTES
         again = wire.call(
             GetTelemetrySubscriptionsRequest[0](client_instance_id=instance),
             GetTelemetrySubscriptionsResponse,
@@ -280,7 +283,7 @@ def test_bad_telemetry_requests_get_kafkas_errors(broker: BrokerProcess) -> None
             GetTelemetrySubscriptionsResponse,
         )
         assert (asked.error_code, asked.subscription_id) == (NONE, subscription)
-        assert push(instance, subscription, b"\x00" * (1024 * 1024 + 1)) == TELEMETRY_TOO_LARGE
+        assert push(instance, subscription, b"\x00" * (MAX_BYTES + 1)) == TELEMETRY_TOO_LARGE
         # That push used up the interval.
         assert push(instance, subscription, b"") == THROTTLED
         fresh = wire.call(

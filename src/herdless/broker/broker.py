@@ -170,7 +170,7 @@ class Broker:
         else:
             self.quota_store = LocalQuotas(Path(config.data_dir), self.quotas)
         # Client telemetry (KIP-714): subscriptions kept where the quotas are.
-        self.client_metrics = ClientMetricsManager()
+        self.client_metrics = ClientMetricsManager(config.telemetry_max_bytes)
         self.metrics.attach_client_metrics(self.client_metrics)
         self.client_metrics_store: LocalClientMetrics | ZooKeeperClientMetrics
         if isinstance(self.credentials, ZooKeeperCredentials):
