@@ -56,7 +56,7 @@ CLUSTER_DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 TXN_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 # DescribeConfigs' resource types.
-TOPIC_CONFIGS, BROKER_CONFIGS, GROUP_CONFIGS = 2, 4, 32
+TOPIC_CONFIGS, BROKER_CONFIGS, CLIENT_METRICS_CONFIGS, GROUP_CONFIGS = 2, 4, 16, 32
 
 
 @dataclass
@@ -1153,6 +1153,23 @@ def test_configs_need_describe_configs_and_alter_configs(admin: Client, alice: C
         NONE,
         CLUSTER_DENIED,
     )
+
+
+def test_client_metrics_need_the_clusters_configs_operations_and_telemetry_none(
+    admin: Client, alice: Client, anonymous: Client
+) -> None:
+    """KIP-714: subscriptions are the cluster's configs; pushing and asking need nothing."""
+    metrics = ("metrics", "org.apache.kafka.")
+    assert describe_configs(alice, CLIENT_METRICS_CONFIGS, "authz-subscription") == CLUSTER_DENIED
+    assert alter_configs(alice, CLIENT_METRICS_CONFIGS, "authz-subscription", *metrics) == (
+        CLUSTER_DENIED
+    )
+    assert alice(ApiKey.LIST_CONFIG_RESOURCES, 0).error_code == CLUSTER_DENIED
+    assert describe_configs(admin, CLIENT_METRICS_CONFIGS, "authz-subscription") == NONE
+    assert alter_configs(admin, CLIENT_METRICS_CONFIGS, "authz-subscription", *metrics) == NONE
+    assert admin(ApiKey.LIST_CONFIG_RESOURCES, 0).error_code == NONE
+    asked = anonymous(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, client_instance_id=uuid.UUID(int=0))
+    assert asked.error_code == NONE
 
 
 def test_log_dirs_need_describe_on_the_cluster(admin: Client, alice: Client) -> None:

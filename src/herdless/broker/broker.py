@@ -57,6 +57,8 @@ from herdless.broker.share.dead_letter_writer import DeadLetterWriter
 from herdless.broker.share.leader import ShareLeader
 from herdless.broker.share.share_partition_metrics import SharePartitionMetrics
 from herdless.broker.stalls import StallDetector
+from herdless.broker.telemetry.manager import ClientMetricsManager
+from herdless.broker.telemetry.store import LocalClientMetrics, ZooKeeperClientMetrics
 from herdless.broker.topics.partition_limits import PartitionLimits
 from herdless.broker.topics.topic_admin import LocalTopics, TopicAdmin, ZooKeeperTopics
 from herdless.cluster.metadata import LocalMetadata
@@ -167,6 +169,19 @@ class Broker:
             self.quota_store = ZooKeeperQuotas(self.credentials, self.quotas)
         else:
             self.quota_store = LocalQuotas(Path(config.data_dir), self.quotas)
+        # Client telemetry (KIP-714): subscriptions kept where the quotas are.
+        self.client_metrics = ClientMetricsManager(config.telemetry_max_bytes)
+        self.metrics.attach_client_metrics(self.client_metrics)
+        self.client_metrics_store: LocalClientMetrics | ZooKeeperClientMetrics
+        if isinstance(self.credentials, ZooKeeperCredentials):
+            assert self.node is not None
+            self.client_metrics_store = ZooKeeperClientMetrics(
+                self.credentials, self.node.connected_store, self.client_metrics
+            )
+        else:
+            self.client_metrics_store = LocalClientMetrics(
+                Path(config.data_dir), self.client_metrics
+            )
         # One coordinator runtime, hosting the shards of every coordinator.
         self.coordinators = CoordinatorHost(self.logs, self.replicas, self.stalls)
         self.groups = GroupCoordinator(
@@ -243,6 +258,8 @@ class Broker:
             cluster_id = await self.node.connect()
             assert isinstance(self.group_configs, ZooKeeperGroupConfigs)
             await self.group_configs.start()
+            assert isinstance(self.client_metrics_store, ZooKeeperClientMetrics)
+            await self.client_metrics_store.start()  # before the notifications are followed
             assert isinstance(self.credentials, ZooKeeperCredentials)
             await self.credentials.start()
             _check_cluster_id(data_dir, cluster_id, self.config.node_id)
@@ -257,6 +274,8 @@ class Broker:
             self.credentials.load()
             assert isinstance(self.quota_store, LocalQuotas)
             self.quota_store.load()
+            assert isinstance(self.client_metrics_store, LocalClientMetrics)
+            self.client_metrics_store.load()
         started = time.monotonic()
         self.logs.open(wall_ms())
         # Said once the data directory is ours: a start that fails there says only why.
@@ -309,6 +328,8 @@ class Broker:
             credentials=self.credentials,
             quotas=self.quotas,
             quota_store=self.quota_store,
+            client_metrics=self.client_metrics,
+            client_metrics_store=self.client_metrics_store,
             transactions=self.transactions,
             share_coordinator=self.share_coordinator,
             share_persister=self.share_persister,

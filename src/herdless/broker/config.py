@@ -80,6 +80,8 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     # Client quotas are measured over this many samples of this many seconds each.
     "quota.window.num": ("quota_window_num", int),
     "quota.window.size.seconds": ("quota_window_size_seconds", int),
+    # The largest PushTelemetry a client may send (KIP-714).
+    "telemetry.max.bytes": ("telemetry_max_bytes", int),
     # herdless's own: how long a frame that has begun to arrive may take to arrive whole.
     "request.read.timeout.ms": ("request_read_timeout_ms", int),
     # Partitions (replicas) one broker may host, as KIP-578 names it; lowered at start
@@ -224,6 +226,7 @@ _RANGES: dict[str, tuple[int | None, int | None]] = {
     "num.partitions": (1, None),
     "socket.request.max.bytes": (1, None),
     "connections.max.idle.ms": (1, None),
+    "telemetry.max.bytes": (1, None),
     "request.read.timeout.ms": (1, None),
     "max.broker.partitions": (1, None),
     "max.partitions.per.request": (1, None),
@@ -372,6 +375,7 @@ class BrokerConfig:
     connections_max_idle_ms: int = 600_000
     quota_window_num: int = 11
     quota_window_size_seconds: int = 1
+    telemetry_max_bytes: int = 1_048_576
     request_read_timeout_ms: int = 30_000
     max_broker_partitions: int = 2**31 - 1
     max_partitions_per_request: int = 1_000

@@ -1,6 +1,7 @@
 """Prometheus metrics: consumer-group lag and membership, partitions, requests, fetch
 sessions, transactions (transaction_metrics.py), share groups and the records in flight
-of share partitions (share/share_metrics.py).
+of share partitions (share/share_metrics.py), and the metrics clients push (KIP-714,
+telemetry/exporter.py).
 
 Group and partition figures are read from the broker's state when Prometheus
 scrapes, so they cost nothing between scrapes and are never stale. The read
@@ -46,6 +47,8 @@ from herdless.broker.quotas.manager import ClientQuotaManager
 from herdless.broker.quotas.metrics import QuotaRates, quota_metrics
 from herdless.broker.share.leader import ShareLeader
 from herdless.broker.share.share_metrics import ShareSnapshot, share_gauges, snapshot_shares
+from herdless.broker.telemetry.exporter import PushedClient, client_metrics, pushed_client
+from herdless.broker.telemetry.manager import ClientMetricsManager
 from herdless.broker.transaction_metrics import (
     TransactionMetrics,
     TransactionSnapshot,
@@ -84,6 +87,7 @@ class BrokerMetrics:
         self._transaction_coordinator: TransactionCoordinator | None = None
         self._shares: ShareLeader | None = None
         self._quotas: ClientQuotaManager | None = None
+        self._client_metrics: ClientMetricsManager | None = None
         self.registry = CollectorRegistry(auto_describe=False)
         # The transaction coordinator's events (TransactionEvents) are counted here.
         self.transactions = TransactionMetrics(self.registry)
@@ -155,6 +159,10 @@ class BrokerMetrics:
         """The client quotas whose measured rates each scrape copies."""
         self._quotas = quotas
 
+    def attach_client_metrics(self, manager: ClientMetricsManager) -> None:
+        """The client instances whose pushed metrics (KIP-714) each scrape exports."""
+        self._client_metrics = manager
+
     def observe_request(self, api: str, seconds: float) -> None:
         """Count one answered request: a bucket found in C and two additions.
 
@@ -208,6 +216,10 @@ class BrokerMetrics:
             ]
         if self._quotas is not None:
             state.client_quotas = self._quotas.rates()
+        if self._client_metrics is not None:
+            state.pushed_clients = [
+                pushed_client(i) for i in self._client_metrics.instances(clock.monotonic_ms())
+            ]
         return await asyncio.to_thread(self.render, state)
 
     def render(self, state: Snapshot) -> bytes:
@@ -244,6 +256,7 @@ class Snapshot:
     transactions: TransactionSnapshot = field(default_factory=TransactionSnapshot)
     shares: ShareSnapshot = field(default_factory=ShareSnapshot)
     client_quotas: QuotaRates = field(default_factory=dict)
+    pushed_clients: list[PushedClient] = field(default_factory=list)
 
 
 def snapshot(
@@ -310,6 +323,7 @@ class _SnapshotCollector(Collector):
         yield from transaction_gauges(self._state.transactions)
         yield from share_gauges(self._state.shares)
         yield from quota_metrics(self._state.client_quotas)
+        yield from client_metrics(self._state.pushed_clients)
 
     def _request_times(self) -> Metric:
         histogram = HistogramMetricFamily(

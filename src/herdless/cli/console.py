@@ -7,7 +7,7 @@ both open it here, so a port that cannot be had fails the same way.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -51,6 +51,15 @@ def console(
         ),
     ] = DEFAULT_INTERVAL_S,
     ssl_keystore: SslKeystoreOption = None,
+    metrics_url: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--metrics-url",
+            metavar="URL",
+            help="A broker's Prometheus endpoint (http://HOST:PORT/metrics), where the"
+            " Clients page reads the metrics clients push (KIP-714); one per broker.",
+        ),
+    ] = None,
     login: Annotated[
         bool,
         typer.Option(
@@ -74,7 +83,13 @@ def console(
         except ValueError as exc:
             raise fail(f"--login: {exc}", USAGE) from None
     web = open_console(
-        host, port, interval, ssl_keystore, login_required=login, settings=client_settings()
+        host,
+        port,
+        interval,
+        ssl_keystore,
+        login_required=login,
+        settings=client_settings(),
+        metrics_urls=metrics_url or (),
     )
     try:
         require_reachable(bootstrap)
@@ -94,6 +109,7 @@ def open_console(
     *,
     login_required: bool = False,
     settings: Mapping[str, str] | None = None,
+    metrics_urls: Sequence[str] = (),
 ) -> Console:
     """A console listening on host:port (HTTPS with the key and certificates in
     `ssl_keystore`), whose client connects with `settings` (librdkafka's names), or the
@@ -120,6 +136,7 @@ def open_console(
             tls=tls,
             login_required=login_required,
             client_settings=settings,
+            metrics_urls=metrics_urls,
         )
     except OSError as exc:
         raise fail(f"cannot listen for the console on {host}:{port}: {_reason(exc)}") from None

@@ -191,12 +191,23 @@ def serve(
             ssl_keystore=console_ssl_keystore,
             login_required=console_login,
             settings=console_settings,
+            metrics_urls=_own_metrics_url(broker_config),
         )
     try:
         _run(broker_config, web)
     finally:
         if web is not None:
             web.stop()
+
+
+def _own_metrics_url(config: BrokerConfig) -> list[str]:
+    """Where the console's Clients page reads this broker's clients' pushed metrics."""
+    if not config.metrics_port:
+        return []
+    host = config.metrics_host
+    host = "127.0.0.1" if host in ("", "0.0.0.0") else "::1" if host == "::" else host
+    shown = f"[{host}]" if ":" in host else host
+    return [f"http://{shown}:{config.metrics_port}/metrics"]
 
 
 def _check_console_port(config: BrokerConfig, console_port: int) -> None:

@@ -45,6 +45,10 @@ GROUP_CONFIGS_PATH = "/config/groups"
 USER_CONFIGS_PATH = "/config/users"
 # Client ids' quotas (KIP-13); users' clients' are below their user's, .../clients/<id>.
 CLIENT_CONFIGS_PATH = "/config/clients"
+# Client-metrics subscriptions (KIP-714), each an entity config named by the subscription;
+# Kafka's ConfigType.ClientMetrics.
+CLIENT_METRICS_CONFIGS_PATH = "/config/client-metrics"
+CLIENT_METRICS_ENTITY_TYPE = "client-metrics"
 # A sequential znode written after each change to a user's (or any entity's) config, so
 # every broker re-reads that config (Kafka's ConfigEntityChangeNotificationZNode).
 CONFIG_CHANGES_PATH = "/config/changes"

@@ -21,6 +21,7 @@ import jinja2
 from herdless.admin.cells import cell, format_partitions
 from herdless.admin.group_info import Member
 from herdless.admin.group_state import uncommitted_note
+from herdless.console.clients import ClientTelemetry
 from herdless.console.login import Viewer
 from herdless.console.plot import lag_plot, rebalance_strip
 from herdless.console.records import RecordBrowser, browse_page
@@ -36,6 +37,7 @@ NAVIGATION = (
     ("/brokers", "Brokers"),
     ("/rebalances", "Rebalances"),
     ("/transactions", "Transactions"),
+    ("/clients", "Clients"),
 )
 STATIC = {
     "console.css": "text/css; charset=utf-8",
@@ -61,11 +63,13 @@ class Pages:
         viewer: Viewer | None = None,
         env: jinja2.Environment | None = None,
         records: RecordBrowser | None = None,
+        telemetry: ClientTelemetry | None = None,
     ) -> None:
         self.sampler = sampler
         self.viewer = viewer
         self.env = env if env is not None else _environment()
         self.records = records if records is not None else RecordBrowser()
+        self.telemetry = telemetry or ClientTelemetry((), sampler.interval_s)
 
     def get(
         self,
@@ -78,7 +82,9 @@ class Pages:
         `viewer` (a signed-in user, when the console has a login) only the topics and
         groups they may describe."""
         if viewer is not None:
-            return Pages(self.sampler, viewer, self.env, self.records)._get(path, fragment, query)
+            return Pages(self.sampler, viewer, self.env, self.records, self.telemetry)._get(
+                path, fragment, query
+            )
         return self._get(path, fragment, query)
 
     def login_page(self, status: int, message: str | None = None) -> Response:
@@ -104,6 +110,7 @@ class Pages:
             "brokers": self._brokers,
             "rebalances": self._rebalances,
             "transactions": self._transactions,
+            "clients": self._clients,
         }.get(section)
         if page is None:
             return self._page(404, "not-found.html", "/" + section, "Not found", {}, fragment)
@@ -260,6 +267,11 @@ class Pages:
         return self._page(
             status, "transactions.html", "/transactions", "Transactions", context, fragment
         )
+
+    def _clients(self, rest: str, fragment: bool) -> Response:
+        context = {"look": self.telemetry.look()}
+        status = 404 if rest else 200
+        return self._page(status, "clients.html", "/clients", "Clients", context, fragment)
 
     def _timeline(self, entries: list[dict[str, Any]]) -> dict[str, Any]:
         """What _timeline.html draws."""

@@ -14,12 +14,13 @@ import ssl
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from http.cookies import CookieError, SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from herdless.console.clients import ClientTelemetry
 from herdless.console.login import COOKIE, Login, LoginUnavailable, Viewer
 from herdless.console.pages import Pages, Response
 from herdless.console.sampler import Sampler
@@ -55,8 +56,11 @@ class Console:
         tls: ssl.SSLContext | None = None,
         login_required: bool = False,
         client_settings: Mapping[str, str] | None = None,
+        metrics_urls: Sequence[str] = (),
     ) -> None:
         self.interval_s = interval_s
+        # The brokers' /metrics, where the clients page reads clients' pushed metrics.
+        self.metrics_urls = tuple(metrics_urls)
         # How the console's own client connects (librdkafka's names), and to which
         # brokers when they name them.
         self.client_settings = dict(client_settings or {})
@@ -84,7 +88,8 @@ class Console:
         self._server.login = login
         bootstrap = self.client_settings.get("bootstrap.servers") or bootstrap
         self.sampler = Sampler(bootstrap, self.interval_s, self.client_settings)
-        self._server.pages = Pages(self.sampler)
+        telemetry = ClientTelemetry(self.metrics_urls, self.interval_s)
+        self._server.pages = Pages(self.sampler, telemetry=telemetry)
         self.sampler.start()
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="herdless-console-http", daemon=True

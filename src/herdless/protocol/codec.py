@@ -32,6 +32,7 @@ from herdless.protocol import (
     share_group_messages,
     share_messages,
     share_state_messages,
+    telemetry_messages,
 )
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.offset_commit import CommitPartition, CommitResponse, CommitTopic
@@ -57,6 +58,7 @@ def _message_classes() -> tuple[dict[int, type[ApiMessage]], dict[int, type[ApiM
         share_messages,
         share_state_messages,
         broker_messages,
+        telemetry_messages,
     )
     for module in modules:
         for _, cls in inspect.getmembers(module, inspect.isclass):

@@ -346,5 +346,9 @@ class ZooKeeperCredentials(ScramCredentials):
         if entity_type == "users" and "/" not in entity:
             return True
         # Configs of users' clients (users/<user>/clients/<id>) and of client ids hold
-        # quotas alone.
-        return bool(self._listeners) and entity_type in ("users", "clients")
+        # quotas alone; client-metrics/<name> a telemetry subscription.
+        return bool(self._listeners) and entity_type in (
+            "users",
+            "clients",
+            layout.CLIENT_METRICS_ENTITY_TYPE,
+        )

@@ -15,6 +15,7 @@ from herdless.broker.config import BrokerConfig
 from herdless.broker.handlers import (
     acls,
     admin,
+    client_metrics_configs,
     client_quotas,
     cluster,
     configs,
@@ -34,6 +35,7 @@ from herdless.broker.handlers import (
     share_groups,
     share_offsets,
     share_state,
+    telemetry,
     topic_partitions,
     transactions,
     users,
@@ -72,6 +74,11 @@ class Api:
 
 
 async def _api_versions(context: BrokerContext, request: Request) -> Any:
+    software = getattr(request.body, "client_software_name", None)
+    if software and request.session is not None:
+        # What client telemetry's client_software_name/version selectors match.
+        request.session.software.name = software
+        request.session.software.version = request.body.client_software_version or ""
     response = response_class(ApiKey.API_VERSIONS)
     return response(
         error_code=ErrorCode.NONE,
@@ -158,6 +165,22 @@ _TABLE = [
     Api(ApiKey.LIST_TRANSACTIONS, 0, 2, transactions.handle_list_transactions),
     Api(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, consumer_groups.handle_consumer_group_heartbeat),
     Api(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, consumer_groups.handle_consumer_group_describe),
+    # KIP-714, which Kafka's ZooKeeper-mode brokers never served; herdless does.
+    Api(
+        ApiKey.GET_TELEMETRY_SUBSCRIPTIONS,
+        0,
+        0,
+        telemetry.handle_get_telemetry_subscriptions,
+    ),
+    Api(ApiKey.PUSH_TELEMETRY, 0, 0, telemetry.handle_push_telemetry),
+    # v0 (ListClientMetricsResources) lists subscriptions alone; v1 (KIP-1142) lists
+    # every config resource, not served yet.
+    Api(
+        ApiKey.LIST_CONFIG_RESOURCES,
+        0,
+        0,
+        client_metrics_configs.handle_list_config_resources,
+    ),
     Api(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0, topic_partitions.handle_describe_topic_partitions),
     # Kafka 4.2 serves v1 alone (v0 was 4.0's early access); librdkafka sends v1.
     Api(

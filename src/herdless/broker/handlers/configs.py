@@ -17,6 +17,13 @@ from typing import TYPE_CHECKING, Any
 from herdless.broker.config import broker_topic_defaults
 from herdless.broker.coordinators.group_coordinator import OFFSETS_TOPIC
 from herdless.broker.handlers.authorization import REFUSALS, authorize
+from herdless.broker.handlers.client_metrics_configs import (
+    RESOURCE_CLIENT_METRICS,
+    ClientMetricsConfigError,
+    alter_client_metrics_configs,
+    describe_client_metrics_configs,
+    describe_entries,
+)
 from herdless.broker.handlers.group_configs import (
     RESOURCE_GROUP,
     GroupConfigError,
@@ -67,7 +74,7 @@ def _config_refusal(
     types that have no configs here (refused further on for that)."""
     if context.acls is None:
         return None
-    if resource.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
+    if resource.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_CLIENT_METRICS):
         resource_type, name = ResourceType.CLUSTER, CLUSTER_NAME
     elif resource.resource_type == RESOURCE_TOPIC:
         resource_type, name = ResourceType.TOPIC, resource.resource_name
@@ -114,6 +121,9 @@ async def handle_incremental_alter_configs(context: BrokerContext, request: Requ
         if resource.resource_type == RESOURCE_GROUP:
             results.append(await _alter_group(context, resource, body.validate_only))
             continue
+        if resource.resource_type == RESOURCE_CLIENT_METRICS:
+            results.append(await _alter_client_metrics(context, resource, body.validate_only))
+            continue
         try:
             changes = _incremental_changes(context, resource)
         except ConfigChangeError as exc:
@@ -134,6 +144,18 @@ async def _alter_group(
     try:
         await alter_group_configs(context, resource.resource_name, resource.configs, validate_only)
     except GroupConfigError as exc:
+        return resource, exc.error_code, str(exc)
+    return resource, ErrorCode.NONE, None
+
+
+async def _alter_client_metrics(
+    context: BrokerContext, resource: Any, validate_only: bool
+) -> tuple[Any, ErrorCode, str | None]:
+    try:
+        await alter_client_metrics_configs(
+            context, resource.resource_name, resource.configs, validate_only
+        )
+    except ClientMetricsConfigError as exc:
         return resource, exc.error_code, str(exc)
     return resource, ErrorCode.NONE, None
 
@@ -279,6 +301,16 @@ async def handle_describe_configs(context: BrokerContext, request: Request) -> A
                 )
                 for e in entries
             ]
+            continue
+        elif resource.resource_type == RESOURCE_CLIENT_METRICS:
+            try:
+                entries = describe_client_metrics_configs(
+                    context, resource.resource_name, resource.configuration_keys
+                )
+            except ClientMetricsConfigError as exc:
+                result.error_code, result.error_message = exc.error_code, str(exc)
+                continue
+            result.configs = describe_entries(entries, Entry, CONFIG_TYPE_CODES)
             continue
         else:
             result.error_code = ErrorCode.INVALID_REQUEST

@@ -26,6 +26,8 @@ from herdless.broker.quotas.store import QuotaStore
 from herdless.broker.replication.replica_manager import ReplicaManager
 from herdless.broker.share.leader import ShareLeader
 from herdless.broker.share.persister import Persister
+from herdless.broker.telemetry.manager import ClientMetricsManager
+from herdless.broker.telemetry.store import ClientMetricsStore
 from herdless.broker.topics.topic_admin import TopicAdmin
 from herdless.cluster.controller import Controller
 from herdless.cluster.metadata import MetadataView
@@ -62,6 +64,10 @@ class BrokerContext:
     # where they are kept.
     quotas: ClientQuotaManager | None = None
     quota_store: QuotaStore | None = None
+    # Client telemetry (KIP-714): the subscriptions and the client instances that push,
+    # and where the subscriptions are kept.
+    client_metrics: ClientMetricsManager | None = None
+    client_metrics_store: ClientMetricsStore | None = None
     # The transaction coordinator's shards on this broker.
     transactions: TransactionCoordinator | None = None
     # The share coordinator's shards on this broker (KIP-932).

@@ -149,7 +149,11 @@ class Connection:
         except PrincipalMappingError as exc:
             principal, self._refused = ANONYMOUS, f"its certificate maps to no principal: {exc}"
         self.session = ClientSession(
-            principal, listener.name, listener.security_protocol, peer[0] if peer else ""
+            principal,
+            listener.name,
+            listener.security_protocol,
+            peer[0] if peer else "",
+            client_port=peer[1] if peer else 0,
         )
         self._sasl = None if listener.sasl is None else SaslAuthentication(listener.sasl, self.peer)
         # True while waiting for the next request: shutdown may then close at once.

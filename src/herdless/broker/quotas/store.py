@@ -111,7 +111,13 @@ class ZooKeeperQuotas:
 
     def __init__(self, configs: ZooKeeperCredentials, manager: ClientQuotaManager) -> None:
         self._configs = configs
-        configs.add_listener(manager.apply)
+        self._manager = manager
+        configs.add_listener(self._changed)
+
+    def _changed(self, entity_path: str, config: dict[str, str]) -> None:
+        # The same notifications name client-metrics subscriptions (telemetry/store.py).
+        if entity_path.partition("/")[0] in ("users", "clients"):
+            self._manager.apply(entity_path, config)
 
     async def alter(self, entity_path: str, change: Change) -> None:
         await self._configs.alter_entity(entity_path, change)

@@ -1,7 +1,8 @@
 """The znodes of configs: topics' (/config/topics), KIP-848 groups' (/config/groups),
 users' with their SCRAM credentials and quotas (/config/users), client ids' quotas
-(/config/clients), and the change notifications that tell every broker of a change to
-a user's or client id's (/config/changes)."""
+(/config/clients), client-metrics subscriptions' (/config/client-metrics), and the
+change notifications that tell every broker of a change to a user's, client id's or
+subscription's (/config/changes)."""
 
 from __future__ import annotations
 
@@ -147,6 +148,18 @@ class ConfigZNodes(ZooKeeperSession):
         for entity_path in paths:
             try:
                 configs[entity_path] = self.entity_config(entity_path)
+            except MalformedZNode as exc:
+                logger.error("skipped the config at %s: %s", entity_path, exc)
+        return configs
+
+    def client_metrics_configs(self) -> dict[str, dict[str, str]]:
+        """Every client-metrics subscription's config by its name; an unreadable one is
+        left out, logged."""
+        configs = {}
+        for name in self._children(layout.CLIENT_METRICS_CONFIGS_PATH):
+            entity_path = f"{layout.CLIENT_METRICS_ENTITY_TYPE}/{name}"
+            try:
+                configs[name] = self.entity_config(entity_path)
             except MalformedZNode as exc:
                 logger.error("skipped the config at %s: %s", entity_path, exc)
         return configs
