@@ -14,8 +14,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +24,7 @@ from playwright.sync_api import BrowserContext, Page, expect
 
 from herdless.testing.broker import HerdlessBroker
 from tests.support.broker import BrokerProcess, free_port
-from tests.support.browser import chromium, screenshot
+from tests.support.browser import screenshot, wait_answering
 from tests.support.cli import sigint_as_in_a_terminal
 
 TOPIC = "console-orders"
@@ -36,8 +34,6 @@ COMMITTED = 4  # the group's committed offset on every partition
 GROUP = "console-readers"
 CLIENT_ID = "console-test-reader"
 INTERVAL_S = 0.5  # the console's sampling interval: pages refresh as often
-# How long a page may take to show what the brokers say: a few samples, then a refresh.
-SHOWN_WITHIN_MS = 15_000
 SIZE = re.compile(r"^\d+(\.\d)? (B|KiB|MiB)$")  # as the console writes sizes
 DURATION = re.compile(r"^took \d+(\.\d+)? (ms|s)$")
 
@@ -141,34 +137,6 @@ def console_url(broker: HerdlessBroker, tmp_path_factory: pytest.TempPathFactory
         code = process.wait(30)
         assert code == 130, f"the console exited with {code} on Ctrl-C:\n{log.read_text()}"
     assert "Traceback" not in log.read_text(), log.read_text()
-
-
-def wait_answering(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        assert process.poll() is None, f"the console exited:\n{log.read_text()}"
-        try:
-            with urllib.request.urlopen(f"{url}/brokers", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        assert time.monotonic() < deadline, f"the console did not answer:\n{log.read_text()}"
-        time.sleep(0.1)
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
-    with chromium(tmp_path_factory.mktemp("chromium-profile")) as context:
-        yield context
-
-
-@pytest.fixture
-def page(browser: BrowserContext) -> Iterator[Page]:
-    page = browser.new_page()
-    expect.set_options(timeout=SHOWN_WITHIN_MS)
-    yield page
-    page.close()
 
 
 def cell(page: Page, row: str, column: str) -> Any:

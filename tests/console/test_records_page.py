@@ -15,22 +15,19 @@ import re
 import signal
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from playwright.sync_api import BrowserContext, Page, expect
+from playwright.sync_api import Page, expect
 
 from herdless.admin import partition_records
 from herdless.admin.partition_records import PartitionReader
 from herdless.testing.broker import HerdlessBroker
 from tests.support.broker import free_port
-from tests.support.browser import chromium, screenshot
+from tests.support.browser import screenshot, wait_answering
 from tests.support.cli import herdless, sigint_as_in_a_terminal, succeeded
 
 TOPIC = "browse-records"
@@ -42,8 +39,6 @@ ABORTED = 3
 AFTER = 5
 BASE_MS = int(datetime(2026, 1, 1, tzinfo=UTC).timestamp() * 1000)
 DELETED_BEFORE = 4  # partition 2's new log start offset
-SHOWN_WITHIN_MS = 15_000
-
 # Every row of the records table, read in one evaluation of the page.
 ROWS_JS = """() => [...document.querySelectorAll('table.records tbody tr')].map(tr => ({
   offset: Number(tr.dataset.offset),
@@ -110,40 +105,12 @@ def console_url(broker: HerdlessBroker, tmp_path_factory: pytest.TempPathFactory
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_answering(url, process, log)
+        wait_answering(url, process, log)
         yield url
     finally:
         process.send_signal(signal.SIGINT)
         process.wait(30)
     assert "Traceback" not in log.read_text(), log.read_text()
-
-
-def _wait_answering(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        assert process.poll() is None, f"the console exited:\n{log.read_text()}"
-        try:
-            with urllib.request.urlopen(f"{url}/brokers", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        assert time.monotonic() < deadline, f"the console did not answer:\n{log.read_text()}"
-        time.sleep(0.1)
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
-    with chromium(tmp_path_factory.mktemp("chromium-profile")) as context:
-        yield context
-
-
-@pytest.fixture
-def page(browser: BrowserContext) -> Iterator[Page]:
-    page = browser.new_page()
-    expect.set_options(timeout=SHOWN_WITHIN_MS)
-    yield page
-    page.close()
 
 
 def records_url(console_url: str, partition: int = 0, query: str = "") -> str:

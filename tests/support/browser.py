@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -71,3 +74,19 @@ def screenshot(page: Page, name: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+def wait_answering(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    """Return once the console at `url` answers; fail with its log if it exits or stays
+    silent for 30 s."""
+    deadline = time.monotonic() + 30
+    while True:
+        assert process.poll() is None, f"the console exited:\n{log.read_text()}"
+        try:
+            with urllib.request.urlopen(f"{url}/brokers", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, f"the console did not answer:\n{log.read_text()}"
+        time.sleep(0.1)
