@@ -29,6 +29,13 @@ from herdless.broker.coordinators.history_forwarder import HistoryForwarder
 from herdless.broker.coordinators.share_coordinator import ShareCoordinator
 from herdless.broker.coordinators.transaction_coordinator import TransactionCoordinator
 from herdless.broker.coordinators.txn_markers import MarkerWriter
+from herdless.broker.dynamic_config.layers import DynamicBrokerConfig
+from herdless.broker.dynamic_config.reconfigurables import (
+    ListenerTls,
+    LogDefaults,
+    ReplicationThrottles,
+)
+from herdless.broker.dynamic_config.store import LocalBrokerConfigs, ZooKeeperBrokerConfigs
 from herdless.broker.file_limit import DescriptorWatch, segment_file_budget
 from herdless.broker.handlers.context import BrokerContext
 from herdless.broker.handlers.fetch_sessions import FetchSessionCache
@@ -129,7 +136,7 @@ class Broker:
             self.topics = ZooKeeperTopics(
                 self.node.connected_store,
                 self.metadata,
-                self.logs.default_config,
+                lambda: self.logs.default_config,
                 config.num_partitions,
                 config.default_replication_factor,
                 limits,
@@ -167,6 +174,21 @@ class Broker:
             self.quota_store = ZooKeeperQuotas(self.credentials, self.quotas)
         else:
             self.quota_store = LocalQuotas(Path(config.data_dir), self.quotas)
+        # The settings with dynamic broker configs over them, kept as quotas are.
+        self.dynamic_config = DynamicBrokerConfig(config)
+        self.broker_configs: LocalBrokerConfigs | ZooKeeperBrokerConfigs
+        if self.node is not None and isinstance(self.credentials, ZooKeeperCredentials):
+            self.broker_configs = ZooKeeperBrokerConfigs(
+                self.credentials, self.node.connected_store, self.dynamic_config
+            )
+            self.dynamic_config.add_reconfigurable(
+                ReplicationThrottles(self.node.leader_quota, self.node.follower_quota)
+            )
+        else:
+            self.broker_configs = LocalBrokerConfigs(Path(config.data_dir), self.dynamic_config)
+        self.dynamic_config.add_reconfigurable(
+            LogDefaults(self.logs, lambda: self.logs.apply_retention(wall_ms()))
+        )
         # One coordinator runtime, hosting the shards of every coordinator.
         self.coordinators = CoordinatorHost(self.logs, self.replicas, self.stalls)
         self.groups = GroupCoordinator(
@@ -214,6 +236,9 @@ class Broker:
             functools.partial(verify_plain, self.credentials),
             self._handshake_failed,
         )
+        tls = [(listener.name, listener.tls) for listener in self.listeners if listener.tls]
+        if tls:
+            self.dynamic_config.add_reconfigurable(ListenerTls(tls))
         self.failed_logins = FailedLogins(
             config_int(config, "connection.failed.authentication.limit", DEFAULT_LIMIT),
             config_int(config, "connection.failed.authentication.window.ms", DEFAULT_WINDOW_MS),
@@ -243,6 +268,8 @@ class Broker:
             cluster_id = await self.node.connect()
             assert isinstance(self.group_configs, ZooKeeperGroupConfigs)
             await self.group_configs.start()
+            assert isinstance(self.broker_configs, ZooKeeperBrokerConfigs)
+            await self.broker_configs.start()
             assert isinstance(self.credentials, ZooKeeperCredentials)
             await self.credentials.start()
             _check_cluster_id(data_dir, cluster_id, self.config.node_id)
@@ -257,6 +284,8 @@ class Broker:
             self.credentials.load()
             assert isinstance(self.quota_store, LocalQuotas)
             self.quota_store.load()
+            assert isinstance(self.broker_configs, LocalBrokerConfigs)
+            self.broker_configs.load()
         started = time.monotonic()
         self.logs.open(wall_ms())
         # Said once the data directory is ours: a start that fails there says only why.
@@ -313,6 +342,8 @@ class Broker:
             share_coordinator=self.share_coordinator,
             share_persister=self.share_persister,
             share_partitions=self.share_partitions,
+            dynamic_config=self.dynamic_config,
+            broker_config_store=self.broker_configs,
         )
         if self.node is not None:
             membership = self.node.membership

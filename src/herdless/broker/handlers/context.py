@@ -19,6 +19,8 @@ from herdless.broker.coordinators.group_config_store import GroupConfigStore
 from herdless.broker.coordinators.group_coordinator import GroupCoordinator
 from herdless.broker.coordinators.share_coordinator import ShareCoordinator
 from herdless.broker.coordinators.transaction_coordinator import TransactionCoordinator
+from herdless.broker.dynamic_config.layers import DynamicBrokerConfig
+from herdless.broker.dynamic_config.store import BrokerConfigStore
 from herdless.broker.handlers.fetch_sessions import FetchSessionCache
 from herdless.broker.producer_ids import ProducerIds
 from herdless.broker.quotas.manager import ClientQuotaManager
@@ -73,6 +75,9 @@ class BrokerContext:
     # In a cluster, this broker's controller while it is the active one (ElectLeaders,
     # ControlledShutdown); None otherwise, and always on one broker alone.
     controller: Callable[[], Controller | None] = lambda: None
+    # The broker's settings with the dynamic configs over them, and where those are kept.
+    dynamic_config: DynamicBrokerConfig | None = None
+    broker_config_store: BrokerConfigStore | None = None
 
     @property
     def node_id(self) -> int:
