@@ -18,6 +18,7 @@ from herdless.admin.errors import AdminError
 from herdless.cli.acls import acls_app
 from herdless.cli.certs import certs
 from herdless.cli.cluster import cluster_app
+from herdless.cli.configs import configs
 from herdless.cli.console import console
 from herdless.cli.consume import consume
 from herdless.cli.errors import FAILED, error
@@ -46,6 +47,7 @@ app.add_typer(groups_app, name="groups")
 app.add_typer(share_groups_app, name="share-groups")
 app.add_typer(users_app, name="users")
 app.add_typer(quotas_app, name="quotas")
+app.command()(configs)
 app.add_typer(transactions_app, name="transactions")
 app.command()(produce)
 app.command()(consume)

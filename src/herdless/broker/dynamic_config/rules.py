@@ -113,17 +113,17 @@ def check_change(
     """Kafka's DynamicBrokerConfig.validateConfigs over the configs a request changes
     (set or deleted); DynamicConfigError for the first rule broken. `tls_listeners`: the
     listeners (lower case) that serve TLS; `known`: whether herdless reads a config."""
-    unknown = [n for n in changed if not known(n) and not is_dynamic(n)]
-    if unknown:
-        raise DynamicConfigError(
-            ErrorCode.INVALID_CONFIG, f"Unknown broker configs: {_scala_set(unknown)}"
-        )
     broker_wide_tls = [n for n in changed if n in SSL_RECONFIGURABLE]
     if broker_wide_tls:
         raise DynamicConfigError(
             ErrorCode.INVALID_REQUEST,
             "These security configs can be dynamically updated only per-listener using the"
             f" listener prefix: {_scala_set(broker_wide_tls)}",
+        )
+    unknown = [n for n in changed if not known(n) and not is_dynamic(n)]
+    if unknown:
+        raise DynamicConfigError(
+            ErrorCode.INVALID_CONFIG, f"Unknown broker configs: {_scala_set(unknown)}"
         )
     read_only = [n for n in changed if not is_dynamic(n)]
     if read_only:

@@ -106,15 +106,7 @@ def describe_broker_configs(
         if keys is not None and key not in keys:
             continue
         found = _synonyms(dynamic, key, per_broker)
-        # The level of the synonym in force (log.retention.ms may come from a dynamic
-        # log.retention.hours); a value no level sets came from a command-line option.
-        set_at = [source for _, _, source in found if source != ConfigSource.DEFAULT_CONFIG]
-        if set_at:
-            source = set_at[0]
-        elif values[key] != _DEFAULTS.get(key):
-            source = ConfigSource.STATIC_BROKER_CONFIG
-        else:
-            source = ConfigSource.DEFAULT_CONFIG
+        source = _source(key, values[key], found)
         sensitive = _sensitive(key)
         entries.append(
             BrokerConfigEntry(
@@ -128,6 +120,21 @@ def describe_broker_configs(
             )
         )
     return entries
+
+
+def _source(key: str, value: str | None, found: Sequence[Synonym]) -> ConfigSource:
+    """The level a config's value comes from: the most specific that sets it; for the
+    finest unit of a duration (log.retention.ms), the one that sets any unit, which it
+    is derived from; a value no level sets came from a command-line option."""
+    set_at = [(name, source) for name, _, source in found if source != ConfigSource.DEFAULT_CONFIG]
+    own = [source for name, source in set_at if name == key]
+    if own:
+        return own[0]
+    if set_at and synonyms(key)[0] == key:
+        return set_at[0][1]
+    if value is not None and value != _DEFAULTS.get(key):
+        return ConfigSource.STATIC_BROKER_CONFIG
+    return ConfigSource.DEFAULT_CONFIG
 
 
 def _values_in_force(context: BrokerContext, config: BrokerConfig) -> dict[str, str | None]:
