@@ -53,6 +53,7 @@ def test_kafkas_dynamic_configs_are_dynamic_and_the_rest_read_only() -> None:
         "unclean.leader.election.enable",
         "leader.replication.throttled.rate",
         "follower.replication.throttled.rate",
+        "transaction.partition.verification.enable",
         "listener.name.ssl.ssl.keystore.location",
     ):
         assert is_dynamic(name), name

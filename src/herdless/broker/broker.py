@@ -31,6 +31,7 @@ from herdless.broker.coordinators.transaction_coordinator import TransactionCoor
 from herdless.broker.coordinators.txn_markers import MarkerWriter
 from herdless.broker.dynamic_config.layers import DynamicBrokerConfig
 from herdless.broker.dynamic_config.reconfigurables import (
+    HandlerSettings,
     ListenerTls,
     LogDefaults,
     ReplicationThrottles,
@@ -325,7 +326,7 @@ class Broker:
             self.node.replication_listeners.append(self.coordinators.on_replicated)
             self.transactions.start_sweeping()
         context = self.context = BrokerContext(
-            self.config,
+            self.dynamic_config.current,
             self.logs,
             self.replicas,
             self.metadata,
@@ -345,6 +346,7 @@ class Broker:
             dynamic_config=self.dynamic_config,
             broker_config_store=self.broker_configs,
         )
+        self.dynamic_config.add_reconfigurable(HandlerSettings(context))
         if self.node is not None:
             membership = self.node.membership
             context.controller = lambda: (

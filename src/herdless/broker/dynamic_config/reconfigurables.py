@@ -4,17 +4,25 @@ the replication quota managers' updateQuota, DynamicListenerConfig's SSL reload)
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from herdless.broker.auth.tls import ReloadingContext
 from herdless.broker.config import BrokerConfig
 from herdless.broker.dynamic_config.rules import (
     LOG_CONFIGS,
+    REQUEST_CONFIGS,
     SSL_RECONFIGURABLE,
     THROTTLE_CONFIGS,
     listener_config,
 )
 from herdless.broker.replication.quota import ReplicationQuota
 from herdless.storage import LogManager
+
+
+class _Settled(Protocol):
+    """What holds the settings requests are handled with (the handlers' context)."""
+
+    config: BrokerConfig
 
 
 class LogDefaults:
@@ -34,6 +42,23 @@ class LogDefaults:
     def reconfigure(self, old: BrokerConfig, new: BrokerConfig) -> None:
         self._logs.set_default_config(new.log_config())
         self._retain()
+
+
+class HandlerSettings:
+    """What request handlers read from the settings at each request: they read the
+    settings in force from the context, which this keeps current."""
+
+    def __init__(self, context: _Settled) -> None:
+        self._context = context
+
+    def reconfigures(self, name: str) -> bool:
+        return name in REQUEST_CONFIGS
+
+    def validate(self, new: BrokerConfig) -> None:
+        pass
+
+    def reconfigure(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        self._context.config = new
 
 
 class ReplicationThrottles:

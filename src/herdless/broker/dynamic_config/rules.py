@@ -10,6 +10,7 @@ default. Of what herdless reads, Kafka makes dynamic:
   log.cleanup.policy, message.max.bytes, compression.type, min.insync.replicas, ...),
   at both levels;
 - the replication throttles (leader/follower.replication.throttled.rate), at both;
+- transaction.partition.verification.enable (KIP-890), at both;
 - a TLS listener's keystore and truststore, by the listener prefix alone
   (`listener.name.<listener>.ssl.keystore.location`), per broker alone, since each
   broker has its own certificate.
@@ -31,6 +32,8 @@ DEFAULT_ENTITY = "<default>"
 THROTTLE_CONFIGS = frozenset(
     {"leader.replication.throttled.rate", "follower.replication.throttled.rate"}
 )
+# Of Kafka's DynamicProducerStateManagerConfig, what request handlers read per request.
+REQUEST_CONFIGS = frozenset({"transaction.partition.verification.enable"})
 # Not dynamic in Kafka though a topic config has it: the record format follows the
 # inter-broker protocol.
 _STATIC_LOG_CONFIGS = frozenset({"log.message.format.version"})
@@ -84,7 +87,7 @@ def listener_config(name: str) -> tuple[str, str] | None:
 
 
 def is_dynamic(name: str) -> bool:
-    if name in LOG_CONFIGS or name in THROTTLE_CONFIGS:
+    if name in LOG_CONFIGS or name in THROTTLE_CONFIGS or name in REQUEST_CONFIGS:
         return True
     prefixed = listener_config(name)
     return prefixed is not None and prefixed[1] in SSL_RECONFIGURABLE
