@@ -215,7 +215,10 @@ def test_a_retention_default_changed_at_runtime_applies_to_topics_without_an_ove
             ]
             .result(30)
         )
-        assert topic["retention.ms"].value == "1"
+        assert (topic["retention.ms"].value, topic["retention.ms"].source) == (
+            "1",
+            ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value,
+        )
     finally:
         succeeded(herdless("configs", "--broker-defaults", "-d", "log.retention.ms", *b))
     assert described(broker)["log.retention.ms"].value == str(720 * 3_600_000)

@@ -137,6 +137,23 @@ def _source(key: str, value: str | None, found: Sequence[Synonym]) -> ConfigSour
     return ConfigSource.DEFAULT_CONFIG
 
 
+def topic_default_source(context: BrokerContext, topic_config: str) -> ConfigSource | None:
+    """The level of a dynamic broker config a topic's default comes from (Kafka reports
+    a topic's retention.ms from a dynamic log.retention.hours as DYNAMIC_DEFAULT_BROKER_
+    CONFIG); None when no dynamic config sets it."""
+    dynamic = context.dynamic_config
+    if dynamic is None:
+        return None
+    levels = (
+        (dynamic.own, ConfigSource.DYNAMIC_BROKER_CONFIG),
+        (dynamic.defaults, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+    )
+    for level, source in levels:
+        if any(topic_config_of(name) == topic_config for name in level):
+            return source
+    return None
+
+
 def _values_in_force(context: BrokerContext, config: BrokerConfig) -> dict[str, str | None]:
     bound = context.bound_ports
     values = broker_property_values(config)

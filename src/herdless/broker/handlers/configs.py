@@ -27,6 +27,7 @@ from herdless.broker.handlers.broker_configs import (
     alter_broker_loggers,
     describe_broker_configs,
     describe_broker_loggers,
+    topic_default_source,
 )
 from herdless.broker.handlers.group_configs import (
     RESOURCE_GROUP,
@@ -287,7 +288,7 @@ async def handle_describe_configs(context: BrokerContext, request: Request) -> A
                 result.error_message = f"topic {resource.resource_name!r} does not exist"
                 continue
             values = config.to_topic_configs()
-            source_of = {k: config.config_source(k) for k in values}
+            source_of = {k: _topic_source(context, config, k) for k in values}
         elif resource.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
             try:
                 result.configs = _broker_entries(Entry, context, resource, request.body)
@@ -338,6 +339,13 @@ async def handle_describe_configs(context: BrokerContext, request: Request) -> A
             if keys is None or key in keys
         ]
     return Response(throttle_time_ms=0, results=results)
+
+
+def _topic_source(context: BrokerContext, config: Any, name: str) -> ConfigSource:
+    source = config.config_source(name)
+    if source == ConfigSource.TOPIC_CONFIG:
+        return source
+    return topic_default_source(context, name) or source
 
 
 def _broker_entries(Entry: Any, context: BrokerContext, resource: Any, body: Any) -> list[Any]:
