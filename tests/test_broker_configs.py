@@ -385,6 +385,7 @@ def test_configs_command_shows_json_as_documented(broker: BrokerProcess) -> None
         "give one of --broker ID, --broker-defaults or --broker-logger ID",
         code=2,
     )
+    refused(herdless("configs", "--broker", "5", *b), "the cluster has no broker 5")
 
 
 # -- a broker of its own -----------------------------------------------------------------

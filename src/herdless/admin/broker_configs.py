@@ -109,7 +109,12 @@ def alter_configs(
 
 
 def _send(admin: KafkaAdminClient, target: ConfigTarget, request: Any) -> Any:
+    from kafka.errors import UnknownBrokerIdError
+
     manager = admin._manager
     if target.broker is None:
         return from_any_broker(lambda: manager.run(manager.send, request))
-    return manager.run(manager.send, request, target.broker)
+    try:
+        return manager.run(manager.send, request, target.broker)
+    except UnknownBrokerIdError:
+        raise AdminError(f"the cluster has no broker {target.broker}") from None

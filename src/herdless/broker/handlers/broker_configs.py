@@ -219,7 +219,8 @@ async def alter_broker_configs(
     given (all SET) become the level's whole set. DynamicConfigError if refused."""
     dynamic = _dynamic(context)
     store = context.broker_config_store
-    assert store is not None
+    if store is None:
+        raise DynamicConfigError(ErrorCode.INVALID_REQUEST, "this broker keeps no dynamic configs")
     per_broker = name != ""
     if per_broker:
         _this_broker(context, name)
