@@ -41,6 +41,7 @@ from kafka.protocol.admin import (
 )
 
 from herdless.broker.dynamic_config.store import DYNAMIC_CONFIGS_FILE
+from herdless.security.certificates import Issued
 from herdless.testing.process import free_port
 from tests.support.broker import BrokerProcess, module_broker
 from tests.support.cli import assert_documented, herdless, refused, succeeded, table_rows
@@ -418,13 +419,8 @@ def test_dynamic_configs_survive_a_restart_and_log_levels_do_not(tmp_path: Path)
         process.stop()
 
 
-def test_a_listeners_keystore_changed_at_runtime_serves_new_connections(tmp_path: Path) -> None:
-    pki = Pki.create(tmp_path)
-    renewed = pki.ca.issue(
-        "broker", now(), hosts=["localhost", "127.0.0.1"], server=True, client=True
-    )
-    renewed_file = tmp_path / "renewed.pem"
-    renewed_file.write_bytes(renewed.keystore_pem())
+def tls_broker(directory: Path, pki: Pki, *extra_args: str) -> tuple[BrokerProcess, int]:
+    """A broker with a TLS listener named SSL beside its PLAINTEXT one; its TLS port."""
     tls_port = free_port()
     settings = [
         arg
@@ -432,26 +428,68 @@ def test_a_listeners_keystore_changed_at_runtime_serves_new_connections(tmp_path
         for arg in ("--set", f"listener.name.ssl.{key}={value}")
     ]
     process = BrokerProcess(
-        tmp_path / "data", *settings, listeners=f"SSL://127.0.0.1:{tls_port}"
-    ).start()
+        directory / "data", *settings, *extra_args, listeners=f"SSL://127.0.0.1:{tls_port}"
+    )
+    return process.start(), tls_port
+
+
+def renewed_certificate(pki: Pki, path: Path, password: bytes | None = None) -> Issued:
+    """The broker's certificate issued again (same subject and names), in a keystore."""
+    issued = pki.ca.issue("broker", now(), hosts=["localhost", "127.0.0.1"], server=True)
+    path.write_bytes(issued.keystore_pem(password))
+    return issued
+
+
+LOCATION = "listener.name.ssl.ssl.keystore.location"
+KEY_PASSWORD = "listener.name.ssl.ssl.key.password"
+
+
+def test_a_listeners_keystore_changed_at_runtime_serves_new_connections(tmp_path: Path) -> None:
+    pki = Pki.create(tmp_path)
+    renewed = renewed_certificate(pki, tmp_path / "renewed.pem")
+    process, tls_port = tls_broker(tmp_path, pki)
     try:
         assert served_certificate(pki, tls_port) == pki.broker.certificate_der
         b = ("-b", process.bootstrap)
-        location = "listener.name.ssl.ssl.keystore.location"
         # A file that cannot be read is refused, not stored: the listener keeps serving.
         refused(
-            herdless("configs", "--broker", "0", "-c", f"{location}={tmp_path}/none.pem", *b),
+            herdless("configs", "--broker", "0", "-c", f"{LOCATION}={tmp_path}/none.pem", *b),
             "INVALID_CONFIG",
         )
         # Passwords are stored only encrypted: not without password.encoder.secret.
         refused(
-            herdless("configs", "--broker", "0", "-c", "listener.name.ssl.ssl.key.password=x", *b),
+            herdless("configs", "--broker", "0", "-c", f"{KEY_PASSWORD}=x", *b),
             "Password encoder secret not configured",
         )
-        succeeded(herdless("configs", "--broker", "0", "-c", f"{location}={renewed_file}", *b))
+        succeeded(
+            herdless("configs", "--broker", "0", "-c", f"{LOCATION}={tmp_path}/renewed.pem", *b)
+        )
         assert served_certificate(pki, tls_port) == renewed.certificate_der
         rows = {r[0]: r for r in table_rows(succeeded(herdless("configs", "--broker", "0", *b)))}
-        assert rows[location][1:] == [str(renewed_file), "dynamic broker"]
+        assert rows[LOCATION][1:] == [str(tmp_path / "renewed.pem"), "dynamic broker"]
+    finally:
+        _ADMINS.pop(process.bootstrap, None)
+        process.stop()
+
+
+def test_a_key_password_is_stored_encrypted_with_the_encoder_secret(tmp_path: Path) -> None:
+    pki = Pki.create(tmp_path)
+    locked = renewed_certificate(pki, tmp_path / "locked.pem", b"key-secret")
+    process, tls_port = tls_broker(tmp_path, pki, "--set", "password.encoder.secret=s3cret")
+    try:
+        b = ("-b", process.bootstrap)
+        changes = ("-c", f"{LOCATION}={tmp_path}/locked.pem", "-c", f"{KEY_PASSWORD}=key-secret")
+        succeeded(herdless("configs", "--broker", "0", *changes, *b))
+        assert served_certificate(pki, tls_port) == locked.certificate_der
+        stored = (process.data_dir / DYNAMIC_CONFIGS_FILE).read_text()
+        assert "key-secret" not in stored
+        assert "encryptedPassword" in stored
+        document = json.loads(succeeded(herdless("configs", "--broker", "0", "-o", "json", *b)))
+        (row,) = [r for r in document["configs"] if r["name"] == KEY_PASSWORD]
+        assert (row["value"], row["sensitive"], row["source"]) == (None, True, "dynamic broker")
+        # Decrypted at start: the listener serves the locked key's certificate again.
+        process.restart()
+        assert served_certificate(pki, tls_port) == locked.certificate_der
     finally:
         _ADMINS.pop(process.bootstrap, None)
         process.stop()
