@@ -245,6 +245,30 @@ def test_a_brokers_own_config_wins_over_the_default_and_goes_back_to_it(
     assert described(broker)["message.max.bytes"].source == ConfigSource.DEFAULT_CONFIG.value
 
 
+def test_a_record_size_limit_changed_at_runtime_holds_producers_at_once(
+    broker: BrokerProcess,
+) -> None:
+    create_topic(broker, "size-limited")
+
+    def delivered(size: int) -> KafkaError | None:
+        outcome: list[KafkaError | None] = []
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "message.timeout.ms": 10_000})
+        producer.produce(
+            "size-limited", b"v" * size, on_delivery=lambda error, _m: outcome.append(error)
+        )
+        assert producer.flush(30) == 0
+        return outcome[0]
+
+    alter(broker, message_max_bytes="2000")
+    try:
+        error = delivered(10_000)
+        assert error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE, error
+        assert delivered(500) is None
+    finally:
+        alter(broker, message_max_bytes=None)
+    assert delivered(10_000) is None
+
+
 def test_changes_kafka_refuses_are_refused_with_its_error_and_words(
     broker: BrokerProcess,
 ) -> None:
