@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from herdless.broker.config import (
@@ -157,14 +157,18 @@ def topic_default_source(context: BrokerContext, topic_config: str) -> ConfigSou
 def _values_in_force(context: BrokerContext, config: BrokerConfig) -> dict[str, str | None]:
     bound = context.bound_ports
     values = broker_property_values(config)
+    values.update(config.security.raw)
+    # The ports bound, for listeners given port 0.
+    listeners = [
+        replace(e, port=bound.get(e.listener, e.port)) for e in config.listener_endpoints()
+    ]
     values.update(
         {
-            "listeners": ",".join(str(e) for e in config.listener_endpoints()),
+            "listeners": ",".join(str(e) for e in listeners),
             "advertised.listeners": ",".join(str(e) for e in config.advertised_endpoints(bound)),
             "log.dirs": str(config.data_dir),
         }
     )
-    values.update(config.security.raw)
     return values
 
 
