@@ -34,6 +34,7 @@ from herdless.broker.dynamic_config.reconfigurables import (
     HandlerSettings,
     ListenerTls,
     LogDefaults,
+    ProducerExpiration,
     ReplicationThrottles,
 )
 from herdless.broker.dynamic_config.store import LocalBrokerConfigs, ZooKeeperBrokerConfigs
@@ -190,6 +191,7 @@ class Broker:
         self.dynamic_config.add_reconfigurable(
             LogDefaults(self.logs, lambda: self.logs.apply_retention(wall_ms()))
         )
+        self.dynamic_config.add_reconfigurable(ProducerExpiration(self.logs))
         # One coordinator runtime, hosting the shards of every coordinator.
         self.coordinators = CoordinatorHost(self.logs, self.replicas, self.stalls)
         self.groups = GroupCoordinator(

@@ -432,6 +432,12 @@ class LogManager:
             for partition_log in topic.partitions.values():
                 partition_log.config = config
 
+    def set_producer_id_expiration_ms(self, expiration_ms: int) -> None:
+        """A new producer.id.expiration.ms (a dynamic broker config), for every log."""
+        self._producer_id_expiration_ms = expiration_ms
+        for partition_log in self.logs():
+            partition_log.set_producer_id_expiration_ms(expiration_ms)
+
     # -- maintenance ----------------------------------------------------------------
 
     def apply_retention(self, now_ms: int) -> int:

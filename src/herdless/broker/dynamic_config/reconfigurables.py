@@ -10,6 +10,7 @@ from herdless.broker.auth.tls import ReloadingContext
 from herdless.broker.config import BrokerConfig
 from herdless.broker.dynamic_config.rules import (
     LOG_CONFIGS,
+    PRODUCER_EXPIRATION,
     REQUEST_CONFIGS,
     SSL_RECONFIGURABLE,
     THROTTLE_CONFIGS,
@@ -23,6 +24,23 @@ class _Settled(Protocol):
     """What holds the settings requests are handled with (the handlers' context)."""
 
     config: BrokerConfig
+
+
+class ProducerExpiration:
+    """producer.id.expiration.ms: every log forgets idle producers by it from its next
+    check on."""
+
+    def __init__(self, logs: LogManager) -> None:
+        self._logs = logs
+
+    def reconfigures(self, name: str) -> bool:
+        return name == PRODUCER_EXPIRATION
+
+    def validate(self, new: BrokerConfig) -> None:
+        pass  # the range is BrokerConfig.validate's
+
+    def reconfigure(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        self._logs.set_producer_id_expiration_ms(new.producer_id_expiration_ms)
 
 
 class LogDefaults:

@@ -10,7 +10,8 @@ default. Of what herdless reads, Kafka makes dynamic:
   log.cleanup.policy, message.max.bytes, compression.type, min.insync.replicas, ...),
   at both levels;
 - the replication throttles (leader/follower.replication.throttled.rate), at both;
-- transaction.partition.verification.enable (KIP-890), at both;
+- producer.id.expiration.ms and transaction.partition.verification.enable (KIP-890),
+  at both;
 - a TLS listener's keystore and truststore, by the listener prefix alone
   (`listener.name.<listener>.ssl.keystore.location`), per broker alone, since each
   broker has its own certificate.
@@ -32,7 +33,9 @@ DEFAULT_ENTITY = "<default>"
 THROTTLE_CONFIGS = frozenset(
     {"leader.replication.throttled.rate", "follower.replication.throttled.rate"}
 )
-# Of Kafka's DynamicProducerStateManagerConfig, what request handlers read per request.
+# Kafka's DynamicProducerStateManagerConfig: the logs' producer expiration, and what
+# request handlers read per request.
+PRODUCER_EXPIRATION = "producer.id.expiration.ms"
 REQUEST_CONFIGS = frozenset({"transaction.partition.verification.enable"})
 # Not dynamic in Kafka though a topic config has it: the record format follows the
 # inter-broker protocol.
@@ -88,6 +91,8 @@ def listener_config(name: str) -> tuple[str, str] | None:
 
 def is_dynamic(name: str) -> bool:
     if name in LOG_CONFIGS or name in THROTTLE_CONFIGS or name in REQUEST_CONFIGS:
+        return True
+    if name == PRODUCER_EXPIRATION:
         return True
     prefixed = listener_config(name)
     return prefixed is not None and prefixed[1] in SSL_RECONFIGURABLE
