@@ -50,8 +50,8 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     "offsets.topic.replication.factor": ("offsets_topic_replication_factor", int),
     "replica.lag.time.max.ms": ("replica_lag_time_max_ms", int),
     # Replication throttles (KIP-73), bytes per second over the replicas the topics'
-    # *.replication.throttled.replicas name; Kafka's dynamic broker configs, read here at
-    # start until broker configs are kept in ZooKeeper.
+    # *.replication.throttled.replicas name; dynamic broker configs too
+    # (broker/dynamic_config/), changed while the broker runs.
     "leader.replication.throttled.rate": ("leader_replication_throttled_rate", int),
     "follower.replication.throttled.rate": ("follower_replication_throttled_rate", int),
     "replication.quota.window.num": ("replication_quota_window_num", int),
