@@ -16,7 +16,9 @@ default. Of what herdless reads, Kafka makes dynamic:
   (`listener.name.<listener>.ssl.keystore.location`), per broker alone, since each
   broker has its own certificate.
 
-Everything else is read-only, refused with Kafka's INVALID_REQUEST and message.
+Everything else is read-only, refused with Kafka's INVALID_REQUEST and message. (Kafka
+also changes listeners, thread pools and connection limits at runtime: herdless sets its
+listeners at start and has no thread pools or connection limits.)
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ PASSWORD_ENCODER_SECRET = "password.encoder.secret"
 # Lists, which IncrementalAlterConfigs may append to and subtract from.
 LIST_CONFIGS = frozenset({"log.cleanup.policy"})
 
+_DYNAMIC = LOG_CONFIGS | THROTTLE_CONFIGS | REQUEST_CONFIGS | {PRODUCER_EXPIRATION}
 _LISTENER_CONFIG = re.compile(r"listener\.name\.([^.]+)\.(.+)")
 
 
@@ -90,9 +93,7 @@ def listener_config(name: str) -> tuple[str, str] | None:
 
 
 def is_dynamic(name: str) -> bool:
-    if name in LOG_CONFIGS or name in THROTTLE_CONFIGS or name in REQUEST_CONFIGS:
-        return True
-    if name == PRODUCER_EXPIRATION:
+    if name in _DYNAMIC:
         return True
     prefixed = listener_config(name)
     return prefixed is not None and prefixed[1] in SSL_RECONFIGURABLE
