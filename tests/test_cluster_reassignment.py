@@ -287,6 +287,8 @@ def test_the_reassign_command_generates_executes_and_verifies(
     out = succeeded(herdless(*args, "--execute", "--throttle", "50000000"))
     assert "Successfully started partition reassignments for tool-0,tool-1" in out
     assert "You must run --verify periodically" in out
+    # The brokers' rates are dynamic broker configs, set on every broker at once.
+    assert "The inter-broker throttle limit was set to 50000000 B/s" in out
     # The tool's throttled replicas: every current replica sends, every new one receives.
     throttled = topic_configs(cluster, "tool")
     targets = {p["partition"]: p["replicas"] for p in proposed["partitions"]}

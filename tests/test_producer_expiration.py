@@ -102,3 +102,30 @@ def test_a_producer_with_a_transaction_open_is_kept(
     producer.abort_transaction(TIMEOUT_S)
     # Closed by its marker, it is idle like any other and goes.
     wait_for(lambda: producers_of(topic) == [], "the producer forgotten once its transaction ended")
+
+
+def set_expiration(broker: BrokerProcess, value: str | None) -> None:
+    """producer.id.expiration.ms as broker 0's own dynamic config (None: deleted)."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    operation = AlterConfigOpType.DELETE if value is None else AlterConfigOpType.SET
+    entry = ConfigEntry("producer.id.expiration.ms", value, incremental_operation=operation)
+    resource = ConfigResource(ResourceType.BROKER, "0", incremental_configs=[entry])
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.incremental_alter_configs([resource])[resource].result(TIMEOUT_S)
+
+
+def test_an_expiration_changed_at_runtime_applies_at_once(
+    broker: BrokerProcess, producers_of: Callable[[str], list[Any]]
+) -> None:
+    topic = new_topic(broker)
+    set_expiration(broker, "3600000")
+    try:
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+        producer.produce(topic, b"kept", partition=0)
+        assert producer.flush(TIMEOUT_S) == 0
+        time.sleep(2 * EXPIRATION_MS / 1000)
+        assert len(producers_of(topic)) == 1  # idle past the file's expiration, yet kept
+    finally:
+        set_expiration(broker, None)
+    wait_for(lambda: producers_of(topic) == [], "the producer forgotten by the file's expiration")

@@ -29,6 +29,15 @@ from herdless.broker.coordinators.history_forwarder import HistoryForwarder
 from herdless.broker.coordinators.share_coordinator import ShareCoordinator
 from herdless.broker.coordinators.transaction_coordinator import TransactionCoordinator
 from herdless.broker.coordinators.txn_markers import MarkerWriter
+from herdless.broker.dynamic_config.layers import DynamicBrokerConfig
+from herdless.broker.dynamic_config.reconfigurables import (
+    HandlerSettings,
+    ListenerTls,
+    LogDefaults,
+    ProducerExpiration,
+    ReplicationThrottles,
+)
+from herdless.broker.dynamic_config.store import LocalBrokerConfigs, ZooKeeperBrokerConfigs
 from herdless.broker.file_limit import DescriptorWatch, segment_file_budget
 from herdless.broker.handlers.context import BrokerContext
 from herdless.broker.handlers.fetch_sessions import FetchSessionCache
@@ -131,7 +140,7 @@ class Broker:
             self.topics = ZooKeeperTopics(
                 self.node.connected_store,
                 self.metadata,
-                self.logs.default_config,
+                lambda: self.logs.default_config,
                 config.num_partitions,
                 config.default_replication_factor,
                 limits,
@@ -182,6 +191,22 @@ class Broker:
             self.client_metrics_store = LocalClientMetrics(
                 Path(config.data_dir), self.client_metrics
             )
+        # The settings with dynamic broker configs over them, kept as quotas are.
+        self.dynamic_config = DynamicBrokerConfig(config)
+        self.broker_configs: LocalBrokerConfigs | ZooKeeperBrokerConfigs
+        if self.node is not None and isinstance(self.credentials, ZooKeeperCredentials):
+            self.broker_configs = ZooKeeperBrokerConfigs(
+                self.credentials, self.node.connected_store, self.dynamic_config
+            )
+            self.dynamic_config.add_reconfigurable(
+                ReplicationThrottles(self.node.leader_quota, self.node.follower_quota)
+            )
+        else:
+            self.broker_configs = LocalBrokerConfigs(Path(config.data_dir), self.dynamic_config)
+        self.dynamic_config.add_reconfigurable(
+            LogDefaults(self.logs, lambda: self.logs.apply_retention(wall_ms()))
+        )
+        self.dynamic_config.add_reconfigurable(ProducerExpiration(self.logs))
         # One coordinator runtime, hosting the shards of every coordinator.
         self.coordinators = CoordinatorHost(self.logs, self.replicas, self.stalls)
         self.groups = GroupCoordinator(
@@ -229,6 +254,9 @@ class Broker:
             functools.partial(verify_plain, self.credentials),
             self._handshake_failed,
         )
+        tls = [(listener.name, listener.tls) for listener in self.listeners if listener.tls]
+        if tls:
+            self.dynamic_config.add_reconfigurable(ListenerTls(tls))
         self.failed_logins = FailedLogins(
             config_int(config, "connection.failed.authentication.limit", DEFAULT_LIMIT),
             config_int(config, "connection.failed.authentication.window.ms", DEFAULT_WINDOW_MS),
@@ -260,6 +288,8 @@ class Broker:
             await self.group_configs.start()
             assert isinstance(self.client_metrics_store, ZooKeeperClientMetrics)
             await self.client_metrics_store.start()  # before the notifications are followed
+            assert isinstance(self.broker_configs, ZooKeeperBrokerConfigs)
+            await self.broker_configs.start()
             assert isinstance(self.credentials, ZooKeeperCredentials)
             await self.credentials.start()
             _check_cluster_id(data_dir, cluster_id, self.config.node_id)
@@ -276,6 +306,8 @@ class Broker:
             self.quota_store.load()
             assert isinstance(self.client_metrics_store, LocalClientMetrics)
             self.client_metrics_store.load()
+            assert isinstance(self.broker_configs, LocalBrokerConfigs)
+            self.broker_configs.load()
         started = time.monotonic()
         self.logs.open(wall_ms())
         # Said once the data directory is ours: a start that fails there says only why.
@@ -315,7 +347,7 @@ class Broker:
             self.node.replication_listeners.append(self.coordinators.on_replicated)
             self.transactions.start_sweeping()
         context = self.context = BrokerContext(
-            self.config,
+            self.dynamic_config.current,
             self.logs,
             self.replicas,
             self.metadata,
@@ -335,7 +367,10 @@ class Broker:
             share_persister=self.share_persister,
             share_partitions=self.share_partitions,
             bytes_out=self.metrics.bytes_out,
+            dynamic_config=self.dynamic_config,
+            broker_config_store=self.broker_configs,
         )
+        self.dynamic_config.add_reconfigurable(HandlerSettings(context))
         if self.node is not None:
             membership = self.node.membership
             context.controller = lambda: (

@@ -23,7 +23,7 @@ from herdless.coordinator.share_partitions.config import (
 )
 from herdless.coordinator.share_state import ShareCoordinatorConfig
 from herdless.coordinator.transactions import TransactionConfig
-from herdless.protocol.config_values import InvalidConfigValue, parse_boolean
+from herdless.protocol.config_values import InvalidConfigValue, format_boolean, parse_boolean
 from herdless.security.authorizer import AuthorizerSettings, authorizer_settings
 from herdless.security.listeners import (
     DEFAULT_PROTOCOL_MAP,
@@ -53,8 +53,8 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     # Which replica consumers read from (KIP-392); unset: the leader, as in Kafka.
     "replica.selector.class": ("replica_selector_class", str),
     # Replication throttles (KIP-73), bytes per second over the replicas the topics'
-    # *.replication.throttled.replicas name; Kafka's dynamic broker configs, read here at
-    # start until broker configs are kept in ZooKeeper.
+    # *.replication.throttled.replicas name; dynamic broker configs too
+    # (broker/dynamic_config/), changed while the broker runs.
     "leader.replication.throttled.rate": ("leader_replication_throttled_rate", int),
     "follower.replication.throttled.rate": ("follower_replication_throttled_rate", int),
     "replication.quota.window.num": ("replication_quota_window_num", int),
@@ -467,6 +467,9 @@ class BrokerConfig:
     errors_deadletterqueue_topic_name_prefix: str = DEFAULT_DEAD_LETTER_TOPIC_PREFIX
     # listeners, ssl.*, sasl.*, the authorizer's: as given, read by herdless.security.
     security: SecuritySettings = field(default_factory=SecuritySettings)
+    # Every property applied (file, --set, dynamic configs), as given: what DescribeConfigs
+    # reports as set rather than Kafka's default.
+    properties: dict[str, str] = field(default_factory=dict)
 
     @property
     def clustered(self) -> bool:
@@ -726,6 +729,7 @@ class BrokerConfig:
                     f"unknown broker setting {key!r}; known: {', '.join(known)}, the"
                     " listener, ssl.*, sasl.* and authorizer settings (docs/security.md)"
                 )
+            self.properties[key] = value
         if "listeners" in properties:
             # --host and --port name the first listener from now on (once the protocol
             # map, which may come after it, is in).
@@ -830,6 +834,59 @@ def _check_range(name: str, value: int, smallest: int | None, largest: int | Non
         raise ConfigError(f"{name} must be at least {smallest}, not {value}")
     if largest is not None and value > largest:
         raise ConfigError(f"{name} must be at most {largest}, not {value}")
+
+
+# The broker-wide topic defaults by every broker name they may be given under.
+TOPIC_DEFAULT_PROPERTIES = frozenset([*_TOPIC_DEFAULTS, *_DURATION_KEYS])
+
+
+def topic_config_of(key: str) -> str | None:
+    """The topic config a broker-wide default sets (log.retention.hours: retention.ms)."""
+    if key in _TOPIC_DEFAULTS:
+        return _TOPIC_DEFAULTS[key]
+    for topic_config, units in _DURATIONS.items():
+        if any(key == name for name, _ in units):
+            return topic_config
+    return None
+
+
+def duration_synonyms(key: str) -> tuple[str, ...]:
+    """The names of one duration finest first (log.retention.ms, .minutes, .hours), for
+    any of them; (key,) for any other setting."""
+    for units in _DURATIONS.values():
+        names = tuple(name for name, _ in units)
+        if key in names:
+            return names
+    return (key,)
+
+
+def property_kind(key: str) -> type | None:
+    """The type a broker property is parsed as (int, bool, str); None if not one of the
+    properties herdless keeps in a field."""
+    found = _BROKER_PROPERTIES.get(key)
+    return None if found is None else found[1]
+
+
+def broker_property_values(config: BrokerConfig) -> dict[str, str | None]:
+    """The value in force of every broker property herdless reads by name (the security
+    settings aside), as Kafka writes it; None for one unset."""
+    values: dict[str, str | None] = {}
+    for key, (name, kind) in _BROKER_PROPERTIES.items():
+        value = getattr(config, name)
+        if value is None:
+            values[key] = None
+        else:
+            values[key] = format_boolean(value) if kind is bool else str(value)
+    values.update(broker_topic_defaults(config.log_config()))
+    # Every unit of a duration: as given, the finest (ms) as in force, and Kafka's
+    # default of 168 hours where none is given.
+    for units in _DURATIONS.values():
+        given = [name for name, _ in units if name in config.durations]
+        for name, _ in units[1:]:
+            values[name] = config.durations.get(name)
+        if not given:
+            values[units[-1][0]] = "168"
+    return values
 
 
 def broker_topic_defaults(config: LogConfig) -> dict[str, str]:

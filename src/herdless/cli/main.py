@@ -19,6 +19,7 @@ from herdless.cli.acls import acls_app
 from herdless.cli.certs import certs
 from herdless.cli.client_metrics import client_metrics_app
 from herdless.cli.cluster import cluster_app
+from herdless.cli.configs import configs
 from herdless.cli.console import console
 from herdless.cli.consume import consume
 from herdless.cli.errors import FAILED, error
@@ -48,6 +49,7 @@ app.add_typer(share_groups_app, name="share-groups")
 app.add_typer(users_app, name="users")
 app.add_typer(quotas_app, name="quotas")
 app.add_typer(client_metrics_app, name="client-metrics")
+app.command()(configs)
 app.add_typer(transactions_app, name="transactions")
 app.command()(produce)
 app.command()(consume)

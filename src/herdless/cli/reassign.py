@@ -238,7 +238,7 @@ def _throttle(
         " to ensure the throttle is removed."
     )
     if problems:
-        # Brokers that cannot take a rate while they run keep the one they started with.
+        # A broker that refuses the rate, or cannot be reached, keeps the one it has.
         say(
             "The topics' throttled replicas are set; the brokers kept their replication"
             f" rates ({'; '.join(problems)})"

@@ -35,6 +35,8 @@ SETTINGS = frozenset(
         # The JAAS file whose Client section logs in to ZooKeeper (Kafka's Java system
         # property, here also a broker setting).
         "java.security.auth.login.config",
+        # Encrypts the passwords among dynamic broker configs where they are stored.
+        "password.encoder.secret",
     }
 )
 PREFIXES = ("ssl.", "sasl.", "listener.name.", "zookeeper.ssl.", "zookeeper.sasl.")

@@ -23,11 +23,15 @@ TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 
 
 class ConfigSource(IntEnum):
-    """The subset of DescribeConfigs' config_source values a topic config can have."""
+    """DescribeConfigs' config_source values (Kafka's DescribeConfigsResponse.ConfigSource)
+    of topic and broker configs."""
 
     TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,7 @@ from herdless.storage import checkpoint, cleaner
 from herdless.storage.config import LogConfig, altered_topic_configs
 from herdless.storage.descriptors import DescriptorBudget
 from herdless.storage.errors import (
+    InvalidConfigError,
     InvalidPartitions,
     InvalidTopicName,
     IoErrorListener,
@@ -415,6 +416,27 @@ class LogManager:
         for partition_log in topic.partitions.values():
             partition_log.config = config
         return config
+
+    def set_default_config(self, default_config: LogConfig) -> None:
+        """New broker-wide topic defaults (dynamic broker configs): from now on every
+        topic's config is its own overrides over these. A topic whose overrides do not
+        go with them (min.compaction.lag.ms over a lowered max) keeps its config, logged."""
+        self.default_config = default_config
+        for topic in self._topics.values():
+            try:
+                config = LogConfig.from_topic_configs(topic.explicit_configs, default_config)
+            except InvalidConfigError as exc:
+                log.error("topic %s keeps its configs under the new defaults: %s", topic.name, exc)
+                continue
+            topic.config = config
+            for partition_log in topic.partitions.values():
+                partition_log.config = config
+
+    def set_producer_id_expiration_ms(self, expiration_ms: int) -> None:
+        """A new producer.id.expiration.ms (a dynamic broker config), for every log."""
+        self._producer_id_expiration_ms = expiration_ms
+        for partition_log in self.logs():
+            partition_log.set_producer_id_expiration_ms(expiration_ms)
 
     # -- maintenance ----------------------------------------------------------------
 

@@ -13,7 +13,9 @@ configs, replaced atomically and readable by the broker's user alone. `herdless 
 
 In a cluster the same notifications name the configs of users' client ids and of client
 ids (their quotas): the store reads those too and hands every entity's config to the
-listeners added (the quota cache), so each entity's config is read in one place.
+listeners added (the quota cache), so each entity's config is read in one place; and
+they name brokers' dynamic configs (brokers/<id>, brokers/<default>), which the dynamic
+broker config listens to.
 
 Either way SASL reads the cache (CredentialCache.scram) and never waits on a disk or on
 ZooKeeper; a change is in the cache of the broker that made it before it answers.
@@ -205,14 +207,19 @@ class ZooKeeperCredentials(ScramCredentials):
         # The notifications' names as last seen, while they wait to be read.
         self._pending: list[str] | None = None
         self._reading: asyncio.Task[None] | None = None
-        # Told every entity's config (path below /config, config) at start and on change.
-        self._listeners: list[Callable[[str, dict[str, str]], None]] = []
+        # Told the configs of entities of their types (path below /config, config): at
+        # start for users and client ids, and at every change.
+        self._listeners: list[tuple[frozenset[str], Callable[[str, dict[str, str]], None]]] = []
 
-    def add_listener(self, listener: Callable[[str, dict[str, str]], None]) -> None:
-        """Before start: `listener` is told each user's, user's client id's and client id's
-        config (by its path below /config, as users/alice/clients/app) as read at start,
-        then each as it changes."""
-        self._listeners.append(listener)
+    def add_listener(
+        self,
+        listener: Callable[[str, dict[str, str]], None],
+        entity_types: Collection[str] = ("users", "clients"),
+    ) -> None:
+        """Before start: `listener` is told the config of each entity of these types (by
+        its path below /config, as users/alice/clients/app or brokers/<default>) as it
+        changes, and, for users and client ids, each as read at start."""
+        self._listeners.append((frozenset(entity_types), listener))
 
     async def start(self) -> None:
         """Read every user's config, then follow the notifications (once connected)."""
@@ -220,7 +227,7 @@ class ZooKeeperCredentials(ScramCredentials):
         store = self._store()
         for user, config in (await zookeeper_call(store.user_configs)).items():
             self._apply(user, config)
-        if self._listeners:
+        if self._followed() & {"users", "clients"}:
             for entity_path, config in (await zookeeper_call(store.quota_entity_configs)).items():
                 self._tell(entity_path, config)
         # The watch's first call hands over the notifications already there: a change
@@ -257,8 +264,14 @@ class ZooKeeperCredentials(ScramCredentials):
         self._changed_entity(entity_path, config)
         return config
 
+    def _followed(self) -> set[str]:
+        return {entity_type for types, _ in self._listeners for entity_type in types}
+
     def _tell(self, entity_path: str, config: dict[str, str]) -> None:
-        for listener in self._listeners:
+        entity_type = entity_path.partition("/")[0]
+        for types, listener in self._listeners:
+            if entity_type not in types:
+                continue
             try:
                 listener(entity_path, dict(config))
             except Exception:
@@ -346,9 +359,6 @@ class ZooKeeperCredentials(ScramCredentials):
         if entity_type == "users" and "/" not in entity:
             return True
         # Configs of users' clients (users/<user>/clients/<id>) and of client ids hold
-        # quotas alone; client-metrics/<name> a telemetry subscription.
-        return bool(self._listeners) and entity_type in (
-            "users",
-            "clients",
-            layout.CLIENT_METRICS_ENTITY_TYPE,
-        )
+        # quotas alone; brokers' are dynamic broker configs; client-metrics' telemetry
+        # subscriptions.
+        return entity_type in self._followed()

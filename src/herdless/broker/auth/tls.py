@@ -242,6 +242,24 @@ class ReloadingContext:
         log.info("listener %s: TLS keystore and truststore reloaded", self._settings.listener)
         return True
 
+    def validate(self, settings: SecuritySettings) -> None:
+        """ConfigError if the listener's TLS could not be built from these settings (a
+        dynamic broker config about to be stored)."""
+        changed = ListenerSettings(settings, self._settings.listener)
+        loaded = _build(changed, self._side, self._protocol)
+        _ensure_compatible(self._loaded.leaf, loaded.leaf, changed)
+
+    def reconfigure(self, settings: SecuritySettings) -> None:
+        """The listener's TLS settings changed (a dynamic broker config, Kafka's
+        listener.name.<l>.ssl.*): new connections get a context built from them. One
+        that cannot be built leaves the previous in use (ConfigError)."""
+        changed = ListenerSettings(settings, self._settings.listener)
+        loaded = _build(changed, self._side, self._protocol)
+        _ensure_compatible(self._loaded.leaf, loaded.leaf, changed)
+        self._settings, self._loaded, self._refused = changed, loaded, None
+        self._checked_at = self._clock()
+        log.info("listener %s: TLS settings changed and reloaded", changed.listener)
+
     def _hand_over(
         self, ssl_object: ssl.SSLObject, server_name: str | None, context: ssl.SSLContext
     ) -> None:

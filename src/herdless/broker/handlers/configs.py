@@ -1,22 +1,34 @@
-"""Configs: DescribeConfigs, and AlterConfigs / IncrementalAlterConfigs for topics
-(and, incrementally, for consumer groups: group_configs.py).
+"""Configs: DescribeConfigs, and AlterConfigs / IncrementalAlterConfigs, dispatched by
+resource type: topics here; consumer groups (incrementally) in group_configs.py;
+brokers, the cluster-wide broker defaults and broker loggers in broker_configs.py.
 
 Topic configs are Kafka's names with Kafka's validation (storage.config); a
 change is persisted with the topic and applies to its partitions at once.
-Broker configs are static here: they come from the config file and --set,
-so altering one is refused with a message that says where to set it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.config import broker_topic_defaults
 from herdless.broker.coordinators.group_coordinator import OFFSETS_TOPIC
+from herdless.broker.dynamic_config.rules import (
+    OP_APPEND,
+    OP_DELETE,
+    OP_SET,
+    OP_SUBTRACT,
+    DynamicConfigError,
+)
 from herdless.broker.handlers.authorization import REFUSALS, authorize
+from herdless.broker.handlers.broker_configs import (
+    BrokerConfigEntry,
+    alter_broker_configs,
+    alter_broker_loggers,
+    describe_broker_configs,
+    describe_broker_loggers,
+    topic_default_source,
+)
 from herdless.broker.handlers.client_metrics_configs import (
     RESOURCE_CLIENT_METRICS,
     ClientMetricsConfigError,
@@ -34,7 +46,6 @@ from herdless.broker.topics.topic_admin import TopicAdminError
 from herdless.coordinator.group_config import GROUP_CONFIG_TYPES
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, response_class
-from herdless.protocol.config_values import format_boolean
 from herdless.protocol.errors import ErrorCode
 from herdless.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from herdless.storage import LIST_TOPIC_CONFIGS, ConfigSource
@@ -59,10 +70,9 @@ CONFIG_TYPE_CODES = {
     "LONG": 5,
     "DOUBLE": 6,
     "LIST": 7,
+    "CLASS": 8,
+    "PASSWORD": 9,
 }
-
-# IncrementalAlterConfigs operations (KIP-339)
-OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
 
 def _config_refusal(
@@ -102,6 +112,12 @@ async def handle_alter_configs(context: BrokerContext, request: Request) -> Any:
         if refusal is not None:
             results.append((resource, *refusal))
             continue
+        if resource.resource_type == RESOURCE_BROKER:
+            operations = [(c.name, OP_SET, c.value) for c in resource.configs]
+            results.append(
+                await _alter_broker(context, resource, operations, True, body.validate_only)
+            )
+            continue
         changes = {c.name: c.value for c in resource.configs}
         results.append(
             await _alter(context, resource, changes, replace=True, validate_only=body.validate_only)
@@ -123,6 +139,12 @@ async def handle_incremental_alter_configs(context: BrokerContext, request: Requ
             continue
         if resource.resource_type == RESOURCE_CLIENT_METRICS:
             results.append(await _alter_client_metrics(context, resource, body.validate_only))
+            continue
+        if resource.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
+            operations = [(c.name, c.config_operation, c.value) for c in resource.configs]
+            results.append(
+                await _alter_broker(context, resource, operations, False, body.validate_only)
+            )
             continue
         try:
             changes = _incremental_changes(context, resource)
@@ -156,6 +178,26 @@ async def _alter_client_metrics(
             context, resource.resource_name, resource.configs, validate_only
         )
     except ClientMetricsConfigError as exc:
+        return resource, exc.error_code, str(exc)
+    return resource, ErrorCode.NONE, None
+
+
+async def _alter_broker(
+    context: BrokerContext,
+    resource: Any,
+    operations: Sequence[tuple[str, int, str | None]],
+    replace: bool,
+    validate_only: bool,
+) -> tuple[Any, ErrorCode, str | None]:
+    name = resource.resource_name
+    try:
+        if resource.resource_type == RESOURCE_BROKER_LOGGER:
+            alter_broker_loggers(context, name, operations, validate_only)
+        else:
+            await alter_broker_configs(
+                context, name, operations, replace=replace, validate_only=validate_only
+            )
+    except DynamicConfigError as exc:
         return resource, exc.error_code, str(exc)
     return resource, ErrorCode.NONE, None
 
@@ -207,13 +249,6 @@ async def _alter(
     replace: bool,
     validate_only: bool,
 ) -> tuple[Any, ErrorCode, str | None]:
-    if resource.resource_type == RESOURCE_BROKER:
-        return (
-            resource,
-            ErrorCode.INVALID_CONFIG,
-            "broker configs cannot be changed while herdless runs: set them in the"
-            " config file or with 'herdless serve --set name=value' and restart",
-        )
     if resource.resource_type != RESOURCE_TOPIC:
         return (
             resource,
@@ -275,10 +310,13 @@ async def handle_describe_configs(context: BrokerContext, request: Request) -> A
                 result.error_message = f"topic {resource.resource_name!r} does not exist"
                 continue
             values = config.to_topic_configs()
-            source_of = {k: config.config_source(k) for k in values}
-        elif resource.resource_type == RESOURCE_BROKER:
-            values = _broker_configs(context)
-            source_of = dict.fromkeys(values, ConfigSource.STATIC_BROKER_CONFIG)
+            source_of = {k: _topic_source(context, config, k) for k in values}
+        elif resource.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
+            try:
+                result.configs = _broker_entries(Entry, context, resource, request.body)
+            except DynamicConfigError as exc:
+                result.error_code, result.error_message = exc.error_code, str(exc)
+            continue
         elif resource.resource_type == RESOURCE_GROUP:
             try:
                 entries = describe_group_configs(
@@ -321,7 +359,7 @@ async def handle_describe_configs(context: BrokerContext, request: Request) -> A
             Entry(
                 name=key,
                 value=value,
-                read_only=resource.resource_type == RESOURCE_BROKER,
+                read_only=False,
                 config_source=source_of[key],
                 is_default=source_of[key] == ConfigSource.DEFAULT_CONFIG,
                 is_sensitive=False,
@@ -335,21 +373,33 @@ async def handle_describe_configs(context: BrokerContext, request: Request) -> A
     return Response(throttle_time_ms=0, results=results)
 
 
-def _broker_configs(context: BrokerContext) -> dict[str, str]:
-    config = context.config
-    bound = context.bound_ports
-    listeners = [
-        replace(e, port=bound.get(e.listener, e.port)) for e in config.listener_endpoints()
+def _topic_source(context: BrokerContext, config: Any, name: str) -> ConfigSource:
+    source = config.config_source(name)
+    if source == ConfigSource.TOPIC_CONFIG:
+        return source
+    return topic_default_source(context, name) or source
+
+
+def _broker_entries(Entry: Any, context: BrokerContext, resource: Any, body: Any) -> list[Any]:
+    name, keys = resource.resource_name, resource.configuration_keys
+    entries: list[BrokerConfigEntry]
+    if resource.resource_type == RESOURCE_BROKER_LOGGER:
+        entries = describe_broker_loggers(context, name, keys)
+    else:
+        synonyms = bool(getattr(body, "include_synonyms", False))
+        entries = describe_broker_configs(context, name, keys, synonyms)
+    Synonym = Entry.DescribeConfigsSynonym
+    return [
+        Entry(
+            name=e.name,
+            value=e.value,
+            read_only=e.read_only,
+            config_source=e.source,
+            is_default=e.source == ConfigSource.DEFAULT_CONFIG,
+            is_sensitive=e.sensitive,
+            synonyms=[Synonym(name=n, value=v, source=s) for n, v, s in e.synonyms],
+            config_type=CONFIG_TYPE_CODES.get(e.config_type, 0),
+            documentation=None,
+        )
+        for e in entries
     ]
-    return {
-        "node.id": str(config.node_id),
-        "broker.id": str(config.node_id),
-        "listeners": ",".join(str(e) for e in listeners),
-        "advertised.listeners": ",".join(str(e) for e in config.advertised_endpoints(bound)),
-        "log.dirs": str(config.data_dir),
-        "auto.create.topics.enable": format_boolean(config.auto_create_topics),
-        "num.partitions": str(config.num_partitions),
-        "socket.request.max.bytes": str(config.max_request_bytes),
-        "delete.topic.enable": format_boolean(config.delete_topic_enable),
-        **broker_topic_defaults(context.logs.default_config),
-    }

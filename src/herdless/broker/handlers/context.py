@@ -19,6 +19,8 @@ from herdless.broker.coordinators.group_config_store import GroupConfigStore
 from herdless.broker.coordinators.group_coordinator import GroupCoordinator
 from herdless.broker.coordinators.share_coordinator import ShareCoordinator
 from herdless.broker.coordinators.transaction_coordinator import TransactionCoordinator
+from herdless.broker.dynamic_config.layers import DynamicBrokerConfig
+from herdless.broker.dynamic_config.store import BrokerConfigStore
 from herdless.broker.handlers.fetch_sessions import FetchSessionCache
 from herdless.broker.producer_ids import ProducerIds
 from herdless.broker.quotas.manager import ClientQuotaManager
@@ -82,6 +84,9 @@ class BrokerContext:
     # Told the bytes of records each consumer fetch is answered with, by topic (Kafka's
     # BytesOutPerSec): where consumers read, when they may read from followers.
     bytes_out: Callable[[str, int], None] = lambda topic, size: None
+    # The broker's settings with the dynamic configs over them, and where those are kept.
+    dynamic_config: DynamicBrokerConfig | None = None
+    broker_config_store: BrokerConfigStore | None = None
 
     @property
     def node_id(self) -> int:

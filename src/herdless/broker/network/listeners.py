@@ -54,6 +54,8 @@ class Listener:
     # The principal of a connection before SASL: from its TLS client certificate, through
     # ssl.principal.mapping.rules (PrincipalMappingError: the subject maps to no one).
     principal_of: Callable[[Any], KafkaPrincipal] = _anonymous
+    # The server's TLS, which a dynamic change of the listener's ssl.* settings reaches.
+    tls: ReloadingContext | None = None
 
     @property
     def name(self) -> str:
@@ -79,14 +81,15 @@ def build_listeners(
     TLS handshake a client failed."""
     listeners = []
     for endpoint in config.listener_endpoints():
-        ssl_context: ssl.SSLContext | None = None
+        tls: ReloadingContext | None = None
         principal_of = _anonymous
         if endpoint.security_protocol.uses_tls:
-            ssl_context, principal_of = _tls(config, endpoint, handshake_failed)
+            tls, principal_of = _tls(config, endpoint, handshake_failed)
         sasl = None
         if endpoint.security_protocol.uses_sasl:
             sasl = _sasl_listener(config, endpoint.listener, credentials, verify_plain)
-        listeners.append(Listener(endpoint, ssl_context, sasl, principal_of))
+        ssl_context = None if tls is None else tls.context
+        listeners.append(Listener(endpoint, ssl_context, sasl, principal_of, tls))
     return listeners
 
 
@@ -94,7 +97,7 @@ def _tls(
     config: BrokerConfig,
     endpoint: Endpoint,
     handshake_failed: Callable[[str, ssl.SSLError], None],
-) -> tuple[ssl.SSLContext, Callable[[Any], KafkaPrincipal]]:
+) -> tuple[ReloadingContext, Callable[[Any], KafkaPrincipal]]:
     reloading = ReloadingContext(
         config.security, endpoint.listener, Side.SERVER, endpoint.security_protocol
     )
@@ -106,7 +109,7 @@ def _tls(
     def principal_of(ssl_object: Any) -> KafkaPrincipal:
         return ANONYMOUS if ssl_object is None else peer_principal(ssl_object, mapper)
 
-    return reloading.context, principal_of
+    return reloading, principal_of
 
 
 def _sasl_listener(

@@ -40,10 +40,11 @@ class QuotaStore(Protocol):
         ...
 
 
-def read_file(data_dir: Path) -> dict[str, dict[str, str]]:
+def read_file(data_dir: Path, file_name: str = QUOTAS_FILE) -> dict[str, dict[str, str]]:
     """Every entity's config by path from the data directory's file; {} if there is none.
-    StorageError if it cannot be read or is not one of ours."""
-    path = Path(data_dir) / QUOTAS_FILE
+    StorageError if it cannot be read or is not one of ours. The same format holds
+    other entities' configs in another file (dynamic broker configs)."""
+    path = Path(data_dir) / file_name
     try:
         document = json.loads(path.read_bytes())
     except FileNotFoundError:
@@ -60,20 +61,23 @@ def read_file(data_dir: Path) -> dict[str, dict[str, str]]:
             for config in entities.values()
         )
     ):
-        raise StorageError(f"{path} is not a client quotas file of version {_FILE_VERSION}")
+        raise StorageError(f"{path} is not an entity configs file of version {_FILE_VERSION}")
     return entities
 
 
-def alter_file(data_dir: Path, entity_path: str, change: Change) -> dict[str, str]:
+def alter_file(
+    data_dir: Path, entity_path: str, change: Change, file_name: str = QUOTAS_FILE
+) -> dict[str, str]:
     """Change one entity's config in the file; the config as written. Blocks (fsync)."""
-    entities = read_file(data_dir)
+    entities = read_file(data_dir, file_name)
     config = change(dict(entities.get(entity_path, {})))
     if config:
         entities[entity_path] = config
     else:
         entities.pop(entity_path, None)
     data = json.dumps({"version": _FILE_VERSION, "entities": dict(sorted(entities.items()))})
-    checkpoint.atomic_write(Path(data_dir) / QUOTAS_FILE, data.encode())
+    # Readable by the broker's user alone: dynamic configs may hold encrypted passwords.
+    checkpoint.atomic_write(Path(data_dir) / file_name, data.encode(), mode=0o600)
     return config
 
 

@@ -110,7 +110,7 @@ class ZooKeeperClientMetrics:
         self._configs = configs
         self._store = store
         self._manager = manager
-        configs.add_listener(self._changed)
+        configs.add_listener(self._changed, (layout.CLIENT_METRICS_ENTITY_TYPE,))
 
     async def start(self) -> None:
         """Read every subscription; before the users' config store starts following the
@@ -122,9 +122,7 @@ class ZooKeeperClientMetrics:
         await self._configs.alter_entity(_entity_path(name), change)
 
     def _changed(self, entity_path: str, config: dict[str, str]) -> None:
-        entity_type, _, name = entity_path.partition("/")
-        if entity_type == layout.CLIENT_METRICS_ENTITY_TYPE:
-            self._manager.apply(name, config)
+        self._manager.apply(entity_path.partition("/")[2], config)
 
 
 def _entity_path(name: str) -> str:

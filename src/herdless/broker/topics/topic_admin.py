@@ -212,7 +212,7 @@ class ZooKeeperTopics:
         self,
         store: Callable[[], ClusterStore],
         metadata: ClusterMetadata,
-        defaults: LogConfig,
+        defaults: Callable[[], LogConfig],
         default_partitions: int,
         default_replication_factor: int,
         limits: PartitionLimits,
@@ -220,6 +220,7 @@ class ZooKeeperTopics:
         self.limits = limits
         self._store = store
         self._metadata = metadata
+        # The broker-wide topic defaults in force (dynamic broker configs change them).
         self._defaults = defaults
         self._default_partitions = default_partitions
         self._default_replication_factor = default_replication_factor
@@ -248,7 +249,7 @@ class ZooKeeperTopics:
             raise _storage_error(exc) from None
         configs = dict(topic.configs or {})
         try:
-            config = LogConfig.from_topic_configs(configs, self._defaults)
+            config = LogConfig.from_topic_configs(configs, self._defaults())
         except ValueError as exc:
             raise TopicAdminError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         live = self._live_racks()
@@ -362,7 +363,7 @@ class ZooKeeperTopics:
     def topic_config(self, name: str) -> LogConfig | None:
         if self._metadata.assignment(name) is None:
             return None
-        return LogConfig.from_topic_configs(self._metadata.topic_configs(name), self._defaults)
+        return LogConfig.from_topic_configs(self._metadata.topic_configs(name), self._defaults())
 
     async def alter_configs(
         self,
@@ -380,7 +381,7 @@ class ZooKeeperTopics:
         current = await zookeeper_call(store.topic_config, name)
         try:
             explicit = altered_topic_configs(current, changes, replace=replace)
-            config = LogConfig.from_topic_configs(explicit, self._defaults)
+            config = LogConfig.from_topic_configs(explicit, self._defaults())
         except (ValueError, StorageError) as exc:
             raise TopicAdminError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         if not validate_only:

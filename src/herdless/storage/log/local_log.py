@@ -177,6 +177,11 @@ class LocalLog:
         # flush that synced the records); the LogManager passes on the broker's.
         self.on_io_error: IoErrorListener = log_io_error
 
+    def set_producer_id_expiration_ms(self, expiration_ms: int) -> None:
+        """A new producer.id.expiration.ms (a dynamic broker config): idle producers are
+        forgotten by it from the next check on."""
+        self._producer_id_expiration_ms = expiration_ms
+
     def __repr__(self) -> str:
         return f"PartitionLog({self.name}, {self._log_start}..{self.log_end_offset})"
 

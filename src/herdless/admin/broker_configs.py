@@ -1,0 +1,120 @@
+"""Broker configs as `herdless configs` asks for them: DescribeConfigs and
+IncrementalAlterConfigs of a broker (sent to that broker, which answers for itself
+alone, as Kafka's do), of the cluster-wide defaults (any broker, resource name ""), and
+of a broker's loggers; each answer's error in words.
+
+kafka-python's admin cannot name the cluster-wide defaults (it reads every broker
+resource's name as an id), so the requests are built here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from herdless.admin.client import error_text, from_any_broker
+from herdless.admin.errors import AdminError
+
+if TYPE_CHECKING:
+    from kafka import KafkaAdminClient
+
+BROKER, BROKER_LOGGER = 4, 8
+OP_SET, OP_DELETE = 0, 1
+# DescribeConfigs' config_source values by Kafka's names, lower case as tables show them.
+SOURCES = {
+    1: "topic",
+    2: "dynamic broker",
+    3: "dynamic default broker",
+    4: "static broker",
+    5: "default",
+    6: "dynamic broker logger",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigTarget:
+    """Whose configs: a broker's (`broker` its id), the cluster-wide defaults (None), or a
+    broker's loggers."""
+
+    resource_type: int
+    broker: int | None
+
+    @property
+    def name(self) -> str:
+        return "" if self.broker is None else str(self.broker)
+
+    def describe(self) -> str:
+        if self.resource_type == BROKER_LOGGER:
+            return f"the loggers of broker {self.broker}"
+        return "the broker defaults" if self.broker is None else f"broker {self.broker}"
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedConfig:
+    name: str
+    value: str | None
+    source: str
+    read_only: bool
+    sensitive: bool
+
+
+def describe_configs(admin: KafkaAdminClient, target: ConfigTarget) -> list[DescribedConfig]:
+    """Every config of the target; AdminError if refused."""
+    from kafka.protocol.admin import DescribeConfigsRequest
+
+    request = DescribeConfigsRequest(
+        resources=[(target.resource_type, target.name, None)],
+        include_synonyms=False,
+    )
+    (result,) = _send(admin, target, request).results
+    if result.error_code:
+        raise AdminError(
+            f"cannot describe the configs of {target.describe()}:"
+            f" {error_text(result.error_code, result.error_message)}"
+        )
+    return sorted(
+        (
+            DescribedConfig(
+                c.name,
+                c.value,
+                SOURCES.get(getattr(c, "config_source", 0), "unknown"),
+                c.read_only,
+                c.is_sensitive,
+            )
+            for c in result.configs
+        ),
+        key=lambda c: c.name,
+    )
+
+
+def alter_configs(
+    admin: KafkaAdminClient, target: ConfigTarget, changes: Mapping[str, str | None]
+) -> None:
+    """Set (a value) or delete (None) configs of the target; AdminError if refused."""
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest
+
+    entries = [
+        (name, OP_DELETE if value is None else OP_SET, value) for name, value in changes.items()
+    ]
+    request = IncrementalAlterConfigsRequest(
+        resources=[(target.resource_type, target.name, entries)], validate_only=False
+    )
+    (result,) = _send(admin, target, request).responses
+    if result.error_code:
+        raise AdminError(
+            f"cannot change the configs of {target.describe()}:"
+            f" {error_text(result.error_code, result.error_message)}"
+        )
+
+
+def _send(admin: KafkaAdminClient, target: ConfigTarget, request: Any) -> Any:
+    from kafka.errors import UnknownBrokerIdError
+
+    manager = admin._manager
+    if target.broker is None:
+        return from_any_broker(lambda: manager.run(manager.send, request))
+    try:
+        return manager.run(manager.send, request, target.broker)
+    except UnknownBrokerIdError:
+        raise AdminError(f"the cluster has no broker {target.broker}") from None
