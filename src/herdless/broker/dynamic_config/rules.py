@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection, Mapping
 
-from herdless.broker.config import TOPIC_DEFAULT_PROPERTIES, duration_synonyms
+from herdless.broker.broker_properties import TOPIC_DEFAULT_PROPERTIES, duration_synonyms
 from herdless.protocol.errors import ErrorCode
 
 # Kafka's ZooKeeperInternals.DEFAULT_STRING: the cluster-wide default's entity name.

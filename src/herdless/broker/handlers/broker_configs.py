@@ -15,13 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from herdless.broker.config import (
-    BrokerConfig,
-    ConfigError,
-    broker_property_values,
-    property_kind,
-    topic_config_of,
-)
+from herdless.broker.broker_properties import property_kind, topic_config_of
+from herdless.broker.config import BrokerConfig, ConfigError, broker_property_values
 from herdless.broker.dynamic_config import loggers
 from herdless.broker.dynamic_config.rules import (
     PASSWORD_ENCODER_SECRET,
