@@ -24,6 +24,11 @@ from herdless.coordinator.share_state import ShareCoordinatorConfig
 from herdless.coordinator.transactions import TransactionConfig
 from herdless.protocol.config_values import InvalidConfigValue, parse_boolean
 from herdless.security.authorizer import AuthorizerSettings, authorizer_settings
+from herdless.security.delegation_tokens import (
+    DEFAULT_EXPIRY_CHECK_INTERVAL_MS,
+    DEFAULT_EXPIRY_TIME_MS,
+    DEFAULT_MAX_LIFETIME_MS,
+)
 from herdless.security.listeners import (
     DEFAULT_PROTOCOL_MAP,
     Endpoint,
@@ -176,6 +181,15 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     # it has a transaction open; checked every producer.id.expiration.check.interval.ms.
     "producer.id.expiration.ms": ("producer_id_expiration_ms", int),
     "producer.id.expiration.check.interval.ms": ("producer_id_expiration_check_interval_ms", int),
+    # Delegation tokens (KIP-48): the secret key (master.key is its old name) enables them.
+    "delegation.token.secret.key": ("delegation_token_secret_key", str),
+    "delegation.token.master.key": ("delegation_token_secret_key", str),
+    "delegation.token.max.lifetime.ms": ("delegation_token_max_lifetime_ms", int),
+    "delegation.token.expiry.time.ms": ("delegation_token_expiry_time_ms", int),
+    "delegation.token.expiry.check.interval.ms": (
+        "delegation_token_expiry_check_interval_ms",
+        int,
+    ),
     # KIP-890: a partition leader asks the coordinator whether a transactional batch's
     # partition is in its producer's transaction before appending it.
     "transaction.partition.verification.enable": (
@@ -210,6 +224,9 @@ _BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
 # job every 0 ms would never yield the event loop.
 _PORTS = (0, 65_535)
 _RANGES: dict[str, tuple[int | None, int | None]] = {
+    "delegation.token.max.lifetime.ms": (1, None),
+    "delegation.token.expiry.time.ms": (1, None),
+    "delegation.token.expiry.check.interval.ms": (1, None),
     "node.id": (0, None),
     "max.request.partition.size.limit": (1, None),
     # A rate of at least 0 and windows of at least a second, as Kafka; two windows at
@@ -457,6 +474,11 @@ class BrokerConfig:
     group_share_max_share_sessions: int = DEFAULT_MAX_SHARE_SESSIONS
     errors_deadletterqueue_auto_create_topics_enable: bool = False
     errors_deadletterqueue_topic_name_prefix: str = DEFAULT_DEAD_LETTER_TOPIC_PREFIX
+    # Delegation tokens (KIP-48), Kafka's defaults; the same key on every broker.
+    delegation_token_secret_key: str | None = field(default=None, repr=False)
+    delegation_token_max_lifetime_ms: int = DEFAULT_MAX_LIFETIME_MS
+    delegation_token_expiry_time_ms: int = DEFAULT_EXPIRY_TIME_MS
+    delegation_token_expiry_check_interval_ms: int = DEFAULT_EXPIRY_CHECK_INTERVAL_MS
     # listeners, ssl.*, sasl.*, the authorizer's: as given, read by herdless.security.
     security: SecuritySettings = field(default_factory=SecuritySettings)
 

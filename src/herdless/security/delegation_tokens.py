@@ -16,7 +16,6 @@ their tokens in DescribeDelegationToken.
 from __future__ import annotations
 
 import base64
-import hashlib
 import hmac
 import json
 import uuid
@@ -223,4 +222,3 @@ def visible(
     if token.owner_or_renewer(requester):
         return True
     return may_describe_token(token.token_id) or may_describe_owner_tokens(token.owner)
-

@@ -24,8 +24,7 @@ import scramp
 from herdless.security.delegation_tokens import TokenInformation
 from herdless.security.principal import USER_TYPE, KafkaPrincipal, user
 from herdless.security.sasl import SaslAuthenticationFailed, invalid_credentials
-from herdless.security.scram import SCRAM_MECHANISMS, CredentialCache
-
+from herdless.security.scram import SCRAM_MECHANISMS, CredentialCache, ScramCredential
 
 # Kafka's ScramLoginModule.TOKEN_AUTH_CONFIG, the extension naming a token login.
 TOKEN_AUTH_EXTENSION = "tokenauth"
