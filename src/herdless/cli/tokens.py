@@ -204,11 +204,15 @@ def _send(admin: KafkaAdminClient, request: Any) -> Any:
 
 
 def _check(code: int, doing: str) -> None:
+    """Fails with Kafka's name of the error and its words."""
     if code != ErrorCode.NONE:
         from kafka import errors
 
-        error = errors.for_code(code)
-        raise fail(f"cannot {doing}: {error.__name__} ({code}): {error.description}")
+        try:
+            name = ErrorCode(code).name
+        except ValueError:
+            name = "error"
+        raise fail(f"cannot {doing}: {name} ({code}): {errors.for_code(code).description}")
 
 
 def _user_principal(text: str, option: str) -> str:
