@@ -33,7 +33,7 @@ from kafka.protocol.producer import ProduceResponse
 from herdless.broker.auth.token_store import TOKENS_FILE
 from herdless.protocol.errors import ErrorCode
 from tests.support.broker import BrokerProcess, free_port, module_broker
-from tests.support.cli import herdless, refused, succeeded, table_rows
+from tests.support.cli import assert_documented, herdless, refused, succeeded, table_rows
 from tests.support.delegation_tokens import (
     Login,
     create_token,
@@ -340,6 +340,7 @@ def test_herdless_tokens_commands(brokered: TokenBroker, tmp_path: Path) -> None
             )
         )
     )
+    assert_documented("tokens create", created)
     assert created["owner"] == "User:alice" and created["renewers"] == ["User:bob"]
     assert created["max_timestamp_ms"] == created["issue_timestamp_ms"] + 3_600_000
     hmac = created["hmac"]
@@ -352,6 +353,9 @@ def test_herdless_tokens_commands(brokered: TokenBroker, tmp_path: Path) -> None
     )
     [row] = [r for r in rows if r[0] == created["token_id"]]
     assert row[1:5] == [hmac, "User:alice", "User:alice", "User:bob"]
+    listed = json.loads(succeeded(herdless("tokens", "describe", *connect, "-o", "json")))
+    assert_documented("tokens describe", listed)
+    assert created in listed
     said = succeeded(
         herdless("tokens", "renew", *connect, "--hmac", hmac, "--renew-time-period", "60000")
     )
