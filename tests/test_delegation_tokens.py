@@ -317,14 +317,50 @@ def test_tokens_file_is_private_and_tokens_outlive_a_restart(brokered: TokenBrok
     assert login.error_code == ErrorCode.NONE, login.answer
 
 
-def test_herdless_tokens_commands(brokered: TokenBroker, tmp_path: Path) -> None:
-    config = tmp_path / "alice.properties"
+def connect_as(brokered: TokenBroker, user: str, directory: Path) -> tuple[str, ...]:
+    """A command's options to connect as `user` over SASL_PLAINTEXT."""
+    config = directory / f"{user}.properties"
     config.write_text(
         "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
         "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required"
-        f' username="alice" password="{PASSWORDS["alice"]}";\n'
+        f' username="{user}" password="{PASSWORDS[user]}";\n'
     )
-    connect = ("-b", f"127.0.0.1:{brokered.sasl_port}", "--command-config", str(config))
+    return ("-b", f"127.0.0.1:{brokered.sasl_port}", "--command-config", str(config))
+
+
+def test_acls_on_a_user_let_others_create_and_describe_its_tokens(
+    brokered: TokenBroker, tmp_path: Path
+) -> None:
+    as_admin = connect_as(brokered, "admin", tmp_path)
+    grant = ("acls", "add", *as_admin, "--allow-principal", "User:bob")
+    succeeded(herdless(*grant, "--operation", "CreateTokens", "--user-principal", "User:dave"))
+    succeeded(herdless(*grant, "--operation", "DescribeTokens", "--user-principal", "User:erin"))
+    listed = succeeded(herdless("acls", "list", *as_admin, "--user-principal", "User:dave"))
+    assert "CreateTokens" in listed
+    bob, admin = brokered.login("bob"), brokered.login("admin")
+    try:
+        for_dave = create_token(bob.wire, owner="dave")
+        assert for_dave.error_code == ErrorCode.NONE
+        assert (for_dave.principal_name, for_dave.token_requester_principal_name) == (
+            "dave",
+            "bob",
+        )
+        assert create_token(bob.wire, owner="erin").error_code == (
+            ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED
+        )
+        for_erin = create_token(admin.wire, owner="erin").token_id
+        for_frank = create_token(admin.wire, owner="frank").token_id
+        seen = _token_ids(describe_tokens(bob.wire))
+        # dave's: bob asked for it; erin's: DescribeTokens on User:erin; frank's: neither.
+        assert {for_dave.token_id, for_erin} <= seen and for_frank not in seen
+    finally:
+        bob.close()
+        admin.close()
+    succeeded(herdless("acls", "remove", *as_admin, "--force", "--user-principal", "User:erin"))
+
+
+def test_herdless_tokens_commands(brokered: TokenBroker, tmp_path: Path) -> None:
+    connect = connect_as(brokered, "alice", tmp_path)
     created = json.loads(
         succeeded(
             herdless(
