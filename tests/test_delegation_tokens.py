@@ -28,6 +28,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from kafka.protocol.consumer import FetchResponse
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceResponse
 
 from herdless.broker.auth.token_store import TOKENS_FILE
@@ -224,6 +225,39 @@ def test_owner_and_renewers_renew_and_expire_and_an_expired_token_logs_nobody_in
     finally:
         for login in (alice, bob, admin):
             login.close()
+
+
+def test_a_token_session_ends_when_the_token_expires(brokered: TokenBroker) -> None:
+    alice = brokered.login("alice")
+    try:
+        created = create_token(alice.wire, max_lifetime_ms=2_000)
+    finally:
+        alice.close()
+    login = brokered.token_login(created.token_id, created.hmac)
+    try:
+        first = login.answer.session_lifetime_ms
+        assert 0 < first <= 2_000
+        # KIP-368: the client logs in again on the same connection while the token is
+        # valid, as the same principal; the session still ends with the token.
+        time.sleep(0.2)
+        again = scram_login(
+            brokered.broker,
+            brokered.sasl_port,
+            created.token_id,
+            password(created.hmac),
+            token=True,
+            wire=login.wire,
+        )
+        assert again.error_code == ErrorCode.NONE, again.answer
+        assert 0 < again.answer.session_lifetime_ms < first
+        time.sleep(again.answer.session_lifetime_ms / 1000 + 0.1)
+        # A request after the session's end closes the connection.
+        login.wire.send(MetadataRequest[12](topics=[], allow_auto_topic_creation=False))
+        login.wire.sock.settimeout(5)
+        with pytest.raises(ConnectionResetError):
+            login.wire.receive(MetadataRequest[12](), MetadataResponse)
+    finally:
+        login.close()
 
 
 def test_the_expiry_check_removes_expired_tokens(brokered: TokenBroker) -> None:

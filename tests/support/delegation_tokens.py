@@ -46,10 +46,12 @@ def scram_login(
     *,
     token: bool = False,
     mechanism: str = SCRAM_SHA_256,
+    wire: Wire | None = None,
 ) -> Login:
-    """SaslHandshake v1 then SCRAM in SaslAuthenticate v2; the login stops at the first
-    answer with an error."""
-    wire = Wire(broker, port=port)
+    """SaslHandshake v1 then SCRAM in SaslAuthenticate v2, on a new connection or again on
+    `wire` (KIP-368 re-authentication); the login stops at the first answer with an
+    error."""
+    wire = Wire(broker, port=port) if wire is None else wire
     handshake = wire.call(SaslHandshakeRequest[1](mechanism=mechanism), SaslHandshakeResponse)
     assert handshake.error_code == 0, handshake  # type: ignore[attr-defined]
     client = scramp.ScramClient([mechanism], user, password)
