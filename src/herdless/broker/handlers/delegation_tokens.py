@@ -12,9 +12,11 @@ the tokens the caller owns, asked for or may renew, and those its ACLs let it de
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from herdless.broker.handlers.authorization import authorize, caller
+from herdless.cluster.errors import ClusterUnavailable
 from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
@@ -22,9 +24,15 @@ from herdless.security.acls import AclOperation, ResourceType
 from herdless.security.delegation_tokens import ERROR_TIMESTAMP, visible
 from herdless.security.listeners import SecurityProtocol
 from herdless.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
+from herdless.storage import StorageError
 
 if TYPE_CHECKING:
     from herdless.broker.handlers.context import BrokerContext
+
+log = logging.getLogger(__name__)
+
+# Where tokens are kept could not be written: the client is told, the change is not made.
+_NOT_STORED = (ClusterUnavailable, StorageError, OSError)
 
 
 def allow_token_requests(request: Request) -> bool:
@@ -80,7 +88,11 @@ async def handle_create_delegation_token(context: BrokerContext, request: Reques
     manager = context.delegation_tokens
     if manager is None:
         return answer(ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED)
-    token = await manager.create(owner, requester, renewers, body.max_lifetime_ms)
+    try:
+        token = await manager.create(owner, requester, renewers, body.max_lifetime_ms)
+    except _NOT_STORED as exc:
+        log.error("a delegation token for %s was not created: %s", owner, exc)
+        return answer(ErrorCode.UNKNOWN_SERVER_ERROR)
     return answer(
         ErrorCode.NONE,
         issue_timestamp_ms=token.info.issue_timestamp_ms,
@@ -112,10 +124,14 @@ async def _change(context: BrokerContext, request: Request, api: ApiKey) -> Any:
         return answer(ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED)
     principal, _ = caller(request)
     body = request.body
-    if api == ApiKey.RENEW_DELEGATION_TOKEN:
-        change = await manager.renew(principal, body.hmac, body.renew_period_ms)
-    else:
-        change = await manager.expire(principal, body.hmac, body.expiry_time_period_ms)
+    try:
+        if api == ApiKey.RENEW_DELEGATION_TOKEN:
+            change = await manager.renew(principal, body.hmac, body.renew_period_ms)
+        else:
+            change = await manager.expire(principal, body.hmac, body.expiry_time_period_ms)
+    except _NOT_STORED as exc:
+        log.error("a delegation token was not changed (%s): %s", api.name, exc)
+        return answer(ErrorCode.UNKNOWN_SERVER_ERROR)
     if change is None:
         return answer(ErrorCode.DELEGATION_TOKEN_NOT_FOUND)
     return answer(change.error, change.timestamp_ms)
