@@ -36,8 +36,10 @@ from kafka.protocol.sasl import (
 from kazoo.client import KazooClient
 
 from herdless.cli.certs import CertificateFiles, write_certificates
+from herdless.protocol.errors import ErrorCode
 from herdless.testing import BrokerProcess, free_port
 from tests.support.cluster import ClusterProcesses
+from tests.support.delegation_tokens import create_token, expire_token, password, scram_login
 from tests.support.secured_clients import CLIENTS, SETUPS, Login, run_client, setup_id, values
 from tests.support.wire import Wire
 
@@ -80,6 +82,7 @@ class SecuredCluster(ClusterProcesses):
                 # ANONYMOUS, granted below what the tests' clients do.
                 "super.users": "User:broker;User:alice;User:CN=client",
                 "group.initial.rebalance.delay.ms": "0",
+                "delegation.token.secret.key": "cluster-token-Secret-7e1",
             },
         )
 
@@ -325,3 +328,66 @@ def test_an_acl_created_through_one_broker_is_enforced_by_all_three_within_a_sec
     took = time.monotonic() - granted
     assert not waiting, f"brokers {sorted(waiting)} still refuse bob after {took:.1f} s"
     assert took <= 1.0, f"every broker enforced the new ACL only after {took:.2f} s"
+
+
+def token_login_error(cluster: SecuredCluster, broker_id: int, token_id: str, hmac: bytes) -> int:
+    login = scram_login(
+        cluster.brokers[broker_id],
+        cluster.ports["SASL_PLAINTEXT"][broker_id],
+        token_id,
+        password(hmac),
+        token=True,
+    )
+    login.close()
+    return login.error_code
+
+
+def seconds_until_every_broker_answers(
+    cluster: SecuredCluster, token_id: str, hmac: bytes, error_code: int
+) -> float:
+    started = time.monotonic()
+    waiting = {1, 2, 3}
+    while waiting and time.monotonic() - started < 5:
+        waiting = {
+            b for b in waiting if token_login_error(cluster, b, token_id, hmac) != error_code
+        }
+    took = time.monotonic() - started
+    assert not waiting, f"brokers {sorted(waiting)} still answer otherwise after {took:.1f} s"
+    return took
+
+
+def test_a_token_created_through_one_broker_logs_in_at_every_broker(
+    cluster: SecuredCluster,
+) -> None:
+    alice = scram_login(
+        cluster.brokers[1], cluster.ports["SASL_PLAINTEXT"][1], "alice", ALICE_PASSWORD
+    )
+    created = create_token(alice.wire)
+    alice.close()
+    assert created.error_code == 0
+    # Where Kafka keeps it: the token's information, never its HMAC.
+    zookeeper = KazooClient(hosts=cluster.zookeeper.connect)
+    zookeeper.start(timeout=10)
+    try:
+        data, _ = zookeeper.get(f"/delegation_token/tokens/{created.token_id}")
+        stored = json.loads(data)
+        assert (stored["owner"], stored["tokenId"]) == ("User%3Aalice", created.token_id)
+        assert password(created.hmac).encode() not in data
+        assert zookeeper.get_children("/delegation_token/token_changes")
+    finally:
+        zookeeper.stop()
+        zookeeper.close()
+    took = seconds_until_every_broker_answers(cluster, created.token_id, created.hmac, 0)
+    assert took <= 1.0, f"every broker took the token only after {took:.2f} s"
+
+    bob = scram_login(cluster.brokers[2], cluster.ports["SASL_PLAINTEXT"][2], "bob", BOB_PASSWORD)
+    mismatch = ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH
+    assert expire_token(bob.wire, created.hmac).error_code == mismatch  # not bob's
+    bob.close()
+    owner = scram_login(
+        cluster.brokers[2], cluster.ports["SASL_PLAINTEXT"][2], "alice", ALICE_PASSWORD
+    )
+    assert expire_token(owner.wire, created.hmac).error_code == 0
+    owner.close()
+    refused = ErrorCode.SASL_AUTHENTICATION_FAILED
+    seconds_until_every_broker_answers(cluster, created.token_id, created.hmac, refused)

@@ -115,6 +115,9 @@ def exchange(kind: str, rng: random.Random) -> list[bytes]:
     client = scramp.ScramClient([rng.choice(MECHANISMS[1:])], USER, PASSWORD)
     scram = client.mechanism_name
     first = client.get_client_first().encode()
+    if rng.random() < 0.3:
+        # Kafka's SCRAM extensions: a delegation token login's, and broken ones.
+        first += rng.choice([b",tokenauth=true", b",tokenauth=TRUE", b",tokenauth", b",=x"])
     if kind == "scram-first":
         return [handshake(scram), authenticate(mutate(first, rng))]
     if kind == "scram-final":
@@ -277,6 +280,8 @@ def start_broker(directory: Path, log_path: Path) -> tuple[BrokerUnderTest, dict
         "sasl.enabled.mechanisms": ",".join(MECHANISMS),
         "connection.failed.authentication.delay.ms": "0",
         "connection.failed.authentication.limit": "0",
+        # Delegation tokens on: a first message with tokenauth=true looks for a token.
+        "delegation.token.secret.key": "fuzz-token-key",
     }
     args = tuple(arg for key, value in settings.items() for arg in ("--set", f"{key}={value}"))
     listeners = ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items())

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from herdless.broker.auth.acl_store import AclStore, LocalAcls, ZooKeeperAcls
 from herdless.broker.auth.credential_store import LocalCredentials, ZooKeeperCredentials
+from herdless.broker.auth.delegation_tokens import DelegationTokenManager
+from herdless.broker.auth.token_store import LocalTokens, ZooKeeperTokens
 from herdless.broker.clock import monotonic_ms, wall_ms
 from herdless.broker.cluster_node import ClusterNode
 from herdless.broker.config import BrokerConfig
@@ -72,6 +74,7 @@ from herdless.broker.topics.partition_limits import PartitionLimits
 from herdless.broker.topics.topic_admin import LocalTopics, TopicAdmin, ZooKeeperTopics
 from herdless.cluster.metadata import LocalMetadata
 from herdless.cluster.metadata_cache import ClusterMetadata
+from herdless.security.delegation_tokens import TokenLifetimes
 from herdless.security.scram import verify_plain
 from herdless.storage import LogManager, StorageIOError
 
@@ -170,6 +173,7 @@ class Broker:
             self.credentials = ZooKeeperCredentials(self.node.connected_store)
         else:
             self.credentials = LocalCredentials(Path(config.data_dir))
+        self.delegation_tokens = self._delegation_token_manager()
         samples, window_ms = config.quota_window()
         self.quotas = ClientQuotaManager(samples, window_ms, monotonic_ms)
         self.metrics.attach_quotas(self.quotas)
@@ -253,6 +257,7 @@ class Broker:
             self.credentials,
             functools.partial(verify_plain, self.credentials),
             self._handshake_failed,
+            self.delegation_tokens,
         )
         tls = [(listener.name, listener.tls) for listener in self.listeners if listener.tls]
         if tls:
@@ -292,6 +297,8 @@ class Broker:
             await self.broker_configs.start()
             assert isinstance(self.credentials, ZooKeeperCredentials)
             await self.credentials.start()
+            if self.delegation_tokens is not None:
+                await self.delegation_tokens.start()
             _check_cluster_id(data_dir, cluster_id, self.config.node_id)
             self.metadata.cluster_id = cluster_id
             producer_ids = self.node.producer_ids
@@ -302,6 +309,8 @@ class Broker:
             self.group_configs.load()
             assert isinstance(self.credentials, LocalCredentials)
             self.credentials.load()
+            if self.delegation_tokens is not None:
+                await self.delegation_tokens.start()
             assert isinstance(self.quota_store, LocalQuotas)
             self.quota_store.load()
             assert isinstance(self.client_metrics_store, LocalClientMetrics)
@@ -358,6 +367,7 @@ class Broker:
             acls=self.acls,
             group_configs=self.group_configs,
             credentials=self.credentials,
+            delegation_tokens=self.delegation_tokens,
             quotas=self.quotas,
             quota_store=self.quota_store,
             client_metrics=self.client_metrics,
@@ -422,6 +432,9 @@ class Broker:
             )
         if self.scrubber is not None:
             self._background.append(loop.create_task(self.scrubber.run()))
+        if self.delegation_tokens is not None:
+            interval_ms = self.config.delegation_token_expiry_check_interval_ms
+            self._background.append(loop.create_task(self._every(interval_ms, self._expire_tokens)))
         if self.node is not None:
             await self.node.join(self.config.advertised_endpoints(self._bound_ports))
             timeout_s = self.config.zookeeper_session_timeout_ms / 1000
@@ -488,6 +501,8 @@ class Broker:
             await self.log_dir_failures.stop()
         if isinstance(self.credentials, ZooKeeperCredentials):
             await self.credentials.stop()
+        if self.delegation_tokens is not None:
+            await self.delegation_tokens.stop()
         if self.node is not None:
             await self.node.stop()
         if self.history is not None:
@@ -637,6 +652,27 @@ class Broker:
                 await job()
             except Exception:
                 log.exception("background job %s failed", getattr(job, "__name__", job))
+
+    def _delegation_token_manager(self) -> DelegationTokenManager | None:
+        """Delegation tokens, when delegation.token.secret.key is set (Kafka's
+        tokenAuthEnabled: an empty key is none), kept where the credentials are."""
+        config = self.config
+        if not config.delegation_token_secret_key:
+            return None
+        store: LocalTokens | ZooKeeperTokens
+        if self.node is not None:
+            store = ZooKeeperTokens(self.node.connected_store)
+        else:
+            store = LocalTokens(Path(config.data_dir))
+        lifetimes = TokenLifetimes(
+            config.delegation_token_max_lifetime_ms, config.delegation_token_expiry_time_ms
+        )
+        return DelegationTokenManager(config.delegation_token_secret_key, lifetimes, store, wall_ms)
+
+    async def _expire_tokens(self) -> None:
+        # Token times are the wall clock's, as clients and other brokers read them.
+        assert self.delegation_tokens is not None
+        await self.delegation_tokens.expire_tokens()
 
     async def _retain(self) -> None:
         # Retention and cleaning compare with record times: the wall clock.

@@ -149,6 +149,15 @@ BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
     # it has a transaction open; checked every producer.id.expiration.check.interval.ms.
     "producer.id.expiration.ms": ("producer_id_expiration_ms", int),
     "producer.id.expiration.check.interval.ms": ("producer_id_expiration_check_interval_ms", int),
+    # Delegation tokens (KIP-48): the secret key (master.key is its old name) enables them.
+    "delegation.token.secret.key": ("delegation_token_secret_key", str),
+    "delegation.token.master.key": ("delegation_token_secret_key", str),
+    "delegation.token.max.lifetime.ms": ("delegation_token_max_lifetime_ms", int),
+    "delegation.token.expiry.time.ms": ("delegation_token_expiry_time_ms", int),
+    "delegation.token.expiry.check.interval.ms": (
+        "delegation_token_expiry_check_interval_ms",
+        int,
+    ),
     # KIP-890: a partition leader asks the coordinator whether a transactional batch's
     # partition is in its producer's transaction before appending it.
     "transaction.partition.verification.enable": (
@@ -183,6 +192,9 @@ BROKER_PROPERTIES: dict[str, tuple[str, type]] = {
 # job every 0 ms would never yield the event loop.
 PORT_RANGE = (0, 65_535)
 PROPERTY_RANGES: dict[str, tuple[int | None, int | None]] = {
+    "delegation.token.max.lifetime.ms": (1, None),
+    "delegation.token.expiry.time.ms": (1, None),
+    "delegation.token.expiry.check.interval.ms": (1, None),
     "node.id": (0, None),
     "max.request.partition.size.limit": (1, None),
     # A rate of at least 0 and windows of at least a second, as Kafka; two windows at

@@ -34,6 +34,11 @@ from herdless.coordinator.share_state import ShareCoordinatorConfig
 from herdless.coordinator.transactions import TransactionConfig
 from herdless.protocol.config_values import InvalidConfigValue, format_boolean, parse_boolean
 from herdless.security.authorizer import AuthorizerSettings, authorizer_settings
+from herdless.security.delegation_tokens import (
+    DEFAULT_EXPIRY_CHECK_INTERVAL_MS,
+    DEFAULT_EXPIRY_TIME_MS,
+    DEFAULT_MAX_LIFETIME_MS,
+)
 from herdless.security.listeners import (
     DEFAULT_PROTOCOL_MAP,
     Endpoint,
@@ -172,6 +177,11 @@ class BrokerConfig:
     group_share_max_share_sessions: int = DEFAULT_MAX_SHARE_SESSIONS
     errors_deadletterqueue_auto_create_topics_enable: bool = False
     errors_deadletterqueue_topic_name_prefix: str = DEFAULT_DEAD_LETTER_TOPIC_PREFIX
+    # Delegation tokens (KIP-48), Kafka's defaults; the same key on every broker.
+    delegation_token_secret_key: str | None = field(default=None, repr=False)
+    delegation_token_max_lifetime_ms: int = DEFAULT_MAX_LIFETIME_MS
+    delegation_token_expiry_time_ms: int = DEFAULT_EXPIRY_TIME_MS
+    delegation_token_expiry_check_interval_ms: int = DEFAULT_EXPIRY_CHECK_INTERVAL_MS
     # listeners, ssl.*, sasl.*, the authorizer's: as given, read by herdless.security.
     security: SecuritySettings = field(default_factory=SecuritySettings)
     # Every property applied (file, --set, dynamic configs), as given: what DescribeConfigs

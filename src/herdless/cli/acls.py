@@ -5,8 +5,9 @@ broker with an authorizer.
 What the options mean is kafka-acls.sh's: each --allow-principal (from each --allow-host,
 default every host) and each --deny-principal (from each --deny-host) gets each
 --operation (default All) on each resource named (--topic, --group, --cluster,
---transactional-id) under --resource-pattern-type; --producer and --consumer stand for
-the operations a producer or a consumer needs.
+--transactional-id, --delegation-token, --user-principal) under
+--resource-pattern-type; --producer and --consumer stand for the operations a producer
+or a consumer needs.
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ class AclOptions:
     groups: list[str] = field(default_factory=list)
     cluster: bool = False
     transactional_ids: list[str] = field(default_factory=list)
+    # Delegation tokens by id, and User resources (whose tokens: CreateTokens, DescribeTokens).
+    delegation_tokens: list[str] = field(default_factory=list)
+    user_principals: list[str] = field(default_factory=list)
     pattern_type: PatternType = PatternType.LITERAL
     allow_principals: list[str] = field(default_factory=list)
     deny_principals: list[str] = field(default_factory=list)
@@ -77,6 +81,8 @@ def resource_filters(options: AclOptions, required: bool = True) -> list[Resourc
     named = [(ResourceType.TOPIC, t) for t in options.topics]
     named += [(ResourceType.GROUP, g) for g in options.groups]
     named += [(ResourceType.TRANSACTIONAL_ID, t) for t in options.transactional_ids]
+    named += [(ResourceType.DELEGATION_TOKEN, t) for t in options.delegation_tokens]
+    named += [(ResourceType.USER, u) for u in options.user_principals]
     for resource_type, name in named:
         if not name.strip():
             raise ValueError(f"an empty {resource_type.kafka_name} name names no resource")
@@ -93,7 +99,8 @@ def resource_filters(options: AclOptions, required: bool = True) -> list[Resourc
     filters = list(dict.fromkeys(filters))
     if required and not filters:
         raise ValueError(
-            "name at least one resource: --topic T, --group G, --cluster or --transactional-id T"
+            "name at least one resource: --topic T, --group G, --cluster, --transactional-id T,"
+            " --delegation-token ID or --user-principal User:NAME"
         )
     return filters
 
@@ -257,6 +264,18 @@ TransactionalIds = Annotated[
         "--transactional-id", metavar="ID", help="A transactional id ('*': every one); repeatable."
     ),
 ]
+DelegationTokens = Annotated[
+    list[str] | None,
+    typer.Option("--delegation-token", metavar="ID", help="A delegation token by id; repeatable."),
+]
+UserPrincipals = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--user-principal",
+        metavar="User:NAME",
+        help="A User resource, for CreateTokens and DescribeTokens on its tokens; repeatable.",
+    ),
+]
 PatternTypeOption = Annotated[
     str,
     typer.Option(
@@ -303,7 +322,8 @@ Operations = Annotated[
         "--operation",
         metavar="OPERATION",
         help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs,"
-        " AlterConfigs, IdempotentWrite or All (the default); repeatable.",
+        " AlterConfigs, IdempotentWrite, CreateTokens, DescribeTokens or All (the default);"
+        " repeatable.",
     ),
 ]
 Producer = Annotated[
@@ -328,6 +348,8 @@ def _options(**values: Any) -> AclOptions:
         groups=values.get("group") or [],
         cluster=values.get("cluster", False),
         transactional_ids=values.get("transactional_id") or [],
+        delegation_tokens=values.get("delegation_token") or [],
+        user_principals=values.get("user_principal") or [],
         pattern_type=_pattern_type(values.get("resource_pattern_type", "literal")),
         allow_principals=values.get("allow_principal") or [],
         deny_principals=values.get("deny_principal") or [],
@@ -355,6 +377,8 @@ def add(
     group: Groups = None,
     cluster: Cluster = False,
     transactional_id: TransactionalIds = None,
+    delegation_token: DelegationTokens = None,
+    user_principal: UserPrincipals = None,
     resource_pattern_type: PatternTypeOption = "literal",
     allow_principal: AllowPrincipals = None,
     deny_principal: DenyPrincipals = None,
@@ -386,6 +410,8 @@ def list_(
     group: Groups = None,
     cluster: Cluster = False,
     transactional_id: TransactionalIds = None,
+    delegation_token: DelegationTokens = None,
+    user_principal: UserPrincipals = None,
     resource_pattern_type: PatternTypeOption = "literal",
     principal: Annotated[
         list[str] | None,
@@ -416,6 +442,8 @@ def remove(
     group: Groups = None,
     cluster: Cluster = False,
     transactional_id: TransactionalIds = None,
+    delegation_token: DelegationTokens = None,
+    user_principal: UserPrincipals = None,
     resource_pattern_type: PatternTypeOption = "literal",
     allow_principal: AllowPrincipals = None,
     deny_principal: DenyPrincipals = None,

@@ -30,6 +30,7 @@ from herdless.cli.produce import produce
 from herdless.cli.quotas import quotas_app
 from herdless.cli.serve import serve
 from herdless.cli.share_groups import share_groups_app
+from herdless.cli.tokens import tokens_app
 from herdless.cli.topics import topics_app
 from herdless.cli.transactions import transactions_app
 from herdless.cli.users import users_app
@@ -47,6 +48,7 @@ app.add_typer(topics_app, name="topics")
 app.add_typer(groups_app, name="groups")
 app.add_typer(share_groups_app, name="share-groups")
 app.add_typer(users_app, name="users")
+app.add_typer(tokens_app, name="tokens")
 app.add_typer(quotas_app, name="quotas")
 app.add_typer(client_metrics_app, name="client-metrics")
 app.command()(configs)

@@ -9,8 +9,8 @@ watch_* returns); hand its value to the event loop, do not do long work in it.
 
 ClusterStore is one session (zookeeper/session.py: requests, the lease) with the methods
 of each family of znodes it reads and writes (zookeeper/brokers.py, topics.py,
-configs.py, acls.py, log_dir_events.py), as Kafka's KafkaZkClient is one client over the
-znodes ZkData describes. zookeeper/watches.py says what a watch delivers, and
+configs.py, acls.py, log_dir_events.py, delegation_tokens.py), as Kafka's KafkaZkClient
+is one client over the znodes ZkData describes. zookeeper/watches.py says what a watch delivers, and
 zookeeper/transactions.py how conditional writes fence a deposed controller.
 """
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 from herdless.cluster.zookeeper.acls import AclZNodes
 from herdless.cluster.zookeeper.brokers import BrokerZNodes, ControllerElection
 from herdless.cluster.zookeeper.configs import ConfigZNodes
+from herdless.cluster.zookeeper.delegation_tokens import DelegationTokenZNodes
 from herdless.cluster.zookeeper.log_dir_events import LogDirEventZNodes
 from herdless.cluster.zookeeper.session import SessionState
 from herdless.cluster.zookeeper.topics import TopicZNodes
@@ -27,5 +28,12 @@ from herdless.cluster.zookeeper.watches import Watch
 __all__ = ["ClusterStore", "ControllerElection", "SessionState", "Watch"]
 
 
-class ClusterStore(BrokerZNodes, TopicZNodes, ConfigZNodes, AclZNodes, LogDirEventZNodes):
+class ClusterStore(
+    BrokerZNodes,
+    TopicZNodes,
+    ConfigZNodes,
+    AclZNodes,
+    LogDirEventZNodes,
+    DelegationTokenZNodes,
+):
     """One ZooKeeper session, and the cluster's znodes read and written through it."""

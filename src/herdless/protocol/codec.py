@@ -29,6 +29,7 @@ from kafka.protocol.api_message import ApiMessage
 from herdless.protocol import (
     broker_messages,
     consumer_group_messages,
+    delegation_token_messages,
     share_group_messages,
     share_messages,
     share_state_messages,
@@ -54,6 +55,7 @@ def _message_classes() -> tuple[dict[int, type[ApiMessage]], dict[int, type[ApiM
         kafka.protocol.producer,
         kafka.protocol.sasl,
         consumer_group_messages,  # the APIs kafka-python has no classes for
+        delegation_token_messages,
         share_group_messages,
         share_messages,
         share_state_messages,

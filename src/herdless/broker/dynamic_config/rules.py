@@ -71,6 +71,15 @@ PASSWORD_CONFIGS = frozenset(
     }
 )
 PASSWORD_ENCODER_SECRET = "password.encoder.secret"
+# Kafka's PASSWORD configs that are only read at start: described as null too.
+STATIC_PASSWORD_CONFIGS = frozenset(
+    {
+        PASSWORD_ENCODER_SECRET,
+        "password.encoder.old.secret",
+        "delegation.token.secret.key",
+        "delegation.token.master.key",
+    }
+)
 # Lists, which IncrementalAlterConfigs may append to and subtract from.
 LIST_CONFIGS = frozenset({"log.cleanup.policy"})
 

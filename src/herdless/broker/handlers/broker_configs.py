@@ -20,6 +20,7 @@ from herdless.broker.config import BrokerConfig, ConfigError, broker_property_va
 from herdless.broker.dynamic_config import loggers
 from herdless.broker.dynamic_config.rules import (
     PASSWORD_ENCODER_SECRET,
+    STATIC_PASSWORD_CONFIGS,
     DynamicConfigError,
     check_change,
     incremental_layer,
@@ -188,7 +189,12 @@ def _synonyms(dynamic: DynamicBrokerConfig, key: str, per_broker: bool) -> list[
 
 
 def _sensitive(name: str) -> bool:
-    return is_sensitive(name) or name.endswith("sasl.jaas.config") or "secret" in name
+    return (
+        is_sensitive(name)
+        or name in STATIC_PASSWORD_CONFIGS
+        or name.endswith("sasl.jaas.config")
+        or "secret" in name
+    )
 
 
 def _config_type(key: str) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from herdless.broker.auth.acl_store import AclStore
 from herdless.broker.auth.authorizer_audit import AuthorizerAudit
 from herdless.broker.auth.credential_store import CredentialStore
+from herdless.broker.auth.delegation_tokens import DelegationTokenManager
 from herdless.broker.config import BrokerConfig
 from herdless.broker.coordinators.group_config_store import GroupConfigStore
 from herdless.broker.coordinators.group_coordinator import GroupCoordinator
@@ -62,6 +63,9 @@ class BrokerContext:
     group_configs: GroupConfigStore | None = None
     # Users' SCRAM credentials: the CredentialCache SASL checks logins against.
     credentials: CredentialStore | None = None
+    # Delegation tokens (KIP-48); None without delegation.token.secret.key (the token
+    # APIs answer DELEGATION_TOKEN_AUTH_DISABLED).
+    delegation_tokens: DelegationTokenManager | None = None
     # Client quotas in force and clients' measured rates (KIP-13, KIP-55, KIP-124), and
     # where they are kept.
     quotas: ClientQuotaManager | None = None

@@ -28,7 +28,7 @@ from herdless.security.sasl import SaslServer
 from herdless.security.sasl_gssapi import GSSAPI, GssapiServer
 from herdless.security.sasl_oauthbearer import OAUTHBEARER, OAuthBearerServer
 from herdless.security.sasl_plain import PLAIN, PlainServer
-from herdless.security.sasl_scram import ScramServer
+from herdless.security.sasl_scram import ScramServer, TokenCredentialCache
 from herdless.security.scram import SCRAM_MECHANISMS, CredentialCache
 
 # The mechanisms herdless serves. Kafka enables GSSAPI alone unless told otherwise;
@@ -75,10 +75,12 @@ def build_listeners(
     credentials: CredentialCache,
     verify_plain: Callable[[str, str], bool],
     handshake_failed: Callable[[str, ssl.SSLError], None] = lambda listener, error: None,
+    tokens: TokenCredentialCache | None = None,
 ) -> list[Listener]:
     """Every listener of `config`, ready to bind; ConfigError names a setting that cannot
     be used (before anything is bound). `handshake_failed(listener, error)` hears of each
-    TLS handshake a client failed."""
+    TLS handshake a client failed. `tokens`: the delegation tokens SCRAM logs in with,
+    when they are enabled."""
     listeners = []
     for endpoint in config.listener_endpoints():
         tls: ReloadingContext | None = None
@@ -87,7 +89,7 @@ def build_listeners(
             tls, principal_of = _tls(config, endpoint, handshake_failed)
         sasl = None
         if endpoint.security_protocol.uses_sasl:
-            sasl = _sasl_listener(config, endpoint.listener, credentials, verify_plain)
+            sasl = _sasl_listener(config, endpoint.listener, credentials, verify_plain, tokens)
         ssl_context = None if tls is None else tls.context
         listeners.append(Listener(endpoint, ssl_context, sasl, principal_of, tls))
     return listeners
@@ -117,6 +119,7 @@ def _sasl_listener(
     listener: str,
     credentials: CredentialCache,
     verify_plain: Callable[[str, str], bool],
+    tokens: TokenCredentialCache | None,
 ) -> SaslListener:
     settings = config.security
     mechanisms = tuple(
@@ -146,7 +149,7 @@ def _sasl_listener(
         if mechanism == OAUTHBEARER:
             assert validator is not None
             return OAuthBearerServer(validator, wall_ms)
-        return ScramServer(mechanism, credentials)
+        return ScramServer(mechanism, credentials, tokens, wall_ms)
 
     return SaslListener(
         mechanisms,
