@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from herdless.admin.client import error_text, from_any_broker
+from herdless.admin.client import refused, send_to_any_broker
 from herdless.admin.errors import AdminError
 
 if TYPE_CHECKING:
@@ -68,11 +68,7 @@ def describe_configs(admin: KafkaAdminClient, target: ConfigTarget) -> list[Desc
         include_synonyms=False,
     )
     (result,) = _send(admin, target, request).results
-    if result.error_code:
-        raise AdminError(
-            f"cannot describe the configs of {target.describe()}:"
-            f" {error_text(result.error_code, result.error_message)}"
-        )
+    refused(result, f"describe the configs of {target.describe()}")
     return sorted(
         (
             DescribedConfig(
@@ -101,20 +97,15 @@ def alter_configs(
         resources=[(target.resource_type, target.name, entries)], validate_only=False
     )
     (result,) = _send(admin, target, request).responses
-    if result.error_code:
-        raise AdminError(
-            f"cannot change the configs of {target.describe()}:"
-            f" {error_text(result.error_code, result.error_message)}"
-        )
+    refused(result, f"change the configs of {target.describe()}")
 
 
 def _send(admin: KafkaAdminClient, target: ConfigTarget, request: Any) -> Any:
     from kafka.errors import UnknownBrokerIdError
 
-    manager = admin._manager
     if target.broker is None:
-        return from_any_broker(lambda: manager.run(manager.send, request))
+        return send_to_any_broker(admin, request)
     try:
-        return manager.run(manager.send, request, target.broker)
+        return admin._manager.run(admin._manager.send, request, target.broker)
     except UnknownBrokerIdError:
         raise AdminError(f"the cluster has no broker {target.broker}") from None

@@ -156,6 +156,20 @@ def from_any_broker(request: Callable[[], T]) -> T:
     return request()
 
 
+def send_to_any_broker(admin: KafkaAdminClient, request: Any) -> Any:
+    """The response to a request any broker may answer (from_any_broker), through
+    kafka-python's private client manager: the requests its admin has no call for."""
+    return from_any_broker(lambda: admin._manager.run(admin._manager.send, request))
+
+
+def refused(result: Any, what: str) -> None:
+    """AdminError "cannot <what>: <the error in words>" if a response (or one of its
+    results) carries an error code, with its error message where it has one."""
+    if result.error_code:
+        message = getattr(result, "error_message", None)
+        raise AdminError(f"cannot {what}: {error_text(result.error_code, message)}")
+
+
 def explain(exc: KafkaError, bootstrap: str) -> str:
     from kafka.errors import BrokerResponseError, KafkaTimeoutError, UnsupportedVersionError
 

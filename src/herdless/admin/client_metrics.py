@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from herdless.admin.client import error_text, from_any_broker
-from herdless.admin.errors import AdminError
+from herdless.admin.client import refused, send_to_any_broker
 
 if TYPE_CHECKING:
     from kafka import KafkaAdminClient
@@ -37,16 +36,13 @@ def list_subscriptions(admin: KafkaAdminClient) -> list[ClientMetricsSubscriptio
     """Every subscription with its settings, by name; AdminError for a refusal."""
     from kafka.protocol.admin import DescribeConfigsRequest, ListConfigResourcesRequest
 
-    listed = _send(admin, ListConfigResourcesRequest[0]())
-    if listed.error_code:
-        raise AdminError(
-            f"cannot list client metrics subscriptions: {error_text(listed.error_code)}"
-        )
+    listed = send_to_any_broker(admin, ListConfigResourcesRequest[0]())
+    refused(listed, "list client metrics subscriptions")
     names = sorted(r.resource_name for r in listed.config_resources)
     if not names:
         return []
     Resource = DescribeConfigsRequest.DescribeConfigsResource
-    described = _send(
+    described = send_to_any_broker(
         admin,
         DescribeConfigsRequest(
             resources=[
@@ -59,11 +55,7 @@ def list_subscriptions(admin: KafkaAdminClient) -> list[ClientMetricsSubscriptio
     )
     found = []
     for result in described.results:
-        if result.error_code:
-            raise AdminError(
-                f"cannot describe client metrics subscription {result.resource_name!r}:"
-                f" {error_text(result.error_code, result.error_message)}"
-            )
+        refused(result, f"describe client metrics subscription {result.resource_name!r}")
         values = {c.name: c.value for c in result.configs}
         found.append(
             ClientMetricsSubscription(
@@ -98,13 +90,5 @@ def alter_subscription(
         ],
         validate_only=False,
     )
-    for result in _send(admin, request).responses:
-        if result.error_code:
-            raise AdminError(
-                f"cannot change client metrics subscription {name!r}:"
-                f" {error_text(result.error_code, result.error_message)}"
-            )
-
-
-def _send(admin: KafkaAdminClient, request: Any) -> Any:
-    return from_any_broker(lambda: admin._manager.run(admin._manager.send, request))
+    for result in send_to_any_broker(admin, request).responses:
+        refused(result, f"change client metrics subscription {name!r}")

@@ -34,7 +34,6 @@ from herdless.broker.handlers.client_metrics_configs import (
     ClientMetricsConfigError,
     alter_client_metrics_configs,
     describe_client_metrics_configs,
-    describe_entries,
 )
 from herdless.broker.handlers.group_configs import (
     RESOURCE_GROUP,
@@ -326,17 +325,7 @@ async def handle_describe_configs(context: BrokerContext, request: Request) -> A
                 result.error_code, result.error_message = exc.error_code, str(exc)
                 continue
             result.configs = [
-                Entry(
-                    name=e.name,
-                    value=e.value,
-                    read_only=False,
-                    config_source=e.source,
-                    is_default=e.source == ConfigSource.DEFAULT_CONFIG,
-                    is_sensitive=False,
-                    synonyms=[],
-                    config_type=CONFIG_TYPE_CODES[GROUP_CONFIG_TYPES[e.name]],
-                    documentation=None,
-                )
+                _entry(Entry, e.name, e.value, e.source, GROUP_CONFIG_TYPES[e.name])
                 for e in entries
             ]
             continue
@@ -348,7 +337,9 @@ async def handle_describe_configs(context: BrokerContext, request: Request) -> A
             except ClientMetricsConfigError as exc:
                 result.error_code, result.error_message = exc.error_code, str(exc)
                 continue
-            result.configs = describe_entries(entries, Entry, CONFIG_TYPE_CODES)
+            result.configs = [
+                _entry(Entry, e.name, e.value, e.source, e.config_type) for e in entries
+            ]
             continue
         else:
             result.error_code = ErrorCode.INVALID_REQUEST
@@ -356,17 +347,7 @@ async def handle_describe_configs(context: BrokerContext, request: Request) -> A
             continue
         keys = resource.configuration_keys
         result.configs = [
-            Entry(
-                name=key,
-                value=value,
-                read_only=False,
-                config_source=source_of[key],
-                is_default=source_of[key] == ConfigSource.DEFAULT_CONFIG,
-                is_sensitive=False,
-                synonyms=[],
-                config_type=CONFIG_TYPE_CODES.get(TOPIC_CONFIG_TYPES.get(key, ""), 0),
-                documentation=None,
-            )
+            _entry(Entry, key, value, source_of[key], TOPIC_CONFIG_TYPES.get(key, ""))
             for key, value in sorted(values.items())
             if keys is None or key in keys
         ]
@@ -388,18 +369,43 @@ def _broker_entries(Entry: Any, context: BrokerContext, resource: Any, body: Any
     else:
         synonyms = bool(getattr(body, "include_synonyms", False))
         entries = describe_broker_configs(context, name, keys, synonyms)
-    Synonym = Entry.DescribeConfigsSynonym
     return [
-        Entry(
-            name=e.name,
-            value=e.value,
+        _entry(
+            Entry,
+            e.name,
+            e.value,
+            e.source,
+            e.config_type,
             read_only=e.read_only,
-            config_source=e.source,
-            is_default=e.source == ConfigSource.DEFAULT_CONFIG,
-            is_sensitive=e.sensitive,
-            synonyms=[Synonym(name=n, value=v, source=s) for n, v, s in e.synonyms],
-            config_type=CONFIG_TYPE_CODES.get(e.config_type, 0),
-            documentation=None,
+            sensitive=e.sensitive,
+            synonyms=e.synonyms,
         )
         for e in entries
     ]
+
+
+def _entry(
+    Entry: Any,
+    name: str,
+    value: str | None,
+    source: int,
+    config_type: str,
+    *,
+    read_only: bool = False,
+    sensitive: bool = False,
+    synonyms: Sequence[tuple[str, str | None, int]] = (),
+) -> Any:
+    """A DescribeConfigs entry of any resource type (`config_type`: Kafka's type name,
+    "" where there is none)."""
+    Synonym = Entry.DescribeConfigsSynonym
+    return Entry(
+        name=name,
+        value=value,
+        read_only=read_only,
+        config_source=source,
+        is_default=source == ConfigSource.DEFAULT_CONFIG,
+        is_sensitive=sensitive,
+        synonyms=[Synonym(name=n, value=v, source=s) for n, v, s in synonyms],
+        config_type=CONFIG_TYPE_CODES.get(config_type, 0),
+        documentation=None,
+    )
