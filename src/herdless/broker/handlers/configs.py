@@ -310,36 +310,16 @@ async def handle_describe_configs(context: BrokerContext, request: Request) -> A
                 continue
             values = config.to_topic_configs()
             source_of = {k: _topic_source(context, config, k) for k in values}
-        elif resource.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
+        elif resource.resource_type in (
+            RESOURCE_BROKER,
+            RESOURCE_BROKER_LOGGER,
+            RESOURCE_GROUP,
+            RESOURCE_CLIENT_METRICS,
+        ):
             try:
-                result.configs = _broker_entries(Entry, context, resource, request.body)
-            except DynamicConfigError as exc:
+                result.configs = _entries(Entry, context, resource, request.body)
+            except (DynamicConfigError, GroupConfigError, ClientMetricsConfigError) as exc:
                 result.error_code, result.error_message = exc.error_code, str(exc)
-            continue
-        elif resource.resource_type == RESOURCE_GROUP:
-            try:
-                entries = describe_group_configs(
-                    context, resource.resource_name, resource.configuration_keys
-                )
-            except GroupConfigError as exc:
-                result.error_code, result.error_message = exc.error_code, str(exc)
-                continue
-            result.configs = [
-                _entry(Entry, e.name, e.value, e.source, GROUP_CONFIG_TYPES[e.name])
-                for e in entries
-            ]
-            continue
-        elif resource.resource_type == RESOURCE_CLIENT_METRICS:
-            try:
-                entries = describe_client_metrics_configs(
-                    context, resource.resource_name, resource.configuration_keys
-                )
-            except ClientMetricsConfigError as exc:
-                result.error_code, result.error_message = exc.error_code, str(exc)
-                continue
-            result.configs = [
-                _entry(Entry, e.name, e.value, e.source, e.config_type) for e in entries
-            ]
             continue
         else:
             result.error_code = ErrorCode.INVALID_REQUEST
@@ -361,8 +341,20 @@ def _topic_source(context: BrokerContext, config: Any, name: str) -> ConfigSourc
     return topic_default_source(context, name) or source
 
 
-def _broker_entries(Entry: Any, context: BrokerContext, resource: Any, body: Any) -> list[Any]:
+def _entries(Entry: Any, context: BrokerContext, resource: Any, body: Any) -> list[Any]:
+    """The entries of a broker's configs, its loggers, a group's or a client-metrics
+    subscription's; each module's error (with its error code) if it refuses."""
     name, keys = resource.resource_name, resource.configuration_keys
+    if resource.resource_type == RESOURCE_GROUP:
+        return [
+            _entry(Entry, e.name, e.value, e.source, GROUP_CONFIG_TYPES[e.name])
+            for e in describe_group_configs(context, name, keys)
+        ]
+    if resource.resource_type == RESOURCE_CLIENT_METRICS:
+        return [
+            _entry(Entry, e.name, e.value, e.source, e.config_type)
+            for e in describe_client_metrics_configs(context, name, keys)
+        ]
     entries: list[BrokerConfigEntry]
     if resource.resource_type == RESOURCE_BROKER_LOGGER:
         entries = describe_broker_loggers(context, name, keys)
