@@ -13,14 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from herdless.admin.client import refused, send_to_any_broker
+from herdless.admin.client import incremental_alter_configs, refused, send_to_any_broker
 from herdless.admin.errors import AdminError
 
 if TYPE_CHECKING:
     from kafka import KafkaAdminClient
 
 BROKER, BROKER_LOGGER = 4, 8
-OP_SET, OP_DELETE = 0, 1
 # DescribeConfigs' config_source values by Kafka's names, lower case as tables show them.
 SOURCES = {
     1: "topic",
@@ -88,14 +87,7 @@ def alter_configs(
     admin: KafkaAdminClient, target: ConfigTarget, changes: Mapping[str, str | None]
 ) -> None:
     """Set (a value) or delete (None) configs of the target; AdminError if refused."""
-    from kafka.protocol.admin import IncrementalAlterConfigsRequest
-
-    entries = [
-        (name, OP_DELETE if value is None else OP_SET, value) for name, value in changes.items()
-    ]
-    request = IncrementalAlterConfigsRequest(
-        resources=[(target.resource_type, target.name, entries)], validate_only=False
-    )
+    request = incremental_alter_configs(target.resource_type, target.name, changes)
     (result,) = _send(admin, target, request).responses
     refused(result, f"change the configs of {target.describe()}")
 

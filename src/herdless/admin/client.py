@@ -38,6 +38,8 @@ ANY_BROKER_ATTEMPTS = 3
 
 T = TypeVar("T")
 C = TypeVar("C")
+# IncrementalAlterConfigs' config_operation values.
+_OP_SET, _OP_DELETE = 0, 1
 
 
 def kafka_python_settings(accepted: Collection[str], settings: Mapping[str, str]) -> dict[str, Any]:
@@ -168,6 +170,22 @@ def refused(result: Any, what: str) -> None:
     if result.error_code:
         message = getattr(result, "error_message", None)
         raise AdminError(f"cannot {what}: {error_text(result.error_code, message)}")
+
+
+def incremental_alter_configs(
+    resource_type: int, name: str, changes: Mapping[str, str | None]
+) -> Any:
+    """An IncrementalAlterConfigs request of one resource: set each config given a
+    value, delete each given None."""
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest
+
+    entries = [
+        (config, _OP_DELETE if value is None else _OP_SET, value)
+        for config, value in changes.items()
+    ]
+    return IncrementalAlterConfigsRequest(
+        resources=[(resource_type, name, entries)], validate_only=False
+    )
 
 
 def explain(exc: KafkaError, bootstrap: str) -> str:

@@ -9,13 +9,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from herdless.admin.client import refused, send_to_any_broker
+from herdless.admin.client import incremental_alter_configs, refused, send_to_any_broker
 
 if TYPE_CHECKING:
     from kafka import KafkaAdminClient
 
 CLIENT_METRICS = 16
-_SET, _DELETE = 0, 1
 SETTINGS = ("metrics", "interval.ms", "match")
 
 
@@ -73,22 +72,6 @@ def alter_subscription(
 ) -> None:
     """Set each setting given a value, delete each given None (all three: the
     subscription goes); AdminError for a refusal, in the broker's words."""
-    from kafka.protocol.admin import IncrementalAlterConfigsRequest
-
-    Resource = IncrementalAlterConfigsRequest.AlterConfigsResource
-    Config = Resource.AlterableConfig
-    request = IncrementalAlterConfigsRequest(
-        resources=[
-            Resource(
-                resource_type=CLIENT_METRICS,
-                resource_name=name,
-                configs=[
-                    Config(name=k, config_operation=_DELETE if v is None else _SET, value=v)
-                    for k, v in settings.items()
-                ],
-            )
-        ],
-        validate_only=False,
-    )
+    request = incremental_alter_configs(CLIENT_METRICS, name, settings)
     for result in send_to_any_broker(admin, request).responses:
         refused(result, f"change client metrics subscription {name!r}")
