@@ -8,9 +8,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
 
-import pytest
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -25,7 +23,7 @@ from kafka.structs import TopicPartition
 from kazoo.client import KazooClient
 
 from tests.support.cli import herdless, succeeded
-from tests.support.cluster import ClusterProcesses, running_cluster
+from tests.support.cluster import ClusterProcesses, cluster_fixture, zookeeper_fixture
 from tests.support.wire import Wire
 
 INVALID_REQUEST = 42
@@ -33,24 +31,9 @@ RATE = 1_000_000
 MOVED_BYTES = 4_000_000
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
-    # Rates over two windows of a second, so a move of a few megabytes shows the bound.
-    with running_cluster(
-        tmp_path_factory.mktemp("broker-configs-cluster"),
-        3,
-        **{"replication.quota.window.num": "2"},
-    ) as processes:
-        yield processes
-
-
-@pytest.fixture(scope="module")
-def zookeeper(cluster: ClusterProcesses) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=cluster.zookeeper.connect)
-    client.start(timeout=10)
-    yield client
-    client.stop()
-    client.close()
+# Rates over two windows of a second, so a move of a few megabytes shows the bound.
+cluster = cluster_fixture("broker-configs-cluster", **{"replication.quota.window.num": "2"})
+zookeeper = zookeeper_fixture()
 
 
 def described(cluster: ClusterProcesses, broker: int) -> dict[str, object]:

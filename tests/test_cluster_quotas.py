@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 
-import pytest
 from kazoo.client import KazooClient
 
 from tests.support.cli import herdless, succeeded, table_rows
-from tests.support.cluster import ClusterProcesses, running_cluster
+from tests.support.cluster import ClusterProcesses, cluster_fixture, zookeeper_fixture
 from tests.support.quotas import alter, describe, entities
 
 NONE, INVALID_REQUEST = 0, 42
@@ -20,19 +18,8 @@ NONE, INVALID_REQUEST = 0, 42
 WIRE_CLIENT = "wire-test"
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
-    with running_cluster(tmp_path_factory.mktemp("quota-cluster"), 3) as cluster:
-        yield cluster
-
-
-@pytest.fixture(scope="module")
-def zookeeper(cluster: ClusterProcesses) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=cluster.zookeeper.connect)
-    client.start(timeout=10)
-    yield client
-    client.stop()
-    client.close()
+cluster = cluster_fixture("quota-cluster")
+zookeeper = zookeeper_fixture()
 
 
 def seconds_until_every_broker_throttles(cluster: ClusterProcesses, throttled: bool) -> float:

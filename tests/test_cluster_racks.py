@@ -13,14 +13,12 @@ the consumer goes back to the leaders and still reads every acknowledged record.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
-import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from herdless.broker.replication.replica_selector import RACK_AWARE_SELECTOR
 from herdless.testing.clients import QUIET
-from tests.support.cluster import ClusterProcesses, running_cluster
+from tests.support.cluster import ClusterProcesses, cluster_fixture
 from tests.test_metrics import scrape
 from tests.test_metrics import value as sample
 
@@ -31,14 +29,7 @@ RECORDS = 300
 READ_TIMEOUT_S = 60.0
 
 
-@pytest.fixture(scope="module")
-def racked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
-    with running_cluster(
-        tmp_path_factory.mktemp("racks"),
-        racks=RACKS,
-        **{"replica.selector.class": RACK_AWARE_SELECTOR},
-    ) as cluster:
-        yield cluster
+racked = cluster_fixture("racks", racks=RACKS, **{"replica.selector.class": RACK_AWARE_SELECTOR})
 
 
 def bytes_out(cluster: ClusterProcesses, topic: str, brokers: tuple[int, ...]) -> dict[int, float]:

@@ -8,13 +8,12 @@ import json
 import time
 from collections.abc import Iterator
 
-import pytest
 from kafka.admin import ScramMechanism, UserScramCredentialUpsertion
 from kazoo.client import KazooClient
 
 from tests.support.broker import BrokerProcess
 from tests.support.cli import herdless, refused, succeeded, table_rows
-from tests.support.cluster import ClusterProcesses, running_cluster
+from tests.support.cluster import ClusterProcesses, cluster_fixture, zookeeper_fixture
 from tests.support.scram import (
     SHA_256,
     SHA_512,
@@ -29,19 +28,8 @@ NONE, RESOURCE_NOT_FOUND, UNACCEPTABLE_CREDENTIAL = 0, 91, 93
 PASSWORDS: list[str] = []
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
-    with running_cluster(tmp_path_factory.mktemp("scram-cluster"), 3) as cluster:
-        yield cluster
-
-
-@pytest.fixture(scope="module")
-def zookeeper(cluster: ClusterProcesses) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=cluster.zookeeper.connect)
-    client.start(timeout=10)
-    yield client
-    client.stop()
-    client.close()
+cluster = cluster_fixture("scram-cluster")
+zookeeper = zookeeper_fixture()
 
 
 def upsertion(user: str, mechanism: ScramMechanism, iterations: int = 4096) -> tuple:

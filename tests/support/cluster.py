@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
 
 from herdless.testing import BrokerProcess, HerdlessCluster, free_port
 from herdless.testing.zookeeper import ZooKeeperProcess
@@ -266,3 +267,35 @@ def verify_acknowledged(
     # The cluster recovered well within message.timeout.ms: a record the producer gave
     # up on was stuck, not refused (retriable errors are retried until then).
     assert not writer.failed, f"{len(writer.failed)} records failed: {writer.failed[:3]}"
+
+
+def cluster_fixture(
+    name: str, brokers: int = 3, *, racks: Mapping[int, str] | None = None, **settings: str
+) -> Callable[..., Iterator[ClusterProcesses]]:
+    """A module-scoped fixture, named as the module names it (`cluster = cluster_fixture(
+    "quota-cluster")`): one running cluster that the module's tests share, started in a
+    temporary directory named `name`."""
+
+    @pytest.fixture(scope="module")
+    def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
+        with running_cluster(
+            tmp_path_factory.mktemp(name), brokers, racks=racks, **settings
+        ) as processes:
+            yield processes
+
+    return cluster
+
+
+def zookeeper_fixture() -> Callable[..., Iterator[KazooClient]]:
+    """A module-scoped fixture (`zookeeper = zookeeper_fixture()`): a kazoo client of the
+    module's `cluster`'s ZooKeeper, to read what the brokers keep there."""
+
+    @pytest.fixture(scope="module")
+    def zookeeper(cluster: ClusterProcesses) -> Iterator[KazooClient]:
+        client = KazooClient(hosts=cluster.zookeeper.connect)
+        client.start(timeout=10)
+        yield client
+        client.stop()
+        client.close()
+
+    return zookeeper

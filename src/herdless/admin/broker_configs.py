@@ -13,14 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from herdless.admin.client import error_text, from_any_broker
+from herdless.admin.client import incremental_alter_configs, refused, send_to_any_broker
 from herdless.admin.errors import AdminError
 
 if TYPE_CHECKING:
     from kafka import KafkaAdminClient
 
 BROKER, BROKER_LOGGER = 4, 8
-OP_SET, OP_DELETE = 0, 1
 # DescribeConfigs' config_source values by Kafka's names, lower case as tables show them.
 SOURCES = {
     1: "topic",
@@ -68,11 +67,7 @@ def describe_configs(admin: KafkaAdminClient, target: ConfigTarget) -> list[Desc
         include_synonyms=False,
     )
     (result,) = _send(admin, target, request).results
-    if result.error_code:
-        raise AdminError(
-            f"cannot describe the configs of {target.describe()}:"
-            f" {error_text(result.error_code, result.error_message)}"
-        )
+    refused(result, f"describe the configs of {target.describe()}")
     return sorted(
         (
             DescribedConfig(
@@ -92,29 +87,17 @@ def alter_configs(
     admin: KafkaAdminClient, target: ConfigTarget, changes: Mapping[str, str | None]
 ) -> None:
     """Set (a value) or delete (None) configs of the target; AdminError if refused."""
-    from kafka.protocol.admin import IncrementalAlterConfigsRequest
-
-    entries = [
-        (name, OP_DELETE if value is None else OP_SET, value) for name, value in changes.items()
-    ]
-    request = IncrementalAlterConfigsRequest(
-        resources=[(target.resource_type, target.name, entries)], validate_only=False
-    )
+    request = incremental_alter_configs(target.resource_type, target.name, changes)
     (result,) = _send(admin, target, request).responses
-    if result.error_code:
-        raise AdminError(
-            f"cannot change the configs of {target.describe()}:"
-            f" {error_text(result.error_code, result.error_message)}"
-        )
+    refused(result, f"change the configs of {target.describe()}")
 
 
 def _send(admin: KafkaAdminClient, target: ConfigTarget, request: Any) -> Any:
     from kafka.errors import UnknownBrokerIdError
 
-    manager = admin._manager
     if target.broker is None:
-        return from_any_broker(lambda: manager.run(manager.send, request))
+        return send_to_any_broker(admin, request)
     try:
-        return manager.run(manager.send, request, target.broker)
+        return admin._manager.run(admin._manager.send, request, target.broker)
     except UnknownBrokerIdError:
         raise AdminError(f"the cluster has no broker {target.broker}") from None

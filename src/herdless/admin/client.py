@@ -38,6 +38,8 @@ ANY_BROKER_ATTEMPTS = 3
 
 T = TypeVar("T")
 C = TypeVar("C")
+# IncrementalAlterConfigs' config_operation values.
+_OP_SET, _OP_DELETE = 0, 1
 
 
 def kafka_python_settings(accepted: Collection[str], settings: Mapping[str, str]) -> dict[str, Any]:
@@ -154,6 +156,36 @@ def from_any_broker(request: Callable[[], T]) -> T:
         except (KafkaConnectionError, NodeNotReadyError):
             continue
     return request()
+
+
+def send_to_any_broker(admin: KafkaAdminClient, request: Any) -> Any:
+    """The response to a request any broker may answer (from_any_broker), through
+    kafka-python's private client manager: the requests its admin has no call for."""
+    return from_any_broker(lambda: admin._manager.run(admin._manager.send, request))
+
+
+def refused(result: Any, what: str) -> None:
+    """AdminError "cannot <what>: <the error in words>" if a response (or one of its
+    results) carries an error code, with its error message where it has one."""
+    if result.error_code:
+        message = getattr(result, "error_message", None)
+        raise AdminError(f"cannot {what}: {error_text(result.error_code, message)}")
+
+
+def incremental_alter_configs(
+    resource_type: int, name: str, changes: Mapping[str, str | None]
+) -> Any:
+    """An IncrementalAlterConfigs request of one resource: set each config given a
+    value, delete each given None."""
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest
+
+    entries = [
+        (config, _OP_DELETE if value is None else _OP_SET, value)
+        for config, value in changes.items()
+    ]
+    return IncrementalAlterConfigsRequest(
+        resources=[(resource_type, name, entries)], validate_only=False
+    )
 
 
 def explain(exc: KafkaError, bootstrap: str) -> str:

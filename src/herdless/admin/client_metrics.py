@@ -7,16 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from herdless.admin.client import error_text, from_any_broker
-from herdless.admin.errors import AdminError
+from herdless.admin.client import incremental_alter_configs, refused, send_to_any_broker
 
 if TYPE_CHECKING:
     from kafka import KafkaAdminClient
 
 CLIENT_METRICS = 16
-_SET, _DELETE = 0, 1
 SETTINGS = ("metrics", "interval.ms", "match")
 
 
@@ -37,16 +35,13 @@ def list_subscriptions(admin: KafkaAdminClient) -> list[ClientMetricsSubscriptio
     """Every subscription with its settings, by name; AdminError for a refusal."""
     from kafka.protocol.admin import DescribeConfigsRequest, ListConfigResourcesRequest
 
-    listed = _send(admin, ListConfigResourcesRequest[0]())
-    if listed.error_code:
-        raise AdminError(
-            f"cannot list client metrics subscriptions: {error_text(listed.error_code)}"
-        )
+    listed = send_to_any_broker(admin, ListConfigResourcesRequest[0]())
+    refused(listed, "list client metrics subscriptions")
     names = sorted(r.resource_name for r in listed.config_resources)
     if not names:
         return []
     Resource = DescribeConfigsRequest.DescribeConfigsResource
-    described = _send(
+    described = send_to_any_broker(
         admin,
         DescribeConfigsRequest(
             resources=[
@@ -59,11 +54,7 @@ def list_subscriptions(admin: KafkaAdminClient) -> list[ClientMetricsSubscriptio
     )
     found = []
     for result in described.results:
-        if result.error_code:
-            raise AdminError(
-                f"cannot describe client metrics subscription {result.resource_name!r}:"
-                f" {error_text(result.error_code, result.error_message)}"
-            )
+        refused(result, f"describe client metrics subscription {result.resource_name!r}")
         values = {c.name: c.value for c in result.configs}
         found.append(
             ClientMetricsSubscription(
@@ -81,30 +72,6 @@ def alter_subscription(
 ) -> None:
     """Set each setting given a value, delete each given None (all three: the
     subscription goes); AdminError for a refusal, in the broker's words."""
-    from kafka.protocol.admin import IncrementalAlterConfigsRequest
-
-    Resource = IncrementalAlterConfigsRequest.AlterConfigsResource
-    Config = Resource.AlterableConfig
-    request = IncrementalAlterConfigsRequest(
-        resources=[
-            Resource(
-                resource_type=CLIENT_METRICS,
-                resource_name=name,
-                configs=[
-                    Config(name=k, config_operation=_DELETE if v is None else _SET, value=v)
-                    for k, v in settings.items()
-                ],
-            )
-        ],
-        validate_only=False,
-    )
-    for result in _send(admin, request).responses:
-        if result.error_code:
-            raise AdminError(
-                f"cannot change client metrics subscription {name!r}:"
-                f" {error_text(result.error_code, result.error_message)}"
-            )
-
-
-def _send(admin: KafkaAdminClient, request: Any) -> Any:
-    return from_any_broker(lambda: admin._manager.run(admin._manager.send, request))
+    request = incremental_alter_configs(CLIENT_METRICS, name, settings)
+    for result in send_to_any_broker(admin, request).responses:
+        refused(result, f"change client metrics subscription {name!r}")

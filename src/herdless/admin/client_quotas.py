@@ -4,10 +4,9 @@ AlterClientQuotas (KIP-546) at any broker, each answer's error in words."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from herdless.admin.client import error_text, from_any_broker
-from herdless.admin.errors import AdminError
+from herdless.admin.client import refused, send_to_any_broker
 from herdless.protocol.client_quotas import QuotaEntity
 
 if TYPE_CHECKING:
@@ -31,11 +30,8 @@ def describe_quotas(
             match_type = _DEFAULT if name is None else _EXACT
             components.append(Component(entity_type=entity_type, match_type=match_type, match=name))
     request = DescribeClientQuotasRequest(components=components, strict=entity is not None)
-    response = _send(admin, request)
-    if response.error_code:
-        raise AdminError(
-            f"cannot describe quotas: {error_text(response.error_code, response.error_message)}"
-        )
+    response = send_to_any_broker(admin, request)
+    refused(response, "describe quotas")
     found = []
     for entry in response.entries or []:
         described = QuotaEntity.from_wire([(e.entity_type, e.entity_name) for e in entry.entity])
@@ -67,13 +63,5 @@ def alter_quotas(
         ],
         validate_only=False,
     )
-    for entry in _send(admin, request).entries:
-        if entry.error_code:
-            raise AdminError(
-                f"cannot alter the quotas of {entity.describe()}:"
-                f" {error_text(entry.error_code, entry.error_message)}"
-            )
-
-
-def _send(admin: KafkaAdminClient, request: Any) -> Any:
-    return from_any_broker(lambda: admin._manager.run(admin._manager.send, request))
+    for entry in send_to_any_broker(admin, request).entries:
+        refused(entry, f"alter the quotas of {entity.describe()}")

@@ -183,13 +183,13 @@ def _read_offline(where: Path | OfflineZooKeeper) -> list[tuple[QuotaEntity, dic
     from herdless.protocol.client_quotas import QuotaEntity, quotas_of
 
     if isinstance(where, Path):
-        from herdless.broker.quotas.store import read_file
+        from herdless.broker.quotas.store import QUOTAS
         from herdless.storage import StorageError
 
         if not where.is_dir():
             raise fail(f"no data directory {where}")
         try:
-            configs = read_file(where)
+            configs = QUOTAS.read(where)
         except StorageError as exc:
             raise fail(str(exc)) from None
     else:
@@ -219,11 +219,11 @@ def _alter_offline(
         return changed
 
     if isinstance(where, Path):
-        from herdless.broker.quotas.store import alter_offline
+        from herdless.broker.quotas.store import QUOTAS
         from herdless.storage import StorageError
 
         try:
-            alter_offline(where, entity.path, change)
+            QUOTAS.alter_offline(where, entity.path, change)
         except StorageError as exc:
             if "in use" in str(exc):
                 raise fail(

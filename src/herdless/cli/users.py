@@ -188,13 +188,13 @@ def remove(
 def _read_offline(where: Path | OfflineZooKeeper) -> dict[str, dict[str, int]]:
     """Every user with a credential: user -> mechanism -> iterations."""
     if isinstance(where, Path):
-        from herdless.broker.auth.credential_store import read_file
+        from herdless.broker.auth.credential_store import CREDENTIALS
         from herdless.storage import StorageError
 
         if not where.is_dir():
             raise fail(f"no data directory {where}")
         try:
-            configs = read_file(where)
+            configs = CREDENTIALS.read(where)
         except StorageError as exc:
             raise fail(str(exc)) from None
     else:

@@ -24,20 +24,17 @@ ZooKeeper; a change is in the cache of the broker that made it before it answers
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from herdless.broker.clock import wall_ms
+from herdless.broker.entity_config_file import Change, EntityConfigFile, LocalEntityConfigs
 from herdless.cluster import layout
 from herdless.cluster.errors import ClusterUnavailable, MalformedZNode
 from herdless.cluster.zookeeper.calls import zookeeper_call
 from herdless.security.scram import ScramCredential, altered_config, credentials_of
-from herdless.storage import StorageError, checkpoint
-from herdless.storage.manager import lock_data_dir
 
 if TYPE_CHECKING:
     from herdless.cluster.store import ClusterStore, Watch
@@ -45,9 +42,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CREDENTIALS_FILE = "scram-credentials.json"
-_FILE_VERSION = 1
 # Only the broker's own user may read the keys.
-_FILE_MODE = 0o600
+CREDENTIALS = EntityConfigFile(CREDENTIALS_FILE, "users", "a credentials", mode=0o600, indent=1)
 # Kafka's ZkNodeChangeNotificationListener.changeExpirationMs.
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 _RETRY_S = 1.0
@@ -106,62 +102,19 @@ class CredentialStore(Protocol):
 # -- one broker: a file in the data directory -------------------------------------------
 
 
-def read_file(data_dir: Path) -> dict[str, dict[str, str]]:
-    """Every user's config from the data directory's file; {} if there is none.
-    StorageError if it cannot be read or is not one of ours."""
-    path = Path(data_dir) / CREDENTIALS_FILE
-    try:
-        document = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as exc:
-        raise StorageError(f"cannot read {path}: {exc}") from None
-    if not isinstance(document, dict) or document.get("version") != _FILE_VERSION:
-        raise StorageError(f"{path} is not a credentials file of version {_FILE_VERSION}")
-    users = document.get("users")
-    if not isinstance(users, dict) or not all(
-        isinstance(config, dict) and all(isinstance(v, str) for v in config.values())
-        for config in users.values()
-    ):
-        raise StorageError(f"{path} does not hold users' configs")
-    return users
-
-
-def write_file(data_dir: Path, users: Mapping[str, Mapping[str, str]]) -> None:
-    """Replace the data directory's file: a temporary file, fsync, rename, mode 0600."""
-    kept = {user: dict(config) for user, config in sorted(users.items()) if config}
-    data = json.dumps({"version": _FILE_VERSION, "users": kept}, indent=1).encode()
-    checkpoint.atomic_write(Path(data_dir) / CREDENTIALS_FILE, data, mode=_FILE_MODE)
-
-
-def alter_file(
-    data_dir: Path,
-    user: str,
-    upsertions: Mapping[str, ScramCredential],
-    deletions: Collection[str],
-) -> dict[str, str]:
-    """Change one user's credentials in the data directory's file; the user's config as
-    written. Blocks (fsync): from a worker thread on a broker."""
-    users = read_file(data_dir)
-    users[user] = altered_config(users.get(user, {}), upsertions, deletions)
-    write_file(data_dir, users)
-    return users[user]
-
-
 def alter_offline(
     data_dir: Path,
     user: str,
     upsertions: Mapping[str, ScramCredential],
     deletions: Collection[str],
 ) -> None:
-    """alter_file while no broker runs on the directory: it takes the broker's lock, so
-    StorageError if a broker (which would not see the change) holds it."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    fd = lock_data_dir(data_dir)
-    try:
-        alter_file(data_dir, user, upsertions, deletions)
-    finally:
-        os.close(fd)
+    """Change one user's credentials while no broker runs on the directory: StorageError
+    if a broker (which would not see the change) holds its lock."""
+    CREDENTIALS.alter_offline(data_dir, user, _altered(upsertions, deletions))
+
+
+def _altered(upsertions: Mapping[str, ScramCredential], deletions: Collection[str]) -> Change:
+    return lambda config: altered_config(config, upsertions, deletions)
 
 
 class LocalCredentials(ScramCredentials):
@@ -169,14 +122,12 @@ class LocalCredentials(ScramCredentials):
 
     def __init__(self, data_dir: Path) -> None:
         super().__init__()
-        self._data_dir = Path(data_dir)
-        self._lock = asyncio.Lock()
+        self._file = LocalEntityConfigs(CREDENTIALS, data_dir, self._apply)
 
     def load(self) -> None:
         """Read the file; StorageError if it is unreadable (the broker does not start
         without the users it was given)."""
-        for user, config in read_file(self._data_dir).items():
-            self._apply(user, config)
+        self._file.load()
 
     async def alter(
         self,
@@ -184,11 +135,7 @@ class LocalCredentials(ScramCredentials):
         upsertions: Mapping[str, ScramCredential],
         deletions: Collection[str],
     ) -> None:
-        async with self._lock:
-            config = await asyncio.to_thread(
-                alter_file, self._data_dir, user, upsertions, deletions
-            )
-            self._apply(user, config)
+        await self._file.alter(user, _altered(upsertions, deletions))
 
 
 # -- a cluster: ZooKeeper -----------------------------------------------------------------
@@ -250,14 +197,12 @@ class ZooKeeperCredentials(ScramCredentials):
         config = await zookeeper_call(
             self._store().alter_user_config,
             user,
-            lambda current: altered_config(current, upsertions, deletions),
+            _altered(upsertions, deletions),
         )
         self._apply(user, config)
         self._tell(layout.user_config_entity_path(user), config)
 
-    async def alter_entity(
-        self, entity_path: str, change: Callable[[dict[str, str]], dict[str, str]]
-    ) -> dict[str, str]:
+    async def alter_entity(self, entity_path: str, change: Change) -> dict[str, str]:
         """Change any entity's config (a user's quotas, a client id's) for every broker;
         in this broker's listeners before it returns."""
         config = await zookeeper_call(self._store().alter_entity_config, entity_path, change)

@@ -9,8 +9,8 @@ change: a default set through one broker is in force on every broker within a wa
 round trip.
 
 One broker alone keeps them in its data directory, in a file of the same entity
-configs by path (the client quotas' format, quotas/store.py), replaced atomically and
-readable by the broker's user alone.
+configs by path (entity_config_file.py), replaced atomically and readable by the
+broker's user alone.
 
 Either way a password config is stored encrypted with `password.encoder.secret`
 (passwords.py); one that secret cannot decode is left out, logged, as Kafka does.
@@ -18,7 +18,6 @@ Either way a password config is stored encrypted with `password.encoder.secret`
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -31,7 +30,7 @@ from herdless.broker.dynamic_config.passwords import (
     encode_password,
 )
 from herdless.broker.dynamic_config.rules import PASSWORD_ENCODER_SECRET, is_sensitive
-from herdless.broker.quotas.store import alter_file, read_file
+from herdless.broker.entity_config_file import Change, EntityConfigFile, LocalEntityConfigs
 from herdless.cluster.zookeeper.calls import zookeeper_call
 
 if TYPE_CHECKING:
@@ -41,16 +40,17 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DYNAMIC_CONFIGS_FILE = "dynamic-broker-configs.json"
-
-# A level's configs as they are to become, from those stored (passwords in clear both
-# ways); what it raises propagates with nothing written.
-Change = Callable[[dict[str, str]], dict[str, str]]
+# Readable by the broker's user alone: passwords are encrypted only with a secret set.
+DYNAMIC_CONFIGS = EntityConfigFile(
+    DYNAMIC_CONFIGS_FILE, "entities", "an entity configs", mode=0o600
+)
 
 
 class BrokerConfigStore(Protocol):
     async def alter(self, per_broker: bool, change: Change) -> None:
         """Apply `change` to this broker's own configs (per_broker) or the cluster-wide
-        defaults, durably, then in force here before it returns."""
+        defaults, durably, then in force here before it returns. `change` sees and
+        returns passwords in clear."""
         ...
 
 
@@ -89,27 +89,20 @@ class LocalBrokerConfigs:
     """One broker: the dynamic configs file in its data directory."""
 
     def __init__(self, data_dir: Path, dynamic: DynamicBrokerConfig) -> None:
-        self._data_dir = Path(data_dir)
         self._dynamic = dynamic
         self._codec = _Codec(dynamic)
-        self._lock = asyncio.Lock()
+        self._file = LocalEntityConfigs(DYNAMIC_CONFIGS, data_dir, self._stored)
 
     def load(self) -> None:
         """Read the file; StorageError if it is unreadable."""
-        for path, config in read_file(self._data_dir, DYNAMIC_CONFIGS_FILE).items():
-            self._dynamic.apply(path, self._codec.decode(path, config))
+        self._file.load()
 
     async def alter(self, per_broker: bool, change: Change) -> None:
         path = entity_path(self._dynamic.node_id if per_broker else None)
-        async with self._lock:
-            stored = await asyncio.to_thread(
-                alter_file,
-                self._data_dir,
-                path,
-                self._codec.change(path, change),
-                DYNAMIC_CONFIGS_FILE,
-            )
-            self._dynamic.apply(path, self._codec.decode(path, stored))
+        await self._file.alter(path, self._codec.change(path, change))
+
+    def _stored(self, path: str, config: dict[str, str]) -> None:
+        self._dynamic.apply(path, self._codec.decode(path, config))
 
 
 class ZooKeeperBrokerConfigs:

@@ -152,24 +152,6 @@ async def alter_client_metrics_configs(
     log.info("client metrics subscription %s changed: %s", name, manager.config(name) or "removed")
 
 
-def describe_entries(entries: list[ClientMetricsConfigEntry], Entry: Any, types: Any) -> list[Any]:
-    """DescribeConfigs' entries of a subscription (`types`: configs.py's type codes)."""
-    return [
-        Entry(
-            name=e.name,
-            value=e.value,
-            read_only=False,
-            config_source=e.source,
-            is_default=e.source == DEFAULT_CONFIG_SOURCE,
-            is_sensitive=False,
-            synonyms=[],
-            config_type=types[e.config_type],
-            documentation=None,
-        )
-        for e in entries
-    ]
-
-
 async def handle_list_config_resources(context: BrokerContext, request: Request) -> Any:
     """v0, ListClientMetricsResources: the subscriptions' names."""
     Response = response_class(ApiKey.LIST_CONFIG_RESOURCES)

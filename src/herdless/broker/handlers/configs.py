@@ -34,7 +34,6 @@ from herdless.broker.handlers.client_metrics_configs import (
     ClientMetricsConfigError,
     alter_client_metrics_configs,
     describe_client_metrics_configs,
-    describe_entries,
 )
 from herdless.broker.handlers.group_configs import (
     RESOURCE_GROUP,
@@ -311,44 +310,16 @@ async def handle_describe_configs(context: BrokerContext, request: Request) -> A
                 continue
             values = config.to_topic_configs()
             source_of = {k: _topic_source(context, config, k) for k in values}
-        elif resource.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
+        elif resource.resource_type in (
+            RESOURCE_BROKER,
+            RESOURCE_BROKER_LOGGER,
+            RESOURCE_GROUP,
+            RESOURCE_CLIENT_METRICS,
+        ):
             try:
-                result.configs = _broker_entries(Entry, context, resource, request.body)
-            except DynamicConfigError as exc:
+                result.configs = _entries(Entry, context, resource, request.body)
+            except (DynamicConfigError, GroupConfigError, ClientMetricsConfigError) as exc:
                 result.error_code, result.error_message = exc.error_code, str(exc)
-            continue
-        elif resource.resource_type == RESOURCE_GROUP:
-            try:
-                entries = describe_group_configs(
-                    context, resource.resource_name, resource.configuration_keys
-                )
-            except GroupConfigError as exc:
-                result.error_code, result.error_message = exc.error_code, str(exc)
-                continue
-            result.configs = [
-                Entry(
-                    name=e.name,
-                    value=e.value,
-                    read_only=False,
-                    config_source=e.source,
-                    is_default=e.source == ConfigSource.DEFAULT_CONFIG,
-                    is_sensitive=False,
-                    synonyms=[],
-                    config_type=CONFIG_TYPE_CODES[GROUP_CONFIG_TYPES[e.name]],
-                    documentation=None,
-                )
-                for e in entries
-            ]
-            continue
-        elif resource.resource_type == RESOURCE_CLIENT_METRICS:
-            try:
-                entries = describe_client_metrics_configs(
-                    context, resource.resource_name, resource.configuration_keys
-                )
-            except ClientMetricsConfigError as exc:
-                result.error_code, result.error_message = exc.error_code, str(exc)
-                continue
-            result.configs = describe_entries(entries, Entry, CONFIG_TYPE_CODES)
             continue
         else:
             result.error_code = ErrorCode.INVALID_REQUEST
@@ -356,17 +327,7 @@ async def handle_describe_configs(context: BrokerContext, request: Request) -> A
             continue
         keys = resource.configuration_keys
         result.configs = [
-            Entry(
-                name=key,
-                value=value,
-                read_only=False,
-                config_source=source_of[key],
-                is_default=source_of[key] == ConfigSource.DEFAULT_CONFIG,
-                is_sensitive=False,
-                synonyms=[],
-                config_type=CONFIG_TYPE_CODES.get(TOPIC_CONFIG_TYPES.get(key, ""), 0),
-                documentation=None,
-            )
+            _entry(Entry, key, value, source_of[key], TOPIC_CONFIG_TYPES.get(key, ""))
             for key, value in sorted(values.items())
             if keys is None or key in keys
         ]
@@ -380,26 +341,63 @@ def _topic_source(context: BrokerContext, config: Any, name: str) -> ConfigSourc
     return topic_default_source(context, name) or source
 
 
-def _broker_entries(Entry: Any, context: BrokerContext, resource: Any, body: Any) -> list[Any]:
+def _entries(Entry: Any, context: BrokerContext, resource: Any, body: Any) -> list[Any]:
+    """The entries of a broker's configs, its loggers, a group's or a client-metrics
+    subscription's; each module's error (with its error code) if it refuses."""
     name, keys = resource.resource_name, resource.configuration_keys
+    if resource.resource_type == RESOURCE_GROUP:
+        return [
+            _entry(Entry, e.name, e.value, e.source, GROUP_CONFIG_TYPES[e.name])
+            for e in describe_group_configs(context, name, keys)
+        ]
+    if resource.resource_type == RESOURCE_CLIENT_METRICS:
+        return [
+            _entry(Entry, e.name, e.value, e.source, e.config_type)
+            for e in describe_client_metrics_configs(context, name, keys)
+        ]
     entries: list[BrokerConfigEntry]
     if resource.resource_type == RESOURCE_BROKER_LOGGER:
         entries = describe_broker_loggers(context, name, keys)
     else:
         synonyms = bool(getattr(body, "include_synonyms", False))
         entries = describe_broker_configs(context, name, keys, synonyms)
-    Synonym = Entry.DescribeConfigsSynonym
     return [
-        Entry(
-            name=e.name,
-            value=e.value,
+        _entry(
+            Entry,
+            e.name,
+            e.value,
+            e.source,
+            e.config_type,
             read_only=e.read_only,
-            config_source=e.source,
-            is_default=e.source == ConfigSource.DEFAULT_CONFIG,
-            is_sensitive=e.sensitive,
-            synonyms=[Synonym(name=n, value=v, source=s) for n, v, s in e.synonyms],
-            config_type=CONFIG_TYPE_CODES.get(e.config_type, 0),
-            documentation=None,
+            sensitive=e.sensitive,
+            synonyms=e.synonyms,
         )
         for e in entries
     ]
+
+
+def _entry(
+    Entry: Any,
+    name: str,
+    value: str | None,
+    source: int,
+    config_type: str,
+    *,
+    read_only: bool = False,
+    sensitive: bool = False,
+    synonyms: Sequence[tuple[str, str | None, int]] = (),
+) -> Any:
+    """A DescribeConfigs entry of any resource type (`config_type`: Kafka's type name,
+    "" where there is none)."""
+    Synonym = Entry.DescribeConfigsSynonym
+    return Entry(
+        name=name,
+        value=value,
+        read_only=read_only,
+        config_source=source,
+        is_default=source == ConfigSource.DEFAULT_CONFIG,
+        is_sensitive=sensitive,
+        synonyms=[Synonym(name=n, value=v, source=s) for n, v, s in synonyms],
+        config_type=CONFIG_TYPE_CODES.get(config_type, 0),
+        documentation=None,
+    )

@@ -15,22 +15,16 @@ writes it while no broker runs (it takes the directory's lock).
 
 from __future__ import annotations
 
-import asyncio
-import json
-import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 from herdless.broker.auth.credential_store import ZooKeeperCredentials
+from herdless.broker.entity_config_file import Change, EntityConfigFile, LocalEntityConfigs
 from herdless.broker.quotas.manager import ClientQuotaManager
-from herdless.storage import StorageError, checkpoint
-from herdless.storage.manager import lock_data_dir
 
 QUOTAS_FILE = "client-quotas.json"
-_FILE_VERSION = 1
-
-Change = Callable[[dict[str, str]], dict[str, str]]
+# Readable by the broker's user alone, as the dynamic broker configs in the same format.
+QUOTAS = EntityConfigFile(QUOTAS_FILE, "entities", "an entity configs", mode=0o600)
 
 
 class QuotaStore(Protocol):
@@ -40,74 +34,11 @@ class QuotaStore(Protocol):
         ...
 
 
-def read_file(data_dir: Path, file_name: str = QUOTAS_FILE) -> dict[str, dict[str, str]]:
-    """Every entity's config by path from the data directory's file; {} if there is none.
-    StorageError if it cannot be read or is not one of ours. The same format holds
-    other entities' configs in another file (dynamic broker configs)."""
-    path = Path(data_dir) / file_name
-    try:
-        document = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as exc:
-        raise StorageError(f"cannot read {path}: {exc}") from None
-    entities = document.get("entities") if isinstance(document, dict) else None
-    if (
-        not isinstance(document, dict)
-        or document.get("version") != _FILE_VERSION
-        or not isinstance(entities, dict)
-        or not all(
-            isinstance(config, dict) and all(isinstance(v, str) for v in config.values())
-            for config in entities.values()
-        )
-    ):
-        raise StorageError(f"{path} is not an entity configs file of version {_FILE_VERSION}")
-    return entities
-
-
-def alter_file(
-    data_dir: Path, entity_path: str, change: Change, file_name: str = QUOTAS_FILE
-) -> dict[str, str]:
-    """Change one entity's config in the file; the config as written. Blocks (fsync)."""
-    entities = read_file(data_dir, file_name)
-    config = change(dict(entities.get(entity_path, {})))
-    if config:
-        entities[entity_path] = config
-    else:
-        entities.pop(entity_path, None)
-    data = json.dumps({"version": _FILE_VERSION, "entities": dict(sorted(entities.items()))})
-    # Readable by the broker's user alone: dynamic configs may hold encrypted passwords.
-    checkpoint.atomic_write(Path(data_dir) / file_name, data.encode(), mode=0o600)
-    return config
-
-
-def alter_offline(data_dir: Path, entity_path: str, change: Change) -> dict[str, str]:
-    """alter_file while no broker runs on the directory; StorageError if one does."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    fd = lock_data_dir(data_dir)
-    try:
-        return alter_file(data_dir, entity_path, change)
-    finally:
-        os.close(fd)
-
-
-class LocalQuotas:
+class LocalQuotas(LocalEntityConfigs):
     """One broker: the quotas file in its data directory."""
 
     def __init__(self, data_dir: Path, manager: ClientQuotaManager) -> None:
-        self._data_dir = Path(data_dir)
-        self._manager = manager
-        self._lock = asyncio.Lock()
-
-    def load(self) -> None:
-        """Read the file; StorageError if it is unreadable."""
-        for entity_path, config in read_file(self._data_dir).items():
-            self._manager.apply(entity_path, config)
-
-    async def alter(self, entity_path: str, change: Change) -> None:
-        async with self._lock:
-            config = await asyncio.to_thread(alter_file, self._data_dir, entity_path, change)
-            self._manager.apply(entity_path, config)
+        super().__init__(QUOTAS, data_dir, manager.apply)
 
 
 class ZooKeeperQuotas:
@@ -115,13 +46,7 @@ class ZooKeeperQuotas:
 
     def __init__(self, configs: ZooKeeperCredentials, manager: ClientQuotaManager) -> None:
         self._configs = configs
-        self._manager = manager
-        configs.add_listener(self._changed)
-
-    def _changed(self, entity_path: str, config: dict[str, str]) -> None:
-        # The same notifications name client-metrics subscriptions (telemetry/store.py).
-        if entity_path.partition("/")[0] in ("users", "clients"):
-            self._manager.apply(entity_path, config)
+        configs.add_listener(manager.apply, ("users", "clients"))
 
     async def alter(self, entity_path: str, change: Change) -> None:
         await self._configs.alter_entity(entity_path, change)

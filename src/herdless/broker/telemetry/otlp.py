@@ -59,18 +59,10 @@ def _points(data: MetricsData) -> Iterator[Point]:
         for scope_metrics in resource_metrics.scope_metrics:
             for metric in scope_metrics.metrics:
                 kind = metric.WhichOneof("data")
-                if kind == "gauge":
-                    for p in metric.gauge.data_points:
-                        yield Point(
-                            metric.name,
-                            _attributes(p.attributes),
-                            _number(p),
-                            False,
-                            metric.description,
-                        )
-                elif kind == "sum":
-                    counter = metric.sum.is_monotonic
-                    for p in metric.sum.data_points:
+                if kind in ("gauge", "sum"):
+                    # A sum that only grows is a counter; any other sum, as a gauge, may fall.
+                    counter = kind == "sum" and metric.sum.is_monotonic
+                    for p in getattr(metric, kind).data_points:
                         yield Point(
                             metric.name,
                             _attributes(p.attributes),
