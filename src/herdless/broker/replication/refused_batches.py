@@ -5,11 +5,11 @@ A producer pipelines up to five batches of a partition. When the leader refuses 
 first unwritten with a passing error (NOT_LEADER_OR_FOLLOWER while it cannot prove its
 ZooKeeper session, NOT_ENOUGH_REPLICAS while the ISR is short) and the cause is gone
 by the time the second is read, the second's sequence leaves a gap: Kafka's answer is
-OUT_OF_ORDER_SEQUENCE_NUMBER. librdkafka (up to 2.16 at least, issue #4953) answers
-that by bumping the producer epoch and renumbering every message not yet acknowledged,
-on every partition, including batches that other partitions' leaders wrote but whose
-answer was lost or an error: those are written a second time under the new epoch. The
-Java client retries such a batch instead. Refusing the batch behind a refused one
+OUT_OF_ORDER_SEQUENCE_NUMBER. librdkafka (2.15 and its main branch of July 2026; issue
+#4953) answers that by bumping the producer epoch and renumbering every message not yet
+acknowledged, on every partition, including batches that leaders wrote but whose answer
+was lost or an error: those are written a second time under the new epoch. The Java
+client retries such a batch instead. Refusing the batch behind a refused one
 with the same passing error makes every client retry both in order, which fills the
 gap with nothing renumbered.
 
