@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ from herdless.storage import (
     PartitionLog,
     UnexpectedAppendOffset,
 )
+from herdless.storage.log.local_log import PRODUCER_SNAPSHOT_FILE
+from herdless.storage.producer_state import read_producer_snapshot
 from tests.storage.batches import (
     GZIP,
     NONE,
@@ -232,3 +235,36 @@ def test_a_follower_rolls_segments_as_its_leader(open_log: OpenLog) -> None:
         follower.append_as_follower(leader.read(follower.log_end_offset, 1 << 20), now)
     assert follower.segment_base_offsets == leader.segment_base_offsets == [0, 2, 4]
     assert stored_batches(follower.read(0, 1 << 20)) == stored_batches(leader.read(0, 1 << 20))
+
+
+def test_a_follower_restarted_after_a_crash_knows_every_retry_of_its_tail(
+    open_log: OpenLog, tmp_path: Path
+) -> None:
+    """Promoted after a crash, a follower recognises the producer's last five batches,
+    those before its producer snapshot and those after it alike."""
+    leader = open_log(name="leader-0", **CONFIGS)
+    follower = open_log(name="follower-0", **CONFIGS)
+    produced = []
+    for sequence in range(8):
+        raw = batch(2, producer_id=PRODUCER, producer_epoch=0, base_sequence=2 * sequence)
+        produced.append((raw, leader.append(split(raw), 0, leader_epoch=0)))
+        replicate(leader, follower, max_bytes=300)
+        if sequence == 4:
+            follower.flush(checkpoint_now=True)  # the snapshot sits inside the last five
+    # A crash: the files as they are, never closed.
+    shutil.copytree(tmp_path / "follower-0", tmp_path / "crashed-0")
+    promoted = open_log(name="crashed-0", **CONFIGS)
+    end = promoted.log_end_offset
+    assert end == leader.log_end_offset
+    snapshot = read_producer_snapshot(tmp_path / "crashed-0" / PRODUCER_SNAPSHOT_FILE)
+    assert snapshot is not None and produced[-5][1].first_offset < snapshot[0] < end
+    for raw, original in produced[-5:]:
+        retry = promoted.append(split(raw), 0, leader_epoch=1)
+        assert retry.duplicate
+        assert (retry.first_offset, retry.last_offset) == (
+            original.first_offset,
+            original.last_offset,
+        )
+    assert promoted.log_end_offset == end
+    following = batch(1, producer_id=PRODUCER, producer_epoch=0, base_sequence=16)
+    assert promoted.append(split(following), 0, leader_epoch=1).first_offset == end

@@ -22,9 +22,15 @@ from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.produced import produced_batch
-from herdless.protocol.records import InvalidBatch
+from herdless.protocol.records import HEADER_SIZE, BatchHeader, InvalidBatch, parse_header
 from herdless.security.acls import AclOperation, ResourceType
-from herdless.storage import PartitionLog, RecordsRefused, StorageError, VerificationGuard
+from herdless.storage import (
+    OutOfOrderSequence,
+    PartitionLog,
+    RecordsRefused,
+    StorageError,
+    VerificationGuard,
+)
 
 if TYPE_CHECKING:
     from herdless.broker.handlers.context import BrokerContext
@@ -159,12 +165,49 @@ def _append(
     except (StorageError, PartitionError) as exc:
         result.error_code = exc.error_code
         result.error_message = str(exc)
+        _note_refusal(context, topic, partition_data, exc, result)
         return None
+    if len(context.replicas.refused_batches):
+        context.replicas.refused_batches.written(topic, partition_data.index, batches[0][0])
     result.error_code = ErrorCode.NONE
     result.base_offset = info.first_offset
     result.log_append_time_ms = info.log_append_time_ms
     result.log_start_offset = info.log_start_offset
     return partition_log, info.last_offset + 1
+
+
+def _note_refusal(
+    context: BrokerContext,
+    topic: str,
+    partition_data: Any,
+    exc: StorageError | PartitionError,
+    result: Any,
+) -> None:
+    """Remember an idempotent batch refused unwritten; a batch out of order behind one
+    gets that refusal again instead (refused_batches.py)."""
+    header = _producer_header(partition_data.records)
+    if header is None:
+        return
+    refused = context.replicas.refused_batches
+    error = ErrorCode(exc.error_code)
+    if isinstance(exc, OutOfOrderSequence):
+        cause = refused.gap_cause(topic, partition_data.index, header)
+        if cause is None:
+            return
+        error = result.error_code = cause
+        result.error_message = (
+            f"{exc}: the batch before it was refused ({cause.name}); send both again"
+        )
+    refused.refused(topic, partition_data.index, header, error)
+
+
+def _producer_header(records: bytes | None) -> BatchHeader | None:
+    """The header of a magic 2 batch, whose producer fields are set; None for records
+    too short to hold one or of an older format."""
+    if records is None or len(records) < HEADER_SIZE:
+        return None
+    header = parse_header(records)
+    return header if header.magic == 2 else None
 
 
 async def handle_init_producer_id(context: BrokerContext, request: Request) -> Any:

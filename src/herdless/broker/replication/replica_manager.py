@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from herdless.broker.clock import monotonic_ms
 from herdless.broker.replication.appends import AppendNotifier, TopicPartition
 from herdless.broker.replication.durability import Durability
+from herdless.broker.replication.refused_batches import RefusedBatches
 from herdless.cluster.metadata import SINGLE_NODE_LEADER_EPOCH
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.records import BatchHeader
@@ -45,6 +47,8 @@ class ReplicaManager:
         self.appends = AppendNotifier()
         # The wall clock: appends write its time (LogAppendTime, segments' ages).
         self._clock = clock
+        # Producers' batches refused unwritten, for the batches pipelined behind them.
+        self.refused_batches = RefusedBatches(monotonic_ms)
 
     def leader_log(
         self, topic: str, partition: int, current_leader_epoch: int = NO_EPOCH
