@@ -23,16 +23,16 @@ ZooKeeper; a change is in the cache of the broker that made it before it answers
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from herdless.broker.auth.change_notifications import ChangeNotifications
 from herdless.broker.clock import wall_ms
 from herdless.broker.entity_config_file import Change, EntityConfigFile, LocalEntityConfigs
 from herdless.cluster import layout
-from herdless.cluster.errors import ClusterUnavailable, MalformedZNode
+from herdless.cluster.errors import MalformedZNode
 from herdless.cluster.zookeeper.calls import zookeeper_call
 from herdless.security.scram import ScramCredential, altered_config, credentials_of
 
@@ -46,7 +46,6 @@ CREDENTIALS_FILE = "scram-credentials.json"
 CREDENTIALS = EntityConfigFile(CREDENTIALS_FILE, "users", "a credentials", mode=0o600, indent=1)
 # Kafka's ZkNodeChangeNotificationListener.changeExpirationMs.
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000
-_RETRY_S = 1.0
 
 
 class ScramCredentials:
@@ -147,13 +146,10 @@ class ZooKeeperCredentials(ScramCredentials):
     def __init__(self, store: Callable[[], ClusterStore]) -> None:
         super().__init__()
         self._store = store
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._watch: Watch | None = None
-        # The sequence number of the last notification applied (Kafka's lastExecutedChange).
-        self._last_change = -1
-        # The notifications' names as last seen, while they wait to be read.
-        self._pending: list[str] | None = None
-        self._reading: asyncio.Task[None] | None = None
+        self._changes = ChangeNotifications(
+            "credential changes", self._changed_users, self._apply_changes
+        )
         # Told the configs of entities of their types (path below /config, config): at
         # start for users and client ids, and at every change.
         self._listeners: list[tuple[frozenset[str], Callable[[str, dict[str, str]], None]]] = []
@@ -170,7 +166,7 @@ class ZooKeeperCredentials(ScramCredentials):
 
     async def start(self) -> None:
         """Read every user's config, then follow the notifications (once connected)."""
-        self._loop = asyncio.get_running_loop()
+        self._changes.bind()
         store = self._store()
         for user, config in (await zookeeper_call(store.user_configs)).items():
             self._apply(user, config)
@@ -179,14 +175,12 @@ class ZooKeeperCredentials(ScramCredentials):
                 self._tell(entity_path, config)
         # The watch's first call hands over the notifications already there: a change
         # made between the read above and now is among them.
-        self._watch = await zookeeper_call(store.watch_config_changes, self._on_changes)
+        self._watch = await zookeeper_call(store.watch_config_changes, self._changes.on_changes)
 
     async def stop(self) -> None:
         if self._watch is not None:
             self._watch.cancel()
-        if self._reading is not None:
-            self._reading.cancel()
-            await asyncio.gather(self._reading, return_exceptions=True)
+        await self._changes.stop()
 
     async def alter(
         self,
@@ -231,54 +225,27 @@ class ZooKeeperCredentials(ScramCredentials):
                 log.error("skipped the config of user znode %r: %s", entity, exc)
         self._tell(entity_path, config)
 
-    def _on_changes(self, names: list[str]) -> None:
-        """On kazoo's thread: hand the names to the loop."""
-        loop = self._loop
-        assert loop is not None
-        loop.call_soon_threadsafe(self._changed, names)
+    def _apply_changes(self, configs: dict[str, dict[str, str]]) -> None:
+        for entity_path, config in configs.items():
+            self._changed_entity(entity_path, config)
 
-    def _changed(self, names: list[str]) -> None:
-        self._pending = names
-        if self._reading is None or self._reading.done():
-            self._reading = asyncio.get_running_loop().create_task(self._read_changes())
-
-    async def _read_changes(self) -> None:
-        """Apply the notifications not applied yet, in order; names that arrive meanwhile
-        are read next, by this same task, so no two reads race."""
-        while self._pending is not None:
-            names, self._pending = self._pending, None
-            try:
-                last, configs = await zookeeper_call(self._changed_users, names)
-            except Exception as exc:
-                # The watch calls back after a reconnection only if the names moved:
-                # try these again unless newer ones came meanwhile.
-                if isinstance(exc, ClusterUnavailable):
-                    log.warning("credential changes not read yet, trying again: %s", exc)
-                else:
-                    log.exception("credential changes not read, trying again")
-                if self._pending is None:
-                    self._pending = names
-                await asyncio.sleep(_RETRY_S)
-                continue
-            for entity_path, config in configs.items():
-                self._changed_entity(entity_path, config)
-            self._last_change = max(self._last_change, last)
-
-    def _changed_users(self, names: list[str]) -> tuple[int, dict[str, dict[str, str]]]:
+    def _changed_users(
+        self, names: list[str], last_change: int
+    ) -> tuple[int, dict[str, dict[str, str]]]:
         """In a worker thread: the configs of the users (and, when listened to, of the
-        users' client ids and client ids) the new notifications name, as they are now, by
-        path below /config, and the last notification read; old notifications are
-        deleted."""
+        users' client ids and client ids) the notifications after `last_change` name, as
+        they are now, by path below /config, and the last notification read; old
+        notifications are deleted."""
         store = self._store()
         numbered = sorted(
             (number, name)
             for name in names
             if (number := layout.config_change_number(name)) is not None
         )
-        last, entities = self._last_change, set()
+        last, entities = last_change, set()
         now = wall_ms()
         for number, name in numbered:
-            fresh = number > self._last_change
+            fresh = number > last_change
             try:
                 change = store.config_change(name)
             except MalformedZNode as exc:

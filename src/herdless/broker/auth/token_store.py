@@ -23,7 +23,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from herdless.cluster.errors import ClusterUnavailable, MalformedZNode
+from herdless.broker.auth.change_notifications import ChangeNotifications
+from herdless.cluster.errors import MalformedZNode
 from herdless.cluster.zookeeper.calls import zookeeper_call
 from herdless.cluster.zookeeper.delegation_tokens import token_change_number
 from herdless.security.delegation_tokens import TokenInformation
@@ -37,7 +38,6 @@ log = logging.getLogger(__name__)
 TOKENS_FILE = "delegation-tokens.json"
 _FILE_VERSION = 1
 _FILE_MODE = 0o600
-_RETRY_S = 1.0
 
 # Told each token as the store has it, by id; None: it was removed.
 TokenListener = Callable[[str, TokenInformation | None], None]
@@ -130,16 +130,14 @@ class ZooKeeperTokens:
 
     def __init__(self, store: Callable[[], ClusterStore]) -> None:
         self._store = store
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._listener: TokenListener | None = None
         self._watch: Watch | None = None
-        # The sequence number of the last notification applied (Kafka's lastExecutedChange).
-        self._last_change = -1
-        self._pending: list[str] | None = None
-        self._reading: asyncio.Task[None] | None = None
+        self._changes = ChangeNotifications(
+            "delegation token changes", self._changed_tokens, self._apply
+        )
 
     async def start(self, listener: TokenListener) -> None:
-        self._loop = asyncio.get_running_loop()
+        self._changes.bind()
         self._listener = listener
         store = self._store()
         await zookeeper_call(store.create_delegation_token_paths)
@@ -147,14 +145,12 @@ class ZooKeeperTokens:
             listener(token_id, token)
         # The watch's first call hands over the notifications already there: a change
         # made between the read above and now is among them.
-        self._watch = await zookeeper_call(store.watch_token_changes, self._on_changes)
+        self._watch = await zookeeper_call(store.watch_token_changes, self._changes.on_changes)
 
     async def stop(self) -> None:
         if self._watch is not None:
             self._watch.cancel()
-        if self._reading is not None:
-            self._reading.cancel()
-            await asyncio.gather(self._reading, return_exceptions=True)
+        await self._changes.stop()
 
     async def put(self, token: TokenInformation) -> None:
         await zookeeper_call(self._store().set_delegation_token, token)
@@ -175,48 +171,23 @@ class ZooKeeperTokens:
                 found[token_id] = token
         return found
 
-    def _on_changes(self, names: list[str]) -> None:
-        """On kazoo's thread: hand the names to the loop."""
-        loop = self._loop
-        assert loop is not None
-        loop.call_soon_threadsafe(self._changed, names)
+    def _apply(self, tokens: dict[str, TokenInformation | None]) -> None:
+        assert self._listener is not None
+        for token_id, token in tokens.items():
+            self._listener(token_id, token)
 
-    def _changed(self, names: list[str]) -> None:
-        self._pending = names
-        if self._reading is None or self._reading.done():
-            self._reading = asyncio.get_running_loop().create_task(self._read_changes())
-
-    async def _read_changes(self) -> None:
-        """Apply the notifications not applied yet, in order; names that arrive meanwhile
-        are read next, by this same task, so no two reads race."""
-        while self._pending is not None:
-            names, self._pending = self._pending, None
-            try:
-                last, tokens = await zookeeper_call(self._changed_tokens, names)
-            except Exception as exc:
-                if isinstance(exc, ClusterUnavailable):
-                    log.warning("delegation token changes not read yet, trying again: %s", exc)
-                else:
-                    log.exception("delegation token changes not read, trying again")
-                if self._pending is None:
-                    self._pending = names
-                await asyncio.sleep(_RETRY_S)
-                continue
-            assert self._listener is not None
-            for token_id, token in tokens.items():
-                self._listener(token_id, token)
-            self._last_change = max(self._last_change, last)
-
-    def _changed_tokens(self, names: list[str]) -> tuple[int, dict[str, TokenInformation | None]]:
-        """In a worker thread: each token the new notifications name, as it is now, and
-        the last notification read; old notifications are deleted."""
+    def _changed_tokens(
+        self, names: list[str], last_change: int
+    ) -> tuple[int, dict[str, TokenInformation | None]]:
+        """In a worker thread: each token the notifications after `last_change` name, as
+        it is now, and the last notification read; old notifications are deleted."""
         store = self._store()
         numbered = sorted(
             (number, name) for name in names if (number := token_change_number(name)) is not None
         )
-        last, token_ids = self._last_change, []
+        last, token_ids = last_change, []
         for number, name in numbered:
-            if number <= self._last_change:
+            if number <= last_change:
                 continue
             last = number
             try:
