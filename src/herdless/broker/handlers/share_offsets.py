@@ -122,17 +122,27 @@ async def _empty_share_group(
     return ErrorCode.NONE, None
 
 
+async def _offsets_of_empty_group(
+    context: BrokerContext, request: Request, operation: AclOperation, group_id: str
+) -> tuple[ErrorCode, str | None, ShareOffsets | None]:
+    """The share group's offsets, to change: only once the group is Empty, and while the
+    share coordinator is reachable (its error otherwise)."""
+    error, message = await _empty_share_group(context, request, operation, group_id)
+    if error != ErrorCode.NONE:
+        return error, message, None
+    try:
+        return ErrorCode.NONE, None, share_offsets(context)
+    except CoordinatorError as exc:
+        return exc.error_code, message, None
+
+
 async def handle_alter_share_group_offsets(context: BrokerContext, request: Request) -> Any:
     Response = response_class(ApiKey.ALTER_SHARE_GROUP_OFFSETS)
     body = request.body
     group_id = body.group_id
-    error, message = await _empty_share_group(context, request, AclOperation.READ, group_id)
-    offsets = None
-    if error == ErrorCode.NONE:
-        try:
-            offsets = share_offsets(context)
-        except CoordinatorError as exc:
-            error = exc.error_code
+    error, message, offsets = await _offsets_of_empty_group(
+        context, request, AclOperation.READ, group_id
+    )
     names = [t.topic_name for t in body.topics]
     allowed = authorized_names(context, request, AclOperation.READ, ResourceType.TOPIC, names)
     responses = []
@@ -191,13 +201,9 @@ async def handle_delete_share_group_offsets(context: BrokerContext, request: Req
     Response = response_class(ApiKey.DELETE_SHARE_GROUP_OFFSETS)
     body = request.body
     group_id = body.group_id
-    error, message = await _empty_share_group(context, request, AclOperation.DELETE, group_id)
-    offsets = None
-    if error == ErrorCode.NONE:
-        try:
-            offsets = share_offsets(context)
-        except CoordinatorError as exc:
-            error = exc.error_code
+    error, message, offsets = await _offsets_of_empty_group(
+        context, request, AclOperation.DELETE, group_id
+    )
     if error != ErrorCode.NONE or offsets is None:
         return Response(throttle_time_ms=0, error_code=error, error_message=message, responses=[])
     names = [t.topic_name for t in body.topics]
