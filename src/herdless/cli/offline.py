@@ -4,9 +4,10 @@ as Kafka's tools log in, instead of a bootstrap server."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
@@ -14,6 +15,8 @@ from herdless.cli.errors import USAGE, fail
 
 if TYPE_CHECKING:
     from herdless.cluster.store import ClusterStore
+
+T = TypeVar("T")
 
 DataDirOption = Annotated[
     Path | None,
@@ -96,3 +99,58 @@ def open_zookeeper(zookeeper: OfflineZooKeeper) -> ClusterStore:
     return ClusterStore(
         zookeeper.connect, wall_ms=wall_ms, monotonic_ms=monotonic_ms, security=security
     )
+
+
+def read_offline(
+    where: Path | OfflineZooKeeper,
+    in_data_dir: Callable[[Path], T],
+    in_zookeeper: Callable[[ClusterStore], T],
+) -> T:
+    """Read configs offline: `in_data_dir(path)` from a data directory, or
+    `in_zookeeper(store)` from the cluster's ZooKeeper; a failure is the command's error."""
+    if isinstance(where, Path):
+        from herdless.storage import StorageError
+
+        if not where.is_dir():
+            raise fail(f"no data directory {where}")
+        try:
+            return in_data_dir(where)
+        except StorageError as exc:
+            raise fail(str(exc)) from None
+    return _in_zookeeper(where, in_zookeeper)
+
+
+def alter_offline(
+    where: Path | OfflineZooKeeper,
+    what: str,
+    in_data_dir: Callable[[Path], object],
+    in_zookeeper: Callable[[ClusterStore], object],
+) -> None:
+    """Change configs offline, as read_offline reads them; a data directory a running
+    broker holds is refused with where to `what` instead (alter its quotas...)."""
+    if isinstance(where, Path):
+        from herdless.storage import StorageError
+
+        try:
+            in_data_dir(where)
+        except StorageError as exc:
+            if "in use" in str(exc):
+                raise fail(
+                    f"data directory {where} is in use by a running broker: {what}"
+                    " through it, with --bootstrap-server"
+                ) from None
+            raise fail(str(exc)) from None
+        except OSError as exc:
+            raise fail(f"cannot write to data directory {where}: {exc.strerror or exc}") from None
+    else:
+        _in_zookeeper(where, in_zookeeper)
+
+
+def _in_zookeeper(zookeeper: OfflineZooKeeper, call: Callable[[ClusterStore], T]) -> T:
+    from herdless.cluster.errors import ClusterError
+
+    try:
+        with open_zookeeper(zookeeper) as store:
+            return call(store)
+    except (ClusterError, ValueError) as exc:  # ValueError: a name ZooKeeper cannot hold
+        raise fail(str(exc)) from None

@@ -21,8 +21,9 @@ from herdless.cli.offline import (
     OfflineZooKeeper,
     ZooKeeperConfigOption,
     ZooKeeperOption,
+    alter_offline,
     offline_target,
-    open_zookeeper,
+    read_offline,
 )
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, command_group
 from herdless.cli.output import OutputOption, Table, View, say, show
@@ -180,26 +181,10 @@ def _added(items: list[str]) -> dict[str, float]:
 
 
 def _read_offline(where: Path | OfflineZooKeeper) -> list[tuple[QuotaEntity, dict[str, float]]]:
+    from herdless.broker.quotas.store import QUOTAS
     from herdless.protocol.client_quotas import QuotaEntity, quotas_of
 
-    if isinstance(where, Path):
-        from herdless.broker.quotas.store import QUOTAS
-        from herdless.storage import StorageError
-
-        if not where.is_dir():
-            raise fail(f"no data directory {where}")
-        try:
-            configs = QUOTAS.read(where)
-        except StorageError as exc:
-            raise fail(str(exc)) from None
-    else:
-        from herdless.cluster.errors import ClusterError
-
-        try:
-            with open_zookeeper(where) as store:
-                configs = store.quota_entity_configs()
-        except ClusterError as exc:
-            raise fail(str(exc)) from None
+    configs = read_offline(where, QUOTAS.read, lambda store: store.quota_entity_configs())
     found = []
     for path, config in sorted(configs.items()):
         quotas = quotas_of(config)
@@ -211,6 +196,7 @@ def _read_offline(where: Path | OfflineZooKeeper) -> list[tuple[QuotaEntity, dic
 def _alter_offline(
     where: Path | OfflineZooKeeper, entity: QuotaEntity, added: dict[str, float], deleted: list[str]
 ) -> None:
+    from herdless.broker.quotas.store import QUOTAS
     from herdless.protocol.client_quotas import quota_value
 
     def change(config: dict[str, str]) -> dict[str, str]:
@@ -218,26 +204,9 @@ def _alter_offline(
         changed.update({k: quota_value(k, v) for k, v in added.items()})
         return changed
 
-    if isinstance(where, Path):
-        from herdless.broker.quotas.store import QUOTAS
-        from herdless.storage import StorageError
-
-        try:
-            QUOTAS.alter_offline(where, entity.path, change)
-        except StorageError as exc:
-            if "in use" in str(exc):
-                raise fail(
-                    f"data directory {where} is in use by a running broker: alter its quotas"
-                    " through it, with --bootstrap-server"
-                ) from None
-            raise fail(str(exc)) from None
-        except OSError as exc:
-            raise fail(f"cannot write to data directory {where}: {exc.strerror or exc}") from None
-    else:
-        from herdless.cluster.errors import ClusterError
-
-        try:
-            with open_zookeeper(where) as store:
-                store.alter_entity_config(entity.path, change)
-        except ClusterError as exc:
-            raise fail(str(exc)) from None
+    alter_offline(
+        where,
+        "alter its quotas",
+        lambda data_dir: QUOTAS.alter_offline(data_dir, entity.path, change),
+        lambda store: store.alter_entity_config(entity.path, change),
+    )

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -34,8 +34,9 @@ from herdless.cli.offline import (
     OfflineZooKeeper,
     ZooKeeperConfigOption,
     ZooKeeperOption,
+    alter_offline,
     offline_target,
-    open_zookeeper,
+    read_offline,
 )
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, command_group
 from herdless.cli.output import OutputOption, Table, View, say, show
@@ -187,24 +188,9 @@ def remove(
 
 def _read_offline(where: Path | OfflineZooKeeper) -> dict[str, dict[str, int]]:
     """Every user with a credential: user -> mechanism -> iterations."""
-    if isinstance(where, Path):
-        from herdless.broker.auth.credential_store import CREDENTIALS
-        from herdless.storage import StorageError
+    from herdless.broker.auth.credential_store import CREDENTIALS
 
-        if not where.is_dir():
-            raise fail(f"no data directory {where}")
-        try:
-            configs = CREDENTIALS.read(where)
-        except StorageError as exc:
-            raise fail(str(exc)) from None
-    else:
-        from herdless.cluster.errors import ClusterError
-
-        try:
-            with open_zookeeper(where) as store:
-                configs = store.user_configs()
-        except ClusterError as exc:
-            raise fail(str(exc)) from None
+    configs = read_offline(where, CREDENTIALS.read, lambda store: store.user_configs())
     found = {}
     for user, config in configs.items():
         try:
@@ -222,53 +208,20 @@ def _alter_offline(
     upsertions: Mapping[str, ScramCredential],
     deletions: Collection[str],
 ) -> None:
+    from herdless.broker.auth.credential_store import alter_offline as alter_data_dir
+
+    def change(config: dict[str, str]) -> dict[str, str]:
+        return altered_config(config, upsertions, deletions)
+
     try:
-        if isinstance(where, Path):
-            _alter_data_dir(where, user, upsertions, deletions)
-        else:
-            _alter_zookeeper(where, user, upsertions, deletions)
+        alter_offline(
+            where,
+            "change its users",
+            lambda data_dir: alter_data_dir(data_dir, user, upsertions, deletions),
+            lambda store: store.alter_user_config(user, change),
+        )
     except CredentialNotFound:
         raise fail(f"user {user} has no {', '.join(deletions)} credential") from None
-
-
-def _alter_data_dir(
-    data_dir: Path,
-    user: str,
-    upsertions: Mapping[str, ScramCredential],
-    deletions: Collection[str],
-) -> None:
-    from herdless.broker.auth.credential_store import alter_offline
-    from herdless.storage import StorageError
-
-    try:
-        alter_offline(data_dir, user, upsertions, deletions)
-    except StorageError as exc:
-        if "in use" in str(exc):
-            raise fail(
-                f"data directory {data_dir} is in use by a running broker: change its users"
-                " through it, with --bootstrap-server"
-            ) from None
-        raise fail(str(exc)) from None
-    except OSError as exc:
-        raise fail(f"cannot write to data directory {data_dir}: {exc.strerror or exc}") from None
-
-
-def _alter_zookeeper(
-    zookeeper: OfflineZooKeeper,
-    user: str,
-    upsertions: Mapping[str, ScramCredential],
-    deletions: Collection[str],
-) -> None:
-    from herdless.cluster.errors import ClusterError
-
-    change: Callable[[dict[str, str]], dict[str, str]] = lambda config: altered_config(  # noqa: E731
-        config, upsertions, deletions
-    )
-    try:
-        with open_zookeeper(zookeeper) as store:
-            store.alter_user_config(user, change)
-    except (ClusterError, ValueError) as exc:  # ValueError: a name ZooKeeper cannot hold
-        raise fail(str(exc)) from None
 
 
 # -- online: through a broker ---------------------------------------------------------------
