@@ -26,6 +26,8 @@ from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap
 from herdless.cli.output import OutputOption, Table, View, show
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Collection
+
     from kafka import KafkaAdminClient, TopicPartition
 
 # Kafka's tool changes offsets only when no member could overwrite them right away.
@@ -167,22 +169,14 @@ def reset_offsets(
         "--to-offset": to_offset is not None,
         "--from-file": from_file is not None,
     }
-    chosen = [name for name, on in modes.items() if on]
-    if len(chosen) != 1:
-        raise fail(
-            f"give exactly one of {', '.join(modes)}"
-            + (f" (got {' '.join(chosen)})" if chosen else ""),
-            USAGE,
-        )
+    one_mode(modes)
     if from_file is not None:
         if topic or all_topics:
             raise fail(
                 "--from-file names its partitions; leave out --topic and --all-topics", USAGE
             )
-    elif bool(topic) == all_topics:
-        raise fail(
-            "give --topic T[:p1,p2] (repeatable) or --all-topics, not both or neither", USAGE
-        )
+    else:
+        topics_or_all(topic, all_topics)
     timestamp_ms = None
     if to_datetime is not None:
         timestamp_ms = parse_datetime_ms(to_datetime)
@@ -200,30 +194,27 @@ def reset_offsets(
         committed = committed_offsets(admin, group_id)
         if plan_file is not None:
             tps = sorted(plan_file)
-        elif all_topics:
-            # Kafka's tool: all topics the group has committed offsets for.
-            if not committed:
-                raise fail("the group has no committed offsets; name topics with --topic")
-            tps = sorted(committed)
         else:
-            tps = named_partitions(admin, topic or [])
-        starts, ends = log_range(admin, tps)
-        if to_earliest:
-            wanted = {tp: starts[tp] for tp in tps}
-        elif to_latest:
-            wanted = {tp: ends[tp] for tp in tps}
-        elif to_current:
-            wanted = {tp: committed.get(tp, ends[tp]) for tp in tps}
-        elif to_offset is not None:
-            wanted = dict.fromkeys(tps, to_offset)
-        elif shift_by is not None:
-            wanted = _shifted(committed, tps, shift_by)
-        elif plan_file is not None:
-            wanted = plan_file
-        else:
-            assert timestamp_ms is not None
-            wanted = offsets_at_time(admin, tps, timestamp_ms, ends)
-        planned = {tp: clamped(tp, wanted[tp], starts[tp], ends[tp]) for tp in tps}
+            # Kafka's tool: --all-topics is all topics the group has committed offsets for.
+            tps = partitions_to_reset(admin, topic, committed, "the group has no committed offsets")
+
+        def wanted(ends: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+            if to_current:
+                return {tp: committed.get(tp, ends[tp]) for tp in tps}
+            if shift_by is not None:
+                return _shifted(committed, tps, shift_by)
+            assert plan_file is not None
+            return plan_file
+
+        planned = planned_offsets(
+            admin,
+            tps,
+            to_earliest=to_earliest,
+            to_latest=to_latest,
+            to_offset=to_offset,
+            timestamp_ms=timestamp_ms,
+            otherwise=wanted,
+        )
         if execute:
             _commit(admin, group_id, planned)
 
@@ -253,6 +244,66 @@ def reset_offsets(
         else "dry run: nothing was committed; add --execute to commit these offsets"
     )
     show(View(data, [table], notes=[note]), output)
+
+
+def one_mode(modes: dict[str, bool]) -> None:
+    """Exactly one way to reset, as Kafka's tools ask; a usage error naming them if not."""
+    chosen = [name for name, on in modes.items() if on]
+    if len(chosen) != 1:
+        raise fail(
+            f"give exactly one of {', '.join(modes)}"
+            + (f" (got {' '.join(chosen)})" if chosen else ""),
+            USAGE,
+        )
+
+
+def topics_or_all(topic: list[str] | None, all_topics: bool) -> None:
+    if bool(topic) == all_topics:
+        raise fail(
+            "give --topic T[:p1,p2] (repeatable) or --all-topics, not both or neither", USAGE
+        )
+
+
+def partitions_to_reset(
+    admin: KafkaAdminClient,
+    topic: list[str] | None,
+    held: Collection[TopicPartition],
+    none_held: str,
+) -> list[TopicPartition]:
+    """The partitions named with --topic, or with --all-topics (no topic) every partition
+    the group `held` an offset for; `none_held` says that there are none."""
+    if topic:
+        return named_partitions(admin, topic)
+    if not held:
+        raise fail(f"{none_held}; name topics with --topic")
+    return sorted(held)
+
+
+def planned_offsets(
+    admin: KafkaAdminClient,
+    tps: list[TopicPartition],
+    *,
+    to_earliest: bool,
+    to_latest: bool,
+    to_offset: int | None,
+    timestamp_ms: int | None,
+    otherwise: Callable[[dict[TopicPartition, int]], dict[TopicPartition, int]] | None = None,
+) -> dict[TopicPartition, int]:
+    """The new offsets, clamped into [log start, log end], by the ways to reset that both
+    kinds of group have; `otherwise(log ends)` gives them for a command's own ways."""
+    starts, ends = log_range(admin, tps)
+    if to_earliest:
+        wanted = dict(starts)
+    elif to_latest:
+        wanted = dict(ends)
+    elif to_offset is not None:
+        wanted = dict.fromkeys(tps, to_offset)
+    elif timestamp_ms is not None:
+        wanted = offsets_at_time(admin, tps, timestamp_ms, ends)
+    else:
+        assert otherwise is not None
+        wanted = otherwise(ends)
+    return {tp: clamped(tp, wanted[tp], starts[tp], ends[tp]) for tp in tps}
 
 
 def log_range(

@@ -31,10 +31,16 @@ from herdless.admin.share_group_state import (
 )
 from herdless.cli.client import connect
 from herdless.cli.errors import USAGE, error, fail
-from herdless.cli.group_arguments import named_partitions, parse_topic, tp_text
+from herdless.cli.group_arguments import parse_topic, tp_text
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, command_group
 from herdless.cli.output import Output, OutputOption, Table, View, chosen, say, show
-from herdless.cli.reset_offsets import clamped, log_range, offsets_at_time, parse_datetime_ms
+from herdless.cli.reset_offsets import (
+    one_mode,
+    parse_datetime_ms,
+    partitions_to_reset,
+    planned_offsets,
+    topics_or_all,
+)
 
 if TYPE_CHECKING:
     from kafka import TopicPartition
@@ -263,19 +269,10 @@ def reset_offsets(
         "--to-datetime": to_datetime is not None,
         "--to-offset": to_offset is not None,
     }
-    picked = [name for name, on in modes.items() if on]
-    if len(picked) != 1:
-        raise fail(
-            f"give exactly one of {', '.join(modes)}"
-            + (f" (got {' '.join(picked)})" if picked else ""),
-            USAGE,
-        )
+    one_mode(modes)
     if dry_run and execute:
         raise fail("give --dry-run or --execute, not both", USAGE)
-    if bool(topic) == all_topics:
-        raise fail(
-            "give --topic T[:p1,p2] (repeatable) or --all-topics, not both or neither", USAGE
-        )
+    topics_or_all(topic, all_topics)
     timestamp_ms = parse_datetime_ms(to_datetime) if to_datetime is not None else None
     with connect(bootstrap) as admin:
         group = describe_share_group(admin, group_id)
@@ -285,23 +282,15 @@ def reset_offsets(
                 f" {group.state} with {len(group.members)} member(s); stop its consumers first"
             )
         current = start_offsets(admin, group_id)
-        if all_topics:
-            if not current:
-                raise fail("the share group has no start offsets; name topics with --topic")
-            tps = sorted(current)
-        else:
-            tps = named_partitions(admin, topic or [])
-        starts, ends = log_range(admin, tps)
-        if to_earliest:
-            wanted = {tp: starts[tp] for tp in tps}
-        elif to_latest:
-            wanted = {tp: ends[tp] for tp in tps}
-        elif to_offset is not None:
-            wanted = dict.fromkeys(tps, to_offset)
-        else:
-            assert timestamp_ms is not None
-            wanted = offsets_at_time(admin, tps, timestamp_ms, ends)
-        planned = {tp: clamped(tp, wanted[tp], starts[tp], ends[tp]) for tp in tps}
+        tps = partitions_to_reset(admin, topic, current, "the share group has no start offsets")
+        planned = planned_offsets(
+            admin,
+            tps,
+            to_earliest=to_earliest,
+            to_latest=to_latest,
+            to_offset=to_offset,
+            timestamp_ms=timestamp_ms,
+        )
         if execute:
             _alter(admin, group_id, planned)
     data = {
