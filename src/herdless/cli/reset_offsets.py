@@ -41,6 +41,29 @@ _DURATION = re.compile(
 )
 
 
+# The options consumer groups' and share groups' reset-offsets share.
+ResetTopics = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--topic",
+        "-t",
+        metavar="TOPIC[:P,...]",
+        help="T (all its partitions) or T:p1,p2; repeatable.",
+    ),
+]
+ToEarliest = Annotated[bool, typer.Option("--to-earliest", help="Log start offset.")]
+ToLatest = Annotated[bool, typer.Option("--to-latest", help="Log end offset.")]
+ToDatetime = Annotated[
+    str | None,
+    typer.Option(
+        "--to-datetime",
+        help="First offset with a timestamp at or after this ISO 8601 time "
+        "(local time without a zone); log end if there is none.",
+    ),
+]
+ToOffset = Annotated[int | None, typer.Option("--to-offset", help="This offset.")]
+
+
 def parse_duration_ms(text: str) -> int:
     """ISO 8601 duration as java.time.Duration.parse reads it, in milliseconds."""
     match = _DURATION.fullmatch(text.strip())
@@ -100,20 +123,12 @@ def read_plan(path: Path, group_id: str) -> dict[TopicPartition, int]:
 
 def reset_offsets(
     group_id: Annotated[str, typer.Argument(metavar="GROUP")],
-    topic: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--topic",
-            "-t",
-            metavar="TOPIC[:P,...]",
-            help="T (all its partitions) or T:p1,p2; repeatable.",
-        ),
-    ] = None,
+    topic: ResetTopics = None,
     all_topics: Annotated[
         bool, typer.Option("--all-topics", help="Every topic the group has committed offsets for.")
     ] = False,
-    to_earliest: Annotated[bool, typer.Option("--to-earliest", help="Log start offset.")] = False,
-    to_latest: Annotated[bool, typer.Option("--to-latest", help="Log end offset.")] = False,
+    to_earliest: ToEarliest = False,
+    to_latest: ToLatest = False,
     to_current: Annotated[
         bool,
         typer.Option(
@@ -121,14 +136,7 @@ def reset_offsets(
             help="The committed offset (log end where there is none): commits what is there.",
         ),
     ] = False,
-    to_datetime: Annotated[
-        str | None,
-        typer.Option(
-            "--to-datetime",
-            help="First offset with a timestamp at or after this ISO 8601 time "
-            "(local time without a zone); log end if there is none.",
-        ),
-    ] = None,
+    to_datetime: ToDatetime = None,
     by_duration: Annotated[
         str | None,
         typer.Option(
@@ -139,7 +147,7 @@ def reset_offsets(
     shift_by: Annotated[
         int | None, typer.Option("--shift-by", help="Committed offset plus N (N may be negative).")
     ] = None,
-    to_offset: Annotated[int | None, typer.Option("--to-offset", help="This offset.")] = None,
+    to_offset: ToOffset = None,
     from_file: Annotated[
         Path | None,
         typer.Option("--from-file", help="The offsets in a CSV plan, as --export prints it."),

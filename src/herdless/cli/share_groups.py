@@ -35,6 +35,11 @@ from herdless.cli.group_arguments import parse_topic, tp_text
 from herdless.cli.options import DEFAULT_BOOTSTRAP, Bootstrap, command_group
 from herdless.cli.output import Output, OutputOption, Table, View, chosen, say, show
 from herdless.cli.reset_offsets import (
+    ResetTopics,
+    ToDatetime,
+    ToEarliest,
+    ToLatest,
+    ToOffset,
     one_mode,
     parse_datetime_ms,
     partitions_to_reset,
@@ -225,29 +230,14 @@ def describe(
 @share_groups_app.command("reset-offsets")
 def reset_offsets(
     group_id: GroupArgument,
-    topic: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--topic",
-            "-t",
-            metavar="TOPIC[:P,...]",
-            help="T (all its partitions) or T:p1,p2; repeatable.",
-        ),
-    ] = None,
+    topic: ResetTopics = None,
     all_topics: Annotated[
         bool, typer.Option("--all-topics", help="Every topic the group has start offsets for.")
     ] = False,
-    to_earliest: Annotated[bool, typer.Option("--to-earliest", help="Log start offset.")] = False,
-    to_latest: Annotated[bool, typer.Option("--to-latest", help="Log end offset.")] = False,
-    to_datetime: Annotated[
-        str | None,
-        typer.Option(
-            "--to-datetime",
-            help="First offset with a timestamp at or after this ISO 8601 time "
-            "(local time without a zone); log end if there is none.",
-        ),
-    ] = None,
-    to_offset: Annotated[int | None, typer.Option("--to-offset", help="This offset.")] = None,
+    to_earliest: ToEarliest = False,
+    to_latest: ToLatest = False,
+    to_datetime: ToDatetime = None,
+    to_offset: ToOffset = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show the new start offsets only (the default).")
     ] = False,
