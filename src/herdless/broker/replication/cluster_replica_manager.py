@@ -314,7 +314,14 @@ class ClusterReplicaManager(ReplicaManager):
     ) -> int | None:
         selector = self._replica_selector
         partition = self.partitions.get((partition_log.topic, partition_log.partition))
-        if selector is None or partition is None or partition.role is not Role.LEADER:
+        # A consumer that names no rack stays on the leader, whatever the selector: no
+        # need to gather the replicas on every fetch.
+        if (
+            selector is None
+            or not client_rack
+            or partition is None
+            or partition.role is not Role.LEADER
+        ):
             return None
         # Live brokers only: one that is gone cannot be sent a consumer.
         racks = {b.node_id: b.rack for b in self._metadata.brokers()}
