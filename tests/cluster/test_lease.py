@@ -18,6 +18,7 @@ from kazoo.client import KazooClient
 
 from herdless.cluster import BrokerRegistration, ClusterStore, ClusterUnavailable, SessionState
 from tests.cluster.conftest import CLOCKS, OpenStore, Recorder, expire_session
+from tests.support.tcp_relay import TcpRelay
 from tests.support.zookeeper import ZooKeeperProcess
 
 MARGIN = 0.1
@@ -163,6 +164,27 @@ def test_a_stopped_broker_finds_its_lease_gone_when_it_resumes(
             child.wait()
         observer.stop()
         observer.close()
+
+
+def test_session_survives_a_handshake_zookeeper_never_answers(
+    zookeeper: ZooKeeperProcess, connect: str
+) -> None:
+    # A ZooKeeper that is starting may accept a connection and never answer it; the
+    # session must not wait on it for its whole timeout.
+    chroot = connect.partition("/")[2]
+    with (
+        TcpRelay(zookeeper.host, zookeeper.port) as relay,
+        ClusterStore(f"{relay.address}/{chroot}", **CLOCKS, session_timeout=6.0) as store,
+    ):
+        states: Recorder[SessionState] = Recorder()
+        store.add_session_listener(states)
+        session = store.session_id
+        relay.cut(hold_next=1)
+        states.wait_for(lambda state: state is SessionState.SUSPENDED)
+        states.wait_for(lambda state: state is SessionState.CONNECTED, timeout=12)
+        assert relay.held == 1
+        assert SessionState.LOST not in states.values
+        assert store.session_id == session
 
 
 def test_session_survives_a_quick_zookeeper_restart(own_zookeeper: ZooKeeperProcess) -> None:

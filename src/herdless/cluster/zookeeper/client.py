@@ -18,11 +18,18 @@ from typing import Any
 from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import AuthFailedError, SASLException, ZookeeperError
 from kazoo.interfaces import IAsyncResult
+from kazoo.protocol.serialization import Connect
 from kazoo.security import ACL
 
 from herdless.cluster.errors import ClusterUnavailable, ZooKeeperAuthenticationFailed
 from herdless.cluster.zookeeper import znode_acls
 from herdless.security.zookeeper import ZooKeeperSecurity
+
+# An unanswered session handshake is abandoned after a third of the session timeout,
+# so that two more attempts still fit within the session; but never sooner than 2 s,
+# since a new session's handshake waits for ZooKeeper to write it to its log.
+HANDSHAKE_TIMEOUT_DIVISOR = 3
+MIN_HANDSHAKE_TIMEOUT_S = 2.0
 
 
 class ZooKeeperClient(KazooClient):
@@ -35,10 +42,9 @@ class ZooKeeperClient(KazooClient):
             hosts=hosts,
             timeout=session_timeout,
             # Retry a lost connection often: the session may still be saved within its
-            # timeout. A connection made while ZooKeeper starts can hang unanswered for a
-            # whole connect timeout (the session timeout over the host count) and end
-            # just before the restarted server expires the session: only a short pause
-            # before the next attempt saves it then.
+            # timeout. A connection made while ZooKeeper starts can hang unanswered until
+            # the handshake is given up (_bound_handshake): only a short pause before the
+            # next attempt leaves it time to save the session then.
             connection_retry={"max_tries": -1, "delay": 0.05, "backoff": 2, "max_delay": 0.25},
             sasl_options=None if login is None else login.sasl_options(),
         )
@@ -48,6 +54,9 @@ class ZooKeeperClient(KazooClient):
         # Set once the first SASL login is over, with why it failed if it did.
         self.sasl_over = threading.Event()
         self.sasl_failure: str | None = None
+        self._bound_handshake(
+            max(session_timeout / HANDSHAKE_TIMEOUT_DIVISOR, MIN_HANDSHAKE_TIMEOUT_S)
+        )
         if login is not None:
             self._hook_sasl()
 
@@ -66,6 +75,26 @@ class ZooKeeperClient(KazooClient):
 
     def transaction(self) -> TransactionRequest:
         return ZooKeeperTransaction(self)
+
+    def _bound_handshake(self, timeout: float) -> None:
+        # Kazoo, as ZooKeeper's Java client, waits the session timeout over the host
+        # count for the answer to a session handshake: with one server, the whole
+        # session timeout. A ZooKeeper that is starting accepts connections before it
+        # serves them, and one that arrives then may never be answered (ZooKeeper 3.8
+        # fails to close it: a NullPointerException in removeCnxn). The restarted
+        # server gives each saved session its full timeout from the moment it loads,
+        # so a client that waits out the whole handshake reconnects just after its
+        # session expired. Giving up on an unanswered handshake sooner, and trying
+        # again, saves the session.
+        connection = self._connection
+        original = connection._invoke
+
+        def invoke(invoke_timeout: float, request: Any, xid: int | None = None) -> Any:
+            if isinstance(request, Connect):
+                invoke_timeout = min(invoke_timeout, timeout)
+            return original(invoke_timeout, request, xid)
+
+        connection._invoke = invoke
 
     def _hook_sasl(self) -> None:
         # Kazoo reports a session as connected before its SASL login, and a login that
