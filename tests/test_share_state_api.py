@@ -167,7 +167,11 @@ def test_find_coordinator_names_this_broker_for_a_share_partition(
     assert (found.error_code, found.node_id, found.port) == (ErrorCode.NONE, 0, broker.port)
 
 
-@pytest.mark.parametrize("key", ["nocolons", "g:notauuid:0", f"g:{kafka_uuid_str(uuid.uuid4())}:x"])
+@pytest.mark.parametrize(
+    "key",
+    ["nocolons", "g:notauuid:0", f"g:{kafka_uuid_str(uuid.UUID(int=7))}:x"],
+    ids=["no colons", "no uuid", "no partition number"],
+)
 def test_find_coordinator_refuses_a_key_that_names_no_share_partition(wire: Call, key: str) -> None:
     found = find_coordinator(wire, key)
     assert found.error_code == ErrorCode.INVALID_REQUEST
