@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import closing
 from typing import Any
 
 import pytest
@@ -173,7 +174,7 @@ def test_session_survives_a_handshake_zookeeper_never_answers(
     # session must not wait on it for its whole timeout.
     chroot = connect.partition("/")[2]
     with (
-        TcpRelay(zookeeper.host, zookeeper.port) as relay,
+        closing(TcpRelay(zookeeper.host, zookeeper.port)) as relay,
         ClusterStore(f"{relay.address}/{chroot}", **CLOCKS, session_timeout=6.0) as store,
     ):
         states: Recorder[SessionState] = Recorder()

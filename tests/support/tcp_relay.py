@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-from types import TracebackType
 
 
 class TcpRelay:
@@ -41,17 +40,6 @@ class TcpRelay:
         self._closed = True
         self._listener.close()
         self.cut()
-
-    def __enter__(self) -> TcpRelay:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _accept(self) -> None:
         while not self._closed:
