@@ -15,9 +15,9 @@ from herdless.broker.config import BrokerConfig
 from herdless.broker.handlers import (
     acls,
     admin,
-    client_metrics_configs,
     client_quotas,
     cluster,
+    config_resources,
     configs,
     consumer_groups,
     coordinator,
@@ -189,13 +189,8 @@ _TABLE = [
     ),
     Api(ApiKey.PUSH_TELEMETRY, 0, 0, telemetry.handle_push_telemetry),
     # v0 (ListClientMetricsResources) lists subscriptions alone; v1 (KIP-1142) lists
-    # every config resource, not served yet.
-    Api(
-        ApiKey.LIST_CONFIG_RESOURCES,
-        0,
-        0,
-        client_metrics_configs.handle_list_config_resources,
-    ),
+    # every config resource.
+    Api(ApiKey.LIST_CONFIG_RESOURCES, 0, 1, config_resources.handle_list_config_resources),
     Api(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0, topic_partitions.handle_describe_topic_partitions),
     # Kafka 4.2 serves v1 alone (v0 was 4.0's early access); librdkafka sends v1.
     Api(

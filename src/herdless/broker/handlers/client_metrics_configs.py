@@ -1,8 +1,8 @@
 """Client-metrics subscriptions (KIP-714) as config resources: DescribeConfigs and
-IncrementalAlterConfigs of resource type CLIENT_METRICS (16), and
-ListConfigResources (74; ListClientMetricsResources before Kafka 4.1), each checked as
-Kafka checks it (telemetry/subscriptions.py). Like Kafka, both config APIs need the
-cluster's DESCRIBE_CONFIGS / ALTER_CONFIGS (configs.py checks), and so does the list.
+IncrementalAlterConfigs of resource type CLIENT_METRICS (16), each checked as Kafka
+checks it (telemetry/subscriptions.py). Like Kafka, both config APIs need the cluster's
+DESCRIBE_CONFIGS / ALTER_CONFIGS (configs.py checks). ListConfigResources lists them
+(config_resources.py).
 
 A subscription is its config: setting one creates it, deleting its last setting
 removes it.
@@ -15,12 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from herdless.broker.handlers.authorization import REFUSALS, authorize
 from herdless.broker.telemetry import subscriptions as subs
-from herdless.protocol.api_keys import ApiKey
-from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
-from herdless.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from herdless.broker.handlers.context import BrokerContext
@@ -150,21 +146,3 @@ async def alter_client_metrics_configs(
         return
     await store.alter(name, lambda current: _checked(name, _changed(current, configs)))
     log.info("client metrics subscription %s changed: %s", name, manager.config(name) or "removed")
-
-
-async def handle_list_config_resources(context: BrokerContext, request: Request) -> Any:
-    """v0, ListClientMetricsResources: the subscriptions' names."""
-    Response = response_class(ApiKey.LIST_CONFIG_RESOURCES)
-    if not authorize(
-        context, request, AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME
-    ):
-        return Response(
-            throttle_time_ms=0, error_code=REFUSALS[ResourceType.CLUSTER][0], config_resources=[]
-        )
-    manager = context.client_metrics
-    names = sorted(manager.configs()) if manager is not None else []
-    return Response(
-        throttle_time_ms=0,
-        error_code=ErrorCode.NONE,
-        config_resources=[Response.ConfigResource(resource_name=n) for n in names],
-    )
