@@ -46,6 +46,7 @@ from herdless.testing.process import free_port
 from tests.support.broker import BrokerProcess, module_broker
 from tests.support.cli import assert_documented, herdless, refused, succeeded, table_rows
 from tests.support.tls import Pki, client_context, now
+from tests.support.waiting import wait_for
 from tests.support.wire import Wire
 
 NONE, INVALID_CONFIG, INVALID_REQUEST = 0, 40, 42
@@ -457,6 +458,13 @@ def tls_broker(directory: Path, pki: Pki, *extra_args: str) -> tuple[BrokerProce
     return process.start(), tls_port
 
 
+def connected(port: int) -> socket.socket | None:
+    try:
+        return socket.create_connection(("127.0.0.1", port), timeout=10)
+    except ConnectionRefusedError:
+        return None
+
+
 def renewed_certificate(pki: Pki, path: Path, password: bytes | None = None) -> Issued:
     """The broker's certificate issued again (same subject and names), in a keystore."""
     issued = pki.ca.issue("broker", now(), hosts=["localhost", "127.0.0.1"], server=True)
@@ -521,7 +529,8 @@ def test_a_key_password_is_stored_encrypted_with_the_encoder_secret(tmp_path: Pa
 
 def served_certificate(pki: Pki, port: int) -> bytes:
     context = client_context(pki.ca_file)
-    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    # A restarted broker may answer on its PLAINTEXT port a moment before its TLS one.
+    raw = wait_for(lambda: connected(port), f"the TLS listener on port {port}")
     with context.wrap_socket(raw, server_hostname="localhost") as sock:
         der = sock.getpeercert(binary_form=True)
     assert der is not None

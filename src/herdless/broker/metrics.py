@@ -123,6 +123,14 @@ class BrokerMetrics:
             ["listener", "mechanism"],
             registry=self.registry,
         )
+        self._expired_connections_killed = Counter(
+            "herdless_expired_connections_killed",
+            "Connections closed because their SASL session ran out before the client"
+            " re-authenticated (Kafka's expired-connections-killed-count, KIP-368), by"
+            " listener.",
+            ["listener"],
+            registry=self.registry,
+        )
         self._bytes_out = Counter(
             "herdless_bytes_out",
             "Bytes of records sent in answer to consumers' fetches, by topic (Kafka's"
@@ -184,6 +192,9 @@ class BrokerMetrics:
 
     def authentication_failed(self, listener: str, mechanism: str) -> None:
         self._failed_authentications.labels(listener, mechanism).inc()
+
+    def expired_connection_killed(self, listener: str) -> None:
+        self._expired_connections_killed.labels(listener).inc()
 
     def bytes_out(self, topic: str, size: int) -> None:
         self._bytes_out.labels(topic).inc(size)

@@ -416,6 +416,8 @@ class Connection:
             self._metrics.authentication_failed(self.session.listener, step.mechanism or "sasl")
             if self._failed_logins is not None:
                 self._failed_logins.failed(self.session.client_address)
+        if step.expired:
+            self._metrics.expired_connection_killed(self.session.listener)
         if step.close is not None:
             # Said now: a client that hangs up during the delay still leaves its line.
             self._warnings.warn(

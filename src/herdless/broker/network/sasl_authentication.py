@@ -71,6 +71,8 @@ class Step:
     mechanism: str | None = None
     # The client failed to authenticate (its address's failures are counted).
     failed: bool = False
+    # The connection's SASL session ran out before it re-authenticated (KIP-368).
+    expired: bool = False
 
 
 class SaslAuthentication:
@@ -99,7 +101,7 @@ class SaslAuthentication:
     def refuse(self, prefix: RequestPrefix) -> Step:
         """A request that is not SASL's where the connection may not send it."""
         if self.authenticated:
-            return Step(close="its SASL session expired without re-authentication")
+            return Step(close="its SASL session expired without re-authentication", expired=True)
         return Step(
             close=f"unexpected request (API key {prefix.api_key}) before SASL authentication:"
             f" {self._state.value}"
