@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 
 @dataclass
@@ -150,10 +150,33 @@ def high_watermarks(bootstrap: str, topic: str, partitions: int) -> dict[int, in
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "checker-watermarks"})
     ends = {}
     for p in range(partitions):
-        _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-        ends[p] = high
+        ends[p] = _high_watermark(consumer, TopicPartition(topic, p))
     consumer.close()
     return ends
+
+
+# What a partition's leader answers while leadership moves, or librdkafka while it
+# reconnects to a broker back from a restart.
+_MOVING = {
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError._TIMED_OUT,
+    KafkaError._TRANSPORT,
+}
+
+
+def _high_watermark(consumer: Consumer, partition: TopicPartition, timeout_s: float = 30) -> int:
+    # Leadership may still be moving after a fault (a broker back, the preferred leader
+    # elected again): a retriable refusal is asked again once librdkafka's metadata
+    # catches up.
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return int(consumer.get_watermark_offsets(partition, timeout=10)[1])
+        except KafkaException as exc:
+            if exc.args[0].code() not in _MOVING or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def check(
