@@ -339,3 +339,17 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 6
         if time.monotonic() > deadline:
             raise PhaseError(f"topic {topic} has no leaders for all partitions: {meta}")
         time.sleep(0.1)
+
+
+def delete_topic(bootstrap: str, topic: str, timeout: float = 60.0) -> None:
+    """DeleteTopics, waiting for the answer. A benchmark that measures round after round
+    deletes each round's topic: with every round's segments kept, the rounds after the
+    first GiB or so cost the broker up to four times the CPU per GiB in the kernel (the
+    page cache growing on this VM), for PLAINTEXT and TLS alike."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        admin.delete_topics([topic], request_timeout=timeout)[topic].result(timeout=timeout)
+    except TimeoutError as exc:
+        raise PhaseError(f"DeleteTopics got no answer within {timeout:.0f}s") from exc
+    except KafkaException as exc:
+        raise PhaseError(f"DeleteTopics failed: {exc}") from exc

@@ -5,7 +5,10 @@ One herdless broker with a PLAINTEXT and a SASL_SSL listener (SCRAM-SHA-512, a
 throw-away CA). Each round produces ``--mib`` MiB of 1 KiB records with confluent-kafka
 (acks=all, linger.ms=5) and consumes them back, once through each listener, the order
 flipping every round: the figure to read is the SASL_SSL / PLAINTEXT ratio, the median
-of the per-round ratios (absolute rates drift on a shared machine).
+of the per-round ratios (absolute rates drift on a shared machine). Beside each rate, the
+CPU seconds per GiB of the broker and of the client (this process: confluent-kafka's
+Python calls and librdkafka's threads, its TLS included): when the two together keep
+every core busy, the ratio is bounded by the machine as much as by the broker.
 
 Then ``--logins`` new connections, ``--concurrency`` at a time, each shaking hands over
 TLS, logging in with SCRAM-SHA-512 and asking ApiVersions (herdless's own client side,
@@ -20,12 +23,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from rich.console import Console
 from rich.table import Table
@@ -36,7 +41,14 @@ from herdless.cli.certs import write_certificates
 from herdless.protocol.api_keys import ApiKey
 from herdless.security.sasl_client import sasl_client
 from herdless.security.settings import SecuritySettings
-from peers import _broker_process, broker_cpu_seconds, create_topic, free_port, tree_env
+from peers import (
+    _broker_process,
+    broker_cpu_seconds,
+    create_topic,
+    delete_topic,
+    free_port,
+    tree_env,
+)
 from produce_consume import MB, MIB, consume, produce
 
 USER, PASSWORD = "bench", "bench-Password-1"
@@ -86,25 +98,51 @@ def librdkafka(listener: str, ports: dict[str, int], ca: Path) -> tuple[str, dic
     }
 
 
+def client_cpu_seconds() -> float:
+    """CPU seconds this process (the client) used so far, all its threads."""
+    times = os.times()
+    return times.user + times.system
+
+
+class Phase(NamedTuple):
+    rate: float  # MB/s of record values
+    broker_cpu: float  # CPU seconds per GiB
+    client_cpu: float
+
+    def cell(self) -> str:
+        return f"{self.rate:.1f} MB/s ({self.broker_cpu:.2f} + {self.client_cpu:.2f})"
+
+
 def throughput(
     listener: str, round_no: int, mib: int, ports: dict[str, int], ca: Path
-) -> tuple[float, float, float, float]:
-    """(produce MB/s, consume MB/s, the broker's CPU seconds per GiB produced, and per
-    GiB consumed) through `listener`. The CPU figures do not move with the machine's
-    other load as the rates do, and leave out the client's share of the encryption."""
+) -> tuple[Phase, Phase]:
+    """Produce, then consume, through `listener`. The CPU figures do not move with the
+    machine's other load as the rates do."""
     bootstrap, client = librdkafka(listener, ports, ca)
     topic = f"bench-{listener.lower()}-{round_no}"
     create_topic(f"127.0.0.1:{ports['PLAINTEXT']}", topic, PARTITIONS, STALL_S)
     count = mib * MIB // RECORD_SIZE
     gib = mib / 1024
-    cpu = broker_cpu_seconds()
+    cpu = broker_cpu_seconds(), client_cpu_seconds()
     seconds = produce(bootstrap, topic, count, RECORD_SIZE, TIMEOUT_S, STALL_S, client)
-    produce_cpu = (broker_cpu_seconds() - cpu) / gib
-    produced = count * RECORD_SIZE / seconds / MB
-    cpu = broker_cpu_seconds()
-    seconds, value_bytes = consume(bootstrap, topic, PARTITIONS, count, TIMEOUT_S, STALL_S, client)
-    consume_cpu = (broker_cpu_seconds() - cpu) / gib
-    return produced, value_bytes / seconds / MB, produce_cpu, consume_cpu
+    produced = broker_cpu_seconds(), client_cpu_seconds()
+    consumed_s, value_bytes = consume(
+        bootstrap, topic, PARTITIONS, count, TIMEOUT_S, STALL_S, client
+    )
+    consumed = broker_cpu_seconds(), client_cpu_seconds()
+    delete_topic(f"127.0.0.1:{ports['PLAINTEXT']}", topic, STALL_S)
+    return (
+        Phase(
+            count * RECORD_SIZE / seconds / MB,
+            (produced[0] - cpu[0]) / gib,
+            (produced[1] - cpu[1]) / gib,
+        ),
+        Phase(
+            value_bytes / consumed_s / MB,
+            (consumed[0] - produced[0]) / gib,
+            (consumed[1] - produced[1]) / gib,
+        ),
+    )
 
 
 async def connections(
@@ -136,6 +174,40 @@ async def connections(
     return total / elapsed, (broker_cpu_seconds() - cpu) * 1000 / total
 
 
+def costs(rows: list[tuple[int, dict[str, tuple[Phase, Phase]]]]) -> Table:
+    """What SASL_SSL adds per GiB to the broker and to the client, and how many cores the
+    two kept busy together (medians of the rounds): near the machine's count, a cheaper
+    broker alone cannot bring the ratio to 1."""
+    table = Table(title="the cost of SASL_SSL (medians of the rounds)")
+    for column in (
+        "phase",
+        "broker CPU s/GiB added",
+        "client CPU s/GiB added",
+        "cores busy, PLAINTEXT",
+        "cores busy, SASL_SSL",
+    ):
+        table.add_column(column, justify="right")
+    for index, phase in enumerate(("produce", "consume")):
+        plain = [rates["PLAINTEXT"][index] for _, rates in rows]
+        secured = [rates["SASL_SSL"][index] for _, rates in rows]
+
+        def busy(phases: list[Phase]) -> float:
+            # CPU s/GiB × GiB/s: the cores in use while the phase ran.
+            return statistics.median(
+                (p.broker_cpu + p.client_cpu) * p.rate * MB / 2**30 for p in phases
+            )
+
+        pairs = list(zip(secured, plain, strict=True))
+        table.add_row(
+            phase,
+            f"{statistics.median(s.broker_cpu - p.broker_cpu for s, p in pairs):+.2f}",
+            f"{statistics.median(s.client_cpu - p.client_cpu for s, p in pairs):+.2f}",
+            f"{busy(plain):.2f} of {os.cpu_count()}",
+            f"{busy(secured):.2f} of {os.cpu_count()}",
+        )
+    return table
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mib", type=int, default=128, help="MiB produced per round")
@@ -152,7 +224,7 @@ def main() -> None:
                 order = ["PLAINTEXT", "SASL_SSL"][:: 1 if round_no % 2 == 0 else -1]
                 rates = {name: throughput(name, round_no, args.mib, ports, ca) for name in order}
                 for index, phase in enumerate(("produce", "consume")):
-                    ratio = rates["SASL_SSL"][index] / rates["PLAINTEXT"][index]
+                    ratio = rates["SASL_SSL"][index].rate / rates["PLAINTEXT"][index].rate
                     ratios[phase].append(ratio)
                 rows.append((round_no, rates))
             settings = SecuritySettings({"ssl.truststore.location": str(ca)})
@@ -178,11 +250,7 @@ def main() -> None:
     for round_no, rates in rows:
         table.add_row(
             str(round_no),
-            *(
-                f"{rates[name][phase]:.1f} MB/s ({rates[name][phase + 2]:.2f} s/GiB)"
-                for phase in (0, 1)
-                for name in ("PLAINTEXT", "SASL_SSL")
-            ),
+            *(rates[name][phase].cell() for phase in (0, 1) for name in ("PLAINTEXT", "SASL_SSL")),
         )
     table.add_row(
         "ratio",
@@ -191,8 +259,9 @@ def main() -> None:
         "",
         f"{statistics.median(ratios['consume']):.2f}",
     )
-    table.caption = "(broker CPU seconds per GiB of record values)"
+    table.caption = "(broker + client CPU seconds per GiB of record values)"
     console.print(table)
+    console.print(costs(rows))
     logins = Table(title=f"new connections, {args.logins} each, {args.concurrency} at a time")
     for column in ("connection", "per second", "broker CPU per connection"):
         logins.add_column(column, justify="right")
