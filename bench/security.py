@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import statistics
 import subprocess
@@ -37,7 +38,7 @@ from rich.table import Table
 
 from herdless.broker.auth.tls import client_context
 from herdless.broker.peers.connection import PeerConnection, PeerSecurity
-from herdless.cli.certs import write_certificates
+from herdless.cli.certs import CertificateFiles, write_certificates
 from herdless.protocol.api_keys import ApiKey
 from herdless.security.sasl_client import sasl_client
 from herdless.security.settings import SecuritySettings
@@ -58,7 +59,9 @@ TIMEOUT_S, STALL_S = 300.0, 60.0
 console = Console(width=None if sys.stdout.isatty() else 120)
 
 
-def start(directory: Path) -> tuple[object, dict[str, int], Path]:
+def prepare(directory: Path) -> tuple[CertificateFiles, Path]:
+    """A throw-away CA with a broker keystore, and a data directory that already holds
+    the SCRAM-SHA-512 user the clients log in as."""
     certificates = write_certificates(directory / "certs", ["127.0.0.1"])
     data_dir = directory / "data"
     subprocess.run(
@@ -69,6 +72,32 @@ def start(directory: Path) -> tuple[object, dict[str, int], Path]:
         check=True,
         capture_output=True,
     )
+    return certificates, data_dir
+
+
+def serve(
+    directory: Path, data_dir: Path, settings: dict[str, str], port: int
+) -> contextlib.AbstractContextManager[str]:
+    """The broker of this tree with these settings, once it listens on `port`."""
+    command = [sys.executable, "-m", "herdless", "serve", "--data-dir", str(data_dir)]
+    command += [arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")]
+    src = Path(__file__).resolve().parent.parent / "src"
+    return _broker_process("herdless", command, port, directory, tree_env(src))
+
+
+def sasl_ssl_client(ca: Path) -> dict[str, str]:
+    """librdkafka's settings to log in as the benchmark's user over SASL_SSL."""
+    return {
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": str(ca),
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": USER,
+        "sasl.password": PASSWORD,
+    }
+
+
+def start(directory: Path) -> tuple[contextlib.AbstractContextManager[str], dict[str, int], Path]:
+    certificates, data_dir = prepare(directory)
     ports = {"PLAINTEXT": free_port(), "SASL_SSL": free_port()}
     listeners = ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items())
     settings = {
@@ -78,24 +107,12 @@ def start(directory: Path) -> tuple[object, dict[str, int], Path]:
         "sasl.enabled.mechanisms": "SCRAM-SHA-512",
         "group.initial.rebalance.delay.ms": "0",
     }
-    command = [sys.executable, "-m", "herdless", "serve", "--data-dir", str(data_dir)]
-    command += [arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")]
-    src = Path(__file__).resolve().parent.parent / "src"
-    process = _broker_process("herdless", command, ports["PLAINTEXT"], directory, tree_env(src))
-    return process, ports, certificates.ca
+    return serve(directory, data_dir, settings, ports["PLAINTEXT"]), ports, certificates.ca
 
 
 def librdkafka(listener: str, ports: dict[str, int], ca: Path) -> tuple[str, dict[str, str]]:
     bootstrap = f"127.0.0.1:{ports[listener]}"
-    if listener == "PLAINTEXT":
-        return bootstrap, {}
-    return bootstrap, {
-        "security.protocol": "SASL_SSL",
-        "ssl.ca.location": str(ca),
-        "sasl.mechanism": "SCRAM-SHA-512",
-        "sasl.username": USER,
-        "sasl.password": PASSWORD,
-    }
+    return bootstrap, {} if listener == "PLAINTEXT" else sasl_ssl_client(ca)
 
 
 def client_cpu_seconds() -> float:
@@ -217,7 +234,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-security-") as temporary:
         process, ports, ca = start(Path(temporary))
-        with process:  # type: ignore[attr-defined]
+        with process:
             ratios: dict[str, list[float]] = {"produce": [], "consume": []}
             rows = []
             for round_no in range(args.rounds):

@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import collections
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
@@ -93,23 +92,13 @@ def main() -> None:
     parser.add_argument("--record-size", type=int, default=1024)
     args = parser.parse_args()
 
-    from herdless.cli.certs import write_certificates
-    from peers import _broker_process, create_topic, free_port, tree_env
+    from peers import create_topic, free_port
     from produce_consume import MIB, produce
-    from security import PARTITIONS, PASSWORD, STALL_S, TIMEOUT_S, USER
+    from security import PARTITIONS, STALL_S, TIMEOUT_S, prepare, sasl_ssl_client, serve
 
     with tempfile.TemporaryDirectory(prefix="bench-tls-records-") as temporary:
         directory = Path(temporary)
-        certificates = write_certificates(directory / "certs", ["127.0.0.1"])
-        data_dir = directory / "data"
-        subprocess.run(
-            [sys.executable, "-m", "herdless", "users", "add", USER, "--password-stdin"]
-            + ["--mechanism", "SCRAM-SHA-512", "--data-dir", str(data_dir)],
-            input=PASSWORD,
-            text=True,
-            check=True,
-            capture_output=True,
-        )
+        certificates, data_dir = prepare(directory)
         ports = {name: free_port() for name in ("PLAINTEXT", "SASL_SSL", "RELAY")}
         settings = {
             "listeners": f"PLAINTEXT://127.0.0.1:{ports['PLAINTEXT']},"
@@ -120,9 +109,6 @@ def main() -> None:
             "ssl.truststore.location": str(certificates.ca),
             "sasl.enabled.mechanisms": "SCRAM-SHA-512",
         }
-        command = [sys.executable, "-m", "herdless", "serve", "--data-dir", str(data_dir)]
-        command += [arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")]
-        src = Path(__file__).resolve().parent.parent / "src"
         census = RecordCensus()
         ready = threading.Event()
         threading.Thread(
@@ -130,16 +116,9 @@ def main() -> None:
             daemon=True,
         ).start()
         ready.wait(10)
-        process = _broker_process("herdless", command, ports["PLAINTEXT"], directory, tree_env(src))
-        with process:  # type: ignore[attr-defined]
+        with serve(directory, data_dir, settings, ports["PLAINTEXT"]):
             create_topic(f"127.0.0.1:{ports['PLAINTEXT']}", "records", PARTITIONS, STALL_S)
-            client = {
-                "security.protocol": "SASL_SSL",
-                "ssl.ca.location": str(certificates.ca),
-                "sasl.mechanism": "SCRAM-SHA-512",
-                "sasl.username": USER,
-                "sasl.password": PASSWORD,
-            }
+            client = sasl_ssl_client(certificates.ca)
             count = args.mib * MIB // args.record_size
             produce(
                 f"127.0.0.1:{ports['RELAY']}",

@@ -99,30 +99,21 @@ def process_cpu_seconds(pid: int) -> float:
 
 
 def measure(args: argparse.Namespace) -> None:
-    from herdless.cli.certs import write_certificates
-    from peers import (
-        _broker_process,
-        broker_cpu_seconds,
-        create_topic,
-        delete_topic,
-        free_port,
-        tree_env,
-    )
+    from peers import broker_cpu_seconds, create_topic, delete_topic, free_port
     from produce_consume import MB, MIB, consume, produce
-    from security import PARTITIONS, PASSWORD, RECORD_SIZE, STALL_S, TIMEOUT_S, USER
+    from security import (
+        PARTITIONS,
+        RECORD_SIZE,
+        STALL_S,
+        TIMEOUT_S,
+        prepare,
+        sasl_ssl_client,
+        serve,
+    )
 
     with tempfile.TemporaryDirectory(prefix="bench-tls-process-") as temporary:
         directory = Path(temporary)
-        certificates = write_certificates(directory / "certs", ["127.0.0.1"])
-        data_dir = directory / "data"
-        subprocess.run(
-            [sys.executable, "-m", "herdless", "users", "add", USER, "--password-stdin"]
-            + ["--mechanism", "SCRAM-SHA-512", "--data-dir", str(data_dir)],
-            input=PASSWORD,
-            text=True,
-            check=True,
-            capture_output=True,
-        )
+        certificates, data_dir = prepare(directory)
         ports = {name: free_port() for name in ("PLAINTEXT", "SASL_SSL", "RELAY", "FRONT")}
         bound = ("PLAINTEXT", "SASL_SSL", "RELAY")
         advertised = {**ports, "RELAY": ports["FRONT"]}
@@ -139,24 +130,12 @@ def measure(args: argparse.Namespace) -> None:
             "sasl.enabled.mechanisms": "SCRAM-SHA-512",
             "group.initial.rebalance.delay.ms": "0",
         }
-        command = [sys.executable, "-m", "herdless", "serve", "--data-dir", str(data_dir)]
-        command += [arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")]
-        src = Path(__file__).resolve().parent.parent / "src"
         relay_command = [sys.executable, __file__, "--relay"]
         relay_command += [str(ports["FRONT"]), str(ports["RELAY"]), str(certificates.broker)]
-        relay_process = subprocess.Popen(relay_command, env=tree_env(src))
+        relay_process = subprocess.Popen(relay_command)
         try:
-            process = _broker_process(
-                "herdless", command, ports["PLAINTEXT"], directory, tree_env(src)
-            )
-            with process:  # type: ignore[attr-defined]
-                secured = {
-                    "security.protocol": "SASL_SSL",
-                    "ssl.ca.location": str(certificates.ca),
-                    "sasl.mechanism": "SCRAM-SHA-512",
-                    "sasl.username": USER,
-                    "sasl.password": PASSWORD,
-                }
+            with serve(directory, data_dir, settings, ports["PLAINTEXT"]):
+                secured = sasl_ssl_client(certificates.ca)
                 ways = {
                     "PLAINTEXT": (ports["PLAINTEXT"], {}),
                     "SASL_SSL on the loop": (ports["SASL_SSL"], secured),
