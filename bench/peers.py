@@ -281,17 +281,21 @@ def raise_autogroup_priority(nice: int) -> None:
             Path(f"/proc/{pid}/autogroup").write_text(str(nice))
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """CPU seconds process `pid` used so far (OSError once it is gone)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
 def broker_cpu_seconds() -> float:
     """CPU seconds the broker process(es) used so far."""
-    ticks = os.sysconf("SC_CLK_TCK")
     total = 0.0
     for pid in _descendants():
         try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
+            total += process_cpu_seconds(pid)
         except OSError:
             continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        total += (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
     return total
 
 

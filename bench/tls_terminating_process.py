@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import ssl
 import statistics
 import subprocess
@@ -92,14 +91,14 @@ async def relay(listen_port: int, target_port: int, keystore: Path) -> None:
     await server.serve_forever()
 
 
-def process_cpu_seconds(pid: int) -> float:
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rfind(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def measure(args: argparse.Namespace) -> None:
-    from peers import broker_cpu_seconds, create_topic, delete_topic, free_port
+    from peers import (
+        broker_cpu_seconds,
+        create_topic,
+        delete_topic,
+        free_port,
+        process_cpu_seconds,
+    )
     from produce_consume import MB, MIB, consume, produce
     from security import (
         PARTITIONS,
