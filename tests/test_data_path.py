@@ -29,6 +29,10 @@ from kafka.protocol.consumer import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
 )
+from kafka.protocol.metadata.find_coordinator import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
 from kafka.protocol.producer import (
     InitProducerIdRequest,
     InitProducerIdResponse,
@@ -231,6 +235,37 @@ def test_fetch_long_poll_is_woken_by_an_append(broker: BrokerProcess) -> None:
     # The fetch parked (it did not answer empty at once) and the append woke it long
     # before its 20 s max wait ran out.
     assert 0.5 < waited < 15
+
+
+def test_a_request_sent_behind_a_waiting_fetch_cuts_its_wait_short(broker: BrokerProcess) -> None:
+    """librdkafka asks for a group's coordinator on a connection it fetches on. Were the
+    question to wait out the Fetch's long poll, every lookup while a coordinator moves
+    would take fetch.wait.max.ms (500 ms), and librdkafka then marks the coordinator it
+    found dead and asks again. The Fetch answers as soon as a request waits behind it,
+    with what there is, and answers still leave in request order."""
+    create_topic(broker, "cut-short")
+    wire = Wire(broker)
+    fetch = fetch_request("cut-short", {0: 0}, max_wait_ms=20_000, min_bytes=1)
+    question = FindCoordinatorRequest[2](key="cut-short-group", key_type=0)
+    wire.send(fetch)
+    time.sleep(0.5)  # the Fetch has parked
+    started = time.monotonic()
+    wire.send(question)
+    fetched = wire.receive(fetch, FetchResponse, behind=1)
+    answered = wire.receive(question, FindCoordinatorResponse)
+    waited = time.monotonic() - started
+    # Pipelined with the Fetch, in the same write: answered at once, too.
+    wire.send(fetch)
+    wire.send(question)
+    wire.receive(fetch, FetchResponse, behind=1)
+    wire.receive(question, FindCoordinatorResponse)
+    both_at_once = time.monotonic() - started - waited
+    wire.close()
+    partition = fetched.responses[0].partitions[0]
+    assert (partition.error_code, partition.high_watermark) == (0, 0)
+    assert answered.error_code == 0
+    assert waited < 5, f"the question waited {waited:.1f} s behind the Fetch"
+    assert both_at_once < 5, f"sent together, they took {both_at_once:.1f} s"
 
 
 def test_fetch_out_of_range_and_unknown_partition(broker: BrokerProcess) -> None:

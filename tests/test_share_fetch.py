@@ -20,6 +20,10 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.metadata.find_coordinator import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
 
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.records import iter_batches, iter_records
@@ -69,6 +73,19 @@ class Member:
         max_records: int = 500,
         epoch: int | None = None,
     ) -> Any:
+        request = self.fetch_request(acks, max_wait_ms, max_records, epoch)
+        response = self.wire.call(request, ShareFetchResponse)
+        if response.error_code == ErrorCode.NONE and epoch is None:
+            self.epoch += 1
+        return response
+
+    def fetch_request(
+        self,
+        acks: list[tuple[int, int, list[int]]] | None = None,
+        max_wait_ms: int = 0,
+        max_records: int = 500,
+        epoch: int | None = None,
+    ) -> Any:
         R = ShareFetchRequest
         Partition = R.FetchTopic.FetchPartition
         batches = [
@@ -92,10 +109,7 @@ class Member:
             ],
             forgotten_topics_data=[],
         )
-        response = self.wire.call(request, ShareFetchResponse)
-        if response.error_code == ErrorCode.NONE and epoch is None:
-            self.epoch += 1
-        return response
+        return request
 
     def acknowledge(self, acks: list[tuple[int, int, list[int]]], epoch: int | None = None) -> Any:
         R = ShareAcknowledgeRequest
@@ -262,6 +276,26 @@ def test_a_lock_that_runs_out_wakes_another_members_fetch(broker: BrokerProcess)
     refused = a.acknowledge([(0, 1, [ACCEPT])])
     assert only_partition(refused).error_code == ErrorCode.INVALID_RECORD_STATE
     assert only_partition(b.acknowledge([(0, 1, [ACCEPT])])).error_code == ErrorCode.NONE
+
+
+def test_a_request_sent_behind_a_waiting_share_fetch_cuts_its_wait_short(
+    broker: BrokerProcess,
+) -> None:
+    """As a Fetch's: a ShareFetch that waits for records answers, with none, as soon as
+    the member sends another request behind it, which then need not wait out the poll."""
+    [a], _ = opened(broker, 0)
+    fetch = a.fetch_request(max_wait_ms=20_000)
+    question = FindCoordinatorRequest[2](key=a.group, key_type=0)
+    a.wire.send(fetch)
+    time.sleep(0.5)  # the ShareFetch has parked
+    started = time.monotonic()
+    a.wire.send(question)
+    fetched = a.wire.receive(fetch, ShareFetchResponse, behind=1)
+    answered = a.wire.receive(question, FindCoordinatorResponse)
+    waited = time.monotonic() - started
+    assert (fetched.error_code, acquired(fetched)) == (ErrorCode.NONE, [])
+    assert answered.error_code == ErrorCode.NONE
+    assert waited < 5, f"the question waited {waited:.1f} s behind the ShareFetch"
 
 
 def test_acknowledging_records_not_held_is_refused_and_changes_nothing(

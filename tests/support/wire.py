@@ -44,11 +44,12 @@ class Wire:
         body = bytes(request.encode(header=True))
         self.sock.sendall(struct.pack(">i", len(body)) + body)
 
-    def receive(self, request: object, response_class: type) -> object:
-        """The answer to `request`, the last one sent (answers come in order)."""
+    def receive(self, request: object, response_class: type, *, behind: int = 0) -> object:
+        """The answer to `request`: the last one sent, or the one sent `behind` requests
+        before it (answers come in order)."""
         size = struct.unpack(">i", self._read(4))[0]
         response = response_class.decode(self._read(size), version=request.API_VERSION, header=True)
-        assert response.header.correlation_id == self.correlation_id
+        assert response.header.correlation_id == self.correlation_id - behind
         return response
 
     def _read(self, n: int) -> bytes:

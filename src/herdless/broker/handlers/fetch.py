@@ -42,6 +42,7 @@ from herdless.protocol.fetch_metadata import FINAL_EPOCH, INVALID_SESSION_ID
 from herdless.protocol.legacy_records import MAGIC_V0, MAGIC_V1, downconvert
 from herdless.protocol.regions import FileRegion
 from herdless.security.acls import AclOperation, ResourceType
+from herdless.security.session import NO_REQUESTS_BEHIND
 from herdless.storage import PartitionLog, StorageError
 
 if TYPE_CHECKING:
@@ -115,6 +116,7 @@ async def handle_fetch(context: BrokerContext, request: Request) -> Any:
     client_rack = (
         (body.rack_id or "") if api_version >= CLIENT_METADATA_VERSION and replica_id < 0 else None
     )
+    behind = request.session.behind if request.session is not None else NO_REQUESTS_BEHIND
     while True:
         read, size = _read(
             context,
@@ -128,16 +130,18 @@ async def handle_fetch(context: BrokerContext, request: Request) -> Any:
         )
         remaining = deadline - time.monotonic()
         # Nothing to read (a session error, an empty fetch, only partitions refused) is
-        # answered at once, as Kafka does; so is a consumer sent to another replica.
+        # answered at once, as Kafka does; so is a consumer sent to another replica, and
+        # one that sent another request behind this one.
         if (
             not wanted
             or size >= body.min_bytes
             or remaining <= 0
             or context.stopping
             or any(data.preferred_read_replica >= 0 for _, data in read)
+            or behind.waiting()
         ):
             break
-        await context.replicas.wait_for_appends(wanted, remaining)
+        await context.replicas.wait_for_appends(wanted, remaining, behind)
     answer = fetch.answer(read)
     return response_class(ApiKey.FETCH)(
         throttle_time_ms=0,

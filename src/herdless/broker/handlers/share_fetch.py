@@ -41,6 +41,7 @@ from herdless.protocol.api_keys import ApiKey
 from herdless.protocol.codec import Request, response_class
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.fetch_metadata import FINAL_EPOCH, INITIAL_EPOCH
+from herdless.security.session import NO_REQUESTS_BEHIND
 
 if TYPE_CHECKING:
     from herdless.broker.handlers.context import BrokerContext
@@ -119,6 +120,7 @@ async def _acquire(
         if item.log is not None and item.topic is not None
     ]
     wanted = [(topic, item.partition) for item, _, topic in served]
+    behind = request.session.behind if request.session is not None else NO_REQUESTS_BEHIND
     acquired: dict[ShareSessionPartition, Acquisition] = {}
     while served:
         if any(shares.partitions.ready(item.key(group_id), log) for item, log, _ in served):
@@ -151,9 +153,9 @@ async def _acquire(
             if acquired:
                 break
         remaining = deadline - time.monotonic()
-        if remaining <= 0 or context.stopping:
+        if remaining <= 0 or context.stopping or behind.waiting():
             break
-        await context.replicas.wait_for_appends(wanted, remaining)
+        await context.replicas.wait_for_appends(wanted, remaining, behind)
     return acquired
 
 

@@ -10,6 +10,8 @@ Fetch waiting for records, a JoinGroup parked until the group forms) is then
 abandoned at once instead of holding the socket until its wait runs out. A
 handler is only ever cancelled at an await, after its effects (an append, a
 join) are applied, as when Kafka drops the response of a client that has gone.
+It also tells a long poll when a whole request arrives behind it, so that the
+poll answers instead of holding that request up (RequestReader.wake_on_arrival).
 """
 
 from __future__ import annotations
@@ -154,6 +156,7 @@ class Connection:
             listener.security_protocol,
             peer[0] if peer else "",
             client_port=peer[1] if peer else 0,
+            behind=reader,
         )
         self._sasl = None if listener.sasl is None else SaslAuthentication(listener.sasl, self.peer)
         # True while waiting for the next request: shutdown may then close at once.
@@ -478,6 +481,8 @@ class RequestReader(FlowControlMixin, asyncio.Protocol):
         # Given each whole frame that arrives while read_frame waits: it may answer the
         # request there and then (None), or return what read_frame is to give.
         self.on_frame: Callable[[bytes], bytes | Suspended | None] | None = None
+        # Resolved once a whole frame waits behind the request being handled.
+        self._wake: asyncio.Future[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports do not derive from asyncio.Transport, but have its methods.
@@ -498,6 +503,7 @@ class RequestReader(FlowControlMixin, asyncio.Protocol):
         if self._reading_paused:
             self._resume_reading()
         self._started = started
+        self._wake = None  # the request it was for has been answered
         waiter = self._waiter = self._loop.create_future()
         try:
             return await waiter
@@ -532,16 +538,42 @@ class RequestReader(FlowControlMixin, asyncio.Protocol):
         self._size = -1
         return frame
 
+    def waiting(self) -> bool:
+        """Whether a whole frame waits in the buffer, behind the request being handled."""
+        buffer = self._buffer
+        if len(buffer) < FRAME_SIZE.size:
+            return False
+        (size,) = FRAME_SIZE.unpack_from(buffer)
+        return len(buffer) >= FRAME_SIZE.size + size
+
+    def wake_on_arrival(self, waiter: asyncio.Future[None]) -> None:
+        """Resolve `waiter` once a whole frame waits behind the request being handled.
+
+        Kafka reads nothing more of a connection until its request is answered, so a
+        request sent behind a Fetch that waits for records waits out the Fetch's
+        max_wait_ms: librdkafka asks for a group's coordinator on the connection it
+        fetches on, and took 500 ms per answer while a coordinator moved. Cutting the
+        long poll short answers both at once (the Fetch with what there is, as when its
+        wait runs out)."""
+        if self.waiting():
+            if not waiter.done():
+                waiter.set_result(None)
+            return
+        self._wake = waiter
+
     def data_received(self, data: bytes | memoryview) -> None:
         self._buffer += data
         waiter = self._waiter
-        if waiter is None:
-            if len(self._buffer) > self.PAUSE_ABOVE and not self._reading_paused:
+        if waiter is None or waiter.done():
+            wake = self._wake
+            if wake is not None and self.waiting():
+                self._wake = None
+                if not wake.done():
+                    wake.set_result(None)
+            if waiter is None and len(self._buffer) > self.PAUSE_ABOVE and not self._reading_paused:
                 assert self._transport is not None
                 self._transport.pause_reading()
                 self._reading_paused = True
-            return
-        if waiter.done():
             return
         started, on_frame = self._started, self.on_frame
         assert started is not None

@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 from collections.abc import Iterable
 
+from herdless.security.session import NO_REQUESTS_BEHIND, RequestsBehind
+
 TopicPartition = tuple[str, int]
 
 
@@ -26,9 +28,16 @@ class AppendNotifier:
                     waiter.set_result(None)
         self._waiters.clear()
 
-    async def wait(self, partitions: Iterable[TopicPartition], timeout_s: float) -> bool:
-        """Wait until one of `partitions` is appended to; False if the timeout came first."""
+    async def wait(
+        self,
+        partitions: Iterable[TopicPartition],
+        timeout_s: float,
+        behind: RequestsBehind = NO_REQUESTS_BEHIND,
+    ) -> bool:
+        """Wait until one of `partitions` is appended to, or a request waits `behind` the
+        one waiting; False if the timeout came first."""
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        behind.wake_on_arrival(waiter)
         keys = list(partitions)
         for key in keys:
             self._waiters.setdefault(key, set()).add(waiter)

@@ -18,6 +18,7 @@ from herdless.broker.replication.refused_batches import RefusedBatches
 from herdless.cluster.metadata import SINGLE_NODE_LEADER_EPOCH
 from herdless.protocol.errors import ErrorCode
 from herdless.protocol.records import BatchHeader
+from herdless.security.session import NO_REQUESTS_BEHIND, RequestsBehind
 from herdless.storage import (
     AppendInfo,
     LogManager,
@@ -189,9 +190,12 @@ class ReplicaManager:
         )
 
     async def wait_for_appends(
-        self, partitions: Iterable[TopicPartition], timeout_s: float
+        self,
+        partitions: Iterable[TopicPartition],
+        timeout_s: float,
+        behind: RequestsBehind = NO_REQUESTS_BEHIND,
     ) -> bool:
-        return await self.appends.wait(partitions, timeout_s)
+        return await self.appends.wait(partitions, timeout_s, behind)
 
     def forget(self, partition_log: PartitionLog) -> None:
         self.durability.forget(partition_log)
