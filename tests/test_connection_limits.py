@@ -11,6 +11,7 @@ import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kafka.protocol.admin import (
@@ -223,11 +224,12 @@ def test_a_long_poll_ends_when_its_client_hangs_up(broker: BrokerProcess) -> Non
     assert close_wait_sockets(broker) == 0
 
 
-def test_pipelined_requests_are_answered_in_order_behind_one_that_waits(
+def test_pipelined_requests_are_answered_in_order_and_cut_a_waiting_fetch_short(
     broker: BrokerProcess,
 ) -> None:
-    """Requests sent together, one of them a Fetch that waits for records: each is answered
-    in the order sent, those behind the Fetch only once it has been."""
+    """Requests sent together, one of them a Fetch that would wait for records: each is
+    answered in the order sent. With requests behind it the Fetch answers at once, rather
+    than holding them up for its max wait; last, with none behind, it waits."""
     assert create_topics(broker, {"pipelined": 1}) == [(0, "")]
     requests = [
         MetadataRequest[1](topics=None),
@@ -236,26 +238,35 @@ def test_pipelined_requests_are_answered_in_order_behind_one_that_waits(
         MetadataRequest[1](topics=None),
         simple_commit("pipelined-group", {("pipelined", 0): 2}),
     ]
+    wire = Wire(broker)
+    try:
+        behind = answered_together(wire, requests)
+        last = answered_together(wire, requests[:3])
+    finally:
+        wire.close()
+    assert [c for c, _ in behind] == [1, 2, 3, 4, 5]
+    assert all(at < 0.6 for _, at in behind), behind
+    assert [c for c, _ in last] == [1, 2, 3]
+    assert all(at < 0.6 for _, at in last[:2]), last
+    assert last[2][1] >= 0.6, last
+
+
+def answered_together(wire: Wire, requests: list[Any]) -> list[tuple[int, float]]:
+    """Send `requests` in one write; each answer's correlation id (1, 2, ...) and how long
+    after the write it came."""
     frames = b""
     for correlation_id, request in enumerate(requests, 1):
         request.with_header(correlation_id=correlation_id, client_id="pipelined")
         body = bytes(request.encode(header=True))
         frames += struct.pack(">i", len(body)) + body
-    wire = Wire(broker)
-    try:
-        sent = time.monotonic()
-        wire.sock.sendall(frames)
-        answered = []
-        for _ in requests:
-            (size,) = struct.unpack(">i", wire._read(4))
-            (correlation_id,) = struct.unpack(">i", wire._read(size)[:4])
-            answered.append((correlation_id, time.monotonic() - sent))
-    finally:
-        wire.close()
-    assert [c for c, _ in answered] == [1, 2, 3, 4, 5]
-    # The Fetch waited out its max wait; those behind it were held until then.
-    assert all(at >= 0.6 for _, at in answered[2:]), answered
-    assert all(at < 0.6 for _, at in answered[:2]), answered
+    sent = time.monotonic()
+    wire.sock.sendall(frames)
+    answered = []
+    for _ in requests:
+        (size,) = struct.unpack(">i", wire._read(4))
+        (correlation_id,) = struct.unpack(">i", wire._read(size)[:4])
+        answered.append((correlation_id, time.monotonic() - sent))
+    return answered
 
 
 def test_connections_past_the_file_limit_are_warned_of_and_the_broker_recovers(
