@@ -329,6 +329,22 @@ def test_a_transaction_open_past_its_timeout_is_aborted_at_a_fenced_epoch() -> N
     assert ctx.replayed() == ctx.live()
 
 
+def test_a_timeout_waits_for_the_wall_clock_it_is_measured_on() -> None:
+    """The timer fires on the monotonic clock; a wall clock a millisecond behind it must
+    not abort early, or the abort is not one for the timeout (its metrics and log say
+    fenced)."""
+    ctx = Context()
+    ctx.open()
+    ctx.now = Now(ctx.now.wall_ms + 59_999, ctx.now.monotonic_ms + 60_000)
+    ctx.records += ctx.shard.poll(ctx.now).records
+    assert ctx.meta().state is S.ONGOING
+    ctx.sleep(1)
+    meta = ctx.meta()
+    assert meta.state is S.PREPARE_ABORT
+    assert meta.last_update_timestamp_ms - meta.start_timestamp_ms >= meta.timeout_ms
+    assert ctx.replayed() == ctx.live()
+
+
 class _NotToBeWalked(dict[str, TransactionMetadata]):
     """The ids of a shard, refusing to be walked: only looked up by id."""
 

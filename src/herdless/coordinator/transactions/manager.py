@@ -397,6 +397,12 @@ class TransactionManager:
                 and meta.state is S.ONGOING
                 and (meta.producer_id, meta.producer_epoch) == (producer_id, producer_epoch)
             ):
+                if now.wall_ms < meta.start_timestamp_ms + meta.timeout_ms:
+                    # The timer runs on the monotonic clock, the deadline is a wall-clock
+                    # time: a wall clock a little behind would abort a transaction that
+                    # is not yet past its timeout, and count it as fenced.
+                    self._schedule(meta, now, out)
+                    return
                 out.extend(self._fence_and_abort(meta, now))
 
         return abort
