@@ -15,7 +15,7 @@ with the reply; replay applies the same records. Two steps are the broker's:
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from herdless.coordinator.internal_topics import OFFSETS_TOPIC
 from herdless.coordinator.now import Now
@@ -397,13 +397,13 @@ class TransactionManager:
                 and meta.state is S.ONGOING
                 and (meta.producer_id, meta.producer_epoch) == (producer_id, producer_epoch)
             ):
-                if now.wall_ms < meta.start_timestamp_ms + meta.timeout_ms:
-                    # The timer runs on the monotonic clock, the deadline is a wall-clock
-                    # time: a wall clock a little behind would abort a transaction that
-                    # is not yet past its timeout, and count it as fenced.
-                    self._schedule(meta, now, out)
-                    return
-                out.extend(self._fence_and_abort(meta, now))
+                # The timer runs on the monotonic clock. Written as of the wall clock
+                # alone, with that clock behind (a millisecond of rounding, or stepped
+                # back), the abort would read as one before the timeout: counted and
+                # logged as a fence. It is written as of its deadline at the earliest.
+                due_wall = meta.start_timestamp_ms + meta.timeout_ms
+                at = now if now.wall_ms >= due_wall else replace(now, wall_ms=due_wall)
+                out.extend(self._fence_and_abort(meta, at))
 
         return abort
 
